@@ -1,0 +1,402 @@
+/* gemm_bench.cu - validation and benchmark of tpgraph's GEMM kernels against
+ * an fp64 CPU reference and cuBLAS (only this program uses cuBLAS).
+ *
+ * llm.c dev/cuda style: the kernel sources are #included and launched with
+ * <<<>>>, with the launch configuration from lib/gemm_select.c (linked as C),
+ * so what is checked here is exactly what the graph builder will launch.
+ *
+ *   gemm_bench [--check-only] [--quick] [--json PATH]
+ *
+ * 1. Checks: fresh random inputs per shape, outputs poisoned (0xFF bytes = NaN)
+ *    before every launch, every epilogue, bf16 and fp16, the sm_90 selection
+ *    and the sm_80 (mma.sync) fallback; relative norm error against fp64 on all
+ *    rows (M <= 64) or a sample of rows, and a scan of the whole output for
+ *    NaN (an unwritten element). Limit 1e-2.
+ * 2. Device pure-read bandwidth (the ceiling for decode).
+ * 3. Timing, epilogue NONE, bf16, ours vs cublasGemmEx (bf16 in/out, fp32
+ *    compute): median of many launches timed with events, inputs rotated over
+ *    enough copies to exceed L2 several times.
+ * Exit status nonzero if any check fails.
+ */
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../kernels/gemv.cu"
+#include "../kernels/gemm_mma.cu"
+#include "../kernels/gemm_sm90.cu"
+#include "../lib/gemm_select.h"
+
+#define CK(x)                                                                          \
+  do {                                                                                 \
+    cudaError_t e_ = (x);                                                              \
+    if (e_ != cudaSuccess) {                                                           \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      exit(2);                                                                         \
+    }                                                                                  \
+  } while (0)
+#define CKB(x)                                                                         \
+  do {                                                                                 \
+    cublasStatus_t s_ = (x);                                                           \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                 \
+      fprintf(stderr, "%s:%d: %s: cublas status %d\n", __FILE__, __LINE__, #x, (int)s_); \
+      exit(2);                                                                         \
+    }                                                                                  \
+  } while (0)
+
+typedef void (*kfn)(const tpg_gemm_args);
+static const struct { const char *name; kfn fn; } kTable[] = {
+    {"tpg_gemv_bf16_m8", tpg_gemv_bf16_m8},   {"tpg_gemv_bf16_m16", tpg_gemv_bf16_m16},
+    {"tpg_gemv_bf16_m32", tpg_gemv_bf16_m32}, {"tpg_gemv_bf16_m64", tpg_gemv_bf16_m64},
+    {"tpg_gemv_f16_m8", tpg_gemv_f16_m8},     {"tpg_gemv_f16_m16", tpg_gemv_f16_m16},
+    {"tpg_gemv_f16_m32", tpg_gemv_f16_m32},   {"tpg_gemv_f16_m64", tpg_gemv_f16_m64},
+    {"tpg_gemm_sm90_bf16", tpg_gemm_sm90_bf16}, {"tpg_gemm_sm90_f16", tpg_gemm_sm90_f16},
+    {"tpg_gemm_mma_bf16", tpg_gemm_mma_bf16}, {"tpg_gemm_mma_f16", tpg_gemm_mma_f16},
+};
+static kfn find_kernel(const char *name) {
+  for (auto &e : kTable)
+    if (!strcmp(e.name, name)) return e.fn;
+  fprintf(stderr, "kernel %s not in bench table\n", name);
+  exit(2);
+}
+
+static int g_sms = 132, g_arch = 90;
+
+static void launch(const tpg_kernel_launch &L, const tpg_gemm_args &a, cudaStream_t st = 0) {
+  kfn f = find_kernel(L.kernel);
+  if (L.smem_bytes > 48 * 1024)
+    CK(cudaFuncSetAttribute((const void *)f, cudaFuncAttributeMaxDynamicSharedMemorySize, L.smem_bytes));
+  f<<<dim3(L.grid[0], L.grid[1], L.grid[2]), dim3(L.block[0], L.block[1], L.block[2]), L.smem_bytes, st>>>(a);
+  CK(cudaGetLastError());
+}
+
+/* ---------------- host helpers ---------------- */
+static uint16_t f2h_bits(float f, int dtype) {
+  if (dtype == TPG_KDT_BF16) {
+    __nv_bfloat16 b = __float2bfloat16_rn(f);
+    return *reinterpret_cast<uint16_t *>(&b);
+  }
+  __half h = __float2half_rn(f);
+  return *reinterpret_cast<uint16_t *>(&h);
+}
+static double h2d(uint16_t v, int dtype) {
+  if (dtype == TPG_KDT_BF16) {
+    uint32_t u = (uint32_t)v << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+  }
+  __half h;
+  memcpy(&h, &v, 2);
+  return __half2float(h);
+}
+
+static const char *epi_name[] = {"none", "bias", "bias_gelu", "bias_silu", "swiglu", "residual", "f32_partial"};
+
+static double ref_epi(int epi, double acc, double up, double b, double bu, double r) {
+  switch (epi) {
+    case TPG_EPI_BIAS: return acc + b;
+    case TPG_EPI_BIAS_GELU: {
+      double x = acc + b;
+      return 0.5 * x * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+    }
+    case TPG_EPI_BIAS_SILU: {
+      double x = acc + b;
+      return x / (1 + exp(-x));
+    }
+    case TPG_EPI_SWIGLU: {
+      double g = acc + b;
+      return g / (1 + exp(-g)) * (up + bu);
+    }
+    case TPG_EPI_RESIDUAL: return acc + b + r;
+    default: return acc;
+  }
+}
+
+struct CheckResult { std::string what; double err; bool ok; };
+static std::vector<CheckResult> g_checks;
+static std::mt19937_64 g_rng;
+
+/* One shape: fresh inputs, all epilogues, for the sm_90 selection and the
+ * sm_80 fallback (when they differ). */
+static void check_shape(int M, int N, int K, int dtype, bool pad) {
+  const int ldx = K + (pad ? 16 : 0), ldw = K + (pad ? 8 : 0), ldy = N + (pad ? 8 : 0), ldr = N + (pad ? 24 : 0);
+  std::uniform_real_distribution<float> U(-1.f, 1.f);
+  const float ws = 1.f / sqrtf((float)K) * 1.7f;
+  std::vector<uint16_t> hx((size_t)M * ldx), hw((size_t)2 * N * ldw), hb(2 * N), hr((size_t)M * ldr);
+  for (auto &v : hx) v = f2h_bits(U(g_rng), dtype);
+  for (auto &v : hw) v = f2h_bits(U(g_rng) * ws, dtype);
+  for (auto &v : hb) v = f2h_bits(U(g_rng) * 0.5f, dtype);
+  for (auto &v : hr) v = f2h_bits(U(g_rng), dtype);
+  /* rows to check: all when small, else a random sample plus first/last */
+  std::vector<int> rows;
+  if (M <= 64) for (int i = 0; i < M; ++i) rows.push_back(i);
+  else {
+    rows.push_back(0); rows.push_back(M - 1);
+    std::uniform_int_distribution<int> R(0, M - 1);
+    for (int i = 0; i < 14; ++i) rows.push_back(R(g_rng));
+  }
+  /* fp64 reference accumulators for all 2N W rows */
+  std::vector<double> acc(rows.size() * 2 * (size_t)N);
+  {
+    std::vector<double> xr(K), wr((size_t)2 * N * K);
+    for (int n = 0; n < 2 * N; ++n)
+      for (int k = 0; k < K; ++k) wr[(size_t)n * K + k] = h2d(hw[(size_t)n * ldw + k], dtype);
+    for (size_t ri = 0; ri < rows.size(); ++ri) {
+      for (int k = 0; k < K; ++k) xr[k] = h2d(hx[(size_t)rows[ri] * ldx + k], dtype);
+      for (int n = 0; n < 2 * N; ++n) {
+        const double *w = &wr[(size_t)n * K];
+        double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        int k = 0;
+        for (; k + 4 <= K; k += 4) { s0 += xr[k] * w[k]; s1 += xr[k + 1] * w[k + 1]; s2 += xr[k + 2] * w[k + 2]; s3 += xr[k + 3] * w[k + 3]; }
+        for (; k < K; ++k) s0 += xr[k] * w[k];
+        acc[ri * 2 * N + n] = s0 + s1 + s2 + s3;
+      }
+    }
+  }
+  void *dx, *dw, *db, *dr, *dy;
+  const size_t ybytes = (size_t)M * ldy * 4;
+  CK(cudaMalloc(&dx, hx.size() * 2)); CK(cudaMalloc(&dw, hw.size() * 2));
+  CK(cudaMalloc(&db, hb.size() * 2)); CK(cudaMalloc(&dr, hr.size() * 2));
+  CK(cudaMalloc(&dy, ybytes));
+  CK(cudaMemcpy(dx, hx.data(), hx.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(dw, hw.data(), hw.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(db, hb.data(), hb.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(dr, hr.data(), hr.size() * 2, cudaMemcpyHostToDevice));
+  std::vector<uint8_t> hy(ybytes);
+  const int arches[2] = {g_arch, 80};
+  for (int ai = 0; ai < 2; ++ai) {
+    for (int epi = 0; epi < TPG_EPI_COUNT; ++epi) {
+      tpg_kernel_launch L, L90;
+      char why[200];
+      if (tpg_gemm_select(M, N, K, dtype, epi, arches[ai], g_sms, &L, why, sizeof why)) {
+        fprintf(stderr, "select rejected: %s\n", why); exit(2);
+      }
+      if (ai == 1) {  /* skip the fallback pass when the selection is the same kernel */
+        tpg_gemm_select(M, N, K, dtype, epi, arches[0], g_sms, &L90, why, sizeof why);
+        if (!strcmp(L.kernel, L90.kernel)) continue;
+      }
+      tpg_gemm_args a;
+      memset(&a, 0, sizeof a);
+      a.x = dx; a.w = dw; a.y = dy;
+      a.bias = (epi == TPG_EPI_NONE || epi == TPG_EPI_F32_PARTIAL || (epi == TPG_EPI_RESIDUAL && (M & 1))) ? nullptr : db;
+      a.residual = epi == TPG_EPI_RESIDUAL ? dr : nullptr;
+      a.m = M; a.n = N; a.k = K; a.ldx = ldx; a.ldw = ldw; a.ldy = ldy; a.ldr = ldr;
+      a.dtype = dtype; a.epilogue = epi; a.split_k = L.split_k;
+      CK(cudaMemset(dy, 0xFF, ybytes));  /* poison: NaN in every dtype */
+      launch(L, a);
+      CK(cudaDeviceSynchronize());
+      CK(cudaMemcpy(hy.data(), dy, ybytes, cudaMemcpyDeviceToHost));
+      const bool f32 = epi == TPG_EPI_F32_PARTIAL;
+      auto out = [&](int m, int n) -> double {
+        if (f32) { float f; memcpy(&f, &hy[((size_t)m * ldy + n) * 4], 4); return f; }
+        uint16_t v; memcpy(&v, &hy[((size_t)m * ldy + n) * 2], 2); return h2d(v, dtype);
+      };
+      size_t nan_count = 0;
+      for (int m = 0; m < M; ++m)
+        for (int n = 0; n < N; ++n) if (std::isnan(out(m, n))) ++nan_count;
+      double num = 0, den = 0;
+      for (size_t ri = 0; ri < rows.size(); ++ri) {
+        const int m = rows[ri];
+        for (int n = 0; n < N; ++n) {
+          const double b = a.bias ? h2d(hb[n], dtype) : 0, bu = a.bias ? h2d(hb[N + n], dtype) : 0;
+          const double r = a.residual ? h2d(hr[(size_t)m * ldr + n], dtype) : 0;
+          const double ref = ref_epi(epi, acc[ri * 2 * N + n], acc[ri * 2 * N + N + n], b, bu, r);
+          const double d = out(m, n) - ref;
+          num += d * d; den += ref * ref;
+        }
+      }
+      const double err = sqrt(num / std::max(den, 1e-300));
+      const bool ok = nan_count == 0 && err <= 1e-2 && std::isfinite(err);
+      char what[256];
+      snprintf(what, sizeof what, "%-20s %s M=%d N=%d K=%d%s epi=%s", L.kernel, dtype == TPG_KDT_BF16 ? "bf16" : "f16",
+               M, N, K, pad ? " (padded ld)" : "", epi_name[epi]);
+      g_checks.push_back({what, err, ok});
+      if (!ok || getenv("TPG_VERBOSE"))
+        printf("%s %s rel_err=%.3e nan=%zu\n", ok ? "ok  " : "FAIL", what, err, nan_count);
+    }
+  }
+  cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dr); cudaFree(dy);
+}
+
+/* ---------------- bandwidth ceiling ---------------- */
+__global__ void read_kernel(const uint4 *__restrict__ p, size_t n, unsigned *sink) {
+  /* 4 independent 16-byte streaming loads in flight per thread per step */
+  uint32_t s = 0;
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  for (; i + 3 * stride < n; i += 4 * stride) {
+    uint4 v0 = tpg::ld_stream(p + i), v1 = tpg::ld_stream(p + i + stride);
+    uint4 v2 = tpg::ld_stream(p + i + 2 * stride), v3 = tpg::ld_stream(p + i + 3 * stride);
+    s ^= v0.x ^ v0.y ^ v0.z ^ v0.w ^ v1.x ^ v1.y ^ v1.z ^ v1.w ^ v2.x ^ v2.y ^ v2.z ^ v2.w ^ v3.x ^ v3.y ^ v3.z ^ v3.w;
+  }
+  for (; i < n; i += stride) { uint4 v = tpg::ld_stream(p + i); s ^= v.x ^ v.y ^ v.z ^ v.w; }
+  if (s == 0x12345678u) sink[0] = s;  /* keeps the loads alive */
+}
+__global__ void fill_kernel(uint16_t *p, size_t n, uint32_t seed, float scale, int bf16) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    uint32_t h = (uint32_t)i * 2654435761u ^ seed;
+    h ^= h >> 15; h *= 2246822519u; h ^= h >> 13; h *= 3266489917u; h ^= h >> 16;
+    float f = ((h & 0xFFFFFF) / 16777216.f * 2.f - 1.f) * scale;
+    if (bf16) { __nv_bfloat16 b = __float2bfloat16_rn(f); p[i] = *reinterpret_cast<uint16_t *>(&b); }
+    else { __half b = __float2half_rn(f); p[i] = *reinterpret_cast<uint16_t *>(&b); }
+  }
+}
+
+static double median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+static double read_bandwidth() {
+  const size_t bytes = (size_t)4 << 30, n = bytes / 16;
+  uint4 *p; unsigned *sink;
+  CK(cudaMalloc(&p, bytes)); CK(cudaMalloc(&sink, 4));
+  fill_kernel<<<4096, 256>>>((uint16_t *)p, bytes / 2, 1, 1.f, 1);
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
+  std::vector<float> t;
+  for (int i = 0; i < 12; ++i) {
+    CK(cudaEventRecord(e0));
+    read_kernel<<<g_sms * 4, 512>>>(p, n, sink);
+    CK(cudaEventRecord(e1)); CK(cudaEventSynchronize(e1));
+    float ms; CK(cudaEventElapsedTime(&ms, e0, e1));
+    if (i >= 2) t.push_back(ms);
+  }
+  CK(cudaGetLastError());
+  cudaFree(p); cudaFree(sink);
+  return bytes / (median(t) * 1e-3) / 1e12;
+}
+
+struct TimeRow { int M, K, N; const char *kernel; double us, cublas_us, tbs, tflops, vs_cublas, vs_floor; };
+
+static void time_shape(cublasHandle_t h, int M, int K, int N, int reps, std::vector<TimeRow> &rows) {
+  const size_t xb = (size_t)M * K * 2, wb = (size_t)N * K * 2, yb = (size_t)M * N * 2;
+  const size_t set = xb + wb + yb;
+  const int copies = (int)std::min<size_t>(64, std::max<size_t>(2, (size_t)(4 * 60e6) / set + 1));
+  std::vector<uint16_t *> X(copies), W(copies), Y(copies);
+  for (int c = 0; c < copies; ++c) {
+    CK(cudaMalloc(&X[c], xb)); CK(cudaMalloc(&W[c], wb)); CK(cudaMalloc(&Y[c], yb));
+    fill_kernel<<<2048, 256>>>(X[c], xb / 2, 7 + c, 1.f, 1);
+    fill_kernel<<<2048, 256>>>(W[c], wb / 2, 1000 + c, 0.02f, 1);
+  }
+  CK(cudaDeviceSynchronize());
+  tpg_kernel_launch L;
+  char why[200];
+  if (tpg_gemm_select(M, N, K, TPG_KDT_BF16, TPG_EPI_NONE, g_arch, g_sms, &L, why, sizeof why)) {
+    fprintf(stderr, "select: %s\n", why); exit(2);
+  }
+  auto args = [&](int c) {
+    tpg_gemm_args a; memset(&a, 0, sizeof a);
+    a.x = X[c]; a.w = W[c]; a.y = Y[c]; a.m = M; a.n = N; a.k = K; a.ldx = K; a.ldw = K; a.ldy = N;
+    a.dtype = TPG_KDT_BF16; a.epilogue = TPG_EPI_NONE; a.split_k = 1;
+    return a;
+  };
+  const float one = 1.f, zero = 0.f;
+  auto run_cublas = [&](int c) {
+    CKB(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, W[c], CUDA_R_16BF, K, X[c], CUDA_R_16BF, K, &zero,
+                     Y[c], CUDA_R_16BF, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  };
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
+  auto timeit = [&](auto fn) {
+    for (int i = 0; i < 3; ++i) fn(i % copies);
+    CK(cudaDeviceSynchronize());
+    std::vector<float> t;
+    for (int i = 0; i < reps; ++i) {
+      CK(cudaEventRecord(e0)); fn(i % copies); CK(cudaEventRecord(e1)); CK(cudaEventSynchronize(e1));
+      float ms; CK(cudaEventElapsedTime(&ms, e0, e1)); t.push_back(ms);
+    }
+    CK(cudaGetLastError());
+    return median(t) * 1e3;
+  };
+  const double us = timeit([&](int c) { launch(L, args(c)); });
+  const double cus = timeit([&](int c) { run_cublas(c); });
+  const double bytes = (double)xb + wb + yb, flops = 2.0 * M * N * (double)K;
+  const double floor_us = std::max(bytes / 4.3e12, flops / 790e12) * 1e6;
+  rows.push_back({M, K, N, L.kernel, us, cus, bytes / us / 1e6, flops / us / 1e6, cus / us, floor_us / us});
+  for (int c = 0; c < copies; ++c) { cudaFree(X[c]); cudaFree(W[c]); cudaFree(Y[c]); }
+  cudaEventDestroy(e0); cudaEventDestroy(e1);
+}
+
+int main(int argc, char **argv) {
+  bool check_only = false, quick = false;
+  const char *json = nullptr;
+  for (int i = 1; i < argc; ++i) {
+    if (!strcmp(argv[i], "--check-only")) check_only = true;
+    else if (!strcmp(argv[i], "--quick")) quick = true;
+    else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
+    else { fprintf(stderr, "usage: %s [--check-only] [--quick] [--json PATH]\n", argv[0]); return 2; }
+  }
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  g_sms = prop.multiProcessorCount;
+  g_arch = prop.major * 10 + prop.minor;
+  printf("device: %s, %d SMs, sm_%d, L2 %d MB\n", prop.name, g_sms, g_arch, prop.l2CacheSize >> 20);
+  g_rng.seed((uint64_t)std::chrono::high_resolution_clock::now().time_since_epoch().count());
+
+  /* ---- checks ---- */
+  const int Ms[] = {1, 3, 17, 64, 255, 1024, 4096};
+  const int NK[][2] = {{264, 520}, {1096, 776}, {2056, 4104}};
+  auto t0 = std::chrono::steady_clock::now();
+  int si = 0;
+  for (int M : Ms)
+    for (auto &nk : NK) {
+      if (quick && nk[1] == 4104 && M > 64) continue;
+      check_shape(M, nk[0], nk[1], TPG_KDT_BF16, (si++ % 2) == 1);
+      if (nk[1] != 4104) check_shape(M, nk[0], nk[1], TPG_KDT_F16, false);
+    }
+  int fails = 0;
+  double worst = 0;
+  for (auto &c : g_checks) { fails += !c.ok; if (std::isfinite(c.err)) worst = std::max(worst, c.err); }
+  printf("checks: %zu run, %d failed, worst rel_err %.3e (limit 1e-2), %.1f s\n", g_checks.size(), fails, worst,
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+
+  std::vector<TimeRow> rows;
+  double bw = 0;
+  if (!check_only) {
+    bw = read_bandwidth();
+    printf("pure-read bandwidth (4 GiB, ld.global.nc 16B): %.3f TB/s\n", bw);
+    cublasHandle_t h;
+    CKB(cublasCreate(&h));
+    const int TM[] = {1, 4, 16, 64, 256, 1024, 4096};
+    const int TKN[][2] = {{8192, 14336}, {14336, 8192}, {4096, 7168}, {7168, 4096}, {8192, 8192}};
+    for (auto &kn : TKN)
+      for (int M : TM) time_shape(h, M, kn[0], kn[1], quick ? 15 : (M >= 1024 ? 30 : 80), rows);
+    cublasDestroy(h);
+    printf("\n%5s %6s %6s  %-20s %9s %9s %7s %8s %8s %8s\n", "M", "K", "N", "kernel", "us", "cublas_us", "TB/s",
+           "TFLOP/s", "x_cublas", "x_floor");
+    for (auto &r : rows)
+      printf("%5d %6d %6d  %-20s %9.1f %9.1f %7.3f %8.1f %8.3f %8.3f\n", r.M, r.K, r.N, r.kernel, r.us, r.cublas_us,
+             r.tbs, r.tflops, r.vs_cublas, r.vs_floor);
+    printf("(x_cublas = cublas_us / us, >1 is faster than cuBLAS; x_floor = floor/us with floor = max(bytes/4.3TB/s, flops/790TFLOP/s); read ceiling %.3f TB/s)\n", bw);
+  }
+  if (json) {
+    FILE *f = fopen(json, "w");
+    if (f) {
+      fprintf(f, "{\"device\":\"%s\",\"read_tbs\":%.4f,\"checks\":[", prop.name, bw);
+      for (size_t i = 0; i < g_checks.size(); ++i)
+        fprintf(f, "%s{\"what\":\"%s\",\"rel_err\":%.4e,\"ok\":%s}", i ? "," : "", g_checks[i].what.c_str(),
+                g_checks[i].err, g_checks[i].ok ? "true" : "false");
+      fprintf(f, "],\"timing\":[");
+      for (size_t i = 0; i < rows.size(); ++i) {
+        auto &r = rows[i];
+        fprintf(f, "%s{\"M\":%d,\"K\":%d,\"N\":%d,\"kernel\":\"%s\",\"us\":%.2f,\"cublas_us\":%.2f,\"tbs\":%.4f,\"tflops\":%.2f,\"x_cublas\":%.4f,\"x_floor\":%.4f}",
+                i ? "," : "", r.M, r.K, r.N, r.kernel, r.us, r.cublas_us, r.tbs, r.tflops, r.vs_cublas, r.vs_floor);
+      }
+      fprintf(f, "]}\n");
+      fclose(f);
+    }
+  }
+  printf("checks: %zu run, %d failed, worst rel_err %.3e\n", g_checks.size(), fails, worst);
+  return fails ? 1 : 0;
+}

@@ -1,0 +1,233 @@
+/* gemm_sm90.cu - prefill GEMM for Hopper (sm_90a): wgmma, warp-specialised,
+ * persistent.
+ *
+ * Design:
+ *  - CTA tile 128 x 256 x 64 (M x W-rows x K), 4-stage shared-memory ring
+ *    (48 KB a stage, 192 KB total), 384 threads = 3 warpgroups:
+ *    warpgroup 0 produces, warpgroups 1 and 2 each multiply a 64 x 256 half of
+ *    the tile with wgmma.m64n256k16 (128 fp32 accumulators a thread).
+ *  - Loads are plain 16-byte cp.async, not the TMA tensor engine: everything
+ *    is derived from the raw pointers and leading dimensions in tpg_gemm_args,
+ *    so the graph builder needs no cuTensorMapEncodeTiled and a node's
+ *    parameters stay one POD struct. cp.async also gives us per-chunk zero
+ *    fill for the M/N/K edges. The producer writes each 16-byte chunk straight
+ *    into the 128-byte-swizzled K-major layout that wgmma reads (chunk j of
+ *    row r at r*128 + ((j ^ r%8) * 16)); completion is signalled with
+ *    cp.async.mbarrier.arrive.noinc on the stage's "full" mbarrier, and the
+ *    consumers execute fence.proxy.async after the wait so the async proxy
+ *    (wgmma) sees the generic-proxy cp.async writes.
+ *  - Persistent grid (min(tiles, SMs) CTAs) walks the tiles in groups of 8
+ *    M-blocks, M fastest, so the CTAs running at once share W tiles in L2.
+ *    The epilogue writes from registers while the producer already fetches
+ *    the next tile's stages.
+ *  - setmaxnreg moves registers from the producer (40) to the consumers (232).
+ *
+ * All of this needs sm_90a. For the compute_90 / sm_80 passes the entry points
+ * compile to a trap; the selector never picks them there.
+ */
+#include "common.cuh"
+
+namespace tpg {
+namespace sm90 {
+constexpr int BM = 128, BN = 256, BK = 64, STAGES = 4;
+constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
+[[maybe_unused]] constexpr int THREADS = 384;
+/* + 1024 to align the ring to the 1024-byte swizzle atom, + barriers */
+[[maybe_unused]] constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024 + 2 * STAGES * 8;
+constexpr int GROUP_M = 8;
+
+TPG_DEV void tile_coords(int t, int mt, int nt, int &mb, int &nb) {
+  const int group = t / (GROUP_M * nt);
+  const int first = group * GROUP_M;
+  const int gsz = min(mt - first, GROUP_M);
+  const int local = t - group * GROUP_M * nt;
+  mb = first + local % gsz;
+  nb = local / gsz;
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+TPG_DEV void mbar_init(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
+}
+TPG_DEV void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done;
+  do {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+  } while (!done);
+}
+TPG_DEV void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
+}
+TPG_DEV void cp_async_mbar_arrive(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" :: "r"(bar) : "memory");
+}
+/* K-major operand, 128-byte swizzle: LBO unused (1), SBO = 1024 bytes between
+ * 8-row groups, layout type 1 (SWIZZLE_128B) in bits 62-63. Advancing K by 16
+ * elements (32 bytes) inside the swizzle atom = start address + 2 (16-byte units):
+ * the hardware applies the XOR to the final address, as the atom is aligned. */
+TPG_DEV uint64_t make_desc(uint32_t saddr) {
+  return (uint64_t)((saddr & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) |
+         ((uint64_t)1 << 62);
+}
+TPG_DEV void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+TPG_DEV void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N> TPG_DEV void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory"); }
+TPG_DEV void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t da, uint64_t db, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+TPG_DEV void wgmma_m64n256k16_f16(float (&d)[128], uint64_t da, uint64_t db, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+
+template <typename T>
+TPG_DEV void wgmma_tile(float (&d)[128], uint64_t da, uint64_t db, int scale_d) {
+  if constexpr (dt<T>::is_bf16) wgmma_m64n256k16_bf16(d, da, db, scale_d);
+  else wgmma_m64n256k16_f16(d, da, db, scale_d);
+}
+#endif
+}  // namespace sm90
+
+template <typename T>
+__device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using namespace sm90;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
+  const uint32_t full_bar = base + STAGES * STAGE_BYTES, empty_bar = full_bar + STAGES * 8;
+  const int tid = threadIdx.x, wg = tid >> 7;
+  if (tid == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(full_bar + 8 * s, 128);   /* one cp.async arrive per producer thread */
+      mbar_init(empty_bar + 8 * s, 256);  /* every consumer thread releases */
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  const int M = a.m, N = a.n, K = a.k;
+  const bool swiglu = a.epilogue == TPG_EPI_SWIGLU;
+  const int out_n = swiglu ? BN / 2 : BN;  /* outputs a tile produces */
+  const int mt = (M + BM - 1) / BM, nt = (N + out_n - 1) / out_n, tiles = mt * nt;
+  const int nk = (K + BK - 1) / BK;
+
+  if (wg == 0) {
+    /* ---------------- producer warpgroup ---------------- */
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    const int row = tid >> 3, j = tid & 7;          /* rows row + 16*i, 16-byte chunk j */
+    const uint32_t soff = row * 128 + ((j ^ (row & 7)) << 4);
+    const T *X = static_cast<const T *>(a.x), *W = static_cast<const T *>(a.w);
+    int it = 0;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+      int mb, nb;
+      tile_coords(t, mt, nt, mb, nb);
+      const int m0 = mb * BM, o0 = nb * out_n;
+      int ob, rb, rstep;
+      if (swiglu) {  /* smem rows 16p+0..7: gate of outputs o0+8p.., 16p+8..15: their up rows */
+        ob = o0 + (row & 7);
+        rb = (row >> 3) ? N + ob : ob;
+        rstep = 8;
+      } else {
+        ob = o0 + row;
+        rb = ob;
+        rstep = 16;
+      }
+      const T *xa = X + (size_t)(m0 + row) * a.ldx + j * 8;
+      const T *wb = W + (size_t)rb * a.ldw + j * 8;
+      for (int kb = 0; kb < nk; ++kb, ++it) {
+        const int s = it % STAGES;
+        mbar_wait(empty_bar + 8 * s, ((it / STAGES) & 1) ^ 1);
+        const uint32_t st = base + s * STAGE_BYTES + soff;
+        const bool kin = kb * BK + j * 8 < K;
+#pragma unroll
+        for (int i = 0; i < BM / 16; ++i) {
+          const bool v = kin && (m0 + row + 16 * i < M);
+          cp_async16(st + i * 16 * 128, v ? xa + (size_t)16 * i * a.ldx + kb * BK : X, v);
+        }
+#pragma unroll
+        for (int i = 0; i < BN / 16; ++i) {
+          const bool v = kin && (ob + rstep * i < N);
+          cp_async16(st + A_BYTES + i * 16 * 128, v ? wb + (size_t)rstep * i * a.ldw + kb * BK : W, v);
+        }
+        cp_async_mbar_arrive(full_bar + 8 * s);
+      }
+    }
+    asm volatile("cp.async.wait_all;" ::: "memory");  /* no copy outlives its thread */
+  } else {
+    /* ---------------- consumer warpgroups ---------------- */
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    const int c = wg - 1, ct = tid - 128 * wg, warp = ct >> 5, lane = ct & 31;
+    const int g = lane >> 2, t2 = (lane & 3) * 2;
+    float d[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) d[i] = 0.f;
+    int it = 0;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+      int mb, nb;
+      tile_coords(t, mt, nt, mb, nb);
+      const int m0 = mb * BM, o0 = nb * out_n;
+      for (int kb = 0; kb < nk; ++kb, ++it) {
+        const int s = it % STAGES;
+        mbar_wait(full_bar + 8 * s, (it / STAGES) & 1);
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        const uint32_t st = base + s * STAGE_BYTES;
+        const uint64_t da = make_desc(st + c * (64 * 128)), db = make_desc(st + A_BYTES);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk)
+          wgmma_tile<T>(d, da + 2 * kk, db + 2 * kk, (kb | kk) != 0);
+        wgmma_commit();
+        wgmma_wait<1>();  /* the previous stage's wgmmas are done: release it */
+        if (kb > 0) mbar_arrive(empty_bar + 8 * ((it - 1) % STAGES));
+      }
+      wgmma_wait<0>();
+      mbar_arrive(empty_bar + 8 * ((it - 1) % STAGES));
+
+      /* Epilogue: d[4j+2h], d[4j+2h+1] = row warp*16 + g + 8h, cols 8j + t2 + {0,1}. */
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int m = m0 + c * 64 + warp * 16 + g + 8 * h;
+        if (m < M) {
+          if (swiglu) {
+#pragma unroll
+            for (int jj = 0; jj < 32; jj += 2) {
+              const int n = o0 + (jj / 2) * 8 + t2;
+              if (n < N) epi_store2<T>(a, m, n, d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1],
+                                       d[4 * (jj + 1) + 2 * h], d[4 * (jj + 1) + 2 * h + 1]);
+            }
+          } else {
+#pragma unroll
+            for (int jj = 0; jj < 32; ++jj) {
+              const int n = o0 + jj * 8 + t2;
+              if (n < N) epi_store2<T>(a, m, n, d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1], 0.f, 0.f);
+            }
+          }
+        }
+      }
+    }
+  }
+#else
+  __trap();  /* not sm_90a: the selector never launches this kernel here */
+#endif
+}
+
+}  // namespace tpg
+
+/* grid = min(tiles, SMs) with tiles = ceil(M/128) * ceil(N/256) (ceil(N/128)
+ * for SWIGLU); block 384; dynamic smem tpg::sm90::SMEM_BYTES (197696). */
+extern "C" __global__ void __launch_bounds__(384, 1) tpg_gemm_sm90_bf16(const __grid_constant__ tpg_gemm_args a) {
+  tpg::gemm_sm90_body<__nv_bfloat16>(a);
+}
+extern "C" __global__ void __launch_bounds__(384, 1) tpg_gemm_sm90_f16(const __grid_constant__ tpg_gemm_args a) {
+  tpg::gemm_sm90_body<__half>(a);
+}

@@ -1,0 +1,107 @@
+/* gemm_select.c - pick a tpgraph GEMM kernel and its launch configuration.
+ *
+ * Selection table (constants mirror the kernels; keep them in step):
+ *
+ *   rule                        kernel                      grid                         block  smem
+ *   m <= 8                      tpg_gemv_<dt>_m8            ceil(n / 16)   [SWIGLU n/8]   256    0
+ *   m <= 16                     tpg_gemv_<dt>_m16           ceil(n / 32)   [n/16]         256    0
+ *   m <= 32                     tpg_gemv_<dt>_m32           ceil(n / 32)   [n/16]         256    0
+ *   m <= 64                     tpg_gemv_<dt>_m64           ceil(n / 32)   [n/16]         256    0
+ *   m > 64, sm_arch == 90       tpg_gemm_sm90_<dt>          min(tiles, num_sms)           384    197696
+ *                               tiles = ceil(m/128) * ceil(n/256) [SWIGLU ceil(n/128)]
+ *   m > 64, other sm_arch >= 80 tpg_gemm_mma_<dt>           (ceil(m/128), ceil(n/128))    256    61440
+ *                                                           [SWIGLU (ceil(m/128), ceil(n/64))]
+ *   <dt> = bf16 | f16. No kernel splits K, so workspace_bytes = 0, split_k = 1.
+ *
+ * Why: the decode kernels (M <= 64) are weight-streaming and their M variants
+ * only trade registers for the width of the M tile; sm_90a wgmma is the fast
+ * path for everything larger on Hopper; mma.sync covers sm_80..sm_89 and any
+ * architecture where the sm_90a image cannot run (sm_100+ runs the compute_90
+ * PTX of the other two families).
+ * Rejections: m < 1; n or k not a multiple of 8 (rows must be whole 16-byte
+ * vectors); dtype not F16/BF16; unknown epilogue; sm_arch < 80.
+ */
+#include "gemm_select.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "../kernels/tpg_kargs.h"
+
+static int reject(char *why, size_t whylen, const char *msg) {
+  if (why && whylen) {
+    strncpy(why, msg, whylen - 1);
+    why[whylen - 1] = '\0';
+  }
+  return 1;
+}
+
+static unsigned cdiv(long a, long b) { return (unsigned)((a + b - 1) / b); }
+
+int tpg_gemm_select(int m, int n, int k, int dtype, int epilogue, int sm_arch, int num_sms,
+                    tpg_kernel_launch *out, char *why, size_t whylen) {
+  char buf[160];
+  static const char *const gemv_bf16[4] = {"tpg_gemv_bf16_m8", "tpg_gemv_bf16_m16",
+                                           "tpg_gemv_bf16_m32", "tpg_gemv_bf16_m64"};
+  static const char *const gemv_f16[4] = {"tpg_gemv_f16_m8", "tpg_gemv_f16_m16",
+                                          "tpg_gemv_f16_m32", "tpg_gemv_f16_m64"};
+  static const int gemv_rows[4] = {16, 32, 32, 32}; /* 16 * R W rows per CTA */
+  const int bf16 = dtype == TPG_KDT_BF16;
+  const int swiglu = epilogue == TPG_EPI_SWIGLU;
+
+  if (!out) return reject(why, whylen, "out is NULL");
+  if (m < 1) {
+    snprintf(buf, sizeof buf, "m=%d: M must be >= 1", m);
+    return reject(why, whylen, buf);
+  }
+  if (n < 8 || n % 8) {
+    snprintf(buf, sizeof buf, "n=%d: N must be a positive multiple of 8 (16-byte rows)", n);
+    return reject(why, whylen, buf);
+  }
+  if (k < 8 || k % 8) {
+    snprintf(buf, sizeof buf, "k=%d: K must be a positive multiple of 8 (16-byte rows)", k);
+    return reject(why, whylen, buf);
+  }
+  if (dtype != TPG_KDT_BF16 && dtype != TPG_KDT_F16) {
+    snprintf(buf, sizeof buf, "dtype=%d: operands must be F16 or BF16", dtype);
+    return reject(why, whylen, buf);
+  }
+  if (epilogue < 0 || epilogue >= TPG_EPI_COUNT) {
+    snprintf(buf, sizeof buf, "epilogue=%d: unknown TPG_EPI_* value", epilogue);
+    return reject(why, whylen, buf);
+  }
+  if (sm_arch < 80) {
+    snprintf(buf, sizeof buf, "sm_arch=%d: the kernels need sm_80 or newer (mma.sync bf16)", sm_arch);
+    return reject(why, whylen, buf);
+  }
+  if (num_sms < 1) num_sms = 1;
+
+  memset(out, 0, sizeof *out);
+  out->block[1] = out->block[2] = 1;
+  out->grid[1] = out->grid[2] = 1;
+  out->split_k = 1;
+  out->workspace_bytes = 0;
+
+  if (m <= 64) {
+    const int v = m <= 8 ? 0 : m <= 16 ? 1 : m <= 32 ? 2 : 3;
+    const int rows = gemv_rows[v];
+    out->kernel = bf16 ? gemv_bf16[v] : gemv_f16[v];
+    out->grid[0] = cdiv(n, swiglu ? rows / 2 : rows);
+    out->block[0] = 256;
+    out->smem_bytes = 0; /* static shared memory only, <= 32 KB */
+  } else if (sm_arch == 90) {
+    const unsigned tiles = cdiv(m, 128) * cdiv(n, swiglu ? 128 : 256);
+    out->kernel = bf16 ? "tpg_gemm_sm90_bf16" : "tpg_gemm_sm90_f16";
+    out->grid[0] = tiles < (unsigned)num_sms ? tiles : (unsigned)num_sms;
+    out->block[0] = 384;
+    out->smem_bytes = 4 * (128 + 256) * 64 * 2 + 1024 + 2 * 4 * 8; /* 197696 */
+  } else {
+    out->kernel = bf16 ? "tpg_gemm_mma_bf16" : "tpg_gemm_mma_f16";
+    out->grid[0] = cdiv(m, 128);
+    out->grid[1] = cdiv(n, swiglu ? 64 : 128);
+    out->block[0] = 256;
+    out->smem_bytes = 3 * (128 + 128) * 40 * 2; /* 61440 */
+  }
+  if (why && whylen) why[0] = '\0';
+  return 0;
+}

@@ -1,0 +1,40 @@
+/* gemm_select.h - host-side choice of GEMM kernel and launch configuration.
+ *
+ * Plain C11, no CUDA headers: the graph builder calls this, loads `kernel` by
+ * name from the embedded fatbin (cuLibraryLoadData / cuLibraryGetKernel),
+ * allocates `workspace_bytes` per node and launches with grid/block/smem.
+ * See the selection table in gemm_select.c and docs/kernels.md.
+ */
+#ifndef TPG_GEMM_SELECT_H
+#define TPG_GEMM_SELECT_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tpg_kernel_launch {
+  const char *kernel;        /* extern "C" entry point name in the fatbin        */
+  unsigned grid[3], block[3];
+  unsigned smem_bytes;       /* dynamic shared memory. When > 48 KB the launcher
+                                must first set CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_
+                                SHARED_SIZE_BYTES to this value on the function  */
+  size_t workspace_bytes;    /* per-node workspace (0 for every current kernel) */
+  int split_k;               /* value for tpg_gemm_args.split_k (1 today)       */
+} tpg_kernel_launch;
+
+/* Y[m,n] = epi(X[m,k] * W[n,k]^T). dtype: TPG_KDT_F16 or TPG_KDT_BF16;
+ * epilogue: TPG_EPI_*; sm_arch: 10*major+minor (90 for H100/H200);
+ * num_sms: multiprocessor count (132 on H200).
+ * Returns 0 and fills *out, or nonzero with the failed rule in `why`.
+ * Also required, not checkable here (the caller checks): x, w, y, bias,
+ * residual 16-byte aligned; ldx, ldw, ldy, ldr multiples of 8 with
+ * ldx >= k, ldw >= k, ldy >= n, ldr >= n. */
+int tpg_gemm_select(int m, int n, int k, int dtype, int epilogue, int sm_arch, int num_sms,
+                    tpg_kernel_launch *out, char *why, size_t whylen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
