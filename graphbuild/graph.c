@@ -1,0 +1,282 @@
+/* graph.c - create (materialize + instantiate), launch, inspect, destroy.
+ *
+ * A graph owns everything it made (plan copy, template graph, exec, private
+ * stream, event, workspaces) and borrows the comm and the bound buffers. The
+ * comm counts its live graphs, so destroying a comm before its graphs is an
+ * error instead of NCCL freeing resources a graph still points at.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "graphbuild/graph.h"
+
+#define TPG_DESTROY_WAIT_MS 10000
+
+static tpg_status graph_check(const tpg_graph *g, const char *fn) {
+  if (!g) return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "graph is NULL: expected a tpg_graph");
+  if (g->magic != TPG_MAGIC_GRAPH)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "graph is not a live tpg_graph (destroyed or corrupt handle)");
+  return TPG_SUCCESS;
+}
+
+/* Waits for the last launch with a deadline (the comm's, if any). */
+static tpg_status wait_done(tpg_graph *g, const char *fn) {
+  if (!g->launched) return TPG_SUCCESS;
+  int ms = g->comm ? g->comm->timeout_ms : TPG_DESTROY_WAIT_MS;
+  double t0 = tpg_now_us(), deadline = t0 + 1000.0 * ms;
+  for (;;) {
+    CUresult r = tpg_cu->cuEventQuery(g->done);
+    if (r == CUDA_SUCCESS) return TPG_SUCCESS;
+    if (r != CUDA_ERROR_NOT_READY) return tpg_cu_fail(r, fn, "cuEventQuery(last launch)");
+    if (tpg_now_us() > deadline) {
+      if (g->comm && !g->comm->aborted) tpg_comm_abort(g->comm);
+      return tpg_err(TPG_ERROR_TIMEOUT, fn,
+                     "the graph's last launch did not finish within %d ms%s", ms,
+                     g->comm ? "; its comm was aborted (a peer is gone?)" : "");
+    }
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+static void graph_free(tpg_graph *g) {
+  if (!g) return;
+  if (g->dev.ctx && tpg_dev_push(&g->dev) == TPG_SUCCESS) {
+    if (g->exec) tpg_cu->cuGraphExecDestroy(g->exec);
+    if (g->graph) tpg_cu->cuGraphDestroy(g->graph);
+    if (g->nodes && g->plan)
+      for (int i = 0; i < g->plan->nnodes; i++)
+        if (g->nodes[i].workspace) tpg_cu->cuMemFree(g->nodes[i].workspace);
+    if (g->done) tpg_cu->cuEventDestroy(g->done);
+    if (g->cap_stream) tpg_cu->cuStreamDestroy(g->cap_stream);
+    tpg_dev_pop();
+  }
+  if (g->comm && g->comm->magic == TPG_MAGIC_COMM && g->plan) {
+    int colls = 0;
+    tpg_plan_stats(g->plan, NULL, NULL, &colls);
+    if (colls) atomic_fetch_sub(&g->comm->graphs, 1);
+  }
+  tpg_dev_close(&g->dev);
+  tpg_plan_destroy(g->plan);
+  free(g->bind);
+  free(g->users);
+  free(g->users_at);
+  free(g->order);
+  free(g->nodes);
+  g->magic = TPG_MAGIC_DEAD;
+  free(g);
+}
+
+static tpg_status build_users(tpg_graph *g) {
+  const tpg_plan *p = g->plan;
+  g->users_at = calloc((size_t)p->nslots + 1, sizeof *g->users_at);
+  if (!g->users_at) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
+  tpg_view v[5];
+  size_t total = 0;
+  for (int i = 0; i < p->nnodes; i++) {
+    int k = tpg_node_views(&p->nodes[i], v);
+    for (int j = 0; j < k; j++) {
+      int dup = 0;
+      for (int q = 0; q < j; q++) dup |= v[q].slot == v[j].slot;
+      if (!dup) { g->users_at[v[j].slot]++; total++; }
+    }
+  }
+  for (int s = 0; s < p->nslots; s++) g->users_at[s + 1] += g->users_at[s];
+  g->users = malloc((total ? total : 1) * sizeof *g->users);
+  int *fill = calloc((size_t)p->nslots + 1, sizeof *fill);
+  if (!g->users || !fill) {
+    free(fill);
+    return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
+  }
+  /* Users in topological order: rebinding re-captures collectives in the
+   * same order on every rank. */
+  for (int oi = 0; oi < p->nnodes; oi++) {
+    int i = g->order[oi];
+    int k = tpg_node_views(&p->nodes[i], v);
+    for (int j = 0; j < k; j++) {
+      int dup = 0;
+      for (int q = 0; q < j; q++) dup |= v[q].slot == v[j].slot;
+      if (!dup) {
+        int s = (int)v[j].slot - 1;
+        g->users[g->users_at[s] + fill[s]++] = i;
+      }
+    }
+  }
+  free(fill);
+  return TPG_SUCCESS;
+}
+
+/* Workspaces are sized once, here: kernels leave their counters zeroed, so a
+ * single memset at creation serves every launch. */
+static tpg_status alloc_workspaces(tpg_graph *g) {
+  const tpg_plan *p = g->plan;
+  for (int i = 0; i < p->nnodes; i++) {
+    if (p->nodes[i].kind != TPG_NK_GEMM) continue;
+    const tpg_gemm_desc *d = &p->nodes[i].u.gemm;
+    tpg_kernel_launch l;
+    char why[256] = {0}, lb[160];
+    int kdt = d->dtype == TPG_F16 ? TPG_KDT_F16 : TPG_KDT_BF16;
+    if (tpg_gemm_select(d->m, d->n, d->k, kdt, (int)d->epilogue, g->dev.sm_arch, g->dev.sm_count, &l, why,
+                        sizeof why) != 0)
+      return TPG_ARG_FAIL("node %s: no GEMM kernel for this shape: %s", tpg_node_label(p, i, lb, sizeof lb), why);
+    if (l.workspace_bytes == 0) continue;
+    size_t bytes = (l.workspace_bytes + 255) & ~(size_t)255;
+    TPG_CU(cuMemAlloc(&g->nodes[i].workspace, bytes));
+    g->nodes[i].workspace_bytes = bytes;
+    g->info.workspace_bytes += bytes;
+    TPG_CU(cuMemsetD32Async(g->nodes[i].workspace, 0, bytes / 4, g->cap_stream));
+  }
+  TPG_CU(cuStreamSynchronize(g->cap_stream));
+  return TPG_SUCCESS;
+}
+
+tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg, tpg_graph **out) {
+  tpg_err_clear();
+  TPG_CHECK_ARG(out != NULL, "out is NULL: expected a tpg_graph * to set");
+  *out = NULL;
+  TPG_TRY(tpg_plan_check(plan, __func__, "plan"));
+  TPG_CHECK_ARG(cfg != NULL, "cfg is NULL: expected a tpg_graph_config (TPG_GRAPH_CONFIG_INIT)");
+  TPG_CHECK_ARG(cfg->magic == TPG_CONFIG_MAGIC && cfg->size >= sizeof(tpg_graph_config),
+                "cfg was not initialised with TPG_GRAPH_CONFIG_INIT (magic 0x%x, size %zu)", cfg->magic, cfg->size);
+  TPG_CHECK_ARG(cfg->device >= 0, "cfg->device is %d: expected a CUDA device ordinal >= 0", cfg->device);
+  TPG_CHECK_ARG(cfg->nbindings >= 0, "cfg->nbindings is %d: expected >= 0", cfg->nbindings);
+  TPG_CHECK_ARG(cfg->nbindings == 0 || cfg->bindings != NULL, "cfg->bindings is NULL but cfg->nbindings is %d",
+                cfg->nbindings);
+  TPG_TRY(tpg_plan_validate(plan));
+  int colls = 0;
+  tpg_plan_stats(plan, NULL, NULL, &colls);
+  if (colls) {
+    TPG_CHECK_ARG(cfg->comm != NULL, "cfg->comm is NULL but the plan has %d collective%s: expected a tpg_comm",
+                  colls, colls == 1 ? "" : "s");
+    TPG_TRY(tpg_comm_check_usable(cfg->comm, __func__, "cfg->comm"));
+    TPG_CHECK_ARG(cfg->comm->dev.ordinal == cfg->device,
+                  "cfg->device is %d but cfg->comm is on device %d: expected the same device", cfg->device,
+                  cfg->comm->dev.ordinal);
+  } else if (cfg->comm) {
+    TPG_TRY(tpg_comm_check_usable(cfg->comm, __func__, "cfg->comm"));
+  }
+  /* Every slot the plan uses must be bound, exactly once. */
+  for (int b = 0; b < cfg->nbindings; b++) {
+    tpg_slot s = cfg->bindings[b].slot;
+    TPG_CHECK_ARG(s != TPG_SLOT_NONE && s <= (tpg_slot)plan->nslots,
+                  "cfg->bindings[%d].slot is %u: not a slot of the plan (expected 1..%d)", b, s, plan->nslots);
+    for (int c = 0; c < b; c++)
+      TPG_CHECK_ARG(cfg->bindings[c].slot != s, "cfg->bindings[%d] binds slot \"%s\" again (first at [%d])", b,
+                    plan->slots[s - 1].name, c);
+  }
+
+  tpg_status st = TPG_SUCCESS;
+  tpg_graph *g = calloc(1, sizeof *g);
+  if (!g) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
+  g->magic = TPG_MAGIC_GRAPH;
+  TPG_TRYGOTO(tpg_plan_clone(plan, &g->plan), st, fail);
+  const tpg_plan *p = g->plan;
+  g->bind = calloc((size_t)(p->nslots ? p->nslots : 1), sizeof *g->bind);
+  g->order = malloc((size_t)p->nnodes * sizeof *g->order);
+  g->nodes = calloc((size_t)p->nnodes, sizeof *g->nodes);
+  if (!g->bind || !g->order || !g->nodes) {
+    st = TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
+    goto fail;
+  }
+  TPG_TRYGOTO(tpg_plan_topo(p, g->order), st, fail);
+  TPG_TRYGOTO(build_users(g), st, fail);
+  for (int s = 0; s < p->nslots; s++)
+    if (g->users_at[s + 1] > g->users_at[s]) {
+      int found = 0;
+      for (int b = 0; b < cfg->nbindings; b++) found |= cfg->bindings[b].slot == (tpg_slot)(s + 1);
+      if (!found) {
+        st = TPG_ARG_FAIL("slot \"%s\" is used by the plan but not bound: expected a binding in cfg->bindings",
+                          p->slots[s].name);
+        goto fail;
+      }
+    }
+
+  TPG_TRYGOTO(tpg_dev_open(cfg->device, &g->dev), st, fail);
+  TPG_TRYGOTO(tpg_dev_push(&g->dev), st, fail);
+  for (int b = 0; b < cfg->nbindings; b++) {
+    TPG_TRYGOTO(tpg_check_binding(g, p, cfg->bindings[b].slot, cfg->bindings[b].ptr, __func__, b), st, fail_pop);
+    g->bind[cfg->bindings[b].slot - 1] = cfg->bindings[b].ptr;
+  }
+  g->comm = cfg->comm;
+  if (colls) atomic_fetch_add(&g->comm->graphs, 1);
+  TPG_CUGOTO(cuStreamCreate(&g->cap_stream, CU_STREAM_NON_BLOCKING), st, fail_pop);
+  TPG_CUGOTO(cuEventCreate(&g->done, CU_EVENT_DISABLE_TIMING), st, fail_pop);
+  TPG_TRYGOTO(alloc_workspaces(g), st, fail_pop);
+
+  double t0 = tpg_now_us();
+  TPG_TRYGOTO(tpg_materialize(g, p, g->bind, g->nodes, &g->graph), st, fail_pop);
+  double t1 = tpg_now_us();
+  TPG_CUGOTO(cuGraphInstantiateWithFlags(&g->exec, g->graph, 0), st, fail_pop);
+  double t2 = tpg_now_us();
+  g->info.materialize_us = t1 - t0;
+  g->info.instantiate_us = t2 - t1;
+  g->info.nodes = p->nnodes;
+  for (int i = 0; i < p->nnodes; i++) switch (p->nodes[i].kind) {
+      case TPG_NK_GEMM:
+      case TPG_NK_AXPBY: g->info.kernel_nodes++; break;
+      case TPG_NK_MEMSET: g->info.memset_nodes++; break;
+      case TPG_NK_MEMCPY: g->info.memcpy_nodes++; break;
+      case TPG_NK_EMPTY: g->info.empty_nodes++; break;
+      case TPG_NK_COLLECTIVE: g->info.child_nodes++; break;
+      default: break;
+    }
+  tpg_dev_pop();
+  *out = g;
+  return TPG_SUCCESS;
+fail_pop:
+  tpg_dev_pop();
+fail:
+  graph_free(g); /* drops the comm's graph count if it was taken */
+  return st;
+}
+
+tpg_status tpg_graph_destroy(tpg_graph *g) {
+  tpg_err_clear();
+  if (!g) return TPG_SUCCESS;
+  TPG_TRY(graph_check(g, __func__));
+  tpg_status st = TPG_SUCCESS;
+  if (tpg_dev_push(&g->dev) == TPG_SUCCESS) {
+    st = wait_done(g, __func__);
+    tpg_dev_pop();
+  }
+  /* Still freed after a timeout: the comm was aborted, so nothing of ours
+   * is waited on any more. */
+  graph_free(g);
+  return st;
+}
+
+tpg_status tpg_graph_launch(tpg_graph *g, tpg_stream stream) {
+  tpg_err_clear();
+  TPG_TRY(graph_check(g, __func__));
+  if (g->comm && g->info.child_nodes) TPG_TRY(tpg_comm_check_usable(g->comm, __func__, "the graph's comm"));
+  TPG_TRY(tpg_dev_push(&g->dev));
+  tpg_status st = TPG_SUCCESS;
+  TPG_CUGOTO(cuGraphLaunch(g->exec, (CUstream)stream), st, out);
+  TPG_CUGOTO(cuEventRecord(g->done, (CUstream)stream), st, out);
+  g->launched = 1;
+out:
+  tpg_dev_pop();
+  return st;
+}
+
+tpg_status tpg_graph_info_get(const tpg_graph *g, tpg_graph_info *out) {
+  tpg_err_clear();
+  TPG_TRY(graph_check(g, __func__));
+  TPG_CHECK_ARG(out != NULL, "out is NULL: expected a tpg_graph_info to fill");
+  *out = g->info;
+  return TPG_SUCCESS;
+}
+
+tpg_status tpg_graph_write_dot(const tpg_graph *g, const char *path) {
+  tpg_err_clear();
+  TPG_TRY(graph_check(g, __func__));
+  TPG_CHECK_ARG(path != NULL && path[0], "path is NULL or empty: expected a file path");
+  TPG_TRY(tpg_dev_push(&g->dev));
+  CUresult r = tpg_cu->cuGraphDebugDotPrint(g->graph, path, CU_GRAPH_DEBUG_DOT_FLAGS_VERBOSE);
+  tpg_dev_pop();
+  if (r != CUDA_SUCCESS) return tpg_cu_fail(r, __func__, "cuGraphDebugDotPrint");
+  return TPG_SUCCESS;
+}

@@ -1,0 +1,68 @@
+/* graph.h - a plan materialized on one GPU: the CUDA graph, its exec, and our
+ * own copy of every node's parameters.
+ *
+ * We never read parameters back from CUDA (no cuGraph*GetParams): the copy in
+ * tpg_gnode is the truth, and a rebind rewrites it and hands it to the exec
+ * setters. Node handles always refer to the template graph the exec was
+ * instantiated from, which is kept for the exec's life (the per-node exec
+ * setters take nodes of that graph, also after a whole-graph update).
+ */
+#ifndef TPG_GRAPH_H
+#define TPG_GRAPH_H
+
+#include "graphbuild/plan.h"
+#include "kernels/tpg_kargs.h"
+#include "lib/comm.h"
+#include "lib/gemm_select.h"
+
+typedef struct tpg_gnode {
+  CUgraphNode node;             /* node of the template graph */
+  /* kernel nodes */
+  CUDA_KERNEL_NODE_PARAMS kp;
+  void *kparams[1];             /* -> args: every kernel takes one struct */
+  union {
+    tpg_gemm_args gemm;
+    tpg_axpby_args axpby;
+  } args;
+  const char *kernel;           /* entry point name */
+  CUdeviceptr workspace;        /* owned, GEMM split-K */
+  size_t workspace_bytes;
+  /* memset / memcpy nodes */
+  CUDA_MEMSET_NODE_PARAMS ms;
+  CUDA_MEMCPY3D cp;
+} tpg_gnode;
+
+struct tpg_graph {
+  unsigned magic;
+  tpg_plan *plan;               /* owned copy */
+  tpg_comm *comm;               /* borrowed */
+  tpg_dev dev;                  /* retains the primary context */
+  void **bind;                  /* bind[s - 1]: pointer bound to slot s */
+  int *users, *users_at;        /* CSR: nodes that use slot s: users[users_at[s-1] .. users_at[s]) */
+  int *order;                   /* topological order of plan nodes */
+  tpg_gnode *nodes;             /* one per plan node */
+  CUgraph graph;                /* template, owned */
+  CUgraphExec exec;             /* owned */
+  CUstream cap_stream;          /* private: NCCL captures */
+  CUevent done;                 /* recorded after each launch */
+  int launched;
+  tpg_graph_info info;
+};
+
+/* Checks one binding against its slot: memory kind, device, alignment, and
+ * that the allocation covers the slot. */
+TPG_HIDDEN tpg_status tpg_check_binding(const tpg_graph *g, const tpg_plan *p, tpg_slot slot, void *ptr,
+                                        const char *fn, int index);
+
+/* Fills nodes[i]'s parameters from plan p and the pointers in bind. */
+TPG_HIDDEN tpg_status tpg_fill_node(tpg_graph *g, const tpg_plan *p, void **bind, int i, tpg_gnode *gn);
+
+/* Captures collective node i of plan p from NCCL into a new graph (caller owns). */
+TPG_HIDDEN tpg_status tpg_capture_collective(tpg_graph *g, const tpg_plan *p, void **bind, int i, CUgraph *out);
+
+/* Builds a CUDA graph of plan p with bind; fills nodes[] (params + handles).
+ * Kernel functions and workspaces come from g. */
+TPG_HIDDEN tpg_status tpg_materialize(tpg_graph *g, const tpg_plan *p, void **bind, tpg_gnode *nodes,
+                                      CUgraph *out);
+
+#endif

@@ -1,0 +1,319 @@
+/* materialize.c - plan -> CUDA graph, through explicit driver-API nodes.
+ *
+ * Our kernels are kernel nodes (cuGraphAddKernelNode), copies and fills are
+ * memcpy/memset nodes, joins are empty nodes; no stream capture for any of
+ * them, so each node's parameters are ours and dependencies are exactly the
+ * plan's edges. NCCL collectives are the exception: NCCL only enqueues onto
+ * streams, so each is captured alone on a private stream into a child graph
+ * and added with cuGraphAddChildGraphNode.
+ *
+ * Collectives of one graph are chained in the plan's topological order (an
+ * implicit edge from each to the next): NCCL needs every rank to run a
+ * communicator's operations in the same order, and two collectives on
+ * independent branches could otherwise run in either order.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graphbuild/graph.h"
+
+static size_t slot_esize(const tpg_plan *p, tpg_slot s) { return tpg_dtype_size(p->slots[s - 1].dtype); }
+
+static CUdeviceptr view_ptr(const tpg_plan *p, void **bind, tpg_view v) {
+  if (v.slot == TPG_SLOT_NONE) return 0;
+  return (CUdeviceptr)(uintptr_t)bind[v.slot - 1] + (CUdeviceptr)(v.offset * slot_esize(p, v.slot));
+}
+
+tpg_status tpg_check_binding(const tpg_graph *g, const tpg_plan *p, tpg_slot slot, void *ptr, const char *fn,
+                             int index) {
+  if (slot == TPG_SLOT_NONE || slot > (tpg_slot)p->nslots)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "bindings[%d].slot is %u: not a slot of the plan (expected 1..%d)",
+                   index, slot, p->nslots);
+  const tpg_slot_rec *s = &p->slots[slot - 1];
+  if (!ptr) return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "bindings[%d].ptr is NULL for slot \"%s\"", index, s->name);
+  if ((uintptr_t)ptr % 16 != 0)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                   "bindings[%d].ptr %p for slot \"%s\" is misaligned: expected 16-byte alignment", index, ptr,
+                   s->name);
+  size_t bytes = s->count * tpg_dtype_size(s->dtype);
+  CUdeviceptr dp = (CUdeviceptr)(uintptr_t)ptr;
+  unsigned int memtype = 0;
+  CUresult r = tpg_cu->cuPointerGetAttribute(&memtype, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, dp);
+  if (r != CUDA_SUCCESS)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                   "bindings[%d].ptr %p for slot \"%s\" is not memory CUDA knows: expected %s", index, ptr, s->name,
+                   s->where == TPG_MEM_DEVICE ? "device memory (cuMemAlloc/cudaMalloc)"
+                                              : "page-locked host memory (cuMemHostAlloc/cuMemHostRegister)");
+  if (s->where == TPG_MEM_DEVICE) {
+    if (memtype != CU_MEMORYTYPE_DEVICE)
+      return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                     "bindings[%d].ptr %p for device slot \"%s\" is host memory: expected device memory", index, ptr,
+                     s->name);
+    int ord = -1;
+    if (tpg_cu->cuPointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, dp) == CUDA_SUCCESS &&
+        ord != g->dev.ordinal)
+      return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                     "bindings[%d].ptr %p for slot \"%s\" is memory of device %d: expected device %d", index, ptr,
+                     s->name, ord, g->dev.ordinal);
+  } else if (memtype != CU_MEMORYTYPE_HOST) {
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                   "bindings[%d].ptr %p for host slot \"%s\" is device memory: expected page-locked host memory",
+                   index, ptr, s->name);
+  }
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  if (tpg_cu->cuPointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, dp) == CUDA_SUCCESS &&
+      tpg_cu->cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, dp) == CUDA_SUCCESS && size > 0) {
+    size_t avail = (size_t)(base + size - dp);
+    if (avail < bytes)
+      return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                     "bindings[%d].ptr %p for slot \"%s\": the allocation has %zu bytes from there, the slot needs "
+                     "%zu",
+                     index, ptr, s->name, avail, bytes);
+  }
+  return TPG_SUCCESS;
+}
+
+static unsigned grid_for(size_t work, unsigned per_block, unsigned max_blocks) {
+  size_t b = (work + per_block - 1) / per_block;
+  if (b < 1) b = 1;
+  if (b > max_blocks) b = max_blocks;
+  return (unsigned)b;
+}
+
+tpg_status tpg_fill_node(tpg_graph *g, const tpg_plan *p, void **bind, int i, tpg_gnode *gn) {
+  const tpg_node_rec *n = &p->nodes[i];
+  char lb[160];
+  switch (n->kind) {
+    case TPG_NK_GEMM: {
+      const tpg_gemm_desc *d = &n->u.gemm;
+      tpg_kernel_launch l;
+      char why[256] = {0};
+      int kdt = d->dtype == TPG_F16 ? TPG_KDT_F16 : TPG_KDT_BF16;
+      if (tpg_gemm_select(d->m, d->n, d->k, kdt, (int)d->epilogue, g->dev.sm_arch, g->dev.sm_count, &l, why,
+                          sizeof why) != 0)
+        return TPG_ARG_FAIL("node %s: no GEMM kernel for this shape: %s", tpg_node_label(p, i, lb, sizeof lb), why);
+      if (l.workspace_bytes > g->nodes[i].workspace_bytes)
+        return TPG_ARG_FAIL("node %s: needs %zu bytes of workspace, the graph allocated %zu at creation (a shape "
+                            "change needs a new graph)",
+                            tpg_node_label(p, i, lb, sizeof lb), l.workspace_bytes, g->nodes[i].workspace_bytes);
+      CUfunction f;
+      TPG_TRY(tpg_kernel_function(l.kernel, l.smem_bytes, &f));
+      tpg_gemm_args *a = &gn->args.gemm;
+      memset(a, 0, sizeof *a);
+      a->x = (const void *)(uintptr_t)view_ptr(p, bind, d->x);
+      a->w = (const void *)(uintptr_t)view_ptr(p, bind, d->w);
+      a->y = (void *)(uintptr_t)view_ptr(p, bind, d->y);
+      a->bias = (const void *)(uintptr_t)view_ptr(p, bind, d->bias);
+      a->residual = (const void *)(uintptr_t)view_ptr(p, bind, d->residual);
+      a->workspace = (void *)(uintptr_t)g->nodes[i].workspace;
+      a->m = d->m;
+      a->n = d->n;
+      a->k = d->k;
+      a->ldx = d->k;
+      a->ldw = d->k;
+      a->ldy = d->n;
+      a->ldr = d->n;
+      a->dtype = kdt;
+      a->epilogue = (int32_t)d->epilogue;
+      a->split_k = l.split_k;
+      gn->kernel = l.kernel;
+      memset(&gn->kp, 0, sizeof gn->kp);
+      gn->kp.func = f;
+      gn->kp.gridDimX = l.grid[0];
+      gn->kp.gridDimY = l.grid[1];
+      gn->kp.gridDimZ = l.grid[2];
+      gn->kp.blockDimX = l.block[0];
+      gn->kp.blockDimY = l.block[1];
+      gn->kp.blockDimZ = l.block[2];
+      gn->kp.sharedMemBytes = l.smem_bytes;
+      break;
+    }
+    case TPG_NK_AXPBY: {
+      tpg_axpby_args *a = &gn->args.axpby;
+      memset(a, 0, sizeof *a);
+      a->y = (void *)(uintptr_t)view_ptr(p, bind, n->u.axpby.y);
+      a->x = (const void *)(uintptr_t)view_ptr(p, bind, n->u.axpby.x);
+      a->count = n->u.axpby.count;
+      a->alpha = n->u.axpby.alpha;
+      a->beta = n->u.axpby.beta;
+      a->dtype = (int32_t)p->slots[n->u.axpby.y.slot - 1].dtype;
+      CUfunction f;
+      TPG_TRY(tpg_kernel_function("tpg_axpby", 0, &f));
+      gn->kernel = "tpg_axpby";
+      memset(&gn->kp, 0, sizeof gn->kp);
+      gn->kp.func = f;
+      gn->kp.gridDimX = grid_for(n->u.axpby.count, 256 * 8, (unsigned)g->dev.sm_count * 8);
+      gn->kp.gridDimY = gn->kp.gridDimZ = 1;
+      gn->kp.blockDimX = 256;
+      gn->kp.blockDimY = gn->kp.blockDimZ = 1;
+      break;
+    }
+    case TPG_NK_MEMSET: {
+      size_t es = slot_esize(p, n->u.memset.dst.slot);
+      memset(&gn->ms, 0, sizeof gn->ms);
+      gn->ms.dst = view_ptr(p, bind, n->u.memset.dst);
+      gn->ms.elementSize = (unsigned)es;
+      gn->ms.width = n->u.memset.count;
+      gn->ms.height = 1;
+      gn->ms.pitch = n->u.memset.count * es;
+      gn->ms.value = n->u.memset.value;
+      break;
+    }
+    case TPG_NK_MEMCPY: {
+      const tpg_view dv = n->u.memcpy.dst, sv = n->u.memcpy.src;
+      memset(&gn->cp, 0, sizeof gn->cp);
+      CUdeviceptr dptr = view_ptr(p, bind, dv), sptr = view_ptr(p, bind, sv);
+      if (p->slots[sv.slot - 1].where == TPG_MEM_HOST) {
+        gn->cp.srcMemoryType = CU_MEMORYTYPE_HOST;
+        gn->cp.srcHost = (const void *)(uintptr_t)sptr;
+      } else {
+        gn->cp.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+        gn->cp.srcDevice = sptr;
+      }
+      if (p->slots[dv.slot - 1].where == TPG_MEM_HOST) {
+        gn->cp.dstMemoryType = CU_MEMORYTYPE_HOST;
+        gn->cp.dstHost = (void *)(uintptr_t)dptr;
+      } else {
+        gn->cp.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+        gn->cp.dstDevice = dptr;
+      }
+      gn->cp.WidthInBytes = n->u.memcpy.count * slot_esize(p, dv.slot);
+      gn->cp.Height = 1;
+      gn->cp.Depth = 1;
+      break;
+    }
+    default: break;
+  }
+  /* Every kernel takes one struct: its only parameter points at our copy. */
+  gn->kparams[0] = &gn->args;
+  gn->kp.kernelParams = gn->kparams;
+  return TPG_SUCCESS;
+}
+
+static tpg_status coll_ranges(const tpg_graph *g, const tpg_plan *p, int i) {
+  const tpg_collective_desc *d = &p->nodes[i].u.coll;
+  size_t nr = (size_t)g->comm->nranks;
+  size_t send_need = d->kind == TPG_REDUCE_SCATTER ? d->count * nr : d->count;
+  size_t recv_need = d->kind == TPG_ALL_GATHER ? d->count * nr : d->count;
+  const tpg_slot_rec *ss = &p->slots[d->send.slot - 1], *rs = &p->slots[d->recv.slot - 1];
+  char lb[160];
+  if (d->send.offset + send_need > ss->count)
+    return TPG_ARG_FAIL("node %s: send needs %zu elements at offset %llu with %d ranks, slot \"%s\" has %zu",
+                        tpg_node_label(p, i, lb, sizeof lb), send_need, (unsigned long long)d->send.offset,
+                        g->comm->nranks, ss->name, ss->count);
+  if (d->recv.offset + recv_need > rs->count)
+    return TPG_ARG_FAIL("node %s: recv needs %zu elements at offset %llu with %d ranks, slot \"%s\" has %zu",
+                        tpg_node_label(p, i, lb, sizeof lb), recv_need, (unsigned long long)d->recv.offset,
+                        g->comm->nranks, rs->name, rs->count);
+  return TPG_SUCCESS;
+}
+
+tpg_status tpg_capture_collective(tpg_graph *g, const tpg_plan *p, void **bind, int i, CUgraph *out) {
+  *out = NULL;
+  TPG_TRY(tpg_comm_check_usable(g->comm, __func__, "the graph's comm"));
+  TPG_TRY(coll_ranges(g, p, i));
+  const tpg_collective_desc *d = &p->nodes[i].u.coll;
+  void *send = (void *)(uintptr_t)view_ptr(p, bind, d->send);
+  void *recv = (void *)(uintptr_t)view_ptr(p, bind, d->recv);
+  ncclDataType_t dt = tpg_nccl_dtype(p->slots[d->send.slot - 1].dtype);
+  TPG_CU(cuStreamBeginCapture(g->cap_stream, CU_STREAM_CAPTURE_MODE_RELAXED));
+  ncclResult_t r = ncclSuccess;
+  switch (d->kind) {
+    case TPG_ALL_REDUCE: r = ncclAllReduce(send, recv, d->count, dt, ncclSum, g->comm->nccl, g->cap_stream); break;
+    case TPG_ALL_GATHER: r = ncclAllGather(send, recv, d->count, dt, g->comm->nccl, g->cap_stream); break;
+    default: r = ncclReduceScatter(send, recv, d->count, dt, ncclSum, g->comm->nccl, g->cap_stream); break;
+  }
+  char lb[160], what[200];
+  snprintf(what, sizeof what, "capturing NCCL for node %s", tpg_node_label(p, i, lb, sizeof lb));
+  tpg_status st = tpg_nccl_settle(g->comm, r, __func__, what);
+  CUgraph child = NULL;
+  CUresult er = tpg_cu->cuStreamEndCapture(g->cap_stream, &child);
+  if (st != TPG_SUCCESS) {
+    if (child) tpg_cu->cuGraphDestroy(child);
+    return st;
+  }
+  if (er != CUDA_SUCCESS || !child) {
+    if (child) tpg_cu->cuGraphDestroy(child);
+    return tpg_cu_fail(er != CUDA_SUCCESS ? er : CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, __func__,
+                       "cuStreamEndCapture(NCCL collective)");
+  }
+  *out = child;
+  return TPG_SUCCESS;
+}
+
+tpg_status tpg_materialize(tpg_graph *g, const tpg_plan *p, void **bind, tpg_gnode *nodes, CUgraph *out) {
+  *out = NULL;
+  CUgraph graph = NULL;
+  CUgraphNode *deps = NULL;
+  tpg_status st = TPG_SUCCESS;
+  char lb[160];
+  int maxdeps = 1;
+  for (int i = 0; i < p->nnodes; i++)
+    if (p->nodes[i].ndeps + 1 > maxdeps) maxdeps = p->nodes[i].ndeps + 1;
+  deps = malloc((size_t)maxdeps * sizeof *deps);
+  if (!deps) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
+  TPG_CUGOTO(cuGraphCreate(&graph, 0), st, fail);
+  int last_coll = -1;
+  for (int oi = 0; oi < p->nnodes; oi++) {
+    int i = g->order[oi];
+    const tpg_node_rec *n = &p->nodes[i];
+    tpg_gnode *gn = &nodes[i];
+    size_t nd = 0;
+    int has_last = 0;
+    for (int j = 0; j < n->ndeps; j++) {
+      deps[nd++] = nodes[n->deps[j]].node;
+      has_last |= n->deps[j] == last_coll;
+    }
+    if (n->kind == TPG_NK_COLLECTIVE && last_coll >= 0 && !has_last) deps[nd++] = nodes[last_coll].node;
+    TPG_TRYGOTO(tpg_fill_node(g, p, bind, i, gn), st, fail);
+    CUresult r = CUDA_SUCCESS;
+    const char *call = "";
+    switch (n->kind) {
+      case TPG_NK_GEMM:
+      case TPG_NK_AXPBY:
+        call = "cuGraphAddKernelNode";
+        r = tpg_cu->cuGraphAddKernelNode(&gn->node, graph, deps, nd, &gn->kp);
+        break;
+      case TPG_NK_MEMSET:
+        call = "cuGraphAddMemsetNode";
+        r = tpg_cu->cuGraphAddMemsetNode(&gn->node, graph, deps, nd, &gn->ms, g->dev.ctx);
+        break;
+      case TPG_NK_MEMCPY:
+        call = "cuGraphAddMemcpyNode";
+        r = tpg_cu->cuGraphAddMemcpyNode(&gn->node, graph, deps, nd, &gn->cp, g->dev.ctx);
+        break;
+      case TPG_NK_EMPTY:
+        call = "cuGraphAddEmptyNode";
+        r = tpg_cu->cuGraphAddEmptyNode(&gn->node, graph, deps, nd);
+        break;
+      case TPG_NK_COLLECTIVE: {
+        CUgraph child;
+        TPG_TRYGOTO(tpg_capture_collective(g, p, bind, i, &child), st, fail);
+        call = "cuGraphAddChildGraphNode";
+        /* The child is cloned into the parent (NCCL's resources travel with
+         * the clone as graph user objects), so our capture can go now. */
+        r = tpg_cu->cuGraphAddChildGraphNode(&gn->node, graph, deps, nd, child);
+        tpg_cu->cuGraphDestroy(child);
+        last_coll = i;
+        break;
+      }
+      default: break;
+    }
+    if (r != CUDA_SUCCESS) {
+      char what[256];
+      snprintf(what, sizeof what, "%s for node %s", call, tpg_node_label(p, i, lb, sizeof lb));
+      st = tpg_cu_fail(r, __func__, what);
+      goto fail;
+    }
+  }
+  free(deps);
+  *out = graph;
+  return TPG_SUCCESS;
+fail:
+  free(deps);
+  if (graph) tpg_cu->cuGraphDestroy(graph);
+  return st;
+}

@@ -1,0 +1,210 @@
+/* rebind.c - pointing slots at other buffers without re-instantiating.
+ *
+ * Two ways, both leaving the exec in place:
+ * - tpg_graph_rebind: per node. Only the nodes that use a rebound slot are
+ *   touched, each through its exec setter (kernel, memset, memcpy); a
+ *   collective is re-captured from NCCL and swapped in with
+ *   cuGraphExecChildGraphNodeSetParams (NCCL does not support editing its own
+ *   kernel nodes' parameters, so its child graph is replaced whole).
+ * - tpg_graph_update: whole graph. A topologically identical graph is
+ *   materialized and applied with cuGraphExecUpdate; CUDA's refusal names a
+ *   node, which we report by its plan label.
+ * Either way all arguments are checked before the first CUDA call, and a
+ * failure part-way restores the previous bindings on the nodes already set.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graphbuild/graph.h"
+
+static tpg_status apply_node(tpg_graph *g, int i) {
+  const tpg_plan *p = g->plan;
+  tpg_gnode *gn = &g->nodes[i];
+  TPG_TRY(tpg_fill_node(g, p, g->bind, i, gn));
+  switch (p->nodes[i].kind) {
+    case TPG_NK_GEMM:
+    case TPG_NK_AXPBY: TPG_CU(cuGraphExecKernelNodeSetParams(g->exec, gn->node, &gn->kp)); break;
+    case TPG_NK_MEMSET: TPG_CU(cuGraphExecMemsetNodeSetParams(g->exec, gn->node, &gn->ms, g->dev.ctx)); break;
+    case TPG_NK_MEMCPY: TPG_CU(cuGraphExecMemcpyNodeSetParams(g->exec, gn->node, &gn->cp, g->dev.ctx)); break;
+    case TPG_NK_COLLECTIVE: {
+      CUgraph child;
+      TPG_TRY(tpg_capture_collective(g, p, g->bind, i, &child));
+      CUresult r = tpg_cu->cuGraphExecChildGraphNodeSetParams(g->exec, gn->node, child);
+      /* The exec keeps what it needs of the child (NCCL's resources are
+       * reference-counted user objects, released when launches using the
+       * old child have completed). */
+      tpg_cu->cuGraphDestroy(child);
+      if (r != CUDA_SUCCESS) return tpg_cu_fail(r, __func__, "cuGraphExecChildGraphNodeSetParams");
+      break;
+    }
+    default: break;
+  }
+  return TPG_SUCCESS;
+}
+
+static tpg_status check_bindings(const tpg_graph *g, const tpg_plan *p, const tpg_binding *b, int n,
+                                 const char *fn) {
+  if (n < 0) return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "nbindings is %d: expected >= 0", n);
+  if (n > 0 && !b) return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "bindings is NULL but nbindings is %d", n);
+  for (int i = 0; i < n; i++) {
+    TPG_TRY(tpg_check_binding(g, p, b[i].slot, b[i].ptr, fn, i));
+    for (int j = 0; j < i; j++)
+      if (b[j].slot == b[i].slot)
+        return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "bindings[%d] rebinds slot \"%s\" again (first at [%d])", i,
+                       p->slots[b[i].slot - 1].name, j);
+  }
+  return TPG_SUCCESS;
+}
+
+static tpg_status graph_usable(tpg_graph *g, const char *fn) {
+  if (!g) return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "graph is NULL: expected a tpg_graph");
+  if (g->magic != TPG_MAGIC_GRAPH)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "graph is not a live tpg_graph (destroyed or corrupt handle)");
+  return TPG_SUCCESS;
+}
+
+tpg_status tpg_graph_rebind(tpg_graph *g, const tpg_binding *b, int n) {
+  tpg_err_clear();
+  TPG_TRY(graph_usable(g, __func__));
+  if (n == 0) return TPG_SUCCESS;
+  const tpg_plan *p = g->plan;
+  TPG_TRY(tpg_dev_push(&g->dev));
+  tpg_status st = check_bindings(g, p, b, n, __func__);
+  if (st != TPG_SUCCESS) goto out;
+  int coll_touched = 0;
+  for (int k = 0; k < n; k++)
+    for (int u = g->users_at[b[k].slot - 1]; u < g->users_at[b[k].slot]; u++)
+      coll_touched |= p->nodes[g->users[u]].kind == TPG_NK_COLLECTIVE;
+  if (coll_touched) {
+    st = tpg_comm_check_usable(g->comm, __func__, "the graph's comm");
+    if (st != TPG_SUCCESS) goto out;
+  }
+
+  void **old = malloc((size_t)p->nslots * sizeof *old);
+  char *mark = calloc((size_t)p->nnodes, 1);
+  if (!old || !mark) {
+    free(old);
+    free(mark);
+    st = TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
+    goto out;
+  }
+  memcpy(old, g->bind, (size_t)p->nslots * sizeof *old);
+  for (int k = 0; k < n; k++) {
+    g->bind[b[k].slot - 1] = b[k].ptr;
+    for (int u = g->users_at[b[k].slot - 1]; u < g->users_at[b[k].slot]; u++) mark[g->users[u]] = 1;
+  }
+  /* Topological order: collectives are re-captured in the same order on every rank. */
+  int done = 0;
+  for (; done < p->nnodes; done++) {
+    int i = g->order[done];
+    if (!mark[i]) continue;
+    st = apply_node(g, i);
+    if (st != TPG_SUCCESS) break;
+  }
+  if (st != TPG_SUCCESS) {
+    /* Put back what was already changed; keep the first error's message. */
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", tpg_last_error());
+    memcpy(g->bind, old, (size_t)p->nslots * sizeof *old);
+    for (int oi = 0; oi < done; oi++) {
+      int i = g->order[oi];
+      if (mark[i] && p->nodes[i].kind != TPG_NK_COLLECTIVE) apply_node(g, i);
+    }
+    tpg_err(st, "tpg_graph_rebind", "%s (bindings restored)", msg);
+  }
+  free(old);
+  free(mark);
+out:
+  tpg_dev_pop();
+  return st;
+}
+
+tpg_status tpg_graph_update(tpg_graph *g, const tpg_plan *plan, const tpg_binding *b, int n) {
+  tpg_err_clear();
+  TPG_TRY(graph_usable(g, __func__));
+  if (plan) {
+    TPG_TRY(tpg_plan_check(plan, __func__, "plan"));
+    TPG_TRY(tpg_plan_validate(plan));
+    TPG_TRY(tpg_plan_same_topology(g->plan, plan));
+  }
+  const tpg_plan *p = plan ? plan : g->plan;
+  TPG_TRY(tpg_dev_push(&g->dev));
+  tpg_status st = check_bindings(g, p, b, n, __func__);
+  void **bind = NULL;
+  tpg_gnode *tmp = NULL;
+  CUgraph ng = NULL;
+  tpg_plan *copy = NULL;
+  if (st != TPG_SUCCESS) goto out;
+  if (g->info.child_nodes) {
+    st = tpg_comm_check_usable(g->comm, __func__, "the graph's comm");
+    if (st != TPG_SUCCESS) goto out;
+  }
+  bind = malloc((size_t)p->nslots * sizeof *bind);
+  tmp = calloc((size_t)p->nnodes, sizeof *tmp);
+  if (!bind || !tmp) {
+    st = TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
+    goto out;
+  }
+  memcpy(bind, g->bind, (size_t)p->nslots * sizeof *bind);
+  for (int k = 0; k < n; k++) bind[b[k].slot - 1] = b[k].ptr;
+  for (int s = 0; s < p->nslots; s++) {
+    if (!bind[s] && g->users_at[s + 1] > g->users_at[s]) {
+      st = TPG_ARG_FAIL("slot \"%s\" is used but not bound", p->slots[s].name);
+      goto out;
+    }
+    /* A new plan may declare larger slots: the kept bindings must cover them. */
+    if (plan && bind[s]) {
+      st = tpg_check_binding(g, p, (tpg_slot)(s + 1), bind[s], __func__, -1);
+      if (st != TPG_SUCCESS) goto out;
+    }
+  }
+  if (plan) {
+    st = tpg_plan_clone(plan, &copy);
+    if (st != TPG_SUCCESS) goto out;
+    copy->serial = g->plan->serial;
+  }
+  st = tpg_materialize(g, p, bind, tmp, &ng);
+  if (st != TPG_SUCCESS) goto out;
+  CUgraphExecUpdateResultInfo info;
+  memset(&info, 0, sizeof info);
+  CUresult r = tpg_cu->cuGraphExecUpdate(g->exec, ng, &info);
+  if (r != CUDA_SUCCESS) {
+    char lb[160] = "(none)";
+    for (int i = 0; i < p->nnodes; i++)
+      if (info.errorNode && tmp[i].node == info.errorNode) tpg_node_label(p, i, lb, sizeof lb);
+    static const char *why[] = {"success", "error", "topology changed", "node type changed", "function changed",
+                                "parameters changed", "not supported", "unsupported function change",
+                                "attributes changed"};
+    int res = (int)info.result;
+    st = TPG_FAIL(TPG_ERROR_INVALID_ARGUMENT, "CUDA refused the whole-graph update at node %s: %s (%d); the graph is unchanged",
+                  lb, res >= 0 && res < (int)(sizeof why / sizeof why[0]) ? why[res] : "?", res);
+    goto out;
+  }
+  /* Adopt the new parameters; node handles stay those of the template. */
+  for (int i = 0; i < p->nnodes; i++) {
+    CUgraphNode keep = g->nodes[i].node;
+    CUdeviceptr ws = g->nodes[i].workspace;
+    size_t wsb = g->nodes[i].workspace_bytes;
+    g->nodes[i] = tmp[i];
+    g->nodes[i].node = keep;
+    g->nodes[i].workspace = ws;
+    g->nodes[i].workspace_bytes = wsb;
+    g->nodes[i].kparams[0] = &g->nodes[i].args;
+    g->nodes[i].kp.kernelParams = g->nodes[i].kparams;
+  }
+  memcpy(g->bind, bind, (size_t)p->nslots * sizeof *bind);
+  if (copy) {
+    tpg_plan_destroy(g->plan);
+    g->plan = copy;
+    copy = NULL;
+  }
+out:
+  if (ng) tpg_cu->cuGraphDestroy(ng);
+  tpg_plan_destroy(copy);
+  free(bind);
+  free(tmp);
+  tpg_dev_pop();
+  return st;
+}

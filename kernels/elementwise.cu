@@ -1,0 +1,51 @@
+// elementwise.cu - small element-wise kernels used as graph nodes.
+//
+// tpg_axpby: y = alpha * x + beta * y in fp32 arithmetic. Grid-stride with
+// 16-byte accesses when both pointers allow it (the builder binds 16-byte
+// aligned buffers), so one launch config serves every size.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "kernels/tpg_kargs.h"
+
+template <typename T> __device__ __forceinline__ float to_f(T v);
+template <> __device__ __forceinline__ float to_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
+template <> __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T> __device__ __forceinline__ T from_f(float v);
+template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+template <typename T>
+__device__ void axpby(const tpg_axpby_args &a) {
+  constexpr int V = 16 / sizeof(T);
+  T *y = static_cast<T *>(a.y);
+  const T *x = static_cast<const T *>(a.x);
+  const uint64_t n = a.count;
+  const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+  uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const bool vec = (((uintptr_t)y | (uintptr_t)x) & 15) == 0;
+  uint64_t nv = vec ? n / V : 0;
+  for (uint64_t j = i; j < nv; j += stride) {
+    uint4 xv = reinterpret_cast<const uint4 *>(x)[j];
+    uint4 yv = reinterpret_cast<uint4 *>(y)[j];
+    const T *xe = reinterpret_cast<const T *>(&xv);
+    T *ye = reinterpret_cast<T *>(&yv);
+#pragma unroll
+    for (int e = 0; e < V; e++) ye[e] = from_f<T>(a.alpha * to_f(xe[e]) + (a.beta != 0.f ? a.beta * to_f(ye[e]) : 0.f));
+    reinterpret_cast<uint4 *>(y)[j] = yv;
+  }
+  for (uint64_t j = nv * V + i; j < n; j += stride)
+    y[j] = from_f<T>(a.alpha * to_f(x[j]) + (a.beta != 0.f ? a.beta * to_f(y[j]) : 0.f));
+}
+
+// beta == 0 ignores y's old contents (NaN included), as BLAS does.
+extern "C" __global__ void __launch_bounds__(256) tpg_axpby(const tpg_axpby_args a) {
+  switch (a.dtype) {
+    case TPG_KDT_F32: axpby<float>(a); break;
+    case TPG_KDT_F16: axpby<__half>(a); break;
+    default: axpby<__nv_bfloat16>(a); break;
+  }
+}

@@ -1,0 +1,73 @@
+/* tpg_kargs.h - the argument blocks that host code hands to tpgraph's kernels.
+ *
+ * Shared by C11 host code (lib/, graphbuild/) and CUDA device code (kernels/).
+ * Every kernel entry point takes exactly one of these structs by value, so a
+ * graph kernel node's parameter block is a single plain struct: rebinding a
+ * buffer slot patches a pointer field at a known offset (offsetof) and hands
+ * the block back to cuGraphExecKernelNodeSetParams. Keep the structs POD, no
+ * bitfields, pointers first, so offsets are identical in both compilers.
+ */
+#ifndef TPG_KARGS_H
+#define TPG_KARGS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element types as the kernels see them. Values match tpg_dtype in tpgraph.h. */
+enum {
+  TPG_KDT_F32 = 0,
+  TPG_KDT_F16 = 1,
+  TPG_KDT_BF16 = 2
+};
+
+/* GEMM epilogues: Y = epi(X * W^T). */
+enum {
+  TPG_EPI_NONE = 0,        /* Y = acc                                   */
+  TPG_EPI_BIAS = 1,        /* Y = acc + bias[n]                         */
+  TPG_EPI_BIAS_GELU = 2,   /* Y = gelu_tanh(acc + bias[n])              */
+  TPG_EPI_BIAS_SILU = 3,   /* Y = silu(acc + bias[n])                   */
+  TPG_EPI_SWIGLU = 4,      /* W has 2N rows: [0,N) gate, [N,2N) up;
+                              Y[m,n] = silu(g + bias[n]) * (u + bias[N+n]),
+                              bias optional (then 2N entries)           */
+  TPG_EPI_RESIDUAL = 5,    /* Y = acc + bias[n] (if bias) + residual[m,n] */
+  TPG_EPI_F32_PARTIAL = 6, /* Y is fp32, Y = acc (no bias): a partial sum
+                              that a reduction (all-reduce) consumes     */
+  TPG_EPI_COUNT = 7
+};
+
+/* Y[M,N] = epi(X[M,K] * W[N,K]^T). Row-major, leading dims in elements. */
+typedef struct tpg_gemm_args {
+  const void *x;        /* [M, ldx]  operand dtype                      */
+  const void *w;        /* [N(or 2N), ldw] operand dtype (Linear weight) */
+  void *y;              /* [M, ldy]  operand dtype, fp32 for F32_PARTIAL */
+  const void *bias;     /* [N] (or [2N] for SWIGLU), operand dtype; may be NULL */
+  const void *residual; /* [M, ldr] operand dtype; RESIDUAL only; may alias y */
+  void *workspace;      /* split-K fp32 partials + counters, owned by the
+                           graph; kernels leave counters zero on exit so no
+                           memset node is needed between launches       */
+  int32_t m, n, k;
+  int32_t ldx, ldw, ldy, ldr;
+  int32_t dtype;        /* TPG_KDT_F16 or TPG_KDT_BF16                   */
+  int32_t epilogue;     /* TPG_EPI_*                                      */
+  int32_t split_k;      /* >= 1                                           */
+  int32_t pad_[2];
+} tpg_gemm_args;
+
+/* y[i] = alpha * x[i] + beta * y[i], fp32 arithmetic, i < count. */
+typedef struct tpg_axpby_args {
+  void *y;
+  const void *x;
+  uint64_t count;
+  float alpha, beta;
+  int32_t dtype;        /* TPG_KDT_*                                      */
+  int32_t pad_;
+} tpg_axpby_args;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TPG_KARGS_H */

@@ -1,0 +1,31 @@
+/* comm.h - the communicator as the graph builder sees it. */
+#ifndef TPG_COMM_H
+#define TPG_COMM_H
+
+#include <nccl.h>
+#include <stdatomic.h>
+
+#include "lib/device.h"
+
+struct tpg_comm {
+  unsigned magic;
+  ncclComm_t nccl;
+  tpg_dev dev;
+  int rank, nranks;
+  int timeout_ms;
+  int aborted;            /* NCCL comm aborted: only destroy is allowed */
+  atomic_int graphs;      /* live graphs that captured this comm        */
+  CUstream stream;        /* private: warm-up                            */
+  CUdeviceptr scratch;    /* warm-up buffer                              */
+};
+
+/* Checks a handle passed to a public call (magic, not aborted). */
+TPG_HIDDEN tpg_status tpg_comm_check_usable(const tpg_comm *c, const char *fn, const char *argname);
+
+/* After an NCCL call on a non-blocking comm: wait (bounded by the comm's
+ * deadline) until it is no longer ncclInProgress. Aborts on failure. */
+TPG_HIDDEN tpg_status tpg_nccl_settle(tpg_comm *c, ncclResult_t r, const char *fn, const char *what);
+
+TPG_HIDDEN ncclDataType_t tpg_nccl_dtype(tpg_dtype t);
+
+#endif

@@ -1,0 +1,29 @@
+/* device.h - devices, their primary contexts, and tpgraph's kernels on them. */
+#ifndef TPG_DEVICE_H
+#define TPG_DEVICE_H
+
+#include "lib/cuda_driver.h"
+
+/* A device in use: its primary context is retained while this is open. The
+ * primary context is the one the CUDA runtime and NCCL use, so pointers,
+ * streams and captured NCCL work all live in one context. */
+typedef struct tpg_dev {
+  int ordinal;
+  CUdevice dev;
+  CUcontext ctx;
+  int sm_arch;   /* major*10 + minor */
+  int sm_count;
+} tpg_dev;
+
+TPG_HIDDEN tpg_status tpg_dev_open(int ordinal, tpg_dev *out);
+TPG_HIDDEN void tpg_dev_close(tpg_dev *d);
+
+/* Make d's context current for the duration of a public call. */
+TPG_HIDDEN tpg_status tpg_dev_push(const tpg_dev *d);
+TPG_HIDDEN void tpg_dev_pop(void);
+
+/* A kernel of the embedded fatbins as a function of the current context.
+ * smem_bytes > 48 KiB raises the function's dynamic shared memory limit. */
+TPG_HIDDEN tpg_status tpg_kernel_function(const char *name, unsigned smem_bytes, CUfunction *out);
+
+#endif

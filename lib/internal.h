@@ -1,0 +1,66 @@
+/* internal.h - what every tpgraph source file shares: error reporting and
+ * argument checks.
+ *
+ * Errors: a failing function records one message in a per-thread buffer
+ * (tpg_last_error) and returns a status; callers pass the status up unchanged
+ * so the innermost, most specific message survives. Cleanup is a `fail:`
+ * label per function (NCCL's style) so every early exit frees what it took.
+ */
+#ifndef TPG_INTERNAL_H
+#define TPG_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/tpgraph.h"
+
+#if defined(__GNUC__)
+#define TPG_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define TPG_HIDDEN __attribute__((visibility("hidden")))
+#else
+#define TPG_PRINTF(a, b)
+#define TPG_HIDDEN
+#endif
+
+/* Records "fn: message" for this thread and returns st. */
+TPG_HIDDEN tpg_status tpg_err(tpg_status st, const char *fn, const char *fmt, ...) TPG_PRINTF(3, 4);
+/* Clears this thread's message (every public entry point calls it first). */
+TPG_HIDDEN void tpg_err_clear(void);
+
+#define TPG_FAIL(st, ...) tpg_err((st), __func__, __VA_ARGS__)
+#define TPG_ARG_FAIL(...) tpg_err(TPG_ERROR_INVALID_ARGUMENT, __func__, __VA_ARGS__)
+
+/* Argument check naming the argument: TPG_CHECK_ARG(plan != NULL, "plan is NULL"). */
+#define TPG_CHECK_ARG(cond, ...)                                        \
+  do {                                                                  \
+    if (!(cond)) return tpg_err(TPG_ERROR_INVALID_ARGUMENT, __func__, __VA_ARGS__); \
+  } while (0)
+
+/* Pass a failing status up (its message is already recorded). */
+#define TPG_TRY(expr)                                                   \
+  do {                                                                  \
+    tpg_status tpg_st_ = (expr);                                        \
+    if (tpg_st_ != TPG_SUCCESS) return tpg_st_;                         \
+  } while (0)
+
+/* Same, jumping to the function's cleanup label with `st` set. */
+#define TPG_TRYGOTO(expr, st, label)                                    \
+  do {                                                                  \
+    (st) = (expr);                                                      \
+    if ((st) != TPG_SUCCESS) goto label;                                \
+  } while (0)
+
+/* Handle magics: catch use of a destroyed or foreign handle. */
+#define TPG_MAGIC_PLAN  0x504c414eu /* PLAN */
+#define TPG_MAGIC_GRAPH 0x47525048u /* GRPH */
+#define TPG_MAGIC_COMM  0x434f4d4du /* COMM */
+#define TPG_MAGIC_DEAD  0xdeadbeefu
+
+/* Monotonic clock in microseconds. */
+TPG_HIDDEN double tpg_now_us(void);
+
+/* Overflow-checked size arithmetic: 0 on overflow. */
+TPG_HIDDEN int tpg_mul_ok(size_t a, size_t b, size_t *out);
+
+#endif

@@ -1,0 +1,79 @@
+/* runtime.c - what the library, the driver, NCCL and each GPU can do.
+ *
+ * tpg_runtime_query works with no driver at all: it is the call an engine
+ * makes first, and the answer "no driver, because ..." is information, not
+ * an error.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <nccl.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lib/device.h"
+#include "lib/embedded.h"
+
+TPG_HIDDEN const char *tpg_cu_why(void);
+
+tpg_status tpg_runtime_query(tpg_runtime_info *out) {
+  tpg_err_clear();
+  TPG_CHECK_ARG(out != NULL, "out is NULL: expected a tpg_runtime_info to fill");
+  memset(out, 0, sizeof *out);
+  out->version = TPG_VERSION_CODE;
+  snprintf(out->kernel_archs, sizeof out->kernel_archs, "%s", tpg_kernels_archs);
+  int nv = 0;
+  if (ncclGetVersion(&nv) == ncclSuccess) out->nccl_version = nv;
+  const char *why = tpg_cu_why();
+  if (why[0]) {
+    snprintf(out->driver_error, sizeof out->driver_error, "%s", why);
+    return TPG_SUCCESS;
+  }
+  out->driver_version = tpg_cu->driver_version;
+  if (tpg_cu->cuDeviceGetCount(&out->device_count) != CUDA_SUCCESS) out->device_count = 0;
+  return TPG_SUCCESS;
+}
+
+/* Does the embedded code run on sm_arch? SASS for the same major and a minor
+ * not above it, or PTX for an arch not above it. "sm_90a" runs on 9.0 only. */
+static int archs_cover(const char *archs, int sm_arch) {
+  const char *p = archs;
+  while (*p) {
+    int v = 0, ptx = 0, consumed = 0;
+    char suffix = 0;
+    if (sscanf(p, "sm_%d%n", &v, &consumed) == 1) ptx = 0;
+    else if (sscanf(p, "compute_%d%n", &v, &consumed) == 1) ptx = 1;
+    else break;
+    p += consumed;
+    if (*p == 'a' || *p == 'f') { suffix = *p; p++; }
+    if (ptx && !suffix && v <= sm_arch) return 1;
+    if (!ptx && suffix && v == sm_arch) return 1;
+    if (!ptx && !suffix && v / 10 == sm_arch / 10 && v <= sm_arch) return 1;
+    while (*p && *p != ',') p++;
+    if (*p == ',') p++;
+  }
+  return 0;
+}
+
+tpg_status tpg_device_query(int device, tpg_device_info *out) {
+  tpg_err_clear();
+  TPG_CHECK_ARG(out != NULL, "out is NULL: expected a tpg_device_info to fill");
+  memset(out, 0, sizeof *out);
+  tpg_dev d;
+  tpg_status st = tpg_dev_open(device, &d);
+  if (st != TPG_SUCCESS) return st;
+  char name[96] = {0};
+  int l2 = 0;
+  size_t mem = 0;
+  CUresult r = tpg_cu->cuDeviceGetName(name, (int)sizeof name - 1, d.dev);
+  if (r == CUDA_SUCCESS) r = tpg_cu->cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, d.dev);
+  if (r == CUDA_SUCCESS) r = tpg_cu->cuDeviceTotalMem(&mem, d.dev);
+  tpg_dev_close(&d);
+  if (r != CUDA_SUCCESS) return tpg_cu_fail(r, __func__, "cuDeviceGetName/GetAttribute/TotalMem");
+  memcpy(out->name, name, sizeof out->name);
+  out->name[sizeof out->name - 1] = '\0';
+  out->sm_arch = d.sm_arch;
+  out->sm_count = d.sm_count;
+  out->total_memory = mem;
+  out->l2_bytes = (size_t)l2;
+  out->kernels_supported = archs_cover(tpg_kernels_archs, d.sm_arch);
+  return TPG_SUCCESS;
+}

@@ -1,0 +1,380 @@
+/* tpgraph.h - tensor-parallel inference graphs built node by node.
+ *
+ * The one public header of tpgraph, and its reference. C11; usable from C++.
+ *
+ * The flow: describe the work in a CPU-side PLAN (buffer slots, nodes,
+ * explicit dependencies), MATERIALIZE and instantiate it into a CUDA graph
+ * for one GPU (tpg_graph_create), LAUNCH it on a stream as often as you like,
+ * and REBIND slots to other buffers between launches without re-instantiating.
+ *
+ *   tpg_plan *plan;  tpg_slot x, w, y, out;  tpg_node mm, ar;
+ *   tpg_plan_create(&plan);
+ *   tpg_plan_add_slot(plan, "x",   TPG_BF16, TPG_MEM_DEVICE, (size_t)M * K, &x);
+ *   tpg_plan_add_slot(plan, "w",   TPG_BF16, TPG_MEM_DEVICE, (size_t)N * K, &w);
+ *   tpg_plan_add_slot(plan, "y",   TPG_BF16, TPG_MEM_DEVICE, (size_t)M * N, &y);
+ *   tpg_plan_add_slot(plan, "out", TPG_BF16, TPG_MEM_DEVICE, (size_t)M * N, &out);
+ *   tpg_gemm_desc g = TPG_GEMM_DESC_INIT;
+ *   g.m = M; g.n = N; g.k = K; g.dtype = TPG_BF16;
+ *   g.x.slot = x; g.w.slot = w; g.y.slot = y;
+ *   tpg_plan_add_gemm(plan, &g, NULL, 0, &mm);             // row-parallel partial
+ *   tpg_collective_desc c = TPG_COLLECTIVE_DESC_INIT;
+ *   c.kind = TPG_ALL_REDUCE; c.send.slot = y; c.recv.slot = out; c.count = (size_t)M * N;
+ *   tpg_plan_add_collective(plan, &c, &mm, 1, &ar);        // runs after mm
+ *
+ *   tpg_binding b[4] = { {x, dx}, {w, dw}, {y, dy}, {out, dout} };
+ *   tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
+ *   cfg.device = dev; cfg.comm = comm; cfg.bindings = b; cfg.nbindings = 4;
+ *   tpg_graph *gr;
+ *   if (tpg_graph_create(plan, &cfg, &gr) != TPG_SUCCESS) puts(tpg_last_error());
+ *   tpg_plan_destroy(plan);                  // the graph keeps its own copy
+ *   tpg_graph_launch(gr, stream);
+ *   tpg_binding nb = { x, dx2 };
+ *   tpg_graph_rebind(gr, &nb, 1);            // next launch reads dx2
+ *   tpg_graph_launch(gr, stream);
+ *   tpg_graph_destroy(gr);                   // before the comm it uses
+ *
+ * Conventions, for every call:
+ * - Every call returns a tpg_status. On failure, tpg_last_error() gives this
+ *   thread's message naming the argument that was wrong and what was expected,
+ *   and OUT handles are set to NULL. Nothing is leaked on any failure path.
+ * - Handles are opaque. X_destroy(NULL) is a no-op. Arguments marked
+ *   "borrowed" stay owned by the caller and must outlive the handle that uses
+ *   them; "OUT" is written by the call.
+ * - Threads: a handle is used by one thread at a time; different handles may
+ *   be used from different threads at once. tpg_last_error is per thread.
+ * - The host library uses the CUDA driver API only (libcuda is loaded at run
+ *   time; no CUDA runtime) and NCCL. Device work runs in the primary context
+ *   of the device given; the caller's current context is left as it was.
+ */
+#ifndef TPGRAPH_H
+#define TPGRAPH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define TPG_API
+#else
+#define TPG_API __attribute__((visibility("default")))
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Version                                                                   */
+
+#define TPG_VERSION_MAJOR 0
+#define TPG_VERSION_MINOR 1
+#define TPG_VERSION_PATCH 0
+#define TPG_VERSION_CODE (TPG_VERSION_MAJOR * 10000 + TPG_VERSION_MINOR * 100 + TPG_VERSION_PATCH)
+
+/* The library's TPG_VERSION_CODE; compare with the header's to catch a mismatch. */
+TPG_API int tpg_version(void);
+
+/* ------------------------------------------------------------------------ */
+/* Status and errors                                                         */
+
+typedef enum tpg_status {
+  TPG_SUCCESS = 0,
+  TPG_ERROR_INVALID_ARGUMENT = 1, /* a bad argument; the message names it     */
+  TPG_ERROR_INVALID_STATE = 2,    /* not allowed now (aborted comm, ...)      */
+  TPG_ERROR_OUT_OF_MEMORY = 3,    /* host or device allocation failed         */
+  TPG_ERROR_NO_DRIVER = 4,        /* libcuda missing, or the build-time stub  */
+  TPG_ERROR_NO_DEVICE = 5,        /* no such GPU, or no kernels for its arch  */
+  TPG_ERROR_CUDA = 6,             /* a CUDA driver call failed                */
+  TPG_ERROR_NCCL = 7,             /* an NCCL call failed                      */
+  TPG_ERROR_UNSUPPORTED = 8,      /* valid, but not supported here            */
+  TPG_ERROR_TIMEOUT = 9,          /* a deadline passed; the comm was aborted  */
+  TPG_ERROR_PEER = 10,            /* a peer rank failed; the comm was aborted */
+  TPG_ERROR_INTERNAL = 11,        /* a bug in tpgraph: please report it       */
+  TPG_STATUS_COUNT = 12
+} tpg_status;
+
+/* Static name of a status ("TPG_ERROR_INVALID_ARGUMENT: ..."); never NULL. */
+TPG_API const char *tpg_status_string(tpg_status s);
+
+/* This thread's message for its last failed call ("" if none). Valid until
+ * this thread's next tpgraph call. */
+TPG_API const char *tpg_last_error(void);
+
+/* ------------------------------------------------------------------------ */
+/* Types, devices, run-time information                                      */
+
+typedef enum tpg_dtype { TPG_F32 = 0, TPG_F16 = 1, TPG_BF16 = 2, TPG_DTYPE_COUNT = 3 } tpg_dtype;
+
+/* Bytes per element (4, 2, 2), or 0 for an unknown dtype. */
+TPG_API size_t tpg_dtype_size(tpg_dtype t);
+
+/* A CUDA stream (CUstream == cudaStream_t); NULL is the legacy default stream. */
+typedef struct CUstream_st *tpg_stream;
+
+typedef struct tpg_runtime_info {
+  int version;             /* TPG_VERSION_CODE of the library              */
+  int driver_version;      /* cuDriverGetVersion, e.g. 13000; 0: no driver */
+  int nccl_version;        /* ncclGetVersion, e.g. 22809                   */
+  int device_count;        /* 0 when there is no driver                    */
+  char kernel_archs[64];   /* targets of the embedded device code          */
+  char driver_error[160];  /* why the driver could not be used, or ""      */
+} tpg_runtime_info;
+
+/* Never fails for lack of a driver: it reports it in driver_error instead. */
+TPG_API tpg_status tpg_runtime_query(tpg_runtime_info *out /* OUT */);
+
+typedef struct tpg_device_info {
+  char name[96];
+  int sm_arch;             /* 90 for Hopper (H100/H200), 80 for A100, ... */
+  int sm_count;
+  size_t total_memory;     /* bytes */
+  size_t l2_bytes;
+  int kernels_supported;   /* 1 if the embedded device code runs here     */
+} tpg_device_info;
+
+TPG_API tpg_status tpg_device_query(int device, tpg_device_info *out /* OUT */);
+
+/* ------------------------------------------------------------------------ */
+/* Communicators (NCCL)                                                      */
+/*
+ * One process per GPU is the default: rank 0 calls tpg_comm_id_create and
+ * passes the bytes to the other ranks (the launcher's channel, or a file via
+ * tpg_comm_id_write_file / tpg_comm_id_read_file); every rank then calls
+ * tpg_comm_create. In-process mode: one host thread per GPU, each calling
+ * tpg_comm_create with the same id. Across machines the same calls work;
+ * NCCL picks its network transport.
+ *
+ * tpg_comm_create initialises NCCL non-blocking and waits at most
+ * timeout_ms, then runs one small all-reduce so the communicator is warmed
+ * up before any graph captures it. A failure or a deadline aborts the NCCL
+ * communicator; the call returns TPG_ERROR_TIMEOUT / TPG_ERROR_NCCL.
+ */
+
+#define TPG_COMM_ID_BYTES 128
+typedef struct tpg_comm_id { unsigned char bytes[TPG_COMM_ID_BYTES]; } tpg_comm_id;
+
+typedef struct tpg_comm tpg_comm;
+
+#define TPG_CONFIG_MAGIC 0x74706731u /* "tpg1" */
+
+typedef struct tpg_comm_config {
+  size_t size;          /* sizeof(tpg_comm_config): lets fields be added   */
+  unsigned magic;       /* TPG_CONFIG_MAGIC                                 */
+  int version;          /* TPG_VERSION_CODE of the header compiled against */
+  int device;           /* CUDA device ordinal of this rank                */
+  int rank;             /* 0 .. nranks-1                                    */
+  int nranks;           /* >= 1                                             */
+  int timeout_ms;       /* deadline for init and for tpg_comm_wait; 0: 10 s */
+} tpg_comm_config;
+
+#define TPG_COMM_CONFIG_INIT { sizeof(tpg_comm_config), TPG_CONFIG_MAGIC, TPG_VERSION_CODE, 0, 0, 1, 0 }
+
+/* On the rank that creates the id (usually rank 0). */
+TPG_API tpg_status tpg_comm_id_create(tpg_comm_id *out /* OUT */);
+/* Writes the id to path atomically (temp file + rename). */
+TPG_API tpg_status tpg_comm_id_write_file(const tpg_comm_id *id, const char *path);
+/* Waits up to timeout_ms for path to appear, then reads the id. */
+TPG_API tpg_status tpg_comm_id_read_file(const char *path, int timeout_ms, tpg_comm_id *out /* OUT */);
+
+TPG_API tpg_status tpg_comm_create(const tpg_comm_id *id, const tpg_comm_config *cfg,
+                                   tpg_comm **out /* OUT, owned */);
+/* Finalizes and destroys. Destroy every graph that uses the comm first (NCCL
+ * keeps a reference per captured graph); a graph still alive makes this fail
+ * with TPG_ERROR_INVALID_STATE and leaves the comm intact. If finalize does not
+ * complete within the comm's timeout (a peer is gone), the comm is aborted. */
+TPG_API tpg_status tpg_comm_destroy(tpg_comm *comm);
+/* Aborts the NCCL communicator at once (no peer needed). Later calls that need
+ * it return TPG_ERROR_INVALID_STATE; tpg_comm_destroy still frees it. */
+TPG_API tpg_status tpg_comm_abort(tpg_comm *comm);
+TPG_API tpg_status tpg_comm_info(const tpg_comm *comm, int *rank /* OUT, may be NULL */,
+                                 int *nranks /* OUT, may be NULL */, int *device /* OUT, may be NULL */);
+/* Waits for all work on stream with the comm's deadline, polling NCCL for
+ * asynchronous errors: a dead or silent peer gives TPG_ERROR_PEER or
+ * TPG_ERROR_TIMEOUT (the comm is then aborted) instead of a hang. */
+TPG_API tpg_status tpg_comm_wait(tpg_comm *comm, tpg_stream stream);
+
+/* ------------------------------------------------------------------------ */
+/* Plans: CPU-side descriptions of a graph (no CUDA calls)                   */
+
+typedef struct tpg_plan tpg_plan;
+
+/* A named buffer a plan's nodes read or write. 0 means "none". */
+typedef uint32_t tpg_slot;
+#define TPG_SLOT_NONE 0u
+
+/* A node of one plan. Handles of one plan are refused by another. */
+typedef uint64_t tpg_node;
+
+typedef enum tpg_memory {
+  TPG_MEM_DEVICE = 0, /* device memory of the graph's GPU (cuMemAlloc, cudaMalloc, VMM) */
+  TPG_MEM_HOST = 1    /* page-locked host memory (cuMemHostAlloc / cuMemHostRegister)   */
+} tpg_memory;
+
+/* A place in a slot: offset counted in elements of the slot's dtype. */
+typedef struct tpg_view { tpg_slot slot; uint32_t reserved_; uint64_t offset; } tpg_view;
+
+TPG_API tpg_status tpg_plan_create(tpg_plan **out /* OUT, owned */);
+TPG_API void tpg_plan_destroy(tpg_plan *plan);
+
+/* Declares a slot of `count` elements. Names are unique within a plan. */
+TPG_API tpg_status tpg_plan_add_slot(tpg_plan *plan, const char *name, tpg_dtype dtype,
+                                     tpg_memory where, size_t count, tpg_slot *out /* OUT */);
+TPG_API tpg_status tpg_plan_find_slot(const tpg_plan *plan, const char *name, tpg_slot *out /* OUT */);
+
+/* Nodes. deps/ndeps: nodes of this plan that must finish first (may be NULL/0). */
+
+typedef enum tpg_epilogue {
+  TPG_EPILOGUE_NONE = 0,        /* y = x w^T                                  */
+  TPG_EPILOGUE_BIAS = 1,        /* y = x w^T + bias                           */
+  TPG_EPILOGUE_BIAS_GELU = 2,   /* y = gelu_tanh(x w^T + bias)                */
+  TPG_EPILOGUE_BIAS_SILU = 3,   /* y = silu(x w^T + bias)                     */
+  TPG_EPILOGUE_SWIGLU = 4,      /* w is [2n, k]: rows [0,n) gate, [n,2n) up;
+                                   y = silu(gate) * up (bias optional, [2n])   */
+  TPG_EPILOGUE_RESIDUAL = 5,    /* y = x w^T (+ bias) + residual              */
+  TPG_EPILOGUE_F32_PARTIAL = 6, /* y (fp32 slot) = x w^T, for a reduction     */
+  TPG_EPILOGUE_COUNT = 7
+} tpg_epilogue;
+
+/* y[m, n] = epilogue(x[m, k] * w[n, k]^T): w as a PyTorch Linear weight. */
+typedef struct tpg_gemm_desc {
+  size_t size;             /* sizeof(tpg_gemm_desc)                        */
+  int m, n, k;             /* m >= 1; n, k multiples of 8                  */
+  tpg_dtype dtype;         /* TPG_BF16 or TPG_F16 (x, w, bias, residual)   */
+  tpg_epilogue epilogue;
+  tpg_view x, w, y, bias, residual; /* bias/residual: slot 0 when unused   */
+} tpg_gemm_desc;
+#define TPG_GEMM_DESC_INIT { sizeof(tpg_gemm_desc), 0, 0, 0, TPG_BF16, TPG_EPILOGUE_NONE, \
+                             {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0} }
+
+TPG_API tpg_status tpg_plan_add_gemm(tpg_plan *plan, const tpg_gemm_desc *desc,
+                                     const tpg_node *deps, int ndeps, tpg_node *out /* OUT, may be NULL */);
+
+/* y[i] = alpha * x[i] + beta * y[i] for i < count, fp32 arithmetic; x and y of
+ * one dtype. A small kernel node (residual adds, scaling, tests). */
+TPG_API tpg_status tpg_plan_add_axpby(tpg_plan *plan, tpg_view y, tpg_view x, size_t count,
+                                      float alpha, float beta,
+                                      const tpg_node *deps, int ndeps, tpg_node *out);
+
+/* Sets count elements of dst to the bit pattern `value` (element width from
+ * the slot's dtype: 4 or 2 bytes). A memset node. */
+TPG_API tpg_status tpg_plan_add_memset(tpg_plan *plan, tpg_view dst, uint32_t value, size_t count,
+                                       const tpg_node *deps, int ndeps, tpg_node *out);
+
+/* Copies count elements src -> dst (same dtype). Device<->device and pinned
+ * host<->device, so engine inputs and outputs can be graph nodes. */
+TPG_API tpg_status tpg_plan_add_memcpy(tpg_plan *plan, tpg_view dst, tpg_view src, size_t count,
+                                       const tpg_node *deps, int ndeps, tpg_node *out);
+
+/* A node that does nothing: joins and forks branches. */
+TPG_API tpg_status tpg_plan_add_empty(tpg_plan *plan, const tpg_node *deps, int ndeps, tpg_node *out);
+
+typedef enum tpg_collective {
+  TPG_ALL_REDUCE = 0,     /* recv[i] = sum over ranks of send[i], i < count  */
+  TPG_ALL_GATHER = 1,     /* recv[r*count + i] = send_r[i]                   */
+  TPG_REDUCE_SCATTER = 2, /* recv[i] = sum over ranks of send[rank*count + i] */
+  TPG_COLLECTIVE_COUNT = 3
+} tpg_collective;
+
+/* An NCCL collective (sum), captured once into a child-graph node. count is
+ * NCCL's: elements per rank's part for all-gather/reduce-scatter. send and
+ * recv may be the same slot (in place). dtype is the slots' (must match). */
+typedef struct tpg_collective_desc {
+  size_t size;             /* sizeof(tpg_collective_desc) */
+  tpg_collective kind;
+  tpg_view send, recv;
+  size_t count;
+} tpg_collective_desc;
+#define TPG_COLLECTIVE_DESC_INIT { sizeof(tpg_collective_desc), TPG_ALL_REDUCE, {0, 0, 0}, {0, 0, 0}, 0 }
+
+TPG_API tpg_status tpg_plan_add_collective(tpg_plan *plan, const tpg_collective_desc *desc,
+                                           const tpg_node *deps, int ndeps, tpg_node *out);
+
+/* An extra edge from -> to (to runs after from). tpg_plan_validate refuses cycles. */
+TPG_API tpg_status tpg_plan_add_dependency(tpg_plan *plan, tpg_node from, tpg_node to);
+
+/* A label for DOT output and error messages (copied). Default: "gemm#3" etc. */
+TPG_API tpg_status tpg_plan_set_node_name(tpg_plan *plan, tpg_node node, const char *name);
+
+/* Checks the whole plan: cycles, slot ranges, shape rules. tpg_graph_create
+ * calls it too; it is exposed so plans can be checked without a GPU. */
+TPG_API tpg_status tpg_plan_validate(const tpg_plan *plan);
+
+TPG_API tpg_status tpg_plan_stats(const tpg_plan *plan, int *nodes /* OUT, may be NULL */,
+                                  int *slots /* OUT, may be NULL */, int *collectives /* OUT, may be NULL */);
+
+/* Graphviz DOT of the plan into buf (cap bytes, NUL-terminated). *needed gets
+ * the full length + 1; a buf too small gives TPG_ERROR_INVALID_ARGUMENT with
+ * *needed set, so call once with buf = NULL, cap = 0 to size it. */
+TPG_API tpg_status tpg_plan_dot(const tpg_plan *plan, char *buf, size_t cap, size_t *needed /* OUT */);
+
+/* ------------------------------------------------------------------------ */
+/* Graphs: a plan materialized and instantiated on one GPU                   */
+/*
+ * Ownership: the graph copies the plan, owns its CUDA graph, exec, child
+ * graphs, kernel workspaces and private stream. Bound buffers are borrowed:
+ * they must stay allocated while a launch that uses them may run (rebinding
+ * away from a buffer does not end that duty for launches already queued).
+ * The comm is borrowed and must outlive the graph.
+ */
+
+typedef struct tpg_graph tpg_graph;
+
+typedef struct tpg_binding {
+  tpg_slot slot;
+  void *ptr;               /* device pointer (CUdeviceptr cast), or pinned host pointer */
+} tpg_binding;
+
+typedef struct tpg_graph_config {
+  size_t size;             /* sizeof(tpg_graph_config)                          */
+  unsigned magic;          /* TPG_CONFIG_MAGIC                                   */
+  int version;             /* TPG_VERSION_CODE                                   */
+  int device;              /* CUDA device ordinal; must match comm's device     */
+  tpg_comm *comm;          /* borrowed; NULL when the plan has no collectives   */
+  const tpg_binding *bindings; /* every slot the plan uses, exactly once        */
+  int nbindings;
+} tpg_graph_config;
+#define TPG_GRAPH_CONFIG_INIT { sizeof(tpg_graph_config), TPG_CONFIG_MAGIC, TPG_VERSION_CODE, 0, NULL, NULL, 0 }
+
+/* Validates the plan and the bindings (alignment, memory kind, and that each
+ * allocation covers its slot), materializes every node through the driver API
+ * (collectives are captured from NCCL into child graphs, so every rank must
+ * create its graphs in the same order) and instantiates once. */
+TPG_API tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg,
+                                    tpg_graph **out /* OUT, owned */);
+/* Waits for the graph's launches to finish, then frees everything it owns. */
+TPG_API tpg_status tpg_graph_destroy(tpg_graph *graph);
+
+/* Enqueues one run of the graph on stream (asynchronous). */
+TPG_API tpg_status tpg_graph_launch(tpg_graph *graph, tpg_stream stream);
+
+/* Points slots at other buffers for the next launches, updating exactly the
+ * nodes that use them through the per-node exec setters: no re-instantiation.
+ * A slot used by a collective is re-captured from NCCL, so every rank must
+ * rebind its collective slots with the same calls in the same order. Stream-
+ * ordered like a launch: launches already enqueued keep the old buffers. */
+TPG_API tpg_status tpg_graph_rebind(tpg_graph *graph, const tpg_binding *bindings, int nbindings);
+
+/* Whole-graph update: materializes `plan` (NULL: the graph's own plan) with the
+ * graph's bindings overridden by `bindings`, and applies it with
+ * cuGraphExecUpdate. The plan must have the same nodes, kinds and edges; if
+ * CUDA refuses a node's change, the message names the node and nothing
+ * changes. Collective: every rank calls it when the plan has collectives. */
+TPG_API tpg_status tpg_graph_update(tpg_graph *graph, const tpg_plan *plan,
+                                    const tpg_binding *bindings, int nbindings);
+
+typedef struct tpg_graph_info {
+  int nodes;                 /* nodes of the parent graph                 */
+  int kernel_nodes, memset_nodes, memcpy_nodes, empty_nodes, child_nodes;
+  size_t workspace_bytes;    /* device memory the graph owns              */
+  double materialize_us;     /* host time to build the CUDA graph         */
+  double instantiate_us;     /* host time of cuGraphInstantiate           */
+} tpg_graph_info;
+
+TPG_API tpg_status tpg_graph_info_get(const tpg_graph *graph, tpg_graph_info *out /* OUT */);
+
+/* Writes the instantiated graph as DOT (cuGraphDebugDotPrint, verbose). */
+TPG_API tpg_status tpg_graph_write_dot(const tpg_graph *graph, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TPGRAPH_H */
