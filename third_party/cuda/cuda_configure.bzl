@@ -10,6 +10,7 @@ What it provides (see the generated BUILD):
   :nccl           nccl.h + libnccl.so, linked dynamically
   :cudart_static  the CUDA runtime, for tests and benchmarks only
   :cublas         cuBLAS, for benchmarks only
+  :libcuda_stub   the toolkit's stub libcuda, for the no-driver tests
   //:defs.bzl     NVCC = absolute path of nvcc
 """
 
@@ -64,6 +65,12 @@ def _cuda_configure_impl(ctx):
     ctx.file("nccl_include/nccl.h", ctx.read(nccl_inc + "/nccl.h"))
     ctx.symlink(nccl_lib, "nccl_lib/libnccl.so")
 
+    stub = _lib(ctx, cuda, ["stubs/libcuda.so"])
+    if stub:
+        ctx.symlink(stub, "stub/libcuda.so")
+    else:
+        ctx.file("stub/libcuda.so", "")
+
     cudart = _lib(ctx, cuda, ["libcudart_static.a"])
     if cudart:
         ctx.symlink(cudart, "cudart/libcudart_static.a")
@@ -84,6 +91,10 @@ def _cuda_configure_impl(ctx):
 package(default_visibility = ["//visibility:public"])
 
 exports_files(["cuda_include/cuda.h"])
+
+# The toolkit's build-time libcuda stub: tests load it to check the "no
+# driver" path (the library itself dlopens libcuda.so.1 at run time).
+filegroup(name = "libcuda_stub", srcs = ["stub/libcuda.so"])
 
 cc_library(
     name = "cuda_headers",

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# setup.sh - install what a fresh Debian/Ubuntu machine lacks to build and test
+# tpgraph offline. Idempotent: run it as often as you like.
+#
+# Needs: Bazel (Debian's bazel-bootstrap 4.2.3), gcc/g++, the CUDA toolkit
+# (nvcc, cuda.h, stub libcuda) and NCCL. The toolkit is not a Debian package
+# of the right version: point CUDA_PATH / NCCL_HOME at it if it is not in
+# /usr/local/cuda.
+set -euo pipefail
+
+need=()
+command -v bazel >/dev/null 2>&1 || need+=(bazel-bootstrap)
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
+command -v g++ >/dev/null 2>&1 || need+=(g++)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "setup: installing ${need[*]}"
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${need[@]}"
+fi
+
+cuda=${CUDA_PATH:-}
+if [ -z "$cuda" ]; then
+  if command -v nvcc >/dev/null 2>&1; then cuda=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")
+  else cuda=/usr/local/cuda; fi
+fi
+if [ ! -x "$cuda/bin/nvcc" ] || [ ! -f "$cuda/include/cuda.h" ]; then
+  echo "setup: no CUDA toolkit at $cuda (bin/nvcc, include/cuda.h). Install CUDA 12.3+ and set CUDA_PATH." >&2
+  exit 1
+fi
+nccl_h=""
+for d in "${NCCL_HOME:-/nonexistent}/include" "$cuda/include" /usr/include; do
+  [ -f "$d/nccl.h" ] && { nccl_h=$d/nccl.h; break; }
+done
+if [ -z "$nccl_h" ]; then
+  echo "setup: nccl.h not found (NCCL_HOME, $cuda/include, /usr/include). Install NCCL 2.19+ and set NCCL_HOME." >&2
+  exit 1
+fi
+echo "setup: $(dpkg-query -W -f="${Package} ${Version}" bazel-bootstrap 2>/dev/null || echo bazel), CUDA $("$cuda/bin/nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p') at $cuda, $(grep -m1 -o 'NCCL_MAJOR [0-9]*' "$nccl_h" | awk '{print "NCCL " $2}').$(grep -m1 -o 'NCCL_MINOR [0-9]*' "$nccl_h" | awk '{print $2}') ($nccl_h)"
