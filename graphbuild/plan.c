@@ -183,14 +183,14 @@ static tpg_status check_view(const tpg_plan *p, const char *fn, const char *what
     return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "%s.slot is %u: not a slot of this plan (expected 1..%d)", what,
                    v.slot, p->nslots);
   const tpg_slot_rec *s = &p->slots[v.slot - 1];
-  if (v.offset > s->count || need > s->count - v.offset)
-    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
-                   "%s: elements [%llu, %llu + %zu) fall outside slot \"%s\" (%zu elements)", what,
-                   (unsigned long long)v.offset, (unsigned long long)v.offset, need, s->name, s->count);
   if (align > 1 && (v.offset * tpg_dtype_size(s->dtype)) % align != 0)
     return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
                    "%s: offset %llu of slot \"%s\" is not %zu-byte aligned (expected a multiple of %zu elements)", what,
                    (unsigned long long)v.offset, s->name, align, align / tpg_dtype_size(s->dtype));
+  if (v.offset > s->count || need > s->count - v.offset)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                   "%s: elements [%llu, %llu + %zu) fall outside slot \"%s\" (%zu elements)", what,
+                   (unsigned long long)v.offset, (unsigned long long)v.offset, need, s->name, s->count);
   return TPG_SUCCESS;
 }
 
@@ -647,6 +647,7 @@ tpg_status tpg_plan_dot(const tpg_plan *p, char *buf, size_t cap, size_t *needed
     for (int j = 0; j < p->nodes[i].ndeps; j++) sb_printf(&s, "  n%d -> n%d;\n", p->nodes[i].deps[j], i);
   sb_printf(&s, "}\n");
   *needed = s.len + 1;
+  if (!buf) return TPG_SUCCESS; /* size query */
   if (s.len + 1 > cap)
     return TPG_ARG_FAIL("cap is %zu bytes: the DOT text needs %zu (call with buf NULL, cap 0 to size it)", cap,
                         s.len + 1);

@@ -302,8 +302,8 @@ TPG_API tpg_status tpg_plan_stats(const tpg_plan *plan, int *nodes /* OUT, may b
                                   int *slots /* OUT, may be NULL */, int *collectives /* OUT, may be NULL */);
 
 /* Graphviz DOT of the plan into buf (cap bytes, NUL-terminated). *needed gets
- * the full length + 1; a buf too small gives TPG_ERROR_INVALID_ARGUMENT with
- * *needed set, so call once with buf = NULL, cap = 0 to size it. */
+ * the full length + 1. buf = NULL, cap = 0 only sizes it (TPG_SUCCESS); a buf
+ * too small gives TPG_ERROR_INVALID_ARGUMENT with *needed set. */
 TPG_API tpg_status tpg_plan_dot(const tpg_plan *plan, char *buf, size_t cap, size_t *needed /* OUT */);
 
 /* ------------------------------------------------------------------------ */

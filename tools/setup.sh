@@ -37,4 +37,6 @@ if [ -z "$nccl_h" ]; then
   echo "setup: nccl.h not found (NCCL_HOME, $cuda/include, /usr/include). Install NCCL 2.19+ and set NCCL_HOME." >&2
   exit 1
 fi
-echo "setup: $(dpkg-query -W -f="${Package} ${Version}" bazel-bootstrap 2>/dev/null || echo bazel), CUDA $("$cuda/bin/nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p') at $cuda, $(grep -m1 -o 'NCCL_MAJOR [0-9]*' "$nccl_h" | awk '{print "NCCL " $2}').$(grep -m1 -o 'NCCL_MINOR [0-9]*' "$nccl_h" | awk '{print $2}') ($nccl_h)"
+bz=$(dpkg-query -W -f='${Version}' bazel-bootstrap 2>/dev/null || echo "?")
+ver=$("$cuda/bin/nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
+echo "setup: bazel-bootstrap $bz, CUDA $ver at $cuda, nccl.h at $nccl_h"
