@@ -19,6 +19,8 @@
  * Exit status nonzero if any check fails.
  */
 #include <cublas_v2.h>
+#include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -62,6 +64,12 @@ static const struct { const char *name; kfn fn; } kTable[] = {
     {"tpg_gemm_sm90_bf16", tpg_gemm_sm90_bf16}, {"tpg_gemm_sm90_f16", tpg_gemm_sm90_f16},
     {"tpg_gemm_mma_bf16", tpg_gemm_mma_bf16}, {"tpg_gemm_mma_f16", tpg_gemm_mma_f16},
 };
+typedef void (*kfn_tma)(const tpg_gemm_tma_args);
+static kfn_tma find_tma_kernel(const char *name) {
+  if (!strcmp(name, "tpg_gemm_sm90tma_bf16")) return tpg_gemm_sm90tma_bf16;
+  if (!strcmp(name, "tpg_gemm_sm90tma_f16")) return tpg_gemm_sm90tma_f16;
+  return nullptr;
+}
 static kfn find_kernel(const char *name) {
   for (auto &e : kTable)
     if (!strcmp(e.name, name)) return e.fn;
@@ -76,6 +84,49 @@ static void launch(const tpg_kernel_launch &L, const tpg_gemm_args &a, cudaStrea
   if (L.smem_bytes > 48 * 1024)
     CK(cudaFuncSetAttribute((const void *)f, cudaFuncAttributeMaxDynamicSharedMemorySize, L.smem_bytes));
   f<<<dim3(L.grid[0], L.grid[1], L.grid[2]), dim3(L.block[0], L.block[1], L.block[2]), L.smem_bytes, st>>>(a);
+  CK(cudaGetLastError());
+}
+
+/* ---------------- TMA kernels: tensor maps encoded here, as the builder would ---------------- */
+static PFN_cuTensorMapEncodeTiled_v12000 g_encode = nullptr;
+static void encode_maps(tpg_gemm_tma_args &p) {
+  if (!g_encode) {
+    cudaDriverEntryPointQueryResult q;
+    CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", (void **)&g_encode, 12000, cudaEnableDefault, &q));
+    if (q != cudaDriverEntryPointSuccess || !g_encode) { fprintf(stderr, "no cuTensorMapEncodeTiled\n"); exit(2); }
+  }
+  const tpg_gemm_args &a = p.a;
+  const CUtensorMapDataType dt = a.dtype == TPG_KDT_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  {
+    cuuint64_t dims[2] = {(cuuint64_t)a.k, (cuuint64_t)a.m}, strides[1] = {(cuuint64_t)a.ldx * 2};
+    cuuint32_t box[2] = {64, 128}, es[2] = {1, 1};
+    CUresult r = g_encode((CUtensorMap *)&p.tx, dt, 2, (void *)a.x, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                          CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) { fprintf(stderr, "encode X failed %d\n", (int)r); exit(2); }
+  }
+  CUresult r;
+  if (a.epilogue == TPG_EPI_SWIGLU) {
+    cuuint64_t dims[4] = {(cuuint64_t)a.k, 8, 2, (cuuint64_t)a.n / 8};
+    cuuint64_t strides[3] = {(cuuint64_t)a.ldw * 2, (cuuint64_t)a.n * a.ldw * 2, (cuuint64_t)8 * a.ldw * 2};
+    cuuint32_t box[4] = {64, 8, 2, 16}, es[4] = {1, 1, 1, 1};
+    r = g_encode((CUtensorMap *)&p.tw, dt, 4, (void *)a.w, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  } else {
+    cuuint64_t dims[2] = {(cuuint64_t)a.k, (cuuint64_t)a.n}, strides[1] = {(cuuint64_t)a.ldw * 2};
+    cuuint32_t box[2] = {64, 256}, es[2] = {1, 1};
+    r = g_encode((CUtensorMap *)&p.tw, dt, 2, (void *)a.w, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  }
+  if (r != CUDA_SUCCESS) { fprintf(stderr, "encode W failed %d\n", (int)r); exit(2); }
+}
+/* Launch the TMA twin of an sm90 selection (same grid/block/smem). */
+static void launch_tma(const tpg_kernel_launch &L, const tpg_gemm_tma_args &p, cudaStream_t st = 0) {
+  std::string name = L.kernel;
+  name.replace(name.find("sm90"), 4, "sm90tma");
+  kfn_tma f = find_tma_kernel(name.c_str());
+  if (!f) { fprintf(stderr, "no TMA twin for %s\n", L.kernel); exit(2); }
+  CK(cudaFuncSetAttribute((const void *)f, cudaFuncAttributeMaxDynamicSharedMemorySize, L.smem_bytes));
+  f<<<dim3(L.grid[0], L.grid[1], L.grid[2]), dim3(L.block[0], L.block[1], L.block[2]), L.smem_bytes, st>>>(p);
   CK(cudaGetLastError());
 }
 
@@ -173,8 +224,8 @@ static void check_shape(int M, int N, int K, int dtype, bool pad) {
   CK(cudaMemcpy(db, hb.data(), hb.size() * 2, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(dr, hr.data(), hr.size() * 2, cudaMemcpyHostToDevice));
   std::vector<uint8_t> hy(ybytes);
-  const int arches[2] = {g_arch, 80};
-  for (int ai = 0; ai < 2; ++ai) {
+  const int arches[3] = {g_arch, 80, g_arch};
+  for (int ai = 0; ai < 3; ++ai) {
     for (int epi = 0; epi < TPG_EPI_COUNT; ++epi) {
       tpg_kernel_launch L, L90;
       char why[200];
@@ -185,6 +236,7 @@ static void check_shape(int M, int N, int K, int dtype, bool pad) {
         tpg_gemm_select(M, N, K, dtype, epi, arches[0], g_sms, &L90, why, sizeof why);
         if (!strcmp(L.kernel, L90.kernel)) continue;
       }
+      if (ai == 2 && !strstr(L.kernel, "sm90")) continue;  /* pass 2: TMA twin of sm90 */
       tpg_gemm_args a;
       memset(&a, 0, sizeof a);
       a.x = dx; a.w = dw; a.y = dy;
@@ -193,7 +245,15 @@ static void check_shape(int M, int N, int K, int dtype, bool pad) {
       a.m = M; a.n = N; a.k = K; a.ldx = ldx; a.ldw = ldw; a.ldy = ldy; a.ldr = ldr;
       a.dtype = dtype; a.epilogue = epi; a.split_k = L.split_k;
       CK(cudaMemset(dy, 0xFF, ybytes));  /* poison: NaN in every dtype */
-      launch(L, a);
+      if (ai == 2) {
+        tpg_gemm_tma_args p;
+        memset(&p, 0, sizeof p);
+        p.a = a;
+        encode_maps(p);
+        launch_tma(L, p);
+      } else {
+        launch(L, a);
+      }
       CK(cudaDeviceSynchronize());
       CK(cudaMemcpy(hy.data(), dy, ybytes, cudaMemcpyDeviceToHost));
       const bool f32 = epi == TPG_EPI_F32_PARTIAL;
@@ -218,7 +278,7 @@ static void check_shape(int M, int N, int K, int dtype, bool pad) {
       const double err = sqrt(num / std::max(den, 1e-300));
       const bool ok = nan_count == 0 && err <= 1e-2 && std::isfinite(err);
       char what[256];
-      snprintf(what, sizeof what, "%-20s %s M=%d N=%d K=%d%s epi=%s", L.kernel, dtype == TPG_KDT_BF16 ? "bf16" : "f16",
+      snprintf(what, sizeof what, "%-20s %s M=%d N=%d K=%d%s epi=%s", ai == 2 ? "sm90tma(twin)" : L.kernel, dtype == TPG_KDT_BF16 ? "bf16" : "f16",
                M, N, K, pad ? " (padded ld)" : "", epi_name[epi]);
       g_checks.push_back({what, err, ok});
       if (!ok || getenv("TPG_VERBOSE"))
@@ -277,9 +337,30 @@ static double read_bandwidth() {
   return bytes / (median(t) * 1e-3) / 1e12;
 }
 
-struct TimeRow { int M, K, N; const char *kernel; double us, cublas_us, tbs, tflops, vs_cublas, vs_floor; };
+struct TimeRow { int M, K, N; std::string kernel; double us, cublas_us, tbs, tflops, vs_cublas, vs_floor; };
 
-static void time_shape(cublasHandle_t h, int M, int K, int N, int reps, std::vector<TimeRow> &rows) {
+/* Decode experiments (bench only): other register/prefetch trade-offs of the
+ * same gemv body, timed beside the selected kernel on the decode shapes. */
+#define XV(NAME, MT, R, U, PF, MINB)                                                   \
+  __global__ void __launch_bounds__(256, MINB) NAME(const __grid_constant__ tpg_gemm_args a) { \
+    tpg::gemv_body<__nv_bfloat16, MT, R, U, 8, PF>(a);                                 \
+  }
+XV(xv_m16_pf_r2u2_b2, 2, 2, 2, true, 2)
+XV(xv_m8_nopf_u4_b4, 1, 1, 4, false, 4)
+XV(xv_m8_nopf_u8_b2, 1, 1, 8, false, 2)
+XV(xv_m8_pf_r2u2, 1, 2, 2, true, 1)
+XV(xv_m8_pf_u8, 1, 1, 8, true, 1)
+XV(xv_m16_nopf_r1u4_b3, 2, 1, 4, false, 3)
+XV(xv_m16_pf_r1u4_b2, 2, 1, 4, true, 2)
+static const struct { const char *name; kfn fn; int maxm, rows; } kDecodeExp[] = {
+    {"x_m16_pf_r2u2_b2", xv_m16_pf_r2u2_b2, 16, 32},       {"x_m8_nopf_u4_b4", xv_m8_nopf_u4_b4, 8, 16},
+    {"x_m8_nopf_u8_b2", xv_m8_nopf_u8_b2, 8, 16},   {"x_m8_pf_r2u2", xv_m8_pf_r2u2, 8, 32},
+    {"x_m8_pf_u8", xv_m8_pf_u8, 8, 16},             {"x_m16_nopf_r1u4_b3", xv_m16_nopf_r1u4_b3, 16, 16},
+    {"x_m16_pf_r1u4_b2", xv_m16_pf_r1u4_b2, 16, 16},
+};
+
+static void time_shape(cublasHandle_t h, int M, int K, int N, int reps, std::vector<TimeRow> &rows,
+                       std::vector<TimeRow> &alts) {
   const size_t xb = (size_t)M * K * 2, wb = (size_t)N * K * 2, yb = (size_t)M * N * 2;
   const size_t set = xb + wb + yb;
   const int copies = (int)std::min<size_t>(64, std::max<size_t>(2, (size_t)(4 * 60e6) / set + 1));
@@ -319,21 +400,68 @@ static void time_shape(cublasHandle_t h, int M, int K, int N, int reps, std::vec
     CK(cudaGetLastError());
     return median(t) * 1e3;
   };
-  const double us = timeit([&](int c) { launch(L, args(c)); });
-  const double cus = timeit([&](int c) { run_cublas(c); });
   const double bytes = (double)xb + wb + yb, flops = 2.0 * M * N * (double)K;
   const double floor_us = std::max(bytes / 4.3e12, flops / 790e12) * 1e6;
-  rows.push_back({M, K, N, L.kernel, us, cus, bytes / us / 1e6, flops / us / 1e6, cus / us, floor_us / us});
+  const double cus = timeit([&](int c) { run_cublas(c); });
+  auto row = [&](const std::string &name, double us) {
+    return TimeRow{M, K, N, name, us, cus, bytes / us / 1e6, flops / us / 1e6, cus / us, floor_us / us};
+  };
+  rows.push_back(row(L.kernel, timeit([&](int c) { launch(L, args(c)); })));
+  /* alternatives */
+  if (g_arch == 90 && M >= 64) {
+    tpg_kernel_launch L9;
+    tpg_gemm_select(std::max(M, 65), N, K, TPG_KDT_BF16, TPG_EPI_NONE, 90, g_sms, &L9, why, sizeof why);
+    std::vector<tpg_gemm_tma_args> P(copies);
+    for (int c = 0; c < copies; ++c) { memset(&P[c], 0, sizeof P[c]); P[c].a = args(c); encode_maps(P[c]); }
+    alts.push_back(row("sm90tma", timeit([&](int c) { launch_tma(L9, P[c]); })));
+    if (M == 64) {
+      alts.push_back(row("sm90(cp.async)", timeit([&](int c) { launch(L9, args(c)); })));
+      tpg_kernel_launch L8;
+      tpg_gemm_select(65, N, K, TPG_KDT_BF16, TPG_EPI_NONE, 80, g_sms, &L8, why, sizeof why);
+      alts.push_back(row("mma", timeit([&](int c) { launch(L8, args(c)); })));
+    }
+  }
+  if (M <= 16 && ((K == 8192 && N == 14336) || (K == 4096 && N == 7168))) {
+    for (auto &e : kDecodeExp) {
+      if (M > e.maxm) continue;
+      const unsigned grid = (N + e.rows - 1) / e.rows;
+      alts.push_back(row(e.name, timeit([&](int c) { e.fn<<<grid, 256>>>(args(c)); })));
+    }
+  }
   for (int c = 0; c < copies; ++c) { cudaFree(X[c]); cudaFree(W[c]); cudaFree(Y[c]); }
   cudaEventDestroy(e0); cudaEventDestroy(e1);
 }
 
+/* --profile: one launch of each main kernel on the headline shapes, for ncu. */
+static void profile_mode() {
+  for (int M : {1, 16, 1024}) {
+    const int K = 8192, N = 14336;
+    uint16_t *X, *W, *Y;
+    CK(cudaMalloc(&X, (size_t)M * K * 2)); CK(cudaMalloc(&W, (size_t)N * K * 2)); CK(cudaMalloc(&Y, (size_t)M * N * 2));
+    fill_kernel<<<2048, 256>>>(X, (size_t)M * K, 7, 1.f, 1);
+    fill_kernel<<<2048, 256>>>(W, (size_t)N * K, 9, 0.02f, 1);
+    tpg_gemm_args a; memset(&a, 0, sizeof a);
+    a.x = X; a.w = W; a.y = Y; a.m = M; a.n = N; a.k = K; a.ldx = K; a.ldw = K; a.ldy = N;
+    a.dtype = TPG_KDT_BF16; a.split_k = 1;
+    tpg_kernel_launch L; char why[200];
+    tpg_gemm_select(M, N, K, TPG_KDT_BF16, 0, 90, g_sms, &L, why, sizeof why);
+    launch(L, a);
+    if (M > 64) {
+      tpg_gemm_tma_args p; memset(&p, 0, sizeof p); p.a = a; encode_maps(p);
+      launch_tma(L, p);
+    }
+    CK(cudaDeviceSynchronize());
+    cudaFree(X); cudaFree(W); cudaFree(Y);
+  }
+}
+
 int main(int argc, char **argv) {
-  bool check_only = false, quick = false;
+  bool check_only = false, quick = false, profile = false;
   const char *json = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--check-only")) check_only = true;
     else if (!strcmp(argv[i], "--quick")) quick = true;
+    else if (!strcmp(argv[i], "--profile")) profile = true;
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     else { fprintf(stderr, "usage: %s [--check-only] [--quick] [--json PATH]\n", argv[0]); return 2; }
   }
@@ -343,6 +471,7 @@ int main(int argc, char **argv) {
   g_arch = prop.major * 10 + prop.minor;
   if (getenv("TPG_ARCH")) g_arch = atoi(getenv("TPG_ARCH"));  /* e.g. 80: test the fallback selection */
   printf("device: %s, %d SMs, sm_%d, L2 %d MB\n", prop.name, g_sms, g_arch, prop.l2CacheSize >> 20);
+  if (profile) { profile_mode(); printf("profile launches done\n"); return 0; }
   g_rng.seed((uint64_t)std::chrono::high_resolution_clock::now().time_since_epoch().count());
 
   /* ---- checks ---- */
@@ -362,7 +491,7 @@ int main(int argc, char **argv) {
   printf("checks: %zu run, %d failed, worst rel_err %.3e (limit 1e-2), %.1f s\n", g_checks.size(), fails, worst,
          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 
-  std::vector<TimeRow> rows;
+  std::vector<TimeRow> rows, alts;
   double bw = 0;
   if (!check_only) {
     bw = read_bandwidth();
@@ -372,15 +501,20 @@ int main(int argc, char **argv) {
     const int TM[] = {1, 4, 16, 64, 256, 1024, 4096};
     const int TKN[][2] = {{8192, 14336}, {14336, 8192}, {4096, 7168}, {7168, 4096}, {8192, 8192}};
     for (auto &kn : TKN)
-      for (int M : TM) time_shape(h, M, kn[0], kn[1], quick ? 15 : (M >= 1024 ? 30 : 80), rows);
+      for (int M : TM) time_shape(h, M, kn[0], kn[1], quick ? 15 : (M >= 1024 ? 30 : 80), rows, alts);
     cublasDestroy(h);
+    printf("\nalternatives (not selected):\n");
+    for (auto &r : alts)
+      printf("%5d %6d %6d  %-20s %9.1f %9.1f %7.3f %8.1f %8.3f %8.3f\n", r.M, r.K, r.N, r.kernel.c_str(), r.us, r.cublas_us,
+             r.tbs, r.tflops, r.vs_cublas, r.vs_floor);
     printf("\n%5s %6s %6s  %-20s %9s %9s %7s %8s %8s %8s\n", "M", "K", "N", "kernel", "us", "cublas_us", "TB/s",
            "TFLOP/s", "x_cublas", "x_floor");
     for (auto &r : rows)
-      printf("%5d %6d %6d  %-20s %9.1f %9.1f %7.3f %8.1f %8.3f %8.3f\n", r.M, r.K, r.N, r.kernel, r.us, r.cublas_us,
+      printf("%5d %6d %6d  %-20s %9.1f %9.1f %7.3f %8.1f %8.3f %8.3f\n", r.M, r.K, r.N, r.kernel.c_str(), r.us, r.cublas_us,
              r.tbs, r.tflops, r.vs_cublas, r.vs_floor);
     printf("(x_cublas = cublas_us / us, >1 is faster than cuBLAS; x_floor = floor/us with floor = max(bytes/4.3TB/s, flops/790TFLOP/s); read ceiling %.3f TB/s)\n", bw);
   }
+  for (auto &r : alts) rows.push_back(r);
   if (json) {
     FILE *f = fopen(json, "w");
     if (f) {
@@ -392,7 +526,7 @@ int main(int argc, char **argv) {
       for (size_t i = 0; i < rows.size(); ++i) {
         auto &r = rows[i];
         fprintf(f, "%s{\"M\":%d,\"K\":%d,\"N\":%d,\"kernel\":\"%s\",\"us\":%.2f,\"cublas_us\":%.2f,\"tbs\":%.4f,\"tflops\":%.2f,\"x_cublas\":%.4f,\"x_floor\":%.4f}",
-                i ? "," : "", r.M, r.K, r.N, r.kernel, r.us, r.cublas_us, r.tbs, r.tflops, r.vs_cublas, r.vs_floor);
+                i ? "," : "", r.M, r.K, r.N, r.kernel.c_str(), r.us, r.cublas_us, r.tbs, r.tflops, r.vs_cublas, r.vs_floor);
       }
       fprintf(f, "]}\n");
       fclose(f);

@@ -26,6 +26,7 @@
  * compile to a trap; the selector never picks them there.
  */
 #include "common.cuh"
+#include "tpg_tma_args.h"
 
 namespace tpg {
 namespace sm90 {
@@ -61,6 +62,17 @@ TPG_DEV void mbar_arrive(uint32_t bar) {
 }
 TPG_DEV void cp_async_mbar_arrive(uint32_t bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" :: "r"(bar) : "memory");
+}
+TPG_DEV void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
+}
+TPG_DEV void tma_load_2d(uint32_t dst, const void *map, uint32_t bar, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];"
+               :: "r"(dst), "l"(map), "r"(bar), "r"(c0), "r"(c1) : "memory");
+}
+TPG_DEV void tma_load_4d(uint32_t dst, const void *map, uint32_t bar, int c0, int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], [%2];"
+               :: "r"(dst), "l"(map), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory");
 }
 /* K-major operand, 128-byte swizzle: LBO unused (1), SBO = 1024 bytes between
  * 8-row groups, layout type 1 (SWIZZLE_128B) in bits 62-63. Advancing K by 16
@@ -98,8 +110,10 @@ TPG_DEV void wgmma_tile(float (&d)[128], uint64_t da, uint64_t db, int scale_d) 
 #endif
 }  // namespace sm90
 
-template <typename T>
-__device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a) {
+/* TMA = false: cp.async producer (raw pointers only). TMA = true: one
+ * producer thread issues two tensor-map bulk copies a stage (maps in p). */
+template <typename T, bool TMA>
+__device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg_gemm_tma_args *p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace sm90;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -108,8 +122,8 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a) {
   const int tid = threadIdx.x, wg = tid >> 7;
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
-      mbar_init(full_bar + 8 * s, 128);   /* one cp.async arrive per producer thread */
-      mbar_init(empty_bar + 8 * s, 256);  /* every consumer thread releases */
+      mbar_init(full_bar + 8 * s, TMA ? 1 : 128);  /* expect_tx arrive, or one cp.async arrive a producer thread */
+      mbar_init(empty_bar + 8 * s, 8);            /* lane 0 of each consumer warp releases */
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -124,6 +138,25 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a) {
   if (wg == 0) {
     /* ---------------- producer warpgroup ---------------- */
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if constexpr (TMA) {
+      if (tid == 0) {
+        int it = 0;
+        for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+          int mb, nb;
+          tile_coords(t, mt, nt, mb, nb);
+          for (int kb = 0; kb < nk; ++kb, ++it) {
+            const int s = it % STAGES;
+            mbar_wait(empty_bar + 8 * s, ((it / STAGES) & 1) ^ 1);
+            const uint32_t st = base + s * STAGE_BYTES, fb = full_bar + 8 * s;
+            mbar_expect_tx(fb, STAGE_BYTES);  /* OOB parts of a box count too (zero-filled) */
+            tma_load_2d(st, &p->tx, fb, kb * BK, mb * BM);
+            if (swiglu) tma_load_4d(st + A_BYTES, &p->tw, fb, kb * BK, 0, 0, nb * (BN / 2) / 8);
+            else tma_load_2d(st + A_BYTES, &p->tw, fb, kb * BK, nb * BN);
+          }
+        }
+      }
+      return;
+    }
     const int row = tid >> 3, j = tid & 7;          /* rows row + 16*i, 16-byte chunk j */
     const uint32_t soff = row * 128 + ((j ^ (row & 7)) << 4);
     const T *X = static_cast<const T *>(a.x), *W = static_cast<const T *>(a.w);
@@ -179,7 +212,8 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a) {
       for (int kb = 0; kb < nk; ++kb, ++it) {
         const int s = it % STAGES;
         mbar_wait(full_bar + 8 * s, (it / STAGES) & 1);
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        /* cp.async writes are generic-proxy writes; wgmma reads through the async proxy */
+        if constexpr (!TMA) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         const uint32_t st = base + s * STAGE_BYTES;
         const uint64_t da = make_desc(st + c * (64 * 128)), db = make_desc(st + A_BYTES);
         wgmma_fence();
@@ -188,10 +222,10 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a) {
           wgmma_tile<T>(d, da + 2 * kk, db + 2 * kk, (kb | kk) != 0);
         wgmma_commit();
         wgmma_wait<1>();  /* the previous stage's wgmmas are done: release it */
-        if (kb > 0) mbar_arrive(empty_bar + 8 * ((it - 1) % STAGES));
+        if (kb > 0 && lane == 0) mbar_arrive(empty_bar + 8 * ((it - 1) % STAGES));
       }
       wgmma_wait<0>();
-      mbar_arrive(empty_bar + 8 * ((it - 1) % STAGES));
+      if (lane == 0) mbar_arrive(empty_bar + 8 * ((it - 1) % STAGES));
 
       /* Epilogue: d[4j+2h], d[4j+2h+1] = row warp*16 + g + 8h, cols 8j + t2 + {0,1}. */
 #pragma unroll
@@ -226,8 +260,16 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a) {
 /* grid = min(tiles, SMs) with tiles = ceil(M/128) * ceil(N/256) (ceil(N/128)
  * for SWIGLU); block 384; dynamic smem tpg::sm90::SMEM_BYTES (197696). */
 extern "C" __global__ void __launch_bounds__(384, 1) tpg_gemm_sm90_bf16(const __grid_constant__ tpg_gemm_args a) {
-  tpg::gemm_sm90_body<__nv_bfloat16>(a);
+  tpg::gemm_sm90_body<__nv_bfloat16, false>(a, nullptr);
 }
 extern "C" __global__ void __launch_bounds__(384, 1) tpg_gemm_sm90_f16(const __grid_constant__ tpg_gemm_args a) {
-  tpg::gemm_sm90_body<__half>(a);
+  tpg::gemm_sm90_body<__half, false>(a, nullptr);
+}
+/* Same tiles, grid, block and smem; the argument block is tpg_gemm_tma_args
+ * (tensor maps encoded on the host, see tpg_tma_args.h). */
+extern "C" __global__ void __launch_bounds__(384, 1) tpg_gemm_sm90tma_bf16(const __grid_constant__ tpg_gemm_tma_args p) {
+  tpg::gemm_sm90_body<__nv_bfloat16, true>(p.a, &p);
+}
+extern "C" __global__ void __launch_bounds__(384, 1) tpg_gemm_sm90tma_f16(const __grid_constant__ tpg_gemm_tma_args p) {
+  tpg::gemm_sm90_body<__half, true>(p.a, &p);
 }

@@ -23,7 +23,9 @@
 
 namespace tpg {
 
-template <typename T, int MT, int R, int U, int KW>
+/* PF: prefetch the next iteration's W and X into registers before computing
+ * the current one (more bytes in flight per warp, more registers). */
+template <typename T, int MT, int R, int U, int KW, bool PF>
 __device__ __forceinline__ void gemv_body(const tpg_gemm_args &a) {
   __shared__ float red[KW / 2][R * MT * 4][32];
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
@@ -82,35 +84,45 @@ __device__ __forceinline__ void gemv_body(const tpg_gemm_args &a) {
    * CTA 64*U*KW. */
   const int step = 32 * U * KW;
   const int iters = K / step;
-  uint4 wc[U][R][2];
-  auto load_w = [&](uint4 (&dst)[U][R][2], int it) {
+  auto load = [&](uint4 (&dw)[U][R][2], uint4 (&dx)[U][MT], int it) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int k = ((it * KW + w) * U + u) * 32;
 #pragma unroll
       for (int rt = 0; rt < R; ++rt) {
-        dst[u][rt][0] = ld_stream(wp[rt][0] + k);
-        dst[u][rt][1] = ld_stream(wp[rt][1] + k);
+        dw[u][rt][0] = ld_stream(wp[rt][0] + k);
+        dw[u][rt][1] = ld_stream(wp[rt][1] + k);
       }
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) dx[u][mt] = xv[mt] ? ld_keep(xp[mt] + k) : make_uint4(0, 0, 0, 0);
     }
   };
-  if (iters > 0) load_w(wc, 0);
-  for (int it = 0; it < iters; ++it) {
-    uint4 wn[U][R][2];
-    if (it + 1 < iters) load_w(wn, it + 1);   /* next W in flight while we compute */
+  if constexpr (PF) {
+    uint4 wc[U][R][2], xc[U][MT];
+    if (iters > 0) load(wc, xc, 0);
+    for (int it = 0; it < iters; ++it) {
+      uint4 wn[U][R][2], xn[U][MT];
+      if (it + 1 < iters) load(wn, xn, it + 1);  /* next W and X in flight while we compute */
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int k = ((it * KW + w) * U + u) * 32;
-      uint4 x[MT];
+      for (int u = 0; u < U; ++u) mma_chunk(wc[u], xc[u]);
+      if (it + 1 < iters) {
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) x[mt] = xv[mt] ? ld_keep(xp[mt] + k) : make_uint4(0, 0, 0, 0);
-      mma_chunk(wc[u], x);
+        for (int u = 0; u < U; ++u) {
+#pragma unroll
+          for (int rt = 0; rt < R; ++rt) { wc[u][rt][0] = wn[u][rt][0]; wc[u][rt][1] = wn[u][rt][1]; }
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) xc[u][mt] = xn[u][mt];
+        }
+      }
     }
-    if (it + 1 < iters) {
+  } else {
+    /* all of an iteration's loads first, then the mmas; latency is hidden by
+     * the other warps (fewer registers, more CTAs per SM) */
+    for (int it = 0; it < iters; ++it) {
+      uint4 wc[U][R][2], xc[U][MT];
+      load(wc, xc, it);
 #pragma unroll
-      for (int u = 0; u < U; ++u)
-#pragma unroll
-        for (int rt = 0; rt < R; ++rt) { wc[u][rt][0] = wn[u][rt][0]; wc[u][rt][1] = wn[u][rt][1]; }
+      for (int u = 0; u < U; ++u) mma_chunk(wc[u], xc[u]);
     }
   }
   /* K tail (K % step != 0): one chunk at a time, per-lane predicate on the
@@ -178,15 +190,15 @@ __device__ __forceinline__ void gemv_body(const tpg_gemm_args &a) {
 /* Entry points: tpg_gemv_<dtype>_m<max M>. Block = 256 threads (KW = 8 warps);
  * grid.x = ceil(N / (16*R)) (ceil(N / (8*R)) for SWIGLU). The selector in
  * lib/gemm_select.c mirrors these constants. */
-#define TPG_GEMV(NAME, T, MT, R, U)                                                  \
-  extern "C" __global__ void __launch_bounds__(256) NAME(const __grid_constant__ tpg_gemm_args a) { \
-    tpg::gemv_body<T, MT, R, U, 8>(a);                                               \
+#define TPG_GEMV(NAME, T, MT, R, U, PF, MINB)                                          \
+  extern "C" __global__ void __launch_bounds__(256, MINB) NAME(const __grid_constant__ tpg_gemm_args a) { \
+    tpg::gemv_body<T, MT, R, U, 8, PF>(a);                                             \
   }
-TPG_GEMV(tpg_gemv_bf16_m8, __nv_bfloat16, 1, 1, 4)
-TPG_GEMV(tpg_gemv_bf16_m16, __nv_bfloat16, 2, 2, 2)
-TPG_GEMV(tpg_gemv_bf16_m32, __nv_bfloat16, 4, 2, 2)
-TPG_GEMV(tpg_gemv_bf16_m64, __nv_bfloat16, 8, 2, 1)
-TPG_GEMV(tpg_gemv_f16_m8, __half, 1, 1, 4)
-TPG_GEMV(tpg_gemv_f16_m16, __half, 2, 2, 2)
-TPG_GEMV(tpg_gemv_f16_m32, __half, 4, 2, 2)
-TPG_GEMV(tpg_gemv_f16_m64, __half, 8, 2, 1)
+TPG_GEMV(tpg_gemv_bf16_m8, __nv_bfloat16, 1, 1, 4, true, 1)
+TPG_GEMV(tpg_gemv_bf16_m16, __nv_bfloat16, 2, 2, 2, true, 1)
+TPG_GEMV(tpg_gemv_bf16_m32, __nv_bfloat16, 4, 2, 2, true, 1)
+TPG_GEMV(tpg_gemv_bf16_m64, __nv_bfloat16, 8, 2, 1, true, 1)
+TPG_GEMV(tpg_gemv_f16_m8, __half, 1, 1, 4, true, 1)
+TPG_GEMV(tpg_gemv_f16_m16, __half, 2, 2, 2, true, 1)
+TPG_GEMV(tpg_gemv_f16_m32, __half, 4, 2, 2, true, 1)
+TPG_GEMV(tpg_gemv_f16_m64, __half, 8, 2, 1, true, 1)
