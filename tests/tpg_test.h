@@ -11,7 +11,7 @@
 
 #include "tpgraph.h"
 
-static int tpg_t_pass = 0, tpg_t_fail = 0;
+static int tpg_t_pass __attribute__((unused)) = 0, tpg_t_fail __attribute__((unused)) = 0;
 
 #define CHECK(cond)                                                               \
   do {                                                                            \

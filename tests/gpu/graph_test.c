@@ -1,0 +1,316 @@
+/* graph_test.c - one GPU: kernel, memset, memcpy (device and pinned host) and
+ * empty nodes give the CPU reference's results; rebinding and whole-graph
+ * update make the next launch use the new buffers (the old ones poisoned);
+ * 1000 launches with alternating bindings are all correct; bad bindings are
+ * refused with a message naming the problem.
+ */
+#include <math.h>
+
+#include "tests/gpu/gpu_common.h"
+
+static int g_dev = 0;
+static uint64_t g_seed = 1;
+
+static tpg_view V(tpg_slot s, uint64_t off) {
+  tpg_view v = {s, 0, off};
+  return v;
+}
+
+static double act(int epi, double v) {
+  if (epi == TPG_EPILOGUE_BIAS_GELU) return 0.5 * v * (1.0 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+  if (epi == TPG_EPILOGUE_BIAS_SILU) return v / (1.0 + exp(-v));
+  return v;
+}
+
+/* One GEMM node: fresh random inputs, output poisoned, fp64 reference. */
+static void gemm_case(int M, int N, int K, tpg_dtype dt, tpg_epilogue epi) {
+  int swiglu = epi == TPG_EPILOGUE_SWIGLU;
+  int has_bias = epi == TPG_EPILOGUE_BIAS || epi == TPG_EPILOGUE_BIAS_GELU || epi == TPG_EPILOGUE_BIAS_SILU ||
+                 swiglu || epi == TPG_EPILOGUE_RESIDUAL;
+  int has_res = epi == TPG_EPILOGUE_RESIDUAL;
+  tpg_dtype ydt = epi == TPG_EPILOGUE_F32_PARTIAL ? TPG_F32 : dt;
+  size_t wr = swiglu ? 2 * (size_t)N : (size_t)N;
+  size_t nx = (size_t)M * K, nw = wr * K, ny = (size_t)M * N, nb = wr;
+  float *fx = malloc(nx * 4), *fw = malloc(nw * 4), *fb = malloc(nb * 4), *fr = malloc(ny * 4), *fy = malloc(ny * 4);
+  uint64_t s = g_seed++;
+  for (size_t i = 0; i < nx; i++) fx[i] = rnd(s, i);
+  for (size_t i = 0; i < nw; i++) fw[i] = rnd(s + 1000, i);
+  for (size_t i = 0; i < nb; i++) fb[i] = rnd(s + 2000, i);
+  for (size_t i = 0; i < ny; i++) fr[i] = rnd(s + 3000, i);
+  void *hx = pack(dt, fx, nx, fx), *hw = pack(dt, fw, nw, fw), *hb = pack(dt, fb, nb, fb), *hr = pack(dt, fr, ny, fr);
+  size_t es = tpg_dtype_size(dt), yes = tpg_dtype_size(ydt);
+  void *dx, *dw, *db, *dr, *dy;
+  CUDA_OK(cudaMalloc(&dx, nx * es));
+  CUDA_OK(cudaMalloc(&dw, nw * es));
+  CUDA_OK(cudaMalloc(&db, nb * es));
+  CUDA_OK(cudaMalloc(&dr, ny * es));
+  CUDA_OK(cudaMalloc(&dy, ny * yes));
+  CUDA_OK(cudaMemcpy(dx, hx, nx * es, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(dw, hw, nw * es, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(db, hb, nb * es, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(dr, hr, ny * es, cudaMemcpyHostToDevice));
+  poison(dy, ny * yes);
+
+  tpg_plan *p;
+  tpg_slot x, w, y, b = 0, r = 0;
+  MUST(tpg_plan_create(&p));
+  MUST(tpg_plan_add_slot(p, "x", dt, TPG_MEM_DEVICE, nx, &x));
+  MUST(tpg_plan_add_slot(p, "w", dt, TPG_MEM_DEVICE, nw, &w));
+  MUST(tpg_plan_add_slot(p, "y", ydt, TPG_MEM_DEVICE, ny, &y));
+  if (has_bias) MUST(tpg_plan_add_slot(p, "b", dt, TPG_MEM_DEVICE, nb, &b));
+  if (has_res) MUST(tpg_plan_add_slot(p, "r", dt, TPG_MEM_DEVICE, ny, &r));
+  tpg_gemm_desc g = TPG_GEMM_DESC_INIT;
+  g.m = M; g.n = N; g.k = K; g.dtype = dt; g.epilogue = epi;
+  g.x = V(x, 0); g.w = V(w, 0); g.y = V(y, 0);
+  if (has_bias) g.bias = V(b, 0);
+  if (has_res) g.residual = V(r, 0);
+  MUST(tpg_plan_add_gemm(p, &g, NULL, 0, NULL));
+  tpg_binding bind[5] = {{x, dx}, {w, dw}, {y, dy}, {b, db}, {r, dr}};
+  int nbind = 3;
+  if (has_bias) bind[nbind++] = (tpg_binding){b, db};
+  if (has_res) bind[nbind++] = (tpg_binding){r, dr};
+  tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
+  cfg.device = g_dev;
+  cfg.bindings = bind;
+  cfg.nbindings = nbind;
+  tpg_graph *gr = NULL;
+  tpg_status st = tpg_graph_create(p, &cfg, &gr);
+  CHECK_OK(st);
+  if (st == TPG_SUCCESS) {
+    CHECK_OK(tpg_graph_launch(gr, NULL));
+    CUDA_OK(cudaDeviceSynchronize());
+    void *hy = malloc(ny * yes);
+    CUDA_OK(cudaMemcpy(hy, dy, ny * yes, cudaMemcpyDeviceToHost));
+    unpack(ydt, hy, ny, fy);
+    double *ref = malloc(ny * sizeof *ref);
+    for (int m = 0; m < M; m++)
+      for (int n = 0; n < N; n++) {
+        double a = 0, u = 0;
+        for (int k = 0; k < K; k++) {
+          a += (double)fx[(size_t)m * K + k] * fw[(size_t)n * K + k];
+          if (swiglu) u += (double)fx[(size_t)m * K + k] * fw[(size_t)(N + n) * K + k];
+        }
+        double v;
+        if (swiglu) {
+          double gg = a + fb[n], uu = u + fb[N + n];
+          v = gg / (1.0 + exp(-gg)) * uu;
+        } else {
+          v = a + (has_bias ? fb[n] : 0.0);
+          v = act(epi, v);
+          if (has_res) v += fr[(size_t)m * N + n];
+        }
+        ref[(size_t)m * N + n] = v;
+      }
+    double e = rel_err(fy, ref, ny);
+    int ok = e <= 1e-2;
+    printf("gemm %4d x %5d x %5d %s epi %d: rel err %.2e (tol 1e-2) %s\n", M, N, K, dt == TPG_BF16 ? "bf16" : "f16",
+           (int)epi, e, ok ? "ok" : "FAIL");
+    CHECK(ok);
+    free(ref);
+    free(hy);
+  } else {
+    fprintf(stderr, "gemm %dx%dx%d epi %d: %s\n", M, N, K, (int)epi, tpg_last_error());
+  }
+  MUST(tpg_graph_destroy(gr));
+  tpg_plan_destroy(p);
+  cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dr); cudaFree(dy);
+  free(hx); free(hw); free(hb); free(hr);
+  free(fx); free(fw); free(fb); free(fr); free(fy);
+}
+
+/* memcpy H2D -> axpby (after a memset) -> memcpy D2H, through an empty join:
+ *   b = 1.0; a = in; b = 2a + 3b; out = b  =>  out = 2*in + 3. */
+typedef struct {
+  tpg_plan *p;
+  tpg_slot in, out, a, b;
+  tpg_node ms;
+} chain_t;
+
+static void chain_plan(chain_t *c, size_t n, size_t memset_n) {
+  MUST(tpg_plan_create(&c->p));
+  MUST(tpg_plan_add_slot(c->p, "in", TPG_F32, TPG_MEM_HOST, n, &c->in));
+  MUST(tpg_plan_add_slot(c->p, "out", TPG_F32, TPG_MEM_HOST, n, &c->out));
+  MUST(tpg_plan_add_slot(c->p, "a", TPG_F32, TPG_MEM_DEVICE, n, &c->a));
+  MUST(tpg_plan_add_slot(c->p, "b", TPG_F32, TPG_MEM_DEVICE, n, &c->b));
+  tpg_node h2d, join, ax, d2h;
+  MUST(tpg_plan_add_memcpy(c->p, V(c->a, 0), V(c->in, 0), n, NULL, 0, &h2d));
+  MUST(tpg_plan_add_memset(c->p, V(c->b, 0), 0x3f800000u, memset_n, NULL, 0, &c->ms));
+  tpg_node both[2] = {h2d, c->ms};
+  MUST(tpg_plan_add_empty(c->p, both, 2, &join));
+  MUST(tpg_plan_add_axpby(c->p, V(c->b, 0), V(c->a, 0), n, 2.0f, 3.0f, &join, 1, &ax));
+  MUST(tpg_plan_add_memcpy(c->p, V(c->out, 0), V(c->b, 0), n, &ax, 1, &d2h));
+  MUST(tpg_plan_set_node_name(c->p, c->ms, "fill_b"));
+}
+
+static int chain_check(const float *in, const float *out, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (!(fabsf(out[i] - (2.0f * in[i] + 3.0f)) <= 1e-5f * (1.0f + fabsf(out[i])))) return 0;
+  return 1;
+}
+
+static void test_nodes_rebind_update(void) {
+  const size_t n = 10007; /* not a multiple of the vector width */
+  chain_t c;
+  chain_plan(&c, n, n);
+  float *hin[2], *hout[2];
+  void *da[2], *db[2];
+  for (int i = 0; i < 2; i++) {
+    CUDA_OK(cudaMallocHost((void **)&hin[i], n * 4));
+    CUDA_OK(cudaMallocHost((void **)&hout[i], n * 4));
+    CUDA_OK(cudaMalloc(&da[i], n * 4));
+    CUDA_OK(cudaMalloc(&db[i], n * 4));
+    for (size_t j = 0; j < n; j++) hin[i][j] = rnd(g_seed + (uint64_t)i, j);
+  }
+  g_seed += 2;
+  tpg_binding bind[4] = {{c.in, hin[0]}, {c.out, hout[0]}, {c.a, da[0]}, {c.b, db[0]}};
+  tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
+  cfg.device = g_dev;
+  cfg.bindings = bind;
+  cfg.nbindings = 4;
+  tpg_graph *g;
+  MUST(tpg_graph_create(c.p, &cfg, &g));
+  tpg_graph_info info;
+  CHECK_OK(tpg_graph_info_get(g, &info));
+  CHECK(info.nodes == 5 && info.kernel_nodes == 1 && info.memset_nodes == 1 && info.memcpy_nodes == 2 &&
+        info.empty_nodes == 1);
+  printf("chain graph: materialize %.1f us, instantiate %.1f us\n", info.materialize_us, info.instantiate_us);
+
+  for (size_t j = 0; j < n; j++) hout[0][j] = NAN;
+  CHECK_OK(tpg_graph_launch(g, NULL));
+  CUDA_OK(cudaDeviceSynchronize());
+  CHECK(chain_check(hin[0], hout[0], n));
+
+  /* Rebind every slot to the second set; poison the first so a stale read shows. */
+  tpg_binding nb[4] = {{c.in, hin[1]}, {c.out, hout[1]}, {c.a, da[1]}, {c.b, db[1]}};
+  CHECK_OK(tpg_graph_rebind(g, nb, 4));
+  for (size_t j = 0; j < n; j++) { hin[0][j] = NAN; hout[0][j] = NAN; hout[1][j] = NAN; }
+  poison(da[0], n * 4);
+  poison(db[0], n * 4);
+  CHECK_OK(tpg_graph_launch(g, NULL));
+  CUDA_OK(cudaDeviceSynchronize());
+  CHECK(chain_check(hin[1], hout[1], n));
+  CHECK(isnan(hout[0][0])); /* the old output was not written */
+
+  /* 1000 launches, alternating bindings every launch, every result checked. */
+  for (size_t j = 0; j < n; j++) hin[0][j] = rnd(g_seed, j);
+  g_seed++;
+  int bad = 0;
+  for (int it = 0; it < 1000; it++) {
+    int s = it & 1;
+    tpg_binding b2[4] = {{c.in, hin[s]}, {c.out, hout[s]}, {c.a, da[s]}, {c.b, db[s]}};
+    if (tpg_graph_rebind(g, b2, 4) != TPG_SUCCESS) { bad++; continue; }
+    hout[s][it % n] = NAN;
+    hout[s][n - 1] = NAN;
+    if (tpg_graph_launch(g, NULL) != TPG_SUCCESS) { bad++; continue; }
+    CUDA_OK(cudaStreamSynchronize(NULL));
+    bad += !chain_check(hin[s], hout[s], n);
+  }
+  printf("1000 launches with alternating bindings: %d wrong\n", bad);
+  CHECK(bad == 0);
+
+  /* Whole-graph update to the first set. */
+  for (size_t j = 0; j < n; j++) hout[0][j] = NAN;
+  CHECK_OK(tpg_graph_update(g, NULL, bind, 4));
+  CHECK_OK(tpg_graph_launch(g, NULL));
+  CUDA_OK(cudaDeviceSynchronize());
+  CHECK(chain_check(hin[0], hout[0], n));
+  /* Per-node rebind still works after a whole-graph update. */
+  for (size_t j = 0; j < n; j++) hout[1][j] = NAN;
+  tpg_binding ob = {c.out, hout[1]};
+  CHECK_OK(tpg_graph_rebind(g, &ob, 1));
+  CHECK_OK(tpg_graph_launch(g, NULL));
+  CUDA_OK(cudaDeviceSynchronize());
+  CHECK(chain_check(hin[0], hout[1], n));
+
+  /* A plan CUDA refuses to apply (memset width changed): the node is named,
+   * nothing changes, the graph still runs. */
+  chain_t c2;
+  chain_plan(&c2, n, n - 8);
+  CHECK_ST(tpg_graph_update(g, c2.p, NULL, 0), TPG_ERROR_INVALID_ARGUMENT, "fill_b");
+  printf("refused update: %s\n", tpg_last_error());
+  tpg_plan_destroy(c2.p);
+  /* A plan of another shape is refused before CUDA is asked. */
+  tpg_plan *other;
+  MUST(tpg_plan_create(&other));
+  tpg_slot os;
+  MUST(tpg_plan_add_slot(other, "z", TPG_F32, TPG_MEM_DEVICE, 16, &os));
+  MUST(tpg_plan_add_memset(other, V(os, 0), 0, 16, NULL, 0, NULL));
+  CHECK_ST(tpg_graph_update(g, other, NULL, 0), TPG_ERROR_INVALID_ARGUMENT, "same topology");
+  tpg_plan_destroy(other);
+  for (size_t j = 0; j < n; j++) hout[1][j] = NAN;
+  CHECK_OK(tpg_graph_launch(g, NULL));
+  CUDA_OK(cudaDeviceSynchronize());
+  CHECK(chain_check(hin[0], hout[1], n));
+
+  /* Bad bindings: each refused, the graph unchanged. */
+  void *big;
+  CUDA_OK(cudaMalloc(&big, 64));
+  float *plain = malloc(n * 4 + 64);
+  tpg_binding bb = {c.a, (char *)da[0] + 4};
+  CHECK_ST(tpg_graph_rebind(g, &bb, 1), TPG_ERROR_INVALID_ARGUMENT, "misaligned");
+  bb.ptr = big;
+  CHECK_ST(tpg_graph_rebind(g, &bb, 1), TPG_ERROR_INVALID_ARGUMENT, "the allocation has");
+  bb.ptr = hin[0];
+  CHECK_ST(tpg_graph_rebind(g, &bb, 1), TPG_ERROR_INVALID_ARGUMENT, "is host memory");
+  bb.ptr = (void *)(((uintptr_t)plain + 15) & ~(uintptr_t)15);
+  CHECK_ST(tpg_graph_rebind(g, &bb, 1), TPG_ERROR_INVALID_ARGUMENT, "not memory CUDA knows");
+  bb.ptr = NULL;
+  CHECK_ST(tpg_graph_rebind(g, &bb, 1), TPG_ERROR_INVALID_ARGUMENT, "NULL");
+  tpg_binding hb = {c.in, da[0]};
+  CHECK_ST(tpg_graph_rebind(g, &hb, 1), TPG_ERROR_INVALID_ARGUMENT, "is device memory");
+  tpg_binding dup[2] = {{c.a, da[0]}, {c.a, da[1]}};
+  CHECK_ST(tpg_graph_rebind(g, dup, 2), TPG_ERROR_INVALID_ARGUMENT, "again");
+  tpg_binding unknown = {42, da[0]};
+  CHECK_ST(tpg_graph_rebind(g, &unknown, 1), TPG_ERROR_INVALID_ARGUMENT, "bindings[0].slot is 42");
+  for (size_t j = 0; j < n; j++) hout[1][j] = NAN;
+  CHECK_OK(tpg_graph_launch(g, NULL));
+  CUDA_OK(cudaDeviceSynchronize());
+  CHECK(chain_check(hin[0], hout[1], n));
+
+  /* DOT of the instantiated graph. */
+  char path[512];
+  const char *dir = getenv("TEST_UNDECLARED_OUTPUTS_DIR");
+  if (!dir) dir = getenv("OUT");
+  if (!dir) dir = "/tmp";
+  snprintf(path, sizeof path, "%s/graph_test_chain.dot", dir);
+  CHECK_OK(tpg_graph_write_dot(g, path));
+  FILE *f = fopen(path, "r");
+  char head[64] = {0};
+  if (f) { size_t rd = fread(head, 1, sizeof head - 1, f); (void)rd; fclose(f); }
+  CHECK(strstr(head, "digraph") != NULL);
+
+  CHECK_OK(tpg_graph_destroy(g));
+  tpg_plan_destroy(c.p);
+  free(plain);
+  cudaFree(big);
+  for (int i = 0; i < 2; i++) {
+    cudaFreeHost(hin[i]); cudaFreeHost(hout[i]); cudaFree(da[i]); cudaFree(db[i]);
+  }
+}
+
+int main(void) {
+  const char *d = getenv("TPG_TEST_DEVICE");
+  if (d) g_dev = atoi(d);
+  tpg_device_info di;
+  MUST(tpg_device_query(g_dev, &di));
+  printf("device %d: %s sm_%d, %d SMs, %.1f GiB, L2 %zu MiB, kernels %s\n", g_dev, di.name, di.sm_arch, di.sm_count,
+         di.total_memory / 1073741824.0, di.l2_bytes >> 20, di.kernels_supported ? "yes" : "NO");
+  CHECK(di.kernels_supported);
+  CHECK_ST(tpg_device_query(999, &di), TPG_ERROR_NO_DEVICE, "device 999 does not exist");
+  CUDA_OK(cudaSetDevice(g_dev));
+
+  test_nodes_rebind_update();
+
+  /* GEMM kernel nodes: decode (gemv) and prefill paths, every epilogue. */
+  static const int shapes[][3] = {{1, 256, 512}, {3, 1024, 384}, {17, 512, 1024}, {64, 256, 4096},
+                                  {255, 512, 1024}, {1024, 768, 512}};
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+    gemm_case(shapes[s][0], shapes[s][1], shapes[s][2], TPG_BF16, TPG_EPILOGUE_NONE);
+  for (int e = 1; e < TPG_EPILOGUE_COUNT; e++) {
+    gemm_case(3, 256, 512, TPG_BF16, (tpg_epilogue)e);
+    gemm_case(255, 256, 512, TPG_BF16, (tpg_epilogue)e);
+  }
+  gemm_case(5, 384, 256, TPG_F16, TPG_EPILOGUE_BIAS_GELU);
+  gemm_case(300, 384, 256, TPG_F16, TPG_EPILOGUE_BIAS);
+  return TPG_TEST_END();
+}
