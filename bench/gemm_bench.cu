@@ -68,6 +68,8 @@ typedef void (*kfn_tma)(const tpg_gemm_tma_args);
 static kfn_tma find_tma_kernel(const char *name) {
   if (!strcmp(name, "tpg_gemm_sm90tma_bf16")) return tpg_gemm_sm90tma_bf16;
   if (!strcmp(name, "tpg_gemm_sm90tma_f16")) return tpg_gemm_sm90tma_f16;
+  if (!strcmp(name, "tpg_gemm_sm90tma_bf16_n128")) return tpg_gemm_sm90tma_bf16_n128;
+  if (!strcmp(name, "tpg_gemm_sm90tma_f16_n128")) return tpg_gemm_sm90tma_f16_n128;
   return nullptr;
 }
 static kfn find_kernel(const char *name) {
@@ -89,7 +91,7 @@ static void launch(const tpg_kernel_launch &L, const tpg_gemm_args &a, cudaStrea
 
 /* ---------------- TMA kernels: tensor maps encoded here, as the builder would ---------------- */
 static PFN_cuTensorMapEncodeTiled_v12000 g_encode = nullptr;
-static void encode_maps(tpg_gemm_tma_args &p) {
+static void encode_maps(tpg_gemm_tma_args &p, int bn) {
   if (!g_encode) {
     cudaDriverEntryPointQueryResult q;
     CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", (void **)&g_encode, 12000, cudaEnableDefault, &q));
@@ -108,25 +110,30 @@ static void encode_maps(tpg_gemm_tma_args &p) {
   if (a.epilogue == TPG_EPI_SWIGLU) {
     cuuint64_t dims[4] = {(cuuint64_t)a.k, 8, 2, (cuuint64_t)a.n / 8};
     cuuint64_t strides[3] = {(cuuint64_t)a.ldw * 2, (cuuint64_t)a.n * a.ldw * 2, (cuuint64_t)8 * a.ldw * 2};
-    cuuint32_t box[4] = {64, 8, 2, 16}, es[4] = {1, 1, 1, 1};
+    cuuint32_t box[4] = {64, 8, 2, (cuuint32_t)bn / 16}, es[4] = {1, 1, 1, 1};
     r = g_encode((CUtensorMap *)&p.tw, dt, 4, (void *)a.w, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
                  CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   } else {
     cuuint64_t dims[2] = {(cuuint64_t)a.k, (cuuint64_t)a.n}, strides[1] = {(cuuint64_t)a.ldw * 2};
-    cuuint32_t box[2] = {64, 256}, es[2] = {1, 1};
+    cuuint32_t box[2] = {64, (cuuint32_t)bn}, es[2] = {1, 1};
     r = g_encode((CUtensorMap *)&p.tw, dt, 2, (void *)a.w, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
                  CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   }
   if (r != CUDA_SUCCESS) { fprintf(stderr, "encode W failed %d\n", (int)r); exit(2); }
 }
-/* Launch the TMA twin of an sm90 selection (same grid/block/smem). */
-static void launch_tma(const tpg_kernel_launch &L, const tpg_gemm_tma_args &p, cudaStream_t st = 0) {
-  std::string name = L.kernel;
-  name.replace(name.find("sm90"), 4, "sm90tma");
-  kfn_tma f = find_tma_kernel(name.c_str());
-  if (!f) { fprintf(stderr, "no TMA twin for %s\n", L.kernel); exit(2); }
-  CK(cudaFuncSetAttribute((const void *)f, cudaFuncAttributeMaxDynamicSharedMemorySize, L.smem_bytes));
-  f<<<dim3(L.grid[0], L.grid[1], L.grid[2]), dim3(L.block[0], L.block[1], L.block[2]), L.smem_bytes, st>>>(p);
+/* Launch a TMA kernel (BN = 256 or 128) with the launch rules of the selector. */
+static void launch_tma(int bn, const tpg_gemm_tma_args &p, cudaStream_t st = 0) {
+  const tpg_gemm_args &a = p.a;
+  const bool bf16 = a.dtype == TPG_KDT_BF16;
+  const char *name = bn == 256 ? (bf16 ? "tpg_gemm_sm90tma_bf16" : "tpg_gemm_sm90tma_f16")
+                               : (bf16 ? "tpg_gemm_sm90tma_bf16_n128" : "tpg_gemm_sm90tma_f16_n128");
+  kfn_tma f = find_tma_kernel(name);
+  const int outn = a.epilogue == TPG_EPI_SWIGLU ? bn / 2 : bn;
+  const unsigned tiles = (unsigned)((a.m + 127) / 128) * (unsigned)((a.n + outn - 1) / outn);
+  const unsigned grid = std::min<unsigned>(tiles, g_sms);
+  const unsigned smem = bn == 256 ? tpg::sm90::cfg<256>::SMEM_BYTES : tpg::sm90::cfg<128>::SMEM_BYTES;
+  CK(cudaFuncSetAttribute((const void *)f, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  f<<<grid, 384, smem, st>>>(p);
   CK(cudaGetLastError());
 }
 
@@ -224,8 +231,8 @@ static void check_shape(int M, int N, int K, int dtype, bool pad) {
   CK(cudaMemcpy(db, hb.data(), hb.size() * 2, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(dr, hr.data(), hr.size() * 2, cudaMemcpyHostToDevice));
   std::vector<uint8_t> hy(ybytes);
-  const int arches[3] = {g_arch, 80, g_arch};
-  for (int ai = 0; ai < 3; ++ai) {
+  const int arches[4] = {g_arch, 80, g_arch, g_arch};
+  for (int ai = 0; ai < 4; ++ai) {
     for (int epi = 0; epi < TPG_EPI_COUNT; ++epi) {
       tpg_kernel_launch L, L90;
       char why[200];
@@ -236,7 +243,7 @@ static void check_shape(int M, int N, int K, int dtype, bool pad) {
         tpg_gemm_select(M, N, K, dtype, epi, arches[0], g_sms, &L90, why, sizeof why);
         if (!strcmp(L.kernel, L90.kernel)) continue;
       }
-      if (ai == 2 && !strstr(L.kernel, "sm90")) continue;  /* pass 2: TMA twin of sm90 */
+      if (ai >= 2 && (g_arch != 90 || M <= 16)) continue;  /* passes 2, 3: TMA kernels, BN 256 and 128 */
       tpg_gemm_args a;
       memset(&a, 0, sizeof a);
       a.x = dx; a.w = dw; a.y = dy;
@@ -245,12 +252,12 @@ static void check_shape(int M, int N, int K, int dtype, bool pad) {
       a.m = M; a.n = N; a.k = K; a.ldx = ldx; a.ldw = ldw; a.ldy = ldy; a.ldr = ldr;
       a.dtype = dtype; a.epilogue = epi; a.split_k = L.split_k;
       CK(cudaMemset(dy, 0xFF, ybytes));  /* poison: NaN in every dtype */
-      if (ai == 2) {
+      if (ai >= 2) {
         tpg_gemm_tma_args p;
         memset(&p, 0, sizeof p);
         p.a = a;
-        encode_maps(p);
-        launch_tma(L, p);
+        encode_maps(p, ai == 2 ? 256 : 128);
+        launch_tma(ai == 2 ? 256 : 128, p);
       } else {
         launch(L, a);
       }
@@ -278,7 +285,7 @@ static void check_shape(int M, int N, int K, int dtype, bool pad) {
       const double err = sqrt(num / std::max(den, 1e-300));
       const bool ok = nan_count == 0 && err <= 1e-2 && std::isfinite(err);
       char what[256];
-      snprintf(what, sizeof what, "%-20s %s M=%d N=%d K=%d%s epi=%s", ai == 2 ? "sm90tma(twin)" : L.kernel, dtype == TPG_KDT_BF16 ? "bf16" : "f16",
+      snprintf(what, sizeof what, "%-20s %s M=%d N=%d K=%d%s epi=%s", ai == 2 ? "sm90tma" : ai == 3 ? "sm90tma_n128" : L.kernel, dtype == TPG_KDT_BF16 ? "bf16" : "f16",
                M, N, K, pad ? " (padded ld)" : "", epi_name[epi]);
       g_checks.push_back({what, err, ok});
       if (!ok || getenv("TPG_VERBOSE"))
@@ -392,10 +399,16 @@ static void time_shape(cublasHandle_t h, int M, int K, int N, int reps, std::vec
   auto timeit = [&](auto fn) {
     for (int i = 0; i < 3; ++i) fn(i % copies);
     CK(cudaDeviceSynchronize());
+    /* batches of B back-to-back launches between two events (launch latency
+     * overlaps the previous kernel, as in a graph), median over batches */
+    const int B = 10;
     std::vector<float> t;
+    int c = 0;
     for (int i = 0; i < reps; ++i) {
-      CK(cudaEventRecord(e0)); fn(i % copies); CK(cudaEventRecord(e1)); CK(cudaEventSynchronize(e1));
-      float ms; CK(cudaEventElapsedTime(&ms, e0, e1)); t.push_back(ms);
+      CK(cudaEventRecord(e0));
+      for (int b = 0; b < B; ++b) fn(c++ % copies);
+      CK(cudaEventRecord(e1)); CK(cudaEventSynchronize(e1));
+      float ms; CK(cudaEventElapsedTime(&ms, e0, e1)); t.push_back(ms / B);
     }
     CK(cudaGetLastError());
     return median(t) * 1e3;
@@ -411,9 +424,13 @@ static void time_shape(cublasHandle_t h, int M, int K, int N, int reps, std::vec
   if (g_arch == 90 && M >= 64) {
     tpg_kernel_launch L9;
     tpg_gemm_select(std::max(M, 65), N, K, TPG_KDT_BF16, TPG_EPI_NONE, 90, g_sms, &L9, why, sizeof why);
-    std::vector<tpg_gemm_tma_args> P(copies);
-    for (int c = 0; c < copies; ++c) { memset(&P[c], 0, sizeof P[c]); P[c].a = args(c); encode_maps(P[c]); }
-    alts.push_back(row("sm90tma", timeit([&](int c) { launch_tma(L9, P[c]); })));
+    std::vector<tpg_gemm_tma_args> P(copies), P128(copies);
+    for (int c = 0; c < copies; ++c) {
+      memset(&P[c], 0, sizeof P[c]); P[c].a = args(c); encode_maps(P[c], 256);
+      memset(&P128[c], 0, sizeof P128[c]); P128[c].a = args(c); encode_maps(P128[c], 128);
+    }
+    alts.push_back(row("sm90tma", timeit([&](int c) { launch_tma(256, P[c]); })));
+    alts.push_back(row("sm90tma_n128", timeit([&](int c) { launch_tma(128, P128[c]); })));
     if (M == 64) {
       alts.push_back(row("sm90(cp.async)", timeit([&](int c) { launch(L9, args(c)); })));
       tpg_kernel_launch L8;
@@ -447,8 +464,8 @@ static void profile_mode() {
     tpg_gemm_select(M, N, K, TPG_KDT_BF16, 0, 90, g_sms, &L, why, sizeof why);
     launch(L, a);
     if (M > 64) {
-      tpg_gemm_tma_args p; memset(&p, 0, sizeof p); p.a = a; encode_maps(p);
-      launch_tma(L, p);
+      tpg_gemm_tma_args p; memset(&p, 0, sizeof p); p.a = a; encode_maps(p, 256);
+      launch_tma(256, p);
     }
     CK(cudaDeviceSynchronize());
     cudaFree(X); cudaFree(W); cudaFree(Y);
@@ -501,7 +518,7 @@ int main(int argc, char **argv) {
     const int TM[] = {1, 4, 16, 64, 256, 1024, 4096};
     const int TKN[][2] = {{8192, 14336}, {14336, 8192}, {4096, 7168}, {7168, 4096}, {8192, 8192}};
     for (auto &kn : TKN)
-      for (int M : TM) time_shape(h, M, kn[0], kn[1], quick ? 15 : (M >= 1024 ? 30 : 80), rows, alts);
+      for (int M : TM) time_shape(h, M, kn[0], kn[1], quick ? 5 : (M >= 1024 ? 7 : 15), rows, alts);
     cublasDestroy(h);
     printf("\nalternatives (not selected):\n");
     for (auto &r : alts)

@@ -95,58 +95,82 @@ TPG_DEV void mma16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint
 }
 
 /* ---- epilogue ---------------------------------------------------------------- */
+/* The epilogue is a compile-time parameter of the store code, selected once
+ * per tile by epi_dispatch. Measured reason (run 2, docs/kernels.md): with a
+ * run-time switch inside a fully unrolled 128-value store loop the sm90
+ * kernel's SASS was 390 KB, every tile's epilogue missed the instruction
+ * cache and cost ~60 us. */
+template <int E> struct epi_c { static constexpr int value = E; };
+
+template <typename F> TPG_DEV void epi_dispatch(int epi, F &&f) {
+  switch (epi) {
+    case TPG_EPI_BIAS: f(epi_c<TPG_EPI_BIAS>{}); break;
+    case TPG_EPI_BIAS_GELU: f(epi_c<TPG_EPI_BIAS_GELU>{}); break;
+    case TPG_EPI_BIAS_SILU: f(epi_c<TPG_EPI_BIAS_SILU>{}); break;
+    case TPG_EPI_SWIGLU: f(epi_c<TPG_EPI_SWIGLU>{}); break;
+    case TPG_EPI_RESIDUAL: f(epi_c<TPG_EPI_RESIDUAL>{}); break;
+    case TPG_EPI_F32_PARTIAL: f(epi_c<TPG_EPI_F32_PARTIAL>{}); break;
+    default: f(epi_c<TPG_EPI_NONE>{}); break;
+  }
+}
+
+/* MUFU tanh: relative error ~2^-11, below bf16/fp16 output rounding. */
+TPG_DEV float tanh_fast(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 TPG_DEV float gelu_tanh(float x) {
   const float k0 = 0.7978845608028654f, k1 = 0.044715f;
-  return 0.5f * x * (1.f + tanhf(k0 * (x + k1 * x * x * x)));
+  return 0.5f * x * (1.f + tanh_fast(k0 * (x + k1 * x * x * x)));
 }
 TPG_DEV float silu(float x) { return x / (1.f + __expf(-x)); }
 
-/* Final value of Y[m,n] from the fp32 accumulator `acc` (and `up`, the up-half
- * accumulator, for SWIGLU). Not for F32_PARTIAL (caller stores acc as is). */
-template <typename T>
+/* Final value of Y[m,n] from the fp32 accumulator `acc` (`up`: the up-half
+ * accumulator for SWIGLU). Not for F32_PARTIAL (stored as is). */
+template <typename T, int EPI>
 TPG_DEV float epi_value(const tpg_gemm_args &a, int m, int n, float acc, float up) {
-  const T *bias = static_cast<const T *>(a.bias);
-  const float b = bias ? dt<T>::to_f(bias[n]) : 0.f;
-  switch (a.epilogue) {
-    case TPG_EPI_BIAS: return acc + b;
-    case TPG_EPI_BIAS_GELU: return gelu_tanh(acc + b);
-    case TPG_EPI_BIAS_SILU: return silu(acc + b);
-    case TPG_EPI_SWIGLU: {
+  if constexpr (EPI == TPG_EPI_NONE || EPI == TPG_EPI_F32_PARTIAL) {
+    return acc;
+  } else {
+    const T *bias = static_cast<const T *>(a.bias);
+    const float b = bias ? dt<T>::to_f(bias[n]) : 0.f;
+    if constexpr (EPI == TPG_EPI_BIAS) return acc + b;
+    if constexpr (EPI == TPG_EPI_BIAS_GELU) return gelu_tanh(acc + b);
+    if constexpr (EPI == TPG_EPI_BIAS_SILU) return silu(acc + b);
+    if constexpr (EPI == TPG_EPI_SWIGLU) {
       const float bu = bias ? dt<T>::to_f(bias[a.n + n]) : 0.f;
       return silu(acc + b) * (up + bu);
     }
-    case TPG_EPI_RESIDUAL: {
-      /* residual may alias y: this thread reads the element before it writes it */
+    if constexpr (EPI == TPG_EPI_RESIDUAL) {
+      /* residual may alias y: this thread reads the element before writing it */
       const T *r = static_cast<const T *>(a.residual);
       return acc + b + dt<T>::to_f(r[(size_t)m * a.ldr + n]);
     }
-    default: return acc;
+    return acc;
   }
 }
 
 /* Store one output element. */
-template <typename T>
+template <typename T, int EPI>
 TPG_DEV void epi_store1(const tpg_gemm_args &a, int m, int n, float acc, float up) {
-  if (a.epilogue == TPG_EPI_F32_PARTIAL) {
+  if constexpr (EPI == TPG_EPI_F32_PARTIAL) {
     static_cast<float *>(a.y)[(size_t)m * a.ldy + n] = acc;
   } else {
-    static_cast<T *>(a.y)[(size_t)m * a.ldy + n] = dt<T>::from_f(epi_value<T>(a, m, n, acc, up));
+    static_cast<T *>(a.y)[(size_t)m * a.ldy + n] = dt<T>::from_f(epi_value<T, EPI>(a, m, n, acc, up));
   }
 }
 
 /* Store two adjacent outputs (n even; N, ldy multiples of 8 keep it aligned
  * and in range whenever n < N). */
-template <typename T>
-TPG_DEV void epi_store2(const tpg_gemm_args &a, int m, int n, float acc0, float acc1,
-                        float up0, float up1) {
-  if (a.epilogue == TPG_EPI_F32_PARTIAL) {
-    *reinterpret_cast<float2 *>(static_cast<float *>(a.y) + (size_t)m * a.ldy + n) =
-        make_float2(acc0, acc1);
+template <typename T, int EPI>
+TPG_DEV void epi_store2(const tpg_gemm_args &a, int m, int n, float acc0, float acc1, float up0, float up1) {
+  if constexpr (EPI == TPG_EPI_F32_PARTIAL) {
+    *reinterpret_cast<float2 *>(static_cast<float *>(a.y) + (size_t)m * a.ldy + n) = make_float2(acc0, acc1);
   } else {
-    const float v0 = epi_value<T>(a, m, n, acc0, up0);
-    const float v1 = epi_value<T>(a, m, n + 1, acc1, up1);
-    *reinterpret_cast<uint32_t *>(static_cast<T *>(a.y) + (size_t)m * a.ldy + n) =
-        dt<T>::pack2(v0, v1);
+    const float v0 = epi_value<T, EPI>(a, m, n, acc0, up0);
+    const float v1 = epi_value<T, EPI>(a, m, n + 1, acc1, up1);
+    *reinterpret_cast<uint32_t *>(static_cast<T *>(a.y) + (size_t)m * a.ldy + n) = dt<T>::pack2(v0, v1);
   }
 }
 

@@ -113,27 +113,30 @@ __device__ __forceinline__ void gemm_mma_body(const tpg_gemm_args &a) {
 
   /* Epilogue: acc[i][j] c0,c1 -> row +lane/4, cols 2*(lane%4)+{0,1}; c2,c3 -> row+8. */
   const int g = lane >> 2, t2 = (lane & 3) * 2;
+  epi_dispatch(a.epilogue, [&](auto ec) {
+    constexpr int EPI = decltype(ec)::value;
 #pragma unroll
-  for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < 4; ++i)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int m = m0 + wm * 64 + i * 16 + g + h * 8;
-      if (m >= M) continue;
-      if (swiglu) {
+      for (int h = 0; h < 2; ++h) {
+        const int m = m0 + wm * 64 + i * 16 + g + h * 8;
+        if (m >= M) continue;
+        if constexpr (EPI == TPG_EPI_SWIGLU) {
 #pragma unroll
-        for (int j = 0; j < 4; j += 2) {  /* frag j: gate, j+1: up of the same 8 outputs */
-          const int n = o0 + (wn * 32 + j * 8) / 2 + t2;
-          if (n < N) epi_store2<T>(a, m, n, acc[i][j][2 * h], acc[i][j][2 * h + 1],
-                                   acc[i][j + 1][2 * h], acc[i][j + 1][2 * h + 1]);
-        }
-      } else {
+          for (int j = 0; j < 4; j += 2) {  /* frag j: gate, j+1: up of the same 8 outputs */
+            const int n = o0 + (wn * 32 + j * 8) / 2 + t2;
+            if (n < N) epi_store2<T, EPI>(a, m, n, acc[i][j][2 * h], acc[i][j][2 * h + 1],
+                                          acc[i][j + 1][2 * h], acc[i][j + 1][2 * h + 1]);
+          }
+        } else {
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const int n = o0 + wn * 32 + j * 8 + t2;
-          if (n < N) epi_store2<T>(a, m, n, acc[i][j][2 * h], acc[i][j][2 * h + 1], 0.f, 0.f);
+          for (int j = 0; j < 4; ++j) {
+            const int n = o0 + wn * 32 + j * 8 + t2;
+            if (n < N) epi_store2<T, EPI>(a, m, n, acc[i][j][2 * h], acc[i][j][2 * h + 1], 0.f, 0.f);
+          }
         }
       }
-    }
+  });
 }
 
 }  // namespace tpg

@@ -30,11 +30,15 @@
 
 namespace tpg {
 namespace sm90 {
-constexpr int BM = 128, BN = 256, BK = 64, STAGES = 4;
-constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
+constexpr int BM = 128, BK = 64, A_BYTES = BM * BK * 2;
 [[maybe_unused]] constexpr int THREADS = 384;
-/* + 1024 to align the ring to the 1024-byte swizzle atom, + barriers */
-[[maybe_unused]] constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024 + 2 * STAGES * 8;
+/* BN = 256 (4 stages) or 128 (6 stages): both rings are 192 KB.
+ * + 1024 to align the ring to the 1024-byte swizzle atom, + barriers */
+template <int BN> struct cfg {
+  static constexpr int STAGES = BN == 256 ? 4 : 6;
+  static constexpr int B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
+  static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024 + 2 * STAGES * 8;
+};
 constexpr int GROUP_M = 8;
 
 TPG_DEV void tile_coords(int t, int mt, int nt, int &mb, int &nb) {
@@ -101,21 +105,43 @@ TPG_DEV void wgmma_m64n256k16_f16(float (&d)[128], uint64_t da, uint64_t db, int
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
       : "l"(da), "l"(db), "r"(scale_d));
 }
+TPG_DEV void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t da, uint64_t db, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+TPG_DEV void wgmma_m64n128k16_f16(float (&d)[64], uint64_t da, uint64_t db, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(da), "l"(db), "r"(scale_d));
+}
 
-template <typename T>
-TPG_DEV void wgmma_tile(float (&d)[128], uint64_t da, uint64_t db, int scale_d) {
-  if constexpr (dt<T>::is_bf16) wgmma_m64n256k16_bf16(d, da, db, scale_d);
-  else wgmma_m64n256k16_f16(d, da, db, scale_d);
+template <typename T, int BN>
+TPG_DEV void wgmma_tile(float (&d)[BN / 2], uint64_t da, uint64_t db, int scale_d) {
+  if constexpr (BN == 256) {
+    if constexpr (dt<T>::is_bf16) wgmma_m64n256k16_bf16(d, da, db, scale_d);
+    else wgmma_m64n256k16_f16(d, da, db, scale_d);
+  } else {
+    if constexpr (dt<T>::is_bf16) wgmma_m64n128k16_bf16(d, da, db, scale_d);
+    else wgmma_m64n128k16_f16(d, da, db, scale_d);
+  }
 }
 #endif
 }  // namespace sm90
 
 /* TMA = false: cp.async producer (raw pointers only). TMA = true: one
  * producer thread issues two tensor-map bulk copies a stage (maps in p). */
-template <typename T, bool TMA>
+template <typename T, bool TMA, int BN>
 __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg_gemm_tma_args *p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace sm90;
+  constexpr int STAGES = cfg<BN>::STAGES, STAGE_BYTES = cfg<BN>::STAGE_BYTES;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const uint32_t full_bar = base + STAGES * STAGE_BYTES, empty_bar = full_bar + STAGES * 8;
@@ -150,7 +176,7 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
             const uint32_t st = base + s * STAGE_BYTES, fb = full_bar + 8 * s;
             mbar_expect_tx(fb, STAGE_BYTES);  /* OOB parts of a box count too (zero-filled) */
             tma_load_2d(st, &p->tx, fb, kb * BK, mb * BM);
-            if (swiglu) tma_load_4d(st + A_BYTES, &p->tw, fb, kb * BK, 0, 0, nb * (BN / 2) / 8);
+            if (swiglu) tma_load_4d(st + A_BYTES, &p->tw, fb, kb * BK, 0, 0, nb * (BN / 16));
             else tma_load_2d(st + A_BYTES, &p->tw, fb, kb * BK, nb * BN);
           }
         }
@@ -201,9 +227,9 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     const int c = wg - 1, ct = tid - 128 * wg, warp = ct >> 5, lane = ct & 31;
     const int g = lane >> 2, t2 = (lane & 3) * 2;
-    float d[128];
+    float d[BN / 2];
 #pragma unroll
-    for (int i = 0; i < 128; ++i) d[i] = 0.f;
+    for (int i = 0; i < BN / 2; ++i) d[i] = 0.f;
     int it = 0;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
       int mb, nb;
@@ -219,7 +245,7 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk)
-          wgmma_tile<T>(d, da + 2 * kk, db + 2 * kk, (kb | kk) != 0);
+          wgmma_tile<T, BN>(d, da + 2 * kk, db + 2 * kk, (kb | kk) != 0);
         wgmma_commit();
         wgmma_wait<1>();  /* the previous stage's wgmmas are done: release it */
         if (kb > 0 && lane == 0) mbar_arrive(empty_bar + 8 * ((it - 1) % STAGES));
@@ -227,27 +253,32 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
       wgmma_wait<0>();
       if (lane == 0) mbar_arrive(empty_bar + 8 * ((it - 1) % STAGES));
 
-      /* Epilogue: d[4j+2h], d[4j+2h+1] = row warp*16 + g + 8h, cols 8j + t2 + {0,1}. */
+      /* Epilogue: d[4j+2h], d[4j+2h+1] = row warp*16 + g + 8h, cols 8j + t2 + {0,1}.
+       * One compile-time epilogue per branch keeps the code that a tile runs
+       * small enough for the instruction cache. */
+      epi_dispatch(a.epilogue, [&](auto ec) {
+        constexpr int EPI = decltype(ec)::value;
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int m = m0 + c * 64 + warp * 16 + g + 8 * h;
-        if (m < M) {
-          if (swiglu) {
+        for (int h = 0; h < 2; ++h) {
+          const int m = m0 + c * 64 + warp * 16 + g + 8 * h;
+          if (m < M) {
+            if constexpr (EPI == TPG_EPI_SWIGLU) {
 #pragma unroll
-            for (int jj = 0; jj < 32; jj += 2) {
-              const int n = o0 + (jj / 2) * 8 + t2;
-              if (n < N) epi_store2<T>(a, m, n, d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1],
-                                       d[4 * (jj + 1) + 2 * h], d[4 * (jj + 1) + 2 * h + 1]);
-            }
-          } else {
+              for (int jj = 0; jj < BN / 8; jj += 2) {
+                const int n = o0 + (jj / 2) * 8 + t2;
+                if (n < N) epi_store2<T, EPI>(a, m, n, d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1],
+                                              d[4 * (jj + 1) + 2 * h], d[4 * (jj + 1) + 2 * h + 1]);
+              }
+            } else {
 #pragma unroll
-            for (int jj = 0; jj < 32; ++jj) {
-              const int n = o0 + jj * 8 + t2;
-              if (n < N) epi_store2<T>(a, m, n, d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1], 0.f, 0.f);
+              for (int jj = 0; jj < BN / 8; ++jj) {
+                const int n = o0 + jj * 8 + t2;
+                if (n < N) epi_store2<T, EPI>(a, m, n, d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1], 0.f, 0.f);
+              }
             }
           }
         }
-      }
+      });
     }
   }
 #else
@@ -257,19 +288,24 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
 
 }  // namespace tpg
 
-/* grid = min(tiles, SMs) with tiles = ceil(M/128) * ceil(N/256) (ceil(N/128)
- * for SWIGLU); block 384; dynamic smem tpg::sm90::SMEM_BYTES (197696). */
-extern "C" __global__ void __launch_bounds__(384, 1) tpg_gemm_sm90_bf16(const __grid_constant__ tpg_gemm_args a) {
-  tpg::gemm_sm90_body<__nv_bfloat16, false>(a, nullptr);
-}
-extern "C" __global__ void __launch_bounds__(384, 1) tpg_gemm_sm90_f16(const __grid_constant__ tpg_gemm_args a) {
-  tpg::gemm_sm90_body<__half, false>(a, nullptr);
-}
-/* Same tiles, grid, block and smem; the argument block is tpg_gemm_tma_args
- * (tensor maps encoded on the host, see tpg_tma_args.h). */
-extern "C" __global__ void __launch_bounds__(384, 1) tpg_gemm_sm90tma_bf16(const __grid_constant__ tpg_gemm_tma_args p) {
-  tpg::gemm_sm90_body<__nv_bfloat16, true>(p.a, &p);
-}
-extern "C" __global__ void __launch_bounds__(384, 1) tpg_gemm_sm90tma_f16(const __grid_constant__ tpg_gemm_tma_args p) {
-  tpg::gemm_sm90_body<__half, true>(p.a, &p);
-}
+/* Entry points. tpg_gemm_sm90[tma]_<dt>[_n128]: BN = 256 W rows a tile, or
+ * 128 with the _n128 suffix (more tiles when N/256 leaves SMs idle).
+ * grid = min(tiles, SMs), tiles = ceil(M/128) * ceil(N/BN) (ceil(N/(BN/2)) for
+ * SWIGLU); block 384; dynamic smem tpg::sm90::cfg<BN>::SMEM_BYTES
+ * (197696 for BN=256, 197728 for BN=128). The tma kernels take
+ * tpg_gemm_tma_args (tensor maps encoded on the host, box {64, 128} for X,
+ * {64, BN} for W; see tpg_tma_args.h). */
+#define TPG_SM90(NAME, T, TMA, BN)                                                     \
+  extern "C" __global__ void __launch_bounds__(384, 1) NAME(const __grid_constant__ tpg_gemm_args a) { \
+    tpg::gemm_sm90_body<T, TMA, BN>(a, nullptr);                                       \
+  }
+#define TPG_SM90TMA(NAME, T, BN)                                                       \
+  extern "C" __global__ void __launch_bounds__(384, 1) NAME(const __grid_constant__ tpg_gemm_tma_args p) { \
+    tpg::gemm_sm90_body<T, true, BN>(p.a, &p);                                         \
+  }
+TPG_SM90(tpg_gemm_sm90_bf16, __nv_bfloat16, false, 256)
+TPG_SM90(tpg_gemm_sm90_f16, __half, false, 256)
+TPG_SM90TMA(tpg_gemm_sm90tma_bf16, __nv_bfloat16, 256)
+TPG_SM90TMA(tpg_gemm_sm90tma_f16, __half, 256)
+TPG_SM90TMA(tpg_gemm_sm90tma_bf16_n128, __nv_bfloat16, 128)
+TPG_SM90TMA(tpg_gemm_sm90tma_f16_n128, __half, 128)

@@ -166,23 +166,26 @@ __device__ __forceinline__ void gemv_body(const tpg_gemm_args &a) {
   if (w != 0) return;
 
   /* Epilogue. Accumulator c0,c1: W row g, m = 2*t4 + {0,1}; c2,c3: W row g+8. */
+  epi_dispatch(a.epilogue, [&](auto ec) {
+    constexpr int EPI = decltype(ec)::value;
 #pragma unroll
-  for (int rt = 0; rt < R; ++rt)
+    for (int rt = 0; rt < R; ++rt)
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
+      for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const int m = mt * 8 + 2 * t4 + j;
-        if (m >= M) continue;
-        if (swiglu) {
-          const int n = obase[rt] + g;
-          if (n < N) epi_store1<T>(a, m, n, acc[rt][mt][j], acc[rt][mt][2 + j]);
-        } else {
-          const int n0 = obase[rt] + g, n1 = n0 + 8;
-          if (n0 < N) epi_store1<T>(a, m, n0, acc[rt][mt][j], 0.f);
-          if (n1 < N) epi_store1<T>(a, m, n1, acc[rt][mt][2 + j], 0.f);
+        for (int j = 0; j < 2; ++j) {
+          const int m = mt * 8 + 2 * t4 + j;
+          if (m >= M) continue;
+          if constexpr (EPI == TPG_EPI_SWIGLU) {
+            const int n = obase[rt] + g;
+            if (n < N) epi_store1<T, EPI>(a, m, n, acc[rt][mt][j], acc[rt][mt][2 + j]);
+          } else {
+            const int n0 = obase[rt] + g, n1 = n0 + 8;
+            if (n0 < N) epi_store1<T, EPI>(a, m, n0, acc[rt][mt][j], 0.f);
+            if (n1 < N) epi_store1<T, EPI>(a, m, n1, acc[rt][mt][2 + j], 0.f);
+          }
         }
-      }
+  });
 }
 
 }  // namespace tpg
