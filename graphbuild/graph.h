@@ -57,6 +57,10 @@ TPG_HIDDEN tpg_status tpg_check_binding(const tpg_graph *g, const tpg_plan *p, t
 /* Fills nodes[i]'s parameters from plan p and the pointers in bind. */
 TPG_HIDDEN tpg_status tpg_fill_node(tpg_graph *g, const tpg_plan *p, void **bind, int i, tpg_gnode *gn);
 
+/* Rewrites only the buffer pointers of nodes[i] from g->bind: the rebind
+ * path, which keeps the kernel, launch shape and everything else. */
+TPG_HIDDEN void tpg_patch_node(const tpg_graph *g, int i);
+
 /* Captures collective node i of plan p from NCCL into a new graph (caller owns). */
 TPG_HIDDEN tpg_status tpg_capture_collective(tpg_graph *g, const tpg_plan *p, void **bind, int i, CUgraph *out);
 

@@ -193,6 +193,38 @@ tpg_status tpg_fill_node(tpg_graph *g, const tpg_plan *p, void **bind, int i, tp
   return TPG_SUCCESS;
 }
 
+void tpg_patch_node(const tpg_graph *g, int i) {
+  const tpg_plan *p = g->plan;
+  const tpg_node_rec *n = &p->nodes[i];
+  tpg_gnode *gn = &g->nodes[i];
+  void **bind = g->bind;
+  switch (n->kind) {
+    case TPG_NK_GEMM: {
+      tpg_gemm_args *a = &gn->args.gemm;
+      a->x = (const void *)(uintptr_t)view_ptr(p, bind, n->u.gemm.x);
+      a->w = (const void *)(uintptr_t)view_ptr(p, bind, n->u.gemm.w);
+      a->y = (void *)(uintptr_t)view_ptr(p, bind, n->u.gemm.y);
+      a->bias = (const void *)(uintptr_t)view_ptr(p, bind, n->u.gemm.bias);
+      a->residual = (const void *)(uintptr_t)view_ptr(p, bind, n->u.gemm.residual);
+      break;
+    }
+    case TPG_NK_AXPBY:
+      gn->args.axpby.y = (void *)(uintptr_t)view_ptr(p, bind, n->u.axpby.y);
+      gn->args.axpby.x = (const void *)(uintptr_t)view_ptr(p, bind, n->u.axpby.x);
+      break;
+    case TPG_NK_MEMSET: gn->ms.dst = view_ptr(p, bind, n->u.memset.dst); break;
+    case TPG_NK_MEMCPY: {
+      CUdeviceptr d = view_ptr(p, bind, n->u.memcpy.dst), s = view_ptr(p, bind, n->u.memcpy.src);
+      if (gn->cp.dstMemoryType == CU_MEMORYTYPE_HOST) gn->cp.dstHost = (void *)(uintptr_t)d;
+      else gn->cp.dstDevice = d;
+      if (gn->cp.srcMemoryType == CU_MEMORYTYPE_HOST) gn->cp.srcHost = (const void *)(uintptr_t)s;
+      else gn->cp.srcDevice = s;
+      break;
+    }
+    default: break;
+  }
+}
+
 static tpg_status coll_ranges(const tpg_graph *g, const tpg_plan *p, int i) {
   const tpg_collective_desc *d = &p->nodes[i].u.coll;
   size_t nr = (size_t)g->comm->nranks;

@@ -22,7 +22,7 @@
 static tpg_status apply_node(tpg_graph *g, int i) {
   const tpg_plan *p = g->plan;
   tpg_gnode *gn = &g->nodes[i];
-  TPG_TRY(tpg_fill_node(g, p, g->bind, i, gn));
+  tpg_patch_node(g, i);
   switch (p->nodes[i].kind) {
     case TPG_NK_GEMM:
     case TPG_NK_AXPBY: TPG_CU(cuGraphExecKernelNodeSetParams(g->exec, gn->node, &gn->kp)); break;

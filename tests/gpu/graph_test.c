@@ -126,20 +126,21 @@ typedef struct {
   tpg_node ms;
 } chain_t;
 
-static void chain_plan(chain_t *c, size_t n, size_t memset_n) {
+static void chain_plan(chain_t *c, size_t n, tpg_memory in_where) {
   MUST(tpg_plan_create(&c->p));
-  MUST(tpg_plan_add_slot(c->p, "in", TPG_F32, TPG_MEM_HOST, n, &c->in));
+  MUST(tpg_plan_add_slot(c->p, "in", TPG_F32, in_where, n, &c->in));
   MUST(tpg_plan_add_slot(c->p, "out", TPG_F32, TPG_MEM_HOST, n, &c->out));
   MUST(tpg_plan_add_slot(c->p, "a", TPG_F32, TPG_MEM_DEVICE, n, &c->a));
   MUST(tpg_plan_add_slot(c->p, "b", TPG_F32, TPG_MEM_DEVICE, n, &c->b));
   tpg_node h2d, join, ax, d2h;
   MUST(tpg_plan_add_memcpy(c->p, V(c->a, 0), V(c->in, 0), n, NULL, 0, &h2d));
-  MUST(tpg_plan_add_memset(c->p, V(c->b, 0), 0x3f800000u, memset_n, NULL, 0, &c->ms));
+  MUST(tpg_plan_add_memset(c->p, V(c->b, 0), 0x3f800000u, n, NULL, 0, &c->ms));
   tpg_node both[2] = {h2d, c->ms};
   MUST(tpg_plan_add_empty(c->p, both, 2, &join));
   MUST(tpg_plan_add_axpby(c->p, V(c->b, 0), V(c->a, 0), n, 2.0f, 3.0f, &join, 1, &ax));
   MUST(tpg_plan_add_memcpy(c->p, V(c->out, 0), V(c->b, 0), n, &ax, 1, &d2h));
   MUST(tpg_plan_set_node_name(c->p, c->ms, "fill_b"));
+  MUST(tpg_plan_set_node_name(c->p, h2d, "load_in"));
 }
 
 static int chain_check(const float *in, const float *out, size_t n) {
@@ -151,7 +152,7 @@ static int chain_check(const float *in, const float *out, size_t n) {
 static void test_nodes_rebind_update(void) {
   const size_t n = 10007; /* not a multiple of the vector width */
   chain_t c;
-  chain_plan(&c, n, n);
+  chain_plan(&c, n, TPG_MEM_HOST);
   float *hin[2], *hout[2];
   void *da[2], *db[2];
   for (int i = 0; i < 2; i++) {
@@ -222,11 +223,13 @@ static void test_nodes_rebind_update(void) {
   CUDA_OK(cudaDeviceSynchronize());
   CHECK(chain_check(hin[0], hout[1], n));
 
-  /* A plan CUDA refuses to apply (memset width changed): the node is named,
-   * nothing changes, the graph still runs. */
+  /* A plan CUDA refuses to apply (the input copy turns from host-to-device
+   * into device-to-device: a memcpy may not change memory type): the node
+   * is named, nothing changes, the graph still runs. */
   chain_t c2;
-  chain_plan(&c2, n, n - 8);
-  CHECK_ST(tpg_graph_update(g, c2.p, NULL, 0), TPG_ERROR_INVALID_ARGUMENT, "fill_b");
+  chain_plan(&c2, n, TPG_MEM_DEVICE);
+  tpg_binding din = {c2.in, db[1]};
+  CHECK_ST(tpg_graph_update(g, c2.p, &din, 1), TPG_ERROR_INVALID_ARGUMENT, "load_in");
   printf("refused update: %s\n", tpg_last_error());
   tpg_plan_destroy(c2.p);
   /* A plan of another shape is refused before CUDA is asked. */

@@ -57,8 +57,8 @@ typedef struct {
     }                                                               \
   } while (0)
 
-/* Fill set `set`'s inputs on this rank. kin = send / 2 in the kernel test:
- * the graph computes send = 2 * kin with an axpby node first. */
+/* Fill set `set`'s inputs on this rank. kin = -send: the graph computes
+ * send = -kin with an axpby node first (negation is exact in every dtype). */
 static void fill_inputs(rank_ctx *c, coll_bufs *b, int t, int set) {
   size_t n = b->count * (size_t)c->nranks;
   float *f = calloc(n, 4);
@@ -66,7 +66,7 @@ static void fill_inputs(rank_ctx *c, coll_bufs *b, int t, int set) {
   void *h = pack(b->dt, f, n, NULL);
   CUDA_OK(cudaMemcpy(b->send[set], h, n * tpg_dtype_size(b->dt), cudaMemcpyHostToDevice));
   free(h);
-  for (size_t i = 0; i < n; i++) f[i] = 0.5f * in_val(c->rank, t, set, i);
+  for (size_t i = 0; i < n; i++) f[i] = -in_val(c->rank, t, set, i);
   h = pack(b->dt, f, n, NULL);
   CUDA_OK(cudaMemcpy(b->kin[set], h, n * tpg_dtype_size(b->dt), cudaMemcpyHostToDevice));
   free(h);
@@ -156,10 +156,10 @@ static void run_dtype(rank_ctx *c, tpg_comm *comm, tpg_dtype dt, int t, int do_i
   MUST(tpg_plan_add_slot(p, "ag", dt, TPG_MEM_DEVICE, n, &b.s_ag));
   MUST(tpg_plan_add_slot(p, "rs", dt, TPG_MEM_DEVICE, b.count, &b.s_rs));
   MUST(tpg_plan_add_slot(p, "kin", dt, TPG_MEM_DEVICE, n, &b.s_kin));
-  /* send = 2 * kin (kernel node), then the three collectives. The all-reduce
+  /* send = -kin (kernel node), then the three collectives. The all-reduce
    * and all-gather sit on independent branches; the builder orders them. */
   tpg_node k, ar, ag, rs;
-  MUST(tpg_plan_add_axpby(p, V(b.s_send, 0), V(b.s_kin, 0), n, 2.0f, 0.0f, NULL, 0, &k));
+  MUST(tpg_plan_add_axpby(p, V(b.s_send, 0), V(b.s_kin, 0), n, -1.0f, 0.0f, NULL, 0, &k));
   tpg_collective_desc cd = TPG_COLLECTIVE_DESC_INIT;
   cd.kind = TPG_ALL_REDUCE; cd.send = V(b.s_send, 0); cd.recv = V(b.s_ar, 0); cd.count = b.count;
   MUST(tpg_plan_add_collective(p, &cd, &k, 1, &ar));
