@@ -121,6 +121,41 @@ static void encode_maps(tpg_gemm_tma_args &p, int bn) {
   }
   if (r != CUDA_SUCCESS) { fprintf(stderr, "encode W failed %d\n", (int)r); exit(2); }
 }
+/* Encode one map from the selector's tpg_tma_encode, exactly as the builder will. */
+static void encode_from(const tpg_tma_encode &e, const void *base, int dtype, tpg_tmap *map) {
+  cuuint32_t es[4] = {1, 1, 1, 1};
+  CUresult r = g_encode((CUtensorMap *)map,
+                        dtype == TPG_KDT_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                        e.rank, (void *)base, (const cuuint64_t *)e.dims, (const cuuint64_t *)e.strides,
+                        (const cuuint32_t *)e.box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) { fprintf(stderr, "encode (selector params) failed %d\n", (int)r); exit(2); }
+}
+/* Launch what tpg_gemm_select_tma chose (plain or TMA kernel). */
+static void launch_sel(const tpg_kernel_launch &L, const tpg_gemm_tma_args &p, cudaStream_t st = 0) {
+  if (!strstr(L.kernel, "sm90tma")) { launch(L, p.a, st); return; }
+  kfn_tma f = find_tma_kernel(L.kernel);
+  if (!f) { fprintf(stderr, "unknown %s\n", L.kernel); exit(2); }
+  CK(cudaFuncSetAttribute((const void *)f, cudaFuncAttributeMaxDynamicSharedMemorySize, L.smem_bytes));
+  f<<<dim3(L.grid[0], L.grid[1], L.grid[2]), dim3(L.block[0], L.block[1], L.block[2]), L.smem_bytes, st>>>(p);
+  CK(cudaGetLastError());
+}
+static bool select_tma(const tpg_gemm_args &a, tpg_kernel_launch &L, tpg_gemm_tma_args &p) {
+  tpg_tma_encode xe, we;
+  char why[200];
+  if (tpg_gemm_select_tma(a.m, a.n, a.k, a.dtype, a.epilogue, g_arch, g_sms, a.ldx, a.ldw, &L, &xe, &we, why, sizeof why)) {
+    fprintf(stderr, "select_tma rejected: %s\n", why); exit(2);
+  }
+  memset(&p, 0, sizeof p);
+  p.a = a;
+  if (xe.rank) {
+    if (!g_encode) encode_maps(p, 256);  /* loads the entry point */
+    encode_from(xe, a.x, a.dtype, &p.tx);
+    encode_from(we, a.w, a.dtype, &p.tw);
+  }
+  return xe.rank != 0;
+}
+
 /* Launch a TMA kernel (BN = 256 or 128) with the launch rules of the selector. */
 static void launch_tma(int bn, const tpg_gemm_tma_args &p, cudaStream_t st = 0) {
   const tpg_gemm_args &a = p.a;
@@ -231,8 +266,8 @@ static void check_shape(int M, int N, int K, int dtype, bool pad) {
   CK(cudaMemcpy(db, hb.data(), hb.size() * 2, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(dr, hr.data(), hr.size() * 2, cudaMemcpyHostToDevice));
   std::vector<uint8_t> hy(ybytes);
-  const int arches[4] = {g_arch, 80, g_arch, g_arch};
-  for (int ai = 0; ai < 4; ++ai) {
+  const int arches[5] = {g_arch, 80, g_arch, g_arch, g_arch};
+  for (int ai = 0; ai < 5; ++ai) {
     for (int epi = 0; epi < TPG_EPI_COUNT; ++epi) {
       tpg_kernel_launch L, L90;
       char why[200];
@@ -243,7 +278,8 @@ static void check_shape(int M, int N, int K, int dtype, bool pad) {
         tpg_gemm_select(M, N, K, dtype, epi, arches[0], g_sms, &L90, why, sizeof why);
         if (!strcmp(L.kernel, L90.kernel)) continue;
       }
-      if (ai >= 2 && (g_arch != 90 || M <= 16)) continue;  /* passes 2, 3: TMA kernels, BN 256 and 128 */
+      if (ai >= 2 && (g_arch != 90 || M <= 16)) continue;  /* passes 2, 3: TMA kernels, BN 256 and 128;
+                                                               4: what tpg_gemm_select_tma picks, maps from its params */
       tpg_gemm_args a;
       memset(&a, 0, sizeof a);
       a.x = dx; a.w = dw; a.y = dy;
@@ -252,7 +288,14 @@ static void check_shape(int M, int N, int K, int dtype, bool pad) {
       a.m = M; a.n = N; a.k = K; a.ldx = ldx; a.ldw = ldw; a.ldy = ldy; a.ldr = ldr;
       a.dtype = dtype; a.epilogue = epi; a.split_k = L.split_k;
       CK(cudaMemset(dy, 0xFF, ybytes));  /* poison: NaN in every dtype */
-      if (ai >= 2) {
+      std::string kname = ai == 2 ? "sm90tma(256)" : ai == 3 ? "sm90tma(128)" : L.kernel;
+      if (ai == 4) {
+        tpg_gemm_tma_args p;
+        tpg_kernel_launch LT;
+        select_tma(a, LT, p);
+        kname = std::string("sel:") + LT.kernel;
+        launch_sel(LT, p);
+      } else if (ai >= 2) {
         tpg_gemm_tma_args p;
         memset(&p, 0, sizeof p);
         p.a = a;
@@ -285,7 +328,7 @@ static void check_shape(int M, int N, int K, int dtype, bool pad) {
       const double err = sqrt(num / std::max(den, 1e-300));
       const bool ok = nan_count == 0 && err <= 1e-2 && std::isfinite(err);
       char what[256];
-      snprintf(what, sizeof what, "%-20s %s M=%d N=%d K=%d%s epi=%s", ai == 2 ? "sm90tma" : ai == 3 ? "sm90tma_n128" : L.kernel, dtype == TPG_KDT_BF16 ? "bf16" : "f16",
+      snprintf(what, sizeof what, "%-20s %s M=%d N=%d K=%d%s epi=%s", kname.c_str(), dtype == TPG_KDT_BF16 ? "bf16" : "f16",
                M, N, K, pad ? " (padded ld)" : "", epi_name[epi]);
       g_checks.push_back({what, err, ok});
       if (!ok || getenv("TPG_VERBOSE"))
@@ -352,18 +395,22 @@ struct TimeRow { int M, K, N; std::string kernel; double us, cublas_us, tbs, tfl
   __global__ void __launch_bounds__(256, MINB) NAME(const __grid_constant__ tpg_gemm_args a) { \
     tpg::gemv_body<__nv_bfloat16, MT, R, U, 8, PF>(a);                                 \
   }
-XV(xv_m16_pf_r2u2_b2, 2, 2, 2, true, 2)
+#define XV16(NAME, MT, R, U, PF)                                                       \
+  __global__ void __launch_bounds__(512, 1) NAME(const __grid_constant__ tpg_gemm_args a) { \
+    tpg::gemv_body<__nv_bfloat16, MT, R, U, 16, PF>(a);                                \
+  }
 XV(xv_m8_nopf_u4_b4, 1, 1, 4, false, 4)
-XV(xv_m8_nopf_u8_b2, 1, 1, 8, false, 2)
-XV(xv_m8_pf_r2u2, 1, 2, 2, true, 1)
 XV(xv_m8_pf_u8, 1, 1, 8, true, 1)
-XV(xv_m16_nopf_r1u4_b3, 2, 1, 4, false, 3)
-XV(xv_m16_pf_r1u4_b2, 2, 1, 4, true, 2)
-static const struct { const char *name; kfn fn; int maxm, rows; } kDecodeExp[] = {
-    {"x_m16_pf_r2u2_b2", xv_m16_pf_r2u2_b2, 16, 32},       {"x_m8_nopf_u4_b4", xv_m8_nopf_u4_b4, 8, 16},
-    {"x_m8_nopf_u8_b2", xv_m8_nopf_u8_b2, 8, 16},   {"x_m8_pf_r2u2", xv_m8_pf_r2u2, 8, 32},
-    {"x_m8_pf_u8", xv_m8_pf_u8, 8, 16},             {"x_m16_nopf_r1u4_b3", xv_m16_nopf_r1u4_b3, 16, 16},
-    {"x_m16_pf_r1u4_b2", xv_m16_pf_r1u4_b2, 16, 16},
+XV(xv_m16_nopf_r1u8_b1, 2, 1, 8, false, 1)
+XV(xv_m16_nopf_r2u4_b1, 2, 2, 4, false, 1)
+XV16(xv_m16_nopf_r2u2_kw16, 2, 2, 2, false)
+XV16(xv_m16_nopf_r1u4_kw16, 2, 1, 4, false)
+XV16(xv_m8_nopf_u4_kw16, 1, 1, 4, false)
+static const struct { const char *name; kfn fn; int maxm, rows, threads; } kDecodeExp[] = {
+    {"x_m8_nopf_u4_b4", xv_m8_nopf_u4_b4, 8, 16, 256},           {"x_m8_pf_u8", xv_m8_pf_u8, 8, 16, 256},
+    {"x_m8_nopf_u4_kw16", xv_m8_nopf_u4_kw16, 8, 16, 512},       {"x_m16_nopf_r1u8_b1", xv_m16_nopf_r1u8_b1, 16, 16, 256},
+    {"x_m16_nopf_r2u4_b1", xv_m16_nopf_r2u4_b1, 16, 32, 256},    {"x_m16_nopf_r2u2_kw16", xv_m16_nopf_r2u2_kw16, 16, 32, 512},
+    {"x_m16_nopf_r1u4_kw16", xv_m16_nopf_r1u4_kw16, 16, 16, 512},
 };
 
 static void time_shape(cublasHandle_t h, int M, int K, int N, int reps, std::vector<TimeRow> &rows,
@@ -419,7 +466,14 @@ static void time_shape(cublasHandle_t h, int M, int K, int N, int reps, std::vec
   auto row = [&](const std::string &name, double us) {
     return TimeRow{M, K, N, name, us, cus, bytes / us / 1e6, flops / us / 1e6, cus / us, floor_us / us};
   };
-  rows.push_back(row(L.kernel, timeit([&](int c) { launch(L, args(c)); })));
+  {
+    std::vector<tpg_gemm_tma_args> PS(copies);
+    tpg_kernel_launch LS;
+    for (int c = 0; c < copies; ++c) select_tma(args(c), LS, PS[c]);
+    rows.push_back(row(LS.kernel, timeit([&](int c) { launch_sel(LS, PS[c]); })));
+    if (strcmp(LS.kernel, L.kernel))  /* the plain-args selection, when it differs */
+      alts.push_back(row(std::string("plain:") + L.kernel, timeit([&](int c) { launch(L, args(c)); })));
+  }
   /* alternatives */
   if (g_arch == 90 && M >= 64) {
     tpg_kernel_launch L9;
@@ -432,7 +486,6 @@ static void time_shape(cublasHandle_t h, int M, int K, int N, int reps, std::vec
     alts.push_back(row("sm90tma", timeit([&](int c) { launch_tma(256, P[c]); })));
     alts.push_back(row("sm90tma_n128", timeit([&](int c) { launch_tma(128, P128[c]); })));
     if (M == 64) {
-      alts.push_back(row("sm90(cp.async)", timeit([&](int c) { launch(L9, args(c)); })));
       tpg_kernel_launch L8;
       tpg_gemm_select(65, N, K, TPG_KDT_BF16, TPG_EPI_NONE, 80, g_sms, &L8, why, sizeof why);
       alts.push_back(row("mma", timeit([&](int c) { launch(L8, args(c)); })));
@@ -442,7 +495,7 @@ static void time_shape(cublasHandle_t h, int M, int K, int N, int reps, std::vec
     for (auto &e : kDecodeExp) {
       if (M > e.maxm) continue;
       const unsigned grid = (N + e.rows - 1) / e.rows;
-      alts.push_back(row(e.name, timeit([&](int c) { e.fn<<<grid, 256>>>(args(c)); })));
+      alts.push_back(row(e.name, timeit([&](int c) { e.fn<<<grid, e.threads>>>(args(c)); })));
     }
   }
   for (int c = 0; c < copies; ++c) { cudaFree(X[c]); cudaFree(W[c]); cudaFree(Y[c]); }

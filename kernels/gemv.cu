@@ -191,17 +191,21 @@ __device__ __forceinline__ void gemv_body(const tpg_gemm_args &a) {
 }  // namespace tpg
 
 /* Entry points: tpg_gemv_<dtype>_m<max M>. Block = 256 threads (KW = 8 warps);
- * grid.x = ceil(N / (16*R)) (ceil(N / (8*R)) for SWIGLU). The selector in
- * lib/gemm_select.c mirrors these constants. */
+ * grid.x = ceil(N / (16*R)) (ceil(N / (8*R)) for SWIGLU): R = 1 for m8 and
+ * m16, 2 for m32 and m64. The selector in lib/gemm_select.c mirrors these. */
 #define TPG_GEMV(NAME, T, MT, R, U, PF, MINB)                                          \
   extern "C" __global__ void __launch_bounds__(256, MINB) NAME(const __grid_constant__ tpg_gemm_args a) { \
     tpg::gemv_body<T, MT, R, U, 8, PF>(a);                                             \
   }
-TPG_GEMV(tpg_gemv_bf16_m8, __nv_bfloat16, 1, 1, 4, true, 1)
-TPG_GEMV(tpg_gemv_bf16_m16, __nv_bfloat16, 2, 2, 2, true, 1)
+/* Variants chosen by measurement (docs/kernels.md, runs 2-3): for M <= 8 no
+ * register prefetch but 8 chunks (16 loads, 512 contiguous bytes a row) per
+ * warp iteration at 2 CTAs/SM was fastest; for M <= 16 one row tile, 4 chunks,
+ * 3 CTAs/SM. (MT, R, U, PF, min CTAs/SM) */
+TPG_GEMV(tpg_gemv_bf16_m8, __nv_bfloat16, 1, 1, 8, false, 2)
+TPG_GEMV(tpg_gemv_bf16_m16, __nv_bfloat16, 2, 1, 4, false, 3)
 TPG_GEMV(tpg_gemv_bf16_m32, __nv_bfloat16, 4, 2, 2, true, 1)
 TPG_GEMV(tpg_gemv_bf16_m64, __nv_bfloat16, 8, 2, 1, true, 1)
-TPG_GEMV(tpg_gemv_f16_m8, __half, 1, 1, 4, true, 1)
-TPG_GEMV(tpg_gemv_f16_m16, __half, 2, 2, 2, true, 1)
+TPG_GEMV(tpg_gemv_f16_m8, __half, 1, 1, 8, false, 2)
+TPG_GEMV(tpg_gemv_f16_m16, __half, 2, 1, 4, false, 3)
 TPG_GEMV(tpg_gemv_f16_m32, __half, 4, 2, 2, true, 1)
 TPG_GEMV(tpg_gemv_f16_m64, __half, 8, 2, 1, true, 1)

@@ -4,7 +4,7 @@
  *
  *   rule                        kernel                      grid                         block  smem
  *   m <= 8                      tpg_gemv_<dt>_m8            ceil(n / 16)   [SWIGLU n/8]   256    0
- *   m <= 16                     tpg_gemv_<dt>_m16           ceil(n / 32)   [n/16]         256    0
+ *   m <= 16                     tpg_gemv_<dt>_m16           ceil(n / 16)   [n/8]          256    0
  *   m <= 32                     tpg_gemv_<dt>_m32           ceil(n / 32)   [n/16]         256    0
  *   m <= 64                     tpg_gemv_<dt>_m64           ceil(n / 32)   [n/16]         256    0
  *   m > 64, sm_arch == 90       tpg_gemm_sm90_<dt>          min(tiles, num_sms)           384    197696
@@ -45,7 +45,7 @@ int tpg_gemm_select(int m, int n, int k, int dtype, int epilogue, int sm_arch, i
                                            "tpg_gemv_bf16_m32", "tpg_gemv_bf16_m64"};
   static const char *const gemv_f16[4] = {"tpg_gemv_f16_m8", "tpg_gemv_f16_m16",
                                           "tpg_gemv_f16_m32", "tpg_gemv_f16_m64"};
-  static const int gemv_rows[4] = {16, 32, 32, 32}; /* 16 * R W rows per CTA */
+  static const int gemv_rows[4] = {16, 16, 32, 32}; /* 16 * R W rows per CTA */
   const int bf16 = dtype == TPG_KDT_BF16;
   const int swiglu = epilogue == TPG_EPI_SWIGLU;
 
@@ -103,5 +103,87 @@ int tpg_gemm_select(int m, int n, int k, int dtype, int epilogue, int sm_arch, i
     out->smem_bytes = 3 * (128 + 128) * 40 * 2; /* 61440 */
   }
   if (why && whylen) why[0] = '\0';
+  return 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * tpg_gemm_select_tma: the fast Hopper prefill path (opt-in, see header).
+ *
+ *   rule                           kernel                         W box rows (BN)
+ *   sm_arch != 90 or m <= 16       same as tpg_gemm_select        (no maps)
+ *   sm_arch == 90, m > 16          tpg_gemm_sm90tma_<dt>          256
+ *                                  tpg_gemm_sm90tma_<dt>_n128     128
+ *   BN: the one with the smaller estimated time
+ *       waves(BN) * BN * (BN == 128 ? 1.15 : 1),  waves = ceil(tiles / num_sms),
+ *   the 1.15 being the measured per-flop cost of the narrower tile (run 3).
+ *   Measured (H200, docs/kernels.md): BN=256 for M >= 1024 at N >= 8192;
+ *   BN=128 when N/256 tiles leave SMs idle (M <= 256, N <= 8192).
+ *   grid = min(tiles, num_sms), block 384, smem 197696 (BN 256) / 197728 (128).
+ * ------------------------------------------------------------------------- */
+static void fill_map(tpg_tma_encode *e, int rank, const unsigned long long *dims,
+                     const unsigned long long *strides, const unsigned *box) {
+  int i;
+  memset(e, 0, sizeof *e);
+  e->rank = rank;
+  for (i = 0; i < rank; ++i) {
+    e->dims[i] = dims[i];
+    e->box[i] = box[i];
+  }
+  for (i = 0; i + 1 < rank; ++i) e->strides[i] = strides[i];
+}
+
+int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arch, int num_sms, int ldx,
+                        int ldw, tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map,
+                        char *why, size_t whylen) {
+  const int swiglu = epilogue == TPG_EPI_SWIGLU;
+  const int bf16 = dtype == TPG_KDT_BF16;
+  int rc, bn;
+  unsigned long tiles256, tiles128, w256, w128;
+  if (x_map) memset(x_map, 0, sizeof *x_map);
+  if (w_map) memset(w_map, 0, sizeof *w_map);
+  rc = tpg_gemm_select(m, n, k, dtype, epilogue, sm_arch, num_sms, out, why, whylen);
+  if (rc || sm_arch != 90 || m <= 16) return rc;
+  if (!x_map || !w_map) return reject(why, whylen, "x_map/w_map are NULL");
+  if (ldx < k || ldx % 8 || ldw < k || ldw % 8)
+    return reject(why, whylen, "ldx/ldw must be multiples of 8 and >= k (16-byte tensor-map strides)");
+  if (num_sms < 1) num_sms = 1;
+  tiles256 = (unsigned long)cdiv(m, 128) * cdiv(n, swiglu ? 128 : 256);
+  tiles128 = (unsigned long)cdiv(m, 128) * cdiv(n, swiglu ? 64 : 128);
+  w256 = (tiles256 + num_sms - 1) / num_sms;
+  w128 = (tiles128 + num_sms - 1) / num_sms;
+  bn = (double)w128 * 128 * 1.15 < (double)w256 * 256 ? 128 : 256;
+  if (bn == 256) out->kernel = bf16 ? "tpg_gemm_sm90tma_bf16" : "tpg_gemm_sm90tma_f16";
+  else out->kernel = bf16 ? "tpg_gemm_sm90tma_bf16_n128" : "tpg_gemm_sm90tma_f16_n128";
+  {
+    const unsigned long tiles = bn == 256 ? tiles256 : tiles128;
+    out->grid[0] = (unsigned)(tiles < (unsigned long)num_sms ? tiles : (unsigned long)num_sms);
+    out->grid[1] = out->grid[2] = 1;
+    out->block[0] = 384;
+    out->block[1] = out->block[2] = 1;
+    out->smem_bytes = bn == 256 ? 4 * (128 + 256) * 64 * 2 + 1024 + 2 * 4 * 8   /* 197696 */
+                                : 6 * (128 + 128) * 64 * 2 + 1024 + 2 * 6 * 8;  /* 197728 */
+    out->workspace_bytes = 0;
+    out->split_k = 1;
+  }
+  {
+    const unsigned long long xd[2] = {(unsigned long long)k, (unsigned long long)m};
+    const unsigned long long xs[1] = {(unsigned long long)ldx * 2};
+    const unsigned xb[2] = {64, 128};
+    fill_map(x_map, 2, xd, xs, xb);
+  }
+  if (swiglu) {
+    /* 4-D view of W [2][n/8][8][k] walked as (k, row-in-8, half, block-of-8):
+     * one box brings 8 gate rows then their 8 up rows, BN/16 times. */
+    const unsigned long long wd[4] = {(unsigned long long)k, 8, 2, (unsigned long long)n / 8};
+    const unsigned long long ws[3] = {(unsigned long long)ldw * 2, (unsigned long long)n * ldw * 2,
+                                      (unsigned long long)8 * ldw * 2};
+    const unsigned wb[4] = {64, 8, 2, (unsigned)bn / 16};
+    fill_map(w_map, 4, wd, ws, wb);
+  } else {
+    const unsigned long long wd[2] = {(unsigned long long)k, (unsigned long long)n};
+    const unsigned long long ws[1] = {(unsigned long long)ldw * 2};
+    const unsigned wb[2] = {64, (unsigned)bn};
+    fill_map(w_map, 2, wd, ws, wb);
+  }
   return 0;
 }

@@ -34,6 +34,29 @@ typedef struct tpg_kernel_launch {
 int tpg_gemm_select(int m, int n, int k, int dtype, int epilogue, int sm_arch, int num_sms,
                     tpg_kernel_launch *out, char *why, size_t whylen);
 
+/* ---- opt-in TMA path (Hopper prefill, ~1.5x the cp.async kernel) --------
+ * Kernels whose name contains "sm90tma" take tpg_gemm_tma_args
+ * (kernels/tpg_tma_args.h): two CUtensorMap that the caller encodes with
+ *   cuTensorMapEncodeTiled(&map, BFLOAT16 or FLOAT16, e.rank, base pointer
+ *     (x for x_map, w for w_map), e.dims, e.strides, e.box,
+ *     elementStrides = all 1, CU_TENSOR_MAP_INTERLEAVE_NONE,
+ *     CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+ *     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+ * and re-encodes whenever x or w is rebound. x and w must be 16-byte aligned
+ * (TMA requires it). */
+typedef struct tpg_tma_encode {
+  int rank;                       /* 0: no map (the kernel takes tpg_gemm_args) */
+  unsigned long long dims[4];     /* elements, innermost first                  */
+  unsigned long long strides[3];  /* bytes, for dims 1..rank-1                  */
+  unsigned box[4];                /* elements                                   */
+} tpg_tma_encode;
+
+/* Like tpg_gemm_select, but on sm_arch 90 for m > 16 it picks the TMA kernels
+ * and fills x_map/w_map (rank 0 otherwise). ldx/ldw: leading dimensions. */
+int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arch, int num_sms, int ldx,
+                        int ldw, tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map,
+                        char *why, size_t whylen);
+
 #ifdef __cplusplus
 }
 #endif
