@@ -54,6 +54,25 @@ TPG_DEV uint4 ld_stream(const void *p) {
                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
   return r;
 }
+/* Variants of the weight stream load, for measurement (gemv LDF parameter):
+ * 0 = ld_stream above; 1 = no L2 prefetch hint; 2 = L2::128B; 3 = L2 evict_first. */
+template <int LDF> TPG_DEV uint4 ld_w(const void *p) {
+  uint4 r;
+  if constexpr (LDF == 1) {
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  } else if constexpr (LDF == 2) {
+    asm volatile("ld.global.nc.L1::no_allocate.L2::128B.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  } else if constexpr (LDF == 3) {
+    asm volatile("{\n.reg .b64 pol;\ncreatepolicy.fractional.L2::evict_first.b64 pol, 1.0;\n"
+                 "ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4], pol;\n}\n"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  } else {
+    r = ld_stream(p);
+  }
+  return r;
+}
 /* Activations: small and re-read by every CTA of the SM, so keep them in L1. */
 TPG_DEV uint4 ld_keep(const void *p) {
   uint4 r;

@@ -25,7 +25,7 @@ namespace tpg {
 
 /* PF: prefetch the next iteration's W and X into registers before computing
  * the current one (more bytes in flight per warp, more registers). */
-template <typename T, int MT, int R, int U, int KW, bool PF>
+template <typename T, int MT, int R, int U, int KW, bool PF, int LDF = 0>
 __device__ __forceinline__ void gemv_body(const tpg_gemm_args &a) {
   __shared__ float red[KW / 2][R * MT * 4][32];
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
@@ -90,8 +90,8 @@ __device__ __forceinline__ void gemv_body(const tpg_gemm_args &a) {
       const int k = ((it * KW + w) * U + u) * 32;
 #pragma unroll
       for (int rt = 0; rt < R; ++rt) {
-        dw[u][rt][0] = ld_stream(wp[rt][0] + k);
-        dw[u][rt][1] = ld_stream(wp[rt][1] + k);
+        dw[u][rt][0] = ld_w<LDF>(wp[rt][0] + k);
+        dw[u][rt][1] = ld_w<LDF>(wp[rt][1] + k);
       }
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) dx[u][mt] = xv[mt] ? ld_keep(xp[mt] + k) : make_uint4(0, 0, 0, 0);
@@ -133,8 +133,8 @@ __device__ __forceinline__ void gemv_body(const tpg_gemm_args &a) {
     uint4 wv[R][2], x[MT];
 #pragma unroll
     for (int rt = 0; rt < R; ++rt) {
-      wv[rt][0] = ok ? ld_stream(wp[rt][0] + k) : make_uint4(0, 0, 0, 0);
-      wv[rt][1] = ok ? ld_stream(wp[rt][1] + k) : make_uint4(0, 0, 0, 0);
+      wv[rt][0] = ok ? ld_w<LDF>(wp[rt][0] + k) : make_uint4(0, 0, 0, 0);
+      wv[rt][1] = ok ? ld_w<LDF>(wp[rt][1] + k) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) x[mt] = (ok && xv[mt]) ? ld_keep(xp[mt] + k) : make_uint4(0, 0, 0, 0);
@@ -190,22 +190,23 @@ __device__ __forceinline__ void gemv_body(const tpg_gemm_args &a) {
 
 }  // namespace tpg
 
-/* Entry points: tpg_gemv_<dtype>_m<max M>. Block = 256 threads (KW = 8 warps);
- * grid.x = ceil(N / (16*R)) (ceil(N / (8*R)) for SWIGLU): R = 1 for m8 and
- * m16, 2 for m32 and m64. The selector in lib/gemm_select.c mirrors these. */
-#define TPG_GEMV(NAME, T, MT, R, U, PF, MINB)                                          \
-  extern "C" __global__ void __launch_bounds__(256, MINB) NAME(const __grid_constant__ tpg_gemm_args a) { \
-    tpg::gemv_body<T, MT, R, U, 8, PF>(a);                                             \
+/* Entry points: tpg_gemv_<dtype>_m<max M>. Block = 32*KW threads (512 for
+ * m16, else 256); grid.x = ceil(N / (16*R)) (ceil(N / (8*R)) for SWIGLU):
+ * R = 1 for m8, 2 otherwise. lib/gemm_select.c mirrors these constants. */
+#define TPG_GEMV(NAME, T, MT, R, U, KW, PF, MINB)                                      \
+  extern "C" __global__ void __launch_bounds__(KW * 32, MINB) NAME(const __grid_constant__ tpg_gemm_args a) { \
+    tpg::gemv_body<T, MT, R, U, KW, PF>(a);                                            \
   }
-/* Variants chosen by measurement (docs/kernels.md, runs 2-3): for M <= 8 no
+/* Variants chosen by measurement (docs/kernels.md, runs 2-4): for M <= 8 no
  * register prefetch but 8 chunks (16 loads, 512 contiguous bytes a row) per
- * warp iteration at 2 CTAs/SM was fastest; for M <= 16 one row tile, 4 chunks,
- * 3 CTAs/SM. (MT, R, U, PF, min CTAs/SM) */
-TPG_GEMV(tpg_gemv_bf16_m8, __nv_bfloat16, 1, 1, 8, false, 2)
-TPG_GEMV(tpg_gemv_bf16_m16, __nv_bfloat16, 2, 1, 4, false, 3)
-TPG_GEMV(tpg_gemv_bf16_m32, __nv_bfloat16, 4, 2, 2, true, 1)
-TPG_GEMV(tpg_gemv_bf16_m64, __nv_bfloat16, 8, 2, 1, true, 1)
-TPG_GEMV(tpg_gemv_f16_m8, __half, 1, 1, 8, false, 2)
-TPG_GEMV(tpg_gemv_f16_m16, __half, 2, 1, 4, false, 3)
-TPG_GEMV(tpg_gemv_f16_m32, __half, 4, 2, 2, true, 1)
-TPG_GEMV(tpg_gemv_f16_m64, __half, 8, 2, 1, true, 1)
+ * warp iteration at 2 CTAs/SM was fastest; for M <= 16 two row tiles (halves
+ * the X bytes per W byte) and 16 warps splitting K.
+ * (MT, R, U, KW warps, PF, min CTAs/SM) */
+TPG_GEMV(tpg_gemv_bf16_m8, __nv_bfloat16, 1, 1, 8, 8, false, 2)
+TPG_GEMV(tpg_gemv_bf16_m16, __nv_bfloat16, 2, 2, 2, 16, false, 1)
+TPG_GEMV(tpg_gemv_bf16_m32, __nv_bfloat16, 4, 2, 2, 8, true, 1)
+TPG_GEMV(tpg_gemv_bf16_m64, __nv_bfloat16, 8, 2, 1, 8, true, 1)
+TPG_GEMV(tpg_gemv_f16_m8, __half, 1, 1, 8, 8, false, 2)
+TPG_GEMV(tpg_gemv_f16_m16, __half, 2, 2, 2, 16, false, 1)
+TPG_GEMV(tpg_gemv_f16_m32, __half, 4, 2, 2, 8, true, 1)
+TPG_GEMV(tpg_gemv_f16_m64, __half, 8, 2, 1, 8, true, 1)

@@ -4,7 +4,7 @@
  *
  *   rule                        kernel                      grid                         block  smem
  *   m <= 8                      tpg_gemv_<dt>_m8            ceil(n / 16)   [SWIGLU n/8]   256    0
- *   m <= 16                     tpg_gemv_<dt>_m16           ceil(n / 16)   [n/8]          256    0
+ *   m <= 16                     tpg_gemv_<dt>_m16           ceil(n / 32)   [n/16]         512    0
  *   m <= 32                     tpg_gemv_<dt>_m32           ceil(n / 32)   [n/16]         256    0
  *   m <= 64                     tpg_gemv_<dt>_m64           ceil(n / 32)   [n/16]         256    0
  *   m > 64, sm_arch == 90       tpg_gemm_sm90_<dt>          min(tiles, num_sms)           384    197696
@@ -45,7 +45,8 @@ int tpg_gemm_select(int m, int n, int k, int dtype, int epilogue, int sm_arch, i
                                            "tpg_gemv_bf16_m32", "tpg_gemv_bf16_m64"};
   static const char *const gemv_f16[4] = {"tpg_gemv_f16_m8", "tpg_gemv_f16_m16",
                                           "tpg_gemv_f16_m32", "tpg_gemv_f16_m64"};
-  static const int gemv_rows[4] = {16, 16, 32, 32}; /* 16 * R W rows per CTA */
+  static const int gemv_rows[4] = {16, 32, 32, 32};      /* 16 * R W rows per CTA */
+  static const unsigned gemv_threads[4] = {256, 512, 256, 256}; /* 32 * KW */
   const int bf16 = dtype == TPG_KDT_BF16;
   const int swiglu = epilogue == TPG_EPI_SWIGLU;
 
@@ -87,7 +88,7 @@ int tpg_gemm_select(int m, int n, int k, int dtype, int epilogue, int sm_arch, i
     const int rows = gemv_rows[v];
     out->kernel = bf16 ? gemv_bf16[v] : gemv_f16[v];
     out->grid[0] = cdiv(n, swiglu ? rows / 2 : rows);
-    out->block[0] = 256;
+    out->block[0] = gemv_threads[v];
     out->smem_bytes = 0; /* static shared memory only, <= 32 KB */
   } else if (sm_arch == 90) {
     const unsigned tiles = cdiv(m, 128) * cdiv(n, swiglu ? 128 : 256);
