@@ -50,6 +50,9 @@ static void graph_free(tpg_graph *g) {
     if (g->nodes && g->plan)
       for (int i = 0; i < g->plan->nnodes; i++)
         if (g->nodes[i].workspace) tpg_cu->cuMemFree(g->nodes[i].workspace);
+    if (g->owned && g->bind)
+      for (int s = 0; g->plan && s < g->plan->nslots; s++)
+        if (g->owned[s] && g->bind[s]) tpg_cu->cuMemFree((CUdeviceptr)(uintptr_t)g->bind[s]);
     if (g->done) tpg_cu->cuEventDestroy(g->done);
     if (g->cap_stream) tpg_cu->cuStreamDestroy(g->cap_stream);
     tpg_dev_pop();
@@ -62,6 +65,7 @@ static void graph_free(tpg_graph *g) {
   tpg_dev_close(&g->dev);
   tpg_plan_destroy(g->plan);
   free(g->bind);
+  free(g->owned);
   free(g->users);
   free(g->users_at);
   free(g->order);
@@ -119,7 +123,7 @@ static tpg_status alloc_workspaces(tpg_graph *g) {
     tpg_kernel_launch l;
     char why[256] = {0}, lb[160];
     int kdt = d->dtype == TPG_F16 ? TPG_KDT_F16 : TPG_KDT_BF16;
-    if (tpg_gemm_select(d->m, d->n, d->k, kdt, (int)d->epilogue, g->dev.sm_arch, g->dev.sm_count, &l, why,
+    if (tpg_gemm_select(d->m, d->n, d->k, kdt, (int)d->epilogue, g->dev.sm_arch, tpg_gemm_sms(g, d), &l, why,
                         sizeof why) != 0)
       return TPG_ARG_FAIL("node %s: no GEMM kernel for this shape: %s", tpg_node_label(p, i, lb, sizeof lb), why);
     if (l.workspace_bytes == 0) continue;
@@ -128,6 +132,16 @@ static tpg_status alloc_workspaces(tpg_graph *g) {
     g->nodes[i].workspace_bytes = bytes;
     g->info.workspace_bytes += bytes;
     TPG_CU(cuMemsetD32Async(g->nodes[i].workspace, 0, bytes / 4, g->cap_stream));
+  }
+  /* Scratch slots the plan uses: allocated here, owned by the graph. */
+  for (int s = 0; s < p->nslots; s++) {
+    if (p->slots[s].where != TPG_MEM_SCRATCH || g->users_at[s + 1] == g->users_at[s]) continue;
+    size_t bytes = (p->slots[s].count * tpg_dtype_size(p->slots[s].dtype) + 255) & ~(size_t)255;
+    CUdeviceptr d;
+    TPG_CU(cuMemAlloc(&d, bytes));
+    g->bind[s] = (void *)(uintptr_t)d;
+    g->owned[s] = 1;
+    g->info.workspace_bytes += bytes;
   }
   TPG_CU(cuStreamSynchronize(g->cap_stream));
   return TPG_SUCCESS;
@@ -143,6 +157,8 @@ tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg, t
                 "cfg was not initialised with TPG_GRAPH_CONFIG_INIT (magic 0x%x, size %zu)", cfg->magic, cfg->size);
   TPG_CHECK_ARG(cfg->device >= 0, "cfg->device is %d: expected a CUDA device ordinal >= 0", cfg->device);
   TPG_CHECK_ARG(cfg->nbindings >= 0, "cfg->nbindings is %d: expected >= 0", cfg->nbindings);
+  TPG_CHECK_ARG(cfg->mode == TPG_MODE_EXPLICIT || cfg->mode == TPG_MODE_CAPTURE || cfg->mode == TPG_MODE_EAGER,
+                "cfg->mode is %d: expected TPG_MODE_EXPLICIT, TPG_MODE_CAPTURE or TPG_MODE_EAGER", (int)cfg->mode);
   TPG_CHECK_ARG(cfg->nbindings == 0 || cfg->bindings != NULL, "cfg->bindings is NULL but cfg->nbindings is %d",
                 cfg->nbindings);
   TPG_TRY(tpg_plan_validate(plan));
@@ -163,6 +179,9 @@ tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg, t
     tpg_slot s = cfg->bindings[b].slot;
     TPG_CHECK_ARG(s != TPG_SLOT_NONE && s <= (tpg_slot)plan->nslots,
                   "cfg->bindings[%d].slot is %u: not a slot of the plan (expected 1..%d)", b, s, plan->nslots);
+    TPG_CHECK_ARG(plan->slots[s - 1].where != TPG_MEM_SCRATCH,
+                  "cfg->bindings[%d]: slot \"%s\" is scratch memory the graph owns: it cannot be bound", b,
+                  plan->slots[s - 1].name);
     for (int c = 0; c < b; c++)
       TPG_CHECK_ARG(cfg->bindings[c].slot != s, "cfg->bindings[%d] binds slot \"%s\" again (first at [%d])", b,
                     plan->slots[s - 1].name, c);
@@ -175,16 +194,18 @@ tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg, t
   TPG_TRYGOTO(tpg_plan_clone(plan, &g->plan), st, fail);
   const tpg_plan *p = g->plan;
   g->bind = calloc((size_t)(p->nslots ? p->nslots : 1), sizeof *g->bind);
+  g->owned = calloc((size_t)(p->nslots ? p->nslots : 1), 1);
+  g->mode = cfg->mode;
   g->order = malloc((size_t)p->nnodes * sizeof *g->order);
   g->nodes = calloc((size_t)p->nnodes, sizeof *g->nodes);
-  if (!g->bind || !g->order || !g->nodes) {
+  if (!g->bind || !g->owned || !g->order || !g->nodes) {
     st = TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
     goto fail;
   }
   TPG_TRYGOTO(tpg_plan_topo(p, g->order), st, fail);
   TPG_TRYGOTO(build_users(g), st, fail);
   for (int s = 0; s < p->nslots; s++)
-    if (g->users_at[s + 1] > g->users_at[s]) {
+    if (g->users_at[s + 1] > g->users_at[s] && p->slots[s].where != TPG_MEM_SCRATCH) {
       int found = 0;
       for (int b = 0; b < cfg->nbindings; b++) found |= cfg->bindings[b].slot == (tpg_slot)(s + 1);
       if (!found) {
@@ -207,9 +228,21 @@ tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg, t
   TPG_TRYGOTO(alloc_workspaces(g), st, fail_pop);
 
   double t0 = tpg_now_us();
-  TPG_TRYGOTO(tpg_materialize(g, p, g->bind, g->nodes, &g->graph), st, fail_pop);
+  if (g->mode == TPG_MODE_EXPLICIT) {
+    TPG_TRYGOTO(tpg_materialize(g, p, g->bind, g->nodes, &g->graph), st, fail_pop);
+  } else {
+    for (int oi = 0; oi < p->nnodes; oi++)
+      TPG_TRYGOTO(tpg_fill_node(g, p, g->bind, g->order[oi], &g->nodes[g->order[oi]]), st, fail_pop);
+    if (g->mode == TPG_MODE_CAPTURE) {
+      TPG_CUGOTO(cuStreamBeginCapture(g->cap_stream, CU_STREAM_CAPTURE_MODE_RELAXED), st, fail_pop);
+      tpg_status rs = tpg_run_nodes(g, g->cap_stream);
+      CUresult er = tpg_cu->cuStreamEndCapture(g->cap_stream, &g->graph);
+      if (rs != TPG_SUCCESS) { st = rs; goto fail_pop; }
+      if (er != CUDA_SUCCESS) { st = tpg_cu_fail(er, __func__, "cuStreamEndCapture"); goto fail_pop; }
+    }
+  }
   double t1 = tpg_now_us();
-  TPG_CUGOTO(cuGraphInstantiateWithFlags(&g->exec, g->graph, 0), st, fail_pop);
+  if (g->graph) TPG_CUGOTO(cuGraphInstantiateWithFlags(&g->exec, g->graph, 0), st, fail_pop);
   double t2 = tpg_now_us();
   g->info.materialize_us = t1 - t0;
   g->info.instantiate_us = t2 - t1;
@@ -254,7 +287,8 @@ tpg_status tpg_graph_launch(tpg_graph *g, tpg_stream stream) {
   if (g->comm && g->info.child_nodes) TPG_TRY(tpg_comm_check_usable(g->comm, __func__, "the graph's comm"));
   TPG_TRY(tpg_dev_push(&g->dev));
   tpg_status st = TPG_SUCCESS;
-  TPG_CUGOTO(cuGraphLaunch(g->exec, (CUstream)stream), st, out);
+  if (g->mode == TPG_MODE_EAGER) TPG_TRYGOTO(tpg_run_nodes(g, (CUstream)stream), st, out);
+  else TPG_CUGOTO(cuGraphLaunch(g->exec, (CUstream)stream), st, out);
   TPG_CUGOTO(cuEventRecord(g->done, (CUstream)stream), st, out);
   g->launched = 1;
 out:
@@ -274,6 +308,7 @@ tpg_status tpg_graph_write_dot(const tpg_graph *g, const char *path) {
   tpg_err_clear();
   TPG_TRY(graph_check(g, __func__));
   TPG_CHECK_ARG(path != NULL && path[0], "path is NULL or empty: expected a file path");
+  if (!g->graph) return TPG_FAIL(TPG_ERROR_UNSUPPORTED, "an eager-mode graph has no CUDA graph to print");
   TPG_TRY(tpg_dev_push(&g->dev));
   CUresult r = tpg_cu->cuGraphDebugDotPrint(g->graph, path, CU_GRAPH_DEBUG_DOT_FLAGS_VERBOSE);
   tpg_dev_pop();

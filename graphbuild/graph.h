@@ -46,6 +46,8 @@ struct tpg_graph {
   CUstream cap_stream;          /* private: NCCL captures */
   CUevent done;                 /* recorded after each launch */
   int launched;
+  tpg_graph_mode mode;
+  unsigned char *owned;         /* owned[s - 1]: slot s is scratch we allocated */
   tpg_graph_info info;
 };
 
@@ -56,6 +58,13 @@ TPG_HIDDEN tpg_status tpg_check_binding(const tpg_graph *g, const tpg_plan *p, t
 
 /* Fills nodes[i]'s parameters from plan p and the pointers in bind. */
 TPG_HIDDEN tpg_status tpg_fill_node(tpg_graph *g, const tpg_plan *p, void **bind, int i, tpg_gnode *gn);
+
+/* SMs a GEMM node may use: the GPU's less its sm_reserve (at least half). */
+TPG_HIDDEN int tpg_gemm_sms(const tpg_graph *g, const tpg_gemm_desc *d);
+
+/* Issues every node on stream in topological order (eager mode, and what the
+ * capture mode captures). */
+TPG_HIDDEN tpg_status tpg_run_nodes(tpg_graph *g, CUstream stream);
 
 /* Rewrites only the buffer pointers of nodes[i] from g->bind: the rebind
  * path, which keeps the kernel, launch shape and everything else. */

@@ -32,6 +32,9 @@ tpg_status tpg_check_binding(const tpg_graph *g, const tpg_plan *p, tpg_slot slo
     return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "bindings[%d].slot is %u: not a slot of the plan (expected 1..%d)",
                    index, slot, p->nslots);
   const tpg_slot_rec *s = &p->slots[slot - 1];
+  if (s->where == TPG_MEM_SCRATCH)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                   "bindings[%d]: slot \"%s\" is scratch memory the graph owns: it cannot be bound", index, s->name);
   if (!ptr) return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "bindings[%d].ptr is NULL for slot \"%s\"", index, s->name);
   if ((uintptr_t)ptr % 16 != 0)
     return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
@@ -76,6 +79,11 @@ tpg_status tpg_check_binding(const tpg_graph *g, const tpg_plan *p, tpg_slot slo
   return TPG_SUCCESS;
 }
 
+int tpg_gemm_sms(const tpg_graph *g, const tpg_gemm_desc *d) {
+  int n = g->dev.sm_count - d->sm_reserve;
+  return n >= g->dev.sm_count / 2 ? n : g->dev.sm_count / 2; /* never starve the GEMM itself */
+}
+
 static unsigned grid_for(size_t work, unsigned per_block, unsigned max_blocks) {
   size_t b = (work + per_block - 1) / per_block;
   if (b < 1) b = 1;
@@ -92,7 +100,7 @@ tpg_status tpg_fill_node(tpg_graph *g, const tpg_plan *p, void **bind, int i, tp
       tpg_kernel_launch l;
       char why[256] = {0};
       int kdt = d->dtype == TPG_F16 ? TPG_KDT_F16 : TPG_KDT_BF16;
-      if (tpg_gemm_select(d->m, d->n, d->k, kdt, (int)d->epilogue, g->dev.sm_arch, g->dev.sm_count, &l, why,
+      if (tpg_gemm_select(d->m, d->n, d->k, kdt, (int)d->epilogue, g->dev.sm_arch, tpg_gemm_sms(g, d), &l, why,
                           sizeof why) != 0)
         return TPG_ARG_FAIL("node %s: no GEMM kernel for this shape: %s", tpg_node_label(p, i, lb, sizeof lb), why);
       if (l.workspace_bytes > g->nodes[i].workspace_bytes)

@@ -137,8 +137,8 @@ tpg_status tpg_plan_add_slot(tpg_plan *p, const char *name, tpg_dtype dtype, tpg
   TPG_CHECK_ARG(name != NULL && name[0], "name is NULL or empty: expected a slot name");
   TPG_CHECK_ARG(strlen(name) < TPG_MAX_NAME, "name is %zu bytes long: expected < %d", strlen(name), TPG_MAX_NAME);
   TPG_CHECK_ARG(tpg_dtype_size(dtype) != 0, "dtype is %d: expected TPG_F32, TPG_F16 or TPG_BF16", (int)dtype);
-  TPG_CHECK_ARG(where == TPG_MEM_DEVICE || where == TPG_MEM_HOST,
-                "where is %d: expected TPG_MEM_DEVICE or TPG_MEM_HOST", (int)where);
+  TPG_CHECK_ARG(where == TPG_MEM_DEVICE || where == TPG_MEM_HOST || where == TPG_MEM_SCRATCH,
+                "where is %d: expected TPG_MEM_DEVICE, TPG_MEM_HOST or TPG_MEM_SCRATCH", (int)where);
   size_t bytes;
   TPG_CHECK_ARG(count > 0, "count of slot \"%s\" is 0: expected >= 1 element", name);
   TPG_CHECK_ARG(tpg_mul_ok(count, tpg_dtype_size(dtype), &bytes) && bytes <= ((size_t)1 << 48),
@@ -206,7 +206,7 @@ static tpg_status check_dtype(const tpg_plan *p, const char *fn, const char *wha
 
 static tpg_status check_device(const tpg_plan *p, const char *fn, const char *what, tpg_view v) {
   const tpg_slot_rec *s = &p->slots[v.slot - 1];
-  if (s->where != TPG_MEM_DEVICE)
+  if (s->where == TPG_MEM_HOST)
     return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "%s: slot \"%s\" is host memory: expected a device slot", what,
                    s->name);
   return TPG_SUCCESS;
@@ -285,6 +285,8 @@ tpg_status tpg_plan_add_gemm(tpg_plan *p, const tpg_gemm_desc *d, const tpg_node
   TPG_CHECK_ARG(d->epilogue >= 0 && d->epilogue < TPG_EPILOGUE_COUNT, "desc->epilogue is %d: expected 0..%d",
                 (int)d->epilogue, TPG_EPILOGUE_COUNT - 1);
   TPG_CHECK_ARG(d->m >= 1, "desc->m is %d: expected >= 1", d->m);
+  TPG_CHECK_ARG(d->sm_reserve >= 0 && d->sm_reserve <= 256, "desc->sm_reserve is %d: expected 0..256 SMs",
+                d->sm_reserve);
   TPG_CHECK_ARG(d->n >= 8 && d->n % 8 == 0, "desc->n is %d: expected a positive multiple of 8 (16-byte rows)", d->n);
   TPG_CHECK_ARG(d->k >= 8 && d->k % 8 == 0, "desc->k is %d: expected a positive multiple of 8 (16-byte rows)", d->k);
   size_t m = (size_t)d->m, n = (size_t)d->n, k = (size_t)d->k;
@@ -378,7 +380,7 @@ tpg_status tpg_plan_add_memcpy(tpg_plan *p, tpg_view dst, tpg_view src, size_t c
   TPG_TRY(check_view(p, __func__, "dst", dst, count, 1));
   TPG_TRY(check_view(p, __func__, "src", src, count, 1));
   TPG_TRY(check_dtype(p, __func__, "src", src, p->slots[dst.slot - 1].dtype));
-  TPG_CHECK_ARG(p->slots[dst.slot - 1].where == TPG_MEM_DEVICE || p->slots[src.slot - 1].where == TPG_MEM_DEVICE,
+  TPG_CHECK_ARG(p->slots[dst.slot - 1].where != TPG_MEM_HOST || p->slots[src.slot - 1].where != TPG_MEM_HOST,
                 "dst and src are both host slots: expected at least one device slot");
   if (dst.slot == src.slot)
     TPG_CHECK_ARG(dst.offset + count <= src.offset || src.offset + count <= dst.offset,
@@ -594,9 +596,23 @@ static void sb_printf(sbuf *s, const char *fmt, ...) {
   if (n > 0) s->len += (size_t)n;
 }
 
+/* User text inside a DOT string: names may hold any byte but NUL, and a raw
+ * quote would end the label early (a newline splits it), so the file would
+ * not parse. Quote and backslash get a backslash, newline becomes DOT's \n,
+ * other control bytes '?'. */
+static void sb_quoted(sbuf *s, const char *text) {
+  for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
+    if (*c == '"' || *c == '\\') sb_printf(s, "\\%c", *c);
+    else if (*c == '\n') sb_printf(s, "\\n");
+    else if (*c < 0x20 || *c == 0x7f) sb_printf(s, "?");
+    else sb_printf(s, "%c", *c);
+  }
+}
+
 static void dot_view(sbuf *s, const tpg_plan *p, const char *role, tpg_view v) {
   if (!v.slot) return;
-  sb_printf(s, "\\n%s=%s", role, p->slots[v.slot - 1].name);
+  sb_printf(s, "\\n%s=", role);
+  sb_quoted(s, p->slots[v.slot - 1].name);
   if (v.offset) sb_printf(s, "+%llu", (unsigned long long)v.offset);
 }
 
@@ -612,7 +628,8 @@ tpg_status tpg_plan_dot(const tpg_plan *p, char *buf, size_t cap, size_t *needed
   char lb[160];
   for (int i = 0; i < p->nnodes; i++) {
     const tpg_node_rec *n = &p->nodes[i];
-    sb_printf(&s, "  n%d [shape=%s, label=\"%s", i, shape[n->kind], tpg_node_label(p, i, lb, sizeof lb));
+    sb_printf(&s, "  n%d [shape=%s, label=\"", i, shape[n->kind]);
+    sb_quoted(&s, tpg_node_label(p, i, lb, sizeof lb));
     switch (n->kind) {
       case TPG_NK_GEMM:
         sb_printf(&s, "\\n%dx%dx%d %s", n->u.gemm.m, n->u.gemm.n, n->u.gemm.k, epi[n->u.gemm.epilogue]);

@@ -23,6 +23,7 @@ static tpg_status apply_node(tpg_graph *g, int i) {
   const tpg_plan *p = g->plan;
   tpg_gnode *gn = &g->nodes[i];
   tpg_patch_node(g, i);
+  if (g->mode == TPG_MODE_EAGER) return TPG_SUCCESS; /* the next launch reads the patched copy */
   switch (p->nodes[i].kind) {
     case TPG_NK_GEMM:
     case TPG_NK_AXPBY: TPG_CU(cuGraphExecKernelNodeSetParams(g->exec, gn->node, &gn->kp)); break;
@@ -68,6 +69,9 @@ static tpg_status graph_usable(tpg_graph *g, const char *fn) {
 tpg_status tpg_graph_rebind(tpg_graph *g, const tpg_binding *b, int n) {
   tpg_err_clear();
   TPG_TRY(graph_usable(g, __func__));
+  if (g->mode == TPG_MODE_CAPTURE)
+    return TPG_FAIL(TPG_ERROR_UNSUPPORTED, "a stream-captured graph (TPG_MODE_CAPTURE) cannot be rebound: its node "
+                                           "parameters belong to the capture; use TPG_MODE_EXPLICIT");
   if (n == 0) return TPG_SUCCESS;
   const tpg_plan *p = g->plan;
   TPG_TRY(tpg_dev_push(&g->dev));
@@ -124,6 +128,9 @@ out:
 tpg_status tpg_graph_update(tpg_graph *g, const tpg_plan *plan, const tpg_binding *b, int n) {
   tpg_err_clear();
   TPG_TRY(graph_usable(g, __func__));
+  if (g->mode != TPG_MODE_EXPLICIT)
+    return TPG_FAIL(TPG_ERROR_UNSUPPORTED, "whole-graph update needs a TPG_MODE_EXPLICIT graph (this one is mode %d)",
+                    (int)g->mode);
   if (plan) {
     TPG_TRY(tpg_plan_check(plan, __func__, "plan"));
     TPG_TRY(tpg_plan_validate(plan));
@@ -155,7 +162,7 @@ tpg_status tpg_graph_update(tpg_graph *g, const tpg_plan *plan, const tpg_bindin
       goto out;
     }
     /* A new plan may declare larger slots: the kept bindings must cover them. */
-    if (plan && bind[s]) {
+    if (plan && bind[s] && !g->owned[s]) {
       st = tpg_check_binding(g, p, (tpg_slot)(s + 1), bind[s], __func__, -1);
       if (st != TPG_SUCCESS) goto out;
     }

@@ -68,6 +68,9 @@
   X(cuMemGetInfo, 3020) \
   X(cuGraphGetNodes, 10000) \
   X(cuMemsetD32Async, 3020) \
+  X(cuMemsetD16Async, 3020) \
+  X(cuMemcpyAsync, 4000) \
+  X(cuLaunchKernel, 4000) \
 /* end */
 
 typedef struct tpg_cu_table {

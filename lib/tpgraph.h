@@ -205,8 +205,10 @@ typedef uint32_t tpg_slot;
 typedef uint64_t tpg_node;
 
 typedef enum tpg_memory {
-  TPG_MEM_DEVICE = 0, /* device memory of the graph's GPU (cuMemAlloc, cudaMalloc, VMM) */
-  TPG_MEM_HOST = 1    /* page-locked host memory (cuMemHostAlloc / cuMemHostRegister)   */
+  TPG_MEM_DEVICE = 0,  /* device memory of the graph's GPU (cuMemAlloc, cudaMalloc, VMM) */
+  TPG_MEM_HOST = 1,    /* page-locked host memory (cuMemHostAlloc / cuMemHostRegister)   */
+  TPG_MEM_SCRATCH = 2  /* device memory the graph allocates and owns: intermediates.
+                          Never bound or rebound; counted in workspace_bytes.           */
 } tpg_memory;
 
 /* A place in a slot: offset counted in elements of the slot's dtype. */
@@ -241,9 +243,11 @@ typedef struct tpg_gemm_desc {
   tpg_dtype dtype;         /* TPG_BF16 or TPG_F16 (x, w, bias, residual)   */
   tpg_epilogue epilogue;
   tpg_view x, w, y, bias, residual; /* bias/residual: slot 0 when unused   */
+  int sm_reserve;          /* SMs a persistent GEMM leaves free for a
+                              collective running beside it (overlap); 0: none */
 } tpg_gemm_desc;
 #define TPG_GEMM_DESC_INIT { sizeof(tpg_gemm_desc), 0, 0, 0, TPG_BF16, TPG_EPILOGUE_NONE, \
-                             {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0} }
+                             {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, 0 }
 
 TPG_API tpg_status tpg_plan_add_gemm(tpg_plan *plan, const tpg_gemm_desc *desc,
                                      const tpg_node *deps, int ndeps, tpg_node *out /* OUT, may be NULL */);
@@ -307,6 +311,69 @@ TPG_API tpg_status tpg_plan_stats(const tpg_plan *plan, int *nodes /* OUT, may b
 TPG_API tpg_status tpg_plan_dot(const tpg_plan *plan, char *buf, size_t cap, size_t *needed /* OUT */);
 
 /* ------------------------------------------------------------------------ */
+/* Tensor-parallel layers                                                    */
+/*
+ * A stack of MLP blocks, split Megatron-style over nranks GPUs, as a plan for
+ * one rank. Per layer, with x the hidden state [tokens, hidden]:
+ *   GELU:   x = x + W2 gelu_tanh(W1 x + b1) + b2
+ *   SWIGLU: x = x + W2 (silu(Wg x + bg) * (Wu x + bu)) + b2     (Llama)
+ * W1 (or [Wg; Wu]) is split by rows (column-parallel: each rank computes its
+ * ffn/nranks slice of h, no communication), W2 by columns (row-parallel: each
+ * rank produces a partial sum, then one all-reduce). Rank 0's second GEMM
+ * adds b2 and the residual in its epilogue, so the all-reduce yields the
+ * finished x and both are added once, not per rank: 3 nodes per layer.
+ *
+ * Slots the plan declares (bind them by name with tpg_plan_find_slot):
+ *   "x"  [tokens, hidden]  input, read by layer 0           (device)
+ *   "y"  [tokens, hidden]  output, written by a final copy  (device)
+ *   "l<i>.w1" [f1, hidden] this rank's W1 rows; f1 = ffn/nranks, or 2*ffn/nranks
+ *                          for SWIGLU laid out [Wg rows; Wu rows]
+ *   "l<i>.b1" [f1]         (when desc.bias)
+ *   "l<i>.w2" [hidden, ffn/nranks]  this rank's W2 columns, as a dense matrix
+ *   "l<i>.b2" [hidden]     (when desc.bias; only rank 0 reads it)
+ *   "act", "h"             scratch, owned by the graph
+ * Only x and y are read/written by kernel nodes alone, so rebinding them per
+ * decode step never re-captures NCCL.
+ *
+ * Overlap: TPG_OVERLAP_CHUNKED splits the tokens into `chunks` row blocks that
+ * flow through the layers independently: chunk c's all-reduce runs on its own
+ * branch beside chunk c+1's GEMMs (and the next layer's), the GEMMs leaving
+ * `sm_reserve` SMs to NCCL. AUTO picks chunking for large token counts.
+ */
+
+typedef enum tpg_mlp_kind { TPG_MLP_GELU = 0, TPG_MLP_SWIGLU = 1 } tpg_mlp_kind;
+
+typedef enum tpg_overlap {
+  TPG_OVERLAP_AUTO = 0,    /* CHUNKED(2) when tokens >= 512 and nranks > 1, else NONE */
+  TPG_OVERLAP_NONE = 1,    /* one GEMM per weight, then the all-reduce              */
+  TPG_OVERLAP_CHUNKED = 2  /* token chunks on separate branches                     */
+} tpg_overlap;
+
+typedef struct tpg_mlp_desc {
+  size_t size;             /* sizeof(tpg_mlp_desc)                                */
+  tpg_mlp_kind kind;
+  int layers;              /* >= 1                                                */
+  int tokens;              /* >= 1                                                */
+  int hidden;              /* multiple of 8                                       */
+  int ffn;                 /* the whole model's; nranks must divide it and
+                              ffn / nranks must be a multiple of 8                */
+  int rank, nranks;        /* this plan's rank; nranks >= 1                       */
+  tpg_dtype dtype;         /* TPG_BF16 or TPG_F16                                 */
+  int bias;                /* 1: b1 and b2 slots (Megatron); 0: none (Llama)      */
+  int collectives;         /* 1: all-reduce per layer; 0: leave them out (compute
+                              only, to measure exposed communication)             */
+  tpg_overlap overlap;
+  int chunks;              /* CHUNKED: 2..16, <= tokens; 0: 2                     */
+  int sm_reserve;          /* CHUNKED: SMs left to NCCL by persistent GEMMs; 0: 16 */
+} tpg_mlp_desc;
+#define TPG_MLP_DESC_INIT { sizeof(tpg_mlp_desc), TPG_MLP_GELU, 1, 1, 0, 0, 0, 1, TPG_BF16, 1, 1, \
+                            TPG_OVERLAP_AUTO, 0, 0 }
+
+/* A new plan holding the rank's part of the stack (see above). Uneven splits
+ * are refused with the rule that failed. */
+TPG_API tpg_status tpg_plan_mlp(const tpg_mlp_desc *desc, tpg_plan **out /* OUT, owned */);
+
+/* ------------------------------------------------------------------------ */
 /* Graphs: a plan materialized and instantiated on one GPU                   */
 /*
  * Ownership: the graph copies the plan, owns its CUDA graph, exec, child
@@ -323,16 +390,28 @@ typedef struct tpg_binding {
   void *ptr;               /* device pointer (CUdeviceptr cast), or pinned host pointer */
 } tpg_binding;
 
+/* How a graph runs. EXPLICIT is the product; the other two run the very same
+ * nodes the ways this library replaces, for benchmarks and debugging. */
+typedef enum tpg_graph_mode {
+  TPG_MODE_EXPLICIT = 0, /* driver-API nodes, instantiated once (default)         */
+  TPG_MODE_CAPTURE = 1,  /* the node sequence stream-captured on one stream into a
+                            graph; rebind/update are TPG_ERROR_UNSUPPORTED          */
+  TPG_MODE_EAGER = 2     /* no graph: each launch issues every node on the stream,
+                            one after another (cuLaunchKernel, ncclAllReduce, ...) */
+} tpg_graph_mode;
+
 typedef struct tpg_graph_config {
   size_t size;             /* sizeof(tpg_graph_config)                          */
   unsigned magic;          /* TPG_CONFIG_MAGIC                                   */
   int version;             /* TPG_VERSION_CODE                                   */
   int device;              /* CUDA device ordinal; must match comm's device     */
   tpg_comm *comm;          /* borrowed; NULL when the plan has no collectives   */
-  const tpg_binding *bindings; /* every slot the plan uses, exactly once        */
+  const tpg_binding *bindings; /* every non-scratch slot the plan uses, once    */
   int nbindings;
+  tpg_graph_mode mode;     /* TPG_MODE_EXPLICIT unless benchmarking             */
 } tpg_graph_config;
-#define TPG_GRAPH_CONFIG_INIT { sizeof(tpg_graph_config), TPG_CONFIG_MAGIC, TPG_VERSION_CODE, 0, NULL, NULL, 0 }
+#define TPG_GRAPH_CONFIG_INIT { sizeof(tpg_graph_config), TPG_CONFIG_MAGIC, TPG_VERSION_CODE, 0, NULL, NULL, 0, \
+                                TPG_MODE_EXPLICIT }
 
 /* Validates the plan and the bindings (alignment, memory kind, and that each
  * allocation covers its slot), materializes every node through the driver API
@@ -364,7 +443,8 @@ TPG_API tpg_status tpg_graph_update(tpg_graph *graph, const tpg_plan *plan,
 typedef struct tpg_graph_info {
   int nodes;                 /* nodes of the parent graph                 */
   int kernel_nodes, memset_nodes, memcpy_nodes, empty_nodes, child_nodes;
-  size_t workspace_bytes;    /* device memory the graph owns              */
+  size_t workspace_bytes;    /* device memory the graph owns: scratch slots
+                                and kernel workspaces, as allocated          */
   double materialize_us;     /* host time to build the CUDA graph         */
   double instantiate_us;     /* host time of cuGraphInstantiate           */
 } tpg_graph_info;

@@ -226,7 +226,55 @@ static void test_big_plan(void) {
   tpg_plan_destroy(p);
 }
 
+static void test_mlp(void) {
+  tpg_mlp_desc d = TPG_MLP_DESC_INIT;
+  d.layers = 4; d.tokens = 1; d.hidden = 1024; d.ffn = 4096; d.rank = 1; d.nranks = 2;
+  tpg_plan *p = (tpg_plan *)0x1;
+  CHECK_OK(tpg_plan_mlp(&d, &p));
+  int nn = 0, ns = 0, nc = 0;
+  CHECK_OK(tpg_plan_stats(p, &nn, &ns, &nc));
+  CHECK(nn == 4 * 3 + 1 && nc == 4); /* 2 GEMMs + 1 all-reduce per layer, one copy out */
+  CHECK(ns == 4 + 4 * 4);
+  tpg_slot s;
+  CHECK_OK(tpg_plan_find_slot(p, "l3.w2", &s));
+  CHECK_OK(tpg_plan_validate(p));
+  tpg_plan_destroy(p);
+  d.tokens = 1024; d.overlap = TPG_OVERLAP_CHUNKED; d.chunks = 4;
+  CHECK_OK(tpg_plan_mlp(&d, &p));
+  CHECK_OK(tpg_plan_stats(p, &nn, NULL, &nc));
+  CHECK(nn == 4 * 3 * 4 + 1 && nc == 16);
+  size_t need;
+  CHECK_OK(tpg_plan_dot(p, NULL, 0, &need));
+  tpg_plan_destroy(p);
+  d.collectives = 0; /* compute only */
+  CHECK_OK(tpg_plan_mlp(&d, &p));
+  CHECK_OK(tpg_plan_stats(p, NULL, NULL, &nc));
+  CHECK(nc == 0);
+  tpg_plan_destroy(p);
+  tpg_mlp_desc b = d;
+  b.ffn = 4097;
+  CHECK_ST(tpg_plan_mlp(&b, &p), TPG_ERROR_INVALID_ARGUMENT, "evenly");
+  CHECK(p == NULL);
+  b = d; b.ffn = 4096 + 16; b.nranks = 4; b.rank = 0; /* 1028 per rank */
+  CHECK_ST(tpg_plan_mlp(&b, &p), TPG_ERROR_INVALID_ARGUMENT, "multiple of 8");
+  b = d; b.rank = 2;
+  CHECK_ST(tpg_plan_mlp(&b, &p), TPG_ERROR_INVALID_ARGUMENT, "desc->rank is 2");
+  b = d; b.chunks = 20;
+  CHECK_ST(tpg_plan_mlp(&b, &p), TPG_ERROR_INVALID_ARGUMENT, "desc->chunks");
+  b = d; b.tokens = 1; b.chunks = 2;
+  CHECK_ST(tpg_plan_mlp(&b, &p), TPG_ERROR_INVALID_ARGUMENT, "tokens");
+  b = d; b.bias = 0;
+  CHECK_ST(tpg_plan_mlp(&b, &p), TPG_ERROR_INVALID_ARGUMENT, "GeLU");
+  b.kind = TPG_MLP_SWIGLU;
+  CHECK_OK(tpg_plan_mlp(&b, &p));
+  tpg_plan_destroy(p);
+  b = d; b.size = 0;
+  CHECK_ST(tpg_plan_mlp(&b, &p), TPG_ERROR_INVALID_ARGUMENT, "desc->size");
+  CHECK_ST(tpg_plan_mlp(NULL, &p), TPG_ERROR_INVALID_ARGUMENT, "desc is NULL");
+}
+
 int main(void) {
+  test_mlp();
   test_lifecycle();
   test_slots();
   test_nodes_and_bad_inputs();

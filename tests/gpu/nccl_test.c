@@ -9,27 +9,13 @@
  * kernel node feeding a collective in one graph; rebinding collective slots
  * (old buffers poisoned); 1000 launches with alternating bindings; and a
  * whole-graph update. Every wait is bounded (tpg_comm_wait), every child is
- * killed if the run passes its deadline.
+ * killed if the run passes its deadline (tests/gpu/ranks.h).
  *
  *   nccl_test [--ranks N] [--modes proc,thread,net] [--iters 1000]
  */
-#define _GNU_SOURCE
-#include <errno.h>
-#include <pthread.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
-
-#include "tests/gpu/gpu_common.h"
+#include "tests/gpu/ranks.h"
 
 static int g_iters = 1000;
-
-typedef struct {
-  int rank, nranks;
-  tpg_comm_id id;
-  int pass, fail;
-} rank_ctx;
 
 static tpg_view V(tpg_slot s, uint64_t off) {
   tpg_view v = {s, 0, off};
@@ -46,20 +32,9 @@ typedef struct {
   tpg_slot s_send, s_ar, s_ag, s_rs, s_kin;
 } coll_bufs;
 
-#define RCHECK(ctx, cond, ...)                                      \
-  do {                                                              \
-    if (cond) (ctx)->pass++;                                        \
-    else {                                                          \
-      (ctx)->fail++;                                                \
-      fprintf(stderr, "rank %d: ", (ctx)->rank);                    \
-      fprintf(stderr, __VA_ARGS__);                                 \
-      fprintf(stderr, " (%s:%d)\n", __FILE__, __LINE__);            \
-    }                                                               \
-  } while (0)
-
 /* Fill set `set`'s inputs on this rank. kin = -send: the graph computes
  * send = -kin with an axpby node first (negation is exact in every dtype). */
-static void fill_inputs(rank_ctx *c, coll_bufs *b, int t, int set) {
+static void fill_inputs(tpg_rank *c, coll_bufs *b, int t, int set) {
   size_t n = b->count * (size_t)c->nranks;
   float *f = calloc(n, 4);
   for (size_t i = 0; i < n; i++) f[i] = in_val(c->rank, t, set, i);
@@ -78,7 +53,7 @@ static void fill_inputs(rank_ctx *c, coll_bufs *b, int t, int set) {
 }
 
 /* Compare set `set`'s outputs with the CPU reference (sums of the rounded inputs). */
-static int check_outputs(rank_ctx *c, coll_bufs *b, int t, int set, const char *what) {
+static int check_outputs(tpg_rank *c, coll_bufs *b, int t, int set, const char *what) {
   size_t cnt = b->count, n = cnt * (size_t)c->nranks, es = tpg_dtype_size(b->dt);
   float *rounded = malloc(n * 4), *tmpf = malloc(n * 4), *out = malloc(n * 4);
   double *ref = malloc(n * sizeof *ref);
@@ -135,7 +110,7 @@ static tpg_binding *bindings_for(coll_bufs *b, int set, tpg_binding *out) {
   return out;
 }
 
-static void run_dtype(rank_ctx *c, tpg_comm *comm, tpg_dtype dt, int t, int do_iters) {
+static void run_dtype(tpg_rank *c, tpg_comm *comm, tpg_dtype dt, int t, int do_iters) {
   coll_bufs b;
   memset(&b, 0, sizeof b);
   b.dt = dt;
@@ -244,145 +219,15 @@ static void run_dtype(rank_ctx *c, tpg_comm *comm, tpg_dtype dt, int t, int do_i
   }
 }
 
-static void rank_body(rank_ctx *c) {
-  CUDA_OK(cudaSetDevice(c->rank));
-  tpg_comm_config cc = TPG_COMM_CONFIG_INIT;
-  cc.device = c->rank;
-  cc.rank = c->rank;
-  cc.nranks = c->nranks;
-  cc.timeout_ms = 60000; /* first init on a cold machine can be slow */
-  tpg_comm *comm;
-  tpg_status st = tpg_comm_create(&c->id, &cc, &comm);
-  RCHECK(c, st == TPG_SUCCESS, "comm create: %s", tpg_last_error());
-  if (st != TPG_SUCCESS) return;
+static void rank_body(tpg_rank *c) {
+  g_iters = c->iters;
+  tpg_comm *comm = tpg_rank_comm(c);
+  if (!comm) return;
   run_dtype(c, comm, TPG_F32, 0, 1);
   run_dtype(c, comm, TPG_BF16, 1, 1);
   run_dtype(c, comm, TPG_F16, 2, 0);
-  /* A comm with a live graph refuses destroy; after the graph it succeeds. */
-  st = tpg_comm_destroy(comm);
+  tpg_status st = tpg_comm_destroy(comm);
   RCHECK(c, st == TPG_SUCCESS, "comm destroy: %s", tpg_last_error());
 }
 
-static void *thread_main(void *arg) {
-  rank_body((rank_ctx *)arg);
-  return NULL;
-}
-
-/* ---- parent: start ranks, bound everything by a deadline ---------------- */
-
-static int run_processes(const char *self, int nranks, int net) {
-  char idpath[256];
-  snprintf(idpath, sizeof idpath, "/tmp/tpg_nccl_test_id_%ld_%d", (long)getpid(), net);
-  unlink(idpath);
-  pid_t pids[8];
-  for (int r = 0; r < nranks; r++) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      if (net) {
-        setenv("NCCL_P2P_DISABLE", "1", 1);
-        setenv("NCCL_SHM_DISABLE", "1", 1);
-      }
-      char rs[16], ns[16], its[16];
-      snprintf(rs, sizeof rs, "%d", r);
-      snprintf(ns, sizeof ns, "%d", nranks);
-      snprintf(its, sizeof its, "%d", g_iters);
-      execl(self, self, "--child", rs, ns, idpath, its, (char *)NULL);
-      _exit(127);
-    }
-    pids[r] = pid;
-  }
-  int failed = 0, left = nranks;
-  double deadline = (double)time(NULL) + 240;
-  while (left > 0) {
-    int status;
-    pid_t w = waitpid(-1, &status, WNOHANG);
-    if (w > 0) {
-      left--;
-      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) failed++;
-      continue;
-    }
-    if ((double)time(NULL) > deadline) {
-      fprintf(stderr, "nccl_test: ranks did not finish in 240 s: killing them\n");
-      for (int r = 0; r < nranks; r++) kill(pids[r], SIGKILL);
-      while (waitpid(-1, &status, 0) > 0) {}
-      failed = nranks;
-      break;
-    }
-    struct timespec ts = {0, 20000000};
-    nanosleep(&ts, NULL);
-  }
-  unlink(idpath);
-  return failed;
-}
-
-int main(int argc, char **argv) {
-  if (argc >= 6 && strcmp(argv[1], "--child") == 0) {
-    rank_ctx c;
-    memset(&c, 0, sizeof c);
-    c.rank = atoi(argv[2]);
-    c.nranks = atoi(argv[3]);
-    g_iters = atoi(argv[5]);
-    if (c.rank == 0) {
-      MUST(tpg_comm_id_create(&c.id));
-      MUST(tpg_comm_id_write_file(&c.id, argv[4]));
-    } else {
-      MUST(tpg_comm_id_read_file(argv[4], 60000, &c.id));
-    }
-    rank_body(&c);
-    printf("rank %d (pid %ld): %d passed, %d failed\n", c.rank, (long)getpid(), c.pass, c.fail);
-    return c.fail ? 1 : 0;
-  }
-  int nranks = -1;
-  const char *modes = "proc,thread,net";
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--ranks") && i + 1 < argc) nranks = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--modes") && i + 1 < argc) modes = argv[++i];
-    else if (!strcmp(argv[i], "--iters") && i + 1 < argc) g_iters = atoi(argv[++i]);
-  }
-  tpg_runtime_info ri;
-  MUST(tpg_runtime_query(&ri));
-  if (ri.device_count < 1) {
-    fprintf(stderr, "nccl_test: no GPU (%s)\n", ri.driver_error);
-    return 1;
-  }
-  if (nranks < 1) nranks = ri.device_count > 8 ? 8 : ri.device_count;
-  printf("nccl_test: %d rank%s, NCCL %d, modes %s\n", nranks, nranks == 1 ? "" : "s", ri.nccl_version, modes);
-  fflush(stdout);
-  int pass = 0, fail = 0;
-  char self[4096];
-  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (len <= 0) return 1;
-  self[len] = '\0';
-  if (strstr(modes, "proc")) {
-    int f = run_processes(self, nranks, 0);
-    printf("process per GPU: %s\n", f ? "FAILED" : "ok");
-    f ? fail++ : pass++;
-  }
-  if (strstr(modes, "thread")) {
-    rank_ctx ctx[8];
-    pthread_t th[8];
-    tpg_comm_id id;
-    MUST(tpg_comm_id_create(&id));
-    for (int r = 0; r < nranks; r++) {
-      memset(&ctx[r], 0, sizeof ctx[r]);
-      ctx[r].rank = r;
-      ctx[r].nranks = nranks;
-      ctx[r].id = id;
-      pthread_create(&th[r], NULL, thread_main, &ctx[r]);
-    }
-    int f = 0;
-    for (int r = 0; r < nranks; r++) {
-      pthread_join(th[r], NULL);
-      f += ctx[r].fail;
-    }
-    printf("thread per GPU: %s\n", f ? "FAILED" : "ok");
-    f ? fail++ : pass++;
-  }
-  if (strstr(modes, "net")) {
-    int f = run_processes(self, nranks, 1);
-    printf("process per GPU, NCCL network transport (P2P and SHM off): %s\n", f ? "FAILED" : "ok");
-    f ? fail++ : pass++;
-  }
-  printf("%d passed, %d failed\n", pass, fail);
-  return fail ? 1 : 0;
-}
+int main(int argc, char **argv) { return tpg_ranks_main(argc, argv, rank_body, 1000); }
