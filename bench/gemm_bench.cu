@@ -63,6 +63,8 @@ static const struct { const char *name; kfn fn; } kTable[] = {
     {"tpg_gemv_f16_m32", tpg_gemv_f16_m32},   {"tpg_gemv_f16_m64", tpg_gemv_f16_m64},
     {"tpg_gemm_sm90_bf16", tpg_gemm_sm90_bf16}, {"tpg_gemm_sm90_f16", tpg_gemm_sm90_f16},
     {"tpg_gemm_mma_bf16", tpg_gemm_mma_bf16}, {"tpg_gemm_mma_f16", tpg_gemm_mma_f16},
+    {"tpg_gemv_sk_bf16_m8", tpg_gemv_sk_bf16_m8}, {"tpg_gemv_sk_bf16_m16", tpg_gemv_sk_bf16_m16},
+    {"tpg_gemv_sk_f16_m8", tpg_gemv_sk_f16_m8},   {"tpg_gemv_sk_f16_m16", tpg_gemv_sk_f16_m16},
 };
 typedef void (*kfn_tma)(const tpg_gemm_tma_args);
 static kfn_tma find_tma_kernel(const char *name) {
@@ -172,6 +174,20 @@ static void launch_tma(int bn, const tpg_gemm_tma_args &p, cudaStream_t st = 0) 
   CK(cudaGetLastError());
 }
 
+/* The plain (one tile per CTA) decode GEMV, as the selector configures it with
+ * TPG_DECODE_STREAMK=0; checked and timed beside the stream-K default. */
+static tpg_kernel_launch plain_decode(int M, int N, int dtype, int epi) {
+  tpg_kernel_launch L;
+  memset(&L, 0, sizeof L);
+  const bool v16 = M > 8, bf16 = dtype == TPG_KDT_BF16;
+  const int rows = (v16 ? 32 : 16) / (epi == TPG_EPI_SWIGLU ? 2 : 1);
+  L.kernel = v16 ? (bf16 ? "tpg_gemv_bf16_m16" : "tpg_gemv_f16_m16") : (bf16 ? "tpg_gemv_bf16_m8" : "tpg_gemv_f16_m8");
+  L.grid[0] = (N + rows - 1) / rows; L.grid[1] = L.grid[2] = 1;
+  L.block[0] = v16 ? 512 : 256; L.block[1] = L.block[2] = 1;
+  L.split_k = 1;
+  return L;
+}
+
 /* ---------------- host helpers ---------------- */
 static uint16_t f2h_bits(float f, int dtype) {
   if (dtype == TPG_KDT_BF16) {
@@ -266,13 +282,25 @@ static void check_shape(int M, int N, int K, int dtype, bool pad) {
   CK(cudaMemcpy(db, hb.data(), hb.size() * 2, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(dr, hr.data(), hr.size() * 2, cudaMemcpyHostToDevice));
   std::vector<uint8_t> hy(ybytes);
-  const int arches[5] = {g_arch, 80, g_arch, g_arch, g_arch};
-  for (int ai = 0; ai < 5; ++ai) {
+  const int arches[6] = {g_arch, 80, g_arch, g_arch, g_arch, g_arch};
+  void *dws = nullptr;
+  size_t ws_cap = 0;
+  for (int ai = 0; ai < 6; ++ai) {
     for (int epi = 0; epi < TPG_EPI_COUNT; ++epi) {
       tpg_kernel_launch L, L90;
       char why[200];
       if (tpg_gemm_select(M, N, K, dtype, epi, arches[ai], g_sms, &L, why, sizeof why)) {
         fprintf(stderr, "select rejected: %s\n", why); exit(2);
+      }
+      if (ai == 5) {  /* pass 5: plain decode GEMV for M <= 16 */
+        if (M > 16) continue;
+        L = plain_decode(M, N, dtype, epi);
+      }
+      if (L.workspace_bytes > ws_cap) {
+        if (dws) cudaFree(dws);
+        CK(cudaMalloc(&dws, L.workspace_bytes));
+        CK(cudaMemset(dws, 0, L.workspace_bytes));  /* once, at allocation */
+        ws_cap = L.workspace_bytes;
       }
       if (ai == 1) {  /* skip the fallback pass when the selection is the same kernel */
         tpg_gemm_select(M, N, K, dtype, epi, arches[0], g_sms, &L90, why, sizeof why);
@@ -287,6 +315,7 @@ static void check_shape(int M, int N, int K, int dtype, bool pad) {
       a.residual = epi == TPG_EPI_RESIDUAL ? dr : nullptr;
       a.m = M; a.n = N; a.k = K; a.ldx = ldx; a.ldw = ldw; a.ldy = ldy; a.ldr = ldr;
       a.dtype = dtype; a.epilogue = epi; a.split_k = L.split_k;
+      a.workspace = dws;
       CK(cudaMemset(dy, 0xFF, ybytes));  /* poison: NaN in every dtype */
       std::string kname = ai == 2 ? "sm90tma(256)" : ai == 3 ? "sm90tma(128)" : L.kernel;
       if (ai == 4) {
@@ -326,16 +355,23 @@ static void check_shape(int M, int N, int K, int dtype, bool pad) {
         }
       }
       const double err = sqrt(num / std::max(den, 1e-300));
-      const bool ok = nan_count == 0 && err <= 1e-2 && std::isfinite(err);
+      size_t ws_dirty = 0;  /* the workspace must be all zero again after every launch */
+      if (L.workspace_bytes) {
+        std::vector<uint32_t> hw32(L.workspace_bytes / 4);
+        CK(cudaMemcpy(hw32.data(), dws, L.workspace_bytes, cudaMemcpyDeviceToHost));
+        for (auto v : hw32) ws_dirty += v != 0;
+      }
+      const bool ok = nan_count == 0 && ws_dirty == 0 && err <= 1e-2 && std::isfinite(err);
       char what[256];
       snprintf(what, sizeof what, "%-20s %s M=%d N=%d K=%d%s epi=%s", kname.c_str(), dtype == TPG_KDT_BF16 ? "bf16" : "f16",
                M, N, K, pad ? " (padded ld)" : "", epi_name[epi]);
       g_checks.push_back({what, err, ok});
       if (!ok || getenv("TPG_VERBOSE"))
-        printf("%s %s rel_err=%.3e nan=%zu\n", ok ? "ok  " : "FAIL", what, err, nan_count);
+        printf("%s %s rel_err=%.3e nan=%zu ws_nonzero=%zu\n", ok ? "ok  " : "FAIL", what, err, nan_count, ws_dirty);
     }
   }
   cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dr); cudaFree(dy);
+  if (dws) cudaFree(dws);
 }
 
 /* ---------------- bandwidth ceiling ---------------- */
@@ -433,10 +469,13 @@ static void time_shape(cublasHandle_t h, int M, int K, int N, int reps, std::vec
   if (tpg_gemm_select(M, N, K, TPG_KDT_BF16, TPG_EPI_NONE, g_arch, g_sms, &L, why, sizeof why)) {
     fprintf(stderr, "select: %s\n", why); exit(2);
   }
+  std::vector<void *> WS(copies, nullptr);  /* one workspace per rotation copy (graph nodes own theirs) */
+  if (L.workspace_bytes)
+    for (auto &p : WS) { CK(cudaMalloc(&p, L.workspace_bytes)); CK(cudaMemset(p, 0, L.workspace_bytes)); }
   auto args = [&](int c) {
     tpg_gemm_args a; memset(&a, 0, sizeof a);
     a.x = X[c]; a.w = W[c]; a.y = Y[c]; a.m = M; a.n = N; a.k = K; a.ldx = K; a.ldw = K; a.ldy = N;
-    a.dtype = TPG_KDT_BF16; a.epilogue = TPG_EPI_NONE; a.split_k = 1;
+    a.dtype = TPG_KDT_BF16; a.epilogue = TPG_EPI_NONE; a.split_k = 1; a.workspace = WS[c];
     return a;
   };
   const float one = 1.f, zero = 0.f;
@@ -517,6 +556,10 @@ static void time_shape(cublasHandle_t h, int M, int K, int N, int reps, std::vec
       alts.push_back(row("mma", timeit([&](int c) { launch(L8, args(c)); })));
     }
   }
+  if (M <= 16) {
+    tpg_kernel_launch LP = plain_decode(M, N, TPG_KDT_BF16, TPG_EPI_NONE);
+    alts.push_back(row(std::string("plain:") + LP.kernel, timeit([&](int c) { launch(LP, args(c)); })));
+  }
   if (M <= 16 && ((K == 8192 && N == 14336) || (K == 4096 && N == 7168))) {
     for (auto &e : kDecodeExp) {
       if (M > e.maxm) continue;
@@ -524,7 +567,7 @@ static void time_shape(cublasHandle_t h, int M, int K, int N, int reps, std::vec
       alts.push_back(row(e.name, timeit([&](int c) { e.fn<<<grid, e.threads>>>(args(c)); })));
     }
   }
-  for (int c = 0; c < copies; ++c) { cudaFree(X[c]); cudaFree(W[c]); cudaFree(Y[c]); }
+  for (int c = 0; c < copies; ++c) { cudaFree(X[c]); cudaFree(W[c]); cudaFree(Y[c]); if (WS[c]) cudaFree(WS[c]); }
   cudaEventDestroy(e0); cudaEventDestroy(e1);
 }
 
@@ -541,13 +584,17 @@ static void profile_mode() {
     a.dtype = TPG_KDT_BF16; a.split_k = 1;
     tpg_kernel_launch L; char why[200];
     tpg_gemm_select(M, N, K, TPG_KDT_BF16, 0, 90, g_sms, &L, why, sizeof why);
+    void *ws = nullptr;
+    if (L.workspace_bytes) { CK(cudaMalloc(&ws, L.workspace_bytes)); CK(cudaMemset(ws, 0, L.workspace_bytes)); }
+    a.workspace = ws;
     launch(L, a);
+    if (M <= 16) launch(plain_decode(M, N, TPG_KDT_BF16, 0), a);
     if (M > 64) {
       tpg_gemm_tma_args p; memset(&p, 0, sizeof p); p.a = a; encode_maps(p, 256);
       launch_tma(256, p);
     }
     CK(cudaDeviceSynchronize());
-    cudaFree(X); cudaFree(W); cudaFree(Y);
+    cudaFree(X); cudaFree(W); cudaFree(Y); if (ws) cudaFree(ws);
   }
 }
 

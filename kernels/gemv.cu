@@ -188,6 +188,177 @@ __device__ __forceinline__ void gemv_body(const tpg_gemm_args &a) {
   });
 }
 
+
+/* ---------------------------------------------------------------------------
+ * Stream-K variant (tpg_gemv_sk_*): the same warp-level streaming, but the
+ * grid is sized to the machine (selector: CTAs_per_SM * SMs) and the linear
+ * space of (row tile, 32-wide K chunk) pairs is cut into equal contiguous
+ * ranges, one per CTA, so every CTA streams the same number of W bytes and
+ * they all finish together (the plain kernel's last partial wave of CTAs left
+ * SMs idle: ncu showed 13% idle SM cycles on 1x8192x14336). A tile cut by a
+ * range boundary is summed in fp32 in the workspace with atomics; the CTA
+ * that brings the tile's counter to its contributor count applies the
+ * epilogue and reads the sums back with atomicExch(..., 0), so workspace
+ * partials and counters are zero again when the kernel exits.
+ * Workspace: [tiles] uint32 counters (rounded up to 256 bytes), then
+ * [tiles][R*MT*4][32] fp32 partials.
+ * ------------------------------------------------------------------------- */
+template <typename T, int MT, int R, int U, int KW>
+__device__ __forceinline__ void gemv_sk_body(const tpg_gemm_args &a) {
+  __shared__ float red[KW / 2][R * MT * 4][32];
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  const int g = lane >> 2, t4 = lane & 3;
+  const int M = a.m, N = a.n, K = a.k;
+  const bool swiglu = a.epilogue == TPG_EPI_SWIGLU;
+  const int rows_per_tile = swiglu ? 8 * R : 16 * R;   /* outputs a tile produces */
+  const int ntiles = (N + rows_per_tile - 1) / rows_per_tile;
+  const int KC = (K + 31) / 32;
+  const long long total = (long long)ntiles * KC;
+  const long long per = (total + gridDim.x - 1) / gridDim.x;
+  long long b0 = (long long)blockIdx.x * per;
+  const long long b1 = min(total, b0 + per);
+  unsigned *cnt = static_cast<unsigned *>(a.workspace);
+  float *ws = reinterpret_cast<float *>(static_cast<char *>(a.workspace) + (((size_t)ntiles * 4 + 255) & ~(size_t)255));
+  const T *xp[MT];
+  bool xv[MT];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    const int m = mt * 8 + g;
+    xv[mt] = m < M;
+    xp[mt] = static_cast<const T *>(a.x) + (size_t)min(m, M - 1) * a.ldx + 8 * t4;
+  }
+
+  while (b0 < b1) {
+    const int t = (int)(b0 / KC);
+    const int c0 = (int)(b0 - (long long)t * KC);
+    const int c1 = (int)min((long long)KC, c0 + (b1 - b0));
+    const T *wp[R][2];
+    int obase[R];
+#pragma unroll
+    for (int rt = 0; rt < R; ++rt) {
+      int r0, r1;
+      if (swiglu) {
+        obase[rt] = (t * R + rt) * 8;
+        const int o = min(obase[rt] + g, N - 1);
+        r0 = o;
+        r1 = N + o;
+      } else {
+        obase[rt] = (t * R + rt) * 16;
+        r0 = min(obase[rt] + g, N - 1);
+        r1 = min(obase[rt] + g + 8, N - 1);
+      }
+      wp[rt][0] = static_cast<const T *>(a.w) + (size_t)r0 * a.ldw + 8 * t4;
+      wp[rt][1] = static_cast<const T *>(a.w) + (size_t)r1 * a.ldw + 8 * t4;
+    }
+    float acc[R][MT][4];
+#pragma unroll
+    for (int rt = 0; rt < R; ++rt)
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[rt][mt][i] = 0.f;
+
+    for (int cg = c0 + w * U; cg < c1; cg += KW * U) {
+      uint4 wv[U][R][2], xq[U][MT];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int c = cg + u, k = c * 32 + 8 * t4;
+        const bool ok = c < c1 && k < K;
+#pragma unroll
+        for (int rt = 0; rt < R; ++rt) {
+          wv[u][rt][0] = ok ? ld_stream(wp[rt][0] + c * 32) : make_uint4(0, 0, 0, 0);
+          wv[u][rt][1] = ok ? ld_stream(wp[rt][1] + c * 32) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) xq[u][mt] = (ok && xv[mt]) ? ld_keep(xp[mt] + c * 32) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int rt = 0; rt < R; ++rt)
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma16816<T>(acc[rt][mt], wv[u][rt][0].x, wv[u][rt][1].x, wv[u][rt][0].y, wv[u][rt][1].y, xq[u][mt].x, xq[u][mt].y);
+            mma16816<T>(acc[rt][mt], wv[u][rt][0].z, wv[u][rt][1].z, wv[u][rt][0].w, wv[u][rt][1].w, xq[u][mt].z, xq[u][mt].w);
+          }
+    }
+#pragma unroll
+    for (int s = KW / 2; s >= 1; s >>= 1) {
+      if (w >= s && w < 2 * s) {
+#pragma unroll
+        for (int rt = 0; rt < R; ++rt)
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) red[w - s][(rt * MT + mt) * 4 + i][lane] = acc[rt][mt][i];
+      }
+      __syncthreads();
+      if (w < s) {
+#pragma unroll
+        for (int rt = 0; rt < R; ++rt)
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[rt][mt][i] += red[w][(rt * MT + mt) * 4 + i][lane];
+      }
+      __syncthreads();
+    }
+    if (w == 0) {
+      bool store = true;
+      if (c0 != 0 || c1 != KC) {
+        /* partial tile: contributors are the CTAs whose ranges overlap it */
+        const int first = (int)(((long long)t * KC) / per), last = (int)(((long long)(t + 1) * KC - 1) / per);
+        float *tw = ws + (size_t)t * (R * MT * 4) * 32;
+#pragma unroll
+        for (int rt = 0; rt < R; ++rt)
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) atomicAdd(tw + ((rt * MT + mt) * 4 + i) * 32 + lane, acc[rt][mt][i]);
+        __threadfence();
+        __syncwarp();
+        unsigned old = 0;
+        if (lane == 0) old = atomicAdd(cnt + t, 1u);
+        old = __shfl_sync(0xffffffffu, old, 0);
+        store = old == (unsigned)(last - first);
+        if (store) {
+          __threadfence();
+#pragma unroll
+          for (int rt = 0; rt < R; ++rt)
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+              for (int i = 0; i < 4; ++i) acc[rt][mt][i] = atomicExch(tw + ((rt * MT + mt) * 4 + i) * 32 + lane, 0.f);
+          if (lane == 0) atomicExch(cnt + t, 0u);
+        }
+      }
+      if (store) {
+        epi_dispatch(a.epilogue, [&](auto ec) {
+          constexpr int EPI = decltype(ec)::value;
+#pragma unroll
+          for (int rt = 0; rt < R; ++rt)
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+              for (int j = 0; j < 2; ++j) {
+                const int m = mt * 8 + 2 * t4 + j;
+                if (m >= M) continue;
+                if constexpr (EPI == TPG_EPI_SWIGLU) {
+                  const int n = obase[rt] + g;
+                  if (n < N) epi_store1<T, EPI>(a, m, n, acc[rt][mt][j], acc[rt][mt][2 + j]);
+                } else {
+                  const int n0 = obase[rt] + g, n1 = n0 + 8;
+                  if (n0 < N) epi_store1<T, EPI>(a, m, n0, acc[rt][mt][j], 0.f);
+                  if (n1 < N) epi_store1<T, EPI>(a, m, n1, acc[rt][mt][2 + j], 0.f);
+                }
+              }
+        });
+      }
+    }
+    b0 += c1 - c0;
+  }
+}
+
 }  // namespace tpg
 
 /* Entry points: tpg_gemv_<dtype>_m<max M>. Block = 32*KW threads (512 for
@@ -210,3 +381,14 @@ TPG_GEMV(tpg_gemv_f16_m8, __half, 1, 1, 8, 8, false, 2)
 TPG_GEMV(tpg_gemv_f16_m16, __half, 2, 2, 2, 16, false, 1)
 TPG_GEMV(tpg_gemv_f16_m32, __half, 4, 2, 2, 8, true, 1)
 TPG_GEMV(tpg_gemv_f16_m64, __half, 8, 2, 1, 8, true, 1)
+
+/* Stream-K entry points: grid = CTAs_per_SM * SMs (2 for m8, 1 for m16),
+ * workspace = tpg_gemv_sk_workspace_bytes (see lib/gemm_select.c). */
+#define TPG_GEMV_SK(NAME, T, MT, R, U, KW, MINB)                                       \
+  extern "C" __global__ void __launch_bounds__(KW * 32, MINB) NAME(const __grid_constant__ tpg_gemm_args a) { \
+    tpg::gemv_sk_body<T, MT, R, U, KW>(a);                                             \
+  }
+TPG_GEMV_SK(tpg_gemv_sk_bf16_m8, __nv_bfloat16, 1, 1, 8, 8, 2)
+TPG_GEMV_SK(tpg_gemv_sk_bf16_m16, __nv_bfloat16, 2, 2, 2, 16, 1)
+TPG_GEMV_SK(tpg_gemv_sk_f16_m8, __half, 1, 1, 8, 8, 2)
+TPG_GEMV_SK(tpg_gemv_sk_f16_m16, __half, 2, 2, 2, 16, 1)

@@ -3,6 +3,11 @@
  * Selection table (constants mirror the kernels; keep them in step):
  *
  *   rule                        kernel                      grid                         block  smem
+ *   m <= 8                      tpg_gemv_sk_<dt>_m8         2 * num_sms                   256    0
+ *   m <= 16                     tpg_gemv_sk_<dt>_m16        num_sms                       512    0
+ *     (stream-K decode; workspace = 256-byte-rounded uint32 counters + fp32
+ *      partials, see below; the caller zeroes it once at allocation. With
+ *      TPG_DECODE_STREAMK=0 at build time these two rows are instead:)
  *   m <= 8                      tpg_gemv_<dt>_m8            ceil(n / 16)   [SWIGLU n/8]   256    0
  *   m <= 16                     tpg_gemv_<dt>_m16           ceil(n / 32)   [n/16]         512    0
  *   m <= 32                     tpg_gemv_<dt>_m32           ceil(n / 32)   [n/16]         256    0
@@ -11,7 +16,7 @@
  *                               tiles = ceil(m/128) * ceil(n/256) [SWIGLU ceil(n/128)]
  *   m > 64, other sm_arch >= 80 tpg_gemm_mma_<dt>           (ceil(m/128), ceil(n/128))    256    61440
  *                                                           [SWIGLU (ceil(m/128), ceil(n/64))]
- *   <dt> = bf16 | f16. No kernel splits K, so workspace_bytes = 0, split_k = 1.
+ *   <dt> = bf16 | f16. split_k = 1 always; workspace_bytes = 0 except stream-K.
  *
  * Why: the decode kernels (M <= 64) are weight-streaming and their M variants
  * only trade registers for the width of the M tile; sm_90a wgmma is the fast
@@ -27,6 +32,12 @@
 #include <string.h>
 
 #include "../kernels/tpg_kargs.h"
+
+/* Decode M <= 16 uses the stream-K GEMV (equal W bytes per CTA, partial
+ * tiles summed in the workspace). 0 = the plain one-tile-per-CTA GEMV. */
+#ifndef TPG_DECODE_STREAMK
+#define TPG_DECODE_STREAMK 1
+#endif
 
 static int reject(char *why, size_t whylen, const char *msg) {
   if (why && whylen) {
@@ -83,7 +94,20 @@ int tpg_gemm_select(int m, int n, int k, int dtype, int epilogue, int sm_arch, i
   out->split_k = 1;
   out->workspace_bytes = 0;
 
-  if (m <= 64) {
+  if (TPG_DECODE_STREAMK && m <= 16) {
+    /* tpg_gemv_sk_<dt>_m8: MT=1, R=1, 256 threads, 2 CTAs/SM;
+     * tpg_gemv_sk_<dt>_m16: MT=2, R=2, 512 threads, 1 CTA/SM. */
+    const int v16 = m > 8;
+    const int mt = v16 ? 2 : 1, r = v16 ? 2 : 1;
+    const size_t tiles = cdiv(n, (swiglu ? 8 : 16) * r);
+    out->kernel = v16 ? (bf16 ? "tpg_gemv_sk_bf16_m16" : "tpg_gemv_sk_f16_m16")
+                      : (bf16 ? "tpg_gemv_sk_bf16_m8" : "tpg_gemv_sk_f16_m8");
+    out->grid[0] = (unsigned)(v16 ? num_sms : 2 * num_sms);
+    out->block[0] = v16 ? 512 : 256;
+    out->smem_bytes = 0;
+    /* counters (zero at allocation; the kernel leaves them zero) + fp32 partials */
+    out->workspace_bytes = ((tiles * 4 + 255) & ~(size_t)255) + tiles * (size_t)(r * mt * 4 * 32 * 4);
+  } else if (m <= 64) {
     const int v = m <= 8 ? 0 : m <= 16 ? 1 : m <= 32 ? 2 : 3;
     const int rows = gemv_rows[v];
     out->kernel = bf16 ? gemv_bf16[v] : gemv_f16[v];

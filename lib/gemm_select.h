@@ -20,7 +20,8 @@ typedef struct tpg_kernel_launch {
   unsigned smem_bytes;       /* dynamic shared memory. When > 48 KB the launcher
                                 must first set CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_
                                 SHARED_SIZE_BYTES to this value on the function  */
-  size_t workspace_bytes;    /* per-node workspace (0 for every current kernel) */
+  size_t workspace_bytes;    /* per-node workspace; zero it once when allocated
+                                (the kernels leave it zero on exit)            */
   int split_k;               /* value for tpg_gemm_args.split_k (1 today)       */
 } tpg_kernel_launch;
 
