@@ -31,13 +31,13 @@ static void load_once(void) {
   } else {
     path = "libcuda.so.1";
     h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h) { path = "libcuda.so"; h = dlopen(path, RTLD_NOW | RTLD_LOCAL); }
+    if (!h) h = dlopen("libcuda.so", RTLD_NOW | RTLD_LOCAL);
   }
   if (!h) {
-    const char *e = dlerror();
     snprintf(g_why, sizeof g_why,
-             "cannot load the CUDA driver library %s (%s); install the NVIDIA driver or set TPG_LIBCUDA",
-             path, e ? e : "not found");
+             "cannot load the CUDA driver library %s (not found or not loadable); install the NVIDIA driver or set "
+             "TPG_LIBCUDA to its path",
+             path);
     return;
   }
   PFN_cuGetProcAddress_v12000 gpa = (PFN_cuGetProcAddress_v12000)dlsym(h, "cuGetProcAddress_v2");

@@ -65,7 +65,9 @@ tpg_status tpg_plan_mlp(const tpg_mlp_desc *d, tpg_plan **out) {
                 "desc->bias is 0 with TPG_MLP_GELU: the GeLU epilogue takes a bias (Megatron's block has them)");
   const int M = d->tokens, H = d->hidden, F = d->ffn / d->nranks;
   const int swiglu = d->kind == TPG_MLP_SWIGLU;
-  const int F1 = swiglu ? 2 * F : F;
+  /* size_t: ffn near INT_MAX is a valid int, and 2 * F must not overflow
+   * before add_slot gets to refuse the size. */
+  const size_t F1 = swiglu ? 2 * (size_t)F : (size_t)F;
   const int comm = d->collectives && d->nranks > 1;
   int chunks = 1;
   tpg_overlap ov = d->overlap;
@@ -92,12 +94,12 @@ tpg_status tpg_plan_mlp(const tpg_mlp_desc *d, tpg_plan **out) {
     char nm[64];
     tpg_slot w1, b1 = 0, w2, b2 = 0;
     snprintf(nm, sizeof nm, "l%d.w1", l);
-    TPG_TRYGOTO(tpg_plan_add_slot(p, nm, d->dtype, TPG_MEM_DEVICE, (size_t)F1 * H, &w1), st, fail);
+    TPG_TRYGOTO(tpg_plan_add_slot(p, nm, d->dtype, TPG_MEM_DEVICE, F1 * (size_t)H, &w1), st, fail);
     snprintf(nm, sizeof nm, "l%d.w2", l);
     TPG_TRYGOTO(tpg_plan_add_slot(p, nm, d->dtype, TPG_MEM_DEVICE, (size_t)H * F, &w2), st, fail);
     if (d->bias) {
       snprintf(nm, sizeof nm, "l%d.b1", l);
-      TPG_TRYGOTO(tpg_plan_add_slot(p, nm, d->dtype, TPG_MEM_DEVICE, (size_t)F1, &b1), st, fail);
+      TPG_TRYGOTO(tpg_plan_add_slot(p, nm, d->dtype, TPG_MEM_DEVICE, F1, &b1), st, fail);
       snprintf(nm, sizeof nm, "l%d.b2", l);
       TPG_TRYGOTO(tpg_plan_add_slot(p, nm, d->dtype, TPG_MEM_DEVICE, (size_t)H, &b2), st, fail);
     }

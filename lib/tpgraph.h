@@ -116,7 +116,7 @@ typedef struct tpg_runtime_info {
   int nccl_version;        /* ncclGetVersion, e.g. 22809                   */
   int device_count;        /* 0 when there is no driver                    */
   char kernel_archs[64];   /* targets of the embedded device code          */
-  char driver_error[160];  /* why the driver could not be used, or ""      */
+  char driver_error[256];  /* why the driver could not be used, or ""      */
 } tpg_runtime_info;
 
 /* Never fails for lack of a driver: it reports it in driver_error instead. */
