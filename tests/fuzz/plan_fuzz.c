@@ -772,6 +772,99 @@ static void op_graph_create(rd *r) {
   free(b);
 }
 
+/* tpg_plan_mlp: a whole plan from one descriptor. Small stacks only (layers
+ * <= 8 when valid) so an input stays cheap; the limits are tried as invalid
+ * values. An accepted plan must be a good plan: it validates, its counts add
+ * up, it prints, and it cannot become a graph here. */
+static void op_plan_mlp(rd *r) {
+  tpg_mlp_desc d = TPG_MLP_DESC_INIT;
+  uint8_t spoil = u8(r);
+  d.kind = (tpg_mlp_kind)(u8(r) % 2);
+  d.layers = 1 + u8(r) % 8;
+  d.tokens = 1 + u16(r) % 1100;
+  d.hidden = 8 * (1 + u8(r) % 32);
+  d.nranks = 1 + u8(r) % 8;
+  d.rank = u8(r) % d.nranks;
+  d.ffn = 8 * d.nranks * (1 + u8(r) % 16);
+  d.dtype = u8(r) % 2 ? TPG_BF16 : TPG_F16;
+  d.bias = d.kind == TPG_MLP_GELU ? 1 : u8(r) % 2;
+  d.collectives = u8(r) % 4 != 0;
+  d.overlap = (tpg_overlap)(u8(r) % 3);
+  d.chunks = u8(r) % 3 ? 0 : u8(r) % 17;
+  d.sm_reserve = u8(r) % 65;
+  switch (spoil % 24) { /* one field out of range, or at a limit */
+    case 0: d.size = u8(r); break;
+    case 1: d.kind = (tpg_mlp_kind)pick_int(r); break;
+    case 2: d.layers = u8(r) % 2 ? pick_int(r) : 4097; break;
+    case 3: d.tokens = pick_int(r); break;
+    case 4: d.hidden = pick_int(r); break;
+    case 5: d.ffn = pick_int(r); break;
+    case 6: d.rank = pick_int(r); break;
+    case 7: d.nranks = pick_int(r); break;
+    case 8: d.dtype = pick_dtype(r); break;
+    case 9: d.bias = pick_int(r); break;
+    case 10: d.collectives = pick_int(r); break;
+    case 11: d.overlap = (tpg_overlap)pick_int(r); break;
+    case 12: d.chunks = pick_int(r); break;
+    case 13: d.sm_reserve = pick_int(r); break;
+    case 14: d.ffn = pick_int(r); d.nranks = 1; d.rank = 0; d.kind = TPG_MLP_SWIGLU; break;
+    case 15: d.hidden = 1 << 20; d.tokens = 1 << 20; break;
+    default: break;
+  }
+  int null_desc = spoil == 255, null_out = spoil == 254;
+  tpg_plan *p = (tpg_plan *)fake_plan;
+  tpg_status st = CALL(tpg_plan_mlp(null_desc ? NULL : &d, null_out ? NULL : &p));
+  if (!null_out && st != TPG_SUCCESS) REQUIRE(p == NULL);
+  if (st != TPG_SUCCESS) return;
+  REQUIRE(!null_desc && !null_out && p != NULL);
+  REQUIRE(d.layers >= 1 && d.layers <= 4096 && d.tokens >= 1 && d.hidden % 8 == 0 && d.nranks >= 1);
+  REQUIRE(d.rank >= 0 && d.rank < d.nranks && d.ffn % d.nranks == 0 && (d.ffn / d.nranks) % 8 == 0);
+  REQUIRE(CALL(tpg_plan_validate(p)) == TPG_SUCCESS);
+  int nodes = 0, slots = 0, colls = 0;
+  REQUIRE(CALL(tpg_plan_stats(p, &nodes, &slots, &colls)) == TPG_SUCCESS);
+  int chunks = 1 + (nodes - 1 - colls) / (2 * d.layers) - 1; /* GEMMs come in pairs per layer and chunk */
+  REQUIRE(nodes == 2 * d.layers * chunks + colls + 1);
+  REQUIRE(colls == ((d.collectives && d.nranks > 1) ? d.layers * chunks : 0));
+  REQUIRE(slots == 4 + d.layers * (d.bias ? 4 : 2));
+  if (d.overlap == TPG_OVERLAP_NONE) REQUIRE(chunks == 1);
+  if (d.overlap == TPG_OVERLAP_CHUNKED) REQUIRE(chunks == (d.chunks ? d.chunks : 2));
+  /* AUTO chunks like CHUNKED, with desc.chunks (the header's enum comment says
+   * "CHUNKED(2)"; the code honours desc.chunks: reported, not asserted). */
+  if (d.overlap == TPG_OVERLAP_AUTO)
+    REQUIRE(chunks == ((d.tokens >= 512 && d.nranks > 1) ? (d.chunks ? d.chunks : 2) : 1));
+  tpg_slot sx = 0, sy = 0;
+  REQUIRE(CALL(tpg_plan_find_slot(p, "x", &sx)) == TPG_SUCCESS && sx != 0);
+  REQUIRE(CALL(tpg_plan_find_slot(p, "y", &sy)) == TPG_SUCCESS && sy != 0 && sy != sx);
+  size_t need = 0;
+  REQUIRE(CALL(tpg_plan_dot(p, NULL, 0, &need)) == TPG_SUCCESS && need > 8);
+  char *buf = malloc(need);
+  if (!buf) abort();
+  REQUIRE(CALL(tpg_plan_dot(p, buf, need, &need)) == TPG_SUCCESS && strlen(buf) + 1 == need);
+  free(buf);
+  /* Bind every slot but the scratch ones, so the driver is the only thing missing. */
+  tpg_binding *b = malloc((size_t)slots * sizeof *b);
+  if (!b) abort();
+  int nb = 0;
+  for (tpg_slot s = 1; s <= (tpg_slot)slots; s++) {
+    tpg_slot act = 0, h = 0;
+    tpg_plan_find_slot(p, "act", &act);
+    tpg_plan_find_slot(p, "h", &h);
+    if (s == act || s == h) continue;
+    b[nb].slot = s;
+    b[nb].ptr = (void *)(uintptr_t)(0x7f0000000000ull + 4096u * (uint64_t)s);
+    nb++;
+  }
+  tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
+  cfg.bindings = b;
+  cfg.nbindings = nb;
+  tpg_graph *g = (tpg_graph *)fake_plan;
+  st = CALL(tpg_graph_create(p, &cfg, &g));
+  REQUIRE(g == NULL);
+  REQUIRE(st == (colls ? TPG_ERROR_INVALID_ARGUMENT : TPG_ERROR_NO_DRIVER)); /* no comm given */
+  free(b);
+  tpg_plan_destroy(p);
+}
+
 /* The calls that need a driver or a comm: arguments first, then NO_DRIVER. */
 static void op_driverless(rd *r) {
   switch (u8(r) % 6) {
@@ -827,7 +920,7 @@ static const op_fn ops[] = {
     op_create,   op_create,   op_destroy,  op_add_slot,      op_add_slot,    op_add_slot,       op_find_slot,
     op_add_gemm, op_gemm_kit, op_gemm_kit, op_add_axpby, op_add_memset,   op_add_memcpy,  op_add_empty,      op_add_empty,
     op_add_collective, op_add_dependency, op_add_dependency, op_set_name, op_validate, op_stats, op_dot,
-    op_graph_create, op_driverless,
+    op_graph_create, op_driverless, op_plan_mlp,
 };
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
