@@ -364,23 +364,24 @@ __device__ __forceinline__ void gemv_sk_body(const tpg_gemm_args &a) {
 /* Entry points: tpg_gemv_<dtype>_m<max M>. Block = 32*KW threads (512 for
  * m16, else 256); grid.x = ceil(N / (16*R)) (ceil(N / (8*R)) for SWIGLU):
  * R = 1 for m8, 2 otherwise. lib/gemm_select.c mirrors these constants. */
-#define TPG_GEMV(NAME, T, MT, R, U, KW, PF, MINB)                                      \
+#define TPG_GEMV(NAME, T, MT, R, U, KW, PF, MINB, LDF)                                 \
   extern "C" __global__ void __launch_bounds__(KW * 32, MINB) NAME(const __grid_constant__ tpg_gemm_args a) { \
-    tpg::gemv_body<T, MT, R, U, KW, PF>(a);                                            \
+    tpg::gemv_body<T, MT, R, U, KW, PF, LDF>(a);                                       \
   }
-/* Variants chosen by measurement (docs/kernels.md, runs 2-4): for M <= 8 no
+/* Variants chosen by measurement (docs/kernels.md, runs 2-5): for M <= 8 no
  * register prefetch but 8 chunks (16 loads, 512 contiguous bytes a row) per
- * warp iteration at 2 CTAs/SM was fastest; for M <= 16 two row tiles (halves
- * the X bytes per W byte) and 16 warps splitting K.
- * (MT, R, U, KW warps, PF, min CTAs/SM) */
-TPG_GEMV(tpg_gemv_bf16_m8, __nv_bfloat16, 1, 1, 8, 8, false, 2)
-TPG_GEMV(tpg_gemv_bf16_m16, __nv_bfloat16, 2, 2, 2, 16, false, 1)
-TPG_GEMV(tpg_gemv_bf16_m32, __nv_bfloat16, 4, 2, 2, 8, true, 1)
-TPG_GEMV(tpg_gemv_bf16_m64, __nv_bfloat16, 8, 2, 1, 8, true, 1)
-TPG_GEMV(tpg_gemv_f16_m8, __half, 1, 1, 8, 8, false, 2)
-TPG_GEMV(tpg_gemv_f16_m16, __half, 2, 2, 2, 16, false, 1)
-TPG_GEMV(tpg_gemv_f16_m32, __half, 4, 2, 2, 8, true, 1)
-TPG_GEMV(tpg_gemv_f16_m64, __half, 8, 2, 1, 8, true, 1)
+ * warp iteration at 2 CTAs/SM, with the L2::128B prefetch hint (LDF 2: 58.3 us
+ * against 60.1 us with L2::256B on 1x8192x14336, run 5); for M <= 16 two row
+ * tiles (halves the X bytes per W byte) and 16 warps splitting K.
+ * (MT, R, U, KW warps, PF, min CTAs/SM, LDF) */
+TPG_GEMV(tpg_gemv_bf16_m8, __nv_bfloat16, 1, 1, 8, 8, false, 2, 2)
+TPG_GEMV(tpg_gemv_bf16_m16, __nv_bfloat16, 2, 2, 2, 16, false, 1, 0)
+TPG_GEMV(tpg_gemv_bf16_m32, __nv_bfloat16, 4, 2, 2, 8, true, 1, 0)
+TPG_GEMV(tpg_gemv_bf16_m64, __nv_bfloat16, 8, 2, 1, 8, true, 1, 0)
+TPG_GEMV(tpg_gemv_f16_m8, __half, 1, 1, 8, 8, false, 2, 2)
+TPG_GEMV(tpg_gemv_f16_m16, __half, 2, 2, 2, 16, false, 1, 0)
+TPG_GEMV(tpg_gemv_f16_m32, __half, 4, 2, 2, 8, true, 1, 0)
+TPG_GEMV(tpg_gemv_f16_m64, __half, 8, 2, 1, 8, true, 1, 0)
 
 /* Stream-K entry points: grid = CTAs_per_SM * SMs (2 for m8, 1 for m16),
  * workspace = tpg_gemv_sk_workspace_bytes (see lib/gemm_select.c). */

@@ -3,13 +3,14 @@
  * Selection table (constants mirror the kernels; keep them in step):
  *
  *   rule                        kernel                      grid                         block  smem
- *   m <= 8                      tpg_gemv_sk_<dt>_m8         2 * num_sms                   256    0
- *   m <= 16                     tpg_gemv_sk_<dt>_m16        num_sms                       512    0
- *     (stream-K decode; workspace = 256-byte-rounded uint32 counters + fp32
- *      partials, see below; the caller zeroes it once at allocation. With
- *      TPG_DECODE_STREAMK=0 at build time these two rows are instead:)
  *   m <= 8                      tpg_gemv_<dt>_m8            ceil(n / 16)   [SWIGLU n/8]   256    0
  *   m <= 16                     tpg_gemv_<dt>_m16           ceil(n / 32)   [n/16]         512    0
+ *   ... but when that grid is < num_sms (small N, SMs would idle):
+ *   m <= 8                      tpg_gemv_sk_<dt>_m8         2 * num_sms                   256    0
+ *   m <= 16                     tpg_gemv_sk_<dt>_m16        num_sms                       512    0
+ *     (stream-K; workspace = 256-byte-rounded uint32 counters per tile + fp32
+ *      partials; the caller zeroes it once at allocation, the kernel leaves it
+ *      zero after every launch)
  *   m <= 32                     tpg_gemv_<dt>_m32           ceil(n / 32)   [n/16]         256    0
  *   m <= 64                     tpg_gemv_<dt>_m64           ceil(n / 32)   [n/16]         256    0
  *   m > 64, sm_arch == 90       tpg_gemm_sm90_<dt>          min(tiles, num_sms)           384    197696
@@ -33,8 +34,11 @@
 
 #include "../kernels/tpg_kargs.h"
 
-/* Decode M <= 16 uses the stream-K GEMV (equal W bytes per CTA, partial
- * tiles summed in the workspace). 0 = the plain one-tile-per-CTA GEMV. */
+/* Decode M <= 16: the plain one-tile-per-CTA GEMV, unless its grid would
+ * have fewer CTAs than SMs; then the stream-K GEMV (equal W bytes per CTA,
+ * partial tiles summed in the workspace). On the five timed shapes (N >= 4096)
+ * stream-K measured 3-15% slower than the plain kernel (run 5), so it is only
+ * the small-N fallback. TPG_DECODE_STREAMK=0 at build time disables it. */
 #ifndef TPG_DECODE_STREAMK
 #define TPG_DECODE_STREAMK 1
 #endif
@@ -94,7 +98,7 @@ int tpg_gemm_select(int m, int n, int k, int dtype, int epilogue, int sm_arch, i
   out->split_k = 1;
   out->workspace_bytes = 0;
 
-  if (TPG_DECODE_STREAMK && m <= 16) {
+  if (TPG_DECODE_STREAMK && m <= 16 && cdiv(n, (swiglu ? 8 : 16) * (m > 8 ? 2 : 1)) < (unsigned)num_sms) {
     /* tpg_gemv_sk_<dt>_m8: MT=1, R=1, 256 threads, 2 CTAs/SM;
      * tpg_gemv_sk_<dt>_m16: MT=2, R=2, 512 threads, 1 CTA/SM. */
     const int v16 = m > 8;
