@@ -6,12 +6,26 @@
 # (nvcc, cuda.h, stub libcuda) and NCCL. The toolkit is not a Debian package
 # of the right version: point CUDA_PATH / NCCL_HOME at it if it is not in
 # /usr/local/cuda.
+# For the reliability passes of CI (.ci/run): valgrind (tests/valgrind.sh),
+# and clang with its sanitizer and libFuzzer runtimes (tests/fuzz/run.sh).
+# Each package is installed only when what it provides is missing.
 set -euo pipefail
 
 need=()
 command -v bazel >/dev/null 2>&1 || need+=(bazel-bootstrap)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
 command -v g++ >/dev/null 2>&1 || need+=(g++)
+command -v valgrind >/dev/null 2>&1 || need+=(valgrind)
+if ! command -v clang >/dev/null 2>&1; then
+  need+=(clang libclang-rt-14-dev)
+else
+  # clang without its runtimes links no -fsanitize=fuzzer program.
+  probe=$(mktemp -d)
+  echo 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }' > "$probe/p.c"
+  clang -fsanitize=fuzzer,address,undefined "$probe/p.c" -o "$probe/p" >/dev/null 2>&1 ||
+    need+=("libclang-rt-$(clang -dumpversion | cut -d. -f1)-dev")
+  rm -rf "$probe"
+fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   SUDO=""
@@ -40,3 +54,4 @@ fi
 bz=$(dpkg-query -W -f='${Version}' bazel-bootstrap 2>/dev/null || echo "?")
 ver=$("$cuda/bin/nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
 echo "setup: bazel-bootstrap $bz, CUDA $ver at $cuda, nccl.h at $nccl_h"
+echo "setup: $(clang --version | head -1), $(valgrind --version)"
