@@ -306,7 +306,7 @@ static void check_shape(int M, int N, int K, int dtype, bool pad) {
         tpg_gemm_select(M, N, K, dtype, epi, arches[0], g_sms, &L90, why, sizeof why);
         if (!strcmp(L.kernel, L90.kernel)) continue;
       }
-      if (ai >= 2 && (g_arch != 90 || M <= 16)) continue;  /* passes 2, 3: TMA kernels, BN 256 and 128;
+      if (ai >= 2 && ai <= 4 && (g_arch != 90 || M <= 16)) continue;  /* passes 2, 3: TMA kernels, BN 256 and 128;
                                                                4: what tpg_gemm_select_tma picks, maps from its params */
       tpg_gemm_args a;
       memset(&a, 0, sizeof a);
@@ -618,7 +618,7 @@ int main(int argc, char **argv) {
   g_rng.seed((uint64_t)std::chrono::high_resolution_clock::now().time_since_epoch().count());
 
   /* ---- checks ---- */
-  const int Ms[] = {1, 3, 17, 64, 255, 1024, 4096};
+  const int Ms[] = {1, 3, 9, 16, 17, 64, 255, 1024, 4096};
   const int NK[][2] = {{264, 520}, {1096, 776}, {2056, 4104}};
   auto t0 = std::chrono::steady_clock::now();
   int si = 0;
