@@ -51,21 +51,24 @@ static void graph_free(tpg_graph *g) {
       for (int i = 0; i < g->plan->nnodes; i++)
         if (g->nodes[i].workspace) tpg_cu->cuMemFree(g->nodes[i].workspace);
     if (g->owned && g->bind)
-      for (int s = 0; g->plan && s < g->plan->nslots; s++)
-        if (g->owned[s] && g->bind[s]) tpg_cu->cuMemFree((CUdeviceptr)(uintptr_t)g->bind[s]);
+      for (int s = 0; g->plan && s < g->plan->nslots; s++) {
+        if (g->wins && g->wins[s] && g->comm && g->comm->nccl) {
+          ncclResult_t r = ncclCommWindowDeregister(g->comm->nccl, g->wins[s]);
+          tpg_nccl_settle(g->comm, r, "tpg_graph_destroy", "ncclCommWindowDeregister");
+        }
+        if (g->owned[s] == 1 && g->bind[s]) tpg_cu->cuMemFree((CUdeviceptr)(uintptr_t)g->bind[s]);
+        if (g->owned[s] == 2 && g->bind[s]) ncclMemFree(g->bind[s]);
+      }
     if (g->done) tpg_cu->cuEventDestroy(g->done);
     if (g->cap_stream) tpg_cu->cuStreamDestroy(g->cap_stream);
     tpg_dev_pop();
   }
-  if (g->comm && g->comm->magic == TPG_MAGIC_COMM && g->plan) {
-    int colls = 0;
-    tpg_plan_stats(g->plan, NULL, NULL, &colls);
-    if (colls) atomic_fetch_sub(&g->comm->graphs, 1);
-  }
+  if (g->comm && g->comm->magic == TPG_MAGIC_COMM && g->counted) atomic_fetch_sub(&g->comm->graphs, 1);
   tpg_dev_close(&g->dev);
   tpg_plan_destroy(g->plan);
   free(g->bind);
   free(g->owned);
+  free(g->wins);
   free(g->users);
   free(g->users_at);
   free(g->order);
@@ -133,14 +136,33 @@ static tpg_status alloc_workspaces(tpg_graph *g) {
     g->info.workspace_bytes += bytes;
     TPG_CU(cuMemsetD32Async(g->nodes[i].workspace, 0, bytes / 4, g->cap_stream));
   }
-  /* Scratch slots the plan uses: allocated here, owned by the graph. */
+  /* Scratch slots the plan uses: allocated here, owned by the graph. Those a
+   * collective touches become NCCL symmetric windows (collective calls: every
+   * rank creates the same plan's graph in the same order). */
   for (int s = 0; s < p->nslots; s++) {
     if (p->slots[s].where != TPG_MEM_SCRATCH || g->users_at[s + 1] == g->users_at[s]) continue;
-    size_t bytes = (p->slots[s].count * tpg_dtype_size(p->slots[s].dtype) + 255) & ~(size_t)255;
-    CUdeviceptr d;
-    TPG_CU(cuMemAlloc(&d, bytes));
-    g->bind[s] = (void *)(uintptr_t)d;
-    g->owned[s] = 1;
+    int coll = 0;
+    for (int u = g->users_at[s]; u < g->users_at[s + 1]; u++) coll |= p->nodes[g->users[u]].kind == TPG_NK_COLLECTIVE;
+    int sym = coll && g->comm && g->comm->nranks > 1 && !(g->flags & TPG_GRAPH_NO_SYMMETRIC);
+    size_t bytes = p->slots[s].count * tpg_dtype_size(p->slots[s].dtype);
+    if (sym) {
+      bytes = (bytes + 4095) & ~(size_t)4095;
+      void *ptr = NULL;
+      ncclResult_t r = ncclMemAlloc(&ptr, bytes);
+      if (r != ncclSuccess || !ptr)
+        return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "ncclMemAlloc(%zu bytes) for scratch slot \"%s\" failed: %s", bytes,
+                        p->slots[s].name, ncclGetErrorString(r));
+      g->bind[s] = ptr;
+      g->owned[s] = 2;
+      r = ncclCommWindowRegister(g->comm->nccl, ptr, bytes, &g->wins[s], NCCL_WIN_COLL_SYMMETRIC);
+      TPG_TRY(tpg_nccl_settle(g->comm, r, __func__, "ncclCommWindowRegister (symmetric)"));
+    } else {
+      bytes = (bytes + 255) & ~(size_t)255;
+      CUdeviceptr d;
+      TPG_CU(cuMemAlloc(&d, bytes));
+      g->bind[s] = (void *)(uintptr_t)d;
+      g->owned[s] = 1;
+    }
     g->info.workspace_bytes += bytes;
   }
   TPG_CU(cuStreamSynchronize(g->cap_stream));
@@ -157,6 +179,8 @@ tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg, t
                 "cfg was not initialised with TPG_GRAPH_CONFIG_INIT (magic 0x%x, size %zu)", cfg->magic, cfg->size);
   TPG_CHECK_ARG(cfg->device >= 0, "cfg->device is %d: expected a CUDA device ordinal >= 0", cfg->device);
   TPG_CHECK_ARG(cfg->nbindings >= 0, "cfg->nbindings is %d: expected >= 0", cfg->nbindings);
+  TPG_CHECK_ARG((cfg->flags & ~TPG_GRAPH_NO_SYMMETRIC) == 0, "cfg->flags is 0x%x: expected TPG_GRAPH_* bits only",
+                cfg->flags);
   TPG_CHECK_ARG(cfg->mode == TPG_MODE_EXPLICIT || cfg->mode == TPG_MODE_CAPTURE || cfg->mode == TPG_MODE_EAGER,
                 "cfg->mode is %d: expected TPG_MODE_EXPLICIT, TPG_MODE_CAPTURE or TPG_MODE_EAGER", (int)cfg->mode);
   TPG_CHECK_ARG(cfg->nbindings == 0 || cfg->bindings != NULL, "cfg->bindings is NULL but cfg->nbindings is %d",
@@ -195,10 +219,12 @@ tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg, t
   const tpg_plan *p = g->plan;
   g->bind = calloc((size_t)(p->nslots ? p->nslots : 1), sizeof *g->bind);
   g->owned = calloc((size_t)(p->nslots ? p->nslots : 1), 1);
+  g->wins = calloc((size_t)(p->nslots ? p->nslots : 1), sizeof *g->wins);
   g->mode = cfg->mode;
+  g->flags = cfg->flags;
   g->order = malloc((size_t)p->nnodes * sizeof *g->order);
   g->nodes = calloc((size_t)p->nnodes, sizeof *g->nodes);
-  if (!g->bind || !g->owned || !g->order || !g->nodes) {
+  if (!g->bind || !g->owned || !g->wins || !g->order || !g->nodes) {
     st = TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
     goto fail;
   }
@@ -222,7 +248,10 @@ tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg, t
     g->bind[cfg->bindings[b].slot - 1] = cfg->bindings[b].ptr;
   }
   g->comm = cfg->comm;
-  if (colls) atomic_fetch_add(&g->comm->graphs, 1);
+  if (colls) {
+    atomic_fetch_add(&g->comm->graphs, 1);
+    g->counted = 1;
+  }
   TPG_CUGOTO(cuStreamCreate(&g->cap_stream, CU_STREAM_NON_BLOCKING), st, fail_pop);
   TPG_CUGOTO(cuEventCreate(&g->done, CU_EVENT_DISABLE_TIMING), st, fail_pop);
   TPG_TRYGOTO(alloc_workspaces(g), st, fail_pop);
@@ -262,7 +291,14 @@ tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg, t
 fail_pop:
   tpg_dev_pop();
 fail:
-  graph_free(g); /* drops the comm's graph count if it was taken */
+  {
+    /* Cleanup makes calls that may record messages; keep the cause. */
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", tpg_last_error());
+    graph_free(g); /* drops the comm's graph count if it was taken */
+    tpg_err_clear();
+    if (msg[0]) tpg_err(st, "tpg_graph_create", "%s", msg);
+  }
   return st;
 }
 

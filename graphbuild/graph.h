@@ -46,8 +46,11 @@ struct tpg_graph {
   CUstream cap_stream;          /* private: NCCL captures */
   CUevent done;                 /* recorded after each launch */
   int launched;
+  int counted;                  /* holds one of comm->graphs */
   tpg_graph_mode mode;
-  unsigned char *owned;         /* owned[s - 1]: slot s is scratch we allocated */
+  unsigned char *owned;         /* owned[s - 1]: 1 cuMemAlloc'ed scratch, 2 ncclMemAlloc'ed */
+  ncclWindow_t *wins;           /* wins[s - 1]: NCCL symmetric window of scratch slot s */
+  unsigned flags;
   tpg_graph_info info;
 };
 

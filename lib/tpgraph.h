@@ -409,9 +409,16 @@ typedef struct tpg_graph_config {
   const tpg_binding *bindings; /* every non-scratch slot the plan uses, once    */
   int nbindings;
   tpg_graph_mode mode;     /* TPG_MODE_EXPLICIT unless benchmarking             */
+  unsigned flags;          /* TPG_GRAPH_* below                                 */
 } tpg_graph_config;
 #define TPG_GRAPH_CONFIG_INIT { sizeof(tpg_graph_config), TPG_CONFIG_MAGIC, TPG_VERSION_CODE, 0, NULL, NULL, 0, \
-                                TPG_MODE_EXPLICIT }
+                                TPG_MODE_EXPLICIT, 0u }
+
+/* Scratch slots that collectives use are allocated with ncclMemAlloc and
+ * registered as NCCL symmetric windows (every rank, same order, same size),
+ * which lets NCCL use its low-latency symmetric kernels. This flag turns
+ * that off (plain cuMemAlloc). */
+#define TPG_GRAPH_NO_SYMMETRIC 0x1u
 
 /* Validates the plan and the bindings (alignment, memory kind, and that each
  * allocation covers its slot), materializes every node through the driver API
