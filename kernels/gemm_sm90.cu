@@ -2,25 +2,29 @@
  * persistent.
  *
  * Design:
- *  - CTA tile 128 x 256 x 64 (M x W-rows x K), 4-stage shared-memory ring
- *    (48 KB a stage, 192 KB total), 384 threads = 3 warpgroups:
- *    warpgroup 0 produces, warpgroups 1 and 2 each multiply a 64 x 256 half of
- *    the tile with wgmma.m64n256k16 (128 fp32 accumulators a thread).
- *  - Loads are plain 16-byte cp.async, not the TMA tensor engine: everything
- *    is derived from the raw pointers and leading dimensions in tpg_gemm_args,
- *    so the graph builder needs no cuTensorMapEncodeTiled and a node's
- *    parameters stay one POD struct. cp.async also gives us per-chunk zero
- *    fill for the M/N/K edges. The producer writes each 16-byte chunk straight
- *    into the 128-byte-swizzled K-major layout that wgmma reads (chunk j of
- *    row r at r*128 + ((j ^ r%8) * 16)); completion is signalled with
- *    cp.async.mbarrier.arrive.noinc on the stage's "full" mbarrier, and the
- *    consumers execute fence.proxy.async after the wait so the async proxy
- *    (wgmma) sees the generic-proxy cp.async writes.
+ *  - CTA tile 128 x BN x 64 (M x W-rows x K), BN = 256 with a 4-stage or 128
+ *    with a 6-stage shared-memory ring (192 KB either way), 384 threads = 3
+ *    warpgroups: warpgroup 0 produces, warpgroups 1 and 2 each multiply a
+ *    64-row half of the tile with wgmma.m64nBNk16 (fp32 accumulators in
+ *    registers; setmaxnreg moves registers from the producer (40) to the
+ *    consumers (232)).
+ *  - Two producers for the same consumers:
+ *    tpg_gemm_sm90_*: 128 threads of 16-byte cp.async. Everything comes from
+ *      the raw pointers in tpg_gemm_args (no tensor map), with zero-fill at
+ *      the M/N/K edges; each chunk goes straight into the 128-byte-swizzled
+ *      K-major layout wgmma reads (chunk j of row r at r*128 + ((j ^ r%8)*16)),
+ *      completion through cp.async.mbarrier.arrive.noinc, and the consumers
+ *      run fence.proxy.async after the wait (generic-proxy writes, async-proxy
+ *      reads). Measured at 0.5-0.65 of cuBLAS: the LSU copy path cannot feed
+ *      the tensor cores (docs/kernels.md).
+ *    tpg_gemm_sm90tma_*: one thread issues two TMA tensor copies a stage
+ *      (maps encoded on the host, tpg_tma_args.h) with expect_tx: 0.9-1.0 of
+ *      cuBLAS. This is why the TMA path exists despite needing host-side maps.
  *  - Persistent grid (min(tiles, SMs) CTAs) walks the tiles in groups of 8
  *    M-blocks, M fastest, so the CTAs running at once share W tiles in L2.
- *    The epilogue writes from registers while the producer already fetches
- *    the next tile's stages.
- *  - setmaxnreg moves registers from the producer (40) to the consumers (232).
+ *    The epilogue writes from registers (one compile-time epilogue per branch,
+ *    small enough for the instruction cache) while the producer already
+ *    fetches the next tile's stages.
  *
  * All of this needs sm_90a. For the compute_90 / sm_80 passes the entry points
  * compile to a trap; the selector never picks them there.

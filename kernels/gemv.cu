@@ -18,6 +18,8 @@
  * goes straight from global memory into mma registers: no shared memory, no
  * shuffles. The K slices of the KW warps of a CTA are summed through shared
  * memory once at the end; there is no split-K across CTAs, so no workspace.
+ * A stream-K twin at the end of the file (equal work per CTA, workspace
+ * partials) covers small N, where one tile per CTA would leave SMs idle.
  */
 #include "common.cuh"
 
