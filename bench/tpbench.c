@@ -8,8 +8,9 @@
  *   eager     kernel-by-kernel launches on one stream (TPG_MODE_EAGER)
  *   captured  the same sequence stream-captured into a graph (TPG_MODE_CAPTURE),
  *             the approach tpgraph started from
- *   nosym     our explicit graph, NCCL on plain buffers (TPG_GRAPH_NO_SYMMETRIC)
- *   explicit  our explicit graph, no overlap, NCCL on symmetric windows
+ *   explicit  our explicit graph, no overlap
+ *   symmetric explicit, NCCL buffers as symmetric windows (TPG_GRAPH_NCCL_SYMMETRIC;
+ *             experimental, only with --modes)
  *   overlap   our explicit graph, token chunks on separate branches
  *   compute   explicit without collectives: exposed comm = explicit - compute
  * Floors per layer and rank: weight bytes / 4.3 TB/s and FLOPs / 790 TFLOP/s.
@@ -19,7 +20,7 @@
  *
  *   tpbench [--hidden 8192,4096 --ffn 28672,14336] [--tokens 1,16,128,1024]
  *           [--tp N] [--layers 4] [--reps 20] [--kind gelu|swiglu]
- *           [--modes eager,captured,nosym,explicit,overlap,compute] [--chunks 2]
+ *           [--modes eager,captured,explicit,symmetric,overlap,compute] [--chunks 2]
  *           [--json tpbench.json] [--svg tpbench.svg] [--no-torch] [--torch-script PATH]
  */
 #define _GNU_SOURCE
@@ -53,13 +54,13 @@
     }                                                                                   \
   } while (0)
 
-enum { M_EAGER, M_CAPTURED, M_NOSYM, M_EXPLICIT, M_OVERLAP, M_COMPUTE, NMODES };
-static const char *mode_name[NMODES] = {"eager", "captured", "nosym", "explicit", "overlap", "compute"};
+enum { M_EAGER, M_CAPTURED, M_EXPLICIT, M_SYM, M_OVERLAP, M_COMPUTE, NMODES };
+static const char *mode_name[NMODES] = {"eager", "captured", "explicit", "symmetric", "overlap", "compute"};
 
 static int hid[MAXV] = {8192, 4096}, ffn[MAXV] = {28672, 14336}, nshape = 2;
 static int toks[MAXV] = {1, 16, 128, 1024}, ntok = 4;
 static int TP = 0, LAYERS = 4, REPS = 20, CHUNKS = 2, use_torch = 1;
-static int mode_on[NMODES] = {1, 1, 1, 1, 1, 1};
+static int mode_on[NMODES] = {1, 1, 1, 0, 1, 1}; /* symmetric: experimental, --modes to try */
 static tpg_mlp_kind KIND = TPG_MLP_GELU;
 static const char *json_path = "tpbench.json", *svg_path = "tpbench.svg", *torch_script = NULL;
 
@@ -184,7 +185,7 @@ static void run_one(rank_state *st, int si, int ti, int mode) {
   cfg.bindings = b;
   cfg.nbindings = nb;
   cfg.mode = mode == M_EAGER ? TPG_MODE_EAGER : mode == M_CAPTURED ? TPG_MODE_CAPTURE : TPG_MODE_EXPLICIT;
-  cfg.flags = mode == M_NOSYM ? TPG_GRAPH_NO_SYMMETRIC : 0u;
+  cfg.flags = mode == M_SYM ? TPG_GRAPH_NCCL_SYMMETRIC : 0u;
   tpg_graph *g;
   MUST(tpg_graph_create(p, &cfg, &g));
   double us = time_graph(st, g);
@@ -399,7 +400,7 @@ static void print_table(int n) {
   printf("\ntpbench: TP=%d, %s MLP, bf16, %d layers per graph, median of %d; us per layer (rank 0)\n", n,
          KIND == TPG_MLP_GELU ? "GeLU (Megatron)" : "SwiGLU", LAYERS, REPS);
   printf("%-12s %6s %8s %8s %8s %8s %8s %8s %8s %8s %9s %9s %10s\n", "hidden/ffn", "tokens", "eager", "captured",
-         "nosym", "explicit", "overlap", "compute", "exposed", "floor", "torch-eag", "torch-grf", "best/floor");
+         "explicit", "symmetric", "overlap", "compute", "exposed", "floor", "torch-eag", "torch-grf", "best/floor");
   for (int si = 0; si < nshape; si++)
     for (int ti = 0; ti < ntok; ti++) {
       double *r = res[si][ti], fl = floor_us(si, ti, n);
@@ -421,7 +422,7 @@ static void print_table(int n) {
 static void usage(void) {
   fprintf(stderr,
           "usage: tpbench [--hidden 8192,4096 --ffn 28672,14336] [--tokens 1,16,128,1024] [--tp N] [--layers 4]\n"
-          "               [--reps 20] [--kind gelu|swiglu] [--modes eager,captured,nosym,explicit,overlap,compute]\n"
+          "               [--reps 20] [--kind gelu|swiglu] [--modes eager,captured,explicit,symmetric,overlap,compute]\n"
           "               [--chunks 2] [--json PATH] [--svg PATH] [--no-torch] [--torch-script PATH]\n");
 }
 

@@ -143,7 +143,7 @@ static tpg_status alloc_workspaces(tpg_graph *g) {
     if (p->slots[s].where != TPG_MEM_SCRATCH || g->users_at[s + 1] == g->users_at[s]) continue;
     int coll = 0;
     for (int u = g->users_at[s]; u < g->users_at[s + 1]; u++) coll |= p->nodes[g->users[u]].kind == TPG_NK_COLLECTIVE;
-    int sym = coll && g->comm && g->comm->nranks > 1 && !(g->flags & TPG_GRAPH_NO_SYMMETRIC);
+    int sym = coll && g->comm && g->comm->nranks > 1 && (g->flags & TPG_GRAPH_NCCL_SYMMETRIC);
     size_t bytes = p->slots[s].count * tpg_dtype_size(p->slots[s].dtype);
     if (sym) {
       bytes = (bytes + 4095) & ~(size_t)4095;
@@ -179,7 +179,7 @@ tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg, t
                 "cfg was not initialised with TPG_GRAPH_CONFIG_INIT (magic 0x%x, size %zu)", cfg->magic, cfg->size);
   TPG_CHECK_ARG(cfg->device >= 0, "cfg->device is %d: expected a CUDA device ordinal >= 0", cfg->device);
   TPG_CHECK_ARG(cfg->nbindings >= 0, "cfg->nbindings is %d: expected >= 0", cfg->nbindings);
-  TPG_CHECK_ARG((cfg->flags & ~TPG_GRAPH_NO_SYMMETRIC) == 0, "cfg->flags is 0x%x: expected TPG_GRAPH_* bits only",
+  TPG_CHECK_ARG((cfg->flags & ~TPG_GRAPH_NCCL_SYMMETRIC) == 0, "cfg->flags is 0x%x: expected TPG_GRAPH_* bits only",
                 cfg->flags);
   TPG_CHECK_ARG(cfg->mode == TPG_MODE_EXPLICIT || cfg->mode == TPG_MODE_CAPTURE || cfg->mode == TPG_MODE_EAGER,
                 "cfg->mode is %d: expected TPG_MODE_EXPLICIT, TPG_MODE_CAPTURE or TPG_MODE_EAGER", (int)cfg->mode);

@@ -414,11 +414,12 @@ typedef struct tpg_graph_config {
 #define TPG_GRAPH_CONFIG_INIT { sizeof(tpg_graph_config), TPG_CONFIG_MAGIC, TPG_VERSION_CODE, 0, NULL, NULL, 0, \
                                 TPG_MODE_EXPLICIT, 0u }
 
-/* Scratch slots that collectives use are allocated with ncclMemAlloc and
- * registered as NCCL symmetric windows (every rank, same order, same size),
- * which lets NCCL use its low-latency symmetric kernels. This flag turns
- * that off (plain cuMemAlloc). */
-#define TPG_GRAPH_NO_SYMMETRIC 0x1u
+/* Experimental: allocate scratch slots that collectives use with ncclMemAlloc
+ * and register them as NCCL symmetric windows (every rank, same order, same
+ * size), so NCCL 2.27+ may pick its symmetric kernels. With NCCL 2.28.9 on
+ * 2 x H200 the captured all-reduce then failed with "invalid argument"; off
+ * by default until that is understood (docs/performance.md). */
+#define TPG_GRAPH_NCCL_SYMMETRIC 0x1u
 
 /* Validates the plan and the bindings (alignment, memory kind, and that each
  * allocation covers its slot), materializes every node through the driver API
@@ -460,6 +461,33 @@ TPG_API tpg_status tpg_graph_info_get(const tpg_graph *graph, tpg_graph_info *ou
 
 /* Writes the instantiated graph as DOT (cuGraphDebugDotPrint, verbose). */
 TPG_API tpg_status tpg_graph_write_dot(const tpg_graph *graph, const char *path);
+
+/* ------------------------------------------------------------------------ */
+/* Token-count buckets of an MLP stack                                      */
+
+/* Token-count buckets: engines run many batch sizes, and a graph is built for
+ * one. These make one graph per bucket size of the same stack (the list is
+ * sorted, duplicates dropped, and desc->tokens — the maximum — always added),
+ * all bound to the same buffers: bind x and y to buffers of the maximum size
+ * (and the weights once); a smaller bucket reads and writes their first rows.
+ * A call with `tokens` runs the smallest bucket >= tokens: pad rows beyond
+ * `tokens` with anything (their results are ignored).
+ * Creation, like tpg_graph_create, is collective over the comm's ranks. */
+typedef struct tpg_mlp_buckets tpg_mlp_buckets;
+
+TPG_API tpg_status tpg_mlp_buckets_create(const tpg_mlp_desc *desc, const int *sizes, int nsizes,
+                                          const tpg_graph_config *cfg /* bindings by tpg_plan_mlp's slot ids */,
+                                          tpg_mlp_buckets **out /* OUT, owned */);
+TPG_API tpg_status tpg_mlp_buckets_destroy(tpg_mlp_buckets *b);
+/* The bucket for `tokens` (1..max): its size and graph (borrowed). */
+TPG_API tpg_status tpg_mlp_buckets_pick(tpg_mlp_buckets *b, int tokens, int *bucket_tokens /* OUT */,
+                                        tpg_graph **graph /* OUT, borrowed */);
+/* Bucket i (0..count-1, ascending): its size and the device memory its graph
+ * took, measured (free memory before and after creating it). */
+TPG_API tpg_status tpg_mlp_buckets_info(const tpg_mlp_buckets *b, int i, int *count /* OUT, may be NULL */,
+                                        int *tokens /* OUT, may be NULL */, size_t *device_bytes /* OUT, may be NULL */);
+/* The slot id of a named slot of the stack (same in every bucket), for bindings. */
+TPG_API tpg_status tpg_mlp_slot(const tpg_mlp_desc *desc, const char *name, tpg_slot *out /* OUT */);
 
 #ifdef __cplusplus
 }
