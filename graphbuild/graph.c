@@ -124,10 +124,9 @@ static tpg_status alloc_workspaces(tpg_graph *g) {
     if (p->nodes[i].kind != TPG_NK_GEMM) continue;
     const tpg_gemm_desc *d = &p->nodes[i].u.gemm;
     tpg_kernel_launch l;
+    tpg_tma_encode xe, we;
     char why[256] = {0}, lb[160];
-    int kdt = d->dtype == TPG_F16 ? TPG_KDT_F16 : TPG_KDT_BF16;
-    if (tpg_gemm_select(d->m, d->n, d->k, kdt, (int)d->epilogue, g->dev.sm_arch, tpg_gemm_sms(g, d), &l, why,
-                        sizeof why) != 0)
+    if (tpg_gemm_pick(g, d, &l, &xe, &we, why, sizeof why) != 0)
       return TPG_ARG_FAIL("node %s: no GEMM kernel for this shape: %s", tpg_node_label(p, i, lb, sizeof lb), why);
     if (l.workspace_bytes == 0) continue;
     size_t bytes = (l.workspace_bytes + 255) & ~(size_t)255;
@@ -223,7 +222,7 @@ tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg, t
   g->mode = cfg->mode;
   g->flags = cfg->flags;
   g->order = malloc((size_t)p->nnodes * sizeof *g->order);
-  g->nodes = calloc((size_t)p->nnodes, sizeof *g->nodes);
+  g->nodes = tpg_gnodes_alloc(p->nnodes);
   if (!g->bind || !g->owned || !g->wins || !g->order || !g->nodes) {
     st = TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
     goto fail;

@@ -12,6 +12,7 @@
 
 #include "graphbuild/plan.h"
 #include "kernels/tpg_kargs.h"
+#include "kernels/tpg_tma_args.h"
 #include "lib/comm.h"
 #include "lib/gemm_select.h"
 
@@ -21,9 +22,12 @@ typedef struct tpg_gnode {
   CUDA_KERNEL_NODE_PARAMS kp;
   void *kparams[1];             /* -> args: every kernel takes one struct */
   union {
+    tpg_gemm_tma_args gemm_tma; /* first: the union starts 64-byte aligned */
     tpg_gemm_args gemm;
     tpg_axpby_args axpby;
   } args;
+  int tma;                      /* GEMM kernel takes tensor maps (args.gemm_tma) */
+  tpg_tma_encode xe, we;        /* how to (re-)encode them                       */
   const char *kernel;           /* entry point name */
   CUdeviceptr workspace;        /* owned, GEMM split-K */
   size_t workspace_bytes;
@@ -62,6 +66,9 @@ TPG_HIDDEN tpg_status tpg_check_binding(const tpg_graph *g, const tpg_plan *p, t
 /* Fills nodes[i]'s parameters from plan p and the pointers in bind. */
 TPG_HIDDEN tpg_status tpg_fill_node(tpg_graph *g, const tpg_plan *p, void **bind, int i, tpg_gnode *gn);
 
+/* The node array: 64-byte aligned (tensor maps live in it), zeroed. */
+TPG_HIDDEN tpg_gnode *tpg_gnodes_alloc(int n);
+
 /* SMs a GEMM node may use: the GPU's less its sm_reserve (at least half). */
 TPG_HIDDEN int tpg_gemm_sms(const tpg_graph *g, const tpg_gemm_desc *d);
 
@@ -71,7 +78,11 @@ TPG_HIDDEN tpg_status tpg_run_nodes(tpg_graph *g, CUstream stream);
 
 /* Rewrites only the buffer pointers of nodes[i] from g->bind: the rebind
  * path, which keeps the kernel, launch shape and everything else. */
-TPG_HIDDEN void tpg_patch_node(const tpg_graph *g, int i);
+TPG_HIDDEN tpg_status tpg_patch_node(const tpg_graph *g, int i);
+
+/* The GEMM kernel for a node: tpg_gemm_select_tma on this GPU (0 = ok). */
+TPG_HIDDEN int tpg_gemm_pick(const tpg_graph *g, const tpg_gemm_desc *d, tpg_kernel_launch *l, tpg_tma_encode *xe,
+                             tpg_tma_encode *we, char *why, size_t whylen);
 
 /* Captures collective node i of plan p from NCCL into a new graph (caller owns). */
 TPG_HIDDEN tpg_status tpg_capture_collective(tpg_graph *g, const tpg_plan *p, void **bind, int i, CUgraph *out);

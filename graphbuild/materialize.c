@@ -79,6 +79,48 @@ tpg_status tpg_check_binding(const tpg_graph *g, const tpg_plan *p, tpg_slot slo
   return TPG_SUCCESS;
 }
 
+tpg_gnode *tpg_gnodes_alloc(int n) {
+  size_t bytes = (size_t)(n > 0 ? n : 1) * sizeof(tpg_gnode);
+  bytes = (bytes + 63) & ~(size_t)63;
+  tpg_gnode *p = aligned_alloc(64, bytes);
+  if (p) memset(p, 0, bytes);
+  return p;
+}
+
+/* The GEMM args inside a node's parameter block (after the maps for TMA). */
+static tpg_gemm_args *gemm_args(tpg_gnode *gn) { return gn->tma ? &gn->args.gemm_tma.a : &gn->args.gemm; }
+
+/* Encodes a tensor map for the TMA GEMM kernels from the selector's recipe. */
+static tpg_status encode_map(tpg_tmap *map, const tpg_tma_encode *e, int kdt, const void *base) {
+  cuuint64_t dims[4] = {0, 0, 0, 0}, strides[3] = {0, 0, 0};
+  cuuint32_t box[4] = {0, 0, 0, 0}, es[4] = {1, 1, 1, 1};
+  for (int i = 0; i < e->rank; i++) {
+    dims[i] = e->dims[i];
+    box[i] = e->box[i];
+    if (i < 3) strides[i] = e->strides[i];
+  }
+  TPG_CU(cuTensorMapEncodeTiled((CUtensorMap *)map,
+                                kdt == TPG_KDT_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                                (cuuint32_t)e->rank, (void *)base, dims, strides, box, es,
+                                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  return TPG_SUCCESS;
+}
+
+static tpg_status encode_maps(tpg_gnode *gn) {
+  tpg_gemm_args *a = &gn->args.gemm_tma.a;
+  TPG_TRY(encode_map(&gn->args.gemm_tma.tx, &gn->xe, a->dtype, a->x));
+  TPG_TRY(encode_map(&gn->args.gemm_tma.tw, &gn->we, a->dtype, a->w));
+  return TPG_SUCCESS;
+}
+
+int tpg_gemm_pick(const tpg_graph *g, const tpg_gemm_desc *d, tpg_kernel_launch *l, tpg_tma_encode *xe,
+                  tpg_tma_encode *we, char *why, size_t whylen) {
+  int kdt = d->dtype == TPG_F16 ? TPG_KDT_F16 : TPG_KDT_BF16;
+  return tpg_gemm_select_tma(d->m, d->n, d->k, kdt, (int)d->epilogue, g->dev.sm_arch, tpg_gemm_sms(g, d), d->k, d->k,
+                             l, xe, we, why, whylen);
+}
+
 int tpg_gemm_sms(const tpg_graph *g, const tpg_gemm_desc *d) {
   int n = g->dev.sm_count - d->sm_reserve;
   return n >= g->dev.sm_count / 2 ? n : g->dev.sm_count / 2; /* never starve the GEMM itself */
@@ -100,17 +142,17 @@ tpg_status tpg_fill_node(tpg_graph *g, const tpg_plan *p, void **bind, int i, tp
       tpg_kernel_launch l;
       char why[256] = {0};
       int kdt = d->dtype == TPG_F16 ? TPG_KDT_F16 : TPG_KDT_BF16;
-      if (tpg_gemm_select(d->m, d->n, d->k, kdt, (int)d->epilogue, g->dev.sm_arch, tpg_gemm_sms(g, d), &l, why,
-                          sizeof why) != 0)
+      memset(&gn->args, 0, sizeof gn->args);
+      if (tpg_gemm_pick(g, d, &l, &gn->xe, &gn->we, why, sizeof why) != 0)
         return TPG_ARG_FAIL("node %s: no GEMM kernel for this shape: %s", tpg_node_label(p, i, lb, sizeof lb), why);
+      gn->tma = gn->xe.rank > 0;
       if (l.workspace_bytes > g->nodes[i].workspace_bytes)
         return TPG_ARG_FAIL("node %s: needs %zu bytes of workspace, the graph allocated %zu at creation (a shape "
                             "change needs a new graph)",
                             tpg_node_label(p, i, lb, sizeof lb), l.workspace_bytes, g->nodes[i].workspace_bytes);
       CUfunction f;
       TPG_TRY(tpg_kernel_function(l.kernel, l.smem_bytes, &f));
-      tpg_gemm_args *a = &gn->args.gemm;
-      memset(a, 0, sizeof *a);
+      tpg_gemm_args *a = gemm_args(gn);
       a->x = (const void *)(uintptr_t)view_ptr(p, bind, d->x);
       a->w = (const void *)(uintptr_t)view_ptr(p, bind, d->w);
       a->y = (void *)(uintptr_t)view_ptr(p, bind, d->y);
@@ -127,6 +169,7 @@ tpg_status tpg_fill_node(tpg_graph *g, const tpg_plan *p, void **bind, int i, tp
       a->dtype = kdt;
       a->epilogue = (int32_t)d->epilogue;
       a->split_k = l.split_k;
+      if (gn->tma) TPG_TRY(encode_maps(gn));
       gn->kernel = l.kernel;
       memset(&gn->kp, 0, sizeof gn->kp);
       gn->kp.func = f;
@@ -201,19 +244,20 @@ tpg_status tpg_fill_node(tpg_graph *g, const tpg_plan *p, void **bind, int i, tp
   return TPG_SUCCESS;
 }
 
-void tpg_patch_node(const tpg_graph *g, int i) {
+tpg_status tpg_patch_node(const tpg_graph *g, int i) {
   const tpg_plan *p = g->plan;
   const tpg_node_rec *n = &p->nodes[i];
   tpg_gnode *gn = &g->nodes[i];
   void **bind = g->bind;
   switch (n->kind) {
     case TPG_NK_GEMM: {
-      tpg_gemm_args *a = &gn->args.gemm;
+      tpg_gemm_args *a = gemm_args(gn);
       a->x = (const void *)(uintptr_t)view_ptr(p, bind, n->u.gemm.x);
       a->w = (const void *)(uintptr_t)view_ptr(p, bind, n->u.gemm.w);
       a->y = (void *)(uintptr_t)view_ptr(p, bind, n->u.gemm.y);
       a->bias = (const void *)(uintptr_t)view_ptr(p, bind, n->u.gemm.bias);
       a->residual = (const void *)(uintptr_t)view_ptr(p, bind, n->u.gemm.residual);
+      if (gn->tma) return encode_maps(gn); /* maps hold x's and w's base addresses */
       break;
     }
     case TPG_NK_AXPBY:
@@ -231,6 +275,7 @@ void tpg_patch_node(const tpg_graph *g, int i) {
     }
     default: break;
   }
+  return TPG_SUCCESS;
 }
 
 static tpg_status coll_ranges(const tpg_graph *g, const tpg_plan *p, int i) {

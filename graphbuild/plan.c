@@ -596,16 +596,36 @@ static void sb_printf(sbuf *s, const char *fmt, ...) {
   if (n > 0) s->len += (size_t)n;
 }
 
+/* Appends n bytes as they are (what fits; len counts them all, as above). */
+static void sb_put(sbuf *s, const char *text, size_t n) {
+  if (s->len < s->cap) {
+    size_t room = s->cap - s->len - 1; /* keep the NUL */
+    size_t k = n < room ? n : room;
+    memcpy(s->buf + s->len, text, k);
+    s->buf[s->len + k] = '\0';
+  }
+  s->len += n;
+}
+
 /* User text inside a DOT string: names may hold any byte but NUL, and a raw
  * quote would end the label early (a newline splits it), so the file would
  * not parse. Quote and backslash get a backslash, newline becomes DOT's \n,
- * other control bytes '?'. */
+ * other control bytes '?'. Plain runs are copied whole: DOT of a big plan is
+ * mostly names. */
 static void sb_quoted(sbuf *s, const char *text) {
-  for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
-    if (*c == '"' || *c == '\\') sb_printf(s, "\\%c", *c);
-    else if (*c == '\n') sb_printf(s, "\\n");
-    else if (*c < 0x20 || *c == 0x7f) sb_printf(s, "?");
-    else sb_printf(s, "%c", *c);
+  const char *run = text;
+  for (const unsigned char *c = (const unsigned char *)text;; c++) {
+    int plain = *c >= 0x20 && *c != 0x7f && *c != '"' && *c != '\\';
+    if (plain) continue;
+    sb_put(s, run, (size_t)((const char *)c - run));
+    if (!*c) return;
+    if (*c == '"' || *c == '\\') {
+      char esc[2] = {'\\', (char)*c};
+      sb_put(s, esc, 2);
+    } else {
+      sb_put(s, *c == '\n' ? "\\n" : "?", *c == '\n' ? 2 : 1);
+    }
+    run = (const char *)c + 1;
   }
 }
 

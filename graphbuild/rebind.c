@@ -22,7 +22,7 @@
 static tpg_status apply_node(tpg_graph *g, int i) {
   const tpg_plan *p = g->plan;
   tpg_gnode *gn = &g->nodes[i];
-  tpg_patch_node(g, i);
+  TPG_TRY(tpg_patch_node(g, i));
   if (g->mode == TPG_MODE_EAGER) return TPG_SUCCESS; /* the next launch reads the patched copy */
   switch (p->nodes[i].kind) {
     case TPG_NK_GEMM:
@@ -149,7 +149,7 @@ tpg_status tpg_graph_update(tpg_graph *g, const tpg_plan *plan, const tpg_bindin
     if (st != TPG_SUCCESS) goto out;
   }
   bind = malloc((size_t)p->nslots * sizeof *bind);
-  tmp = calloc((size_t)p->nnodes, sizeof *tmp);
+  tmp = tpg_gnodes_alloc(p->nnodes);
   if (!bind || !tmp) {
     st = TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
     goto out;
@@ -194,7 +194,7 @@ tpg_status tpg_graph_update(tpg_graph *g, const tpg_plan *plan, const tpg_bindin
     CUgraphNode keep = g->nodes[i].node;
     CUdeviceptr ws = g->nodes[i].workspace;
     size_t wsb = g->nodes[i].workspace_bytes;
-    g->nodes[i] = tmp[i];
+    memcpy(&g->nodes[i], &tmp[i], sizeof tmp[i]);
     g->nodes[i].node = keep;
     g->nodes[i].workspace = ws;
     g->nodes[i].workspace_bytes = wsb;

@@ -71,6 +71,7 @@
   X(cuMemsetD16Async, 3020) \
   X(cuMemcpyAsync, 4000) \
   X(cuLaunchKernel, 4000) \
+  X(cuTensorMapEncodeTiled, 12000) \
 /* end */
 
 typedef struct tpg_cu_table {
