@@ -5,10 +5,12 @@
  * --layers MLP blocks per rank (tpg_plan_mlp, random bf16 weights) and times
  * graph launches with CUDA events (warm-up, then the median of --reps), one
  * host thread per GPU, ranks kept in step by a barrier. Modes:
- *   eager     kernel-by-kernel launches on one stream (TPG_MODE_EAGER)
- *   captured  the same sequence stream-captured into a graph (TPG_MODE_CAPTURE),
- *             the approach tpgraph started from
- *   explicit  our explicit graph, no overlap
+ *   eager     kernel-by-kernel launches on one stream, NCCL (TPG_MODE_EAGER)
+ *   captured  the same sequence stream-captured into a graph, NCCL
+ *             (TPG_MODE_CAPTURE), the approach tpgraph started from
+ *   nccl      our explicit graph, all-reduces through NCCL child graphs
+ *   explicit  our explicit graph, all-reduce algorithm picked by tpgraph
+ *             (the one-shot kernel node up to 4 MiB on one machine)
  *   symmetric explicit, NCCL buffers as symmetric windows (TPG_GRAPH_NCCL_SYMMETRIC;
  *             experimental, only with --modes)
  *   overlap   our explicit graph, token chunks on separate branches
@@ -20,7 +22,7 @@
  *
  *   tpbench [--hidden 8192,4096 --ffn 28672,14336] [--tokens 1,16,128,1024]
  *           [--tp N] [--layers 4] [--reps 20] [--kind gelu|swiglu]
- *           [--modes eager,captured,explicit,symmetric,overlap,compute] [--chunks 2]
+ *           [--modes eager,captured,nccl,symmetric,explicit,overlap,compute] [--chunks 2]
  *           [--json tpbench.json] [--svg tpbench.svg] [--no-torch] [--torch-script PATH]
  */
 #define _GNU_SOURCE
@@ -54,13 +56,13 @@
     }                                                                                   \
   } while (0)
 
-enum { M_EAGER, M_CAPTURED, M_EXPLICIT, M_SYM, M_OVERLAP, M_COMPUTE, NMODES };
-static const char *mode_name[NMODES] = {"eager", "captured", "explicit", "symmetric", "overlap", "compute"};
+enum { M_EAGER, M_CAPTURED, M_NCCL, M_SYM, M_EXPLICIT, M_OVERLAP, M_COMPUTE, NMODES };
+static const char *mode_name[NMODES] = {"eager", "captured", "nccl", "symmetric", "explicit", "overlap", "compute"};
 
 static int hid[MAXV] = {8192, 4096}, ffn[MAXV] = {28672, 14336}, nshape = 2;
 static int toks[MAXV] = {1, 16, 128, 1024}, ntok = 4;
 static int TP = 0, LAYERS = 4, REPS = 20, CHUNKS = 2, use_torch = 1;
-static int mode_on[NMODES] = {1, 1, 1, 0, 1, 1}; /* symmetric: experimental, --modes to try */
+static int mode_on[NMODES] = {1, 1, 1, 0, 1, 1, 1}; /* symmetric: experimental, --modes to try */
 static tpg_mlp_kind KIND = TPG_MLP_GELU;
 static const char *json_path = "tpbench.json", *svg_path = "tpbench.svg", *torch_script = NULL;
 
@@ -155,6 +157,7 @@ static void run_one(rank_state *st, int si, int ti, int mode) {
   d.collectives = mode != M_COMPUTE;
   d.overlap = mode == M_OVERLAP ? TPG_OVERLAP_CHUNKED : TPG_OVERLAP_NONE;
   d.chunks = mode == M_OVERLAP ? CHUNKS : 0;
+  d.allreduce = (mode == M_EAGER || mode == M_CAPTURED || mode == M_NCCL || mode == M_SYM) ? TPG_ALGO_NCCL : TPG_ALGO_AUTO;
   tpg_plan *p;
   MUST(tpg_plan_mlp(&d, &p));
   int sw = KIND == TPG_MLP_SWIGLU, Fr = F / n, F1 = sw ? 2 * Fr : Fr;
@@ -399,8 +402,8 @@ static void write_json(int n) {
 static void print_table(int n) {
   printf("\ntpbench: TP=%d, %s MLP, bf16, %d layers per graph, median of %d; us per layer (rank 0)\n", n,
          KIND == TPG_MLP_GELU ? "GeLU (Megatron)" : "SwiGLU", LAYERS, REPS);
-  printf("%-12s %6s %8s %8s %8s %8s %8s %8s %8s %8s %9s %9s %10s\n", "hidden/ffn", "tokens", "eager", "captured",
-         "explicit", "symmetric", "overlap", "compute", "exposed", "floor", "torch-eag", "torch-grf", "best/floor");
+  printf("%-12s %6s %8s %8s %8s %8s %8s %8s %8s %8s %8s %9s %9s %10s\n", "hidden/ffn", "tokens", "eager", "captured",
+         "nccl", "symmetr", "explicit", "overlap", "compute", "exposed", "floor", "torch-eag", "torch-grf", "best/floor");
   for (int si = 0; si < nshape; si++)
     for (int ti = 0; ti < ntok; ti++) {
       double *r = res[si][ti], fl = floor_us(si, ti, n);
@@ -422,7 +425,7 @@ static void print_table(int n) {
 static void usage(void) {
   fprintf(stderr,
           "usage: tpbench [--hidden 8192,4096 --ffn 28672,14336] [--tokens 1,16,128,1024] [--tp N] [--layers 4]\n"
-          "               [--reps 20] [--kind gelu|swiglu] [--modes eager,captured,explicit,symmetric,overlap,compute]\n"
+          "               [--reps 20] [--kind gelu|swiglu] [--modes eager,captured,nccl,symmetric,explicit,overlap,compute]\n"
           "               [--chunks 2] [--json PATH] [--svg PATH] [--no-torch] [--torch-script PATH]\n");
 }
 

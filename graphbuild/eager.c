@@ -19,6 +19,7 @@ tpg_status tpg_run_nodes(tpg_graph *g, CUstream stream) {
     switch (n->kind) {
       case TPG_NK_GEMM:
       case TPG_NK_AXPBY:
+      launch:
         TPG_CU(cuLaunchKernel(gn->kp.func, gn->kp.gridDimX, gn->kp.gridDimY, gn->kp.gridDimZ, gn->kp.blockDimX,
                               gn->kp.blockDimY, gn->kp.blockDimZ, gn->kp.sharedMemBytes, stream, gn->kp.kernelParams,
                               NULL));
@@ -38,6 +39,7 @@ tpg_status tpg_run_nodes(tpg_graph *g, CUstream stream) {
       }
       case TPG_NK_COLLECTIVE: {
         TPG_TRY(tpg_comm_check_usable(g->comm, __func__, "the graph's comm"));
+        if (gn->fast) goto launch;
         const tpg_collective_desc *d = &n->u.coll;
         size_t es = tpg_dtype_size(p->slots[d->send.slot - 1].dtype);
         void *send = (char *)g->bind[d->send.slot - 1] + d->send.offset * es;

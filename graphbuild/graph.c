@@ -281,7 +281,11 @@ tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg, t
       case TPG_NK_MEMSET: g->info.memset_nodes++; break;
       case TPG_NK_MEMCPY: g->info.memcpy_nodes++; break;
       case TPG_NK_EMPTY: g->info.empty_nodes++; break;
-      case TPG_NK_COLLECTIVE: g->info.child_nodes++; break;
+      case TPG_NK_COLLECTIVE:
+        g->ncoll++;
+        if (g->nodes[i].fast) g->info.kernel_nodes++;
+        else g->info.child_nodes++;
+        break;
       default: break;
     }
   tpg_dev_pop();
@@ -319,7 +323,7 @@ tpg_status tpg_graph_destroy(tpg_graph *g) {
 tpg_status tpg_graph_launch(tpg_graph *g, tpg_stream stream) {
   tpg_err_clear();
   TPG_TRY(graph_check(g, __func__));
-  if (g->comm && g->info.child_nodes) TPG_TRY(tpg_comm_check_usable(g->comm, __func__, "the graph's comm"));
+  if (g->comm && g->ncoll) TPG_TRY(tpg_comm_check_usable(g->comm, __func__, "the graph's comm"));
   TPG_TRY(tpg_dev_push(&g->dev));
   tpg_status st = TPG_SUCCESS;
   if (g->mode == TPG_MODE_EAGER) TPG_TRYGOTO(tpg_run_nodes(g, (CUstream)stream), st, out);

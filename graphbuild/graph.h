@@ -25,7 +25,9 @@ typedef struct tpg_gnode {
     tpg_gemm_tma_args gemm_tma; /* first: the union starts 64-byte aligned */
     tpg_gemm_args gemm;
     tpg_axpby_args axpby;
+    tpg_allreduce_args ar;
   } args;
+  int fast;                     /* collective run by our one-shot kernel      */
   int tma;                      /* GEMM kernel takes tensor maps (args.gemm_tma) */
   tpg_tma_encode xe, we;        /* how to (re-)encode them                       */
   const char *kernel;           /* entry point name */
@@ -50,6 +52,7 @@ struct tpg_graph {
   CUstream cap_stream;          /* private: NCCL captures */
   CUevent done;                 /* recorded after each launch */
   int launched;
+  int ncoll;                    /* collective nodes (NCCL or ours)            */
   int counted;                  /* holds one of comm->graphs */
   tpg_graph_mode mode;
   unsigned char *owned;         /* owned[s - 1]: 1 cuMemAlloc'ed scratch, 2 ncclMemAlloc'ed */

@@ -126,11 +126,55 @@ int tpg_gemm_sms(const tpg_graph *g, const tpg_gemm_desc *d) {
   return n >= g->dev.sm_count / 2 ? n : g->dev.sm_count / 2; /* never starve the GEMM itself */
 }
 
+
 static unsigned grid_for(size_t work, unsigned per_block, unsigned max_blocks) {
   size_t b = (work + per_block - 1) / per_block;
   if (b < 1) b = 1;
   if (b > max_blocks) b = max_blocks;
   return (unsigned)b;
+}
+
+/* NCCL or our one-shot kernel for a collective node; every rank decides
+ * alike (same plan, and the peer buffers' state is agreed collectively). */
+static tpg_status fill_collective(tpg_graph *g, const tpg_plan *p, void **bind, int i, tpg_gnode *gn) {
+  const tpg_collective_desc *d = &p->nodes[i].u.coll;
+  char lb[160];
+  gn->fast = 0;
+  if (d->kind != TPG_ALL_REDUCE || d->algo == TPG_ALGO_NCCL || !g->comm) return TPG_SUCCESS;
+  const char *why = NULL;
+  size_t es = tpg_dtype_size(p->slots[d->send.slot - 1].dtype), bytes = d->count * es;
+  if (g->comm->nranks < 2) why = "a single rank has nothing to reduce";
+  else {
+    TPG_TRY(tpg_peer_setup(g->comm));
+    if (g->comm->peer.state != 1) why = g->comm->peer.why;
+    else if (bytes > g->comm->peer.slot_bytes) why = "the message is larger than the one-shot staging buffer (4 MiB)";
+    else if ((d->send.offset * es) % 16 || (d->recv.offset * es) % 16) why = "send or recv is not 16-byte aligned";
+  }
+  if (why) {
+    if (d->algo == TPG_ALGO_ONESHOT)
+      return TPG_ARG_FAIL("node %s: TPG_ALGO_ONESHOT cannot serve it: %s", tpg_node_label(p, i, lb, sizeof lb), why);
+    return TPG_SUCCESS;
+  }
+  tpg_allreduce_args *a = &gn->args.ar;
+  memset(a, 0, sizeof *a);
+  tpg_peer_args(g->comm, a);
+  a->in = (const void *)(uintptr_t)view_ptr(p, bind, d->send);
+  a->out = (void *)(uintptr_t)view_ptr(p, bind, d->recv);
+  a->count = d->count;
+  tpg_dtype dt = p->slots[d->send.slot - 1].dtype;
+  a->dtype = dt == TPG_F32 ? TPG_KDT_F32 : dt == TPG_F16 ? TPG_KDT_F16 : TPG_KDT_BF16;
+  CUfunction f;
+  TPG_TRY(tpg_kernel_function("tpg_allreduce_oneshot", 0, &f));
+  memset(&gn->kp, 0, sizeof gn->kp);
+  gn->kp.func = f;
+  /* ~32 KiB per block: one block for a decode token's 16 KiB, all 64 for MiBs. */
+  gn->kp.gridDimX = grid_for(bytes, 32768, TPG_AR_MAX_BLOCKS);
+  gn->kp.gridDimY = gn->kp.gridDimZ = 1;
+  gn->kp.blockDimX = 512;
+  gn->kp.blockDimY = gn->kp.blockDimZ = 1;
+  gn->kernel = "tpg_allreduce_oneshot";
+  gn->fast = 1;
+  return TPG_SUCCESS;
 }
 
 tpg_status tpg_fill_node(tpg_graph *g, const tpg_plan *p, void **bind, int i, tpg_gnode *gn) {
@@ -236,6 +280,7 @@ tpg_status tpg_fill_node(tpg_graph *g, const tpg_plan *p, void **bind, int i, tp
       gn->cp.Depth = 1;
       break;
     }
+    case TPG_NK_COLLECTIVE: TPG_TRY(fill_collective(g, p, bind, i, gn)); break;
     default: break;
   }
   /* Every kernel takes one struct: its only parameter points at our copy. */
@@ -265,6 +310,12 @@ tpg_status tpg_patch_node(const tpg_graph *g, int i) {
       gn->args.axpby.x = (const void *)(uintptr_t)view_ptr(p, bind, n->u.axpby.x);
       break;
     case TPG_NK_MEMSET: gn->ms.dst = view_ptr(p, bind, n->u.memset.dst); break;
+    case TPG_NK_COLLECTIVE:
+      if (gn->fast) {
+        gn->args.ar.in = (const void *)(uintptr_t)view_ptr(p, bind, n->u.coll.send);
+        gn->args.ar.out = (void *)(uintptr_t)view_ptr(p, bind, n->u.coll.recv);
+      }
+      break;
     case TPG_NK_MEMCPY: {
       CUdeviceptr d = view_ptr(p, bind, n->u.memcpy.dst), s = view_ptr(p, bind, n->u.memcpy.src);
       if (gn->cp.dstMemoryType == CU_MEMORYTYPE_HOST) gn->cp.dstHost = (void *)(uintptr_t)d;
@@ -375,6 +426,12 @@ tpg_status tpg_materialize(tpg_graph *g, const tpg_plan *p, void **bind, tpg_gno
         r = tpg_cu->cuGraphAddEmptyNode(&gn->node, graph, deps, nd);
         break;
       case TPG_NK_COLLECTIVE: {
+        last_coll = i;
+        if (gn->fast) { /* our one-shot kernel: a plain kernel node */
+          call = "cuGraphAddKernelNode (one-shot all-reduce)";
+          r = tpg_cu->cuGraphAddKernelNode(&gn->node, graph, deps, nd, &gn->kp);
+          break;
+        }
         CUgraph child;
         TPG_TRYGOTO(tpg_capture_collective(g, p, bind, i, &child), st, fail);
         call = "cuGraphAddChildGraphNode";
@@ -382,7 +439,6 @@ tpg_status tpg_materialize(tpg_graph *g, const tpg_plan *p, void **bind, tpg_gno
          * the clone as graph user objects), so our capture can go now. */
         r = tpg_cu->cuGraphAddChildGraphNode(&gn->node, graph, deps, nd, child);
         tpg_cu->cuGraphDestroy(child);
-        last_coll = i;
         break;
       }
       default: break;

@@ -30,6 +30,10 @@ static tpg_status apply_node(tpg_graph *g, int i) {
     case TPG_NK_MEMSET: TPG_CU(cuGraphExecMemsetNodeSetParams(g->exec, gn->node, &gn->ms, g->dev.ctx)); break;
     case TPG_NK_MEMCPY: TPG_CU(cuGraphExecMemcpyNodeSetParams(g->exec, gn->node, &gn->cp, g->dev.ctx)); break;
     case TPG_NK_COLLECTIVE: {
+      if (gn->fast) { /* our kernel: new pointers, no re-capture */
+        TPG_CU(cuGraphExecKernelNodeSetParams(g->exec, gn->node, &gn->kp));
+        break;
+      }
       CUgraph child;
       TPG_TRY(tpg_capture_collective(g, p, g->bind, i, &child));
       CUresult r = tpg_cu->cuGraphExecChildGraphNodeSetParams(g->exec, gn->node, child);
@@ -80,7 +84,7 @@ tpg_status tpg_graph_rebind(tpg_graph *g, const tpg_binding *b, int n) {
   int coll_touched = 0;
   for (int k = 0; k < n; k++)
     for (int u = g->users_at[b[k].slot - 1]; u < g->users_at[b[k].slot]; u++)
-      coll_touched |= p->nodes[g->users[u]].kind == TPG_NK_COLLECTIVE;
+      coll_touched |= p->nodes[g->users[u]].kind == TPG_NK_COLLECTIVE && !g->nodes[g->users[u]].fast;
   if (coll_touched) {
     st = tpg_comm_check_usable(g->comm, __func__, "the graph's comm");
     if (st != TPG_SUCCESS) goto out;
@@ -144,7 +148,7 @@ tpg_status tpg_graph_update(tpg_graph *g, const tpg_plan *plan, const tpg_bindin
   CUgraph ng = NULL;
   tpg_plan *copy = NULL;
   if (st != TPG_SUCCESS) goto out;
-  if (g->info.child_nodes) {
+  if (g->ncoll) {
     st = tpg_comm_check_usable(g->comm, __func__, "the graph's comm");
     if (st != TPG_SUCCESS) goto out;
   }

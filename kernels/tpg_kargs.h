@@ -67,6 +67,26 @@ typedef struct tpg_axpby_args {
   int32_t pad_;
 } tpg_axpby_args;
 
+/* One-shot all-reduce (kernels/allreduce.cu). Each rank's peer-visible
+ * buffer holds a flag array [TPG_AR_MAX_RANKS][TPG_AR_MAX_BLOCKS] of u32 and,
+ * at staging[r], two halves of slot_bytes (epoch parity picks one). */
+#define TPG_AR_MAX_RANKS 8
+#define TPG_AR_MAX_BLOCKS 64
+typedef struct tpg_allreduce_args {
+  const void *in;       /* count elements, 16-byte aligned (may equal out) */
+  void *out;
+  void *staging[TPG_AR_MAX_RANKS];   /* every rank's staging, mapped here  */
+  uint32_t *flags[TPG_AR_MAX_RANKS]; /* every rank's flag array            */
+  uint32_t *epochs;     /* this rank: one counter per block                */
+  uint32_t *status;     /* host-mapped: set to 1 when a peer never came    */
+  uint64_t count;
+  uint64_t slot_bytes;
+  uint64_t timeout_ns;
+  int32_t dtype;        /* TPG_KDT_*                                       */
+  int32_t nranks, rank;
+  int32_t pad_;
+} tpg_allreduce_args;
+
 #ifdef __cplusplus
 }
 #endif

@@ -147,7 +147,15 @@ static tpg_status wait_stream(tpg_comm *c, CUstream s, const char *fn) {
   double deadline = t0 + 1000.0 * c->timeout_ms;
   for (;;) {
     CUresult q = tpg_cu->cuStreamQuery(s);
-    if (q == CUDA_SUCCESS) return TPG_SUCCESS;
+    if (q == CUDA_SUCCESS) {
+      if (c->peer.status_host && *(volatile uint32_t *)c->peer.status_host) {
+        abort_comm(c);
+        return tpg_err(TPG_ERROR_PEER, fn,
+                       "a peer did not reach the one-shot all-reduce within %d ms (rank %d of %d); comm aborted",
+                       c->timeout_ms, c->rank, c->nranks);
+      }
+      return TPG_SUCCESS;
+    }
     if (q != CUDA_ERROR_NOT_READY) {
       abort_comm(c);
       return tpg_cu_fail(q, fn, "cuStreamQuery");
@@ -174,6 +182,7 @@ static void comm_free(tpg_comm *c) {
   if (c->nccl) abort_comm(c); /* only reached on a failed create */
   if (c->dev.ctx) {
     if (tpg_dev_push(&c->dev) == TPG_SUCCESS) {
+      tpg_peer_free(c);
       if (c->scratch) tpg_cu->cuMemFree(c->scratch);
       if (c->stream) tpg_cu->cuStreamDestroy(c->stream);
       tpg_dev_pop();

@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 
 #include "lib/device.h"
+#include "lib/peer.h"
 
 struct tpg_comm {
   unsigned magic;
@@ -17,6 +18,7 @@ struct tpg_comm {
   atomic_int graphs;      /* live graphs that captured this comm        */
   CUstream stream;        /* private: warm-up                            */
   CUdeviceptr scratch;    /* warm-up buffer                              */
+  tpg_peer peer;          /* buffers for our own collectives (lazy)      */
 };
 
 /* Checks a handle passed to a public call (magic, not aborted). */

@@ -72,6 +72,17 @@
   X(cuMemcpyAsync, 4000) \
   X(cuLaunchKernel, 4000) \
   X(cuTensorMapEncodeTiled, 12000) \
+  X(cuIpcGetMemHandle, 4010) \
+  X(cuIpcOpenMemHandle, 11000) \
+  X(cuIpcCloseMemHandle, 4010) \
+  X(cuCtxEnablePeerAccess, 4000) \
+  X(cuMemHostAlloc, 2020) \
+  X(cuMemHostGetDevicePointer, 3020) \
+  X(cuMemFreeHost, 2000) \
+  X(cuMemcpyDtoH, 3020) \
+  X(cuMemcpyHtoD, 3020) \
+  X(cuDeviceCanAccessPeer, 4000) \
+  X(cuMemsetD32, 3020) \
 /* end */
 
 typedef struct tpg_cu_table {

@@ -278,16 +278,30 @@ typedef enum tpg_collective {
   TPG_COLLECTIVE_COUNT = 3
 } tpg_collective;
 
-/* An NCCL collective (sum), captured once into a child-graph node. count is
- * NCCL's: elements per rank's part for all-gather/reduce-scatter. send and
- * recv may be the same slot (in place). dtype is the slots' (must match). */
+/* How an all-reduce runs. */
+typedef enum tpg_collective_algo {
+  TPG_ALGO_AUTO = 0,    /* ONESHOT when it can serve the node (an all-reduce of at
+                           most 4 MiB, 16-byte aligned views, 2..8 ranks that all
+                           map each other's memory: one machine, peer access),
+                           NCCL otherwise. Every rank decides alike.           */
+  TPG_ALGO_NCCL = 1,    /* NCCL, captured into a child-graph node              */
+  TPG_ALGO_ONESHOT = 2  /* tpgraph's one-shot kernel node; an error if it cannot
+                           serve the node                                      */
+} tpg_collective_algo;
+
+/* A collective (sum). NCCL collectives are captured once into a child-graph
+ * node; a one-shot all-reduce is one kernel node of ours that reads every
+ * peer's staging buffer over NVLink. count is NCCL's: elements per rank's
+ * part for all-gather/reduce-scatter. send and recv may be the same slot (in
+ * place). dtype is the slots' (must match). */
 typedef struct tpg_collective_desc {
   size_t size;             /* sizeof(tpg_collective_desc) */
   tpg_collective kind;
   tpg_view send, recv;
   size_t count;
+  tpg_collective_algo algo; /* all-reduce only; others always use NCCL */
 } tpg_collective_desc;
-#define TPG_COLLECTIVE_DESC_INIT { sizeof(tpg_collective_desc), TPG_ALL_REDUCE, {0, 0, 0}, {0, 0, 0}, 0 }
+#define TPG_COLLECTIVE_DESC_INIT { sizeof(tpg_collective_desc), TPG_ALL_REDUCE, {0, 0, 0}, {0, 0, 0}, 0, TPG_ALGO_AUTO }
 
 TPG_API tpg_status tpg_plan_add_collective(tpg_plan *plan, const tpg_collective_desc *desc,
                                            const tpg_node *deps, int ndeps, tpg_node *out);
@@ -365,9 +379,10 @@ typedef struct tpg_mlp_desc {
   tpg_overlap overlap;
   int chunks;              /* CHUNKED: 2..16, <= tokens; 0: 2                     */
   int sm_reserve;          /* CHUNKED: SMs left to NCCL by persistent GEMMs; 0: 16 */
+  tpg_collective_algo allreduce; /* of every layer's all-reduce             */
 } tpg_mlp_desc;
 #define TPG_MLP_DESC_INIT { sizeof(tpg_mlp_desc), TPG_MLP_GELU, 1, 1, 0, 0, 0, 1, TPG_BF16, 1, 1, \
-                            TPG_OVERLAP_AUTO, 0, 0 }
+                            TPG_OVERLAP_AUTO, 0, 0, TPG_ALGO_AUTO }
 
 /* A new plan holding the rank's part of the stack (see above). Uneven splits
  * are refused with the rule that failed. */

@@ -110,7 +110,7 @@ static tpg_binding *bindings_for(coll_bufs *b, int set, tpg_binding *out) {
   return out;
 }
 
-static void run_dtype(tpg_rank *c, tpg_comm *comm, tpg_dtype dt, int t, int do_iters) {
+static void run_dtype(tpg_rank *c, tpg_comm *comm, tpg_dtype dt, int t, int do_iters, tpg_collective_algo algo) {
   coll_bufs b;
   memset(&b, 0, sizeof b);
   b.dt = dt;
@@ -136,9 +136,9 @@ static void run_dtype(tpg_rank *c, tpg_comm *comm, tpg_dtype dt, int t, int do_i
   tpg_node k, ar, ag, rs;
   MUST(tpg_plan_add_axpby(p, V(b.s_send, 0), V(b.s_kin, 0), n, -1.0f, 0.0f, NULL, 0, &k));
   tpg_collective_desc cd = TPG_COLLECTIVE_DESC_INIT;
-  cd.kind = TPG_ALL_REDUCE; cd.send = V(b.s_send, 0); cd.recv = V(b.s_ar, 0); cd.count = b.count;
+  cd.kind = TPG_ALL_REDUCE; cd.send = V(b.s_send, 0); cd.recv = V(b.s_ar, 0); cd.count = b.count; cd.algo = algo;
   MUST(tpg_plan_add_collective(p, &cd, &k, 1, &ar));
-  cd.kind = TPG_ALL_GATHER; cd.recv = V(b.s_ag, 0);
+  cd.kind = TPG_ALL_GATHER; cd.recv = V(b.s_ag, 0); cd.algo = TPG_ALGO_AUTO;
   MUST(tpg_plan_add_collective(p, &cd, &k, 1, &ag));
   cd.kind = TPG_REDUCE_SCATTER; cd.recv = V(b.s_rs, 0);
   MUST(tpg_plan_add_collective(p, &cd, &k, 1, &rs));
@@ -223,9 +223,10 @@ static void rank_body(tpg_rank *c) {
   g_iters = c->iters;
   tpg_comm *comm = tpg_rank_comm(c);
   if (!comm) return;
-  run_dtype(c, comm, TPG_F32, 0, 1);
-  run_dtype(c, comm, TPG_BF16, 1, 1);
-  run_dtype(c, comm, TPG_F16, 2, 0);
+  /* f32 all-reduce through NCCL, bf16 and f16 as AUTO picks (one-shot on one machine) */
+  run_dtype(c, comm, TPG_F32, 0, 1, TPG_ALGO_NCCL);
+  run_dtype(c, comm, TPG_BF16, 1, 1, TPG_ALGO_AUTO);
+  run_dtype(c, comm, TPG_F16, 2, 0, TPG_ALGO_AUTO);
   tpg_status st = tpg_comm_destroy(comm);
   RCHECK(c, st == TPG_SUCCESS, "comm destroy: %s", tpg_last_error());
 }

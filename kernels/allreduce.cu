@@ -1,0 +1,138 @@
+// allreduce.cu - one-shot all-reduce as a single kernel node of our graph.
+//
+// For decode-sized messages NCCL's latency (a child graph of several nodes,
+// ~8-9 us for 16 KiB on 2 x H200) exceeds the work. Here every rank copies
+// its input into its own slice of a peer-visible staging buffer, tells each
+// peer "epoch e ready" by storing into the peer's flag array, waits for all
+// peers' flags, then reads every peer's staging over NVLink, sums in fp32 and
+// writes its own output. One kernel, no host involvement, safe under graph
+// replay:
+// - Epochs live in device memory (one counter per block), so replays keep
+//   ranks in step without the host.
+// - Staging is double-buffered by epoch parity: a rank can only be writing
+//   epoch e+2's data after every peer has signalled epoch e+1, i.e. finished
+//   reading epoch e's buffer, so no second barrier is needed.
+// - Block b only waits for peers' block b (it reads only slice b): no grid
+//   barrier.
+// - Every wait is bounded by a %globaltimer deadline; on expiry the kernel
+//   records the failure in host-mapped memory and exits, so a dead peer
+//   becomes an error the host sees, not a hung GPU.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "kernels/tpg_kargs.h"
+
+namespace {
+
+__device__ __forceinline__ uint64_t now_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ void st_release(uint32_t *p, uint32_t v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint32_t ld_acquire(const uint32_t *p) {
+  uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+template <typename T> __device__ __forceinline__ float tf(T v);
+template <> __device__ __forceinline__ float tf<float>(float v) { return v; }
+template <> __device__ __forceinline__ float tf<__half>(__half v) { return __half2float(v); }
+template <> __device__ __forceinline__ float tf<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T> __device__ __forceinline__ T ft(float v);
+template <> __device__ __forceinline__ float ft<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half ft<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 ft<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+template <typename T>
+__device__ void oneshot(const tpg_allreduce_args &a) {
+  constexpr int V = 16 / sizeof(T);  // elements per 16-byte vector
+  __shared__ uint32_t s_epoch;
+  __shared__ int s_fail;
+  const int b = blockIdx.x, nb = gridDim.x, R = a.nranks;
+  if (threadIdx.x == 0) {
+    s_epoch = a.epochs[b] + 1;
+    s_fail = 0;
+  }
+  __syncthreads();
+  const uint32_t e = s_epoch;
+  const uint64_t half = (e & 1u) ? a.slot_bytes : 0;
+  // This block's share of the vectors; the tail (count % V) goes to the last block.
+  const uint64_t nvec = a.count / V;
+  const uint64_t per = (nvec + nb - 1) / nb;
+  const uint64_t v0 = min(nvec, per * b), v1 = min(nvec, v0 + per);
+  const bool tail = b == nb - 1 && (a.count % V) != 0;
+
+  uint4 *mine = reinterpret_cast<uint4 *>(static_cast<char *>(a.staging[a.rank]) + half);
+  const uint4 *in = static_cast<const uint4 *>(a.in);
+  for (uint64_t i = v0 + threadIdx.x; i < v1; i += blockDim.x) mine[i] = in[i];
+  if (tail && threadIdx.x < a.count % V) {
+    uint64_t j = nvec * V + threadIdx.x;
+    reinterpret_cast<T *>(mine)[j] = static_cast<const T *>(a.in)[j];
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence_system();
+    for (int q = 0; q < R; q++) st_release(a.flags[q] + a.rank * TPG_AR_MAX_BLOCKS + b, e);
+    const uint64_t deadline = now_ns() + a.timeout_ns;
+    for (int q = 0; q < R && !s_fail; q++) {
+      const uint32_t *f = a.flags[a.rank] + q * TPG_AR_MAX_BLOCKS + b;
+      uint32_t spins = 0;
+      while ((int32_t)(ld_acquire(f) - e) < 0) {
+        if ((++spins & 1023u) == 0 && now_ns() > deadline) {
+          s_fail = 1;
+          break;
+        }
+      }
+    }
+    __threadfence_system();
+  }
+  __syncthreads();
+  if (s_fail) {
+    if (threadIdx.x == 0) {
+      *a.status = 1u;  // host-mapped: the host reports a peer failure
+      a.epochs[b] = e;
+    }
+    return;
+  }
+  T *out = static_cast<T *>(a.out);
+  for (uint64_t i = v0 + threadIdx.x; i < v1; i += blockDim.x) {
+    float acc[V];
+#pragma unroll
+    for (int k = 0; k < V; k++) acc[k] = 0.f;
+    for (int q = 0; q < R; q++) {
+      const uint4 *src = reinterpret_cast<const uint4 *>(static_cast<const char *>(a.staging[q]) + half);
+      uint4 v = __ldcg(src + i);
+      const T *t = reinterpret_cast<const T *>(&v);
+#pragma unroll
+      for (int k = 0; k < V; k++) acc[k] += tf<T>(t[k]);
+    }
+    uint4 o;
+    T *ot = reinterpret_cast<T *>(&o);
+#pragma unroll
+    for (int k = 0; k < V; k++) ot[k] = ft<T>(acc[k]);
+    reinterpret_cast<uint4 *>(out)[i] = o;
+  }
+  if (tail && threadIdx.x < a.count % V) {
+    uint64_t j = nvec * V + threadIdx.x;
+    float acc = 0.f;
+    for (int q = 0; q < R; q++)
+      acc += tf<T>(reinterpret_cast<const T *>(static_cast<const char *>(a.staging[q]) + half)[j]);
+    out[j] = ft<T>(acc);
+  }
+  if (threadIdx.x == 0) a.epochs[b] = e;
+}
+
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(512) tpg_allreduce_oneshot(const __grid_constant__ tpg_allreduce_args a) {
+  switch (a.dtype) {
+    case TPG_KDT_F32: oneshot<float>(a); break;
+    case TPG_KDT_F16: oneshot<__half>(a); break;
+    default: oneshot<__nv_bfloat16>(a); break;
+  }
+}

@@ -1,0 +1,171 @@
+/* peer.c - buffers every rank of a communicator can read and write directly.
+ *
+ * Our one-shot all-reduce needs each rank's staging buffer mapped on every
+ * other rank. One buffer per communicator, set up once and collectively:
+ * each rank allocates it (cuMemAlloc) and describes it — host hash, pid,
+ * device, pointer, CUDA IPC handle — in an all-gather over the NCCL comm
+ * itself. Ranks in the same process use the pointer with peer access on;
+ * ranks in other processes open the IPC handle. If any rank cannot map any
+ * peer (another host, no peer access), a second all-gather makes every rank
+ * fall back together, so all ranks always take the same algorithm.
+ */
+#define _GNU_SOURCE
+#include "lib/peer.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/comm.h"
+
+#define TPG_PEER_SLOT_BYTES ((size_t)4 << 20) /* one-shot handles messages up to 4 MiB */
+#define TPG_PEER_FLAG_BYTES 4096
+
+typedef struct {
+  uint64_t host;
+  int32_t pid, device;
+  uint64_t ptr;
+  CUipcMemHandle ipc;
+  unsigned char pad_[128 - 8 - 8 - 8 - sizeof(CUipcMemHandle)];
+} peer_card;
+_Static_assert(sizeof(peer_card) == 128, "peer_card is 128 bytes");
+
+static uint64_t host_hash(void) {
+  char h[256] = {0};
+  gethostname(h, sizeof h - 1);
+  uint64_t x = 1469598103934665603ull;
+  for (const char *p = h; *p; p++) x = (x ^ (unsigned char)*p) * 1099511628211ull;
+  /* Containers share a hostname across machines rarely; boot id makes it exact. */
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f) {
+    int ch;
+    while ((ch = fgetc(f)) != EOF) x = (x ^ (unsigned)ch) * 1099511628211ull;
+    fclose(f);
+  }
+  return x;
+}
+
+/* All-gather `bytes` per rank through the comm, synchronously and bounded. */
+static tpg_status allgather_host(tpg_comm *c, const void *mine, void *all, size_t bytes) {
+  CUdeviceptr d = 0;
+  tpg_status st = TPG_SUCCESS;
+  size_t total = bytes * (size_t)c->nranks;
+  TPG_CUGOTO(cuMemAlloc(&d, total), st, out);
+  TPG_CUGOTO(cuMemcpyHtoD(d + bytes * (size_t)c->rank, mine, bytes), st, out);
+  ncclResult_t r = ncclAllGather((void *)(d + bytes * (size_t)c->rank), (void *)d, bytes, ncclUint8, c->nccl, c->stream);
+  TPG_TRYGOTO(tpg_nccl_settle(c, r, "tpg_peer_setup", "ncclAllGather (peer buffer exchange)"), st, out);
+  TPG_TRYGOTO(tpg_comm_wait(c, (tpg_stream)c->stream), st, out);
+  TPG_CUGOTO(cuMemcpyDtoH(all, d, total), st, out);
+out:
+  if (d) tpg_cu->cuMemFree(d);
+  return st;
+}
+
+tpg_status tpg_peer_setup(tpg_comm *c) {
+  tpg_peer *P = &c->peer;
+  if (P->state != 0) return TPG_SUCCESS;
+  if (c->nranks < 2 || c->nranks > TPG_AR_MAX_RANKS) {
+    P->state = -1;
+    snprintf(P->why, sizeof P->why, "%d ranks: the one-shot all-reduce serves 2..%d", c->nranks, TPG_AR_MAX_RANKS);
+    return TPG_SUCCESS;
+  }
+  P->slot_bytes = TPG_PEER_SLOT_BYTES;
+  size_t bytes = TPG_PEER_FLAG_BYTES + 2 * P->slot_bytes;
+  TPG_CU(cuMemAlloc(&P->local, bytes));
+  TPG_CU(cuMemAlloc(&P->epochs, TPG_AR_MAX_BLOCKS * sizeof(uint32_t)));
+  TPG_CU(cuMemsetD32(P->local, 0, TPG_PEER_FLAG_BYTES / 4));
+  TPG_CU(cuMemsetD32(P->epochs, 0, TPG_AR_MAX_BLOCKS));
+  void *hp = NULL;
+  TPG_CU(cuMemHostAlloc(&hp, 64, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+  P->status_host = hp;
+  *P->status_host = 0;
+  TPG_CU(cuMemHostGetDevicePointer(&P->status_dev, hp, 0));
+
+  peer_card me, all[TPG_AR_MAX_RANKS];
+  memset(&me, 0, sizeof me);
+  me.host = host_hash();
+  me.pid = (int32_t)getpid();
+  me.device = c->dev.ordinal;
+  me.ptr = (uint64_t)P->local;
+  int ok = tpg_cu->cuIpcGetMemHandle(&me.ipc, P->local) == CUDA_SUCCESS;
+  TPG_TRY(allgather_host(c, &me, all, sizeof me));
+
+  for (int q = 0; q < c->nranks; q++) {
+    if (q == c->rank) {
+      P->base[q] = (void *)(uintptr_t)P->local;
+      continue;
+    }
+    if (all[q].host != me.host) {
+      ok = 0;
+      snprintf(P->why, sizeof P->why, "rank %d is on another machine", q);
+      break;
+    }
+    if (all[q].pid == me.pid) {
+      CUdevice pd;
+      CUcontext pctx;
+      int can = 0;
+      if (tpg_cu->cuDeviceGet(&pd, all[q].device) != CUDA_SUCCESS ||
+          tpg_cu->cuDeviceCanAccessPeer(&can, c->dev.dev, pd) != CUDA_SUCCESS || !can ||
+          tpg_cu->cuDevicePrimaryCtxRetain(&pctx, pd) != CUDA_SUCCESS) {
+        ok = 0;
+        snprintf(P->why, sizeof P->why, "device %d cannot access device %d directly", me.device, all[q].device);
+        break;
+      }
+      CUresult r = tpg_cu->cuCtxEnablePeerAccess(pctx, 0);
+      tpg_cu->cuDevicePrimaryCtxRelease(pd); /* the peer rank holds its own reference */
+      if (r != CUDA_SUCCESS && r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) {
+        ok = 0;
+        snprintf(P->why, sizeof P->why, "cuCtxEnablePeerAccess(device %d -> %d) failed (%d)", me.device,
+                 all[q].device, (int)r);
+        break;
+      }
+      P->base[q] = (void *)(uintptr_t)all[q].ptr;
+    } else {
+      CUdeviceptr m = 0;
+      CUresult r = tpg_cu->cuIpcOpenMemHandle(&m, all[q].ipc, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+      if (r != CUDA_SUCCESS) {
+        ok = 0;
+        snprintf(P->why, sizeof P->why, "cuIpcOpenMemHandle of rank %d's buffer failed (%d)", q, (int)r);
+        break;
+      }
+      P->base[q] = (void *)(uintptr_t)m;
+      P->ipc_opened[q] = 1;
+    }
+  }
+  /* Agree: one-shot only if every rank mapped every peer. */
+  int32_t oks[TPG_AR_MAX_RANKS], mine = ok;
+  TPG_TRY(allgather_host(c, &mine, oks, sizeof mine));
+  int all_ok = 1;
+  for (int q = 0; q < c->nranks; q++) all_ok &= oks[q] != 0;
+  if (!all_ok) {
+    if (ok) snprintf(P->why, sizeof P->why, "a peer rank could not map the buffers");
+    P->state = -1;
+    return TPG_SUCCESS;
+  }
+  P->state = 1;
+  return TPG_SUCCESS;
+}
+
+void tpg_peer_free(tpg_comm *c) {
+  tpg_peer *P = &c->peer;
+  for (int q = 0; q < TPG_AR_MAX_RANKS; q++)
+    if (P->ipc_opened[q]) tpg_cu->cuIpcCloseMemHandle((CUdeviceptr)(uintptr_t)P->base[q]);
+  if (P->local) tpg_cu->cuMemFree(P->local);
+  if (P->epochs) tpg_cu->cuMemFree(P->epochs);
+  if (P->status_host) tpg_cu->cuMemFreeHost(P->status_host);
+  memset(P, 0, sizeof *P);
+}
+
+void tpg_peer_args(const tpg_comm *c, tpg_allreduce_args *a) {
+  const tpg_peer *P = &c->peer;
+  for (int q = 0; q < c->nranks; q++) {
+    a->flags[q] = (uint32_t *)P->base[q];
+    a->staging[q] = (char *)P->base[q] + TPG_PEER_FLAG_BYTES;
+  }
+  a->epochs = (uint32_t *)(uintptr_t)P->epochs;
+  a->status = (uint32_t *)(uintptr_t)P->status_dev;
+  a->slot_bytes = P->slot_bytes;
+  a->timeout_ns = (uint64_t)c->timeout_ms * 1000000ull;
+  a->nranks = c->nranks;
+  a->rank = c->rank;
+}
