@@ -273,7 +273,45 @@ static void test_mlp(void) {
   CHECK_ST(tpg_plan_mlp(NULL, &p), TPG_ERROR_INVALID_ARGUMENT, "desc is NULL");
 }
 
+/* Bugs the fuzzer found (tests/fuzz/corpus/regress-*), as plain tests. */
+static void test_fuzz_regressions(void) {
+  /* Names are escaped in DOT: a quote or newline must not end or split a label. */
+  tpg_plan *p;
+  tpg_slot a;
+  tpg_node n;
+  CHECK_OK(tpg_plan_create(&p));
+  CHECK_OK(tpg_plan_add_slot(p, "a\"b\\c\nd", TPG_F32, TPG_MEM_DEVICE, 64, &a));
+  tpg_view va = {a, 0, 0};
+  CHECK_OK(tpg_plan_add_memset(p, va, 0, 64, NULL, 0, &n));
+  CHECK_OK(tpg_plan_set_node_name(p, n, "say \"hi\"\n\x01"));
+  size_t need = 0;
+  CHECK_OK(tpg_plan_dot(p, NULL, 0, &need));
+  char *buf = malloc(need);
+  CHECK(buf != NULL);
+  if (buf) {
+    CHECK_OK(tpg_plan_dot(p, buf, need, &need));
+    CHECK(strstr(buf, "label=\"say \\\"hi\\\"\\n?") != NULL);
+    CHECK(strstr(buf, "dst=a\\\"b\\\\c\\nd") != NULL);
+    int quotes = 0;
+    for (const char *c = buf; *c; c++) {
+      if (*c == '\\' && c[1]) c++;
+      else if (*c == '"') quotes++;
+    }
+    CHECK(quotes % 2 == 0);
+    free(buf);
+  }
+  tpg_plan_destroy(p);
+  /* SWIGLU with ffn near INT_MAX: 2 * (ffn / nranks) overflowed int (UBSan);
+   * now the size is refused by name. */
+  tpg_mlp_desc d = TPG_MLP_DESC_INIT;
+  d.kind = TPG_MLP_SWIGLU; d.bias = 0; d.hidden = 1 << 16; d.ffn = 2147483640; d.nranks = 1;
+  p = (tpg_plan *)0x1;
+  CHECK_ST(tpg_plan_mlp(&d, &p), TPG_ERROR_INVALID_ARGUMENT, "l0.w1");
+  CHECK(p == NULL);
+}
+
 int main(void) {
+  test_fuzz_regressions();
   test_mlp();
   test_lifecycle();
   test_slots();
