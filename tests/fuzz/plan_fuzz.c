@@ -538,6 +538,7 @@ static void op_add_gemm(rd *r) {
   g.y = pick_view(r, m);
   if (u8(r) % 2) g.bias = pick_view(r, m);
   if (u8(r) % 2) g.residual = pick_view(r, m);
+  if (u8(r) % 4 == 0) g.sm_reserve = pick_int(r);
   int null_desc = u8(r) % 32 == 0;
   tpg_status st = CALL(tpg_plan_add_gemm(p, null_desc ? NULL : &g, deps, ndeps, outp));
   if (st == TPG_SUCCESS) {
@@ -545,6 +546,7 @@ static void op_add_gemm(rd *r) {
     REQUIRE(g.m >= 1 && g.n >= 8 && g.k >= 8 && g.n % 8 == 0 && g.k % 8 == 0);
     REQUIRE((int)g.epilogue >= 0 && g.epilogue < TPG_EPILOGUE_COUNT);
     REQUIRE(g.dtype == TPG_BF16 || g.dtype == TPG_F16);
+    REQUIRE(g.sm_reserve >= 0); /* an SM count */
     size_t M = (size_t)g.m, N = (size_t)g.n, K = (size_t)g.k;
     size_t wrows = g.epilogue == TPG_EPILOGUE_SWIGLU ? 2 * N : N;
     require_inside(m, g.x, M * K, __LINE__);
@@ -619,6 +621,7 @@ static void op_gemm_kit(rd *r) {
     case 5: g.m = pick_int(r); break;
     case 6: g.epilogue = (tpg_epilogue)(u8(r) % TPG_EPILOGUE_COUNT); break;
     case 7: g.y.slot = g.x.slot; g.y.offset = u8(r); break;
+    case 8: g.sm_reserve = pick_int(r); break;
     default: break;
   }
   int ndeps = 0, deps_ok, idx[8];
@@ -738,6 +741,8 @@ static void op_graph_create(rd *r) {
   if (bad % 16 == 3) cfg.device = pick_int(r);
   if (bad % 16 == 4) cfg.version = pick_int(r);
   int nb = m->nslots ? u8(r) % (m->nslots + 3) : u8(r) % 3;
+  if (bad % 16 == 9) cfg.mode = (tpg_graph_mode)(u8(r) % 2 ? u8(r) % 4 : (int)u32(r));
+  if (bad % 16 == 10) cfg.flags = u8(r) % 2 ? 1u << (u8(r) % 32) : u32(r);
   if (bad % 16 == 5) nb = -1 - u8(r) % 3;
   tpg_binding *b = nb > 0 ? malloc((size_t)nb * sizeof *b) : NULL;
   if (nb > 0 && !b) abort();
