@@ -269,13 +269,23 @@ static tpg_status push_node(tpg_plan *p, const char *fn, tpg_node_rec *rec, cons
   return TPG_SUCCESS;
 }
 
+/* `out` may alias an element of `deps` (prev = add(prev) is natural), so
+ * every add_* body writes a local and its public wrapper stores it last. */
 #define TPG_NODE_PROLOGUE()                                            \
   tpg_err_clear();                                                     \
-  if (out) *out = 0;                                                   \
   TPG_TRY(tpg_plan_check(p, __func__, "plan"));                        \
   TPG_TRY(check_deps(p, __func__, deps, ndeps))
 
-tpg_status tpg_plan_add_gemm(tpg_plan *p, const tpg_gemm_desc *d, const tpg_node *deps, int ndeps, tpg_node *out) {
+#define TPG_NODE_WRAPPER(call)                                         \
+  do {                                                                 \
+    tpg_node node_ = 0;                                                \
+    tpg_status st_ = (call);                                           \
+    if (out) *out = st_ == TPG_SUCCESS ? node_ : 0;                    \
+    if (st_ != TPG_SUCCESS) tpg_err_rename(__func__);                  \
+    return st_;                                                        \
+  } while (0)
+
+static tpg_status add_gemm_impl(tpg_plan *p, const tpg_gemm_desc *d, const tpg_node *deps, int ndeps, tpg_node *out) {
   TPG_NODE_PROLOGUE();
   TPG_CHECK_ARG(d != NULL, "desc is NULL: expected a tpg_gemm_desc (TPG_GEMM_DESC_INIT)");
   TPG_CHECK_ARG(d->size == sizeof(tpg_gemm_desc), "desc->size is %zu: expected sizeof(tpg_gemm_desc) = %zu",
@@ -335,7 +345,11 @@ tpg_status tpg_plan_add_gemm(tpg_plan *p, const tpg_gemm_desc *d, const tpg_node
   return push_node(p, __func__, &rec, deps, ndeps, out);
 }
 
-tpg_status tpg_plan_add_axpby(tpg_plan *p, tpg_view y, tpg_view x, size_t count, float alpha, float beta,
+tpg_status tpg_plan_add_gemm(tpg_plan *p, const tpg_gemm_desc *d, const tpg_node *deps, int ndeps, tpg_node *out) {
+  TPG_NODE_WRAPPER(add_gemm_impl(p, d, deps, ndeps, &node_));
+}
+
+static tpg_status add_axpby_impl(tpg_plan *p, tpg_view y, tpg_view x, size_t count, float alpha, float beta,
                               const tpg_node *deps, int ndeps, tpg_node *out) {
   TPG_NODE_PROLOGUE();
   TPG_CHECK_ARG(count > 0, "count is 0: expected >= 1 element");
@@ -355,7 +369,12 @@ tpg_status tpg_plan_add_axpby(tpg_plan *p, tpg_view y, tpg_view x, size_t count,
   return push_node(p, __func__, &rec, deps, ndeps, out);
 }
 
-tpg_status tpg_plan_add_memset(tpg_plan *p, tpg_view dst, uint32_t value, size_t count, const tpg_node *deps,
+tpg_status tpg_plan_add_axpby(tpg_plan *p, tpg_view y, tpg_view x, size_t count, float alpha, float beta,
+                              const tpg_node *deps, int ndeps, tpg_node *out) {
+  TPG_NODE_WRAPPER(add_axpby_impl(p, y, x, count, alpha, beta, deps, ndeps, &node_));
+}
+
+static tpg_status add_memset_impl(tpg_plan *p, tpg_view dst, uint32_t value, size_t count, const tpg_node *deps,
                                int ndeps, tpg_node *out) {
   TPG_NODE_PROLOGUE();
   TPG_CHECK_ARG(count > 0, "count is 0: expected >= 1 element");
@@ -373,7 +392,12 @@ tpg_status tpg_plan_add_memset(tpg_plan *p, tpg_view dst, uint32_t value, size_t
   return push_node(p, __func__, &rec, deps, ndeps, out);
 }
 
-tpg_status tpg_plan_add_memcpy(tpg_plan *p, tpg_view dst, tpg_view src, size_t count, const tpg_node *deps,
+tpg_status tpg_plan_add_memset(tpg_plan *p, tpg_view dst, uint32_t value, size_t count, const tpg_node *deps,
+                               int ndeps, tpg_node *out) {
+  TPG_NODE_WRAPPER(add_memset_impl(p, dst, value, count, deps, ndeps, &node_));
+}
+
+static tpg_status add_memcpy_impl(tpg_plan *p, tpg_view dst, tpg_view src, size_t count, const tpg_node *deps,
                                int ndeps, tpg_node *out) {
   TPG_NODE_PROLOGUE();
   TPG_CHECK_ARG(count > 0, "count is 0: expected >= 1 element");
@@ -394,7 +418,12 @@ tpg_status tpg_plan_add_memcpy(tpg_plan *p, tpg_view dst, tpg_view src, size_t c
   return push_node(p, __func__, &rec, deps, ndeps, out);
 }
 
-tpg_status tpg_plan_add_empty(tpg_plan *p, const tpg_node *deps, int ndeps, tpg_node *out) {
+tpg_status tpg_plan_add_memcpy(tpg_plan *p, tpg_view dst, tpg_view src, size_t count, const tpg_node *deps,
+                               int ndeps, tpg_node *out) {
+  TPG_NODE_WRAPPER(add_memcpy_impl(p, dst, src, count, deps, ndeps, &node_));
+}
+
+static tpg_status add_empty_impl(tpg_plan *p, const tpg_node *deps, int ndeps, tpg_node *out) {
   TPG_NODE_PROLOGUE();
   tpg_node_rec rec;
   memset(&rec, 0, sizeof rec);
@@ -402,7 +431,11 @@ tpg_status tpg_plan_add_empty(tpg_plan *p, const tpg_node *deps, int ndeps, tpg_
   return push_node(p, __func__, &rec, deps, ndeps, out);
 }
 
-tpg_status tpg_plan_add_collective(tpg_plan *p, const tpg_collective_desc *d, const tpg_node *deps, int ndeps,
+tpg_status tpg_plan_add_empty(tpg_plan *p, const tpg_node *deps, int ndeps, tpg_node *out) {
+  TPG_NODE_WRAPPER(add_empty_impl(p, deps, ndeps, &node_));
+}
+
+static tpg_status add_collective_impl(tpg_plan *p, const tpg_collective_desc *d, const tpg_node *deps, int ndeps,
                                    tpg_node *out) {
   TPG_NODE_PROLOGUE();
   TPG_CHECK_ARG(d != NULL, "desc is NULL: expected a tpg_collective_desc (TPG_COLLECTIVE_DESC_INIT)");
@@ -426,6 +459,11 @@ tpg_status tpg_plan_add_collective(tpg_plan *p, const tpg_collective_desc *d, co
   rec.kind = TPG_NK_COLLECTIVE;
   rec.u.coll = *d;
   return push_node(p, __func__, &rec, deps, ndeps, out);
+}
+
+tpg_status tpg_plan_add_collective(tpg_plan *p, const tpg_collective_desc *d, const tpg_node *deps, int ndeps,
+                                   tpg_node *out) {
+  TPG_NODE_WRAPPER(add_collective_impl(p, d, deps, ndeps, &node_));
 }
 
 tpg_status tpg_plan_add_dependency(tpg_plan *p, tpg_node from, tpg_node to) {

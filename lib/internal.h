@@ -25,6 +25,8 @@
 
 /* Records "fn: message" for this thread and returns st. */
 TPG_HIDDEN tpg_status tpg_err(tpg_status st, const char *fn, const char *fmt, ...) TPG_PRINTF(3, 4);
+/* Replaces the function name that prefixes this thread's message. */
+TPG_HIDDEN void tpg_err_rename(const char *fn);
 /* Clears this thread's message (every public entry point calls it first). */
 TPG_HIDDEN void tpg_err_clear(void);
 

@@ -37,6 +37,21 @@ const char *tpg_last_error(void) { return tls_msg; }
 
 void tpg_err_clear(void) { tls_msg[0] = '\0'; }
 
+void tpg_err_rename(const char *fn) {
+  const char *rest = strstr(tls_msg, ": ");
+  char tmp[sizeof tls_msg];
+  size_t n = strlen(fn);
+  if (n + 2 >= sizeof tmp) return;
+  memcpy(tmp, fn, n);
+  memcpy(tmp + n, ": ", 2);
+  const char *r = rest ? rest + 2 : tls_msg;
+  size_t m = strlen(r);
+  if (m > sizeof tmp - n - 3) m = sizeof tmp - n - 3;
+  memcpy(tmp + n + 2, r, m);
+  tmp[n + 2 + m] = '\0';
+  memcpy(tls_msg, tmp, sizeof tls_msg);
+}
+
 tpg_status tpg_err(tpg_status st, const char *fn, const char *fmt, ...) {
   int n = snprintf(tls_msg, sizeof tls_msg, "%s: ", fn);
   if (n < 0 || (size_t)n >= sizeof tls_msg) n = 0;

@@ -116,7 +116,11 @@ static void test_nodes_and_bad_inputs(void) {
   tpg_node two[2] = {mm, mm};
   CHECK_ST(tpg_plan_add_empty(p, two, 2, &e), TPG_ERROR_INVALID_ARGUMENT, "repeats");
   CHECK_ST(tpg_plan_add_empty(p, NULL, 1, &e), TPG_ERROR_INVALID_ARGUMENT, "deps is NULL");
-  CHECK_ST(tpg_plan_add_empty(p, &mm, -1, &e), TPG_ERROR_INVALID_ARGUMENT, "ndeps is -1");
+  CHECK_ST(tpg_plan_add_empty(p, &mm, -1, &e), TPG_ERROR_INVALID_ARGUMENT, "tpg_plan_add_empty: ndeps is -1");
+  /* out may alias deps: prev = add(prev) */
+  tpg_node chain = mm;
+  CHECK_OK(tpg_plan_add_empty(p, &chain, 1, &chain));
+  CHECK(chain != mm && chain != 0);
 
   /* Collectives. */
   tpg_collective_desc c = TPG_COLLECTIVE_DESC_INIT;
