@@ -167,10 +167,11 @@ static tpg_status fill_collective(tpg_graph *g, const tpg_plan *p, void **bind, 
   TPG_TRY(tpg_kernel_function("tpg_allreduce_oneshot", 0, &f));
   memset(&gn->kp, 0, sizeof gn->kp);
   gn->kp.func = f;
-  /* ~32 KiB per block: one block for a decode token's 16 KiB, all 64 for MiBs. */
-  gn->kp.gridDimX = grid_for(bytes, 32768, TPG_AR_MAX_BLOCKS);
+  /* One 16-byte vector per thread per pass, spread over up to 64 SMs: peer
+   * reads are latency-bound, so parallelism, not block size, sets the time. */
+  gn->kp.gridDimX = grid_for(bytes, 256 * 16, TPG_AR_MAX_BLOCKS);
   gn->kp.gridDimY = gn->kp.gridDimZ = 1;
-  gn->kp.blockDimX = 512;
+  gn->kp.blockDimX = 256;
   gn->kp.blockDimY = gn->kp.blockDimZ = 1;
   gn->kernel = "tpg_allreduce_oneshot";
   gn->fast = 1;

@@ -99,23 +99,43 @@ __device__ void oneshot(const tpg_allreduce_args &a) {
     }
     return;
   }
+  // Peer reads cross NVLink (~1 us each way): issue U vectors from every peer
+  // before using any, so a thread pays about one round trip per U vectors.
   T *out = static_cast<T *>(a.out);
-  for (uint64_t i = v0 + threadIdx.x; i < v1; i += blockDim.x) {
-    float acc[V];
+  constexpr int U = 2;
+  const uint64_t stride = blockDim.x;
+  for (uint64_t i0 = v0 + threadIdx.x; i0 < v1; i0 += stride * U) {
+    uint4 v[TPG_AR_MAX_RANKS][U];
 #pragma unroll
-    for (int k = 0; k < V; k++) acc[k] = 0.f;
-    for (int q = 0; q < R; q++) {
+    for (int q = 0; q < TPG_AR_MAX_RANKS; q++) {
+      if (q >= R) break;
       const uint4 *src = reinterpret_cast<const uint4 *>(static_cast<const char *>(a.staging[q]) + half);
-      uint4 v = __ldcg(src + i);
-      const T *t = reinterpret_cast<const T *>(&v);
 #pragma unroll
-      for (int k = 0; k < V; k++) acc[k] += tf<T>(t[k]);
+      for (int u = 0; u < U; u++) {
+        uint64_t i = i0 + u * stride;
+        if (i < v1) v[q][u] = __ldcg(src + i);
+      }
     }
-    uint4 o;
-    T *ot = reinterpret_cast<T *>(&o);
 #pragma unroll
-    for (int k = 0; k < V; k++) ot[k] = ft<T>(acc[k]);
-    reinterpret_cast<uint4 *>(out)[i] = o;
+    for (int u = 0; u < U; u++) {
+      uint64_t i = i0 + u * stride;
+      if (i >= v1) break;
+      float acc[V];
+#pragma unroll
+      for (int k = 0; k < V; k++) acc[k] = 0.f;
+#pragma unroll
+      for (int q = 0; q < TPG_AR_MAX_RANKS; q++) {
+        if (q >= R) break;
+        const T *t = reinterpret_cast<const T *>(&v[q][u]);
+#pragma unroll
+        for (int k = 0; k < V; k++) acc[k] += tf<T>(t[k]);
+      }
+      uint4 o;
+      T *ot = reinterpret_cast<T *>(&o);
+#pragma unroll
+      for (int k = 0; k < V; k++) ot[k] = ft<T>(acc[k]);
+      reinterpret_cast<uint4 *>(out)[i] = o;
+    }
   }
   if (tail && threadIdx.x < a.count % V) {
     uint64_t j = nvec * V + threadIdx.x;
@@ -129,7 +149,7 @@ __device__ void oneshot(const tpg_allreduce_args &a) {
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(512) tpg_allreduce_oneshot(const __grid_constant__ tpg_allreduce_args a) {
+extern "C" __global__ void __launch_bounds__(256) tpg_allreduce_oneshot(const __grid_constant__ tpg_allreduce_args a) {
   switch (a.dtype) {
     case TPG_KDT_F32: oneshot<float>(a); break;
     case TPG_KDT_F16: oneshot<__half>(a); break;
