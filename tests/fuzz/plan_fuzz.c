@@ -285,9 +285,10 @@ static tpg_node pick_node(rd *r, const mplan *m) {
 
 /* deps/ndeps for a node call. *valid: what the header allows (nodes of this
  * plan, each once, ndeps >= 0, deps non-NULL when ndeps > 0). */
-static tpg_node *pick_deps(rd *r, const mplan *m, int *ndeps, int *valid, int *idx) {
+static tpg_node *pick_deps(rd *r, const mplan *m, int *ndeps, int *valid, int *idx, int *len) {
   uint8_t c = u8(r) % 10;
   *valid = 1;
+  *len = 0;
   if (c == 0) { *ndeps = 0; return NULL; }
   if (c == 1) { *ndeps = 1 + u8(r) % 3; *valid = 0; return NULL; }
   if (c == 2) { *ndeps = -(int)(1 + u8(r) % 3); *valid = 0; return NULL; }
@@ -302,6 +303,7 @@ static tpg_node *pick_deps(rd *r, const mplan *m, int *ndeps, int *valid, int *i
       if (d[j] == d[i]) *valid = 0;
   }
   *ndeps = n;
+  *len = n;
   if (c == 3) { *ndeps = -n - 1; *valid = 0; }
   return d;
 }
@@ -436,18 +438,21 @@ static void node_added(mplan *m, int ok, int deps_ok, tpg_status st, tpg_node ou
   for (int d = 0; d < ndeps; d++) set_edge(m, idx[d], i);
 }
 
+/* out is sometimes one of the deps themselves: "prev = add(prev)" is how a
+ * chain is built, so the call must read deps before it writes out. */
 #define NODE_ARGS                                     \
   mplan *m = pick_plan_idx(r);                        \
-  int ok, ndeps, deps_ok, idx[8];                     \
+  int ok, ndeps, deps_ok, idx[8], ndeps_len;          \
   tpg_plan *p = plan_arg(r, m, &ok);                  \
   if (ok && m->nnodes >= MAXN) return;                \
-  tpg_node *deps = pick_deps(r, m, &ndeps, &deps_ok, idx); \
+  tpg_node *deps = pick_deps(r, m, &ndeps, &deps_ok, idx, &ndeps_len); \
   int want_out = u8(r) % 8 != 0;                      \
-  tpg_node out = 0x5555;                              \
-  tpg_node *outp = want_out ? &out : NULL
+  tpg_node out_ = 0x5555;                             \
+  tpg_node *outp = want_out ? &out_ : NULL;           \
+  if (want_out && ndeps_len > 0 && u8(r) % 4 == 0) outp = &deps[u8(r) % ndeps_len]
 
 #define NODE_DONE(st)                                              \
-  node_added(m, ok, deps_ok, (st), out, want_out, ndeps, idx, __LINE__); \
+  node_added(m, ok, deps_ok, (st), want_out ? *outp : 0, want_out, ndeps, idx, __LINE__); \
   free(deps)
 
 static void op_add_empty(rd *r) {
@@ -624,10 +629,12 @@ static void op_gemm_kit(rd *r) {
     case 8: g.sm_reserve = pick_int(r); break;
     default: break;
   }
-  int ndeps = 0, deps_ok, idx[8];
-  tpg_node *deps = pick_deps(r, m, &ndeps, &deps_ok, idx);
-  tpg_node out = 0x5555;
-  tpg_status st = CALL(tpg_plan_add_gemm(m->p, &g, deps, ndeps, &out));
+  int ndeps = 0, deps_ok, idx[8], ndeps_len;
+  tpg_node *deps = pick_deps(r, m, &ndeps, &deps_ok, idx, &ndeps_len);
+  tpg_node out_ = 0x5555, *outp = &out_;
+  if (ndeps_len > 0 && u8(r) % 4 == 0) outp = &deps[u8(r) % ndeps_len];
+  tpg_status st = CALL(tpg_plan_add_gemm(m->p, &g, deps, ndeps, outp));
+  tpg_node out = *outp;
   if (st == TPG_SUCCESS) {
     size_t wrows = g.epilogue == TPG_EPILOGUE_SWIGLU ? 2 * (size_t)g.n : (size_t)g.n;
     M = (size_t)g.m;
