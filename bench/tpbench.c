@@ -314,29 +314,40 @@ static void write_svg(int n) {
   FILE *f = fopen(svg_path, "w");
   if (!f) { fprintf(stderr, "tpbench: cannot write %s\n", svg_path); return; }
   const int W = 560, Hh = 380, ml = 70, mr = 150, mt = 40, mb = 50;
-  const char *col[] = {"#d62728", "#ff7f0e", "#1f77b4", "#2ca02c", "#7f7f7f", "#9467bd", "#8c564b"};
+  const char *col[] = {"#d62728", "#ff7f0e", "#1f77b4", "#17becf", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#bcbd22"};
   fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" font-size=\"11\">\n",
           W * nshape, Hh);
   fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
   for (int si = 0; si < nshape; si++) {
     int ox = si * W;
-    double ymax = 0;
+    /* log-log: decode (tens of us) and prefill (hundreds) on one chart */
+    double ymax = 0, ymin = INFINITY;
     for (int ti = 0; ti < ntok; ti++) {
-      for (int m = 0; m < NMODES; m++) if (res[si][ti][m] > ymax) ymax = res[si][ti][m];
-      for (int k = 0; k < 2; k++) if (use_torch && torch_res[si][ti][k] > ymax) ymax = torch_res[si][ti][k];
+      for (int m = 0; m < NMODES; m++)
+        if (res[si][ti][m] > 0) { if (res[si][ti][m] > ymax) ymax = res[si][ti][m]; if (res[si][ti][m] < ymin) ymin = res[si][ti][m]; }
+      for (int k = 0; k < 2; k++)
+        if (use_torch && torch_res[si][ti][k] > 0) {
+          if (torch_res[si][ti][k] > ymax) ymax = torch_res[si][ti][k];
+          if (torch_res[si][ti][k] < ymin) ymin = torch_res[si][ti][k];
+        }
+      double fl = floor_us(si, ti, n);
+      if (fl < ymin) ymin = fl;
     }
-    ymax *= 1.1;
-    if (ymax <= 0) ymax = 1;
+    if (!(ymax > 0)) ymax = 1;
+    if (!(ymin > 0) || ymin >= ymax) ymin = ymax / 10;
+    ymax *= 1.15;
+    ymin *= 0.85;
+    const double ly0 = log(ymin), ly1 = log(ymax);
     double lx0 = log((double)toks[0]), lx1 = log((double)toks[ntok - 1]);
     if (lx1 <= lx0) lx1 = lx0 + 1;
 #define PX(t) (ox + ml + (log((double)(t)) - lx0) / (lx1 - lx0) * (W - ml - mr))
-#define PY(v) (mt + (1.0 - (v) / ymax) * (Hh - mt - mb))
-    fprintf(f, "<text x=\"%d\" y=\"20\" font-size=\"13\">hidden %d / ffn %d, TP=%d, bf16: us per layer</text>\n", ox + ml,
+#define PY(v) (mt + (1.0 - (log(v) - ly0) / (ly1 - ly0)) * (Hh - mt - mb))
+    fprintf(f, "<text x=\"%d\" y=\"20\" font-size=\"13\">hidden %d / ffn %d, TP=%d, bf16: us per layer (log scale)</text>\n", ox + ml,
             hid[si], ffn[si], n);
     fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n", ox + ml, Hh - mb, ox + W - mr, Hh - mb);
     fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n", ox + ml, mt, ox + ml, Hh - mb);
     for (int k = 0; k <= 4; k++) {
-      double v = ymax * k / 4;
+      double v = exp(ly0 + (ly1 - ly0) * k / 4);
       fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.0f</text>\n", ox + ml - 4, PY(v) + 4, v);
       fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", ox + ml, PY(v), ox + W - mr, PY(v));
     }
@@ -359,7 +370,7 @@ static void write_svg(int n) {
       }
       name = s < NMODES ? mode_name[s] : s == NMODES ? "torch eager" : s == NMODES + 1 ? "torch graph" : "floor";
       if (!ok) continue;
-      const char *c = s == NMODES + 2 ? "black" : col[s % 7];
+      const char *c = s == NMODES + 2 ? "black" : col[s % 9];
       fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"", c,
               s == NMODES + 2 ? " stroke-dasharray=\"4,3\"" : s >= NMODES ? " stroke-dasharray=\"1,2\"" : "");
       for (int ti = 0; ti < ntok; ti++)
