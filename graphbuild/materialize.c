@@ -134,6 +134,10 @@ static unsigned grid_for(size_t work, unsigned per_block, unsigned max_blocks) {
   return (unsigned)b;
 }
 
+#ifndef TPG_PUSH_MAX
+#define TPG_PUSH_MAX ((size_t)1 << 20)
+#endif
+
 /* NCCL or our one-shot kernel for a collective node; every rank decides
  * alike (same plan, and the peer buffers' state is agreed collectively). */
 static tpg_status fill_collective(tpg_graph *g, const tpg_plan *p, void **bind, int i, tpg_gnode *gn) {
@@ -155,16 +159,24 @@ static tpg_status fill_collective(tpg_graph *g, const tpg_plan *p, void **bind, 
       return TPG_ARG_FAIL("node %s: TPG_ALGO_ONESHOT cannot serve it: %s", tpg_node_label(p, i, lb, sizeof lb), why);
     return TPG_SUCCESS;
   }
+  /* Push (Lamport) for small messages: one NVLink crossing; pull (flags +
+   * staging) above TPG_PUSH_MAX, where moving R copies of the data costs
+   * more than the second crossing. */
+  size_t push_max = TPG_PUSH_MAX;
+  const char *env = getenv("TPG_ONESHOT_PUSH_MAX"); /* tuning and benchmarks: bytes */
+  if (env && env[0]) push_max = (size_t)strtoull(env, NULL, 10);
+  int push = bytes <= push_max && bytes <= tpg_peer_max_push(g->comm);
   tpg_allreduce_args *a = &gn->args.ar;
   memset(a, 0, sizeof *a);
-  tpg_peer_args(g->comm, a);
+  tpg_peer_args(g->comm, push, a);
   a->in = (const void *)(uintptr_t)view_ptr(p, bind, d->send);
   a->out = (void *)(uintptr_t)view_ptr(p, bind, d->recv);
   a->count = d->count;
   tpg_dtype dt = p->slots[d->send.slot - 1].dtype;
   a->dtype = dt == TPG_F32 ? TPG_KDT_F32 : dt == TPG_F16 ? TPG_KDT_F16 : TPG_KDT_BF16;
   CUfunction f;
-  TPG_TRY(tpg_kernel_function("tpg_allreduce_oneshot", 0, &f));
+  const char *kname = push ? "tpg_allreduce_lamport" : "tpg_allreduce_oneshot";
+  TPG_TRY(tpg_kernel_function(kname, 0, &f));
   memset(&gn->kp, 0, sizeof gn->kp);
   gn->kp.func = f;
   /* One 16-byte vector per thread per pass, spread over up to 64 SMs: peer
@@ -173,7 +185,7 @@ static tpg_status fill_collective(tpg_graph *g, const tpg_plan *p, void **bind, 
   gn->kp.gridDimY = gn->kp.gridDimZ = 1;
   gn->kp.blockDimX = 256;
   gn->kp.blockDimY = gn->kp.blockDimZ = 1;
-  gn->kernel = "tpg_allreduce_oneshot";
+  gn->kernel = kname;
   gn->fast = 1;
   return TPG_SUCCESS;
 }

@@ -18,7 +18,7 @@
 
 #include "lib/comm.h"
 
-#define TPG_PEER_SLOT_BYTES ((size_t)4 << 20) /* one-shot handles messages up to 4 MiB */
+#define TPG_PEER_SLOT_BYTES ((size_t)4 << 20) /* pull: messages up to 4 MiB; push: 4 MiB / ranks */
 #define TPG_PEER_FLAG_BYTES 4096
 
 typedef struct {
@@ -70,11 +70,13 @@ tpg_status tpg_peer_setup(tpg_comm *c) {
     return TPG_SUCCESS;
   }
   P->slot_bytes = TPG_PEER_SLOT_BYTES;
-  size_t bytes = TPG_PEER_FLAG_BYTES + 2 * P->slot_bytes;
+  size_t bytes = TPG_PEER_FLAG_BYTES + 4 * P->slot_bytes;
   TPG_CU(cuMemAlloc(&P->local, bytes));
-  TPG_CU(cuMemAlloc(&P->epochs, TPG_AR_MAX_BLOCKS * sizeof(uint32_t)));
+  TPG_CU(cuMemAlloc(&P->epochs, 2 * TPG_AR_MAX_BLOCKS * sizeof(uint32_t)));
   TPG_CU(cuMemsetD32(P->local, 0, TPG_PEER_FLAG_BYTES / 4));
-  TPG_CU(cuMemsetD32(P->epochs, 0, TPG_AR_MAX_BLOCKS));
+  /* The push kernel's receive buffers start as all-sentinel (0x8000 halves). */
+  TPG_CU(cuMemsetD32(P->local + TPG_PEER_FLAG_BYTES + 2 * P->slot_bytes, 0x80008000u, 2 * P->slot_bytes / 4));
+  TPG_CU(cuMemsetD32(P->epochs, 0, 2 * TPG_AR_MAX_BLOCKS));
   void *hp = NULL;
   TPG_CU(cuMemHostAlloc(&hp, 64, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
   P->status_host = hp;
@@ -156,13 +158,17 @@ void tpg_peer_free(tpg_comm *c) {
   memset(P, 0, sizeof *P);
 }
 
-void tpg_peer_args(const tpg_comm *c, tpg_allreduce_args *a) {
+size_t tpg_peer_max_pull(const tpg_comm *c) { return c->peer.slot_bytes; }
+size_t tpg_peer_max_push(const tpg_comm *c) { return (c->peer.slot_bytes / (size_t)c->nranks) & ~(size_t)15; }
+
+void tpg_peer_args(const tpg_comm *c, int push, tpg_allreduce_args *a) {
   const tpg_peer *P = &c->peer;
+  size_t off = TPG_PEER_FLAG_BYTES + (push ? 2 * P->slot_bytes : 0);
   for (int q = 0; q < c->nranks; q++) {
     a->flags[q] = (uint32_t *)P->base[q];
-    a->staging[q] = (char *)P->base[q] + TPG_PEER_FLAG_BYTES;
+    a->staging[q] = (char *)P->base[q] + off;
   }
-  a->epochs = (uint32_t *)(uintptr_t)P->epochs;
+  a->epochs = (uint32_t *)(uintptr_t)(P->epochs + (push ? TPG_AR_MAX_BLOCKS * sizeof(uint32_t) : 0));
   a->status = (uint32_t *)(uintptr_t)P->status_dev;
   a->slot_bytes = P->slot_bytes;
   a->timeout_ns = (uint64_t)c->timeout_ms * 1000000ull;

@@ -8,11 +8,12 @@
 typedef struct tpg_peer {
   int state;                        /* 0 not tried, 1 ready, -1 unavailable */
   char why[160];                    /* why unavailable                      */
-  CUdeviceptr local;                /* [flags 4 KiB][staging 2 x slot]      */
+  CUdeviceptr local;                /* [flags 4 KiB][pull staging 2 x slot]
+                                       [push receive 2 x slot]              */
   size_t slot_bytes;
   void *base[TPG_AR_MAX_RANKS];     /* every rank's buffer, as mapped here  */
   int ipc_opened[TPG_AR_MAX_RANKS]; /* base[q] came from cuIpcOpenMemHandle */
-  CUdeviceptr epochs;               /* [TPG_AR_MAX_BLOCKS] u32              */
+  CUdeviceptr epochs;               /* [2][TPG_AR_MAX_BLOCKS] u32: pull, push */
   uint32_t *status_host;            /* host-mapped failure word             */
   CUdeviceptr status_dev;
 } tpg_peer;
@@ -25,7 +26,12 @@ struct tpg_comm;
 TPG_HIDDEN tpg_status tpg_peer_setup(struct tpg_comm *c);
 TPG_HIDDEN void tpg_peer_free(struct tpg_comm *c);
 
-/* Fills the peer part of a one-shot all-reduce's arguments. */
-TPG_HIDDEN void tpg_peer_args(const struct tpg_comm *c, tpg_allreduce_args *a);
+/* Fills the peer part of a one-shot all-reduce's arguments, for the pull
+ * kernel (flags + staging) or the push kernel (receive buffers). */
+TPG_HIDDEN void tpg_peer_args(const struct tpg_comm *c, int push, tpg_allreduce_args *a);
+
+/* Largest message (bytes) each kernel serves on this comm. */
+TPG_HIDDEN size_t tpg_peer_max_pull(const struct tpg_comm *c);
+TPG_HIDDEN size_t tpg_peer_max_push(const struct tpg_comm *c);
 
 #endif
