@@ -3,8 +3,9 @@
  * The input is a program: each step reads an opcode and its arguments from the
  * bytes and calls one public function (plan create/destroy, add_slot, every
  * add_* node kind, add_dependency, set_node_name, validate, stats, dot,
- * find_slot, graph_create, and the comm/device calls that need a driver)
- * with values that are valid, just invalid, or absurd. A shadow model of each
+ * find_slot, tpg_plan_mlp, graph_create, and the comm/device calls that need
+ * a driver) with values that are valid, just invalid, or absurd; node calls
+ * sometimes pass an out that aliases one of their deps. A shadow model of each
  * plan (slots, node handles, edges) lets the harness check what the header
  * promises, not just "no crash":
  *   - every call returns a tpg_status; a failure leaves a non-empty message
@@ -13,7 +14,9 @@
  *     validate behave exactly as the model predicts (validate fails iff the
  *     plan is empty or has a cycle);
  *   - an accepted node never addresses elements outside its slots;
- *   - dot sizes, fills and truncates as documented;
+ *   - dot sizes, fills and truncates as documented, and names cannot break
+ *     its strings;
+ *   - an accepted MLP stack validates and has the counts its layout implies;
  *   - graph_create never succeeds here (no driver: TPG_LIBCUDA points at
  *     nothing) and never crashes.
  * A broken promise calls abort(), which libFuzzer reports with the input.
