@@ -70,6 +70,7 @@
   X(cuMemsetD32Async, 3020) \
   X(cuMemsetD16Async, 3020) \
   X(cuMemcpyAsync, 4000) \
+  X(cuMemcpy2DAsync, 3020) \
   X(cuLaunchKernel, 4000) \
   X(cuTensorMapEncodeTiled, 12000) \
   X(cuIpcGetMemHandle, 4010) \

@@ -388,6 +388,32 @@ typedef struct tpg_mlp_desc {
  * are refused with the rule that failed. */
 TPG_API tpg_status tpg_plan_mlp(const tpg_mlp_desc *desc, tpg_plan **out /* OUT, owned */);
 
+/* Whole (unsplit) weights of one layer, device pointers, PyTorch layout. */
+typedef struct tpg_mlp_whole_layer {
+  const void *w1;          /* GELU: [ffn, hidden]; SWIGLU: gate [ffn, hidden]   */
+  const void *w1_up;       /* SWIGLU: up [ffn, hidden]; GELU: NULL              */
+  const void *b1;          /* [ffn] (SWIGLU with bias: gate bias)               */
+  const void *b1_up;       /* SWIGLU with bias: up bias [ffn]; else NULL        */
+  const void *w2;          /* [hidden, ffn]                                      */
+  const void *b2;          /* [hidden]                                           */
+} tpg_mlp_whole_layer;
+
+/* This rank's buffers for one layer, laid out as tpg_plan_mlp's slots. */
+typedef struct tpg_mlp_rank_layer {
+  void *w1;                /* [f1, hidden]: GELU rows [r*F, (r+1)*F) of w1;
+                              SWIGLU those rows of gate, then of up             */
+  void *b1;                /* [f1] (when desc->bias)                            */
+  void *w2;                /* [hidden, F]: columns [r*F, (r+1)*F) of w2         */
+  void *b2;                /* [hidden] (when desc->bias)                        */
+} tpg_mlp_rank_layer;
+
+/* Copies desc->rank's part of one layer's whole weights into its buffers,
+ * device to device on `stream` (asynchronous), for engines that load an
+ * unsplit checkpoint. F = ffn / nranks. `device` holds both the whole and the
+ * rank's buffers; the copies run in its primary context. */
+TPG_API tpg_status tpg_mlp_shard_layer(const tpg_mlp_desc *desc, int device, const tpg_mlp_whole_layer *whole,
+                                       const tpg_mlp_rank_layer *out, tpg_stream stream);
+
 /* ------------------------------------------------------------------------ */
 /* Graphs: a plan materialized and instantiated on one GPU                   */
 /*

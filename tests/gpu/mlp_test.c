@@ -109,6 +109,47 @@ static void shard_free(shard *s) {
   for (int l = 0; l < L; l++) { cudaFree(s->w1[l]); cudaFree(s->w2[l]); cudaFree(s->b1[l]); cudaFree(s->b2[l]); }
 }
 
+/* tpg_mlp_shard_layer on whole weights gives, byte for byte, the rank's
+ * buffers that shard_make builds on the host. */
+static void check_shard(tpg_rank *c, const model *m, const shard *ref) {
+  int sw = m->kind == TPG_MLP_SWIGLU, n = c->nranks, F = FFN / n, F1 = sw ? 2 * F : F;
+  tpg_mlp_desc d = TPG_MLP_DESC_INIT;
+  d.kind = m->kind; d.layers = L; d.tokens = m->M; d.hidden = H; d.ffn = FFN;
+  d.rank = c->rank; d.nranks = n; d.bias = !sw;
+  int bad = 0;
+  for (int l = 0; l < L; l++) {
+    tpg_mlp_whole_layer w;
+    memset(&w, 0, sizeof w);
+    w.w1 = upload(m->w1[l], (size_t)FFN * H);
+    if (sw) w.w1_up = upload(m->w1[l] + (size_t)FFN * H, (size_t)FFN * H);
+    w.w2 = upload(m->w2[l], (size_t)H * FFN);
+    if (!sw) { w.b1 = upload(m->b1[l], FFN); w.b2 = upload(m->b2[l], H); }
+    tpg_mlp_rank_layer o;
+    memset(&o, 0, sizeof o);
+    CUDA_OK(cudaMalloc(&o.w1, (size_t)F1 * H * 2));
+    CUDA_OK(cudaMalloc(&o.w2, (size_t)H * F * 2));
+    if (!sw) { CUDA_OK(cudaMalloc(&o.b1, (size_t)F * 2)); CUDA_OK(cudaMalloc(&o.b2, (size_t)H * 2)); }
+    tpg_status st = tpg_mlp_shard_layer(&d, c->rank, &w, &o, NULL);
+    RCHECK(c, st == TPG_SUCCESS, "shard: %s", tpg_last_error());
+    CUDA_OK(cudaDeviceSynchronize());
+    struct { void *got, *want; size_t bytes; } cmp[4] = {
+        {o.w1, ref->w1[l], (size_t)F1 * H * 2}, {o.w2, ref->w2[l], (size_t)H * F * 2},
+        {o.b1, ref->b1[l], (size_t)F * 2}, {o.b2, ref->b2[l], (size_t)H * 2}};
+    for (int k = 0; k < (sw ? 2 : 4); k++) {
+      void *a = malloc(cmp[k].bytes), *b = malloc(cmp[k].bytes);
+      CUDA_OK(cudaMemcpy(a, cmp[k].got, cmp[k].bytes, cudaMemcpyDeviceToHost));
+      CUDA_OK(cudaMemcpy(b, cmp[k].want, cmp[k].bytes, cudaMemcpyDeviceToHost));
+      bad += memcmp(a, b, cmp[k].bytes) != 0;
+      free(a); free(b);
+    }
+    cudaFree((void *)w.w1); cudaFree((void *)w.w1_up); cudaFree((void *)w.w2); cudaFree((void *)w.b1);
+    cudaFree((void *)w.b2); cudaFree(o.w1); cudaFree(o.w2); cudaFree(o.b1); cudaFree(o.b2);
+  }
+  RCHECK(c, bad == 0, "tpg_mlp_shard_layer (kind %d): %d buffers differ from the host split", (int)m->kind, bad);
+  if (c->rank == 0 && bad == 0) printf("TP=%d %s: tpg_mlp_shard_layer matches the host split byte for byte\n", n,
+                                       sw ? "swiglu" : "gelu");
+}
+
 static int bind_all(tpg_plan *p, const shard *s, void *dx, void *dy, tpg_binding *b) {
   int n = 0;
   char nm[32];
@@ -286,6 +327,7 @@ static void rank_body(tpg_rank *c) {
       model_make(&m, (tpg_mlp_kind)kind, Ms[mi], 7000 + 100 * (uint64_t)kind + mi);
       shard s;
       shard_make(&s, &m, c->rank, c->nranks);
+      if (mi == 0) check_shard(c, &m, &s);
       for (int ov = TPG_OVERLAP_NONE; ov <= TPG_OVERLAP_CHUNKED; ov++) {
         if (ov == TPG_OVERLAP_CHUNKED && m.M < 3) continue;
         for (int mode = 0; mode < 3; mode++) run_case(c, comm, &m, &s, (tpg_overlap)ov, (tpg_graph_mode)mode);
