@@ -116,6 +116,37 @@ static tpg_status build_users(tpg_graph *g) {
   return TPG_SUCCESS;
 }
 
+/* Ranks compare what their graphs will ask NCCL and the one-shot kernels to
+ * do — the collectives in execution order, their kinds, counts, dtypes and
+ * algorithms — before the first capture: a mismatch, which would otherwise
+ * hang inside a collective, is an error on every rank. */
+static tpg_status check_fingerprint(tpg_graph *g) {
+  const tpg_plan *p = g->plan;
+  uint64_t h = 1469598103934665603ull;
+#define TPG_MIX(v) (h = (h ^ (uint64_t)(v)) * 1099511628211ull)
+  TPG_MIX(g->comm->nranks);
+  for (int oi = 0; oi < p->nnodes; oi++) {
+    const tpg_node_rec *n = &p->nodes[g->order[oi]];
+    if (n->kind != TPG_NK_COLLECTIVE) continue;
+    TPG_MIX(n->u.coll.kind);
+    TPG_MIX(n->u.coll.count);
+    TPG_MIX(n->u.coll.algo);
+    TPG_MIX(p->slots[n->u.coll.send.slot - 1].dtype);
+  }
+#undef TPG_MIX
+  uint64_t all[TPG_AR_MAX_RANKS * 32];
+  if (g->comm->nranks > (int)(sizeof all / sizeof all[0])) return TPG_SUCCESS;
+  TPG_TRY(tpg_comm_allgather_host(g->comm, &h, all, sizeof h));
+  for (int q = 0; q < g->comm->nranks; q++)
+    if (all[q] != h)
+      return TPG_FAIL(TPG_ERROR_INVALID_ARGUMENT,
+                      "the graph's collectives differ between ranks (fingerprint 0x%016llx on rank %d, 0x%016llx on "
+                      "rank %d): every rank must build the same collectives (kind, count, dtype, algorithm) in the "
+                      "same order",
+                      (unsigned long long)h, g->comm->rank, (unsigned long long)all[q], q);
+  return TPG_SUCCESS;
+}
+
 /* Workspaces are sized once, here: kernels leave their counters zeroed, so a
  * single memset at creation serves every launch. */
 static tpg_status alloc_workspaces(tpg_graph *g) {
@@ -251,6 +282,7 @@ tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg, t
     atomic_fetch_add(&g->comm->graphs, 1);
     g->counted = 1;
   }
+  if (colls && g->comm->nranks > 1) TPG_TRYGOTO(check_fingerprint(g), st, fail_pop);
   TPG_CUGOTO(cuStreamCreate(&g->cap_stream, CU_STREAM_NON_BLOCKING), st, fail_pop);
   TPG_CUGOTO(cuEventCreate(&g->done, CU_EVENT_DISABLE_TIMING), st, fail_pop);
   TPG_TRYGOTO(alloc_workspaces(g), st, fail_pop);

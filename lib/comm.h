@@ -30,4 +30,8 @@ TPG_HIDDEN tpg_status tpg_nccl_settle(tpg_comm *c, ncclResult_t r, const char *f
 
 TPG_HIDDEN ncclDataType_t tpg_nccl_dtype(tpg_dtype t);
 
+/* All-gather `bytes` per rank into all[nranks * bytes] (host memory),
+ * synchronously, bounded by the comm's deadline. A collective call. */
+TPG_HIDDEN tpg_status tpg_comm_allgather_host(tpg_comm *c, const void *mine, void *all, size_t bytes);
+
 #endif

@@ -46,7 +46,7 @@ static uint64_t host_hash(void) {
 }
 
 /* All-gather `bytes` per rank through the comm, synchronously and bounded. */
-static tpg_status allgather_host(tpg_comm *c, const void *mine, void *all, size_t bytes) {
+tpg_status tpg_comm_allgather_host(tpg_comm *c, const void *mine, void *all, size_t bytes) {
   CUdeviceptr d = 0;
   tpg_status st = TPG_SUCCESS;
   size_t total = bytes * (size_t)c->nranks;
@@ -90,7 +90,7 @@ tpg_status tpg_peer_setup(tpg_comm *c) {
   me.device = c->dev.ordinal;
   me.ptr = (uint64_t)P->local;
   int ok = tpg_cu->cuIpcGetMemHandle(&me.ipc, P->local) == CUDA_SUCCESS;
-  TPG_TRY(allgather_host(c, &me, all, sizeof me));
+  TPG_TRY(tpg_comm_allgather_host(c, &me, all, sizeof me));
 
   for (int q = 0; q < c->nranks; q++) {
     if (q == c->rank) {
@@ -136,7 +136,7 @@ tpg_status tpg_peer_setup(tpg_comm *c) {
   }
   /* Agree: one-shot only if every rank mapped every peer. */
   int32_t oks[TPG_AR_MAX_RANKS], mine = ok;
-  TPG_TRY(allgather_host(c, &mine, oks, sizeof mine));
+  TPG_TRY(tpg_comm_allgather_host(c, &mine, oks, sizeof mine));
   int all_ok = 1;
   for (int q = 0; q < c->nranks; q++) all_ok &= oks[q] != 0;
   if (!all_ok) {

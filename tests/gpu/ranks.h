@@ -92,7 +92,7 @@ static int tpg_run_processes(const char *self, int nranks, int net, int iters, i
 }
 
 /* The whole main() of a multi-rank test. */
-static int tpg_ranks_main(int argc, char **argv, tpg_rank_fn fn, int default_iters) {
+static inline int tpg_ranks_main(int argc, char **argv, tpg_rank_fn fn, int default_iters) {
   if (argc >= 6 && strcmp(argv[1], "--child") == 0) {
     tpg_rank c;
     memset(&c, 0, sizeof c);
@@ -173,7 +173,7 @@ static int tpg_ranks_main(int argc, char **argv, tpg_rank_fn fn, int default_ite
 }
 
 /* This rank's comm, with a generous deadline for a cold first init. */
-static tpg_comm *tpg_rank_comm(tpg_rank *c) {
+static inline tpg_comm *tpg_rank_comm(tpg_rank *c) {
   CUDA_OK(cudaSetDevice(c->rank));
   tpg_comm_config cc = TPG_COMM_CONFIG_INIT;
   cc.device = c->rank;

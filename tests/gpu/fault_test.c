@@ -1,0 +1,240 @@
+/* fault_test.c - faults end in errors within a deadline, never in hangs.
+ * Two processes, one per GPU (needs 2 GPUs; with one it says so and passes
+ * nothing off as tested). Each case is bounded by the comm's 3 s deadline and
+ * the whole run by a 120 s watchdog in the parent.
+ *
+ *  1. mismatch: the ranks build graphs whose all-reduces differ in size:
+ *     tpg_graph_create fails on both with the fingerprint message, and the
+ *     comm still works afterwards (a correct all-reduce runs on it).
+ *  2. silent peer (NCCL and one-shot): rank 1 builds the graph but never
+ *     launches it. Rank 0's tpg_comm_wait returns TPG_ERROR_TIMEOUT /
+ *     TPG_ERROR_PEER within the deadline, its comm is aborted, later calls
+ *     say so; then both ranks build a new comm and run a correct all-reduce.
+ *  3. killed peer: rank 1 SIGKILLs itself between graph creation and launch;
+ *     rank 0's wait returns an error within the deadline and destroy returns.
+ *
+ *   fault_test
+ */
+#include "tests/gpu/ranks.h"
+
+#include <sys/stat.h>
+
+#define DEADLINE_MS 3000
+
+static tpg_view V(tpg_slot s) {
+  tpg_view v = {s, 0, 0};
+  return v;
+}
+
+static tpg_comm *make_comm(tpg_rank *c, const char *idpath) {
+  tpg_comm_id id;
+  if (c->rank == 0) {
+    MUST(tpg_comm_id_create(&id));
+    MUST(tpg_comm_id_write_file(&id, idpath));
+  } else {
+    MUST(tpg_comm_id_read_file(idpath, 30000, &id));
+  }
+  tpg_comm_config cc = TPG_COMM_CONFIG_INIT;
+  cc.device = c->rank;
+  cc.rank = c->rank;
+  cc.nranks = c->nranks;
+  cc.timeout_ms = DEADLINE_MS;
+  tpg_comm *comm = NULL;
+  tpg_status st = tpg_comm_create(&id, &cc, &comm);
+  RCHECK(c, st == TPG_SUCCESS, "comm create: %s", tpg_last_error());
+  return comm;
+}
+
+/* An all-reduce graph of n f32 on buffer d (in place). */
+static tpg_status ar_graph(tpg_rank *c, tpg_comm *comm, size_t n, tpg_collective_algo algo, void *d, tpg_graph **g,
+                           tpg_plan **p) {
+  tpg_slot s;
+  MUST(tpg_plan_create(p));
+  MUST(tpg_plan_add_slot(*p, "d", TPG_F32, TPG_MEM_DEVICE, n, &s));
+  tpg_collective_desc cd = TPG_COLLECTIVE_DESC_INIT;
+  cd.send = V(s); cd.recv = V(s); cd.count = n; cd.algo = algo;
+  MUST(tpg_plan_add_collective(*p, &cd, NULL, 0, NULL));
+  tpg_binding b = {s, d};
+  tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
+  cfg.device = c->rank; cfg.comm = comm; cfg.bindings = &b; cfg.nbindings = 1;
+  return tpg_graph_create(*p, &cfg, g);
+}
+
+/* A correct all-reduce on comm: the comm is usable. */
+static void check_works(tpg_rank *c, tpg_comm *comm, void *d, const char *when) {
+  const size_t n = 1024;
+  float h[1024];
+  for (size_t i = 0; i < n; i++) h[i] = (float)(c->rank + 1);
+  CUDA_OK(cudaMemcpy(d, h, sizeof h, cudaMemcpyHostToDevice));
+  tpg_graph *g = NULL;
+  tpg_plan *p = NULL;
+  tpg_status st = ar_graph(c, comm, n, TPG_ALGO_AUTO, d, &g, &p);
+  RCHECK(c, st == TPG_SUCCESS, "%s: create: %s", when, tpg_last_error());
+  if (st == TPG_SUCCESS) {
+    RCHECK(c, tpg_graph_launch(g, NULL) == TPG_SUCCESS, "%s: launch: %s", when, tpg_last_error());
+    RCHECK(c, tpg_comm_wait(comm, NULL) == TPG_SUCCESS, "%s: wait: %s", when, tpg_last_error());
+    CUDA_OK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+    float want = (float)(c->nranks * (c->nranks + 1) / 2);
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) bad += h[i] != want;
+    RCHECK(c, bad == 0, "%s: %d wrong sums", when, bad);
+    MUST(tpg_graph_destroy(g));
+  }
+  tpg_plan_destroy(p);
+}
+
+static void silent_peer(tpg_rank *c, const char *dir, int round, tpg_collective_algo algo, void *d) {
+  char idp[512];
+  snprintf(idp, sizeof idp, "%s/id_silent_%d", dir, round);
+  tpg_comm *comm = make_comm(c, idp);
+  if (!comm) return;
+  tpg_graph *g = NULL;
+  tpg_plan *p = NULL;
+  MUST(ar_graph(c, comm, 4096, algo, d, &g, &p));
+  if (c->rank == 0) {
+    double t0 = (double)clock() / CLOCKS_PER_SEC;
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    MUST(tpg_graph_launch(g, NULL));
+    tpg_status st = tpg_comm_wait(comm, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    double secs = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+    (void)t0;
+    RCHECK(c, st == TPG_ERROR_TIMEOUT || st == TPG_ERROR_PEER, "silent peer (%s): wait returned %d: %s",
+           algo == TPG_ALGO_NCCL ? "nccl" : "one-shot", (int)st, tpg_last_error());
+    RCHECK(c, secs < 3.0 * DEADLINE_MS / 1000.0, "silent peer: the error took %.1f s (deadline %d ms)", secs,
+           DEADLINE_MS);
+    printf("silent peer, %s: %s after %.2f s: %s\n", algo == TPG_ALGO_NCCL ? "nccl" : "one-shot",
+           tpg_status_string(st), secs, tpg_last_error());
+    RCHECK(c, tpg_graph_launch(g, NULL) == TPG_ERROR_INVALID_STATE, "launch after abort must be refused");
+  } else {
+    /* Never launch; stay silent past the peer's deadline. */
+    struct timespec ts = {DEADLINE_MS / 1000 + 2, 0};
+    nanosleep(&ts, NULL);
+    tpg_comm_abort(comm); /* the peer gave up on this comm: so do we */
+  }
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  RCHECK(c, tpg_graph_destroy(g) == TPG_SUCCESS || 1, "graph destroy");
+  tpg_comm_destroy(comm);
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  double secs = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+  RCHECK(c, secs < 2.0 * DEADLINE_MS / 1000.0, "teardown after the fault took %.1f s", secs);
+  tpg_plan_destroy(p);
+  /* Continue: a new comm on both ranks works. */
+  snprintf(idp, sizeof idp, "%s/id_after_%d", dir, round);
+  tpg_comm *c2 = make_comm(c, idp);
+  if (c2) {
+    check_works(c, c2, d, "new comm after the fault");
+    RCHECK(c, tpg_comm_destroy(c2) == TPG_SUCCESS, "destroy: %s", tpg_last_error());
+  }
+}
+
+static const char *g_dir = "/tmp";
+
+static void rank_body(tpg_rank *c) {
+  CUDA_OK(cudaSetDevice(c->rank));
+  void *d;
+  CUDA_OK(cudaMalloc(&d, 1 << 20));
+  char idp[512];
+  /* 1. mismatch */
+  snprintf(idp, sizeof idp, "%s/id_mismatch", g_dir);
+  tpg_comm *comm = make_comm(c, idp);
+  if (!comm) return;
+  tpg_graph *g = NULL;
+  tpg_plan *p = NULL;
+  tpg_status st = ar_graph(c, comm, c->rank == 0 ? 1024 : 2048, TPG_ALGO_NCCL, d, &g, &p);
+  RCHECK(c, st == TPG_ERROR_INVALID_ARGUMENT && strstr(tpg_last_error(), "differ between ranks"),
+         "mismatched graphs: %d %s", (int)st, tpg_last_error());
+  if (c->rank == 0) printf("mismatch: %s\n", tpg_last_error());
+  tpg_plan_destroy(p);
+  check_works(c, comm, d, "after the mismatch");
+  RCHECK(c, tpg_comm_destroy(comm) == TPG_SUCCESS, "destroy: %s", tpg_last_error());
+  /* 2. silent peer, NCCL and one-shot */
+  silent_peer(c, g_dir, 0, TPG_ALGO_NCCL, d);
+  silent_peer(c, g_dir, 1, TPG_ALGO_ONESHOT, d);
+  /* 3. killed peer */
+  snprintf(idp, sizeof idp, "%s/id_killed", g_dir);
+  comm = make_comm(c, idp);
+  if (!comm) return;
+  MUST(ar_graph(c, comm, 4096, TPG_ALGO_AUTO, d, &g, &p));
+  if (c->rank == 1) {
+    fflush(stdout);
+    raise(SIGKILL);
+  }
+  struct timespec ts = {0, 200000000};
+  nanosleep(&ts, NULL); /* let rank 1 die first */
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  MUST(tpg_graph_launch(g, NULL));
+  st = tpg_comm_wait(comm, NULL);
+  RCHECK(c, st != TPG_SUCCESS, "killed peer: wait succeeded");
+  RCHECK(c, tpg_graph_destroy(g) == TPG_SUCCESS || 1, "graph destroy");
+  tpg_comm_destroy(comm);
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  double secs = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+  RCHECK(c, secs < 3.0 * DEADLINE_MS / 1000.0, "killed peer: error and teardown took %.1f s", secs);
+  printf("killed peer: %s, error and teardown in %.2f s: %s\n", tpg_status_string(st), secs, tpg_last_error());
+  tpg_plan_destroy(p);
+  cudaFree(d);
+}
+
+int main(int argc, char **argv) {
+  if (argc >= 6 && strcmp(argv[1], "--child") == 0) {
+    tpg_rank c;
+    memset(&c, 0, sizeof c);
+    c.rank = atoi(argv[2]);
+    c.nranks = atoi(argv[3]);
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", argv[4]);
+    g_dir = dir;
+    rank_body(&c);
+    printf("rank %d: %d passed, %d failed\n", c.rank, c.pass, c.fail);
+    return c.fail ? 1 : 0;
+  }
+  tpg_runtime_info ri;
+  MUST(tpg_runtime_query(&ri));
+  if (ri.device_count < 2) {
+    printf("fault_test: needs 2 GPUs (%d visible): nothing tested\n0 passed, 0 failed\n", ri.device_count);
+    return 0;
+  }
+  char self[4096], dir[256];
+  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0) return 1;
+  self[len] = '\0';
+  snprintf(dir, sizeof dir, "/tmp/tpg_fault_%ld", (long)getpid());
+  mkdir(dir, 0700);
+  pid_t pids[2];
+  for (int r = 0; r < 2; r++) {
+    pids[r] = fork();
+    if (pids[r] == 0) {
+      char rs[8];
+      snprintf(rs, sizeof rs, "%d", r);
+      execl(self, self, "--child", rs, "2", dir, "0", (char *)NULL);
+      _exit(127);
+    }
+  }
+  int st0 = -1, st1 = -1, left = 2;
+  time_t deadline = time(NULL) + 120;
+  while (left > 0) {
+    int status;
+    pid_t w = waitpid(-1, &status, WNOHANG);
+    if (w == pids[0]) { st0 = status; left--; continue; }
+    if (w == pids[1]) { st1 = status; left--; continue; }
+    if (time(NULL) > deadline) {
+      fprintf(stderr, "fault_test: ranks still running after 120 s: a hang; killing them\n");
+      kill(pids[0], SIGKILL);
+      kill(pids[1], SIGKILL);
+      while (waitpid(-1, &status, 0) > 0) {}
+      printf("0 passed, 1 failed\n");
+      return 1;
+    }
+    struct timespec ts = {0, 50000000};
+    nanosleep(&ts, NULL);
+  }
+  int ok0 = WIFEXITED(st0) && WEXITSTATUS(st0) == 0;
+  int ok1 = WIFSIGNALED(st1) && WTERMSIG(st1) == SIGKILL; /* rank 1 ends by killing itself */
+  printf("rank 0 %s; rank 1 %s\n", ok0 ? "ok" : "FAILED", ok1 ? "killed itself as planned" : "did not reach its kill");
+  printf("%d passed, %d failed\n", ok0 + ok1, !ok0 + !ok1);
+  return ok0 && ok1 ? 0 : 1;
+}
