@@ -14,6 +14,11 @@
  *     rank 0's wait returns an error within the deadline and destroy returns.
  *
  *   fault_test
+ *
+ * Status: its first run on nvidia-h200-x2 (2026-11-29) did not finish in
+ * 120 s and the children's output was lost (buffered); it is tagged manual
+ * (out of the GPU bundle) until the hang is found. Each step now reports on
+ * stderr, line-buffered.
  */
 #include "tests/gpu/ranks.h"
 
@@ -132,8 +137,11 @@ static void silent_peer(tpg_rank *c, const char *dir, int round, tpg_collective_
 
 static const char *g_dir = "/tmp";
 
+#define STEP(c, what) fprintf(stderr, "rank %d: %s\n", (c)->rank, what)
+
 static void rank_body(tpg_rank *c) {
   CUDA_OK(cudaSetDevice(c->rank));
+  STEP(c, "mismatch");
   void *d;
   CUDA_OK(cudaMalloc(&d, 1 << 20));
   char idp[512];
@@ -151,9 +159,12 @@ static void rank_body(tpg_rank *c) {
   check_works(c, comm, d, "after the mismatch");
   RCHECK(c, tpg_comm_destroy(comm) == TPG_SUCCESS, "destroy: %s", tpg_last_error());
   /* 2. silent peer, NCCL and one-shot */
+  STEP(c, "silent peer, nccl");
   silent_peer(c, g_dir, 0, TPG_ALGO_NCCL, d);
+  STEP(c, "silent peer, one-shot");
   silent_peer(c, g_dir, 1, TPG_ALGO_ONESHOT, d);
   /* 3. killed peer */
+  STEP(c, "killed peer");
   snprintf(idp, sizeof idp, "%s/id_killed", g_dir);
   comm = make_comm(c, idp);
   if (!comm) return;
@@ -181,6 +192,7 @@ static void rank_body(tpg_rank *c) {
 
 int main(int argc, char **argv) {
   if (argc >= 6 && strcmp(argv[1], "--child") == 0) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* progress survives a kill */
     tpg_rank c;
     memset(&c, 0, sizeof c);
     c.rank = atoi(argv[2]);
