@@ -236,6 +236,12 @@ tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg, t
     TPG_CHECK_ARG(plan->slots[s - 1].where != TPG_MEM_SCRATCH,
                   "cfg->bindings[%d]: slot \"%s\" is scratch memory the graph owns: it cannot be bound", b,
                   plan->slots[s - 1].name);
+    /* What needs no driver is checked here, so it is caught on any machine. */
+    TPG_CHECK_ARG(cfg->bindings[b].ptr != NULL, "cfg->bindings[%d].ptr is NULL for slot \"%s\"", b,
+                  plan->slots[s - 1].name);
+    TPG_CHECK_ARG((uintptr_t)cfg->bindings[b].ptr % 16 == 0,
+                  "cfg->bindings[%d].ptr %p for slot \"%s\" is misaligned: expected 16-byte alignment", b,
+                  cfg->bindings[b].ptr, plan->slots[s - 1].name);
     for (int c = 0; c < b; c++)
       TPG_CHECK_ARG(cfg->bindings[c].slot != s, "cfg->bindings[%d] binds slot \"%s\" again (first at [%d])", b,
                     plan->slots[s - 1].name, c);

@@ -358,7 +358,8 @@ TPG_API tpg_status tpg_plan_dot(const tpg_plan *plan, char *buf, size_t cap, siz
 typedef enum tpg_mlp_kind { TPG_MLP_GELU = 0, TPG_MLP_SWIGLU = 1 } tpg_mlp_kind;
 
 typedef enum tpg_overlap {
-  TPG_OVERLAP_AUTO = 0,    /* CHUNKED(2) when tokens >= 512 and nranks > 1, else NONE */
+  TPG_OVERLAP_AUTO = 0,    /* CHUNKED (desc.chunks, default 2) when tokens >= 512 and
+                              nranks > 1, else NONE                                */
   TPG_OVERLAP_NONE = 1,    /* one GEMM per weight, then the all-reduce              */
   TPG_OVERLAP_CHUNKED = 2  /* token chunks on separate branches                     */
 } tpg_overlap;

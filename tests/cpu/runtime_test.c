@@ -67,6 +67,12 @@ int main(int argc, char **argv) {
     CHECK_ST(tpg_graph_create(p, &cfg, &g), TPG_ERROR_INVALID_ARGUMENT, "cfg->bindings[1].slot is 9");
     bind[1].slot = a;
     CHECK_ST(tpg_graph_create(p, &cfg, &g), TPG_ERROR_INVALID_ARGUMENT, "again");
+    bind[1].slot = b;
+    bind[1].ptr = (char *)fake + 4;
+    CHECK_ST(tpg_graph_create(p, &cfg, &g), TPG_ERROR_INVALID_ARGUMENT, "misaligned");
+    bind[1].ptr = NULL;
+    CHECK_ST(tpg_graph_create(p, &cfg, &g), TPG_ERROR_INVALID_ARGUMENT, "ptr is NULL");
+    bind[1].ptr = fake + 32;
     tpg_graph_config bad = cfg;
     bad.magic = 0;
     CHECK_ST(tpg_graph_create(p, &bad, &g), TPG_ERROR_INVALID_ARGUMENT, "TPG_GRAPH_CONFIG_INIT");
