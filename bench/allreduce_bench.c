@@ -17,24 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tpgraph.h"
-
-#define MUST(call)                                                                      \
-  do {                                                                                  \
-    tpg_status s_ = (call);                                                             \
-    if (s_ != TPG_SUCCESS) {                                                            \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, tpg_last_error());  \
-      exit(2);                                                                          \
-    }                                                                                   \
-  } while (0)
-#define CUDA_OK(call)                                                                   \
-  do {                                                                                  \
-    cudaError_t e_ = (call);                                                            \
-    if (e_ != cudaSuccess) {                                                            \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      exit(2);                                                                          \
-    }                                                                                   \
-  } while (0)
+#include "bench/bench_common.h"
 
 enum { NSIZES = 12 };
 static const size_t sizes[NSIZES] = {1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 512 << 10,
@@ -43,11 +26,6 @@ static int OPS = 20, REPS = 30, NR;
 static double result[NSIZES][2]; /* us per op: nccl, oneshot (rank 0) */
 static tpg_comm_id g_id;
 static pthread_barrier_t bar;
-
-static int cmpd(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
 
 static void *rank_main(void *arg) {
   int rank = (int)(intptr_t)arg;
@@ -113,8 +91,8 @@ static void *rank_main(void *arg) {
         CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
         v[r] = 1000.0 * ms / OPS;
       }
-      qsort(v, (size_t)REPS, sizeof *v, cmpd);
-      if (rank == 0) result[si][algo] = v[REPS / 2];
+      double med = bench_median(v, REPS);
+      if (rank == 0) result[si][algo] = med;
       MUST(tpg_graph_destroy(g));
       tpg_plan_destroy(p);
     }

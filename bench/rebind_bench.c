@@ -21,42 +21,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "tpgraph.h"
-
-#define MUST(call)                                                                      \
-  do {                                                                                  \
-    tpg_status s_ = (call);                                                             \
-    if (s_ != TPG_SUCCESS) {                                                            \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, tpg_last_error());  \
-      exit(2);                                                                          \
-    }                                                                                   \
-  } while (0)
-#define CUDA_OK(call)                                                                   \
-  do {                                                                                  \
-    cudaError_t e_ = (call);                                                            \
-    if (e_ != cudaSuccess) {                                                            \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      exit(2);                                                                          \
-    }                                                                                   \
-  } while (0)
+#include "bench/bench_common.h"
 
 static int L = 64, REPS = 20, H = 1024, M = 1;
 static const char *json = NULL;
-
-static double now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
-}
-
-static int cmpd(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmpd);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 typedef struct {
   int rank, nranks;
@@ -127,36 +95,36 @@ static void *run(void *arg) {
   /* create (materialize + instantiate) REPS times; keep the last */
   for (int r = 0; r < REPS; r++) {
     if (g) MUST(tpg_graph_destroy(g));
-    double t0 = now_us();
+    double t0 = bench_now_us();
     MUST(tpg_graph_create(p, &cfg, &g));
-    v[r] = now_us() - t0;
+    v[r] = bench_now_us() - t0;
     tpg_graph_info info;
     MUST(tpg_graph_info_get(g, &info));
     vi[r] = info.instantiate_us;
     j->nodes = info.nodes;
   }
-  j->create_us = median(v, REPS);
-  j->instantiate_us = median(vi, REPS);
+  j->create_us = bench_median(v, REPS);
+  j->instantiate_us = bench_median(vi, REPS);
   cudaStream_t st;
   CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   for (int r = 0; r < REPS; r++) {
-    double t0 = now_us();
+    double t0 = bench_now_us();
     MUST(tpg_graph_rebind(g, &b[(r + 1) & 1][0], 1));
-    v[r] = now_us() - t0;
+    v[r] = bench_now_us() - t0;
   }
-  j->rebind_kernel_us = median(v, REPS);
+  j->rebind_kernel_us = bench_median(v, REPS);
   for (int r = 0; r < REPS; r++) {
-    double t0 = now_us();
+    double t0 = bench_now_us();
     MUST(tpg_graph_rebind(g, &b[(r + 1) & 1][3], 1));
-    v[r] = now_us() - t0;
+    v[r] = bench_now_us() - t0;
   }
-  j->rebind_nccl_us = median(v, REPS);
+  j->rebind_nccl_us = bench_median(v, REPS);
   for (int r = 0; r < REPS; r++) {
-    double t0 = now_us();
+    double t0 = bench_now_us();
     MUST(tpg_graph_update(g, NULL, b[(r + 1) & 1], 6));
-    v[r] = now_us() - t0;
+    v[r] = bench_now_us() - t0;
   }
-  j->update_us = median(v, REPS);
+  j->update_us = bench_median(v, REPS);
   /* launches: warm up, then host call time and device time per graph */
   for (int r = 0; r < 5; r++) MUST(tpg_graph_launch(g, (tpg_stream)st));
   MUST(tpg_comm_wait(comm, (tpg_stream)st));
@@ -169,9 +137,9 @@ static void *run(void *arg) {
    * would measure the device once the queue fills). */
   for (int r = 0; r < NL; r++) {
     CUDA_OK(cudaStreamSynchronize(st));
-    double t0 = now_us();
+    double t0 = bench_now_us();
     MUST(tpg_graph_launch(g, (tpg_stream)st));
-    vh[r] = now_us() - t0;
+    vh[r] = bench_now_us() - t0;
   }
   MUST(tpg_comm_wait(comm, (tpg_stream)st));
   /* Device time per graph: back-to-back launches between two events. */
@@ -181,7 +149,7 @@ static void *run(void *arg) {
   MUST(tpg_comm_wait(comm, (tpg_stream)st));
   float ms = 0;
   CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
-  j->launch_host_us = median(vh, NL);
+  j->launch_host_us = bench_median(vh, NL);
   j->launch_dev_us = 1000.0 * ms / NL;
   MUST(tpg_graph_destroy(g));
   MUST(tpg_comm_destroy(comm));

@@ -36,26 +36,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tpgraph.h"
+#include "bench/bench_common.h"
 
 #define MAXV 8
-#define MUST(call)                                                                      \
-  do {                                                                                  \
-    tpg_status s_ = (call);                                                             \
-    if (s_ != TPG_SUCCESS) {                                                            \
-      fprintf(stderr, "\ntpbench: %s:%d: %s: %s\n", __FILE__, __LINE__, #call, tpg_last_error()); \
-      exit(2);                                                                          \
-    }                                                                                   \
-  } while (0)
-#define CUDA_OK(call)                                                                   \
-  do {                                                                                  \
-    cudaError_t e_ = (call);                                                            \
-    if (e_ != cudaSuccess) {                                                            \
-      fprintf(stderr, "\ntpbench: %s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      exit(2);                                                                          \
-    }                                                                                   \
-  } while (0)
-
 enum { M_EAGER, M_CAPTURED, M_NCCL, M_SYM, M_EXPLICIT, M_OVERLAP, M_COMPUTE, NMODES };
 static const char *mode_name[NMODES] = {"eager", "captured", "nccl", "symmetric", "explicit", "overlap", "compute"};
 
@@ -82,11 +65,6 @@ static int parse_list(const char *s, int *out) {
     s = c + 1;
   }
   return n;
-}
-
-static int cmpd(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
 }
 
 typedef struct {
@@ -133,8 +111,7 @@ static double time_graph(rank_state *st, tpg_graph *g) {
     CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
     v[r] = 1000.0 * ms;
   }
-  qsort(v, (size_t)REPS, sizeof *v, cmpd);
-  double med = v[REPS / 2];
+  double med = bench_median(v, REPS);
   free(v);
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
