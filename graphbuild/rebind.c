@@ -118,7 +118,9 @@ tpg_status tpg_graph_rebind(tpg_graph *g, const tpg_binding *b, int n) {
     memcpy(g->bind, old, (size_t)p->nslots * sizeof *old);
     for (int oi = 0; oi < done; oi++) {
       int i = g->order[oi];
-      if (mark[i] && p->nodes[i].kind != TPG_NK_COLLECTIVE) apply_node(g, i);
+      /* NCCL children are not re-captured back (a collective call); our own
+       * all-reduce kernel nodes are restored like any kernel node. */
+      if (mark[i] && (p->nodes[i].kind != TPG_NK_COLLECTIVE || g->nodes[i].fast)) apply_node(g, i);
     }
     tpg_err(st, "tpg_graph_rebind", "%s (bindings restored)", msg);
   }

@@ -163,7 +163,7 @@ typedef struct tpg_comm_config {
   int device;           /* CUDA device ordinal of this rank                */
   int rank;             /* 0 .. nranks-1                                    */
   int nranks;           /* >= 1                                             */
-  int timeout_ms;       /* deadline for init and for tpg_comm_wait; 0: 10 s */
+  int timeout_ms;       /* deadline for init and for tpg_comm_wait; 0: 5 s  */
 } tpg_comm_config;
 
 #define TPG_COMM_CONFIG_INIT { sizeof(tpg_comm_config), TPG_CONFIG_MAGIC, TPG_VERSION_CODE, 0, 0, 1, 0 }
