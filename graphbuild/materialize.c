@@ -179,9 +179,14 @@ static tpg_status fill_collective(tpg_graph *g, const tpg_plan *p, void **bind, 
   TPG_TRY(tpg_kernel_function(kname, 0, &f));
   memset(&gn->kp, 0, sizeof gn->kp);
   gn->kp.func = f;
-  /* One 16-byte vector per thread per pass, spread over up to 64 SMs: peer
-   * reads are latency-bound, so parallelism, not block size, sets the time. */
-  gn->kp.gridDimX = grid_for(bytes, 256 * 16, TPG_AR_MAX_BLOCKS);
+  /* Always all TPG_AR_MAX_BLOCKS blocks, empty ones included: the kernels'
+   * epoch counters are per block index, and their argument that a peer
+   * cannot overwrite data still being read holds only if every block index
+   * advances once per all-reduce. With grids sized by the message, two
+   * all-reduces of different sizes on one comm put the same bytes under
+   * different block indices and a rank running one node ahead could
+   * overwrite what a slower peer had not read yet. */
+  gn->kp.gridDimX = TPG_AR_MAX_BLOCKS;
   gn->kp.gridDimY = gn->kp.gridDimZ = 1;
   gn->kp.blockDimX = 256;
   gn->kp.blockDimY = gn->kp.blockDimZ = 1;

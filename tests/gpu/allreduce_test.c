@@ -7,7 +7,8 @@
  * 100,000 replays with changing inputs; every 997th replay rank 1 is held
  * back by a spin kernel first (a slow rank). Then NCCL and one-shot graphs
  * give the same results for bf16 at odd sizes, and rebinding the all-reduce's
- * slots costs no NCCL capture.
+ * slots costs no NCCL capture. Then one-shot all-reduces of three different
+ * sizes chained in one graph, replayed with drifting ranks.
  *
  *   allreduce_test [--iters 100000] [--modes proc,thread]
  */
@@ -99,6 +100,78 @@ static void replay_test(tpg_rank *c, tpg_comm *comm) {
   free(h);
 }
 
+/* Two chained one-shot all-reduces of different sizes (push 1 KiB, then
+ * pull 2 MiB, then push 64 KiB) in one graph, replayed with changing inputs:
+ * a rank that runs one node ahead must not overwrite what a slower peer has
+ * not read (each block index advances once per all-reduce). Rank 1 is held
+ * back every 7th replay so the ranks drift. */
+static void mixed_sizes_test(tpg_rank *c, tpg_comm *comm) {
+  static const size_t n[3] = {256, 524288, 16384}; /* f32 elements */
+  tpg_plan *p;
+  tpg_slot sx[3], so[3], sone;
+  MUST(tpg_plan_create(&p));
+  MUST(tpg_plan_add_slot(p, "ones", TPG_F32, TPG_MEM_DEVICE, n[1], &sone));
+  tpg_node prev = 0;
+  for (int k = 0; k < 3; k++) {
+    char nm[16];
+    snprintf(nm, sizeof nm, "x%d", k);
+    MUST(tpg_plan_add_slot(p, nm, TPG_F32, TPG_MEM_DEVICE, n[k], &sx[k]));
+    snprintf(nm, sizeof nm, "o%d", k);
+    MUST(tpg_plan_add_slot(p, nm, TPG_F32, TPG_MEM_DEVICE, n[k], &so[k]));
+    tpg_node inc;
+    MUST(tpg_plan_add_axpby(p, V(sx[k]), V(sone), n[k], 1.0f, 1.0f, k ? &prev : NULL, k ? 1 : 0, &inc));
+    tpg_collective_desc cd = TPG_COLLECTIVE_DESC_INIT;
+    cd.send = V(sx[k]); cd.recv = V(so[k]); cd.count = n[k]; cd.algo = TPG_ALGO_ONESHOT;
+    MUST(tpg_plan_add_collective(p, &cd, &inc, 1, &prev));
+  }
+  void *dx[3], *dout[3], *dones;
+  unsigned *bad;
+  float *h = malloc(n[1] * 4);
+  CUDA_OK(cudaMalloc(&dones, n[1] * 4));
+  for (size_t i = 0; i < n[1]; i++) h[i] = 1.0f;
+  CUDA_OK(cudaMemcpy(dones, h, n[1] * 4, cudaMemcpyHostToDevice));
+  for (size_t i = 0; i < n[1]; i++) h[i] = (float)c->rank;
+  tpg_binding b[7];
+  b[0] = (tpg_binding){sone, dones};
+  for (int k = 0; k < 3; k++) {
+    CUDA_OK(cudaMalloc(&dx[k], n[k] * 4));
+    CUDA_OK(cudaMalloc(&dout[k], n[k] * 4));
+    CUDA_OK(cudaMemcpy(dx[k], h, n[k] * 4, cudaMemcpyHostToDevice));
+    b[1 + 2 * k] = (tpg_binding){sx[k], dx[k]};
+    b[2 + 2 * k] = (tpg_binding){so[k], dout[k]};
+  }
+  CUDA_OK(cudaMalloc((void **)&bad, 4));
+  CUDA_OK(cudaMemset(bad, 0, 4));
+  tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
+  cfg.device = c->rank; cfg.comm = comm; cfg.bindings = b; cfg.nbindings = 7;
+  tpg_graph *g;
+  tpg_status st = tpg_graph_create(p, &cfg, &g);
+  RCHECK(c, st == TPG_SUCCESS, "mixed sizes: create: %s", tpg_last_error());
+  if (st == TPG_SUCCESS) {
+    cudaStream_t s;
+    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    const int R = c->nranks, iters = c->iters < 2000 ? c->iters : 2000;
+    for (int it = 1; it <= iters; it++) {
+      if (c->rank == 1 && it % 7 == 0) tpgt_spin(200000, s);
+      MUST(tpg_graph_launch(g, (tpg_stream)s));
+      for (int k = 0; k < 3; k++)
+        tpgt_count_mismatch(dout[k], n[k], (float)(R * (R - 1) / 2) + (float)R * (float)it, bad, s);
+    }
+    RCHECK(c, tpg_comm_wait(comm, (tpg_stream)s) == TPG_SUCCESS, "mixed sizes: wait: %s", tpg_last_error());
+    unsigned nbad = 0;
+    CUDA_OK(cudaMemcpy(&nbad, bad, 4, cudaMemcpyDeviceToHost));
+    RCHECK(c, nbad == 0, "mixed sizes: %u wrong elements over %d replays", nbad, iters);
+    if (c->rank == 0) printf("one-shot all-reduces of 1 KiB, 2 MiB and 64 KiB chained: %d replays, %u wrong\n", iters, nbad);
+    MUST(tpg_graph_destroy(g));
+    cudaStreamDestroy(s);
+  }
+  tpg_plan_destroy(p);
+  for (int k = 0; k < 3; k++) { cudaFree(dx[k]); cudaFree(dout[k]); }
+  cudaFree(dones);
+  cudaFree(bad);
+  free(h);
+}
+
 /* bf16, several sizes: one-shot and NCCL agree with the CPU sum. */
 static void algo_test(tpg_rank *c, tpg_comm *comm) {
   static const size_t sizes[] = {1, 7, 8, 513, 8192, 65536 + 3, 1 << 20, (2 << 20) - 8};
@@ -155,6 +228,7 @@ static void rank_body(tpg_rank *c) {
   if (!comm) return;
   if (c->nranks >= 2) {
     replay_test(c, comm);
+    mixed_sizes_test(c, comm);
     algo_test(c, comm);
   } else {
     /* One rank: ONESHOT has nothing to do and says so. */
