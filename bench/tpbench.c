@@ -439,6 +439,14 @@ int main(int argc, char **argv) {
     } else { usage(); return 2; }
   }
   if (LAYERS < 1 || REPS < 1 || CHUNKS < 2) { usage(); return 2; }
+  /* Under `bazel run` the working directory is the runfiles tree: write the
+   * JSON and SVG where the user ran the command. */
+  static char jbuf[4096], sbuf[4096];
+  const char *bwd = getenv("BUILD_WORKING_DIRECTORY");
+  if (bwd && bwd[0]) {
+    if (json_path[0] != '/') { snprintf(jbuf, sizeof jbuf, "%s/%s", bwd, json_path); json_path = jbuf; }
+    if (svg_path[0] != '/') { snprintf(sbuf, sizeof sbuf, "%s/%s", bwd, svg_path); svg_path = sbuf; }
+  }
   tpg_runtime_info ri;
   MUST(tpg_runtime_query(&ri));
   if (ri.device_count < 1) {
