@@ -885,6 +885,45 @@ static void op_plan_mlp(rd *r) {
   tpg_plan_destroy(p);
 }
 
+/* The MLP helpers around tpg_plan_mlp: slot lookup works without a driver;
+ * buckets and sharding check their arguments, then need the driver. */
+static void op_mlp_extras(rd *r) {
+  tpg_mlp_desc d = TPG_MLP_DESC_INIT;
+  d.layers = 1 + u8(r) % 4;
+  d.tokens = 1 + u16(r) % 600;
+  d.hidden = 8 * (1 + u8(r) % 16);
+  d.nranks = 1 + u8(r) % 4;
+  d.rank = u8(r) % d.nranks;
+  d.ffn = 8 * d.nranks * (1 + u8(r) % 8);
+  if (u8(r) % 8 == 0) d.ffn = pick_int(r);
+  static const char *names[] = {"x", "y", "act", "h", "l0.w1", "l0.b2", "l9.w2", "", "nope"};
+  const char *nm = names[u8(r) % 9];
+  tpg_slot sl = 7;
+  tpg_status st = CALL(tpg_mlp_slot(u8(r) % 16 ? &d : NULL, u8(r) % 16 ? nm : NULL, &sl));
+  if (st != TPG_SUCCESS) REQUIRE(sl == TPG_SLOT_NONE);
+  int sizes[4] = {pick_int(r), pick_int(r), 1, d.tokens};
+  tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
+  tpg_mlp_buckets *b = (tpg_mlp_buckets *)fake_plan;
+  st = CALL(tpg_mlp_buckets_create(u8(r) % 16 ? &d : NULL, u8(r) % 8 ? sizes : NULL, (int)(u8(r) % 6) - 1,
+                                   u8(r) % 16 ? &cfg : NULL, &b));
+  REQUIRE(st != TPG_SUCCESS && b == NULL); /* no driver here */
+  int bt = 1;
+  tpg_graph *g = (tpg_graph *)fake_plan;
+  REQUIRE(CALL(tpg_mlp_buckets_pick(NULL, 1, &bt, &g)) == TPG_ERROR_INVALID_ARGUMENT);
+  REQUIRE(CALL(tpg_mlp_buckets_info(NULL, 0, NULL, NULL, NULL)) == TPG_ERROR_INVALID_ARGUMENT);
+  REQUIRE(CALL(tpg_mlp_buckets_destroy(NULL)) == TPG_SUCCESS);
+  tpg_mlp_whole_layer w;
+  tpg_mlp_rank_layer o;
+  memset(&w, 0, sizeof w);
+  memset(&o, 0, sizeof o);
+  if (u8(r) % 2) {
+    w.w1 = w.w1_up = w.b1 = w.b1_up = w.w2 = w.b2 = (const void *)(uintptr_t)0x7f0000001000ull;
+    o.w1 = o.b1 = o.w2 = o.b2 = (void *)(uintptr_t)0x7f0000002000ull;
+  }
+  REQUIRE(CALL(tpg_mlp_shard_layer(u8(r) % 16 ? &d : NULL, pick_int(r), u8(r) % 16 ? &w : NULL,
+                                   u8(r) % 16 ? &o : NULL, NULL)) != TPG_SUCCESS);
+}
+
 /* The calls that need a driver or a comm: arguments first, then NO_DRIVER. */
 static void op_driverless(rd *r) {
   switch (u8(r) % 6) {
@@ -940,7 +979,7 @@ static const op_fn ops[] = {
     op_create,   op_create,   op_destroy,  op_add_slot,      op_add_slot,    op_add_slot,       op_find_slot,
     op_add_gemm, op_gemm_kit, op_gemm_kit, op_add_axpby, op_add_memset,   op_add_memcpy,  op_add_empty,      op_add_empty,
     op_add_collective, op_add_dependency, op_add_dependency, op_set_name, op_validate, op_stats, op_dot,
-    op_graph_create, op_driverless, op_plan_mlp,
+    op_graph_create, op_driverless, op_plan_mlp, op_mlp_extras,
 };
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
