@@ -3,13 +3,14 @@
  * Our kernels are kernel nodes (cuGraphAddKernelNode), copies and fills are
  * memcpy/memset nodes, joins are empty nodes; no stream capture for any of
  * them, so each node's parameters are ours and dependencies are exactly the
- * plan's edges. NCCL collectives are the exception: NCCL only enqueues onto
- * streams, so each is captured alone on a private stream into a child graph
- * and added with cuGraphAddChildGraphNode.
+ * plan's edges. An all-reduce our one-shot kernel can serve is a kernel node
+ * too. NCCL collectives are the exception: NCCL only enqueues onto streams,
+ * so each is captured alone on a private stream into a child graph and added
+ * with cuGraphAddChildGraphNode.
  *
- * Collectives of one graph are chained in the plan's topological order (an
- * implicit edge from each to the next): NCCL needs every rank to run a
- * communicator's operations in the same order, and two collectives on
+ * Collectives of one graph (NCCL or ours) are chained in the plan's
+ * topological order (an implicit edge from each to the next): every rank must
+ * run a communicator's operations in the same order, and two collectives on
  * independent branches could otherwise run in either order.
  */
 #define _POSIX_C_SOURCE 200809L

@@ -460,13 +460,16 @@ typedef struct tpg_graph_config {
  * and register them as NCCL symmetric windows (every rank, same order, same
  * size), so NCCL 2.27+ may pick its symmetric kernels. With NCCL 2.28.9 on
  * 2 x H200 the captured all-reduce then failed with "invalid argument"; off
- * by default until that is understood (docs/performance.md). */
+ * by default until that is understood. */
 #define TPG_GRAPH_NCCL_SYMMETRIC 0x1u
 
 /* Validates the plan and the bindings (alignment, memory kind, and that each
  * allocation covers its slot), materializes every node through the driver API
- * (collectives are captured from NCCL into child graphs, so every rank must
- * create its graphs in the same order) and instantiates once. */
+ * and instantiates once. With collectives this is a collective call: ranks
+ * first compare a fingerprint of their graphs' collectives (kind, count,
+ * dtype, algorithm, in order; a mismatch is TPG_ERROR_INVALID_ARGUMENT on
+ * every rank instead of a hang), then NCCL collectives are captured into
+ * child graphs — so every rank creates its graphs in the same order. */
 TPG_API tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg,
                                     tpg_graph **out /* OUT, owned */);
 /* Waits for the graph's launches to finish, then frees everything it owns. */
@@ -492,7 +495,9 @@ TPG_API tpg_status tpg_graph_update(tpg_graph *graph, const tpg_plan *plan,
 
 typedef struct tpg_graph_info {
   int nodes;                 /* nodes of the parent graph                 */
-  int kernel_nodes, memset_nodes, memcpy_nodes, empty_nodes, child_nodes;
+  int kernel_nodes;          /* ours, one-shot all-reduces included        */
+  int memset_nodes, memcpy_nodes, empty_nodes;
+  int child_nodes;           /* NCCL collectives (child graphs)            */
   size_t workspace_bytes;    /* device memory the graph owns: scratch slots
                                 and kernel workspaces, as allocated          */
   double materialize_us;     /* host time to build the CUDA graph         */
