@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# gpu_bundle.sh - pack the GPU suite, benchmarks and the example for a GPU
+# machine that has no Bazel, from a clean clone of HEAD.
+#
+#   tools/gpu_bundle.sh            # -> .gpu/ in this checkout; carry ".gpu"
+#   # on the GPU machine, from the repository root:
+#   bash .gpu/suite.sh             # tests, example, benchmarks; short table last
+#
+# Why a clean clone: the working tree may hold half-written files of other
+# engineers; the bundle must be exactly a commit. Runfiles are dropped (the
+# binaries need none, and NCCL copies in them blow the 64 MiB carry limit);
+# libtpgraph.so travels for the example engine.
+set -euo pipefail
+top=$(git rev-parse --show-toplevel)
+tmp=${TPG_BUNDLE_CLONE:-/tmp/tpgraph-bundle}
+if [ -d "$tmp/.git" ]; then git -C "$tmp" fetch -q "$top" HEAD && git -C "$tmp" checkout -q --detach FETCH_HEAD
+else rm -rf "$tmp"; git clone -q "$top" "$tmp"; git -C "$tmp" checkout -q --detach "$(git -C "$top" rev-parse HEAD)"; fi
+bundle=${GPU_BUNDLE:-$top/../shared/tools/gpu-bundle}
+(cd "$tmp" && "$bundle" //tests/gpu:graph_test //tests/gpu:nccl_test //tests/gpu:mlp_test //tests/gpu:allreduce_test \
+  //bench:tpbench //bench:allreduce_bench //bench:rebind_bench //bench:gemm_bench //examples:engine)
+rm -rf "$top/.gpu"
+cp -r "$tmp/.gpu" "$top/.gpu"
+rm -rf "$top"/.gpu/bin/*.runfiles
+cp -L "$tmp/bazel-bin/lib/libtpgraph.so" "$top/.gpu/bin/"
+cp "$top/tools/gpu_suite.sh" "$top/.gpu/suite.sh"
+git -C "$tmp" rev-parse --short HEAD > "$top/.gpu/COMMIT"
+du -sh "$top/.gpu"
+echo "gpu_bundle: commit $(cat "$top/.gpu/COMMIT"); carry \".gpu\" and run: bash .gpu/suite.sh"
