@@ -21,6 +21,7 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include "kernels/common.cuh"
 #include "kernels/tpg_kargs.h"
 
 namespace {
@@ -39,14 +40,8 @@ __device__ __forceinline__ uint32_t ld_acquire(const uint32_t *p) {
   return v;
 }
 
-template <typename T> __device__ __forceinline__ float tf(T v);
-template <> __device__ __forceinline__ float tf<float>(float v) { return v; }
-template <> __device__ __forceinline__ float tf<__half>(__half v) { return __half2float(v); }
-template <> __device__ __forceinline__ float tf<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T> __device__ __forceinline__ T ft(float v);
-template <> __device__ __forceinline__ float ft<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half ft<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 ft<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <typename T> __device__ __forceinline__ float tf(T v) { return tpg::dt<T>::to_f(v); }
+template <typename T> __device__ __forceinline__ T ft(float v) { return tpg::dt<T>::from_f(v); }
 
 template <typename T>
 __device__ void oneshot(const tpg_allreduce_args &a) {

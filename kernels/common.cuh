@@ -44,6 +44,12 @@ template <> struct dt<__half> {
   }
   static constexpr bool is_bf16 = false;
 };
+/* fp32: for the element-wise and all-reduce kernels, which also take f32. */
+template <> struct dt<float> {
+  static TPG_DEV float to_f(float v) { return v; }
+  static TPG_DEV float from_f(float v) { return v; }
+  static constexpr bool is_bf16 = false;
+};
 
 /* ---- loads ----------------------------------------------------------------- */
 /* Weight stream: read once, never reused by this SM, so skip L1 allocation and

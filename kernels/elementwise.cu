@@ -7,16 +7,10 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include "kernels/common.cuh"
 #include "kernels/tpg_kargs.h"
 
-template <typename T> __device__ __forceinline__ float to_f(T v);
-template <> __device__ __forceinline__ float to_f<float>(float v) { return v; }
-template <> __device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
-template <> __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T> __device__ __forceinline__ T from_f(float v);
-template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+using tpg::dt;
 
 template <typename T>
 __device__ void axpby(const tpg_axpby_args &a) {
@@ -34,11 +28,11 @@ __device__ void axpby(const tpg_axpby_args &a) {
     const T *xe = reinterpret_cast<const T *>(&xv);
     T *ye = reinterpret_cast<T *>(&yv);
 #pragma unroll
-    for (int e = 0; e < V; e++) ye[e] = from_f<T>(a.alpha * to_f(xe[e]) + (a.beta != 0.f ? a.beta * to_f(ye[e]) : 0.f));
+    for (int e = 0; e < V; e++) ye[e] = dt<T>::from_f(a.alpha * dt<T>::to_f(xe[e]) + (a.beta != 0.f ? a.beta * dt<T>::to_f(ye[e]) : 0.f));
     reinterpret_cast<uint4 *>(y)[j] = yv;
   }
   for (uint64_t j = nv * V + i; j < n; j += stride)
-    y[j] = from_f<T>(a.alpha * to_f(x[j]) + (a.beta != 0.f ? a.beta * to_f(y[j]) : 0.f));
+    y[j] = dt<T>::from_f(a.alpha * dt<T>::to_f(x[j]) + (a.beta != 0.f ? a.beta * dt<T>::to_f(y[j]) : 0.f));
 }
 
 // beta == 0 ignores y's old contents (NaN included), as BLAS does.
