@@ -1,7 +1,7 @@
 /* fault_test.c - faults end in errors within a deadline, never in hangs.
  * Two processes, one per GPU (needs 2 GPUs; with one it says so and passes
  * nothing off as tested). Each case is bounded by the comm's 3 s deadline and
- * the whole run by a 120 s watchdog in the parent.
+ * the whole run by a 60 s watchdog in the parent.
  *
  *  1. mismatch: the ranks build graphs whose all-reduces differ in size:
  *     tpg_graph_create fails on both with the fingerprint message, and the
@@ -15,16 +15,36 @@
  *
  *   fault_test
  *
- * Status: its first run on nvidia-h200-x2 (2026-11-29) did not finish in
- * 120 s and the children's output was lost (buffered); it is tagged manual
- * (out of the GPU bundle) until the hang is found. Each step now reports on
- * stderr, line-buffered.
+ * A hang is a failure: after 60 s the parent prints the stuck ranks' stacks
+ * (cuda-gdb, where installed) and kills them. Each step reports on stderr.
  */
 #include "tests/gpu/ranks.h"
 
 #include <sys/stat.h>
 
 #define DEADLINE_MS 3000
+
+static const char *g_dir = "/tmp";
+
+#define STEP(c, what) fprintf(stderr, "rank %d: %s\n", (c)->rank, what)
+
+/* A file barrier between the two ranks, independent of any comm (the comm
+ * may be the thing that failed): rank r creates <name>.r and waits for the
+ * other's file. Keeps the "new comm after a fault" step from racing one
+ * rank's teardown against the other's init deadline. */
+static void file_barrier(tpg_rank *c, const char *name) {
+  char mine[600], other[600];
+  snprintf(mine, sizeof mine, "%s/%s.%d", g_dir, name, c->rank);
+  snprintf(other, sizeof other, "%s/%s.%d", g_dir, name, 1 - c->rank);
+  FILE *f = fopen(mine, "w");
+  if (f) fclose(f);
+  for (int i = 0; i < 3000; i++) {
+    if (access(other, F_OK) == 0) return;
+    struct timespec ts = {0, 10000000};
+    nanosleep(&ts, NULL);
+  }
+  RCHECK(c, 0, "barrier %s: the other rank did not arrive within 30 s", name);
+}
 
 static tpg_view V(tpg_slot s) {
   tpg_view v = {s, 0, 0};
@@ -101,8 +121,10 @@ static void silent_peer(tpg_rank *c, const char *dir, int round, tpg_collective_
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
     MUST(tpg_graph_launch(g, NULL));
+    STEP(c, "  launched; waiting");
     tpg_status st = tpg_comm_wait(comm, NULL);
     clock_gettime(CLOCK_MONOTONIC, &b);
+    STEP(c, "  wait returned");
     double secs = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
     (void)t0;
     RCHECK(c, st == TPG_ERROR_TIMEOUT || st == TPG_ERROR_PEER, "silent peer (%s): wait returned %d: %s",
@@ -120,14 +142,21 @@ static void silent_peer(tpg_rank *c, const char *dir, int round, tpg_collective_
   }
   struct timespec a, b;
   clock_gettime(CLOCK_MONOTONIC, &a);
+  STEP(c, "  graph destroy");
   RCHECK(c, tpg_graph_destroy(g) == TPG_SUCCESS || 1, "graph destroy");
+  STEP(c, "  comm destroy");
   tpg_comm_destroy(comm);
   clock_gettime(CLOCK_MONOTONIC, &b);
+  STEP(c, "  torn down");
   double secs = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
   RCHECK(c, secs < 2.0 * DEADLINE_MS / 1000.0, "teardown after the fault took %.1f s", secs);
   tpg_plan_destroy(p);
   /* Continue: a new comm on both ranks works. */
+  char bn[64];
+  snprintf(bn, sizeof bn, "after_%d", round);
+  file_barrier(c, bn);
   snprintf(idp, sizeof idp, "%s/id_after_%d", dir, round);
+  STEP(c, "  new comm");
   tpg_comm *c2 = make_comm(c, idp);
   if (c2) {
     check_works(c, c2, d, "new comm after the fault");
@@ -135,9 +164,7 @@ static void silent_peer(tpg_rank *c, const char *dir, int round, tpg_collective_
   }
 }
 
-static const char *g_dir = "/tmp";
 
-#define STEP(c, what) fprintf(stderr, "rank %d: %s\n", (c)->rank, what)
 
 static void rank_body(tpg_rank *c) {
   CUDA_OK(cudaSetDevice(c->rank));
@@ -156,6 +183,7 @@ static void rank_body(tpg_rank *c) {
          "mismatched graphs: %d %s", (int)st, tpg_last_error());
   if (c->rank == 0) printf("mismatch: %s\n", tpg_last_error());
   tpg_plan_destroy(p);
+  STEP(c, "  check the comm still works");
   check_works(c, comm, d, "after the mismatch");
   RCHECK(c, tpg_comm_destroy(comm) == TPG_SUCCESS, "destroy: %s", tpg_last_error());
   /* 2. silent peer, NCCL and one-shot */
@@ -178,7 +206,9 @@ static void rank_body(tpg_rank *c) {
   struct timespec a, b;
   clock_gettime(CLOCK_MONOTONIC, &a);
   MUST(tpg_graph_launch(g, NULL));
+  STEP(c, "  launched; waiting");
   st = tpg_comm_wait(comm, NULL);
+  STEP(c, "  wait returned");
   RCHECK(c, st != TPG_SUCCESS, "killed peer: wait succeeded");
   RCHECK(c, tpg_graph_destroy(g) == TPG_SUCCESS || 1, "graph destroy");
   tpg_comm_destroy(comm);
@@ -227,14 +257,22 @@ int main(int argc, char **argv) {
     }
   }
   int st0 = -1, st1 = -1, left = 2;
-  time_t deadline = time(NULL) + 120;
+  time_t deadline = time(NULL) + 60;
   while (left > 0) {
     int status;
     pid_t w = waitpid(-1, &status, WNOHANG);
     if (w == pids[0]) { st0 = status; left--; continue; }
     if (w == pids[1]) { st1 = status; left--; continue; }
     if (time(NULL) > deadline) {
-      fprintf(stderr, "fault_test: ranks still running after 120 s: a hang; killing them\n");
+      fprintf(stderr, "fault_test: ranks still running after 60 s: a hang; their stacks, then kill\n");
+      for (int r = 0; r < 2; r++) {
+        if ((r == 0 && st0 != -1) || (r == 1 && st1 != -1)) continue;
+        char cmd[256];
+        snprintf(cmd, sizeof cmd, "timeout 60 cuda-gdb -q -batch -p %ld -ex 'info threads' -ex 'thread apply all bt' 1>&2",
+                 (long)pids[r]);
+        fprintf(stderr, "--- rank %d (pid %ld)\n", r, (long)pids[r]);
+        if (system(cmd) != 0) fprintf(stderr, "(no backtrace: cuda-gdb missing or failed)\n");
+      }
       kill(pids[0], SIGKILL);
       kill(pids[1], SIGKILL);
       while (waitpid(-1, &status, 0) > 0) {}
