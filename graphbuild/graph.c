@@ -52,7 +52,9 @@ static void graph_free(tpg_graph *g) {
         if (g->nodes[i].workspace) tpg_cu->cuMemFree(g->nodes[i].workspace);
     if (g->owned && g->bind)
       for (int s = 0; g->plan && s < g->plan->nslots; s++) {
-        if (g->wins && g->wins[s] && g->comm && g->comm->nccl) {
+        /* Deregistering is collective: skipped on an aborted comm (a peer
+         * may be gone); NCCL frees the window with the comm. */
+        if (g->wins && g->wins[s] && g->comm && g->comm->nccl && !g->comm->aborted) {
           ncclResult_t r = ncclCommWindowDeregister(g->comm->nccl, g->wins[s]);
           tpg_nccl_settle(g->comm, r, "tpg_graph_destroy", "ncclCommWindowDeregister");
         }

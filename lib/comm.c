@@ -5,6 +5,15 @@
  * died or never joins turns into TPG_ERROR_TIMEOUT / TPG_ERROR_PEER and an
  * aborted communicator, never a stuck thread. Teardown finalizes first (with
  * the same deadline) and aborts if finalize cannot complete.
+ *
+ * "Aborting" is two steps, because ncclCommAbort blocks until every CUDA
+ * graph that captured work on the comm is destroyed (NCCL's persistentRefs):
+ * called while our graphs are alive — which is exactly when a wait times out —
+ * it never returns. So an error only revokes the comm (ncclCommRevoke, NCCL
+ * 2.28+: in-flight kernels stop, the handle stays valid), and the NCCL comm
+ * is aborted and freed in tpg_comm_destroy, which runs after the graphs are
+ * gone. The handle staying valid until destroy also makes tpg_comm_abort
+ * safe from a watchdog thread while another thread waits on the comm.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "lib/comm.h"
@@ -39,11 +48,37 @@ static void backoff(double start_us) {
   if (el > 200.0) nap_us(el > 10000.0 ? 1000 : 50);
 }
 
-/* ncclCommAbort frees the NCCL communicator: the handle is cleared with it. */
+/* NCCL older than 2.28 has no ncclCommRevoke: resolve it weakly and fall
+ * back (see revoke_comm) instead of failing to load. */
+#pragma weak ncclCommRevoke
+
+/* Stops the comm's in-flight NCCL work without freeing it (see the top of
+ * the file). Idempotent and thread-safe: the first caller revokes. */
 static void abort_comm(tpg_comm *c) {
+  int was = 0;
+  if (!atomic_compare_exchange_strong(&c->aborted, &was, 1)) return;
+  if (!c->nccl) return;
+  if (!ncclCommRevoke) {
+    /* No revoke: abort now if no graph holds the comm, else at destroy (a
+     * running NCCL kernel then only stops at the graph's deadline). */
+    if (atomic_load(&c->graphs) == 0) {
+      ncclCommAbort(c->nccl);
+      c->nccl = NULL;
+    }
+    return;
+  }
+  ncclResult_t r = ncclCommRevoke(c->nccl, NCCL_REVOKE_DEFAULT);
+  double t0 = tpg_now_us(), deadline = t0 + 1000.0 * c->timeout_ms;
+  while (r == ncclInProgress && tpg_now_us() < deadline) {
+    if (ncclCommGetAsyncError(c->nccl, &r) != ncclSuccess) break;
+    backoff(t0);
+  }
+}
+
+/* Frees the NCCL comm of an aborted tpg_comm; no graph may hold it now. */
+static void release_aborted(tpg_comm *c) {
   if (c->nccl) ncclCommAbort(c->nccl);
   c->nccl = NULL;
-  c->aborted = 1;
 }
 
 tpg_status tpg_comm_check_usable(const tpg_comm *c, const char *fn, const char *argname) {
@@ -60,7 +95,7 @@ tpg_status tpg_comm_check_usable(const tpg_comm *c, const char *fn, const char *
 tpg_status tpg_nccl_settle(tpg_comm *c, ncclResult_t r, const char *fn, const char *what) {
   double t0 = tpg_now_us();
   double deadline = t0 + 1000.0 * c->timeout_ms;
-  while (r == ncclInProgress && c->nccl) {
+  while (r == ncclInProgress && c->nccl && !atomic_load(&c->aborted)) {
     if (ncclCommGetAsyncError(c->nccl, &r) != ncclSuccess) break;
     if (r != ncclInProgress) break;
     if (tpg_now_us() > deadline) {
@@ -70,8 +105,10 @@ tpg_status tpg_nccl_settle(tpg_comm *c, ncclResult_t r, const char *fn, const ch
     }
     backoff(t0);
   }
+  if (r == ncclInProgress) /* revoked by another thread meanwhile */
+    return tpg_err(TPG_ERROR_INVALID_STATE, fn, "%s: the comm (rank %d) was aborted meanwhile", what, c->rank);
   if (r != ncclSuccess) {
-    const char *last = ncclGetLastError(c->nccl);
+    const char *last = c->nccl ? ncclGetLastError(c->nccl) : NULL;
     abort_comm(c);
     return tpg_err(r == ncclRemoteError ? TPG_ERROR_PEER : TPG_ERROR_NCCL, fn, "%s failed: %s%s%s; comm aborted", what,
                    ncclGetErrorString(r), last && last[0] ? ": " : "", last ? last : "");
@@ -146,6 +183,9 @@ static tpg_status wait_stream(tpg_comm *c, CUstream s, const char *fn) {
   double t0 = tpg_now_us();
   double deadline = t0 + 1000.0 * c->timeout_ms;
   for (;;) {
+    if (atomic_load(&c->aborted)) /* by another thread: the results are void */
+      return tpg_err(TPG_ERROR_INVALID_STATE, fn, "the comm (rank %d of %d) was aborted while waiting", c->rank,
+                     c->nranks);
     CUresult q = tpg_cu->cuStreamQuery(s);
     if (q == CUDA_SUCCESS) {
       if (c->peer.status_host && *(volatile uint32_t *)c->peer.status_host) {
@@ -179,7 +219,10 @@ static tpg_status wait_stream(tpg_comm *c, CUstream s, const char *fn) {
 
 static void comm_free(tpg_comm *c) {
   if (!c) return;
-  if (c->nccl) abort_comm(c); /* only reached on a failed create */
+  if (c->nccl) { /* only reached on a failed create: no graphs */
+    atomic_store(&c->aborted, 1);
+    release_aborted(c);
+  }
   if (c->dev.ctx) {
     if (tpg_dev_push(&c->dev) == TPG_SUCCESS) {
       tpg_peer_free(c);
@@ -215,6 +258,7 @@ tpg_status tpg_comm_create(const tpg_comm_id *id, const tpg_comm_config *cfg, tp
   c->nranks = cfg->nranks;
   c->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : TPG_DEFAULT_TIMEOUT_MS;
   atomic_init(&c->graphs, 0);
+  atomic_init(&c->aborted, 0);
   tpg_status st = tpg_dev_open(cfg->device, &c->dev);
   if (st != TPG_SUCCESS) goto fail;
   TPG_TRYGOTO(tpg_dev_push(&c->dev), st, fail);
@@ -268,10 +312,13 @@ tpg_status tpg_comm_destroy(tpg_comm *c) {
                     live, live == 1 ? "" : "s");
   tpg_status st = TPG_SUCCESS;
   if (c->nccl && tpg_dev_push(&c->dev) == TPG_SUCCESS) {
-    /* Finalize under the deadline; a peer that is gone makes settle abort. */
-    ncclResult_t r = ncclCommFinalize(c->nccl);
-    st = tpg_nccl_settle(c, r, __func__, "ncclCommFinalize");
-    if (c->nccl) ncclCommDestroy(c->nccl);
+    if (!atomic_load(&c->aborted)) {
+      /* Finalize under the deadline; a peer that is gone makes settle revoke. */
+      ncclResult_t r = ncclCommFinalize(c->nccl);
+      st = tpg_nccl_settle(c, r, __func__, "ncclCommFinalize");
+    }
+    if (atomic_load(&c->aborted)) release_aborted(c); /* finalize is invalid after a revoke */
+    else ncclCommDestroy(c->nccl);
     c->nccl = NULL;
     tpg_dev_pop();
   }

@@ -14,7 +14,8 @@ struct tpg_comm {
   tpg_dev dev;
   int rank, nranks;
   int timeout_ms;
-  int aborted;            /* NCCL comm aborted: only destroy is allowed */
+  atomic_int aborted;     /* revoked after an error or tpg_comm_abort: only
+                             destroy is allowed; nccl stays valid till then */
   atomic_int graphs;      /* live graphs that captured this comm        */
   CUstream stream;        /* private: warm-up                            */
   CUdeviceptr scratch;    /* warm-up buffer                              */

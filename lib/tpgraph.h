@@ -182,8 +182,12 @@ TPG_API tpg_status tpg_comm_create(const tpg_comm_id *id, const tpg_comm_config 
  * with TPG_ERROR_INVALID_STATE and leaves the comm intact. If finalize does not
  * complete within the comm's timeout (a peer is gone), the comm is aborted. */
 TPG_API tpg_status tpg_comm_destroy(tpg_comm *comm);
-/* Aborts the NCCL communicator at once (no peer needed). Later calls that need
- * it return TPG_ERROR_INVALID_STATE; tpg_comm_destroy still frees it. */
+/* Aborts the communicator at once (no peer needed): its in-flight NCCL work
+ * stops (ncclCommRevoke), one-shot kernels stop at their deadline, and later
+ * calls that need it return TPG_ERROR_INVALID_STATE; a tpg_comm_wait running
+ * in another thread returns that too. Safe to call from any thread, any
+ * number of times. After an abort: destroy the comm's graphs, then the comm
+ * (NCCL frees it only once no graph holds it), then build a new one. */
 TPG_API tpg_status tpg_comm_abort(tpg_comm *comm);
 TPG_API tpg_status tpg_comm_info(const tpg_comm *comm, int *rank /* OUT, may be NULL */,
                                  int *nranks /* OUT, may be NULL */, int *device /* OUT, may be NULL */);

@@ -4,7 +4,7 @@
 #
 #   tools/gpu_bundle.sh            # -> .gpu/ in this checkout; carry ".gpu"
 #   # on the GPU machine, from the repository root:
-#   bash .gpu/suite.sh             # tests, example, benchmarks; short table last
+#   bash .gpu/suite.sh [STAGE...]  # tests, example, faults, soak, benchmarks
 #
 # Why a clean clone: the working tree may hold half-written files of other
 # engineers; the bundle must be exactly a commit. Runfiles are dropped (the
@@ -16,10 +16,10 @@ tmp=${TPG_BUNDLE_CLONE:-/tmp/tpgraph-bundle}
 if [ -d "$tmp/.git" ]; then git -C "$tmp" fetch -q "$top" HEAD && git -C "$tmp" checkout -q --detach FETCH_HEAD
 else rm -rf "$tmp"; git clone -q "$top" "$tmp"; git -C "$tmp" checkout -q --detach "$(git -C "$top" rev-parse HEAD)"; fi
 bundle=${GPU_BUNDLE:-$top/../shared/tools/gpu-bundle}
-(cd "$tmp" && "$bundle" //tests/gpu:graph_test //tests/gpu:nccl_test //tests/gpu:mlp_test //tests/gpu:allreduce_test //tests/gpu:fault_test \
+(cd "$tmp" && "$bundle" //tests/gpu:graph_test //tests/gpu:nccl_test //tests/gpu:mlp_test //tests/gpu:allreduce_test //tests/gpu:fault_test //tests/gpu:soak_test \
   //bench:tpbench //bench:allreduce_bench //bench:rebind_bench //bench:gemm_bench //examples:engine)
-# fault_test runs on its own (suite.sh), not in run.sh's test loop.
-sed -i '/^fault_test$/d' "$tmp/.gpu/tests.txt"
+# fault_test and soak_test run on their own (suite.sh), not in run.sh's loop.
+sed -i '/^fault_test$/d; /^soak_test$/d' "$tmp/.gpu/tests.txt"
 rm -rf "$top/.gpu"
 cp -r "$tmp/.gpu" "$top/.gpu"
 rm -rf "$top"/.gpu/bin/*.runfiles

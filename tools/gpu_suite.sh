@@ -1,29 +1,63 @@
 #!/usr/bin/env bash
 # gpu_suite.sh - on the GPU machine (packed by tools/gpu_bundle.sh as
-# .gpu/suite.sh): the GPU tests, the example engine, the fault test, then
-# the benchmarks. Logs and JSON go to $OUT (at most 8 files come back).
-#   bash .gpu/suite.sh [quick|check|full]   # default full
-#     quick: tests and example; check: + fault test, gemm checks, all-reduce
-#     bench; full: + rebind bench and tpbench
+# .gpu/suite.sh). Stages, in the order given (default: all but sanitize):
+#   tests     the GPU tests (run.sh's loop) and the example engine
+#   fault     fault_test: mismatch, silent and killed peers, watchdog abort
+#   soak      soak_test: 100,000 launches with rebinding, RSS/device memory
+#   sanitize  compute-sanitizer memcheck and racecheck over the GPU tests
+#   gemm      gemm_bench --check-only
+#   ar        allreduce_bench (JSON)
+#   rebind    rebind_bench (JSON)
+#   tpbench   the main job (JSON, SVG)
+# Logs go to $OUT; at most 8 files come back from there, so stages share.
+#   bash .gpu/suite.sh tests fault soak
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$here/out}
-mode=${1:-full}
 mkdir -p "$out" /tmp/tpg-logs
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 cb=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(nvidia.cublas.__path__[0], "lib"))' 2>/dev/null)
-echo "commit $(cat "$here/COMMIT" 2>/dev/null)"
-OUT=/tmp/tpg-logs timeout 400 bash "$here/run.sh" > "$out/suite.txt" 2>&1
-grep -E "PASS|FAIL|passed" "$out/suite.txt" | tail -10
-LD_LIBRARY_PATH="$here/bin" timeout 120 bash "$here/run.sh" engine > /tmp/tpg-logs/engine.txt 2>&1
-echo "engine: $(tail -1 /tmp/tpg-logs/engine.txt)"
-[ "$mode" = quick ] && exit 0
-NCCL_DEBUG=WARN timeout 150 bash "$here/run.sh" fault_test > "$out/fault.txt" 2>&1
-echo "fault_test (rc $?): $(tail -1 "$out/fault.txt")"
-LD_LIBRARY_PATH="${cb:+$cb:}/usr/local/cuda/lib64" timeout 120 bash "$here/run.sh" gemm_bench --check-only > /tmp/tpg-logs/gemm.txt 2>&1
-echo "gemm_bench --check-only: $(grep -m1 'checks:' /tmp/tpg-logs/gemm.txt)"
-timeout 150 bash "$here/run.sh" allreduce_bench --json "$out/allreduce.json" > "$out/ar.txt" 2>&1
-tail -16 "$out/ar.txt"
-[ "$mode" = check ] && exit 0
-timeout 150 bash "$here/run.sh" rebind_bench --layers 64 --reps 10 --json "$out/rebind.json" > /tmp/tpg-logs/rb.txt 2>&1
-timeout 400 bash "$here/run.sh" tpbench --json "$out/tpbench.json" --svg "$out/tpbench.svg" --torch-script bench/torch_mlp.py > "$out/tpbench.txt" 2>&1
-tail -12 "$out/tpbench.txt"
+stages=("$@")
+[ ${#stages[@]} -gt 0 ] || stages=(tests fault soak gemm ar rebind tpbench)
+echo "commit $(cat "$here/COMMIT" 2>/dev/null); stages: ${stages[*]}"
+for st in "${stages[@]}"; do
+  case "$st" in
+  tests)
+    OUT=/tmp/tpg-logs timeout 400 bash "$here/run.sh" > "$out/suite.txt" 2>&1
+    grep -E "PASS|FAIL|passed" "$out/suite.txt" | tail -10
+    LD_LIBRARY_PATH="$here/bin" timeout 120 bash "$here/run.sh" engine > /tmp/tpg-logs/engine.txt 2>&1
+    echo "engine: $(tail -1 /tmp/tpg-logs/engine.txt)" ;;
+  fault)
+    NCCL_DEBUG=WARN timeout 150 bash "$here/run.sh" fault_test > "$out/fault.txt" 2>&1
+    echo "fault_test (rc $?):"; grep -E "^(mismatch|silent|watchdog|killed|rank [01]:.*(passed|fail))|passed" "$out/fault.txt" | cut -c1-200 ;;
+  soak)
+    timeout 300 bash "$here/run.sh" soak_test > "$out/soak.txt" 2>&1
+    echo "soak_test (rc $?):"; grep -E "launches|rel err|passed|differ|grew|took" "$out/soak.txt" | cut -c1-300 ;;
+  sanitize)
+    cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+    : > "$out/sanitizer.txt"
+    for t in "memcheck graph_test" "memcheck allreduce_test --iters 200 --modes proc,thread" \
+             "memcheck mlp_test --modes thread" "racecheck graph_test" "racecheck allreduce_test --iters 50 --modes thread"; do
+      set -- $t; tool=$1; shift
+      s0=$EPOCHREALTIME
+      ( cd "$here/bin" && d=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(nvidia.nccl.__path__[0], "lib"))' 2>/dev/null);
+        LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout 300 "$cs" --tool "$tool" --target-processes all \
+          --error-exitcode 99 "./$@" ) > /tmp/tpg-logs/cs.txt 2>&1
+      rc=$?
+      { echo "=== $tool $* (rc $rc)"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|Invalid|Race|hazard" /tmp/tpg-logs/cs.txt | head -20; } >> "$out/sanitizer.txt"
+      awk -v t="$tool $*" -v r=$rc -v a=$s0 -v b=$EPOCHREALTIME 'BEGIN { printf "%-60s rc %d %6.1fs\n", t, r, b - a }'
+    done ;;
+  gemm)
+    LD_LIBRARY_PATH="${cb:+$cb:}/usr/local/cuda/lib64" timeout 120 bash "$here/run.sh" gemm_bench --check-only > /tmp/tpg-logs/gemm.txt 2>&1
+    echo "gemm_bench --check-only: $(grep -m1 'checks:' /tmp/tpg-logs/gemm.txt)" ;;
+  ar)
+    timeout 150 bash "$here/run.sh" allreduce_bench --json "$out/allreduce.json" > "$out/ar.txt" 2>&1
+    tail -16 "$out/ar.txt" ;;
+  rebind)
+    timeout 150 bash "$here/run.sh" rebind_bench --layers 64 --reps 10 --json "$out/rebind.json" > /tmp/tpg-logs/rb.txt 2>&1
+    tail -4 /tmp/tpg-logs/rb.txt ;;
+  tpbench)
+    timeout 400 bash "$here/run.sh" tpbench --json "$out/tpbench.json" --svg "$out/tpbench.svg" --torch-script bench/torch_mlp.py > "$out/tpbench.txt" 2>&1
+    tail -12 "$out/tpbench.txt" ;;
+  *) echo "unknown stage $st" ;;
+  esac
+done

@@ -10,6 +10,8 @@
  *     launches it. Rank 0's tpg_comm_wait returns TPG_ERROR_TIMEOUT /
  *     TPG_ERROR_PEER within the deadline, its comm is aborted, later calls
  *     say so; then both ranks build a new comm and run a correct all-reduce.
+ *     Again with a watchdog thread that aborts the comm while rank 0 waits:
+ *     the wait returns TPG_ERROR_INVALID_STATE at once.
  *  3. killed peer: rank 1 SIGKILLs itself between graph creation and launch;
  *     rank 0's wait returns an error within the deadline and destroy returns.
  *
@@ -20,6 +22,7 @@
  */
 #include "tests/gpu/ranks.h"
 
+#include <pthread.h>
 #include <sys/stat.h>
 
 #define DEADLINE_MS 3000
@@ -108,7 +111,20 @@ static void check_works(tpg_rank *c, tpg_comm *comm, void *d, const char *when) 
   tpg_plan_destroy(p);
 }
 
-static void silent_peer(tpg_rank *c, const char *dir, int round, tpg_collective_algo algo, void *d) {
+/* An engine's watchdog: aborts the comm from another thread while the main
+ * thread is blocked in tpg_comm_wait. */
+typedef struct { tpg_comm *comm; int after_ms; } watchdog_arg;
+static void *watchdog(void *p) {
+  watchdog_arg *w = p;
+  struct timespec ts = {w->after_ms / 1000, (long)(w->after_ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+  tpg_comm_abort(w->comm);
+  return NULL;
+}
+
+/* Rank 1 never launches. Rank 0's wait ends in an error: at the comm's
+ * deadline, or (use_watchdog) at once when another thread aborts the comm. */
+static void silent_peer(tpg_rank *c, const char *dir, int round, tpg_collective_algo algo, void *d, int use_watchdog) {
   char idp[512];
   snprintf(idp, sizeof idp, "%s/id_silent_%d", dir, round);
   tpg_comm *comm = make_comm(c, idp);
@@ -117,22 +133,31 @@ static void silent_peer(tpg_rank *c, const char *dir, int round, tpg_collective_
   tpg_plan *p = NULL;
   MUST(ar_graph(c, comm, 4096, algo, d, &g, &p));
   if (c->rank == 0) {
-    double t0 = (double)clock() / CLOCKS_PER_SEC;
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
     MUST(tpg_graph_launch(g, NULL));
     STEP(c, "  launched; waiting");
+    pthread_t wt;
+    watchdog_arg wa = {comm, 500};
+    if (use_watchdog) RCHECK(c, pthread_create(&wt, NULL, watchdog, &wa) == 0, "pthread_create");
     tpg_status st = tpg_comm_wait(comm, NULL);
     clock_gettime(CLOCK_MONOTONIC, &b);
     STEP(c, "  wait returned");
-    double secs = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
-    (void)t0;
-    RCHECK(c, st == TPG_ERROR_TIMEOUT || st == TPG_ERROR_PEER, "silent peer (%s): wait returned %d: %s",
-           algo == TPG_ALGO_NCCL ? "nccl" : "one-shot", (int)st, tpg_last_error());
-    RCHECK(c, secs < 3.0 * DEADLINE_MS / 1000.0, "silent peer: the error took %.1f s (deadline %d ms)", secs,
-           DEADLINE_MS);
-    printf("silent peer, %s: %s after %.2f s: %s\n", algo == TPG_ALGO_NCCL ? "nccl" : "one-shot",
-           tpg_status_string(st), secs, tpg_last_error());
+    if (use_watchdog) {
+      pthread_join(wt, NULL);
+      double s1 = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+      RCHECK(c, st == TPG_ERROR_INVALID_STATE, "watchdog abort: wait returned %d: %s", (int)st, tpg_last_error());
+      RCHECK(c, s1 < 0.5 + 1.0, "watchdog abort: the wait took %.2f s to notice (abort at 0.5 s)", s1);
+      printf("watchdog abort: %s after %.2f s: %s\n", tpg_status_string(st), s1, tpg_last_error());
+    } else {
+      double secs = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+      RCHECK(c, st == TPG_ERROR_TIMEOUT || st == TPG_ERROR_PEER, "silent peer (%s): wait returned %d: %s",
+             algo == TPG_ALGO_NCCL ? "nccl" : "one-shot", (int)st, tpg_last_error());
+      RCHECK(c, secs < 3.0 * DEADLINE_MS / 1000.0, "silent peer: the error took %.1f s (deadline %d ms)", secs,
+             DEADLINE_MS);
+      printf("silent peer, %s: %s after %.2f s: %s\n", algo == TPG_ALGO_NCCL ? "nccl" : "one-shot",
+             tpg_status_string(st), secs, tpg_last_error());
+    }
     RCHECK(c, tpg_graph_launch(g, NULL) == TPG_ERROR_INVALID_STATE, "launch after abort must be refused");
   } else {
     /* Never launch; stay silent past the peer's deadline. */
@@ -188,9 +213,11 @@ static void rank_body(tpg_rank *c) {
   RCHECK(c, tpg_comm_destroy(comm) == TPG_SUCCESS, "destroy: %s", tpg_last_error());
   /* 2. silent peer, NCCL and one-shot */
   STEP(c, "silent peer, nccl");
-  silent_peer(c, g_dir, 0, TPG_ALGO_NCCL, d);
+  silent_peer(c, g_dir, 0, TPG_ALGO_NCCL, d, 0);
   STEP(c, "silent peer, one-shot");
-  silent_peer(c, g_dir, 1, TPG_ALGO_ONESHOT, d);
+  silent_peer(c, g_dir, 1, TPG_ALGO_ONESHOT, d, 0);
+  STEP(c, "silent peer, nccl, watchdog thread aborts");
+  silent_peer(c, g_dir, 2, TPG_ALGO_NCCL, d, 1);
   /* 3. killed peer */
   STEP(c, "killed peer");
   snprintf(idp, sizeof idp, "%s/id_killed", g_dir);
