@@ -43,7 +43,10 @@ for st in "${stages[@]}"; do
         LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout 300 "$cs" --tool "$tool" --target-processes all \
           --error-exitcode 99 "./$@" ) > /tmp/tpg-logs/cs.txt 2>&1
       rc=$?
-      { echo "=== $tool $* (rc $rc)"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|Invalid|Race|hazard" /tmp/tpg-logs/cs.txt | head -20; } >> "$out/sanitizer.txt"
+      { echo "=== $tool $* (rc $rc)"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed" /tmp/tpg-logs/cs.txt | head -8
+        echo "--- distinct reports (count, first line):"
+        grep -E "^========= [A-Z]" /tmp/tpg-logs/cs.txt | grep -v SUMMARY | sed -E 's/0x[0-9a-f]+/0x_/g; s/[0-9]+ bytes/N bytes/' | sort | uniq -c | sort -rn | head -12
+        echo "--- first report in full:"; grep -m1 -A14 -E "^========= (Invalid|Program hit|Race|Error)" /tmp/tpg-logs/cs.txt; } >> "$out/sanitizer.txt"
       awk -v t="$tool $*" -v r=$rc -v a=$s0 -v b=$EPOCHREALTIME 'BEGIN { printf "%-60s rc %d %6.1fs\n", t, r, b - a }'
     done ;;
   gemm)

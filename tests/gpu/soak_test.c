@@ -3,11 +3,11 @@
  * buffers every 1..8 launches (the decode loop), results checked every 1,000
  * launches, host RSS and device memory read after warm-up and at the end.
  *
- * Checks: the first output against an fp64 CPU reference of the unsplit
- * model (rel. norm error <= 1e-2); then every checked output bit-exact
- * against the golden output of the input bound at that moment (the kernels
- * and the all-reduce are deterministic for a fixed shape), with the output
- * buffer poisoned after each check so a launch that wrote nothing fails;
+ * Checks: every checked output against an fp64 CPU reference of the unsplit
+ * model for the input bound at that moment (rel. norm error <= 1e-2; not
+ * bit-exact against a first run: the stream-K GEMV that small N selects sums
+ * its fp32 partials with atomics, in arrival order), with the output buffer
+ * poisoned after each check so a launch that wrote nothing fails;
  * host RSS and device memory in use flat between warm-up and the end (a leak
  * per rebind or per launch would show: 10^4+ rebinds); destroying the graph
  * and the comm takes under a second.
@@ -61,13 +61,20 @@ static void rank_body(tpg_rank *c) {
   tpg_comm *comm = tpg_rank_comm(c);
   if (!comm) return;
 
-  /* Whole model (seeded: the same on every rank), split Megatron-style. */
-  float *x0 = NULL;
-  double *ref = malloc(sizeof(double) * M * H);
+  /* Whole model (seeded: the same on every rank), split Megatron-style, and
+   * the fp64 reference of the unsplit model for each input buffer. The
+   * reference rounds to bf16 where the graph stores bf16 (the GeLU output
+   * and the hidden state between layers): that is the model being run, and
+   * without it 32 layers of storage rounding alone approach the 1e-2 bound. */
+  float *xin[NBUF];
+  double *ref[NBUF];
   void *w1[L], *b1[L], *w2[L], *b2[L];
   {
-    x0 = rnd_bf16(11, (size_t)M * H, 1.0f);
-    for (int i = 0; i < M * H; i++) ref[i] = x0[i];
+    for (int i = 0; i < NBUF; i++) {
+      xin[i] = rnd_bf16(11 + 1000 * (uint64_t)i, (size_t)M * H, 1.0f);
+      ref[i] = malloc(sizeof(double) * M * H);
+      for (int j = 0; j < M * H; j++) ref[i][j] = xin[i][j];
+    }
     double *h = malloc(sizeof(double) * FFN);
     float *w2r = malloc(sizeof(float) * (size_t)H * F);
     for (int l = 0; l < L; l++) {
@@ -75,20 +82,21 @@ static void rank_body(tpg_rank *c) {
       float *B1 = rnd_bf16(200 + l, FFN, 0.1f);
       float *W2 = rnd_bf16(300 + l, (size_t)H * FFN, 1.0f / sqrtf((float)FFN));
       float *B2 = rnd_bf16(400 + l, H, 0.1f);
-      for (int t = 0; t < M; t++) {
-        double *xt = ref + (size_t)t * H, y[H];
-        for (int f = 0; f < FFN; f++) {
-          double a = B1[f];
-          for (int k = 0; k < H; k++) a += xt[k] * W1[(size_t)f * H + k];
-          h[f] = 0.5 * a * (1.0 + tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)));
+      for (int i = 0; i < NBUF; i++)
+        for (int t = 0; t < M; t++) {
+          double *xt = ref[i] + (size_t)t * H, y[H];
+          for (int f = 0; f < FFN; f++) {
+            double a = B1[f];
+            for (int k = 0; k < H; k++) a += xt[k] * W1[(size_t)f * H + k];
+            h[f] = bf2f(f2bf((float)(0.5 * a * (1.0 + tanh(0.7978845608028654 * (a + 0.044715 * a * a * a))))));
+          }
+          for (int o = 0; o < H; o++) {
+            double s = B2[o];
+            for (int f = 0; f < FFN; f++) s += W2[(size_t)o * FFN + f] * h[f];
+            y[o] = s;
+          }
+          for (int o = 0; o < H; o++) xt[o] = bf2f(f2bf((float)(xt[o] + y[o])));
         }
-        for (int o = 0; o < H; o++) {
-          double s = B2[o];
-          for (int f = 0; f < FFN; f++) s += W2[(size_t)o * FFN + f] * h[f];
-          y[o] = s;
-        }
-        for (int o = 0; o < H; o++) xt[o] += y[o];
-      }
       w1[l] = upload(W1 + (size_t)c->rank * F * H, (size_t)F * H);
       b1[l] = upload(B1 + (size_t)c->rank * F, (size_t)F);
       for (int o = 0; o < H; o++) memcpy(w2r + (size_t)o * F, W2 + (size_t)o * FFN + (size_t)c->rank * F, 4 * (size_t)F);
@@ -102,9 +110,7 @@ static void rank_body(tpg_rank *c) {
   void *xs[NBUF], *ys[NBUF];
   const size_t bytes = (size_t)M * H * 2;
   for (int i = 0; i < NBUF; i++) {
-    float *xi = i == 0 ? x0 : rnd_bf16(11 + 1000 * (uint64_t)i, (size_t)M * H, 1.0f);
-    xs[i] = upload(xi, (size_t)M * H);
-    if (i) free(xi);
+    xs[i] = upload(xin[i], (size_t)M * H);
     CUDA_OK(cudaMalloc(&ys[i], bytes));
     CUDA_OK(cudaMemset(ys[i], 0xff, bytes));
   }
@@ -135,24 +141,23 @@ static void rank_body(tpg_rank *c) {
   tpg_graph *g = NULL;
   MUST(tpg_graph_create(p, &cfg, &g));
 
-  /* Golden outputs, one per input buffer; the first against fp64. */
-  unsigned char *gold[NBUF], *got = malloc(bytes);
+  /* Every input once, against its reference. */
+  unsigned char *got = malloc(bytes);
+  float *gf = malloc(sizeof(float) * M * H);
+  double worst = 0;
+#define OUT_ERR(i) (unpack(TPG_BF16, got, (size_t)M * H, gf), rel_err(gf, ref[i], (size_t)M * H))
   for (int i = 0; i < NBUF; i++) {
     tpg_binding rb[2] = {{sx, xs[i]}, {sy, ys[0]}};
     MUST(tpg_graph_rebind(g, rb, 2));
     CUDA_OK(cudaMemset(ys[0], 0xff, bytes));
     MUST(tpg_graph_launch(g, NULL));
     MUST(tpg_comm_wait(comm, NULL));
-    gold[i] = malloc(bytes);
-    CUDA_OK(cudaMemcpy(gold[i], ys[0], bytes, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(got, ys[0], bytes, cudaMemcpyDeviceToHost));
+    double e = OUT_ERR(i);
+    RCHECK(c, e <= 1e-2, "input %d: rel err %.3e vs the fp64 reference", i, e);
+    if (e > worst || e != e) worst = e;
   }
-  {
-    float f[M * H];
-    unpack(TPG_BF16, gold[0], (size_t)M * H, f);
-    double e = rel_err(f, ref, (size_t)M * H);
-    RCHECK(c, e <= 1e-2, "first output vs the fp64 reference: rel err %.3e", e);
-    if (c->rank == 0) printf("TP=%d, %d layers, hidden %d, ffn %d, %d tokens: rel err vs fp64 %.2e\n", n, L, H, FFN, M, e);
-  }
+  if (c->rank == 0) printf("TP=%d, %d layers, hidden %d, ffn %d, %d tokens: worst rel err vs fp64 %.2e\n", n, L, H, FFN, M, worst);
 
   /* The loop: rebind every 1..8 launches, check every CHECK_EVERY. */
   uint64_t s = 0x9e3779b97f4a7c15ull ^ (uint64_t)c->rank;
@@ -186,9 +191,10 @@ static void rank_body(tpg_rank *c) {
       }
       CUDA_OK(cudaMemcpy(got, ys[cy], bytes, cudaMemcpyDeviceToHost));
       checks++;
-      if (memcmp(got, gold[cx], bytes) != 0) {
-        if (bad++ < 5) fprintf(stderr, "rank %d: launch %ld (x%d -> y%d): output differs from golden\n", c->rank, it, cx, cy);
-      }
+      double e = OUT_ERR(cx);
+      if (e > worst || e != e) worst = e;
+      if (!(e <= 1e-2) && bad++ < 5)
+        fprintf(stderr, "rank %d: launch %ld (x%d -> y%d): rel err %.3e\n", c->rank, it, cx, cy, e);
       CUDA_OK(cudaMemset(ys[cy], 0xff, bytes)); /* the next checked output must be rewritten */
       if (it == 2 * CHECK_EVERY) { /* warm: NCCL, the driver and the allocator have settled */
         rss0 = rss_kib();
@@ -199,7 +205,7 @@ static void rank_body(tpg_rank *c) {
   double t1 = now_s();
   long rss1 = rss_kib();
   size_t dev1 = dev_used();
-  RCHECK(c, bad == 0, "%ld of %ld checked outputs differ from golden", bad, checks);
+  RCHECK(c, bad == 0, "%ld of %ld checked outputs are off (rel err > 1e-2)", bad, checks);
   RCHECK(c, checks >= iters / CHECK_EVERY, "only %ld checks ran (of %ld expected)", checks, iters / CHECK_EVERY);
   /* A leak of even 100 bytes per rebind would be over 1 MiB here. */
   RCHECK(c, rss1 - rss0 <= 1024, "host RSS grew by %ld KiB after warm-up (%ld -> %ld)", rss1 - rss0, rss0, rss1);
@@ -212,15 +218,14 @@ static void rank_body(tpg_rank *c) {
   double td = now_s() - td0;
   RCHECK(c, td < 1.0, "graph + comm destroy took %.3f s (expected < 1 s)", td);
   printf("rank %d: %ld launches in %.1f s (%.1f us each), %ld rebinds, %ld checks, %ld bad; "
-         "RSS %ld -> %ld KiB, device %.1f -> %.1f MiB (after warm-up -> end); destroy %.3f s\n",
-         c->rank, iters, t1 - t0, 1e6 * (t1 - t0) / (double)iters, rebinds, checks, bad, rss0, rss1,
+         "worst rel err %.2e; RSS %ld -> %ld KiB, device %.1f -> %.1f MiB (after warm-up -> end); destroy %.3f s\n",
+         c->rank, iters, t1 - t0, 1e6 * (t1 - t0) / (double)iters, rebinds, checks, bad, worst, rss0, rss1,
          (double)dev0 / 1048576.0, (double)dev1 / 1048576.0, td);
   tpg_plan_destroy(p);
-  for (int i = 0; i < NBUF; i++) { cudaFree(xs[i]); cudaFree(ys[i]); free(gold[i]); }
+  for (int i = 0; i < NBUF; i++) { cudaFree(xs[i]); cudaFree(ys[i]); free(xin[i]); free(ref[i]); }
   for (int l = 0; l < L; l++) { cudaFree(w1[l]); cudaFree(b1[l]); cudaFree(w2[l]); cudaFree(b2[l]); }
   free(got);
-  free(x0);
-  free(ref);
+  free(gf);
 }
 
 int main(int argc, char **argv) {
