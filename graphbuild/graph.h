@@ -27,7 +27,7 @@ typedef struct tpg_gnode {
     tpg_axpby_args axpby;
     tpg_allreduce_args ar;
   } args;
-  int fast;                     /* collective run by our one-shot kernel      */
+  int fast;                     /* all-reduce run by our kernel (not NCCL)    */
   int tma;                      /* GEMM kernel takes tensor maps (args.gemm_tma) */
   tpg_tma_encode xe, we;        /* how to (re-)encode them                       */
   const char *kernel;           /* entry point name */

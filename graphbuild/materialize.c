@@ -135,15 +135,31 @@ static unsigned grid_for(size_t work, unsigned per_block, unsigned max_blocks) {
   return (unsigned)b;
 }
 
+/* AUTO's size limits, in one place (documented at tpg_collective_algo):
+ * push one-shot up to TPG_PUSH_MAX, two-shot up to TPG_TWOSHOT_MAX, NCCL
+ * above. Push wins while a message is small enough that R copies of it cost
+ * less than a second NVLink crossing (measured: 1.3-1.9x NCCL up to 1 MiB,
+ * docs/performance.md); two-shot sends 2(R-1)/R of the message with no flag
+ * round trip; NCCL's ring reaches higher bandwidth on large messages. The
+ * environment overrides are for tuning and benchmarks (bytes). */
 #ifndef TPG_PUSH_MAX
 #define TPG_PUSH_MAX ((size_t)1 << 20)
 #endif
+#ifndef TPG_TWOSHOT_MAX
+#define TPG_TWOSHOT_MAX ((size_t)8 << 20)
+#endif
 
-/* NCCL or our one-shot kernel for a collective node; every rank decides
- * alike (same plan, and the peer buffers' state is agreed collectively). */
+static size_t env_bytes(const char *name, size_t dflt) {
+  const char *env = getenv(name);
+  return env && env[0] ? (size_t)strtoull(env, NULL, 10) : dflt;
+}
+
+/* NCCL or one of our kernels for a collective node; every rank decides
+ * alike (same plan, same environment, and the peer buffers' state is agreed
+ * collectively). */
 static tpg_status fill_collective(tpg_graph *g, const tpg_plan *p, void **bind, int i, tpg_gnode *gn) {
   const tpg_collective_desc *d = &p->nodes[i].u.coll;
-  char lb[160];
+  char lb[160], whybuf[160];
   gn->fast = 0;
   if (d->kind != TPG_ALL_REDUCE || d->algo == TPG_ALGO_NCCL || !g->comm) return TPG_SUCCESS;
   const char *why = NULL;
@@ -152,31 +168,54 @@ static tpg_status fill_collective(tpg_graph *g, const tpg_plan *p, void **bind, 
   else {
     TPG_TRY(tpg_peer_setup(g->comm));
     if (g->comm->peer.state != 1) why = g->comm->peer.why;
-    else if (bytes > g->comm->peer.slot_bytes) why = "the message is larger than the one-shot staging buffer (4 MiB)";
     else if ((d->send.offset * es) % 16 || (d->recv.offset * es) % 16) why = "send or recv is not 16-byte aligned";
   }
+  const size_t push_max = env_bytes("TPG_ONESHOT_PUSH_MAX", TPG_PUSH_MAX);
+  const size_t twoshot_max = env_bytes("TPG_TWOSHOT_MAX", TPG_TWOSHOT_MAX);
+  tpg_peer_kernel k = TPG_PEER_PULL;
+  if (!why) {
+    const size_t cap_push = tpg_peer_max_push(g->comm), cap_pull = tpg_peer_max_pull(g->comm);
+    const size_t cap_two = tpg_peer_max_twoshot(g->comm);
+    if (d->algo == TPG_ALGO_ONESHOT) {
+      /* Push for small messages: one NVLink crossing; pull above push_max,
+       * where moving R copies of the data costs more than the second one. */
+      if (bytes <= push_max && bytes <= cap_push) k = TPG_PEER_PUSH;
+      else if (bytes <= cap_pull) k = TPG_PEER_PULL;
+      else {
+        snprintf(whybuf, sizeof whybuf, "the message (%zu bytes) is larger than the one-shot staging buffer (%zu)",
+                 bytes, cap_pull);
+        why = whybuf;
+      }
+    } else if (d->algo == TPG_ALGO_TWOSHOT) {
+      if (bytes <= cap_two) k = TPG_PEER_TWOSHOT;
+      else {
+        snprintf(whybuf, sizeof whybuf, "the message (%zu bytes) is larger than the two-shot areas allow (%zu)",
+                 bytes, cap_two);
+        why = whybuf;
+      }
+    } else { /* AUTO */
+      if (bytes <= push_max && bytes <= cap_push) k = TPG_PEER_PUSH;
+      else if (bytes <= twoshot_max && bytes <= cap_two) k = TPG_PEER_TWOSHOT;
+      else why = "NCCL serves messages of this size best";
+    }
+  }
   if (why) {
-    if (d->algo == TPG_ALGO_ONESHOT)
-      return TPG_ARG_FAIL("node %s: TPG_ALGO_ONESHOT cannot serve it: %s", tpg_node_label(p, i, lb, sizeof lb), why);
+    if (d->algo == TPG_ALGO_ONESHOT || d->algo == TPG_ALGO_TWOSHOT)
+      return TPG_ARG_FAIL("node %s: TPG_ALGO_%s cannot serve it: %s", tpg_node_label(p, i, lb, sizeof lb),
+                          d->algo == TPG_ALGO_ONESHOT ? "ONESHOT" : "TWOSHOT", why);
     return TPG_SUCCESS;
   }
-  /* Push (Lamport) for small messages: one NVLink crossing; pull (flags +
-   * staging) above TPG_PUSH_MAX, where moving R copies of the data costs
-   * more than the second crossing. */
-  size_t push_max = TPG_PUSH_MAX;
-  const char *env = getenv("TPG_ONESHOT_PUSH_MAX"); /* tuning and benchmarks: bytes */
-  if (env && env[0]) push_max = (size_t)strtoull(env, NULL, 10);
-  int push = bytes <= push_max && bytes <= tpg_peer_max_push(g->comm);
   tpg_allreduce_args *a = &gn->args.ar;
   memset(a, 0, sizeof *a);
-  tpg_peer_args(g->comm, push, a);
+  tpg_peer_args(g->comm, k, a);
   a->in = (const void *)(uintptr_t)view_ptr(p, bind, d->send);
   a->out = (void *)(uintptr_t)view_ptr(p, bind, d->recv);
   a->count = d->count;
   tpg_dtype dt = p->slots[d->send.slot - 1].dtype;
   a->dtype = dt == TPG_F32 ? TPG_KDT_F32 : dt == TPG_F16 ? TPG_KDT_F16 : TPG_KDT_BF16;
   CUfunction f;
-  const char *kname = push ? "tpg_allreduce_lamport" : "tpg_allreduce_oneshot";
+  static const char *const knames[] = {"tpg_allreduce_oneshot", "tpg_allreduce_lamport", "tpg_allreduce_twoshot"};
+  const char *kname = knames[k];
   TPG_TRY(tpg_kernel_function(kname, 0, &f));
   memset(&gn->kp, 0, sizeof gn->kp);
   gn->kp.func = f;
@@ -189,7 +228,9 @@ static tpg_status fill_collective(tpg_graph *g, const tpg_plan *p, void **bind, 
    * overwrite what a slower peer had not read yet. */
   gn->kp.gridDimX = TPG_AR_MAX_BLOCKS;
   gn->kp.gridDimY = gn->kp.gridDimZ = 1;
-  gn->kp.blockDimX = 256;
+  /* Two-shot: 512 threads, so a block keeps more remote stores and polls in
+   * flight (the grid stays at 64 blocks, above). */
+  gn->kp.blockDimX = k == TPG_PEER_TWOSHOT ? 512 : 256;
   gn->kp.blockDimY = gn->kp.blockDimZ = 1;
   gn->kernel = kname;
   gn->fast = 1;

@@ -444,10 +444,13 @@ static tpg_status add_collective_impl(tpg_plan *p, const tpg_collective_desc *d,
   TPG_CHECK_ARG(d->kind >= 0 && d->kind < TPG_COLLECTIVE_COUNT,
                 "desc->kind is %d: expected TPG_ALL_REDUCE, TPG_ALL_GATHER or TPG_REDUCE_SCATTER", (int)d->kind);
   TPG_CHECK_ARG(d->count > 0, "desc->count is 0: expected >= 1 element");
-  TPG_CHECK_ARG(d->algo == TPG_ALGO_AUTO || d->algo == TPG_ALGO_NCCL || d->algo == TPG_ALGO_ONESHOT,
-                "desc->algo is %d: expected TPG_ALGO_AUTO, TPG_ALGO_NCCL or TPG_ALGO_ONESHOT", (int)d->algo);
-  TPG_CHECK_ARG(d->algo != TPG_ALGO_ONESHOT || d->kind == TPG_ALL_REDUCE,
-                "desc->algo is TPG_ALGO_ONESHOT for a kind-%d collective: only all-reduces have it", (int)d->kind);
+  TPG_CHECK_ARG(d->algo == TPG_ALGO_AUTO || d->algo == TPG_ALGO_NCCL || d->algo == TPG_ALGO_ONESHOT ||
+                    d->algo == TPG_ALGO_TWOSHOT,
+                "desc->algo is %d: expected TPG_ALGO_AUTO, TPG_ALGO_NCCL, TPG_ALGO_ONESHOT or TPG_ALGO_TWOSHOT",
+                (int)d->algo);
+  TPG_CHECK_ARG((d->algo != TPG_ALGO_ONESHOT && d->algo != TPG_ALGO_TWOSHOT) || d->kind == TPG_ALL_REDUCE,
+                "desc->algo is %s for a kind-%d collective: only all-reduces have it",
+                d->algo == TPG_ALGO_ONESHOT ? "TPG_ALGO_ONESHOT" : "TPG_ALGO_TWOSHOT", (int)d->kind);
   /* Sizes that depend on the rank count are checked again with the comm. */
   TPG_TRY(check_view(p, __func__, "desc->send", d->send, d->count, 1));
   TPG_TRY(check_view(p, __func__, "desc->recv", d->recv, d->count, 1));

@@ -278,20 +278,30 @@ typedef enum tpg_collective {
   TPG_COLLECTIVE_COUNT = 3
 } tpg_collective;
 
-/* How an all-reduce runs. */
+/* How an all-reduce runs. Our kernels (ONESHOT, TWOSHOT) are single kernel
+ * nodes that move data over NVLink through a peer buffer the comm owns; they
+ * serve 2..8 ranks that all map each other's memory (one machine, peer
+ * access) and 16-byte aligned send/recv views. */
 typedef enum tpg_collective_algo {
-  TPG_ALGO_AUTO = 0,    /* ONESHOT when it can serve the node (an all-reduce of at
-                           most 4 MiB, 16-byte aligned views, 2..8 ranks that all
-                           map each other's memory: one machine, peer access),
-                           NCCL otherwise. Every rank decides alike.           */
+  TPG_ALGO_AUTO = 0,    /* By size, every rank alike: ONESHOT (its push kernel)
+                           up to 1 MiB, TWOSHOT up to 8 MiB, NCCL above, or
+                           whenever our kernels cannot serve the node. The
+                           limits are set in one place (graphbuild/materialize.c)
+                           and can be moved for tuning with the environment
+                           variables TPG_ONESHOT_PUSH_MAX and TPG_TWOSHOT_MAX
+                           (bytes), read at tpg_graph_create; every rank must
+                           see the same values.                              */
   TPG_ALGO_NCCL = 1,    /* NCCL, captured into a child-graph node              */
-  TPG_ALGO_ONESHOT = 2  /* tpgraph's one-shot kernel node; an error if it cannot
-                           serve the node                                      */
+  TPG_ALGO_ONESHOT = 2, /* tpgraph's one-shot kernel node (push up to
+                           TPG_ONESHOT_PUSH_MAX, 1 MiB by default, pull up to
+                           4 MiB); an error if it cannot serve the node       */
+  TPG_ALGO_TWOSHOT = 3  /* tpgraph's two-shot kernel node (reduce-scatter, then
+                           all-gather, by remote stores; up to 8 MiB); an error
+                           if it cannot serve the node                         */
 } tpg_collective_algo;
 
 /* A collective (sum). NCCL collectives are captured once into a child-graph
- * node; a one-shot all-reduce is one kernel node of ours that reads every
- * peer's staging buffer over NVLink. count is NCCL's: elements per rank's
+ * node; a one-shot or two-shot all-reduce is one kernel node of ours. count is NCCL's: elements per rank's
  * part for all-gather/reduce-scatter. send and recv may be the same slot (in
  * place). dtype is the slots' (must match). */
 typedef struct tpg_collective_desc {

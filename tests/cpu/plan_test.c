@@ -138,6 +138,23 @@ static void test_nodes_and_bad_inputs(void) {
   cb = c; cb.recv = V(qs, 0); /* a slot id of another plan that is not a slot here */
   cb.recv.slot = 999;
   CHECK_ST(tpg_plan_add_collective(p, &cb, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT, "desc->recv.slot is 999");
+  {
+    tpg_plan *t;
+    tpg_slot ts;
+    CHECK_OK(tpg_plan_create(&t));
+    CHECK_OK(tpg_plan_add_slot(t, "t", TPG_BF16, TPG_MEM_DEVICE, 64, &ts));
+    tpg_collective_desc ct = TPG_COLLECTIVE_DESC_INIT;
+    ct.send = V(ts, 0); ct.recv = V(ts, 0); ct.count = 64; ct.algo = TPG_ALGO_TWOSHOT;
+    CHECK_OK(tpg_plan_add_collective(t, &ct, NULL, 0, NULL));
+    tpg_plan_destroy(t);
+  }
+  cb = c; cb.algo = TPG_ALGO_TWOSHOT;
+  cb.kind = TPG_ALL_GATHER;
+  CHECK_ST(tpg_plan_add_collective(p, &cb, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT,
+           "desc->algo is TPG_ALGO_TWOSHOT for a kind-1 collective");
+  cb = c; cb.algo = (tpg_collective_algo)4;
+  CHECK_ST(tpg_plan_add_collective(p, &cb, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT,
+           "desc->algo is 4: expected TPG_ALGO_AUTO, TPG_ALGO_NCCL, TPG_ALGO_ONESHOT or TPG_ALGO_TWOSHOT");
 
   /* Memset, memcpy, axpby. */
   tpg_node ms, cp, ax;
