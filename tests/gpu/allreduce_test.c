@@ -12,6 +12,9 @@
  * chained in one graph on one comm, replayed with drifting ranks. Then every
  * algorithm (NCCL, ONESHOT, TWOSHOT, AUTO) against the CPU sum for f32, bf16
  * and f16 at odd sizes from 1 element to 8 MiB, output poisoned first.
+ * Then the fused epilogue (+bias, +residual with the new residual written
+ * out or updated in place, RMSNorm): every combination on every algorithm
+ * against an fp64 CPU reference, in every graph mode, and after a rebind.
  *
  *   allreduce_test [--iters 100000] [--modes proc,thread]
  */
@@ -261,6 +264,201 @@ static void algo_test(tpg_rank *c, tpg_comm *comm) {
       }
 }
 
+/* ---- the fused epilogue ------------------------------------------------ */
+
+/* Rounds to dt and back (the host's view of a dt value). */
+static float round_dt(tpg_dtype dt, float v) {
+  float back;
+  free(pack(dt, &v, 1, &back));
+  return back;
+}
+
+static void *dev_from(tpg_dtype dt, const float *f, size_t n) {
+  void *hb = pack(dt, f, n, NULL), *d;
+  CUDA_OK(cudaMalloc(&d, (n * tpg_dtype_size(dt) + 15) & ~(size_t)15));
+  CUDA_OK(cudaMemcpy(d, hb, n * tpg_dtype_size(dt), cudaMemcpyHostToDevice));
+  free(hb);
+  return d;
+}
+
+static double check_dev(tpg_dtype dt, const void *d, const double *ref, size_t n) {
+  size_t es = tpg_dtype_size(dt);
+  void *hb = malloc(n * es);
+  float *out = malloc(n * sizeof *out);
+  CUDA_OK(cudaMemcpy(hb, d, n * es, cudaMemcpyDeviceToHost));
+  unpack(dt, hb, n, out);
+  double e = rel_err(out, ref, n);
+  free(hb);
+  free(out);
+  return e;
+}
+
+/* The header's formula in fp64, h rounded to dt: href = h, yref = recv. */
+static void epi_ref(tpg_dtype dt, size_t rows, size_t H, const double *sum, const float *bias, const float *res,
+                    const float *w, float eps, double *href, double *yref) {
+  for (size_t i = 0; i < rows * H; i++)
+    href[i] = round_dt(dt, (float)(sum[i] + (bias ? bias[i % H] : 0.0) + (res ? res[i] : 0.0)));
+  for (size_t r = 0; r < rows; r++) {
+    double sq = 0;
+    for (size_t j = 0; j < H; j++) sq += href[r * H + j] * href[r * H + j];
+    const double scale = 1.0 / sqrt(sq / (double)H + eps);
+    for (size_t j = 0; j < H; j++) yref[r * H + j] = w ? href[r * H + j] * scale * w[j] : href[r * H + j];
+  }
+}
+
+/* Residual modes: none; residual -> separate residual_out; residual updated in
+ * place (residual_out = residual); residual read only; residual_out only. */
+enum { RES_NONE, RES_OUT, RES_INPLACE, RES_READ, RES_OUTONLY, RES_MODES };
+static const char *const res_name[RES_MODES] = {"-", "res->out", "res inplace", "res", "out only"};
+
+/* One all-reduce with an epilogue: every rank's send is random, bias, residual
+ * and weight are the same on every rank; recv and residual_out are poisoned
+ * before each of two launches (the residual restored), and both are checked
+ * against the fp64 reference of the header's formula: h = round(sum + bias +
+ * residual), residual_out = h, recv = norm ? round(h * rsqrt(mean(h^2) + eps)
+ * * w) : h. With `rebind`, bias, residual_out and recv are then rebound to
+ * new buffers (new bias values) and checked again. */
+static void epi_case(tpg_rank *c, tpg_comm *comm, tpg_dtype dt, tpg_collective_algo algo, size_t rows, size_t H,
+                     int bias, int resmode, int norm, tpg_graph_mode mode, int rebind) {
+  const size_t N = rows * H, es = tpg_dtype_size(dt);
+  const float eps = 1e-5f;
+  const uint64_t seed = 1000 + rows * 7 + H + (uint64_t)dt * 100000;
+  float *f = malloc(N * 4), *back = malloc(N * 4), *fb = malloc(H * 4), *fw = malloc(H * 4), *fr = malloc(N * 4);
+  double *sum = calloc(N, sizeof *sum), *href = malloc(N * sizeof *href), *yref = malloc(N * sizeof *yref);
+  for (int r = 0; r < c->nranks; r++) {
+    for (size_t i = 0; i < N; i++) f[i] = rnd(seed + (uint64_t)r, i);
+    free(pack(dt, f, N, back));
+    for (size_t i = 0; i < N; i++) sum[i] += back[i];
+  }
+  for (size_t i = 0; i < H; i++) fb[i] = 0.5f * rnd(seed + 50, i);
+  for (size_t i = 0; i < H; i++) fw[i] = 1.0f + 0.5f * rnd(seed + 51, i);
+  for (size_t i = 0; i < N; i++) fr[i] = rnd(seed + 52, i);
+  free(pack(dt, fb, H, fb));
+  free(pack(dt, fw, H, fw));
+  free(pack(dt, fr, N, fr));
+  const int has_res = resmode == RES_OUT || resmode == RES_INPLACE || resmode == RES_READ;
+  const int has_rout = resmode == RES_OUT || resmode == RES_INPLACE || resmode == RES_OUTONLY;
+  epi_ref(dt, rows, H, sum, bias ? fb : NULL, has_res ? fr : NULL, norm ? fw : NULL, eps, href, yref);
+  for (size_t i = 0; i < N; i++) f[i] = rnd(seed + (uint64_t)c->rank, i);
+  void *dsend = dev_from(dt, f, N), *dbias = dev_from(dt, fb, H), *dw = dev_from(dt, fw, H), *dres = dev_from(dt, fr, N);
+  void *drecv, *drout, *drecv2, *drout2, *dbias2 = NULL;
+  size_t nb = (N * es + 15) & ~(size_t)15;
+  CUDA_OK(cudaMalloc(&drecv, nb));
+  CUDA_OK(cudaMalloc(&drout, nb));
+  CUDA_OK(cudaMalloc(&drecv2, nb));
+  CUDA_OK(cudaMalloc(&drout2, nb));
+  tpg_plan *p;
+  tpg_slot ss_, sr_, sb_, sw_, sres_, srout_;
+  MUST(tpg_plan_create(&p));
+  MUST(tpg_plan_add_slot(p, "send", dt, TPG_MEM_DEVICE, N, &ss_));
+  MUST(tpg_plan_add_slot(p, "recv", dt, TPG_MEM_DEVICE, N, &sr_));
+  MUST(tpg_plan_add_slot(p, "bias", dt, TPG_MEM_DEVICE, H, &sb_));
+  MUST(tpg_plan_add_slot(p, "w", dt, TPG_MEM_DEVICE, H, &sw_));
+  MUST(tpg_plan_add_slot(p, "res", dt, TPG_MEM_DEVICE, N, &sres_));
+  MUST(tpg_plan_add_slot(p, "rout", dt, TPG_MEM_DEVICE, N, &srout_));
+  tpg_collective_desc cd = TPG_COLLECTIVE_DESC_INIT;
+  cd.send = V(ss_); cd.recv = V(sr_); cd.count = N; cd.algo = algo; cd.hidden = H; cd.norm_eps = eps;
+  if (bias) cd.bias = V(sb_);
+  if (has_res) cd.residual = V(sres_);
+  if (resmode == RES_OUT || resmode == RES_OUTONLY) cd.residual_out = V(srout_);
+  if (resmode == RES_INPLACE) cd.residual_out = V(sres_);
+  if (norm) cd.norm_weight = V(sw_);
+  char what[160];
+  snprintf(what, sizeof what, "epilogue %s dtype %d %zux%zu bias %d %s norm %d mode %d", algo_name(algo), (int)dt, rows,
+           H, bias, res_name[resmode], norm, (int)mode);
+  tpg_status st = tpg_plan_add_collective(p, &cd, NULL, 0, NULL);
+  RCHECK(c, st == TPG_SUCCESS, "%s: add: %s", what, tpg_last_error());
+  tpg_binding b[6] = {{ss_, dsend}, {sr_, drecv}, {sb_, dbias}, {sw_, dw}, {sres_, dres}, {srout_, drout}};
+  tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
+  cfg.device = c->rank; cfg.comm = comm; cfg.bindings = b; cfg.nbindings = 6; cfg.mode = mode;
+  tpg_graph *g = NULL;
+  if (st == TPG_SUCCESS) {
+    st = tpg_graph_create(p, &cfg, &g);
+    RCHECK(c, st == TPG_SUCCESS, "%s: create: %s", what, tpg_last_error());
+  }
+  if (st == TPG_SUCCESS) {
+    void *hres = pack(dt, fr, N, NULL);
+    for (int pass = 0; pass < (rebind ? 2 : 1); pass++) {
+      void *recv = pass ? drecv2 : drecv, *rout = pass ? drout2 : drout;
+      if (pass == 1) {
+        for (size_t i = 0; i < H; i++) fb[i] = round_dt(dt, 0.25f * rnd(seed + 53, i)); /* new bias values */
+        dbias2 = dev_from(dt, fb, H);
+        tpg_binding nbd[3] = {{sb_, dbias2}, {srout_, drout2}, {sr_, drecv2}};
+        RCHECK(c, tpg_graph_rebind(g, nbd, 3) == TPG_SUCCESS, "%s: rebind: %s", what, tpg_last_error());
+        epi_ref(dt, rows, H, sum, bias ? fb : NULL, has_res ? fr : NULL, norm ? fw : NULL, eps, href, yref);
+      }
+      for (int rep = 0; rep < 2; rep++) { /* twice: both parities of our kernels' buffers */
+        CUDA_OK(cudaMemcpy(dres, hres, N * es, cudaMemcpyHostToDevice));
+        poison(recv, nb);
+        poison(rout, nb);
+        CUDA_OK(cudaDeviceSynchronize());
+        st = tpg_graph_launch(g, NULL);
+        RCHECK(c, st == TPG_SUCCESS, "%s: launch: %s", what, tpg_last_error());
+        RCHECK(c, tpg_comm_wait(comm, NULL) == TPG_SUCCESS, "%s: wait: %s", what, tpg_last_error());
+        const double tol = tol_for(dt);
+        double e = check_dev(dt, recv, yref, N);
+        RCHECK(c, e <= tol, "%s pass %d launch %d: recv rel err %.2e (tol %.0e)", what, pass, rep, e, tol);
+        if (has_rout) {
+          double er = check_dev(dt, resmode == RES_INPLACE ? dres : rout, href, N);
+          RCHECK(c, er <= tol, "%s pass %d launch %d: residual_out rel err %.2e (tol %.0e)", what, pass, rep, er, tol);
+        }
+        if (resmode == RES_READ || resmode == RES_OUT) {
+          /* the residual is read only: unchanged */
+          double *fr_d = malloc(N * sizeof *fr_d);
+          for (size_t i = 0; i < N; i++) fr_d[i] = fr[i];
+          double er = check_dev(dt, dres, fr_d, N);
+          RCHECK(c, er == 0.0, "%s: residual changed (rel %.2e)", what, er);
+          free(fr_d);
+        }
+        if (c->rank == 0 && rep == 1 && bias && norm && resmode == RES_INPLACE && mode == TPG_MODE_EXPLICIT)
+          printf("%s: recv rel err %.2e (tol %.0e)\n", what, e, tol);
+      }
+    }
+    free(hres);
+    MUST(tpg_graph_destroy(g));
+  }
+  tpg_plan_destroy(p);
+  CUDA_OK(cudaFree(dsend)); CUDA_OK(cudaFree(dbias)); CUDA_OK(cudaFree(dw)); CUDA_OK(cudaFree(dres));
+  CUDA_OK(cudaFree(drecv)); CUDA_OK(cudaFree(drout)); CUDA_OK(cudaFree(drecv2)); CUDA_OK(cudaFree(drout2));
+  if (dbias2) CUDA_OK(cudaFree(dbias2));
+  free(f); free(back); free(fb); free(fw); free(fr); free(sum); free(href); free(yref);
+}
+
+/* Every epilogue combination on every algorithm against the CPU reference:
+ * decode rows (1 x 8192), a few rows (5 x 4096), fewer rows than blocks with
+ * short rows (33 x 1024, 7 x 24), more rows than blocks (300 x 2048: 1.2 MiB
+ * of bf16, which AUTO gives to two-shot); bf16 on all, f32 and f16 on two.
+ * Then the full epilogue in eager and capture modes, and rebinding bias,
+ * residual_out and recv (a kernel-node update, also after NCCL). */
+static void epilogue_test(tpg_rank *c, tpg_comm *comm) {
+  static const size_t shapes[5][2] = {{1, 8192}, {5, 4096}, {33, 1024}, {7, 24}, {300, 2048}};
+  static const tpg_collective_algo algos[4] = {TPG_ALGO_NCCL, TPG_ALGO_ONESHOT, TPG_ALGO_TWOSHOT, TPG_ALGO_AUTO};
+  static const tpg_dtype dts[3] = {TPG_BF16, TPG_F32, TPG_F16};
+  int cases = 0;
+  const int fail0 = c->fail;
+  for (int di = 0; di < 3; di++)
+    for (int si = 0; si < 5; si++) {
+      if (di > 0 && si != 1 && si != 2) continue;
+      for (int ai = 0; ai < 4; ai++)
+        for (int bias = 0; bias < 2; bias++)
+          for (int rm = 0; rm < RES_MODES; rm++)
+            for (int norm = 0; norm < 2; norm++) {
+              if (!bias && rm == RES_NONE && !norm) continue; /* no epilogue */
+              epi_case(c, comm, dts[di], algos[ai], shapes[si][0], shapes[si][1], bias, rm, norm, TPG_MODE_EXPLICIT,
+                       0);
+              cases++;
+            }
+    }
+  for (int ai = 0; ai < 4; ai++) {
+    for (int mode = TPG_MODE_CAPTURE; mode <= TPG_MODE_EAGER; mode++, cases++)
+      epi_case(c, comm, TPG_BF16, algos[ai], 5, 4096, 1, RES_INPLACE, 1, (tpg_graph_mode)mode, 0);
+    epi_case(c, comm, TPG_BF16, algos[ai], 33, 1024, 1, RES_OUT, 1, TPG_MODE_EXPLICIT, 1);
+    epi_case(c, comm, TPG_BF16, algos[ai], 1, 8192, 1, RES_OUT, 0, TPG_MODE_EXPLICIT, 1);
+    cases += 2;
+  }
+  if (c->rank == 0) printf("all-reduce epilogue: %d cases, %d failed checks\n", cases, c->fail - fail0);
+}
+
 static void rank_body(tpg_rank *c) {
   tpg_comm *comm = tpg_rank_comm(c);
   if (!comm) return;
@@ -270,6 +468,7 @@ static void rank_body(tpg_rank *c) {
     replay_test(c, comm, TPG_ALGO_TWOSHOT, 393219, c->iters < 5000 ? c->iters : 5000); /* 1.5 MiB */
     mixed_sizes_test(c, comm);
     algo_test(c, comm);
+    epilogue_test(c, comm);
   } else {
     /* One rank: ONESHOT has nothing to do and says so. */
     tpg_plan *p;
