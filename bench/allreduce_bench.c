@@ -1,11 +1,14 @@
-/* allreduce_bench.c - NCCL in a graph vs tpgraph's one-shot kernel node in a
- * graph, bf16, 1 KiB .. 64 MiB, on every visible GPU (one thread per GPU).
+/* allreduce_bench.c - NCCL in a graph vs tpgraph's all-reduce kernel nodes
+ * in a graph (one-shot, two-shot, and what TPG_ALGO_AUTO picks), bf16,
+ * 1 KiB .. 64 MiB, on every visible GPU (one thread per GPU).
  *
  * Each graph chains --ops all-reduces (alternating between two buffers, so
  * each op waits for the previous one, as layers do); time per op = graph
  * time / ops, median of --reps launches timed with events. Bus bandwidth
- * uses the nccl-tests convention: bytes * 2(n-1)/n / time. The one-shot path
- * serves messages up to 4 MiB ("-" above that).
+ * uses the nccl-tests convention: bytes * 2(n-1)/n / time. One-shot serves
+ * messages up to 4 MiB (push up to TPG_ONESHOT_PUSH_MAX, pull above), two-shot
+ * up to 8 MiB ("-" above). The auto column runs TPG_ALGO_AUTO, whose limits
+ * TPG_ONESHOT_PUSH_MAX and TPG_TWOSHOT_MAX move (docs/performance.md).
  *
  *   allreduce_bench [--ops 20] [--reps 30] [--json PATH]
  */
@@ -23,7 +26,9 @@ enum { NSIZES = 12 };
 static const size_t sizes[NSIZES] = {1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 512 << 10,
                                      1 << 20, 2 << 20,  4 << 20,  8 << 20,  16 << 20,  64 << 20};
 static int OPS = 20, REPS = 30, NR;
-static double result[NSIZES][2]; /* us per op: nccl, oneshot (rank 0) */
+enum { NALGO = 4 };
+static const tpg_collective_algo algos[NALGO] = {TPG_ALGO_NCCL, TPG_ALGO_ONESHOT, TPG_ALGO_TWOSHOT, TPG_ALGO_AUTO};
+static double result[NSIZES][NALGO]; /* us per op (rank 0), NAN: not served */
 static tpg_comm_id g_id;
 static pthread_barrier_t bar;
 
@@ -50,9 +55,10 @@ static void *rank_main(void *arg) {
   CUDA_OK(cudaEventCreate(&e1));
   double *v = malloc(sizeof(double) * (size_t)REPS);
   for (int si = 0; si < NSIZES; si++)
-    for (int algo = 0; algo < 2; algo++) {
+    for (int algo = 0; algo < NALGO; algo++) {
       size_t n = sizes[si] / 2;
-      if (algo == 1 && sizes[si] > ((size_t)4 << 20)) {
+      if ((algos[algo] == TPG_ALGO_ONESHOT && sizes[si] > ((size_t)4 << 20)) ||
+          (algos[algo] == TPG_ALGO_TWOSHOT && sizes[si] > ((size_t)8 << 20))) {
         if (rank == 0) result[si][algo] = NAN;
         continue;
       }
@@ -68,7 +74,7 @@ static void *rank_main(void *arg) {
         cd.send = va;
         cd.recv = vb;
         cd.count = n;
-        cd.algo = algo ? TPG_ALGO_ONESHOT : TPG_ALGO_NCCL;
+        cd.algo = algos[algo];
         MUST(tpg_plan_add_collective(p, &cd, o ? &prev : NULL, o ? 1 : 0, &prev));
       }
       tpg_binding bd[2] = {{a, buf[0]}, {b, buf[1]}};
@@ -124,23 +130,33 @@ int main(int argc, char **argv) {
   for (int r = 0; r < NR; r++) pthread_create(&th[r], NULL, rank_main, (void *)(intptr_t)r);
   for (int r = 0; r < NR; r++) pthread_join(th[r], NULL);
   double f = 2.0 * (NR - 1) / NR;
-  printf("\nallreduce_bench: %d GPUs, bf16, %d chained all-reduces per graph, median of %d, us per op\n", NR, OPS,
-         REPS);
-  printf("%10s %10s %10s %10s %12s %12s\n", "bytes", "nccl us", "oneshot us", "speedup", "nccl busbw", "oneshot busbw");
+  printf("\nallreduce_bench: %d GPUs, bf16, %d chained all-reduces per graph, median of %d, us per op "
+         "(speedups: NCCL us / ours)\n", NR, OPS, REPS);
+  printf("%10s %10s %10s %10s %10s %9s %9s %12s %12s %12s\n", "bytes", "nccl us", "oneshot us", "twoshot us",
+         "auto us", "1s/nccl", "2s/nccl", "nccl busbw", "1s busbw", "2s busbw");
   FILE *jf = json ? fopen(json, "w") : NULL;
   if (jf) fprintf(jf, "{\"gpus\": %d, \"ops\": %d, \"reps\": %d, \"rows\": [", NR, OPS, REPS);
   for (int si = 0; si < NSIZES; si++) {
-    double a = result[si][0], b = result[si][1];
-    char bs[16] = "-", sp[16] = "-", bw[24] = "-";
-    if (b > 0) {
-      snprintf(bs, sizeof bs, "%.2f", b);
-      snprintf(sp, sizeof sp, "%.2fx", a / b);
-      snprintf(bw, sizeof bw, "%.1f GB/s", sizes[si] * f / b / 1e3);
+    const double nc = result[si][0];
+    char us[NALGO][16], sp[2][16], bw[3][24];
+    for (int a = 0; a < NALGO; a++) {
+      if (result[si][a] > 0) snprintf(us[a], sizeof us[a], "%.2f", result[si][a]);
+      else snprintf(us[a], sizeof us[a], "-");
     }
-    printf("%10zu %10.2f %10s %10s %7.1f GB/s %12s\n", sizes[si], a, bs, sp, sizes[si] * f / a / 1e3, bw);
+    for (int a = 0; a < 3; a++) {
+      if (result[si][a] > 0) snprintf(bw[a], sizeof bw[a], "%.1f GB/s", sizes[si] * f / result[si][a] / 1e3);
+      else snprintf(bw[a], sizeof bw[a], "-");
+      if (a > 0) {
+        if (result[si][a] > 0) snprintf(sp[a - 1], sizeof sp[a - 1], "%.2fx", nc / result[si][a]);
+        else snprintf(sp[a - 1], sizeof sp[a - 1], "-");
+      }
+    }
+    printf("%10zu %10s %10s %10s %10s %9s %9s %12s %12s %12s\n", sizes[si], us[0], us[1], us[2], us[3], sp[0], sp[1],
+           bw[0], bw[1], bw[2]);
     if (jf)
-      fprintf(jf, "%s{\"bytes\": %zu, \"nccl_us\": %.3f, \"oneshot_us\": %.3f}", si ? ", " : "", sizes[si], a,
-              b > 0 ? b : -1.0);
+      fprintf(jf, "%s{\"bytes\": %zu, \"nccl_us\": %.3f, \"oneshot_us\": %.3f, \"twoshot_us\": %.3f, \"auto_us\": %.3f}",
+              si ? ", " : "", sizes[si], nc, result[si][1] > 0 ? result[si][1] : -1.0,
+              result[si][2] > 0 ? result[si][2] : -1.0, result[si][3] > 0 ? result[si][3] : -1.0);
   }
   if (jf) {
     fprintf(jf, "]}\n");

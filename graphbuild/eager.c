@@ -51,6 +51,9 @@ tpg_status tpg_run_nodes(tpg_graph *g, CUstream stream) {
         else r = ncclReduceScatter(send, recv, d->count, dt, ncclSum, g->comm->nccl, stream);
         snprintf(what, sizeof what, "NCCL call for node %s", tpg_node_label(p, i, lb, sizeof lb));
         TPG_TRY(tpg_nccl_settle(g->comm, r, __func__, what));
+        if (gn->has_epi)
+          TPG_CU(cuLaunchKernel(gn->epi_kp.func, gn->epi_kp.gridDimX, 1, 1, gn->epi_kp.blockDimX, 1, 1, 0, stream,
+                                gn->epi_kp.kernelParams, NULL));
         break;
       }
       default: break;

@@ -83,7 +83,7 @@ static tpg_status build_users(tpg_graph *g) {
   const tpg_plan *p = g->plan;
   g->users_at = calloc((size_t)p->nslots + 1, sizeof *g->users_at);
   if (!g->users_at) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
-  tpg_view v[5];
+  tpg_view v[TPG_MAX_NODE_VIEWS];
   size_t total = 0;
   for (int i = 0; i < p->nnodes; i++) {
     int k = tpg_node_views(&p->nodes[i], v);
@@ -118,9 +118,9 @@ static tpg_status build_users(tpg_graph *g) {
   return TPG_SUCCESS;
 }
 
-/* Ranks compare what their graphs will ask NCCL and the one-shot kernels to
- * do — the collectives in execution order, their kinds, counts, dtypes and
- * algorithms — before the first capture: a mismatch, which would otherwise
+/* Ranks compare what their graphs will ask NCCL and our all-reduce kernels
+ * to do — the collectives in execution order, their kinds, counts, dtypes,
+ * algorithms and epilogue shapes — before the first capture: a mismatch, which would otherwise
  * hang inside a collective, is an error on every rank. */
 static tpg_status check_fingerprint(tpg_graph *g) {
   const tpg_plan *p = g->plan;
@@ -134,6 +134,15 @@ static tpg_status check_fingerprint(tpg_graph *g) {
     TPG_MIX(n->u.coll.count);
     TPG_MIX(n->u.coll.algo);
     TPG_MIX(p->slots[n->u.coll.send.slot - 1].dtype);
+    /* The epilogue's shape: the algorithm's block split follows it (rows
+     * when a norm is requested), and every rank must split alike. */
+    const tpg_collective_desc *d = &n->u.coll;
+    TPG_MIX(d->hidden);
+    TPG_MIX((d->bias.slot != 0) | (d->residual.slot != 0) << 1 | (d->residual_out.slot != 0) << 2 |
+            (d->norm_weight.slot != 0) << 3);
+    uint32_t eps_bits = 0;
+    if (d->norm_weight.slot) memcpy(&eps_bits, &d->norm_eps, sizeof eps_bits);
+    TPG_MIX(eps_bits);
   }
 #undef TPG_MIX
   uint64_t all[TPG_AR_MAX_RANKS * 32];
@@ -143,8 +152,8 @@ static tpg_status check_fingerprint(tpg_graph *g) {
     if (all[q] != h)
       return TPG_FAIL(TPG_ERROR_INVALID_ARGUMENT,
                       "the graph's collectives differ between ranks (fingerprint 0x%016llx on rank %d, 0x%016llx on "
-                      "rank %d): every rank must build the same collectives (kind, count, dtype, algorithm) in the "
-                      "same order",
+                      "rank %d): every rank must build the same collectives (kind, count, dtype, algorithm, "
+                      "epilogue) in the same order",
                       (unsigned long long)h, g->comm->rank, (unsigned long long)all[q], q);
   return TPG_SUCCESS;
 }
@@ -325,6 +334,10 @@ tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg, t
         g->ncoll++;
         if (g->nodes[i].fast) g->info.kernel_nodes++;
         else g->info.child_nodes++;
+        if (g->nodes[i].has_epi) {
+          g->info.kernel_nodes++; /* the epilogue after NCCL */
+          g->info.nodes++;
+        }
         break;
       default: break;
     }

@@ -27,7 +27,15 @@ typedef struct tpg_gnode {
     tpg_axpby_args axpby;
     tpg_allreduce_args ar;
   } args;
-  int fast;                     /* collective run by our one-shot kernel      */
+  int fast;                     /* all-reduce run by our kernel (not NCCL)    */
+  /* NCCL all-reduce with an epilogue: one more kernel node after the child */
+  int has_epi;
+  CUgraphNode epi_node;         /* of the template graph (explicit mode)      */
+  CUDA_KERNEL_NODE_PARAMS epi_kp;
+  void *epi_kparams[1];         /* -> epi                                     */
+  tpg_ar_epilogue_args epi;
+  CUdeviceptr cap_send, cap_recv; /* what the NCCL child was captured with:
+                                   rebinding only epilogue views re-captures nothing */
   int tma;                      /* GEMM kernel takes tensor maps (args.gemm_tma) */
   tpg_tma_encode xe, we;        /* how to (re-)encode them                       */
   const char *kernel;           /* entry point name */
@@ -65,6 +73,10 @@ struct tpg_graph {
  * that the allocation covers the slot. */
 TPG_HIDDEN tpg_status tpg_check_binding(const tpg_graph *g, const tpg_plan *p, tpg_slot slot, void *ptr,
                                         const char *fn, int index);
+
+/* The node later nodes depend on: the epilogue node after an NCCL
+ * all-reduce that has one, else the node itself. */
+static inline CUgraphNode tpg_gnode_tail(const tpg_gnode *gn) { return gn->epi_node ? gn->epi_node : gn->node; }
 
 /* Fills nodes[i]'s parameters from plan p and the pointers in bind. */
 TPG_HIDDEN tpg_status tpg_fill_node(tpg_graph *g, const tpg_plan *p, void **bind, int i, tpg_gnode *gn);

@@ -3,10 +3,12 @@
  * Our kernels are kernel nodes (cuGraphAddKernelNode), copies and fills are
  * memcpy/memset nodes, joins are empty nodes; no stream capture for any of
  * them, so each node's parameters are ours and dependencies are exactly the
- * plan's edges. An all-reduce our one-shot kernel can serve is a kernel node
- * too. NCCL collectives are the exception: NCCL only enqueues onto streams,
- * so each is captured alone on a private stream into a child graph and added
- * with cuGraphAddChildGraphNode.
+ * plan's edges. An all-reduce our one-shot or two-shot kernel can serve is
+ * a kernel node too (its epilogue fused). NCCL collectives are the
+ * exception: NCCL only enqueues onto streams, so each is captured alone on a
+ * private stream into a child graph and added with cuGraphAddChildGraphNode;
+ * an NCCL all-reduce with an epilogue is followed by the epilogue's own
+ * kernel node, which later nodes then depend on.
  *
  * Collectives of one graph (NCCL or ours) are chained in the plan's
  * topological order (an implicit edge from each to the next): every rank must
@@ -135,16 +137,71 @@ static unsigned grid_for(size_t work, unsigned per_block, unsigned max_blocks) {
   return (unsigned)b;
 }
 
+/* AUTO's size limits, in one place (documented at tpg_collective_algo):
+ * push one-shot up to TPG_PUSH_MAX, two-shot up to TPG_TWOSHOT_MAX, NCCL
+ * above. Push wins while a message is small enough that R copies of it cost
+ * less than a second NVLink crossing (measured: 1.3-1.9x NCCL up to 1 MiB,
+ * docs/performance.md); two-shot sends 2(R-1)/R of the message with no flag
+ * round trip; NCCL's ring reaches higher bandwidth on large messages. The
+ * environment overrides are for tuning and benchmarks (bytes). */
 #ifndef TPG_PUSH_MAX
 #define TPG_PUSH_MAX ((size_t)1 << 20)
 #endif
+#ifndef TPG_TWOSHOT_MAX
+#define TPG_TWOSHOT_MAX ((size_t)8 << 20)
+#endif
 
-/* NCCL or our one-shot kernel for a collective node; every rank decides
- * alike (same plan, and the peer buffers' state is agreed collectively). */
-static tpg_status fill_collective(tpg_graph *g, const tpg_plan *p, void **bind, int i, tpg_gnode *gn) {
+static size_t env_bytes(const char *name, size_t dflt) {
+  const char *env = getenv(name);
+  return env && env[0] ? (size_t)strtoull(env, NULL, 10) : dflt;
+}
+
+/* The epilogue's pointers and shape from the desc (all zero: none). */
+static void fill_epi(const tpg_plan *p, void **bind, const tpg_collective_desc *d, tpg_ar_epi *e) {
+  memset(e, 0, sizeof *e);
+  if (d->kind != TPG_ALL_REDUCE || d->hidden == 0) return;
+  e->bias = (const void *)(uintptr_t)view_ptr(p, bind, d->bias);
+  e->residual = (const void *)(uintptr_t)view_ptr(p, bind, d->residual);
+  e->residual_out = (void *)(uintptr_t)view_ptr(p, bind, d->residual_out);
+  e->norm_weight = (const void *)(uintptr_t)view_ptr(p, bind, d->norm_weight);
+  e->hidden = d->hidden;
+  e->eps = d->norm_eps;
+}
+
+static int32_t kdt_of(tpg_dtype dt) { return dt == TPG_F32 ? TPG_KDT_F32 : dt == TPG_F16 ? TPG_KDT_F16 : TPG_KDT_BF16; }
+
+/* The kernel node after an NCCL all-reduce with an epilogue: it reads the
+ * sum NCCL left in recv and applies the same epilogue our kernels fuse. */
+static tpg_status fill_nccl_epilogue(tpg_graph *g, const tpg_plan *p, void **bind, const tpg_collective_desc *d,
+                                     tpg_gnode *gn) {
+  gn->has_epi = 1;
+  tpg_ar_epilogue_args *a = &gn->epi;
+  memset(a, 0, sizeof *a);
+  a->recv = (void *)(uintptr_t)view_ptr(p, bind, d->recv);
+  a->count = d->count;
+  a->dtype = kdt_of(p->slots[d->send.slot - 1].dtype);
+  fill_epi(p, bind, d, &a->epi);
+  CUfunction f;
+  TPG_TRY(tpg_kernel_function("tpg_ar_epilogue", 0, &f));
+  memset(&gn->epi_kp, 0, sizeof gn->epi_kp);
+  gn->epi_kp.func = f;
+  const size_t vec = 16 / tpg_dtype_size(p->slots[d->send.slot - 1].dtype);
+  if (d->norm_weight.slot) /* whole rows per block: at most one block per row */
+    gn->epi_kp.gridDimX = grid_for(d->count / d->hidden, 1, (unsigned)g->dev.sm_count * 4);
+  else
+    gn->epi_kp.gridDimX = grid_for(d->count / vec, 256 * 4, (unsigned)g->dev.sm_count * 8);
+  gn->epi_kp.gridDimY = gn->epi_kp.gridDimZ = 1;
+  gn->epi_kp.blockDimX = 256;
+  gn->epi_kp.blockDimY = gn->epi_kp.blockDimZ = 1;
+  return TPG_SUCCESS;
+}
+
+/* NCCL or one of our kernels for a collective node; every rank decides
+ * alike (same plan, same environment, and the peer buffers' state is agreed
+ * collectively). */
+static tpg_status pick_collective(tpg_graph *g, const tpg_plan *p, void **bind, int i, tpg_gnode *gn) {
   const tpg_collective_desc *d = &p->nodes[i].u.coll;
-  char lb[160];
-  gn->fast = 0;
+  char lb[160], whybuf[160];
   if (d->kind != TPG_ALL_REDUCE || d->algo == TPG_ALGO_NCCL || !g->comm) return TPG_SUCCESS;
   const char *why = NULL;
   size_t es = tpg_dtype_size(p->slots[d->send.slot - 1].dtype), bytes = d->count * es;
@@ -152,31 +209,54 @@ static tpg_status fill_collective(tpg_graph *g, const tpg_plan *p, void **bind, 
   else {
     TPG_TRY(tpg_peer_setup(g->comm));
     if (g->comm->peer.state != 1) why = g->comm->peer.why;
-    else if (bytes > g->comm->peer.slot_bytes) why = "the message is larger than the one-shot staging buffer (4 MiB)";
     else if ((d->send.offset * es) % 16 || (d->recv.offset * es) % 16) why = "send or recv is not 16-byte aligned";
   }
+  const size_t push_max = env_bytes("TPG_ONESHOT_PUSH_MAX", TPG_PUSH_MAX);
+  const size_t twoshot_max = env_bytes("TPG_TWOSHOT_MAX", TPG_TWOSHOT_MAX);
+  tpg_peer_kernel k = TPG_PEER_PULL;
+  if (!why) {
+    const size_t cap_push = tpg_peer_max_push(g->comm), cap_pull = tpg_peer_max_pull(g->comm);
+    const size_t cap_two = tpg_peer_max_twoshot(g->comm);
+    if (d->algo == TPG_ALGO_ONESHOT) {
+      /* Push for small messages: one NVLink crossing; pull above push_max,
+       * where moving R copies of the data costs more than the second one. */
+      if (bytes <= push_max && bytes <= cap_push) k = TPG_PEER_PUSH;
+      else if (bytes <= cap_pull) k = TPG_PEER_PULL;
+      else {
+        snprintf(whybuf, sizeof whybuf, "the message (%zu bytes) is larger than the one-shot staging buffer (%zu)",
+                 bytes, cap_pull);
+        why = whybuf;
+      }
+    } else if (d->algo == TPG_ALGO_TWOSHOT) {
+      if (bytes <= cap_two) k = TPG_PEER_TWOSHOT;
+      else {
+        snprintf(whybuf, sizeof whybuf, "the message (%zu bytes) is larger than the two-shot areas allow (%zu)",
+                 bytes, cap_two);
+        why = whybuf;
+      }
+    } else { /* AUTO */
+      if (bytes <= push_max && bytes <= cap_push) k = TPG_PEER_PUSH;
+      else if (bytes <= twoshot_max && bytes <= cap_two) k = TPG_PEER_TWOSHOT;
+      else why = "NCCL serves messages of this size best";
+    }
+  }
   if (why) {
-    if (d->algo == TPG_ALGO_ONESHOT)
-      return TPG_ARG_FAIL("node %s: TPG_ALGO_ONESHOT cannot serve it: %s", tpg_node_label(p, i, lb, sizeof lb), why);
+    if (d->algo == TPG_ALGO_ONESHOT || d->algo == TPG_ALGO_TWOSHOT)
+      return TPG_ARG_FAIL("node %s: TPG_ALGO_%s cannot serve it: %s", tpg_node_label(p, i, lb, sizeof lb),
+                          d->algo == TPG_ALGO_ONESHOT ? "ONESHOT" : "TWOSHOT", why);
     return TPG_SUCCESS;
   }
-  /* Push (Lamport) for small messages: one NVLink crossing; pull (flags +
-   * staging) above TPG_PUSH_MAX, where moving R copies of the data costs
-   * more than the second crossing. */
-  size_t push_max = TPG_PUSH_MAX;
-  const char *env = getenv("TPG_ONESHOT_PUSH_MAX"); /* tuning and benchmarks: bytes */
-  if (env && env[0]) push_max = (size_t)strtoull(env, NULL, 10);
-  int push = bytes <= push_max && bytes <= tpg_peer_max_push(g->comm);
   tpg_allreduce_args *a = &gn->args.ar;
   memset(a, 0, sizeof *a);
-  tpg_peer_args(g->comm, push, a);
+  tpg_peer_args(g->comm, k, a);
   a->in = (const void *)(uintptr_t)view_ptr(p, bind, d->send);
   a->out = (void *)(uintptr_t)view_ptr(p, bind, d->recv);
   a->count = d->count;
-  tpg_dtype dt = p->slots[d->send.slot - 1].dtype;
-  a->dtype = dt == TPG_F32 ? TPG_KDT_F32 : dt == TPG_F16 ? TPG_KDT_F16 : TPG_KDT_BF16;
+  a->dtype = kdt_of(p->slots[d->send.slot - 1].dtype);
+  fill_epi(p, bind, d, &a->epi);
   CUfunction f;
-  const char *kname = push ? "tpg_allreduce_lamport" : "tpg_allreduce_oneshot";
+  static const char *const knames[] = {"tpg_allreduce_oneshot", "tpg_allreduce_lamport", "tpg_allreduce_twoshot"};
+  const char *kname = knames[k];
   TPG_TRY(tpg_kernel_function(kname, 0, &f));
   memset(&gn->kp, 0, sizeof gn->kp);
   gn->kp.func = f;
@@ -189,10 +269,21 @@ static tpg_status fill_collective(tpg_graph *g, const tpg_plan *p, void **bind, 
    * overwrite what a slower peer had not read yet. */
   gn->kp.gridDimX = TPG_AR_MAX_BLOCKS;
   gn->kp.gridDimY = gn->kp.gridDimZ = 1;
-  gn->kp.blockDimX = 256;
+  /* Two-shot: 512 threads, so a block keeps more remote stores and polls in
+   * flight (the grid stays at 64 blocks, above). */
+  gn->kp.blockDimX = k == TPG_PEER_TWOSHOT ? 512 : 256;
   gn->kp.blockDimY = gn->kp.blockDimZ = 1;
   gn->kernel = kname;
   gn->fast = 1;
+  return TPG_SUCCESS;
+}
+
+static tpg_status fill_collective(tpg_graph *g, const tpg_plan *p, void **bind, int i, tpg_gnode *gn) {
+  const tpg_collective_desc *d = &p->nodes[i].u.coll;
+  gn->fast = 0;
+  gn->has_epi = 0;
+  TPG_TRY(pick_collective(g, p, bind, i, gn));
+  if (!gn->fast && d->kind == TPG_ALL_REDUCE && d->hidden) TPG_TRY(fill_nccl_epilogue(g, p, bind, d, gn));
   return TPG_SUCCESS;
 }
 
@@ -305,6 +396,8 @@ tpg_status tpg_fill_node(tpg_graph *g, const tpg_plan *p, void **bind, int i, tp
   /* Every kernel takes one struct: its only parameter points at our copy. */
   gn->kparams[0] = &gn->args;
   gn->kp.kernelParams = gn->kparams;
+  gn->epi_kparams[0] = &gn->epi;
+  gn->epi_kp.kernelParams = gn->epi_kparams;
   return TPG_SUCCESS;
 }
 
@@ -333,6 +426,10 @@ tpg_status tpg_patch_node(const tpg_graph *g, int i) {
       if (gn->fast) {
         gn->args.ar.in = (const void *)(uintptr_t)view_ptr(p, bind, n->u.coll.send);
         gn->args.ar.out = (void *)(uintptr_t)view_ptr(p, bind, n->u.coll.recv);
+        fill_epi(p, bind, &n->u.coll, &gn->args.ar.epi);
+      } else if (gn->has_epi) {
+        gn->epi.recv = (void *)(uintptr_t)view_ptr(p, bind, n->u.coll.recv);
+        fill_epi(p, bind, &n->u.coll, &gn->epi.epi);
       }
       break;
     case TPG_NK_MEMCPY: {
@@ -419,10 +516,10 @@ tpg_status tpg_materialize(tpg_graph *g, const tpg_plan *p, void **bind, tpg_gno
     size_t nd = 0;
     int has_last = 0;
     for (int j = 0; j < n->ndeps; j++) {
-      deps[nd++] = nodes[n->deps[j]].node;
+      deps[nd++] = tpg_gnode_tail(&nodes[n->deps[j]]);
       has_last |= n->deps[j] == last_coll;
     }
-    if (n->kind == TPG_NK_COLLECTIVE && last_coll >= 0 && !has_last) deps[nd++] = nodes[last_coll].node;
+    if (n->kind == TPG_NK_COLLECTIVE && last_coll >= 0 && !has_last) deps[nd++] = tpg_gnode_tail(&nodes[last_coll]);
     TPG_TRYGOTO(tpg_fill_node(g, p, bind, i, gn), st, fail);
     CUresult r = CUDA_SUCCESS;
     const char *call = "";
@@ -458,6 +555,12 @@ tpg_status tpg_materialize(tpg_graph *g, const tpg_plan *p, void **bind, tpg_gno
          * the clone as graph user objects), so our capture can go now. */
         r = tpg_cu->cuGraphAddChildGraphNode(&gn->node, graph, deps, nd, child);
         tpg_cu->cuGraphDestroy(child);
+        gn->cap_send = view_ptr(p, bind, n->u.coll.send);
+        gn->cap_recv = view_ptr(p, bind, n->u.coll.recv);
+        if (r == CUDA_SUCCESS && gn->has_epi) {
+          call = "cuGraphAddKernelNode (epilogue after the NCCL all-reduce)";
+          r = tpg_cu->cuGraphAddKernelNode(&gn->epi_node, graph, &gn->node, 1, &gn->epi_kp);
+        }
         break;
       }
       default: break;

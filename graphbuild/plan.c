@@ -7,6 +7,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "graphbuild/plan.h"
 
+#include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -435,25 +436,120 @@ tpg_status tpg_plan_add_empty(tpg_plan *p, const tpg_node *deps, int ndeps, tpg_
   TPG_NODE_WRAPPER(add_empty_impl(p, deps, ndeps, &node_));
 }
 
-static tpg_status add_collective_impl(tpg_plan *p, const tpg_collective_desc *d, const tpg_node *deps, int ndeps,
+/* Two views of [offset, offset + n) overlap (same slot, ranges meet). */
+static int views_overlap(tpg_view a, size_t na, tpg_view b, size_t nb) {
+  return a.slot != TPG_SLOT_NONE && a.slot == b.slot && a.offset < b.offset + nb && b.offset < a.offset + na;
+}
+
+/* The all-reduce epilogue's rules (tpgraph.h, tpg_collective_desc). */
+static tpg_status check_coll_epilogue(const tpg_plan *p, const char *fn, const tpg_collective_desc *d) {
+  const int any = d->bias.slot || d->residual.slot || d->residual_out.slot || d->norm_weight.slot;
+  if (!any) {
+    if (d->hidden != 0)
+      return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                     "desc->hidden is %zu but no epilogue view (bias, residual, residual_out, norm_weight) is set: "
+                     "expected 0",
+                     d->hidden);
+    return TPG_SUCCESS;
+  }
+  const char *which = d->bias.slot ? "desc->bias" : d->residual.slot ? "desc->residual"
+                      : d->residual_out.slot ? "desc->residual_out" : "desc->norm_weight";
+  if (d->kind != TPG_ALL_REDUCE)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "%s is set for a kind-%d collective: only all-reduces have an "
+                   "epilogue", which, (int)d->kind);
+  if (d->hidden == 0)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "desc->hidden is 0 but %s is set: the epilogue needs the row length",
+                   which);
+  if (d->hidden % 8 != 0)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "desc->hidden is %zu: expected a multiple of 8 (16-byte rows)",
+                   d->hidden);
+  if (d->count % d->hidden != 0)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "desc->hidden %zu does not divide desc->count %zu: expected whole rows",
+                   d->hidden, d->count);
+  const tpg_dtype dt = p->slots[d->send.slot - 1].dtype;
+  /* Our kernels and the epilogue node work on 16-byte vectors. */
+  TPG_TRY(check_view(p, fn, "desc->send", d->send, d->count, 16));
+  TPG_TRY(check_view(p, fn, "desc->recv", d->recv, d->count, 16));
+  struct { const char *name; tpg_view v; size_t n; } ev[4] = {
+      {"desc->bias", d->bias, d->hidden},
+      {"desc->residual", d->residual, d->count},
+      {"desc->residual_out", d->residual_out, d->count},
+      {"desc->norm_weight", d->norm_weight, d->hidden},
+  };
+  for (int k = 0; k < 4; k++) {
+    if (ev[k].v.slot == TPG_SLOT_NONE) continue;
+    TPG_TRY(check_view(p, fn, ev[k].name, ev[k].v, ev[k].n, 16));
+    TPG_TRY(check_dtype(p, fn, ev[k].name, ev[k].v, dt));
+    TPG_TRY(check_device(p, fn, ev[k].name, ev[k].v));
+  }
+  if (d->norm_weight.slot && !(d->norm_eps >= 0.0f && isfinite(d->norm_eps)))
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "desc->norm_eps is %g: expected a finite value >= 0",
+                   (double)d->norm_eps);
+  /* Aliasing: what one element's thread reads before it writes is allowed
+   * (the in-place residual, recv == send); anything else would race between
+   * blocks, or (recv vs residual) break the NCCL path, which writes the sum
+   * into recv before its epilogue node reads residual. */
+  const size_t n = d->count, hd = d->hidden;
+  if (d->residual_out.slot) {
+    const int same = d->residual_out.slot == d->residual.slot && d->residual_out.offset == d->residual.offset;
+    if (!same && views_overlap(d->residual_out, n, d->residual, n))
+      return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "desc->residual_out overlaps desc->residual in slot \"%s\": "
+                     "expected the same view (in place) or disjoint ranges", p->slots[d->residual.slot - 1].name);
+    const struct { const char *name; tpg_view v; size_t n; } o[4] = {
+        {"desc->send", d->send, n}, {"desc->recv", d->recv, n}, {"desc->bias", d->bias, hd},
+        {"desc->norm_weight", d->norm_weight, hd}};
+    for (int k = 0; k < 4; k++)
+      if (views_overlap(d->residual_out, n, o[k].v, o[k].n))
+        return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "desc->residual_out overlaps %s in slot \"%s\": expected "
+                       "disjoint ranges", o[k].name, p->slots[o[k].v.slot - 1].name);
+  }
+  const struct { const char *name; tpg_view v; size_t n; } r[3] = {
+      {"desc->residual", d->residual, n}, {"desc->bias", d->bias, hd}, {"desc->norm_weight", d->norm_weight, hd}};
+  for (int k = 0; k < 3; k++)
+    if (views_overlap(d->recv, n, r[k].v, r[k].n))
+      return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "desc->recv overlaps %s in slot \"%s\": expected disjoint ranges",
+                     r[k].name, p->slots[r[k].v.slot - 1].name);
+  return TPG_SUCCESS;
+}
+
+/* Size of a tpg_collective_desc before the epilogue fields (tpgraph 0.1). */
+#define TPG_COLLECTIVE_DESC_V1_SIZE (offsetof(tpg_collective_desc, algo) + sizeof(tpg_collective_algo))
+
+static tpg_status add_collective_impl(tpg_plan *p, const tpg_collective_desc *d_in, const tpg_node *deps, int ndeps,
                                    tpg_node *out) {
   TPG_NODE_PROLOGUE();
-  TPG_CHECK_ARG(d != NULL, "desc is NULL: expected a tpg_collective_desc (TPG_COLLECTIVE_DESC_INIT)");
-  TPG_CHECK_ARG(d->size == sizeof(tpg_collective_desc),
-                "desc->size is %zu: expected sizeof(tpg_collective_desc) = %zu", d->size, sizeof(tpg_collective_desc));
+  TPG_CHECK_ARG(d_in != NULL, "desc is NULL: expected a tpg_collective_desc (TPG_COLLECTIVE_DESC_INIT)");
+  TPG_CHECK_ARG(d_in->size == sizeof(tpg_collective_desc) || d_in->size == TPG_COLLECTIVE_DESC_V1_SIZE,
+                "desc->size is %zu: expected sizeof(tpg_collective_desc) = %zu (or %zu, the size without the "
+                "epilogue fields)",
+                d_in->size, sizeof(tpg_collective_desc), (size_t)TPG_COLLECTIVE_DESC_V1_SIZE);
+  /* An older, shorter desc: its fields, then no epilogue. */
+  tpg_collective_desc full;
+  const tpg_collective_desc *d = d_in;
+  if (d_in->size != sizeof full) {
+    tpg_collective_desc init = TPG_COLLECTIVE_DESC_INIT;
+    full = init;
+    memcpy(&full, d_in, TPG_COLLECTIVE_DESC_V1_SIZE);
+    full.size = sizeof full;
+    d = &full;
+  }
   TPG_CHECK_ARG(d->kind >= 0 && d->kind < TPG_COLLECTIVE_COUNT,
                 "desc->kind is %d: expected TPG_ALL_REDUCE, TPG_ALL_GATHER or TPG_REDUCE_SCATTER", (int)d->kind);
   TPG_CHECK_ARG(d->count > 0, "desc->count is 0: expected >= 1 element");
-  TPG_CHECK_ARG(d->algo == TPG_ALGO_AUTO || d->algo == TPG_ALGO_NCCL || d->algo == TPG_ALGO_ONESHOT,
-                "desc->algo is %d: expected TPG_ALGO_AUTO, TPG_ALGO_NCCL or TPG_ALGO_ONESHOT", (int)d->algo);
-  TPG_CHECK_ARG(d->algo != TPG_ALGO_ONESHOT || d->kind == TPG_ALL_REDUCE,
-                "desc->algo is TPG_ALGO_ONESHOT for a kind-%d collective: only all-reduces have it", (int)d->kind);
+  TPG_CHECK_ARG(d->algo == TPG_ALGO_AUTO || d->algo == TPG_ALGO_NCCL || d->algo == TPG_ALGO_ONESHOT ||
+                    d->algo == TPG_ALGO_TWOSHOT,
+                "desc->algo is %d: expected TPG_ALGO_AUTO, TPG_ALGO_NCCL, TPG_ALGO_ONESHOT or TPG_ALGO_TWOSHOT",
+                (int)d->algo);
+  TPG_CHECK_ARG((d->algo != TPG_ALGO_ONESHOT && d->algo != TPG_ALGO_TWOSHOT) || d->kind == TPG_ALL_REDUCE,
+                "desc->algo is %s for a kind-%d collective: only all-reduces have it",
+                d->algo == TPG_ALGO_ONESHOT ? "TPG_ALGO_ONESHOT" : "TPG_ALGO_TWOSHOT", (int)d->kind);
   /* Sizes that depend on the rank count are checked again with the comm. */
   TPG_TRY(check_view(p, __func__, "desc->send", d->send, d->count, 1));
   TPG_TRY(check_view(p, __func__, "desc->recv", d->recv, d->count, 1));
   TPG_TRY(check_device(p, __func__, "desc->send", d->send));
   TPG_TRY(check_device(p, __func__, "desc->recv", d->recv));
   TPG_TRY(check_dtype(p, __func__, "desc->recv", d->recv, p->slots[d->send.slot - 1].dtype));
+  TPG_TRY(check_coll_epilogue(p, __func__, d));
   tpg_node_rec rec;
   memset(&rec, 0, sizeof rec);
   rec.kind = TPG_NK_COLLECTIVE;
@@ -583,7 +679,14 @@ int tpg_node_views(const tpg_node_rec *n, tpg_view *v) {
     case TPG_NK_AXPBY: v[k++] = n->u.axpby.y; v[k++] = n->u.axpby.x; break;
     case TPG_NK_MEMSET: v[k++] = n->u.memset.dst; break;
     case TPG_NK_MEMCPY: v[k++] = n->u.memcpy.dst; v[k++] = n->u.memcpy.src; break;
-    case TPG_NK_COLLECTIVE: v[k++] = n->u.coll.send; v[k++] = n->u.coll.recv; break;
+    case TPG_NK_COLLECTIVE:
+      v[k++] = n->u.coll.send;
+      v[k++] = n->u.coll.recv;
+      if (n->u.coll.bias.slot) v[k++] = n->u.coll.bias;
+      if (n->u.coll.residual.slot) v[k++] = n->u.coll.residual;
+      if (n->u.coll.residual_out.slot) v[k++] = n->u.coll.residual_out;
+      if (n->u.coll.norm_weight.slot) v[k++] = n->u.coll.norm_weight;
+      break;
     default: break;
   }
   return k;
@@ -618,6 +721,10 @@ tpg_status tpg_plan_same_topology(const tpg_plan *a, const tpg_plan *b) {
         return TPG_ARG_FAIL("node %s: dependency %d differs between the graph and plan", la, j);
     if (x->kind == TPG_NK_COLLECTIVE && x->u.coll.kind != y->u.coll.kind)
       return TPG_ARG_FAIL("node %s: collective kind differs between the graph and plan", la);
+    /* An epilogue after an NCCL all-reduce is a node of its own. */
+    if (x->kind == TPG_NK_COLLECTIVE && (x->u.coll.hidden != 0) != (y->u.coll.hidden != 0))
+      return TPG_ARG_FAIL("node %s: the all-reduce has an epilogue in %s but not in %s: expected the same topology", la,
+                          x->u.coll.hidden ? "the graph" : "plan", x->u.coll.hidden ? "plan" : "the graph");
   }
   if (a->nslots != b->nslots)
     return TPG_ARG_FAIL("plan has %d slots, the graph's has %d: expected the same slots", b->nslots, a->nslots);
@@ -717,6 +824,11 @@ tpg_status tpg_plan_dot(const tpg_plan *p, char *buf, size_t cap, size_t *needed
         sb_printf(&s, "\\nn=%zu (NCCL child graph)", n->u.coll.count);
         dot_view(&s, p, "send", n->u.coll.send);
         dot_view(&s, p, "recv", n->u.coll.recv);
+        if (n->u.coll.hidden) sb_printf(&s, "\\nepilogue hidden=%zu", n->u.coll.hidden);
+        if (n->u.coll.bias.slot) dot_view(&s, p, "bias", n->u.coll.bias);
+        if (n->u.coll.residual.slot) dot_view(&s, p, "residual", n->u.coll.residual);
+        if (n->u.coll.residual_out.slot) dot_view(&s, p, "residual_out", n->u.coll.residual_out);
+        if (n->u.coll.norm_weight.slot) dot_view(&s, p, "norm_weight", n->u.coll.norm_weight);
         break;
       default: break;
     }

@@ -60,7 +60,9 @@ TPG_HIDDEN tpg_status tpg_plan_clone(const tpg_plan *src, tpg_plan **out);
 /* Kahn order of the nodes into order[nnodes]; fails naming a node on a cycle. */
 TPG_HIDDEN tpg_status tpg_plan_topo(const tpg_plan *p, int *order);
 
-/* Slots each node reads or writes: up to 5 views; returns the count. */
+/* Slots each node reads or writes: up to TPG_MAX_NODE_VIEWS views (a GEMM
+ * 5, an all-reduce with every epilogue view 6); returns the count. */
+#define TPG_MAX_NODE_VIEWS 6
 TPG_HIDDEN int tpg_node_views(const tpg_node_rec *n, tpg_view *views);
 
 TPG_HIDDEN tpg_status tpg_plan_check(const tpg_plan *p, const char *fn, const char *arg);

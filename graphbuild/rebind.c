@@ -5,7 +5,9 @@
  *   touched, each through its exec setter (kernel, memset, memcpy); a
  *   collective is re-captured from NCCL and swapped in with
  *   cuGraphExecChildGraphNodeSetParams (NCCL does not support editing its own
- *   kernel nodes' parameters, so its child graph is replaced whole).
+ *   kernel nodes' parameters, so its child graph is replaced whole) — only
+ *   when its send or recv moved; the epilogue node after an NCCL all-reduce
+ *   is a kernel node like any other.
  * - tpg_graph_update: whole graph. A topologically identical graph is
  *   materialized and applied with cuGraphExecUpdate; CUDA's refusal names a
  *   node, which we report by its plan label.
@@ -18,6 +20,23 @@
 #include <string.h>
 
 #include "graphbuild/graph.h"
+
+/* Where an NCCL all-reduce's send and recv point now (g->bind). */
+static void nccl_ptrs(const tpg_graph *g, int i, CUdeviceptr *send, CUdeviceptr *recv) {
+  const tpg_collective_desc *d = &g->plan->nodes[i].u.coll;
+  size_t es = tpg_dtype_size(g->plan->slots[d->send.slot - 1].dtype);
+  *send = (CUdeviceptr)(uintptr_t)g->bind[d->send.slot - 1] + d->send.offset * es;
+  *recv = (CUdeviceptr)(uintptr_t)g->bind[d->recv.slot - 1] + d->recv.offset * es;
+}
+
+/* Applying node i needs no NCCL capture: it is not an NCCL collective, only
+ * its epilogue's views moved, or the graph is eager (patched copies only). */
+static int no_capture(const tpg_graph *g, int i) {
+  if (g->plan->nodes[i].kind != TPG_NK_COLLECTIVE || g->nodes[i].fast || g->mode == TPG_MODE_EAGER) return 1;
+  CUdeviceptr send, recv;
+  nccl_ptrs(g, i, &send, &recv);
+  return send == g->nodes[i].cap_send && recv == g->nodes[i].cap_recv;
+}
 
 static tpg_status apply_node(tpg_graph *g, int i) {
   const tpg_plan *p = g->plan;
@@ -34,14 +53,24 @@ static tpg_status apply_node(tpg_graph *g, int i) {
         TPG_CU(cuGraphExecKernelNodeSetParams(g->exec, gn->node, &gn->kp));
         break;
       }
-      CUgraph child;
-      TPG_TRY(tpg_capture_collective(g, p, g->bind, i, &child));
-      CUresult r = tpg_cu->cuGraphExecChildGraphNodeSetParams(g->exec, gn->node, child);
-      /* The exec keeps what it needs of the child (NCCL's resources are
-       * reference-counted user objects, released when launches using the
-       * old child have completed). */
-      tpg_cu->cuGraphDestroy(child);
-      if (r != CUDA_SUCCESS) return tpg_cu_fail(r, __func__, "cuGraphExecChildGraphNodeSetParams");
+      /* Re-capture only when NCCL's own buffers moved: a rebind of the
+       * epilogue's views alone is a kernel-node update. Every rank rebinds
+       * the same slots, so every rank re-captures alike. */
+      CUdeviceptr send, recv;
+      nccl_ptrs(g, i, &send, &recv);
+      if (send != gn->cap_send || recv != gn->cap_recv) {
+        CUgraph child;
+        TPG_TRY(tpg_capture_collective(g, p, g->bind, i, &child));
+        CUresult r = tpg_cu->cuGraphExecChildGraphNodeSetParams(g->exec, gn->node, child);
+        /* The exec keeps what it needs of the child (NCCL's resources are
+         * reference-counted user objects, released when launches using the
+         * old child have completed). */
+        tpg_cu->cuGraphDestroy(child);
+        if (r != CUDA_SUCCESS) return tpg_cu_fail(r, __func__, "cuGraphExecChildGraphNodeSetParams");
+        gn->cap_send = send;
+        gn->cap_recv = recv;
+      }
+      if (gn->has_epi) TPG_CU(cuGraphExecKernelNodeSetParams(g->exec, gn->epi_node, &gn->epi_kp));
       break;
     }
     default: break;
@@ -119,8 +148,9 @@ tpg_status tpg_graph_rebind(tpg_graph *g, const tpg_binding *b, int n) {
     for (int oi = 0; oi < done; oi++) {
       int i = g->order[oi];
       /* NCCL children are not re-captured back (a collective call); our own
-       * all-reduce kernel nodes are restored like any kernel node. */
-      if (mark[i] && (p->nodes[i].kind != TPG_NK_COLLECTIVE || g->nodes[i].fast)) apply_node(g, i);
+       * all-reduce kernel nodes, and the epilogue node of an NCCL all-reduce
+       * whose child was not re-captured, are restored like any kernel node. */
+      if (mark[i] && no_capture(g, i)) apply_node(g, i);
     }
     tpg_err(st, "tpg_graph_rebind", "%s (bindings restored)", msg);
   }
@@ -186,7 +216,8 @@ tpg_status tpg_graph_update(tpg_graph *g, const tpg_plan *plan, const tpg_bindin
   if (r != CUDA_SUCCESS) {
     char lb[160] = "(none)";
     for (int i = 0; i < p->nnodes; i++)
-      if (info.errorNode && tmp[i].node == info.errorNode) tpg_node_label(p, i, lb, sizeof lb);
+      if (info.errorNode && (tmp[i].node == info.errorNode || tmp[i].epi_node == info.errorNode))
+        tpg_node_label(p, i, lb, sizeof lb);
     static const char *why[] = {"success", "error", "topology changed", "node type changed", "function changed",
                                 "parameters changed", "not supported", "unsupported function change",
                                 "attributes changed"};
@@ -197,11 +228,14 @@ tpg_status tpg_graph_update(tpg_graph *g, const tpg_plan *plan, const tpg_bindin
   }
   /* Adopt the new parameters; node handles stay those of the template. */
   for (int i = 0; i < p->nnodes; i++) {
-    CUgraphNode keep = g->nodes[i].node;
+    CUgraphNode keep = g->nodes[i].node, keep_epi = g->nodes[i].epi_node;
     CUdeviceptr ws = g->nodes[i].workspace;
     size_t wsb = g->nodes[i].workspace_bytes;
     memcpy(&g->nodes[i], &tmp[i], sizeof tmp[i]);
     g->nodes[i].node = keep;
+    g->nodes[i].epi_node = keep_epi;
+    g->nodes[i].epi_kparams[0] = &g->nodes[i].epi;
+    g->nodes[i].epi_kp.kernelParams = g->nodes[i].epi_kparams;
     g->nodes[i].workspace = ws;
     g->nodes[i].workspace_bytes = wsb;
     g->nodes[i].kparams[0] = &g->nodes[i].args;

@@ -1,4 +1,8 @@
-// allreduce.cu - one-shot all-reduce as a single kernel node of our graph.
+// allreduce.cu - our all-reduce kernels, each a single kernel node of our
+// graph: one-shot pull (tpg_allreduce_oneshot), one-shot push
+// (tpg_allreduce_lamport) and two-shot (tpg_allreduce_twoshot, further down).
+// All three apply the fused epilogue of ar_epilogue.cuh where they write
+// their result.
 //
 // For decode-sized messages NCCL's latency (a child graph of several nodes,
 // ~8-9 us for 16 KiB on 2 x H200) exceeds the work. Here every rank copies
@@ -21,6 +25,7 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include "kernels/ar_epilogue.cuh"
 #include "kernels/common.cuh"
 #include "kernels/tpg_kargs.h"
 
@@ -56,10 +61,11 @@ __device__ void oneshot(const tpg_allreduce_args &a) {
   __syncthreads();
   const uint32_t e = s_epoch;
   const uint64_t half = (e & 1u) ? a.slot_bytes : 0;
-  // This block's share of the vectors; the tail (count % V) goes to the last block.
+  // This block's share of the vectors (whole rows when a norm follows); the
+  // tail (count % V, never with an epilogue) goes to the last block.
   const uint64_t nvec = a.count / V;
-  const uint64_t per = (nvec + nb - 1) / nb;
-  const uint64_t v0 = min(nvec, per * b), v1 = min(nvec, v0 + per);
+  uint64_t v0, v1;
+  tpg::block_range<T>(a.count, a.epi, b, nb, nvec, v0, v1);
   const bool tail = b == nb - 1 && (a.count % V) != 0;
 
   uint4 *mine = reinterpret_cast<uint4 *>(static_cast<char *>(a.staging[a.rank]) + half);
@@ -125,11 +131,7 @@ __device__ void oneshot(const tpg_allreduce_args &a) {
 #pragma unroll
         for (int k = 0; k < V; k++) acc[k] += tf<T>(t[k]);
       }
-      uint4 o;
-      T *ot = reinterpret_cast<T *>(&o);
-#pragma unroll
-      for (int k = 0; k < V; k++) ot[k] = ft<T>(acc[k]);
-      reinterpret_cast<uint4 *>(out)[i] = o;
+      tpg::epi_store<T>(a.epi, out, i, acc);
     }
   }
   if (tail && threadIdx.x < a.count % V) {
@@ -138,6 +140,11 @@ __device__ void oneshot(const tpg_allreduce_args &a) {
     for (int q = 0; q < R; q++)
       acc += tf<T>(reinterpret_cast<const T *>(static_cast<const char *>(a.staging[q]) + half)[j]);
     out[j] = ft<T>(acc);
+  }
+  if (tpg::epi_norm(a.epi)) {
+    __syncthreads();  // every h of this block's rows is stored
+    const uint64_t vpr = a.epi.hidden / V;
+    tpg::epi_norm_rows<T>(a.epi, out, v0 / vpr, v1 / vpr);
   }
   if (threadIdx.x == 0) a.epochs[b] = e;
 }
@@ -197,8 +204,8 @@ __device__ void lamport(const tpg_allreduce_args &a) {
   const uint64_t per_rank = (a.slot_bytes / R) & ~15ull; // a rank's slot in it
   // Vectors of the (16-byte padded) message; the tail vector is padded with zeros.
   const uint64_t nvec = (a.count + V - 1) / V;
-  const uint64_t per = (nvec + nb - 1) / nb;
-  const uint64_t v0 = min(nvec, per * b), v1 = min(nvec, v0 + per);
+  uint64_t v0, v1;
+  tpg::block_range<T>(a.count, a.epi, b, nb, nvec, v0, v1);
   const uint64_t full = a.count / V;
   const uint4 *in = static_cast<const uint4 *>(a.in);
   for (uint64_t i = v0 + threadIdx.x; i < v1; i += blockDim.x) {
@@ -243,11 +250,7 @@ __device__ void lamport(const tpg_allreduce_args &a) {
     }
     if (failed) break;
     if (i < full) {
-      uint4 o;
-      T *ot = reinterpret_cast<T *>(&o);
-#pragma unroll
-      for (int k = 0; k < V; k++) ot[k] = ft<T>(acc[k]);
-      reinterpret_cast<uint4 *>(out)[i] = o;
+      tpg::epi_store<T>(a.epi, out, i, acc);
     } else {
       const int rem = (int)(a.count - full * V);
 #pragma unroll
@@ -258,7 +261,181 @@ __device__ void lamport(const tpg_allreduce_args &a) {
     for (int q = 0; q < R; q++) mine[(q * per_rank) / 16 + i] = make_uint4(0x80008000u, 0x80008000u, 0x80008000u, 0x80008000u);
   }
   if (failed) *a.status = 1u;
+  const bool any_failed = __syncthreads_or(failed);
+  if (!any_failed && tpg::epi_norm(a.epi)) {
+    const uint64_t vpr = a.epi.hidden / V;
+    tpg::epi_norm_rows<T>(a.epi, out, v0 / vpr, v1 / vpr);
+  }
+  if (threadIdx.x == 0) a.epochs[b] = e;
+}
+
+// Two-shot: reduce-scatter then all-gather, both by remote stores, for
+// messages where one-shot moves too much (push: R copies of the message into
+// every peer; pull: every peer's whole staging read over NVLink with few
+// loads in flight). Rank q owns piece q of every block's range.
+// A (scatter): rank r stores piece q of its input straight into rank q's
+//    scatter area, slot r (its own piece into its own slot).
+// B (reduce):  rank q polls its scatter area (local memory) until all R
+//    slots hold data, sums in fp32, writes the sentinel back, rounds, stores
+//    the result into its own out and into every peer's gather area, slot q.
+// C (gather):  rank r polls its gather area until every peer's piece is
+//    there, copies it to out, writes the sentinel back.
+// Data is its own flag in both phases (sentinel halves, as in the push
+// kernel): two NVLink crossings, no flag round trips, and each rank sends
+// 2(R-1)/R of the message instead of R-1 copies of it.
+//
+// Why it is safe under replay with no barrier:
+// - Both areas alternate by epoch parity. Rank r writes epoch e into q's
+//   scatter half last read (and reset) by q at epoch e-2. r starts epoch e
+//   only after its kernel for e-1 finished, which waited for q's gather data
+//   of e-1, which q sent from its kernel for e-1, which started after its
+//   kernel for e-2 (reads and resets included) had finished. The gather area
+//   holds by the same chain one phase later (q's phase B of epoch e follows
+//   r's scatter of e, so r has finished e-1 and e-2).
+// - The chain needs every pair of ranks to exchange at least one vector per
+//   epoch: each block splits its range into R pieces of cpb = ceil(n / R)
+//   vectors, padded with zeros, so block 0 always sends a piece to and
+//   receives one from every peer, even for a single element.
+// - Pieces are addressed per block: block b's pieces sit at [v0/R + b,
+//   v0/R + b + cpb) of every slot, which never overlaps another block's
+//   (floor(v1/R) - floor(v0/R) + 1 >= ceil((v1-v0)/R)), so a slot of
+//   floor(nvec/R) + 64 vectors serves any split; the host checks that.
+// - The epoch counters are per block index and every launch runs all 64
+//   blocks (see materialize.c), as for the one-shot kernels.
+template <typename T>
+__device__ __forceinline__ uint4 load_piece(const tpg_allreduce_args &a, uint64_t gi, uint64_t v1, uint64_t full) {
+  constexpr int V = 16 / sizeof(T);
+  if (gi >= v1) return make_uint4(0, 0, 0, 0);  // padding
+  if (gi < full) return static_cast<const uint4 *>(a.in)[gi];
+  uint4 v = make_uint4(0, 0, 0, 0);  // the partial last vector: valid elements, zeros after
+  T *t = reinterpret_cast<T *>(&v);
+  const int rem = (int)(a.count - full * V);
+#pragma unroll
+  for (int k = 0; k < V; k++)
+    if (k < rem) t[k] = static_cast<const T *>(a.in)[full * V + k];
+  return v;
+}
+
+// Writes vector gi of the result (the rounded sum r) through the epilogue.
+template <typename T>
+__device__ __forceinline__ void store_result(const tpg_allreduce_args &a, uint64_t gi, uint64_t full, uint4 r) {
+  constexpr int V = 16 / sizeof(T);
+  const T *t = reinterpret_cast<const T *>(&r);
+  if (gi < full) {
+    float acc[V];
+#pragma unroll
+    for (int k = 0; k < V; k++) acc[k] = tf<T>(t[k]);
+    tpg::epi_store<T>(a.epi, a.out, gi, acc);
+  } else {  // partial last vector (no epilogue is possible then)
+    const int rem = (int)(a.count - full * V);
+    for (int k = 0; k < rem; k++) static_cast<T *>(a.out)[full * V + k] = t[k];
+  }
+}
+
+// Polls p until every half/word is data; false at the deadline.
+template <typename T>
+__device__ __forceinline__ bool wait_arrived(const uint4 *p, uint4 &v, uint64_t deadline) {
+  uint32_t spins = 0;
+  while (!arrived<T>(v)) {
+    if ((++spins & 1023u) == 0 && now_ns() > deadline) return false;
+    v = ld_volatile(p);
+  }
+  return true;
+}
+
+template <typename T>
+__device__ void twoshot(const tpg_allreduce_args &a) {
+  constexpr int V = 16 / sizeof(T);
+  constexpr int MR = TPG_AR_MAX_RANKS;
+  const uint4 SENT = make_uint4(0x80008000u, 0x80008000u, 0x80008000u, 0x80008000u);
+  __shared__ uint32_t s_epoch;
+  const int b = blockIdx.x, nb = gridDim.x, R = a.nranks, me = a.rank;
+  if (threadIdx.x == 0) s_epoch = a.epochs[b] + 1;
   __syncthreads();
+  const uint32_t e = s_epoch;
+  const uint64_t half = ((e & 1u) ? a.slot_bytes : 0) / 16;      // in vectors
+  const uint64_t slotv = ((a.slot_bytes / R) & ~15ull) / 16;     // vectors per source rank
+  const uint64_t nvec = (a.count + V - 1) / V, full = a.count / V;
+  uint64_t v0, v1;
+  tpg::block_range<T>(a.count, a.epi, b, nb, nvec, v0, v1);
+  const uint64_t cpb = (v1 - v0 + R - 1) / R;  // piece length; 0 for an empty block
+  const uint64_t base = v0 / R + b;            // this block's pieces in every slot
+
+  // A: scatter. All R loads of a thread are in flight before its stores.
+  for (uint64_t j = threadIdx.x; j < cpb; j += blockDim.x) {
+    uint4 v[MR];
+#pragma unroll
+    for (int p = 0; p < MR; p++)
+      if (p < R) v[p] = load_piece<T>(a, v0 + p * cpb + j, v1, full);
+#pragma unroll
+    for (int p = 0; p < MR; p++)
+      if (p < R) __stcg(static_cast<uint4 *>(a.staging[p]) + half + me * slotv + base + j, unsentinel<T>(v[p]));
+  }
+
+  // B: reduce piece `me` from local memory, hand it to every rank.
+  uint4 *scat = static_cast<uint4 *>(a.staging[me]) + half + base;
+  uint4 *gath = static_cast<uint4 *>(a.gather[me]) + half + base;
+  const uint64_t deadline = now_ns() + a.timeout_ns;
+  bool failed = false;
+  for (uint64_t j = threadIdx.x; j < cpb && !failed; j += blockDim.x) {
+    uint4 v[MR];
+#pragma unroll
+    for (int p = 0; p < MR; p++)
+      if (p < R) v[p] = ld_volatile(scat + p * slotv + j);
+    float acc[V];
+#pragma unroll
+    for (int k = 0; k < V; k++) acc[k] = 0.f;
+#pragma unroll
+    for (int p = 0; p < MR; p++) {
+      if (p >= R || failed) continue;
+      if (!wait_arrived<T>(scat + p * slotv + j, v[p], deadline)) {
+        failed = true;
+        continue;
+      }
+      const T *t = reinterpret_cast<const T *>(&v[p]);
+#pragma unroll
+      for (int k = 0; k < V; k++) acc[k] += tf<T>(t[k]);
+    }
+    if (failed) break;
+#pragma unroll
+    for (int p = 0; p < MR; p++)
+      if (p < R) scat[p * slotv + j] = SENT;  // ready for epoch e+2
+    uint4 r;
+    T *rt = reinterpret_cast<T *>(&r);
+#pragma unroll
+    for (int k = 0; k < V; k++) rt[k] = ft<T>(acc[k]);
+    r = unsentinel<T>(r);  // a sum can round to -0.0, the sentinel
+#pragma unroll
+    for (int p = 0; p < MR; p++)
+      if (p < R && p != me) __stcg(static_cast<uint4 *>(a.gather[p]) + half + me * slotv + base + j, r);
+    const uint64_t gi = v0 + me * cpb + j;
+    if (gi < v1) store_result<T>(a, gi, full, r);  // every rank applies the epilogue to the same rounded sum
+  }
+
+  // C: gather the other ranks' reduced pieces.
+  for (uint64_t j = threadIdx.x; j < cpb && !failed; j += blockDim.x) {
+    uint4 v[MR];
+#pragma unroll
+    for (int p = 0; p < MR; p++)
+      if (p < R && p != me) v[p] = ld_volatile(gath + p * slotv + j);
+#pragma unroll
+    for (int p = 0; p < MR; p++) {
+      if (p >= R || p == me || failed) continue;
+      if (!wait_arrived<T>(gath + p * slotv + j, v[p], deadline)) {
+        failed = true;
+        continue;
+      }
+      gath[p * slotv + j] = SENT;
+      const uint64_t gi = v0 + p * cpb + j;
+      if (gi < v1) store_result<T>(a, gi, full, v[p]);
+    }
+  }
+  if (failed) *a.status = 1u;
+  const bool any_failed = __syncthreads_or(failed);
+  if (!any_failed && tpg::epi_norm(a.epi)) {
+    const uint64_t vpr = a.epi.hidden / V;
+    tpg::epi_norm_rows<T>(a.epi, a.out, v0 / vpr, v1 / vpr);
+  }
   if (threadIdx.x == 0) a.epochs[b] = e;
 }
 
@@ -277,5 +454,13 @@ extern "C" __global__ void __launch_bounds__(256) tpg_allreduce_oneshot(const __
     case TPG_KDT_F32: oneshot<float>(a); break;
     case TPG_KDT_F16: oneshot<__half>(a); break;
     default: oneshot<__nv_bfloat16>(a); break;
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(512) tpg_allreduce_twoshot(const __grid_constant__ tpg_allreduce_args a) {
+  switch (a.dtype) {
+    case TPG_KDT_F32: twoshot<float>(a); break;
+    case TPG_KDT_F16: twoshot<__half>(a); break;
+    default: twoshot<__nv_bfloat16>(a); break;
   }
 }

@@ -3,10 +3,13 @@
 // tpg_axpby: y = alpha * x + beta * y in fp32 arithmetic. Grid-stride with
 // 16-byte accesses when both pointers allow it (the builder binds 16-byte
 // aligned buffers), so one launch config serves every size.
+//
+// tpg_ar_epilogue: the fused all-reduce epilogue after an NCCL all-reduce (below).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include "kernels/ar_epilogue.cuh"
 #include "kernels/common.cuh"
 #include "kernels/tpg_kargs.h"
 
@@ -41,5 +44,43 @@ extern "C" __global__ void __launch_bounds__(256) tpg_axpby(const tpg_axpby_args
     case TPG_KDT_F32: axpby<float>(a); break;
     case TPG_KDT_F16: axpby<__half>(a); break;
     default: axpby<__nv_bfloat16>(a); break;
+  }
+}
+
+// tpg_ar_epilogue: the all-reduce epilogue (ar_epilogue.cuh) as its own
+// kernel node, after an NCCL all-reduce has left the sum in recv, so the NCCL
+// path means exactly what our fused kernels compute. Without a norm: a
+// grid-stride loop over 16-byte vectors. With a norm: block b owns whole rows
+// [r0, r1) — h for all of them first, then the norm — as in the fused kernels.
+template <typename T>
+__device__ void ar_epilogue(const tpg_ar_epilogue_args &a) {
+  constexpr int V = 16 / sizeof(T);
+  const uint64_t nvec = a.count / V;  // count is a multiple of hidden, itself of 8
+  const uint4 *sum = static_cast<const uint4 *>(a.recv);
+  auto one = [&](uint64_t j) {
+    uint4 v = sum[j];  // read before epi_store may overwrite it (same thread, same vector)
+    const T *t = reinterpret_cast<const T *>(&v);
+    float acc[V];
+#pragma unroll
+    for (int k = 0; k < V; k++) acc[k] = dt<T>::to_f(t[k]);
+    tpg::epi_store<T>(a.epi, a.recv, j, acc);
+  };
+  if (!tpg::epi_norm(a.epi)) {
+    for (uint64_t j = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; j < nvec; j += (uint64_t)gridDim.x * blockDim.x)
+      one(j);
+    return;
+  }
+  const uint64_t rows = a.count / a.epi.hidden, vpr = a.epi.hidden / V, rpb = (rows + gridDim.x - 1) / gridDim.x;
+  const uint64_t r0 = min(rows, rpb * blockIdx.x), r1 = min(rows, r0 + rpb);
+  for (uint64_t j = r0 * vpr + threadIdx.x; j < r1 * vpr; j += blockDim.x) one(j);
+  __syncthreads();
+  tpg::epi_norm_rows<T>(a.epi, a.recv, r0, r1);
+}
+
+extern "C" __global__ void __launch_bounds__(256) tpg_ar_epilogue(const __grid_constant__ tpg_ar_epilogue_args a) {
+  switch (a.dtype) {
+    case TPG_KDT_F32: ar_epilogue<float>(a); break;
+    case TPG_KDT_F16: ar_epilogue<__half>(a); break;
+    default: ar_epilogue<__nv_bfloat16>(a); break;
   }
 }

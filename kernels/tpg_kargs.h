@@ -67,9 +67,29 @@ typedef struct tpg_axpby_args {
   int32_t pad_;
 } tpg_axpby_args;
 
-/* One-shot all-reduce (kernels/allreduce.cu). Each rank's peer-visible
+/* Fused all-reduce epilogue (kernels/ar_epilogue.cuh), shared by our
+ * all-reduce kernels and the kernel node that follows an NCCL all-reduce, so
+ * every algorithm computes the same thing. With s = the sum over ranks, per
+ * element i of row i / hidden, column c = i % hidden:
+ *   h = round(s + bias[c] + residual[i])   (absent terms are 0)
+ *   residual_out[i] = h                    (when residual_out is set)
+ *   recv[i] = norm_weight ? round(h * rsqrt(mean_row(h^2) + eps) * w[c]) : h
+ * All NULL (hidden 0): no epilogue, recv = round(s). */
+typedef struct tpg_ar_epi {
+  const void *bias;         /* [hidden] or NULL                                */
+  const void *residual;     /* [count] or NULL; may equal residual_out         */
+  void *residual_out;       /* [count] or NULL                                 */
+  const void *norm_weight;  /* [hidden]; non-NULL: RMSNorm, whole rows per block */
+  uint64_t hidden;          /* row length, a multiple of 8; 0: no epilogue     */
+  float eps;
+  int32_t pad_;
+} tpg_ar_epi;
+
+/* Our all-reduce kernels (kernels/allreduce.cu). Each rank's peer-visible
  * buffer holds a flag array [TPG_AR_MAX_RANKS][TPG_AR_MAX_BLOCKS] of u32 and,
- * at staging[r], two halves of slot_bytes (epoch parity picks one). */
+ * at staging[r], two halves of slot_bytes (epoch parity picks one). The
+ * two-shot kernel uses staging[] as its scatter area and gather[] as its
+ * gather area, each two halves of slot_bytes. */
 #define TPG_AR_MAX_RANKS 8
 #define TPG_AR_MAX_BLOCKS 64
 typedef struct tpg_allreduce_args {
@@ -77,6 +97,7 @@ typedef struct tpg_allreduce_args {
   void *out;
   void *staging[TPG_AR_MAX_RANKS];   /* every rank's staging, mapped here  */
   uint32_t *flags[TPG_AR_MAX_RANKS]; /* every rank's flag array            */
+  void *gather[TPG_AR_MAX_RANKS];    /* two-shot: every rank's gather area */
   uint32_t *epochs;     /* this rank: one counter per block                */
   uint32_t *status;     /* host-mapped: set to 1 when a peer never came    */
   uint64_t count;
@@ -85,7 +106,18 @@ typedef struct tpg_allreduce_args {
   int32_t dtype;        /* TPG_KDT_*                                       */
   int32_t nranks, rank;
   int32_t pad_;
+  tpg_ar_epi epi;       /* fused epilogue; all zero: none                  */
 } tpg_allreduce_args;
+
+/* The epilogue alone, after an NCCL all-reduce (kernels/elementwise.cu):
+ * reads the sum from recv and applies tpg_ar_epi in place. */
+typedef struct tpg_ar_epilogue_args {
+  void *recv;
+  uint64_t count;
+  int32_t dtype;
+  int32_t pad_;
+  tpg_ar_epi epi;
+} tpg_ar_epilogue_args;
 
 #ifdef __cplusplus
 }

@@ -60,8 +60,8 @@ tpg_status tpg_plan_mlp(const tpg_mlp_desc *d, tpg_plan **out) {
                 "desc->overlap is %d: expected TPG_OVERLAP_AUTO, _NONE or _CHUNKED", (int)d->overlap);
   TPG_CHECK_ARG(d->chunks >= 0 && d->chunks <= 16, "desc->chunks is %d: expected 0 (auto) or 2..16", d->chunks);
   TPG_CHECK_ARG(d->sm_reserve >= 0 && d->sm_reserve <= 64, "desc->sm_reserve is %d: expected 0..64", d->sm_reserve);
-  TPG_CHECK_ARG(d->allreduce >= TPG_ALGO_AUTO && d->allreduce <= TPG_ALGO_ONESHOT,
-                "desc->allreduce is %d: expected TPG_ALGO_AUTO, _NCCL or _ONESHOT", (int)d->allreduce);
+  TPG_CHECK_ARG(d->allreduce >= TPG_ALGO_AUTO && d->allreduce <= TPG_ALGO_TWOSHOT,
+                "desc->allreduce is %d: expected TPG_ALGO_AUTO, _NCCL, _ONESHOT or _TWOSHOT", (int)d->allreduce);
 
   TPG_CHECK_ARG(d->bias == 1 || d->kind == TPG_MLP_SWIGLU,
                 "desc->bias is 0 with TPG_MLP_GELU: the GeLU epilogue takes a bias (Megatron's block has them)");

@@ -1,6 +1,6 @@
 /* peer.c - buffers every rank of a communicator can read and write directly.
  *
- * Our one-shot all-reduce needs each rank's staging buffer mapped on every
+ * Our all-reduce kernels need each rank's staging buffer mapped on every
  * other rank. One buffer per communicator, set up once and collectively:
  * each rank allocates it (cuMemAlloc) and describes it — host hash, pid,
  * device, pointer, CUDA IPC handle — in an all-gather over the NCCL comm
@@ -18,7 +18,15 @@
 
 #include "lib/comm.h"
 
+/* Layout of a rank's peer buffer (48.3 MiB per comm and rank):
+ *   [flags 4 KiB][pull staging 2 x 4 MiB][push receive 2 x 4 MiB]
+ *   [two-shot scatter 2 x TW][two-shot gather 2 x TW]
+ * Each algorithm has its own areas and epoch counters, so their protocols
+ * never see each other's data. Two-shot halves are 8 MiB + 64 KiB: a slot per
+ * source rank of (8 MiB + 64 KiB) / R holds a piece of every block of an
+ * 8 MiB message plus the per-block padding (kernels/allreduce.cu). */
 #define TPG_PEER_SLOT_BYTES ((size_t)4 << 20) /* pull: messages up to 4 MiB; push: 4 MiB / ranks */
+#define TPG_PEER_TWOSHOT_BYTES (((size_t)8 << 20) + ((size_t)64 << 10))
 #define TPG_PEER_FLAG_BYTES 4096
 
 typedef struct {
@@ -70,13 +78,15 @@ tpg_status tpg_peer_setup(tpg_comm *c) {
     return TPG_SUCCESS;
   }
   P->slot_bytes = TPG_PEER_SLOT_BYTES;
-  size_t bytes = TPG_PEER_FLAG_BYTES + 4 * P->slot_bytes;
+  P->twoshot_bytes = TPG_PEER_TWOSHOT_BYTES;
+  size_t bytes = TPG_PEER_FLAG_BYTES + 4 * P->slot_bytes + 4 * P->twoshot_bytes;
   TPG_CU(cuMemAlloc(&P->local, bytes));
-  TPG_CU(cuMemAlloc(&P->epochs, 2 * TPG_AR_MAX_BLOCKS * sizeof(uint32_t)));
+  TPG_CU(cuMemAlloc(&P->epochs, 3 * TPG_AR_MAX_BLOCKS * sizeof(uint32_t)));
   TPG_CU(cuMemsetD32(P->local, 0, TPG_PEER_FLAG_BYTES / 4));
-  /* The push kernel's receive buffers start as all-sentinel (0x8000 halves). */
-  TPG_CU(cuMemsetD32(P->local + TPG_PEER_FLAG_BYTES + 2 * P->slot_bytes, 0x80008000u, 2 * P->slot_bytes / 4));
-  TPG_CU(cuMemsetD32(P->epochs, 0, 2 * TPG_AR_MAX_BLOCKS));
+  /* The push and two-shot receive areas start as all-sentinel (0x8000 halves). */
+  TPG_CU(cuMemsetD32(P->local + TPG_PEER_FLAG_BYTES + 2 * P->slot_bytes, 0x80008000u,
+                     (2 * P->slot_bytes + 4 * P->twoshot_bytes) / 4));
+  TPG_CU(cuMemsetD32(P->epochs, 0, 3 * TPG_AR_MAX_BLOCKS));
   void *hp = NULL;
   TPG_CU(cuMemHostAlloc(&hp, 64, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
   P->status_host = hp;
@@ -160,17 +170,25 @@ void tpg_peer_free(tpg_comm *c) {
 
 size_t tpg_peer_max_pull(const tpg_comm *c) { return c->peer.slot_bytes; }
 size_t tpg_peer_max_push(const tpg_comm *c) { return (c->peer.slot_bytes / (size_t)c->nranks) & ~(size_t)15; }
+/* A two-shot slot (one source rank's) must hold floor(nvec / R) + 64
+ * vectors (kernels/allreduce.cu): the largest message is what that allows. */
+size_t tpg_peer_max_twoshot(const tpg_comm *c) {
+  size_t slotv = ((c->peer.twoshot_bytes / (size_t)c->nranks) & ~(size_t)15) / 16;
+  return slotv > TPG_AR_MAX_BLOCKS ? (slotv - TPG_AR_MAX_BLOCKS) * (size_t)c->nranks * 16 : 0;
+}
 
-void tpg_peer_args(const tpg_comm *c, int push, tpg_allreduce_args *a) {
+void tpg_peer_args(const tpg_comm *c, tpg_peer_kernel k, tpg_allreduce_args *a) {
   const tpg_peer *P = &c->peer;
-  size_t off = TPG_PEER_FLAG_BYTES + (push ? 2 * P->slot_bytes : 0);
+  size_t off = TPG_PEER_FLAG_BYTES + (k == TPG_PEER_PUSH ? 2 * P->slot_bytes : 0);
+  if (k == TPG_PEER_TWOSHOT) off = TPG_PEER_FLAG_BYTES + 4 * P->slot_bytes;
   for (int q = 0; q < c->nranks; q++) {
     a->flags[q] = (uint32_t *)P->base[q];
     a->staging[q] = (char *)P->base[q] + off;
+    if (k == TPG_PEER_TWOSHOT) a->gather[q] = (char *)P->base[q] + off + 2 * P->twoshot_bytes;
   }
-  a->epochs = (uint32_t *)(uintptr_t)(P->epochs + (push ? TPG_AR_MAX_BLOCKS * sizeof(uint32_t) : 0));
+  a->epochs = (uint32_t *)(uintptr_t)(P->epochs + (size_t)k * TPG_AR_MAX_BLOCKS * sizeof(uint32_t));
   a->status = (uint32_t *)(uintptr_t)P->status_dev;
-  a->slot_bytes = P->slot_bytes;
+  a->slot_bytes = k == TPG_PEER_TWOSHOT ? P->twoshot_bytes : P->slot_bytes;
   a->timeout_ns = (uint64_t)c->timeout_ms * 1000000ull;
   a->nranks = c->nranks;
   a->rank = c->rank;

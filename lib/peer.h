@@ -9,11 +9,13 @@ typedef struct tpg_peer {
   int state;                        /* 0 not tried, 1 ready, -1 unavailable */
   char why[160];                    /* why unavailable                      */
   CUdeviceptr local;                /* [flags 4 KiB][pull staging 2 x slot]
-                                       [push receive 2 x slot]              */
+                                       [push receive 2 x slot][two-shot
+                                       scatter 2 x tw][two-shot gather 2 x tw] */
   size_t slot_bytes;
+  size_t twoshot_bytes;             /* tw: one half of a two-shot area      */
   void *base[TPG_AR_MAX_RANKS];     /* every rank's buffer, as mapped here  */
   int ipc_opened[TPG_AR_MAX_RANKS]; /* base[q] came from cuIpcOpenMemHandle */
-  CUdeviceptr epochs;               /* [2][TPG_AR_MAX_BLOCKS] u32: pull, push */
+  CUdeviceptr epochs;               /* [3][TPG_AR_MAX_BLOCKS] u32: pull, push, two-shot */
   uint32_t *status_host;            /* host-mapped failure word             */
   CUdeviceptr status_dev;
 } tpg_peer;
@@ -26,12 +28,16 @@ struct tpg_comm;
 TPG_HIDDEN tpg_status tpg_peer_setup(struct tpg_comm *c);
 TPG_HIDDEN void tpg_peer_free(struct tpg_comm *c);
 
-/* Fills the peer part of a one-shot all-reduce's arguments, for the pull
- * kernel (flags + staging) or the push kernel (receive buffers). */
-TPG_HIDDEN void tpg_peer_args(const struct tpg_comm *c, int push, tpg_allreduce_args *a);
+/* Our all-reduce kernels; the value indexes the epoch counters. */
+typedef enum tpg_peer_kernel { TPG_PEER_PULL = 0, TPG_PEER_PUSH = 1, TPG_PEER_TWOSHOT = 2 } tpg_peer_kernel;
+
+/* Fills the peer part of an all-reduce kernel's arguments: flags + staging
+ * (pull), receive buffers (push), scatter + gather areas (two-shot). */
+TPG_HIDDEN void tpg_peer_args(const struct tpg_comm *c, tpg_peer_kernel k, tpg_allreduce_args *a);
 
 /* Largest message (bytes) each kernel serves on this comm. */
 TPG_HIDDEN size_t tpg_peer_max_pull(const struct tpg_comm *c);
 TPG_HIDDEN size_t tpg_peer_max_push(const struct tpg_comm *c);
+TPG_HIDDEN size_t tpg_peer_max_twoshot(const struct tpg_comm *c);
 
 #endif

@@ -282,30 +282,71 @@ typedef enum tpg_collective {
   TPG_COLLECTIVE_COUNT = 3
 } tpg_collective;
 
-/* How an all-reduce runs. */
+/* How an all-reduce runs. Our kernels (ONESHOT, TWOSHOT) are single kernel
+ * nodes that move data over NVLink through a peer buffer the comm owns; they
+ * serve 2..8 ranks that all map each other's memory (one machine, peer
+ * access) and 16-byte aligned send/recv views. */
 typedef enum tpg_collective_algo {
-  TPG_ALGO_AUTO = 0,    /* ONESHOT when it can serve the node (an all-reduce of at
-                           most 4 MiB, 16-byte aligned views, 2..8 ranks that all
-                           map each other's memory: one machine, peer access),
-                           NCCL otherwise. Every rank decides alike.           */
+  TPG_ALGO_AUTO = 0,    /* By size, every rank alike: ONESHOT (its push kernel)
+                           up to 1 MiB, TWOSHOT up to 8 MiB, NCCL above, or
+                           whenever our kernels cannot serve the node. The
+                           limits are set in one place (graphbuild/materialize.c)
+                           and can be moved for tuning with the environment
+                           variables TPG_ONESHOT_PUSH_MAX and TPG_TWOSHOT_MAX
+                           (bytes), read at tpg_graph_create; every rank must
+                           see the same values.                              */
   TPG_ALGO_NCCL = 1,    /* NCCL, captured into a child-graph node              */
-  TPG_ALGO_ONESHOT = 2  /* tpgraph's one-shot kernel node; an error if it cannot
-                           serve the node                                      */
+  TPG_ALGO_ONESHOT = 2, /* tpgraph's one-shot kernel node (push up to
+                           TPG_ONESHOT_PUSH_MAX, 1 MiB by default, pull up to
+                           4 MiB); an error if it cannot serve the node       */
+  TPG_ALGO_TWOSHOT = 3  /* tpgraph's two-shot kernel node (reduce-scatter, then
+                           all-gather, by remote stores; up to 8 MiB); an error
+                           if it cannot serve the node                         */
 } tpg_collective_algo;
 
 /* A collective (sum). NCCL collectives are captured once into a child-graph
- * node; a one-shot all-reduce is one kernel node of ours that reads every
- * peer's staging buffer over NVLink. count is NCCL's: elements per rank's
- * part for all-gather/reduce-scatter. send and recv may be the same slot (in
- * place). dtype is the slots' (must match). */
+ * node; a one-shot or two-shot all-reduce is one kernel node of ours.
+ * count is NCCL's: elements per rank's part for all-gather/reduce-scatter.
+ * send and recv may be the same slot (in place). dtype is the slots' (must
+ * match).
+ *
+ * All-reduce epilogue (optional; fields after `algo`). With s the sum over
+ * ranks, i an element, c = i % hidden its column (absent terms are 0):
+ *   h               = round(s + bias[c] + residual[i])
+ *   residual_out[i] = h                                    (if set)
+ *   recv[i]         = norm_weight set ? round(h / sqrt(mean over i's row of
+ *                     h^2 + norm_eps) * norm_weight[c]) : h
+ * h is rounded to the dtype before the norm, as an unfused pipeline would
+ * store the residual. Every algorithm computes it: our kernels fuse it where
+ * they write recv; after an NCCL all-reduce it is one more kernel node, so
+ * AUTO/NCCL/ONESHOT/TWOSHOT mean the same (results agree to rounding). Rules,
+ * each refused by name: hidden > 0, a multiple of 8, dividing count, and set
+ * exactly when an epilogue view is; views of the send dtype, device memory,
+ * 16-byte aligned (send and recv too); bias and norm_weight have hidden
+ * elements, residual and residual_out count; residual_out either is residual
+ * (the same view: the residual updated in place) or does not overlap it, and
+ * overlaps neither send, recv, bias nor norm_weight; recv overlaps neither
+ * residual, bias nor norm_weight. A Llama block's "x = x + attn; y =
+ * rmsnorm(x)" is: send = the partial sums, residual = residual_out = x,
+ * norm_weight = the norm's weight, recv = y. */
 typedef struct tpg_collective_desc {
-  size_t size;             /* sizeof(tpg_collective_desc) */
+  size_t size;             /* sizeof(tpg_collective_desc); the size of the
+                              version without the epilogue (up to `algo`) is
+                              accepted too, as a desc with no epilogue       */
   tpg_collective kind;
   tpg_view send, recv;
   size_t count;
   tpg_collective_algo algo; /* all-reduce only; others always use NCCL */
+  /* All-reduce epilogue (all slots 0 and hidden 0: none). */
+  size_t hidden;           /* row length: bias/norm index, norm rows         */
+  tpg_view bias;           /* [hidden], added once (not per rank)             */
+  tpg_view residual;       /* [count], read                                   */
+  tpg_view residual_out;   /* [count], written with h                         */
+  tpg_view norm_weight;    /* [hidden]; set: RMSNorm of h into recv           */
+  float norm_eps;          /* >= 0, finite; TPG_COLLECTIVE_DESC_INIT: 1e-6     */
 } tpg_collective_desc;
-#define TPG_COLLECTIVE_DESC_INIT { sizeof(tpg_collective_desc), TPG_ALL_REDUCE, {0, 0, 0}, {0, 0, 0}, 0, TPG_ALGO_AUTO }
+#define TPG_COLLECTIVE_DESC_INIT { sizeof(tpg_collective_desc), TPG_ALL_REDUCE, {0, 0, 0}, {0, 0, 0}, 0, TPG_ALGO_AUTO, \
+                                   0, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, 1e-6f }
 
 TPG_API tpg_status tpg_plan_add_collective(tpg_plan *plan, const tpg_collective_desc *desc,
                                            const tpg_node *deps, int ndeps, tpg_node *out);
@@ -471,7 +512,7 @@ typedef struct tpg_graph_config {
  * allocation covers its slot), materializes every node through the driver API
  * and instantiates once. With collectives this is a collective call: ranks
  * first compare a fingerprint of their graphs' collectives (kind, count,
- * dtype, algorithm, in order; a mismatch is TPG_ERROR_INVALID_ARGUMENT on
+ * dtype, algorithm, epilogue shape, in order; a mismatch is TPG_ERROR_INVALID_ARGUMENT on
  * every rank instead of a hang), then NCCL collectives are captured into
  * child graphs — so every rank creates its graphs in the same order. */
 TPG_API tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg,
@@ -499,7 +540,8 @@ TPG_API tpg_status tpg_graph_update(tpg_graph *graph, const tpg_plan *plan,
 
 typedef struct tpg_graph_info {
   int nodes;                 /* nodes of the parent graph                 */
-  int kernel_nodes;          /* ours, one-shot all-reduces included        */
+  int kernel_nodes;          /* ours: our all-reduces and the epilogue node
+                                after an NCCL all-reduce included            */
   int memset_nodes, memcpy_nodes, empty_nodes;
   int child_nodes;           /* NCCL collectives (child graphs)            */
   size_t workspace_bytes;    /* device memory the graph owns: scratch slots

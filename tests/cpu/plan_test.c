@@ -2,6 +2,7 @@
  *
  * No GPU and no driver needed: this is the builder's logic, run in CI.
  */
+#include <math.h>
 #include <stdlib.h>
 
 #include "tests/tpg_test.h"
@@ -138,6 +139,23 @@ static void test_nodes_and_bad_inputs(void) {
   cb = c; cb.recv = V(qs, 0); /* a slot id of another plan that is not a slot here */
   cb.recv.slot = 999;
   CHECK_ST(tpg_plan_add_collective(p, &cb, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT, "desc->recv.slot is 999");
+  {
+    tpg_plan *t;
+    tpg_slot ts;
+    CHECK_OK(tpg_plan_create(&t));
+    CHECK_OK(tpg_plan_add_slot(t, "t", TPG_BF16, TPG_MEM_DEVICE, 64, &ts));
+    tpg_collective_desc ct = TPG_COLLECTIVE_DESC_INIT;
+    ct.send = V(ts, 0); ct.recv = V(ts, 0); ct.count = 64; ct.algo = TPG_ALGO_TWOSHOT;
+    CHECK_OK(tpg_plan_add_collective(t, &ct, NULL, 0, NULL));
+    tpg_plan_destroy(t);
+  }
+  cb = c; cb.algo = TPG_ALGO_TWOSHOT;
+  cb.kind = TPG_ALL_GATHER;
+  CHECK_ST(tpg_plan_add_collective(p, &cb, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT,
+           "desc->algo is TPG_ALGO_TWOSHOT for a kind-1 collective");
+  cb = c; cb.algo = (tpg_collective_algo)4;
+  CHECK_ST(tpg_plan_add_collective(p, &cb, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT,
+           "desc->algo is 4: expected TPG_ALGO_AUTO, TPG_ALGO_NCCL, TPG_ALGO_ONESHOT or TPG_ALGO_TWOSHOT");
 
   /* Memset, memcpy, axpby. */
   tpg_node ms, cp, ax;
@@ -185,6 +203,94 @@ static void test_nodes_and_bad_inputs(void) {
 
   tpg_plan_destroy(p);
   tpg_plan_destroy(q);
+}
+
+/* The all-reduce epilogue: every rule refused with the argument named; the
+ * desc of the version before the epilogue still accepted. */
+static void test_allreduce_epilogue(void) {
+  tpg_plan *p;
+  CHECK_OK(tpg_plan_create(&p));
+  const size_t H = 64, R = 4, N = H * R;
+  tpg_slot x, y, out, b, w, res, rout, f, hs;
+  CHECK_OK(tpg_plan_add_slot(p, "x", TPG_BF16, TPG_MEM_DEVICE, N, &x));
+  CHECK_OK(tpg_plan_add_slot(p, "y", TPG_BF16, TPG_MEM_DEVICE, N, &y));
+  CHECK_OK(tpg_plan_add_slot(p, "out", TPG_BF16, TPG_MEM_DEVICE, N, &out));
+  CHECK_OK(tpg_plan_add_slot(p, "b", TPG_BF16, TPG_MEM_DEVICE, H, &b));
+  CHECK_OK(tpg_plan_add_slot(p, "w", TPG_BF16, TPG_MEM_DEVICE, H, &w));
+  CHECK_OK(tpg_plan_add_slot(p, "res", TPG_BF16, TPG_MEM_DEVICE, 2 * N, &res));
+  CHECK_OK(tpg_plan_add_slot(p, "rout", TPG_BF16, TPG_MEM_DEVICE, N, &rout));
+  CHECK_OK(tpg_plan_add_slot(p, "f", TPG_F32, TPG_MEM_DEVICE, N, &f));
+  CHECK_OK(tpg_plan_add_slot(p, "h", TPG_BF16, TPG_MEM_HOST, N, &hs));
+  tpg_collective_desc c = TPG_COLLECTIVE_DESC_INIT;
+  CHECK(c.norm_eps == 1e-6f && c.hidden == 0);
+  c.send = V(y, 0); c.recv = V(out, 0); c.count = N;
+  c.hidden = H; c.bias = V(b, 0); c.residual = V(res, 0); c.residual_out = V(res, 0); c.norm_weight = V(w, 0);
+  CHECK_OK(tpg_plan_add_collective(p, &c, NULL, 0, NULL)); /* the Llama pattern, residual in place */
+  tpg_collective_desc d;
+  d = c; d.residual_out = V(rout, 0);
+  CHECK_OK(tpg_plan_add_collective(p, &d, NULL, 0, NULL));
+  d = c; d.bias.slot = 0; d.norm_weight.slot = 0; d.residual_out.slot = 0; /* residual only */
+  CHECK_OK(tpg_plan_add_collective(p, &d, NULL, 0, NULL));
+  d = c; d.algo = TPG_ALGO_TWOSHOT;
+  CHECK_OK(tpg_plan_add_collective(p, &d, NULL, 0, NULL));
+
+  d = c; d.hidden = 0;
+  CHECK_ST(tpg_plan_add_collective(p, &d, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT,
+           "desc->hidden is 0 but desc->bias is set");
+  d = c; d.bias.slot = d.residual.slot = d.residual_out.slot = d.norm_weight.slot = 0;
+  CHECK_ST(tpg_plan_add_collective(p, &d, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT,
+           "desc->hidden is 64 but no epilogue view");
+  d = c; d.hidden = 12;
+  CHECK_ST(tpg_plan_add_collective(p, &d, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT,
+           "desc->hidden is 12: expected a multiple of 8");
+  d = c; d.hidden = 24;
+  CHECK_ST(tpg_plan_add_collective(p, &d, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT,
+           "desc->hidden 24 does not divide desc->count 256");
+  d = c; d.kind = TPG_ALL_GATHER;
+  CHECK_ST(tpg_plan_add_collective(p, &d, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT,
+           "desc->bias is set for a kind-1 collective: only all-reduces have an epilogue");
+  d = c; d.bias = V(b, 8);
+  CHECK_ST(tpg_plan_add_collective(p, &d, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT, "desc->bias: elements [8, 8 + 64)");
+  d = c; d.bias = V(b, 3);
+  CHECK_ST(tpg_plan_add_collective(p, &d, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT, "desc->bias: offset 3");
+  d = c; d.norm_weight = V(f, 0);
+  CHECK_ST(tpg_plan_add_collective(p, &d, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT, "desc->norm_weight: slot \"f\" holds f32");
+  d = c; d.residual = V(hs, 0); d.residual_out.slot = 0;
+  CHECK_ST(tpg_plan_add_collective(p, &d, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT, "desc->residual");
+  d = c; d.residual_out = V(res, N + 8);
+  CHECK_ST(tpg_plan_add_collective(p, &d, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT, "desc->residual_out: elements");
+  d = c; d.residual_out = V(res, 8);
+  CHECK_ST(tpg_plan_add_collective(p, &d, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT,
+           "desc->residual_out overlaps desc->residual in slot \"res\"");
+  d = c; d.residual_out = V(y, 0);
+  CHECK_ST(tpg_plan_add_collective(p, &d, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT,
+           "desc->residual_out overlaps desc->send");
+  d = c; d.residual_out = V(out, 0);
+  CHECK_ST(tpg_plan_add_collective(p, &d, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT,
+           "desc->residual_out overlaps desc->recv");
+  d = c; d.recv = V(res, 0); d.residual_out = V(rout, 0);
+  CHECK_ST(tpg_plan_add_collective(p, &d, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT, "desc->recv overlaps desc->residual");
+  d = c; d.norm_eps = -1.0f;
+  CHECK_ST(tpg_plan_add_collective(p, &d, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT, "desc->norm_eps is -1");
+  d = c; d.norm_eps = INFINITY;
+  CHECK_ST(tpg_plan_add_collective(p, &d, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT, "desc->norm_eps is inf");
+  d = c; d.norm_weight.slot = 0; d.norm_eps = -1.0f; /* eps only matters with a norm */
+  CHECK_OK(tpg_plan_add_collective(p, &d, NULL, 0, NULL));
+  d = c; d.send = V(y, 4); d.count = N - 64;
+  CHECK_ST(tpg_plan_add_collective(p, &d, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT, "desc->send: offset 4");
+  d = c; d.size = 7;
+  CHECK_ST(tpg_plan_add_collective(p, &d, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT, "desc->size is 7");
+  /* The desc before the epilogue fields: accepted, trailing bytes ignored. */
+  d = c; d.size = offsetof(tpg_collective_desc, algo) + sizeof d.algo;
+  CHECK_OK(tpg_plan_add_collective(p, &d, NULL, 0, NULL));
+  size_t need = 0;
+  CHECK_OK(tpg_plan_dot(p, NULL, 0, &need));
+  char *dot = malloc(need);
+  CHECK_OK(tpg_plan_dot(p, dot, need, &need));
+  CHECK(dot && strstr(dot, "norm_weight") != NULL);
+  free(dot);
+  CHECK_OK(tpg_plan_validate(p));
+  tpg_plan_destroy(p);
 }
 
 static void test_empty_plan(void) {
@@ -320,6 +426,7 @@ int main(void) {
   test_lifecycle();
   test_slots();
   test_nodes_and_bad_inputs();
+  test_allreduce_epilogue();
   test_empty_plan();
   test_big_plan();
   return TPG_TEST_END();

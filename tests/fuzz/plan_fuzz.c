@@ -2,7 +2,8 @@
  *
  * The input is a program: each step reads an opcode and its arguments from the
  * bytes and calls one public function (plan create/destroy, add_slot, every
- * add_* node kind, add_dependency, set_node_name, validate, stats, dot,
+ * add_* node kind (collectives with every all-reduce epilogue field and
+ * the pre-epilogue desc size), add_dependency, set_node_name, validate, stats, dot,
  * find_slot, tpg_plan_mlp, graph_create, and the comm/device calls that need
  * a driver) with values that are valid, just invalid, or absurd; node calls
  * sometimes pass an out that aliases one of their deps. A shadow model of each
@@ -26,6 +27,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <limits.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -512,21 +514,71 @@ static void op_add_axpby(rd *r) {
   NODE_DONE(st);
 }
 
+static int overlap(tpg_view a, size_t na, tpg_view b, size_t nb) {
+  return a.slot && a.slot == b.slot && a.offset < b.offset + nb && b.offset < a.offset + na;
+}
+
 static void op_add_collective(rd *r) {
   NODE_ARGS;
   tpg_collective_desc c = TPG_COLLECTIVE_DESC_INIT;
-  if (u8(r) % 16 == 0) c.size = u8(r);
+  const size_t v1_size = offsetof(tpg_collective_desc, algo) + sizeof c.algo; /* the desc before the epilogue */
+  if (u8(r) % 16 == 0) c.size = u8(r) % 2 ? v1_size : u8(r);
   c.kind = (tpg_collective)(u8(r) % 8 == 0 ? (int)u32(r) : u8(r) % 3);
+  c.algo = (tpg_collective_algo)(u8(r) % 16 == 0 ? (int)u32(r) : u8(r) % 5);
   c.send = pick_view(r, m);
   c.recv = u8(r) % 3 ? pick_view(r, m) : c.send;
   c.count = pick_count(r, m, c.send);
+  /* The epilogue: each view absent, picked, or the in-place residual. */
+  if (u8(r) % 3 == 0) {
+    uint8_t h = u8(r);
+    c.hidden = h % 4 == 0 ? (size_t)u32(r) : h % 4 == 1 ? 8u * (1 + u8(r) % 8) : h % 4 == 2 ? c.count : 0;
+    if (u8(r) % 2) c.bias = pick_view(r, m);
+    if (u8(r) % 2) c.residual = pick_view(r, m);
+    uint8_t ro = u8(r) % 3;
+    if (ro == 1) c.residual_out = pick_view(r, m);
+    if (ro == 2) c.residual_out = c.residual;
+    if (u8(r) % 2) c.norm_weight = pick_view(r, m);
+    union { uint32_t u; float f; } e;
+    e.u = u32(r);
+    if (u8(r) % 2) c.norm_eps = e.f;
+  }
   int null_desc = u8(r) % 32 == 0;
   tpg_status st = CALL(tpg_plan_add_collective(p, null_desc ? NULL : &c, deps, ndeps, outp));
   if (st == TPG_SUCCESS) {
-    REQUIRE(!null_desc && c.size == sizeof c && (int)c.kind >= 0 && c.kind < TPG_COLLECTIVE_COUNT);
+    REQUIRE(!null_desc && (c.size == sizeof c || c.size == v1_size) && (int)c.kind >= 0 &&
+            c.kind < TPG_COLLECTIVE_COUNT);
+    REQUIRE((int)c.algo >= TPG_ALGO_AUTO && c.algo <= TPG_ALGO_TWOSHOT);
+    REQUIRE(c.kind == TPG_ALL_REDUCE || c.algo == TPG_ALGO_AUTO || c.algo == TPG_ALGO_NCCL);
     require_inside(m, c.send, c.count, __LINE__);
     require_inside(m, c.recv, c.count, __LINE__);
     REQUIRE(dtype_of(m, c.send) == dtype_of(m, c.recv));
+    const int epi = c.bias.slot || c.residual.slot || c.residual_out.slot || c.norm_weight.slot;
+    if (c.size == sizeof c) {
+      REQUIRE(epi == (c.hidden != 0));
+      if (epi) {
+        /* The epilogue rules the header promises. */
+        REQUIRE(c.kind == TPG_ALL_REDUCE && c.hidden % 8 == 0 && c.count % c.hidden == 0);
+        const tpg_view v[4] = {c.bias, c.residual, c.residual_out, c.norm_weight};
+        const size_t n[4] = {c.hidden, c.count, c.count, c.hidden};
+        for (int k = 0; k < 4; k++)
+          if (v[k].slot) {
+            require_inside(m, v[k], n[k], __LINE__);
+            REQUIRE(dtype_of(m, v[k]) == dtype_of(m, c.send));
+          }
+        if (c.norm_weight.slot) REQUIRE(c.norm_eps >= 0.0f && isfinite(c.norm_eps));
+        if (c.residual_out.slot) {
+          REQUIRE(!overlap(c.residual_out, c.count, c.send, c.count));
+          REQUIRE(!overlap(c.residual_out, c.count, c.recv, c.count));
+          REQUIRE(!overlap(c.residual_out, c.count, c.bias, c.hidden));
+          REQUIRE(!overlap(c.residual_out, c.count, c.norm_weight, c.hidden));
+          REQUIRE((c.residual_out.slot == c.residual.slot && c.residual_out.offset == c.residual.offset) ||
+                  !overlap(c.residual_out, c.count, c.residual, c.count));
+        }
+        REQUIRE(!overlap(c.recv, c.count, c.residual, c.count));
+        REQUIRE(!overlap(c.recv, c.count, c.bias, c.hidden));
+        REQUIRE(!overlap(c.recv, c.count, c.norm_weight, c.hidden));
+      }
+    }
     m->ncoll++;
   }
   NODE_DONE(st);

@@ -1,0 +1,137 @@
+// ar_epilogue.cuh - the fused all-reduce epilogue: +bias, +residual (and the
+// new residual written out), RMSNorm.
+//
+// One implementation, used where our all-reduce kernels write their result
+// (allreduce.cu) and by the kernel node that follows an NCCL all-reduce
+// (elementwise.cu), so TPG_ALGO_AUTO/NCCL/ONESHOT/TWOSHOT give the same
+// numbers. The semantics are in tpg_kargs.h (tpg_ar_epi).
+//
+// Two steps, because RMSNorm needs a whole row's sum of squares before any of
+// its outputs can be written:
+// 1. epi_store: per 16-byte vector of the sum, h = round(s + bias + residual)
+//    goes to residual_out (if set) and to recv unless a norm follows; with a
+//    norm and no residual_out, h is parked in recv.
+// 2. epi_norm_rows: called by a whole block after a __syncthreads, for rows
+//    whose every element this block stored in step 1: reads h back, reduces
+//    its squares across the block, writes recv. Rows are never split across
+//    blocks (the kernels partition by rows when a norm is requested), so no
+//    grid-wide step is needed.
+// h is rounded to the element type before the norm, as an unfused pipeline
+// (residual add in bf16, then RMSNorm of that tensor) would compute it.
+#ifndef TPG_AR_EPILOGUE_CUH
+#define TPG_AR_EPILOGUE_CUH
+
+#include "kernels/common.cuh"
+#include "kernels/tpg_kargs.h"
+
+namespace tpg {
+
+TPG_DEV bool epi_on(const tpg_ar_epi &e) { return e.hidden != 0; }
+TPG_DEV bool epi_norm(const tpg_ar_epi &e) { return e.norm_weight != nullptr; }
+
+// Block b's share [v0, v1) of the message's 16-byte vectors. Without a norm:
+// an even split of ceil(count / V) vectors. With a norm: whole rows (hidden is
+// a multiple of 8, so rows are whole vectors and there is no partial tail).
+// Every rank computes the same split (same arguments), which the peer
+// protocols rely on.
+template <typename T>
+TPG_DEV void block_range(uint64_t count, const tpg_ar_epi &e, int b, int nb, uint64_t nvec, uint64_t &v0,
+                         uint64_t &v1) {
+  constexpr int V = 16 / sizeof(T);
+  if (epi_norm(e)) {
+    const uint64_t rows = count / e.hidden, rpb = (rows + nb - 1) / nb, vpr = e.hidden / V;
+    const uint64_t r0 = min(rows, rpb * b), r1 = min(rows, r0 + rpb);
+    v0 = r0 * vpr;
+    v1 = r1 * vpr;
+  } else {
+    const uint64_t per = (nvec + nb - 1) / nb;
+    v0 = min(nvec, per * b);
+    v1 = min(nvec, v0 + per);
+  }
+}
+
+// Stores vector gi (elements gi*V ..) of the result from the fp32 sums acc[]:
+// applies bias and residual when an epilogue is set. Only whole vectors reach
+// here when the epilogue is on (count is a multiple of hidden, a multiple of 8).
+template <typename T>
+TPG_DEV void epi_store(const tpg_ar_epi &e, void *recv, uint64_t gi, const float *acc) {
+  constexpr int V = 16 / sizeof(T);
+  uint4 o;
+  T *ot = reinterpret_cast<T *>(&o);
+  if (!epi_on(e)) {
+#pragma unroll
+    for (int k = 0; k < V; k++) ot[k] = dt<T>::from_f(acc[k]);
+    reinterpret_cast<uint4 *>(recv)[gi] = o;
+    return;
+  }
+  float h[V];
+#pragma unroll
+  for (int k = 0; k < V; k++) h[k] = acc[k];
+  if (e.bias) {
+    const uint64_t c = (gi * V) % e.hidden;  // a vector never crosses a row (hidden % 8 == 0)
+    uint4 bv = reinterpret_cast<const uint4 *>(e.bias)[c / V];
+    const T *bt = reinterpret_cast<const T *>(&bv);
+#pragma unroll
+    for (int k = 0; k < V; k++) h[k] += dt<T>::to_f(bt[k]);
+  }
+  if (e.residual) {
+    // Read before residual_out (which may be the same buffer) is written below.
+    uint4 rv = reinterpret_cast<const uint4 *>(e.residual)[gi];
+    const T *rt = reinterpret_cast<const T *>(&rv);
+#pragma unroll
+    for (int k = 0; k < V; k++) h[k] += dt<T>::to_f(rt[k]);
+  }
+#pragma unroll
+  for (int k = 0; k < V; k++) ot[k] = dt<T>::from_f(h[k]);
+  if (e.residual_out) reinterpret_cast<uint4 *>(e.residual_out)[gi] = o;
+  if (!epi_norm(e) || !e.residual_out) reinterpret_cast<uint4 *>(recv)[gi] = o;
+}
+
+// Sum of v over the block (every thread gets it). Uses red[32] of shared memory.
+TPG_DEV float block_sum(float v, float *red) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+  __syncthreads();  // red[] may still be read from the previous call
+  if ((threadIdx.x & 31) == 0) red[w] = v;
+  __syncthreads();
+  float t = 0.f;
+  for (int i = 0; i < nw; i++) t += red[i];
+  return t;
+}
+
+// RMSNorm of rows [r0, r1), whose h this block stored (epi_store) before a
+// __syncthreads. Every thread of the block must call it.
+template <typename T>
+TPG_DEV void epi_norm_rows(const tpg_ar_epi &e, void *recv, uint64_t r0, uint64_t r1) {
+  constexpr int V = 16 / sizeof(T);
+  __shared__ float red[32];
+  const uint64_t vpr = e.hidden / V;
+  const uint4 *src = reinterpret_cast<const uint4 *>(e.residual_out ? e.residual_out : recv);
+  const uint4 *w = reinterpret_cast<const uint4 *>(e.norm_weight);
+  uint4 *dst = reinterpret_cast<uint4 *>(recv);
+  for (uint64_t r = r0; r < r1; r++) {
+    float ss = 0.f;
+    for (uint64_t j = threadIdx.x; j < vpr; j += blockDim.x) {
+      uint4 v = src[r * vpr + j];  // plain load: written by this block, not read-only data
+      const T *t = reinterpret_cast<const T *>(&v);
+#pragma unroll
+      for (int k = 0; k < V; k++) {
+        const float x = dt<T>::to_f(t[k]);
+        ss += x * x;
+      }
+    }
+    const float scale = rsqrtf(block_sum(ss, red) / (float)e.hidden + e.eps);
+    for (uint64_t j = threadIdx.x; j < vpr; j += blockDim.x) {
+      uint4 v = src[r * vpr + j], wv = w[j], o;
+      const T *t = reinterpret_cast<const T *>(&v), *wt = reinterpret_cast<const T *>(&wv);
+      T *ot = reinterpret_cast<T *>(&o);
+#pragma unroll
+      for (int k = 0; k < V; k++) ot[k] = dt<T>::from_f(dt<T>::to_f(t[k]) * scale * dt<T>::to_f(wt[k]));
+      dst[r * vpr + j] = o;
+    }
+  }
+}
+
+}  // namespace tpg
+#endif
