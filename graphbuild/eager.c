@@ -19,6 +19,7 @@ tpg_status tpg_run_nodes(tpg_graph *g, CUstream stream) {
     switch (n->kind) {
       case TPG_NK_GEMM:
       case TPG_NK_AXPBY:
+      case TPG_NK_CONCAT:
       launch:
         TPG_CU(cuLaunchKernel(gn->kp.func, gn->kp.gridDimX, gn->kp.gridDimY, gn->kp.gridDimZ, gn->kp.blockDimX,
                               gn->kp.blockDimY, gn->kp.blockDimZ, gn->kp.sharedMemBytes, stream, gn->kp.kernelParams,

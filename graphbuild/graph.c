@@ -326,7 +326,8 @@ tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg, t
   g->info.nodes = p->nnodes;
   for (int i = 0; i < p->nnodes; i++) switch (p->nodes[i].kind) {
       case TPG_NK_GEMM:
-      case TPG_NK_AXPBY: g->info.kernel_nodes++; break;
+      case TPG_NK_AXPBY:
+      case TPG_NK_CONCAT: g->info.kernel_nodes++; break;
       case TPG_NK_MEMSET: g->info.memset_nodes++; break;
       case TPG_NK_MEMCPY: g->info.memcpy_nodes++; break;
       case TPG_NK_EMPTY: g->info.empty_nodes++; break;

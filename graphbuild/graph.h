@@ -25,6 +25,7 @@ typedef struct tpg_gnode {
     tpg_gemm_tma_args gemm_tma; /* first: the union starts 64-byte aligned */
     tpg_gemm_args gemm;
     tpg_axpby_args axpby;
+    tpg_concat_args concat;
     tpg_allreduce_args ar;
   } args;
   int fast;                     /* all-reduce run by our kernel (not NCCL)    */

@@ -356,6 +356,31 @@ tpg_status tpg_fill_node(tpg_graph *g, const tpg_plan *p, void **bind, int i, tp
       gn->kp.blockDimY = gn->kp.blockDimZ = 1;
       break;
     }
+    case TPG_NK_CONCAT: {
+      /* One kernel node rather than one strided 2-D memcpy node per block:
+       * the same depth on the critical path, but R copy-engine nodes of
+       * short rows (cols * 2 bytes each) cost more launches and run below
+       * the bandwidth one grid-stride kernel gets. */
+      tpg_concat_args *a = &gn->args.concat;
+      memset(a, 0, sizeof *a);
+      a->dst = (void *)(uintptr_t)view_ptr(p, bind, n->u.concat.dst);
+      a->src = (const void *)(uintptr_t)view_ptr(p, bind, n->u.concat.src);
+      a->rows = (uint64_t)n->u.concat.rows;
+      a->cols = (uint64_t)n->u.concat.cols;
+      a->blocks = n->u.concat.blocks;
+      a->esize = (int32_t)slot_esize(p, n->u.concat.dst.slot);
+      CUfunction f;
+      TPG_TRY(tpg_kernel_function("tpg_concat_cols", 0, &f));
+      gn->kernel = "tpg_concat_cols";
+      memset(&gn->kp, 0, sizeof gn->kp);
+      gn->kp.func = f;
+      size_t bytes = (size_t)n->u.concat.blocks * a->rows * a->cols * (size_t)a->esize;
+      gn->kp.gridDimX = grid_for(bytes / 16 + 1, 256, (unsigned)g->dev.sm_count * 8);
+      gn->kp.gridDimY = gn->kp.gridDimZ = 1;
+      gn->kp.blockDimX = 256;
+      gn->kp.blockDimY = gn->kp.blockDimZ = 1;
+      break;
+    }
     case TPG_NK_MEMSET: {
       size_t es = slot_esize(p, n->u.memset.dst.slot);
       memset(&gn->ms, 0, sizeof gn->ms);
@@ -422,6 +447,10 @@ tpg_status tpg_patch_node(const tpg_graph *g, int i) {
       gn->args.axpby.x = (const void *)(uintptr_t)view_ptr(p, bind, n->u.axpby.x);
       break;
     case TPG_NK_MEMSET: gn->ms.dst = view_ptr(p, bind, n->u.memset.dst); break;
+    case TPG_NK_CONCAT:
+      gn->args.concat.dst = (void *)(uintptr_t)view_ptr(p, bind, n->u.concat.dst);
+      gn->args.concat.src = (const void *)(uintptr_t)view_ptr(p, bind, n->u.concat.src);
+      break;
     case TPG_NK_COLLECTIVE:
       if (gn->fast) {
         gn->args.ar.in = (const void *)(uintptr_t)view_ptr(p, bind, n->u.coll.send);
@@ -526,6 +555,7 @@ tpg_status tpg_materialize(tpg_graph *g, const tpg_plan *p, void **bind, tpg_gno
     switch (n->kind) {
       case TPG_NK_GEMM:
       case TPG_NK_AXPBY:
+      case TPG_NK_CONCAT:
         call = "cuGraphAddKernelNode";
         r = tpg_cu->cuGraphAddKernelNode(&gn->node, graph, deps, nd, &gn->kp);
         break;

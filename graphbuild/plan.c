@@ -34,6 +34,7 @@ const char *tpg_node_kind_name(tpg_node_kind k) {
     case TPG_NK_MEMCPY: return "memcpy";
     case TPG_NK_EMPTY: return "empty";
     case TPG_NK_COLLECTIVE: return "collective";
+    case TPG_NK_CONCAT: return "concat_cols";
     default: return "?";
   }
 }
@@ -211,6 +212,21 @@ static tpg_status check_device(const tpg_plan *p, const char *fn, const char *wh
     return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "%s: slot \"%s\" is host memory: expected a device slot", what,
                    s->name);
   return TPG_SUCCESS;
+}
+
+tpg_status tpg_plan_check_view(const tpg_plan *p, const char *fn, const char *what, tpg_view v, size_t need,
+                               size_t align, tpg_dtype dtype) {
+  TPG_TRY(check_view(p, fn, what, v, need, align));
+  TPG_TRY(check_dtype(p, fn, what, v, dtype));
+  return check_device(p, fn, what, v);
+}
+
+void tpg_plan_truncate(tpg_plan *p, int nnodes) {
+  while (p->nnodes > nnodes) {
+    p->nnodes--;
+    free(p->nodes[p->nnodes].name);
+    free(p->nodes[p->nnodes].deps);
+  }
 }
 
 /* ---- nodes -------------------------------------------------------------- */
@@ -562,6 +578,40 @@ tpg_status tpg_plan_add_collective(tpg_plan *p, const tpg_collective_desc *d, co
   TPG_NODE_WRAPPER(add_collective_impl(p, d, deps, ndeps, &node_));
 }
 
+static tpg_status add_concat_impl(tpg_plan *p, tpg_view dst, tpg_view src, int blocks, int rows, int cols,
+                                  const tpg_node *deps, int ndeps, tpg_node *out) {
+  TPG_NODE_PROLOGUE();
+  TPG_CHECK_ARG(blocks >= 1, "blocks is %d: expected >= 1", blocks);
+  TPG_CHECK_ARG(rows >= 1, "rows is %d: expected >= 1", rows);
+  TPG_CHECK_ARG(cols >= 1, "cols is %d: expected >= 1", cols);
+  size_t n, per;
+  TPG_CHECK_ARG(tpg_mul_ok((size_t)rows, (size_t)cols, &per) && tpg_mul_ok(per, (size_t)blocks, &n),
+                "blocks * rows * cols overflows: expected a size that fits in memory");
+  TPG_TRY(check_view(p, __func__, "dst", dst, n, 1));
+  TPG_TRY(check_device(p, __func__, "dst", dst));
+  TPG_TRY(check_view(p, __func__, "src", src, n, 1));
+  TPG_TRY(check_device(p, __func__, "src", src));
+  TPG_TRY(check_dtype(p, __func__, "src", src, p->slots[dst.slot - 1].dtype));
+  if (dst.slot == src.slot)
+    TPG_CHECK_ARG(dst.offset + n <= src.offset || src.offset + n <= dst.offset,
+                  "dst and src overlap in slot \"%s\": expected disjoint ranges (the move is not in place)",
+                  p->slots[dst.slot - 1].name);
+  tpg_node_rec rec;
+  memset(&rec, 0, sizeof rec);
+  rec.kind = TPG_NK_CONCAT;
+  rec.u.concat.dst = dst;
+  rec.u.concat.src = src;
+  rec.u.concat.blocks = blocks;
+  rec.u.concat.rows = rows;
+  rec.u.concat.cols = cols;
+  return push_node(p, __func__, &rec, deps, ndeps, out);
+}
+
+tpg_status tpg_plan_add_concat_cols(tpg_plan *p, tpg_view dst, tpg_view src, int blocks, int rows, int cols,
+                                    const tpg_node *deps, int ndeps, tpg_node *out) {
+  TPG_NODE_WRAPPER(add_concat_impl(p, dst, src, blocks, rows, cols, deps, ndeps, &node_));
+}
+
 tpg_status tpg_plan_add_dependency(tpg_plan *p, tpg_node from, tpg_node to) {
   tpg_err_clear();
   TPG_TRY(tpg_plan_check(p, __func__, "plan"));
@@ -687,6 +737,7 @@ int tpg_node_views(const tpg_node_rec *n, tpg_view *v) {
       if (n->u.coll.residual_out.slot) v[k++] = n->u.coll.residual_out;
       if (n->u.coll.norm_weight.slot) v[k++] = n->u.coll.norm_weight;
       break;
+    case TPG_NK_CONCAT: v[k++] = n->u.concat.dst; v[k++] = n->u.concat.src; break;
     default: break;
   }
   return k;
@@ -791,7 +842,7 @@ tpg_status tpg_plan_dot(const tpg_plan *p, char *buf, size_t cap, size_t *needed
   TPG_CHECK_ARG(needed != NULL, "needed is NULL: expected a size_t to receive the length");
   TPG_CHECK_ARG(buf != NULL || cap == 0, "buf is NULL but cap is %zu: expected cap 0 to query the size", cap);
   sbuf s = {buf, cap, 0};
-  static const char *shape[TPG_NK_COUNT] = {"box", "box", "note", "note", "circle", "doubleoctagon"};
+  static const char *shape[TPG_NK_COUNT] = {"box", "box", "note", "note", "circle", "doubleoctagon", "box"};
   static const char *epi[] = {"", "+bias", "+bias,gelu", "+bias,silu", "swiglu", "+residual", "f32 partial"};
   sb_printf(&s, "digraph tpg_plan {\n  rankdir=TB;\n  node [fontname=\"monospace\", fontsize=10];\n");
   char lb[160];
@@ -829,6 +880,12 @@ tpg_status tpg_plan_dot(const tpg_plan *p, char *buf, size_t cap, size_t *needed
         if (n->u.coll.residual.slot) dot_view(&s, p, "residual", n->u.coll.residual);
         if (n->u.coll.residual_out.slot) dot_view(&s, p, "residual_out", n->u.coll.residual_out);
         if (n->u.coll.norm_weight.slot) dot_view(&s, p, "norm_weight", n->u.coll.norm_weight);
+        break;
+      case TPG_NK_CONCAT:
+        sb_printf(&s, "\\n%d x [%d, %d] -> [%d, %lld]", n->u.concat.blocks, n->u.concat.rows, n->u.concat.cols,
+                  n->u.concat.rows, (long long)n->u.concat.blocks * n->u.concat.cols);
+        dot_view(&s, p, "dst", n->u.concat.dst);
+        dot_view(&s, p, "src", n->u.concat.src);
         break;
       default: break;
     }

@@ -24,6 +24,7 @@ typedef enum tpg_node_kind {
   TPG_NK_MEMCPY,
   TPG_NK_EMPTY,
   TPG_NK_COLLECTIVE,
+  TPG_NK_CONCAT,      /* tpg_plan_add_concat_cols: a kernel node */
   TPG_NK_COUNT
 } tpg_node_kind;
 
@@ -38,6 +39,7 @@ typedef struct tpg_node_rec {
     struct { tpg_view dst; uint32_t value; size_t count; } memset;
     struct { tpg_view dst, src; size_t count; } memcpy;
     tpg_collective_desc coll;
+    struct { tpg_view dst, src; int blocks, rows, cols; } concat;
   } u;
 } tpg_node_rec;
 
@@ -66,6 +68,18 @@ TPG_HIDDEN tpg_status tpg_plan_topo(const tpg_plan *p, int *order);
 TPG_HIDDEN int tpg_node_views(const tpg_node_rec *n, tpg_view *views);
 
 TPG_HIDDEN tpg_status tpg_plan_check(const tpg_plan *p, const char *fn, const char *arg);
+
+/* A view of `need` elements for a node: the slot exists, the range fits, the
+ * start is `align` bytes aligned, the slot holds `dtype` and is device memory
+ * (device or scratch). Messages name `what` and come from `fn`. For builders
+ * of several nodes (lib/linear.c) that check everything before adding any. */
+TPG_HIDDEN tpg_status tpg_plan_check_view(const tpg_plan *p, const char *fn, const char *what, tpg_view v,
+                                          size_t need, size_t align, tpg_dtype dtype);
+
+/* Drops the nodes added after the plan had `nnodes` (edges live in the later
+ * nodes, so nothing else refers to them): a builder's rollback, so a call
+ * that fails part-way leaves the plan as it was. */
+TPG_HIDDEN void tpg_plan_truncate(tpg_plan *p, int nnodes);
 
 /* Two plans with the same nodes (kinds, shapes that fix kernels) and edges. */
 TPG_HIDDEN tpg_status tpg_plan_same_topology(const tpg_plan *a, const tpg_plan *b);

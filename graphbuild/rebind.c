@@ -45,7 +45,8 @@ static tpg_status apply_node(tpg_graph *g, int i) {
   if (g->mode == TPG_MODE_EAGER) return TPG_SUCCESS; /* the next launch reads the patched copy */
   switch (p->nodes[i].kind) {
     case TPG_NK_GEMM:
-    case TPG_NK_AXPBY: TPG_CU(cuGraphExecKernelNodeSetParams(g->exec, gn->node, &gn->kp)); break;
+    case TPG_NK_AXPBY:
+    case TPG_NK_CONCAT: TPG_CU(cuGraphExecKernelNodeSetParams(g->exec, gn->node, &gn->kp)); break;
     case TPG_NK_MEMSET: TPG_CU(cuGraphExecMemsetNodeSetParams(g->exec, gn->node, &gn->ms, g->dev.ctx)); break;
     case TPG_NK_MEMCPY: TPG_CU(cuGraphExecMemcpyNodeSetParams(g->exec, gn->node, &gn->cp, g->dev.ctx)); break;
     case TPG_NK_COLLECTIVE: {

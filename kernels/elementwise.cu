@@ -84,3 +84,24 @@ extern "C" __global__ void __launch_bounds__(256) tpg_ar_epilogue(const __grid_c
     default: ar_epilogue<__nv_bfloat16>(a); break;
   }
 }
+
+template <typename U>
+__device__ void concat_cols(const tpg_concat_args &a, uint64_t cw) {
+  U *dst = static_cast<U *>(a.dst);
+  const U *src = static_cast<const U *>(a.src);
+  const uint64_t row_units = (uint64_t)a.blocks * cw, n = a.rows * row_units;
+  const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+  for (uint64_t j = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; j < n; j += stride) {
+    uint64_t r = j / row_units, rem = j - r * row_units;
+    uint64_t b = rem / cw, c = rem - b * cw;
+    dst[j] = src[(b * a.rows + r) * cw + c];
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(256) tpg_concat_cols(const tpg_concat_args a) {
+  const uint64_t row_bytes = a.cols * (uint64_t)a.esize;
+  const uintptr_t addr = (uintptr_t)a.dst | (uintptr_t)a.src;
+  if (row_bytes % 16 == 0 && addr % 16 == 0) concat_cols<uint4>(a, row_bytes / 16);
+  else if (row_bytes % 4 == 0 && addr % 4 == 0) concat_cols<uint32_t>(a, row_bytes / 4);
+  else concat_cols<uint16_t>(a, row_bytes / 2);
+}

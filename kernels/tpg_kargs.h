@@ -67,6 +67,19 @@ typedef struct tpg_axpby_args {
   int32_t pad_;
 } tpg_axpby_args;
 
+/* dst[r][b * cols + c] = src[b][r][c]: `blocks` row-major [rows, cols]
+ * matrices laid one after another (what an all-gather of per-rank parts
+ * gives) placed side by side as one [rows, blocks * cols] matrix. A pure
+ * move, so only the element size matters. */
+typedef struct tpg_concat_args {
+  void *dst;
+  const void *src;
+  uint64_t rows, cols;  /* of one block; cols in elements                  */
+  int32_t blocks;
+  int32_t esize;        /* bytes per element: 2 or 4                       */
+} tpg_concat_args;
+
+
 /* Fused all-reduce epilogue (kernels/ar_epilogue.cuh), shared by our
  * all-reduce kernels and the kernel node that follows an NCCL all-reduce, so
  * every algorithm computes the same thing. With s = the sum over ranks, per

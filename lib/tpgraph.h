@@ -582,6 +582,152 @@ TPG_API tpg_status tpg_mlp_buckets_info(const tpg_mlp_buckets *b, int i, int *co
 /* The slot id of a named slot of the stack (same in every bucket), for bindings. */
 TPG_API tpg_status tpg_mlp_slot(const tpg_mlp_desc *desc, const char *name, tpg_slot *out /* OUT */);
 
+/* ------------------------------------------------------------------------ */
+/* Tensor-parallel linear layers: pieces to compose engines from            */
+/*
+ * tpg_plan_mlp builds a whole MLP stack; engines with their own blocks
+ * (attention projections, LM heads) add single tensor-parallel linears to a
+ * plan they build themselves, on slots they declared, and chain them with
+ * the node each call returns. W is a PyTorch Linear weight [out, in], split
+ * Megatron-style over nranks:
+ *
+ *   COLUMN  W split by output rows: rank r holds rows [r*F, (r+1)*F), F =
+ *           out/nranks, and computes y_r = act(x W_r^T + b_r) for the whole
+ *           x [tokens, in]. No communication, unless `gather`: then every
+ *           rank gets the full y [tokens, out], row-major.
+ *   ROW     W split by input columns: rank r holds columns [r*K, (r+1)*K),
+ *           K = in/nranks, reads its slice x_r [tokens, K] (e.g. a COLUMN
+ *           layer's y_r) and gets y = sum_r x_r W_r^T + b (+ residual) on
+ *           every rank. Bias and residual are added once, by rank 0's GEMM
+ *           epilogue before the all-reduce (not once per rank).
+ *
+ * Nodes added (tokens T, F = out/nranks):
+ *   COLUMN, no gather or nranks 1:  GEMM -> y
+ *   COLUMN, gather, T = 1:          GEMM -> y[r*F..]; all-gather in place on y
+ *                                   (for one token rank blocks already are
+ *                                   row-major [1, out]: no layout step)
+ *   COLUMN, gather, T > 1:          GEMM -> work[r*T*F..]; all-gather in place
+ *                                   on work ([R][T][F], rank-major); one
+ *                                   tpg_plan_add_concat_cols node work -> y
+ *                                   ([T][R*F]). A column split followed by an
+ *                                   all-gather is NOT an all-reduce, and its
+ *                                   raw result is not [T, out] when T > 1.
+ *   ROW, nranks 1:                  GEMM (+bias, +residual) -> y
+ *   ROW, nranks > 1:                GEMM -> y (rank 0: +bias, +residual);
+ *                                   all-reduce in place on y (desc->algo)
+ * The call adds nothing unless every argument is good: on failure the plan
+ * is unchanged. Rebinding: x, w and bias are read by the GEMM alone (a kernel
+ * node: cheap). y is the collective's buffer for ROW with nranks > 1 and for
+ * gathered COLUMN at T = 1: rebinding it is a kernel-node update with the
+ * one-shot all-reduce, but an NCCL re-capture (every rank, same order) with
+ * NCCL. To keep y cheap to rebind, give the layer a TPG_MEM_SCRATCH y and add
+ * a tpg_plan_add_memcpy to your own slot after it, as tpg_plan_mlp does.
+ *
+ * An attention-output-like pair (column, then row on its slice):
+ *
+ *   tpg_linear_desc up = TPG_LINEAR_DESC_INIT;             // [T,H] -> [T,D/R]
+ *   up.kind = TPG_LINEAR_COLUMN; up.rank = r; up.nranks = R; up.tokens = T;
+ *   up.in_features = H; up.out_features = D; up.activation = TPG_ACT_GELU;
+ *   up.x = (tpg_view){x, 0, 0}; up.w = (tpg_view){w1, 0, 0};
+ *   up.bias = (tpg_view){b1, 0, 0}; up.y = (tpg_view){h, 0, 0};   // h: scratch [T, D/R]
+ *   tpg_node n;
+ *   tpg_plan_add_linear(plan, &up, NULL, 0, &n);
+ *   tpg_linear_desc down = up;                              // [T,D/R] -> [T,H]
+ *   down.kind = TPG_LINEAR_ROW; down.in_features = D; down.out_features = H;
+ *   down.activation = TPG_ACT_NONE; down.x = up.y; down.w = (tpg_view){w2, 0, 0};
+ *   down.bias = (tpg_view){b2, 0, 0}; down.residual = up.x; down.y = (tpg_view){y, 0, 0};
+ *   tpg_plan_add_linear(plan, &down, &n, 1, &n);            // after the first
+ *
+ * Splits must be even: nranks divides the split dimension and each part is a
+ * multiple of 8 elements (16-byte rows); other splits are refused with the
+ * rule (pad the weight to such a size instead).
+ */
+
+typedef enum tpg_linear_kind {
+  TPG_LINEAR_COLUMN = 0,   /* W split by output rows    */
+  TPG_LINEAR_ROW = 1       /* W split by input columns  */
+} tpg_linear_kind;
+
+/* Activations fused in a COLUMN layer's GEMM epilogue. */
+typedef enum tpg_activation {
+  TPG_ACT_NONE = 0,
+  TPG_ACT_GELU = 1,        /* gelu_tanh(x W^T + b): needs a bias            */
+  TPG_ACT_SILU = 2,        /* silu(x W^T + b): needs a bias                 */
+  TPG_ACT_SWIGLU = 3,      /* silu(x Wg^T + bg) * (x Wu^T + bu), bias optional;
+                              out_features is the activated width, and the
+                              rank's w is [2F, in]: its Wg rows, then its Wu rows */
+  TPG_ACTIVATION_COUNT = 4
+} tpg_activation;
+
+typedef struct tpg_linear_desc {
+  size_t size;             /* sizeof(tpg_linear_desc)                              */
+  tpg_linear_kind kind;
+  int rank, nranks;        /* this plan's rank; nranks >= 1 (the comm's)           */
+  int tokens;              /* rows of x, >= 1                                      */
+  int in_features;         /* the whole (unsplit) layer's: multiple of 8 (COLUMN),
+                              of 8 * nranks (ROW)                                  */
+  int out_features;        /* the whole layer's: multiple of 8 * nranks (COLUMN),
+                              of 8 (ROW)                                           */
+  tpg_dtype dtype;         /* TPG_BF16 or TPG_F16: every view's slot               */
+  int gather;              /* COLUMN: 1 = all-gather y to [tokens, out] on every rank */
+  tpg_activation activation; /* COLUMN only                                        */
+  tpg_collective_algo algo;  /* ROW: the all-reduce's; COLUMN: not TPG_ALGO_ONESHOT
+                                (all-gathers always use NCCL)                      */
+  const char *name;        /* label prefix of the nodes ("<name>.gemm", ...); NULL:
+                              default labels. Copied.                              */
+  /* Views of slots of the plan, device or scratch memory, 16-byte aligned:   */
+  tpg_view x;              /* COLUMN [tokens, in]; ROW [tokens, in/nranks]         */
+  tpg_view w;              /* COLUMN [F, in] (SWIGLU [2F, in]); ROW [out, in/nranks] */
+  tpg_view bias;           /* slot 0: none. COLUMN [F] (SWIGLU [2F]); ROW [out],
+                              read by rank 0 only                                  */
+  tpg_view residual;       /* ROW only; slot 0: none. [tokens, out], added once
+                              (rank 0); may be exactly y (y += layer(x))           */
+  tpg_view y;              /* COLUMN [tokens, F], gathered [tokens, out];
+                              ROW [tokens, out]. Must not overlap x               */
+  tpg_view work;           /* COLUMN, gather, nranks > 1, tokens > 1: [tokens * out],
+                              the all-gather's rank-major buffer (a scratch slot
+                              is the natural choice); unused otherwise             */
+} tpg_linear_desc;
+#define TPG_LINEAR_DESC_INIT { sizeof(tpg_linear_desc), TPG_LINEAR_COLUMN, 0, 1, 1, 0, 0, TPG_BF16, 0, \
+                               TPG_ACT_NONE, TPG_ALGO_AUTO, NULL, {0, 0, 0}, {0, 0, 0}, {0, 0, 0},   \
+                               {0, 0, 0}, {0, 0, 0}, {0, 0, 0} }
+
+/* Adds one rank's part of a tensor-parallel linear layer to plan (see above),
+ * after deps; *out (may be NULL, may alias a dep) gets the layer's last node.
+ * With a collective, every rank must add its layers in the same order. */
+TPG_API tpg_status tpg_plan_add_linear(tpg_plan *plan, const tpg_linear_desc *desc, const tpg_node *deps, int ndeps,
+                                       tpg_node *out /* OUT, may be NULL */);
+
+/* dst[r, b*cols + c] = src[b, r, c] for b < blocks, r < rows, c < cols: the
+ * `blocks` row-major [rows, cols] matrices lying one after another in src
+ * (what an all-gather of per-rank [rows, cols] parts gives) put side by side
+ * as one row-major [rows, blocks*cols] matrix (torch.cat(parts, dim=1)). Any
+ * dtype (same in both); dst and src disjoint. One kernel node. */
+TPG_API tpg_status tpg_plan_add_concat_cols(tpg_plan *plan, tpg_view dst, tpg_view src, int blocks, int rows,
+                                            int cols, const tpg_node *deps, int ndeps, tpg_node *out);
+
+/* A whole (unsplit) layer's weights, device pointers, PyTorch layout. */
+typedef struct tpg_linear_whole {
+  const void *w;           /* [out, in]; SWIGLU: the gate projection             */
+  const void *w_up;        /* SWIGLU: the up projection [out, in]; else NULL     */
+  const void *bias;        /* [out] (SWIGLU: gate bias); NULL if desc has none   */
+  const void *bias_up;     /* SWIGLU with a bias: the up bias [out]; else NULL   */
+} tpg_linear_whole;
+
+/* This rank's buffers, laid out as desc->w and desc->bias expect. */
+typedef struct tpg_linear_part {
+  void *w;                 /* COLUMN [F, in] (SWIGLU [2F, in]); ROW [out, in/nranks] */
+  void *bias;              /* COLUMN [F] (SWIGLU [2F]); ROW [out] (the whole bias);
+                              when desc->bias.slot != 0, else ignored            */
+} tpg_linear_part;
+
+/* Copies desc->rank's part of a whole layer into its buffers, device to device
+ * on `stream` (asynchronous), in the primary context of `device`, which holds
+ * both. desc is checked as tpg_plan_add_linear checks its shape fields; its
+ * views are not used, except that bias.slot != 0 means "the layer has a bias". */
+TPG_API tpg_status tpg_linear_shard(const tpg_linear_desc *desc, int device, const tpg_linear_whole *whole,
+                                    const tpg_linear_part *out, tpg_stream stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -6,8 +6,9 @@
 int main() {
   tpg_gemm_desc g = TPG_GEMM_DESC_INIT;
   tpg_graph_config gc = TPG_GRAPH_CONFIG_INIT;
+  tpg_linear_desc ld = TPG_LINEAR_DESC_INIT;
   tpg_plan *p = nullptr;
-  bool ok = g.size == sizeof g && gc.magic == TPG_CONFIG_MAGIC && tpg_plan_create(&p) == TPG_SUCCESS;
+  bool ok = g.size == sizeof g && ld.size == sizeof ld && ld.nranks == 1 && gc.magic == TPG_CONFIG_MAGIC && tpg_plan_create(&p) == TPG_SUCCESS;
   tpg_plan_destroy(p);
   std::printf("%d passed, %d failed\n", ok ? 1 : 0, ok ? 0 : 1);
   return ok ? 0 : 1;

@@ -4,7 +4,8 @@
  * bytes and calls one public function (plan create/destroy, add_slot, every
  * add_* node kind (collectives with every all-reduce epilogue field and
  * the pre-epilogue desc size), add_dependency, set_node_name, validate, stats, dot,
- * find_slot, tpg_plan_mlp, graph_create, and the comm/device calls that need
+ * find_slot, tpg_plan_mlp, tpg_plan_add_linear (and its concat node and
+ * weight sharding), graph_create, and the comm/device calls that need
  * a driver) with values that are valid, just invalid, or absurd; node calls
  * sometimes pass an out that aliases one of their deps. A shadow model of each
  * plan (slots, node handles, edges) lets the harness check what the header
@@ -18,6 +19,8 @@
  *   - dot sizes, fills and truncates as documented, and names cannot break
  *     its strings;
  *   - an accepted MLP stack validates and has the counts its layout implies;
+ *   - a linear layer adds exactly the nodes its kind lists, chained, or
+ *     nothing (a refused call leaves the plan as it was);
  *   - graph_create never succeeds here (no driver: TPG_LIBCUDA points at
  *     nothing) and never crashes.
  * A broken promise calls abort(), which libFuzzer reports with the input.
@@ -702,6 +705,132 @@ static void op_gemm_kit(rd *r) {
   free(deps);
 }
 
+static void op_add_concat(rd *r) {
+  NODE_ARGS;
+  tpg_view dst = pick_view(r, m), src = u8(r) % 4 ? pick_view(r, m) : dst;
+  if (u8(r) % 4 == 0) src.offset = dst.offset + u8(r);
+  int blocks = u8(r) % 2 ? 1 + u8(r) % 8 : pick_int(r);
+  int rows = u8(r) % 2 ? 1 + u8(r) % 8 : pick_int(r);
+  int cols = u8(r) % 2 ? 1 + u8(r) % 64 : pick_int(r);
+  tpg_status st = CALL(tpg_plan_add_concat_cols(p, dst, src, blocks, rows, cols, deps, ndeps, outp));
+  if (st == TPG_SUCCESS) {
+    REQUIRE(blocks >= 1 && rows >= 1 && cols >= 1);
+    size_t n = (size_t)blocks * (size_t)rows * (size_t)cols; /* < 2^93 would wrap: inside a slot it did not */
+    REQUIRE(n / (size_t)blocks / (size_t)rows == (size_t)cols);
+    require_inside(m, dst, n, __LINE__);
+    require_inside(m, src, n, __LINE__);
+    REQUIRE(dtype_of(m, dst) == dtype_of(m, src));
+    REQUIRE(m->slots[dst.slot - 1].where != TPG_MEM_HOST && m->slots[src.slot - 1].where != TPG_MEM_HOST);
+    if (dst.slot == src.slot) REQUIRE(dst.offset + n <= src.offset || src.offset + n <= dst.offset);
+  }
+  NODE_DONE(st);
+}
+
+/* A tensor-parallel linear whose slots exist and fit, then perhaps one field
+ * spoiled. The header's promises: a layer adds exactly the nodes it lists
+ * (1-3, one collective when ranks are summed or gathered), chained after
+ * deps, or nothing at all; *out is its last node or 0. */
+static void op_linear_kit(rd *r) {
+  mplan *m = pick_plan_idx(r);
+  if (!m->p || m->nnodes + 3 > MAXN || m->nslots + 6 > MAXS) return;
+  tpg_linear_desc d = TPG_LINEAR_DESC_INIT;
+  d.kind = (tpg_linear_kind)(u8(r) % 2);
+  const int col = d.kind == TPG_LINEAR_COLUMN;
+  d.nranks = 1 + u8(r) % 4;
+  d.rank = u8(r) % d.nranks;
+  d.tokens = 1 + u8(r) % 9;
+  int split = 8 * d.nranks * (1 + u8(r) % 4), other = 8 * (1 + u8(r) % 4);
+  d.in_features = col ? other : split;
+  d.out_features = col ? split : other;
+  d.dtype = u8(r) % 2 ? TPG_BF16 : TPG_F16;
+  d.gather = col && u8(r) % 2;
+  d.activation = col ? (tpg_activation)(u8(r) % TPG_ACTIVATION_COUNT) : TPG_ACT_NONE;
+  d.algo = (tpg_collective_algo)(u8(r) % (col ? 2 : 3));
+  const int sw = d.activation == TPG_ACT_SWIGLU;
+  size_t T = (size_t)d.tokens, in = (size_t)d.in_features, o = (size_t)d.out_features;
+  size_t F = (size_t)split / (size_t)d.nranks;
+  d.x.slot = kit_slot(m, "lx", d.dtype, T * (col ? in : F));
+  d.w.slot = kit_slot(m, "lw", d.dtype, col ? (sw ? 2 : 1) * F * in : o * F);
+  d.y.slot = kit_slot(m, "ly", d.dtype, col && !d.gather ? T * F : T * o);
+  if ((col && (d.activation == TPG_ACT_GELU || d.activation == TPG_ACT_SILU)) || u8(r) % 2)
+    d.bias.slot = kit_slot(m, "lb", d.dtype, col ? (sw ? 2 : 1) * F : o);
+  if (!col && u8(r) % 2) d.residual = u8(r) % 4 ? (tpg_view){kit_slot(m, "lr", d.dtype, T * o), 0, 0} : d.y;
+  if ((col && d.gather && d.nranks > 1 && T > 1) || u8(r) % 8 == 0) d.work.slot = kit_slot(m, "lwk", d.dtype, T * o);
+  if (u8(r) % 4 == 0) d.name = u8(r) % 8 ? "layer" : "";
+  switch (u8(r) % 20) {
+    case 0: d.x.offset = pick_offset(r, m, d.x.slot); break;
+    case 1: d.y = pick_view(r, m); break;
+    case 2: d.w = pick_view(r, m); break;
+    case 3: d.bias = pick_view(r, m); break;
+    case 4: d.residual = pick_view(r, m); break;
+    case 5: d.work.slot = 0; break;
+    case 6: d.nranks = pick_int(r); break;
+    case 7: d.rank = pick_int(r); break;
+    case 8: d.tokens = pick_int(r); break;
+    case 9: d.in_features = pick_int(r); break;
+    case 10: d.out_features = pick_int(r); break;
+    case 11: d.activation = (tpg_activation)(u8(r) % 6); break;
+    case 12: d.size = u8(r); break;
+    case 13: d.gather = pick_int(r); break;
+    case 14: d.y = d.x; break;
+    case 15: d.algo = (tpg_collective_algo)(u8(r) % 5); break;
+    case 16: d.kind = (tpg_linear_kind)(u8(r) % 4); break;
+    default: break;
+  }
+  int ndeps = 0, deps_ok, idx[8], ndeps_len;
+  tpg_node *deps = pick_deps(r, m, &ndeps, &deps_ok, idx, &ndeps_len);
+  int want_out = u8(r) % 8 != 0;
+  tpg_node out_ = 0x5555, *outp = want_out ? &out_ : NULL;
+  if (want_out && ndeps_len > 0 && u8(r) % 4 == 0) outp = &deps[u8(r) % ndeps_len];
+  int null_desc = u8(r) % 32 == 0;
+  int before = -1, colls = -1, after = -1, colls_after = -1;
+  REQUIRE(CALL(tpg_plan_stats(m->p, &before, NULL, &colls)) == TPG_SUCCESS);
+  REQUIRE(before == m->nnodes && colls == m->ncoll);
+  tpg_status st = CALL(tpg_plan_add_linear(m->p, null_desc ? NULL : &d, deps, ndeps, outp));
+  REQUIRE(CALL(tpg_plan_stats(m->p, &after, NULL, &colls_after)) == TPG_SUCCESS);
+  tpg_node out = want_out ? *outp : 0;
+  if (st != TPG_SUCCESS) {
+    REQUIRE(after == before && colls_after == colls); /* nothing added */
+    REQUIRE(!want_out || out == 0);
+    free(deps);
+    return;
+  }
+  REQUIRE(!null_desc && deps_ok && d.size == sizeof d);
+  REQUIRE(d.nranks >= 1 && d.rank >= 0 && d.rank < d.nranks && d.tokens >= 1);
+  REQUIRE(d.kind == TPG_LINEAR_COLUMN || d.kind == TPG_LINEAR_ROW);
+  const int c2 = d.kind == TPG_LINEAR_COLUMN;
+  const int sp = c2 ? d.out_features : d.in_features, ot = c2 ? d.in_features : d.out_features;
+  REQUIRE(sp % d.nranks == 0 && (sp / d.nranks) % 8 == 0 && ot % 8 == 0 && ot >= 8);
+  REQUIRE(c2 || (d.activation == TPG_ACT_NONE && d.gather == 0));
+  const int coll = d.nranks > 1 && (!c2 || d.gather);
+  const int concat = c2 && d.gather && d.nranks > 1 && d.tokens > 1;
+  const int k = 1 + coll + concat;
+  REQUIRE(after == before + k && colls_after == colls + coll);
+  require_inside(m, d.x, (size_t)d.tokens * (size_t)(c2 ? d.in_features : sp / d.nranks), __LINE__);
+  if (want_out) {
+    REQUIRE(out != 0);
+    for (int q = 0; q < NPLANS; q++) REQUIRE(node_of(&P[q], out) < 0);
+  }
+  /* The model: a chain of k nodes after deps; only the last handle is known. */
+  for (int j = 0; j < k; j++) {
+    int i = m->nnodes++;
+    memset(m->dep[i], 0, sizeof m->dep[i]);
+    m->h[i] = j == k - 1 && want_out ? out : 0;
+    if (j == 0)
+      for (int q = 0; q < ndeps; q++) set_edge(m, idx[q], i);
+    else
+      set_edge(m, i - 1, i);
+  }
+  m->ncoll += coll;
+  /* Sharding takes the same desc; without a driver it never succeeds. */
+  tpg_linear_whole w = {(const void *)(uintptr_t)0x7f0000001000ull, sw ? (const void *)(uintptr_t)0x7f0000001000ull : NULL,
+                        NULL, NULL};
+  tpg_linear_part pt = {(void *)(uintptr_t)0x7f0000002000ull, NULL};
+  REQUIRE(CALL(tpg_linear_shard(&d, pick_int(r), u8(r) % 16 ? &w : NULL, u8(r) % 16 ? &pt : NULL, NULL)) !=
+          TPG_SUCCESS);
+  free(deps);
+}
+
 static void op_add_dependency(rd *r) {
   mplan *m = pick_plan_idx(r);
   int ok;
@@ -1031,7 +1160,7 @@ static const op_fn ops[] = {
     op_create,   op_create,   op_destroy,  op_add_slot,      op_add_slot,    op_add_slot,       op_find_slot,
     op_add_gemm, op_gemm_kit, op_gemm_kit, op_add_axpby, op_add_memset,   op_add_memcpy,  op_add_empty,      op_add_empty,
     op_add_collective, op_add_dependency, op_add_dependency, op_set_name, op_validate, op_stats, op_dot,
-    op_graph_create, op_driverless, op_plan_mlp, op_mlp_extras,
+    op_graph_create, op_driverless, op_plan_mlp, op_mlp_extras, op_linear_kit, op_linear_kit, op_add_concat,
 };
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {

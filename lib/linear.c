@@ -1,0 +1,295 @@
+/* linear.c - one tensor-parallel linear layer added to a caller's plan.
+ *
+ * tpg_plan_mlp owns its plan; this adds to the caller's, on slots the caller
+ * declared, so engines compose their own blocks. The decisions:
+ * - Everything is checked before the first node is added, and a failure
+ *   after that (out of memory) drops what was added: a call either adds the
+ *   whole layer or leaves the plan as it was. Public add_* calls cannot
+ *   promise that for a group of nodes, hence the two plan.h helpers.
+ * - ROW adds bias and residual once, in rank 0's GEMM epilogue, before the
+ *   all-reduce (the reduction of the other ranks' plain partials then is the
+ *   finished output), as tpg_plan_mlp does.
+ * - COLUMN with gather: NCCL's all-gather concatenates rank blocks,
+ *   [R][T][F]; the layer's output is [T][R*F]. For T = 1 the two agree, so
+ *   the all-gather writes y in place (2 nodes). For T > 1 it writes the
+ *   caller's work buffer and one concat kernel node lays it out in y (3
+ *   nodes, the concat being one node deep; see materialize.c for why not R
+ *   strided memcpy nodes).
+ * - Uneven splits are refused with the rule, as tpg_plan_mlp does: the GEMM
+ *   kernels need 16-byte rows, and ranks of unequal parts would need
+ *   all-gatherv, which NCCL graphs do not have as one call.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <string.h>
+
+#include "graphbuild/plan.h"
+#include "lib/device.h"
+
+static tpg_view at(tpg_view v, uint64_t off) {
+  v.offset += off;
+  return v;
+}
+
+/* The desc's scalar fields (shared with tpg_linear_shard); F: the rank's part
+ * of the split dimension. Messages come from `fn`. */
+static tpg_status check_shape(const tpg_linear_desc *d, const char *fn, size_t *part) {
+#define ARG(cond, ...) \
+  do { if (!(cond)) return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, __VA_ARGS__); } while (0)
+  ARG(d != NULL, "desc is NULL: expected a tpg_linear_desc (TPG_LINEAR_DESC_INIT)");
+  ARG(d->size == sizeof(tpg_linear_desc), "desc->size is %zu: expected sizeof(tpg_linear_desc) = %zu (initialise "
+      "with TPG_LINEAR_DESC_INIT)", d->size, sizeof(tpg_linear_desc));
+  ARG(d->kind == TPG_LINEAR_COLUMN || d->kind == TPG_LINEAR_ROW,
+      "desc->kind is %d: expected TPG_LINEAR_COLUMN or TPG_LINEAR_ROW", (int)d->kind);
+  ARG(d->nranks >= 1 && d->nranks <= 4096, "desc->nranks is %d: expected 1..4096", d->nranks);
+  ARG(d->rank >= 0 && d->rank < d->nranks, "desc->rank is %d: expected 0..%d (desc->nranks - 1)", d->rank,
+      d->nranks - 1);
+  ARG(d->tokens >= 1, "desc->tokens is %d: expected >= 1", d->tokens);
+  ARG(d->dtype == TPG_BF16 || d->dtype == TPG_F16, "desc->dtype is %d: expected TPG_BF16 or TPG_F16",
+      (int)d->dtype);
+  ARG(d->activation >= TPG_ACT_NONE && d->activation < TPG_ACTIVATION_COUNT,
+      "desc->activation is %d: expected TPG_ACT_NONE, _GELU, _SILU or _SWIGLU", (int)d->activation);
+  ARG(d->algo == TPG_ALGO_AUTO || d->algo == TPG_ALGO_NCCL || d->algo == TPG_ALGO_ONESHOT,
+      "desc->algo is %d: expected TPG_ALGO_AUTO, TPG_ALGO_NCCL or TPG_ALGO_ONESHOT", (int)d->algo);
+  ARG(d->gather == 0 || d->gather == 1, "desc->gather is %d: expected 0 or 1", d->gather);
+  ARG(d->in_features >= 8, "desc->in_features is %d: expected >= 8", d->in_features);
+  ARG(d->out_features >= 8, "desc->out_features is %d: expected >= 8", d->out_features);
+  const int col = d->kind == TPG_LINEAR_COLUMN;
+  /* The split dimension: rows of W (out) for COLUMN, columns (in) for ROW. */
+  const char *sname = col ? "out_features" : "in_features", *oname = col ? "in_features" : "out_features";
+  const int split = col ? d->out_features : d->in_features, other = col ? d->in_features : d->out_features;
+  ARG(split % d->nranks == 0,
+      "desc->%s %d does not split evenly over %d ranks: the %s layer splits %s, and uneven tensor-parallel "
+      "splits are not supported (pad the weight to a multiple of 8 * nranks)",
+      sname, split, d->nranks, col ? "column-parallel" : "row-parallel", sname);
+  ARG((split / d->nranks) % 8 == 0,
+      "desc->%s / nranks = %d is not a multiple of 8 (16-byte rows): choose %s divisible by 8 * nranks = %d",
+      sname, split / d->nranks, sname, 8 * d->nranks);
+  ARG(other % 8 == 0, "desc->%s is %d: expected a multiple of 8 (16-byte rows)", oname, other);
+  if (col) {
+    ARG(d->algo != TPG_ALGO_ONESHOT,
+        "desc->algo is TPG_ALGO_ONESHOT for a column-parallel layer: its only collective is an all-gather, which "
+        "always uses NCCL (expected TPG_ALGO_AUTO or TPG_ALGO_NCCL)");
+  } else {
+    ARG(d->activation == TPG_ACT_NONE,
+        "desc->activation is %d for a row-parallel layer: expected TPG_ACT_NONE (an activation of a sum cannot run "
+        "on the per-rank partials; activate after the layer)", (int)d->activation);
+    ARG(d->gather == 0, "desc->gather is 1 for a row-parallel layer: its all-reduce already gives every rank the "
+        "full output (expected 0)");
+  }
+  *part = (size_t)split / (size_t)d->nranks;
+#undef ARG
+  return TPG_SUCCESS;
+}
+
+/* [a, a + na) and [b, b + nb) of the same slot do not meet. */
+static int disjoint(tpg_view a, size_t na, tpg_view b, size_t nb) {
+  return a.slot != b.slot || a.offset + na <= b.offset || b.offset + nb <= a.offset;
+}
+
+static tpg_status name_node(tpg_plan *p, const tpg_linear_desc *d, tpg_node n, const char *what) {
+  if (!d->name) return TPG_SUCCESS;
+  char nm[128];
+  snprintf(nm, sizeof nm, "%.100s.%s", d->name, what);
+  return tpg_plan_set_node_name(p, n, nm);
+}
+
+static tpg_status add_nodes(tpg_plan *p, const tpg_linear_desc *d, size_t F, const tpg_node *deps, int ndeps,
+                            tpg_node *last) {
+  const int col = d->kind == TPG_LINEAR_COLUMN, R = d->nranks;
+  const size_t T = (size_t)d->tokens, out = (size_t)d->out_features;
+  tpg_gemm_desc g = TPG_GEMM_DESC_INIT;
+  g.m = d->tokens;
+  g.n = col ? (int)F : d->out_features;
+  g.k = col ? d->in_features : (int)F;
+  g.dtype = d->dtype;
+  g.x = d->x;
+  g.w = d->w;
+  g.y = d->y;
+  tpg_node n;
+  if (col) {
+    static const tpg_epilogue epi[TPG_ACTIVATION_COUNT] = {TPG_EPILOGUE_NONE, TPG_EPILOGUE_BIAS_GELU,
+                                                           TPG_EPILOGUE_BIAS_SILU, TPG_EPILOGUE_SWIGLU};
+    g.epilogue = epi[d->activation];
+    if (d->activation == TPG_ACT_NONE && d->bias.slot) g.epilogue = TPG_EPILOGUE_BIAS;
+    g.bias = d->bias;
+    const int gathered = d->gather && R > 1;
+    if (gathered) g.y = T == 1 ? at(d->y, (uint64_t)d->rank * F) : at(d->work, (uint64_t)d->rank * T * F);
+    TPG_TRY(tpg_plan_add_gemm(p, &g, deps, ndeps, &n));
+    TPG_TRY(name_node(p, d, n, "gemm"));
+    if (gathered) {
+      tpg_collective_desc c = TPG_COLLECTIVE_DESC_INIT;
+      c.kind = TPG_ALL_GATHER;
+      c.send = g.y;              /* in place: send = recv + rank * count */
+      c.recv = T == 1 ? d->y : d->work;
+      c.count = T * F;
+      c.algo = d->algo;
+      TPG_TRY(tpg_plan_add_collective(p, &c, &n, 1, &n));
+      TPG_TRY(name_node(p, d, n, "all_gather"));
+      if (T > 1) {
+        TPG_TRY(tpg_plan_add_concat_cols(p, d->y, d->work, R, d->tokens, (int)F, &n, 1, &n));
+        TPG_TRY(name_node(p, d, n, "concat"));
+      }
+    }
+  } else {
+    /* Rank 0 (or every rank when nothing is summed) adds bias and residual. */
+    if (d->rank == 0 || R == 1) {
+      g.bias = d->bias;
+      g.residual = d->residual;
+      g.epilogue = d->residual.slot ? TPG_EPILOGUE_RESIDUAL : d->bias.slot ? TPG_EPILOGUE_BIAS : TPG_EPILOGUE_NONE;
+    }
+    TPG_TRY(tpg_plan_add_gemm(p, &g, deps, ndeps, &n));
+    TPG_TRY(name_node(p, d, n, "gemm"));
+    if (R > 1) {
+      tpg_collective_desc c = TPG_COLLECTIVE_DESC_INIT;
+      c.kind = TPG_ALL_REDUCE;
+      c.send = d->y;
+      c.recv = d->y;
+      c.count = T * out;
+      c.algo = d->algo;
+      TPG_TRY(tpg_plan_add_collective(p, &c, &n, 1, &n));
+      TPG_TRY(name_node(p, d, n, "all_reduce"));
+    }
+  }
+  *last = n;
+  return TPG_SUCCESS;
+}
+
+static tpg_status add_linear(tpg_plan *p, const tpg_linear_desc *d, const tpg_node *deps, int ndeps,
+                             tpg_node *out) {
+  const char *fn = "tpg_plan_add_linear";
+  TPG_TRY(tpg_plan_check(p, fn, "plan"));
+  size_t F;
+  TPG_TRY(check_shape(d, fn, &F));
+  const int col = d->kind == TPG_LINEAR_COLUMN, R = d->nranks;
+  const int swiglu = d->activation == TPG_ACT_SWIGLU;
+  const size_t T = (size_t)d->tokens, in = (size_t)d->in_features, o = (size_t)d->out_features;
+  /* Element counts of every view, as the header states them. */
+  const size_t nx = T * (col ? in : F), nw = col ? (swiglu ? 2 : 1) * F * in : o * F;
+  const size_t nb = col ? (swiglu ? 2 : 1) * F : o, ny = col && !d->gather ? T * F : T * o;
+  const int need_work = col && d->gather && R > 1 && T > 1;
+  TPG_TRY(tpg_plan_check_view(p, fn, "desc->x", d->x, nx, 16, d->dtype));
+  TPG_TRY(tpg_plan_check_view(p, fn, "desc->w", d->w, nw, 16, d->dtype));
+  TPG_TRY(tpg_plan_check_view(p, fn, "desc->y", d->y, ny, 16, d->dtype));
+  if (col && (d->activation == TPG_ACT_GELU || d->activation == TPG_ACT_SILU) && !d->bias.slot)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                   "desc->bias.slot is 0 with desc->activation %s: the GeLU and SiLU epilogues take a bias "
+                   "(declare a zero bias slot if the model has none)",
+                   d->activation == TPG_ACT_GELU ? "TPG_ACT_GELU" : "TPG_ACT_SILU");
+  if (d->bias.slot) TPG_TRY(tpg_plan_check_view(p, fn, "desc->bias", d->bias, nb, 16, d->dtype));
+  if (col && d->residual.slot)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                   "desc->residual.slot is %u for a column-parallel layer: only TPG_LINEAR_ROW adds a residual "
+                   "(expected 0)", d->residual.slot);
+  if (d->residual.slot) {
+    TPG_TRY(tpg_plan_check_view(p, fn, "desc->residual", d->residual, T * o, 16, d->dtype));
+    if (!(d->residual.slot == d->y.slot && d->residual.offset == d->y.offset) &&
+        !disjoint(d->residual, T * o, d->y, ny))
+      return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                     "desc->residual overlaps desc->y without being the same range: expected exactly y (in place) "
+                     "or a disjoint range");
+  }
+  if (!disjoint(d->x, nx, d->y, ny))
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                   "desc->y overlaps desc->x in slot %u: a linear layer cannot run in place (expected disjoint "
+                   "ranges)", d->x.slot);
+  if (need_work) {
+    if (!d->work.slot)
+      return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                     "desc->work.slot is 0: a gathered column-parallel layer over %d ranks with %zu tokens needs a "
+                     "work view of tokens * out_features = %zu elements (the all-gather's rank-major buffer; a "
+                     "TPG_MEM_SCRATCH slot is the natural choice)", R, T, T * o);
+    TPG_TRY(tpg_plan_check_view(p, fn, "desc->work", d->work, T * o, 16, d->dtype));
+    if (!disjoint(d->work, T * o, d->x, nx) || !disjoint(d->work, T * o, d->y, ny))
+      return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                     "desc->work overlaps desc->x or desc->y: expected its own range");
+  }
+  if (d->name)
+    if (!d->name[0] || strlen(d->name) > 100)
+      return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "desc->name is %s: expected NULL or 1..100 characters",
+                     d->name[0] ? "longer than 100 characters" : "empty");
+
+  const int before = p->nnodes;
+  tpg_node last = 0;
+  tpg_status st = add_nodes(p, d, F, deps, ndeps, &last);
+  if (st != TPG_SUCCESS) {
+    tpg_plan_truncate(p, before);
+    tpg_err_rename(fn); /* the inner call's message, under this call's name */
+    return st;
+  }
+  *out = last;
+  return TPG_SUCCESS;
+}
+
+tpg_status tpg_plan_add_linear(tpg_plan *p, const tpg_linear_desc *d, const tpg_node *deps, int ndeps,
+                               tpg_node *out) {
+  tpg_err_clear();
+  tpg_node node = 0; /* out may alias a dep: written last */
+  tpg_status st = add_linear(p, d, deps, ndeps, &node);
+  if (out) *out = st == TPG_SUCCESS ? node : 0;
+  return st;
+}
+
+/* ---- splitting a whole layer ---------------------------------------------- */
+
+tpg_status tpg_linear_shard(const tpg_linear_desc *d, int device, const tpg_linear_whole *w,
+                            const tpg_linear_part *o, tpg_stream stream) {
+  tpg_err_clear();
+  size_t F;
+  TPG_TRY(check_shape(d, __func__, &F));
+  TPG_CHECK_ARG(w != NULL, "whole is NULL: expected the layer's unsplit weights");
+  TPG_CHECK_ARG(o != NULL, "out is NULL: expected this rank's buffers");
+  const int col = d->kind == TPG_LINEAR_COLUMN, sw = d->activation == TPG_ACT_SWIGLU, bias = d->bias.slot != 0;
+  TPG_CHECK_ARG(w->w != NULL, "whole->w is NULL: expected the [out, in] weight");
+  TPG_CHECK_ARG(!sw || w->w_up, "whole->w_up is NULL: TPG_ACT_SWIGLU needs the up projection");
+  TPG_CHECK_ARG(sw || !w->w_up, "whole->w_up is set without TPG_ACT_SWIGLU: expected NULL");
+  TPG_CHECK_ARG(o->w != NULL, "out->w is NULL: expected this rank's weight buffer");
+  if (bias) {
+    TPG_CHECK_ARG(w->bias != NULL, "whole->bias is NULL but desc->bias.slot is set: expected the [out] bias");
+    TPG_CHECK_ARG(!sw || w->bias_up, "whole->bias_up is NULL: a TPG_ACT_SWIGLU layer with a bias needs the up bias");
+    TPG_CHECK_ARG(o->bias != NULL, "out->bias is NULL but desc->bias.slot is set: expected this rank's bias buffer");
+  } else {
+    TPG_CHECK_ARG(!w->bias && !w->bias_up, "whole->bias is set but desc->bias.slot is 0: expected NULL (or give "
+                  "the layer a bias view)");
+  }
+  const size_t es = tpg_dtype_size(d->dtype), in = (size_t)d->in_features, out = (size_t)d->out_features;
+  const size_t r0 = (size_t)d->rank * F;
+  tpg_dev dev;
+  TPG_TRY(tpg_dev_open(device, &dev));
+  tpg_status st = tpg_dev_push(&dev);
+  if (st != TPG_SUCCESS) {
+    tpg_dev_close(&dev);
+    return st;
+  }
+  CUstream s = (CUstream)stream;
+  CUdeviceptr ow = (CUdeviceptr)(uintptr_t)o->w, ob = (CUdeviceptr)(uintptr_t)o->bias;
+  if (col) {
+    /* Rows [r0, r0 + F) of W (and of Wu after them): contiguous. */
+    TPG_CUGOTO(cuMemcpyAsync(ow, (CUdeviceptr)(uintptr_t)w->w + r0 * in * es, F * in * es, s), st, done);
+    if (sw)
+      TPG_CUGOTO(cuMemcpyAsync(ow + F * in * es, (CUdeviceptr)(uintptr_t)w->w_up + r0 * in * es, F * in * es, s), st,
+                 done);
+    if (bias) {
+      TPG_CUGOTO(cuMemcpyAsync(ob, (CUdeviceptr)(uintptr_t)w->bias + r0 * es, F * es, s), st, done);
+      if (sw) TPG_CUGOTO(cuMemcpyAsync(ob + F * es, (CUdeviceptr)(uintptr_t)w->bias_up + r0 * es, F * es, s), st, done);
+    }
+  } else {
+    /* Columns [r0, r0 + F) of W: a strided 2-D copy, out rows of F elements. */
+    CUDA_MEMCPY2D c;
+    memset(&c, 0, sizeof c);
+    c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    c.srcDevice = (CUdeviceptr)(uintptr_t)w->w + r0 * es;
+    c.srcPitch = in * es;
+    c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    c.dstDevice = ow;
+    c.dstPitch = F * es;
+    c.WidthInBytes = F * es;
+    c.Height = out;
+    TPG_CUGOTO(cuMemcpy2DAsync(&c, s), st, done);
+    if (bias) TPG_CUGOTO(cuMemcpyAsync(ob, (CUdeviceptr)(uintptr_t)w->bias, out * es, s), st, done);
+  }
+done:
+  tpg_dev_pop();
+  tpg_dev_close(&dev);
+  return st;
+}
