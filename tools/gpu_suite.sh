@@ -35,8 +35,8 @@ for st in "${stages[@]}"; do
   sanitize)
     cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
     : > "$out/sanitizer.txt"
-    for t in "memcheck graph_test" "memcheck allreduce_test --iters 200 --modes proc,thread" \
-             "memcheck mlp_test --modes thread" "racecheck graph_test" "racecheck allreduce_test --iters 50 --modes thread"; do
+    for t in "memcheck graph_test" "memcheck allreduce_test --iters 50 --modes proc" "memcheck mlp_test --modes thread" \
+             "memcheck linear_test --modes thread" "racecheck graph_test" "racecheck allreduce_test --iters 20 --modes thread"; do
       set -- $t; tool=$1; shift
       s0=$EPOCHREALTIME
       ( cd "$here/bin" && d=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(nvidia.nccl.__path__[0], "lib"))' 2>/dev/null);
