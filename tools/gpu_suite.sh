@@ -14,6 +14,7 @@
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$here/out}
 mkdir -p "$out" /tmp/tpg-logs
+[ -d "$here/bin" ] || tar -C "$here" -xJf "$here/bin.tar.xz" || { echo "suite: cannot unpack bin.tar.xz"; exit 1; }
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 cb=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(nvidia.cublas.__path__[0], "lib"))' 2>/dev/null)
 stages=("$@")
