@@ -10,7 +10,7 @@
  * up to 8 MiB ("-" above). The auto column runs TPG_ALGO_AUTO, whose limits
  * TPG_ONESHOT_PUSH_MAX and TPG_TWOSHOT_MAX move (docs/performance.md).
  *
- *   allreduce_bench [--ops 20] [--reps 30] [--json PATH]
+ *   allreduce_bench [--ops 20] [--reps 30] [--min BYTES] [--max BYTES] [--json PATH]
  */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
@@ -28,6 +28,7 @@ static const size_t sizes[NSIZES] = {1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 <
 static int OPS = 20, REPS = 30, NR;
 enum { NALGO = 4 };
 static const tpg_collective_algo algos[NALGO] = {TPG_ALGO_NCCL, TPG_ALGO_ONESHOT, TPG_ALGO_TWOSHOT, TPG_ALGO_AUTO};
+static size_t MINB = 0, MAXB = SIZE_MAX;
 static double result[NSIZES][NALGO]; /* us per op (rank 0), NAN: not served */
 static tpg_comm_id g_id;
 static pthread_barrier_t bar;
@@ -57,7 +58,8 @@ static void *rank_main(void *arg) {
   for (int si = 0; si < NSIZES; si++)
     for (int algo = 0; algo < NALGO; algo++) {
       size_t n = sizes[si] / 2;
-      if ((algos[algo] == TPG_ALGO_ONESHOT && sizes[si] > ((size_t)4 << 20)) ||
+      if (sizes[si] < MINB || sizes[si] > MAXB ||
+          (algos[algo] == TPG_ALGO_ONESHOT && sizes[si] > ((size_t)4 << 20)) ||
           (algos[algo] == TPG_ALGO_TWOSHOT && sizes[si] > ((size_t)8 << 20))) {
         if (rank == 0) result[si][algo] = NAN;
         continue;
@@ -115,6 +117,8 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "--ops")) OPS = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--reps")) REPS = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--json")) json = argv[i + 1];
+    else if (!strcmp(argv[i], "--min")) MINB = (size_t)strtoull(argv[i + 1], NULL, 10);
+    else if (!strcmp(argv[i], "--max")) MAXB = (size_t)strtoull(argv[i + 1], NULL, 10);
   }
   tpg_runtime_info ri;
   MUST(tpg_runtime_query(&ri));

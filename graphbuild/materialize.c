@@ -156,6 +156,14 @@ static size_t env_bytes(const char *name, size_t dflt) {
   return env && env[0] ? (size_t)strtoull(env, NULL, 10) : dflt;
 }
 
+#ifndef TPG_TWOSHOT_BLOCKS
+#define TPG_TWOSHOT_BLOCKS 64
+#endif
+static unsigned twoshot_blocks(void) {
+  size_t b = env_bytes("TPG_TWOSHOT_BLOCKS", TPG_TWOSHOT_BLOCKS);
+  return b < 1 ? 1 : b > TPG_AR_MAX_BLOCKS ? TPG_AR_MAX_BLOCKS : (unsigned)b;
+}
+
 /* The epilogue's pointers and shape from the desc (all zero: none). */
 static void fill_epi(const tpg_plan *p, void **bind, const tpg_collective_desc *d, tpg_ar_epi *e) {
   memset(e, 0, sizeof *e);
@@ -260,17 +268,20 @@ static tpg_status pick_collective(tpg_graph *g, const tpg_plan *p, void **bind, 
   TPG_TRY(tpg_kernel_function(kname, 0, &f));
   memset(&gn->kp, 0, sizeof gn->kp);
   gn->kp.func = f;
-  /* Always all TPG_AR_MAX_BLOCKS blocks, empty ones included: the kernels'
+  /* Always the kernel's whole grid, empty blocks included: the kernels'
    * epoch counters are per block index, and their argument that a peer
    * cannot overwrite data still being read holds only if every block index
    * advances once per all-reduce. With grids sized by the message, two
    * all-reduces of different sizes on one comm put the same bytes under
    * different block indices and a rank running one node ahead could
    * overwrite what a slower peer had not read yet. */
-  gn->kp.gridDimX = TPG_AR_MAX_BLOCKS;
+  /* The grid is fixed per kernel (two-shot has its own epoch counters, so
+   * its grid may differ from the one-shot kernels'); TPG_TWOSHOT_BLOCKS is a
+   * tuning override that must be the same on every rank and process. */
+  gn->kp.gridDimX = k == TPG_PEER_TWOSHOT ? twoshot_blocks() : TPG_AR_ONESHOT_BLOCKS;
   gn->kp.gridDimY = gn->kp.gridDimZ = 1;
   /* Two-shot: 512 threads, so a block keeps more remote stores and polls in
-   * flight (the grid stays at 64 blocks, above). */
+   * flight. */
   gn->kp.blockDimX = k == TPG_PEER_TWOSHOT ? 512 : 256;
   gn->kp.blockDimY = gn->kp.blockDimZ = 1;
   gn->kernel = kname;

@@ -104,7 +104,8 @@ typedef struct tpg_ar_epi {
  * two-shot kernel uses staging[] as its scatter area and gather[] as its
  * gather area, each two halves of slot_bytes. */
 #define TPG_AR_MAX_RANKS 8
-#define TPG_AR_MAX_BLOCKS 64
+#define TPG_AR_MAX_BLOCKS 128   /* epoch counters and flag columns per kernel  */
+#define TPG_AR_ONESHOT_BLOCKS 64 /* the one-shot kernels' fixed grid            */
 typedef struct tpg_allreduce_args {
   const void *in;       /* count elements, 16-byte aligned (may equal out) */
   void *out;

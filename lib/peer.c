@@ -28,6 +28,7 @@
 #define TPG_PEER_SLOT_BYTES ((size_t)4 << 20) /* pull: messages up to 4 MiB; push: 4 MiB / ranks */
 #define TPG_PEER_TWOSHOT_BYTES (((size_t)8 << 20) + ((size_t)64 << 10))
 #define TPG_PEER_FLAG_BYTES 4096
+_Static_assert(TPG_AR_MAX_RANKS * TPG_AR_MAX_BLOCKS * 4 <= TPG_PEER_FLAG_BYTES, "the pull kernel's flag array fits");
 
 typedef struct {
   uint64_t host;
