@@ -4,8 +4,11 @@
  * launches, host RSS and device memory read after warm-up and at the end.
  *
  * Checks: every checked output against an fp64 CPU reference of the model
- * (bf16 storage as the graph does it) for the input bound at that moment (rel. norm error <= 1e-2; not
- * bit-exact against a first run: the stream-K GEMV that small N selects sums
+ * (bf16 storage as the graph does it) for the input bound at that moment,
+ * rel. norm error <= 3e-2: 32 layers of bf16 rounding put a correct graph at
+ * 1.1-1.4e-2 on 2 x H200, stable over the whole run, while a wrong binding
+ * measured 0.15-1.3 (mlp_test holds the unsplit model to 1e-2 at 3 layers).
+ * Not bit-exact against a first run: the stream-K GEMV that small N selects sums
  * its fp32 partials with atomics, in arrival order), with the output buffer
  * poisoned after each check so a launch that wrote nothing fails;
  * host RSS and device memory in use flat between warm-up and the end (a leak
@@ -17,6 +20,7 @@
 #include "tests/gpu/ranks.h"
 
 enum { L = 32, H = 512, FFN = 2048, M = 4, NBUF = 4, CHECK_EVERY = 1000 };
+#define TOL 3e-2
 
 static float *rnd_bf16(uint64_t seed, size_t n, float scale) {
   float *f = malloc(n * 4);
@@ -64,9 +68,9 @@ static void rank_body(tpg_rank *c) {
   /* Whole model (seeded: the same on every rank), split Megatron-style, and
    * an fp64 reference for each input buffer that rounds to bf16 where the
    * graph stores bf16: the GeLU output, each rank's partial sum (rank 0's
-   * holding b2 and the residual) and the all-reduced hidden state. Without
-   * that, 32 layers of storage rounding alone exceed the 1e-2 bound (1.6e-2
-   * measured); the unsplit model's accuracy is mlp_test's job. */
+   * holding b2 and the residual) and the all-reduced hidden state (without
+   * that: 1.6e-2 measured; with it 1.1-1.4e-2, the rest being fp32-vs-fp64
+   * sums that flip roundings and carry through 32 layers). */
   float *xin[NBUF];
   double *ref[NBUF];
   void *w1[L], *b1[L], *w2[L], *b2[L];
@@ -161,7 +165,7 @@ static void rank_body(tpg_rank *c) {
     MUST(tpg_comm_wait(comm, NULL));
     CUDA_OK(cudaMemcpy(got, ys[0], bytes, cudaMemcpyDeviceToHost));
     double e = OUT_ERR(i);
-    RCHECK(c, e <= 1e-2, "input %d: rel err %.3e vs the fp64 reference", i, e);
+    RCHECK(c, e <= TOL, "input %d: rel err %.3e vs the fp64 reference", i, e);
     if (e > worst || e != e) worst = e;
   }
   if (c->rank == 0) printf("TP=%d, %d layers, hidden %d, ffn %d, %d tokens: worst rel err vs fp64 %.2e\n", n, L, H, FFN, M, worst);
@@ -202,7 +206,7 @@ static void rank_body(tpg_rank *c) {
       checks++;
       double e = OUT_ERR(cx);
       if (e > worst || e != e) worst = e;
-      if (!(e <= 1e-2) && bad++ < 5)
+      if (!(e <= TOL) && bad++ < 5)
         fprintf(stderr, "rank %d: launch %ld (x%d -> y%d): rel err %.3e\n", c->rank, it, cx, cy, e);
       CUDA_OK(cudaMemset(ys[cy], 0xff, bytes)); /* the next checked output must be rewritten */
       if (it == 2 * CHECK_EVERY) { /* warm: NCCL, the driver and the allocator have settled */
@@ -214,7 +218,7 @@ static void rank_body(tpg_rank *c) {
   double t1 = now_s();
   long rss1 = rss_kib();
   size_t dev1 = dev_used();
-  RCHECK(c, bad == 0, "%ld of %ld checked outputs are off (rel err > 1e-2)", bad, checks);
+  RCHECK(c, bad == 0, "%ld of %ld checked outputs are off (rel err > %g)", bad, checks, TOL);
   RCHECK(c, checks >= iters / CHECK_EVERY, "only %ld checks ran (of %ld expected)", checks, iters / CHECK_EVERY);
   /* A leak of even 100 bytes per rebind would be over 1 MiB here. */
   RCHECK(c, rss1 - rss0 <= 1024, "host RSS grew by %ld KiB after warm-up (%ld -> %ld)", rss1 - rss0, rss0, rss1);
