@@ -41,7 +41,8 @@
  *   "borrowed" stay owned by the caller and must outlive the handle that uses
  *   them; "OUT" is written by the call.
  * - Threads: a handle is used by one thread at a time; different handles may
- *   be used from different threads at once. tpg_last_error is per thread.
+ *   be used from different threads at once (one exception: tpg_comm_abort,
+ *   callable from any thread). tpg_last_error is per thread.
  * - The host library uses the CUDA driver API only (libcuda is loaded at run
  *   time; no CUDA runtime) and NCCL. Device work runs in the primary context
  *   of the device given; the caller's current context is left as it was.
