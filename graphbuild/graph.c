@@ -220,7 +220,8 @@ tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg, t
                 "cfg was not initialised with TPG_GRAPH_CONFIG_INIT (magic 0x%x, size %zu)", cfg->magic, cfg->size);
   TPG_CHECK_ARG(cfg->device >= 0, "cfg->device is %d: expected a CUDA device ordinal >= 0", cfg->device);
   TPG_CHECK_ARG(cfg->nbindings >= 0, "cfg->nbindings is %d: expected >= 0", cfg->nbindings);
-  TPG_CHECK_ARG((cfg->flags & ~TPG_GRAPH_NCCL_SYMMETRIC) == 0, "cfg->flags is 0x%x: expected TPG_GRAPH_* bits only",
+  TPG_CHECK_ARG((cfg->flags & ~(TPG_GRAPH_NCCL_SYMMETRIC | TPG_GRAPH_PDL)) == 0,
+                "cfg->flags is 0x%x: expected TPG_GRAPH_* bits only (TPG_GRAPH_NCCL_SYMMETRIC, TPG_GRAPH_PDL)",
                 cfg->flags);
   TPG_CHECK_ARG(cfg->mode == TPG_MODE_EXPLICIT || cfg->mode == TPG_MODE_CAPTURE || cfg->mode == TPG_MODE_EAGER,
                 "cfg->mode is %d: expected TPG_MODE_EXPLICIT, TPG_MODE_CAPTURE or TPG_MODE_EAGER", (int)cfg->mode);
@@ -304,6 +305,11 @@ tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg, t
   TPG_CUGOTO(cuEventCreate(&g->done, CU_EVENT_DISABLE_TIMING), st, fail_pop);
   TPG_TRYGOTO(alloc_workspaces(g), st, fail_pop);
 
+  /* Programmatic edges need griddepcontrol (sm_90+) in the image that runs:
+   * below sm_90 the kernels run their sm_80 image, where pdl_wait is a no-op,
+   * so the flag is ignored there (ordinary edges, same results). Capture and
+   * eager modes run the nodes the ways this library replaces: no PDL. */
+  g->pdl = (g->flags & TPG_GRAPH_PDL) && g->mode == TPG_MODE_EXPLICIT && g->dev.sm_arch >= 90;
   double t0 = tpg_now_us();
   if (g->mode == TPG_MODE_EXPLICIT) {
     TPG_TRYGOTO(tpg_materialize(g, p, g->bind, g->nodes, &g->graph), st, fail_pop);
@@ -319,6 +325,7 @@ tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg, t
     }
   }
   double t1 = tpg_now_us();
+  if (g->pdl) TPG_TRYGOTO(tpg_count_programmatic_edges(g->graph, &g->info.programmatic_edges), st, fail_pop);
   if (g->graph) TPG_CUGOTO(cuGraphInstantiateWithFlags(&g->exec, g->graph, 0), st, fail_pop);
   double t2 = tpg_now_us();
   g->info.materialize_us = t1 - t0;

@@ -67,6 +67,7 @@ struct tpg_graph {
   unsigned char *owned;         /* owned[s - 1]: 1 cuMemAlloc'ed scratch, 2 ncclMemAlloc'ed */
   ncclWindow_t *wins;           /* wins[s - 1]: NCCL symmetric window of scratch slot s */
   unsigned flags;
+  int pdl;                      /* TPG_GRAPH_PDL in effect: explicit mode, sm_90+ */
   tpg_graph_info info;
 };
 
@@ -102,6 +103,9 @@ TPG_HIDDEN int tpg_gemm_pick(const tpg_graph *g, const tpg_gemm_desc *d, tpg_ker
 
 /* Captures collective node i of plan p from NCCL into a new graph (caller owns). */
 TPG_HIDDEN tpg_status tpg_capture_collective(tpg_graph *g, const tpg_plan *p, void **bind, int i, CUgraph *out);
+
+/* Programmatic edges of a CUDA graph (cuGraphGetEdges with edge data). */
+TPG_HIDDEN tpg_status tpg_count_programmatic_edges(CUgraph graph, int *out);
 
 /* Builds a CUDA graph of plan p with bind; fills nodes[] (params + handles).
  * Kernel functions and workspaces come from g. */

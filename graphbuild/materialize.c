@@ -540,17 +540,99 @@ tpg_status tpg_capture_collective(tpg_graph *g, const tpg_plan *p, void **bind, 
   return TPG_SUCCESS;
 }
 
+/* ---- Programmatic dependent launch (TPG_GRAPH_PDL) ------------------------
+ *
+ * An edge A -> B is made programmatic (CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC,
+ * from port CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC) only when all of these
+ * hold, and is ordinary otherwise:
+ * - the graph has TPG_GRAPH_PDL, is explicit, and the GPU is sm_90+ (g->pdl):
+ *   griddepcontrol exists only there; the sm_80 image would not wait.
+ * - A is one of our kernel nodes (pdl_primary): a programmatic edge must
+ *   start at a kernel node. NCCL child graphs, memcpy, memset and empty
+ *   nodes never are primaries, and their successors wait for them normally.
+ * - B is one of our kernels that executes griddepcontrol.wait in EVERY block
+ *   on EVERY path (pdl_secondary: GEMM, axpby, concat): before it reads
+ *   anything A wrote, before it writes anything A may still read (WAR: e.g.
+ *   the all-reduce's in-place buffer, or a GEMV's input that the next one
+ *   overwrites), and before it exits, so that a node C after B by an
+ *   ordinary edge still runs after A (B cannot complete before A did).
+ *   The GEMVs issue only an L2 bulk prefetch of their W rows before the
+ *   wait: a hint that writes no registers, correct whatever A writes.
+ * - B is not an all-reduce kernel: those write peer-visible staging and
+ *   flags whose epoch protocol assumes the previous node has finished, and
+ *   run in place (in == out); they stay behind ordinary edges. They are
+ *   primaries, and trigger their dependents first thing (allreduce.cu), so
+ *   the next layer's GEMV pulls its weights into L2 during the all-reduce.
+ * Primaries that are GEMM/elementwise kernels trigger after their own wait
+ * (griddepcontrol.launch_dependents), so at most one grid of a chain is
+ * launched ahead. Only edge data changes: rebind (exec kernel-node setters)
+ * and whole-graph update (the same code builds the same edges) keep them.
+ */
+static int pdl_secondary(const tpg_node_rec *n) {
+  return n->kind == TPG_NK_GEMM || n->kind == TPG_NK_AXPBY || n->kind == TPG_NK_CONCAT;
+}
+static int pdl_primary(const tpg_plan *p, const tpg_gnode *nodes, int j) {
+  const tpg_node_rec *n = &p->nodes[j];
+  if (pdl_secondary(n)) return 1;
+  /* our all-reduce kernel, or the epilogue kernel node after an NCCL one */
+  return n->kind == TPG_NK_COLLECTIVE && (nodes[j].fast || nodes[j].has_epi);
+}
+
+/* W bytes per row a decode GEMV prefetches into L2 before its wait. 4096 is
+ * one main-loop iteration of tpg_gemv_*_m8 (8 warps x 8 chunks x 64 bytes):
+ * 16 rows x 4 KiB per CTA, ~17 MB over the resident CTAs of a 7168 x 4096
+ * GEMV, about what HBM delivers during a ~3.5 us all-reduce. */
+#ifndef TPG_PDL_PREFETCH
+#define TPG_PDL_PREFETCH 4096
+#endif
+static int32_t pdl_prefetch_bytes(void) {
+  size_t b = env_bytes("TPG_PDL_PREFETCH", TPG_PDL_PREFETCH);
+  if (b > ((size_t)1 << 20)) b = (size_t)1 << 20;
+  return (int32_t)(b & ~(size_t)15);
+}
+
+tpg_status tpg_count_programmatic_edges(CUgraph graph, int *out) {
+  *out = 0;
+  size_t n = 0;
+  TPG_CU(cuGraphGetEdges(graph, NULL, NULL, NULL, &n));
+  if (n == 0) return TPG_SUCCESS;
+  CUgraphNode *from = malloc(n * sizeof *from), *to = malloc(n * sizeof *to);
+  CUgraphEdgeData *ed = calloc(n, sizeof *ed);
+  tpg_status st = TPG_SUCCESS;
+  if (!from || !to || !ed) {
+    st = TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
+  } else {
+    CUresult r = tpg_cu->cuGraphGetEdges(graph, from, to, ed, &n);
+    if (r != CUDA_SUCCESS) st = tpg_cu_fail(r, __func__, "cuGraphGetEdges");
+    else
+      for (size_t e = 0; e < n; e++) *out += ed[e].type == CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
+  }
+  free(from);
+  free(to);
+  free(ed);
+  return st;
+}
+
 tpg_status tpg_materialize(tpg_graph *g, const tpg_plan *p, void **bind, tpg_gnode *nodes, CUgraph *out) {
   *out = NULL;
   CUgraph graph = NULL;
-  CUgraphNode *deps = NULL;
+  CUgraphNode *deps = NULL, *tos = NULL;
+  CUgraphEdgeData *edata = NULL;
+  int *dsrc = NULL;
   tpg_status st = TPG_SUCCESS;
   char lb[160];
   int maxdeps = 1;
   for (int i = 0; i < p->nnodes; i++)
     if (p->nodes[i].ndeps + 1 > maxdeps) maxdeps = p->nodes[i].ndeps + 1;
   deps = malloc((size_t)maxdeps * sizeof *deps);
-  if (!deps) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
+  tos = malloc((size_t)maxdeps * sizeof *tos);
+  edata = calloc((size_t)maxdeps, sizeof *edata);
+  dsrc = malloc((size_t)maxdeps * sizeof *dsrc);
+  if (!deps || !tos || !edata || !dsrc) {
+    st = TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
+    goto fail;
+  }
+  const int32_t prefetch = g->pdl ? pdl_prefetch_bytes() : 0;
   TPG_CUGOTO(cuGraphCreate(&graph, 0), st, fail);
   int last_coll = -1;
   for (int oi = 0; oi < p->nnodes; oi++) {
@@ -560,11 +642,28 @@ tpg_status tpg_materialize(tpg_graph *g, const tpg_plan *p, void **bind, tpg_gno
     size_t nd = 0;
     int has_last = 0;
     for (int j = 0; j < n->ndeps; j++) {
+      dsrc[nd] = n->deps[j];
       deps[nd++] = tpg_gnode_tail(&nodes[n->deps[j]]);
       has_last |= n->deps[j] == last_coll;
     }
-    if (n->kind == TPG_NK_COLLECTIVE && last_coll >= 0 && !has_last) deps[nd++] = tpg_gnode_tail(&nodes[last_coll]);
+    if (n->kind == TPG_NK_COLLECTIVE && last_coll >= 0 && !has_last) {
+      dsrc[nd] = last_coll;
+      deps[nd++] = tpg_gnode_tail(&nodes[last_coll]);
+    }
     TPG_TRYGOTO(tpg_fill_node(g, p, bind, i, gn), st, fail);
+    /* Which of this node's edges are programmatic (see the rules above). */
+    size_t nprog = 0;
+    if (g->pdl && pdl_secondary(n))
+      for (size_t j = 0; j < nd; j++) {
+        memset(&edata[j], 0, sizeof edata[j]);
+        tos[j] = NULL;
+        if (pdl_primary(p, nodes, dsrc[j])) {
+          edata[j].type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
+          edata[j].from_port = CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC;
+          nprog++;
+        }
+      }
+    if (nprog && n->kind == TPG_NK_GEMM) gemm_args(gn)->pdl_prefetch = prefetch;
     CUresult r = CUDA_SUCCESS;
     const char *call = "";
     switch (n->kind) {
@@ -572,7 +671,16 @@ tpg_status tpg_materialize(tpg_graph *g, const tpg_plan *p, void **bind, tpg_gno
       case TPG_NK_AXPBY:
       case TPG_NK_CONCAT:
         call = "cuGraphAddKernelNode";
-        r = tpg_cu->cuGraphAddKernelNode(&gn->node, graph, deps, nd, &gn->kp);
+        if (!nprog) {
+          r = tpg_cu->cuGraphAddKernelNode(&gn->node, graph, deps, nd, &gn->kp);
+          break;
+        }
+        /* Added alone, then every incoming edge with its edge data. */
+        r = tpg_cu->cuGraphAddKernelNode(&gn->node, graph, NULL, 0, &gn->kp);
+        if (r != CUDA_SUCCESS) break;
+        for (size_t j = 0; j < nd; j++) tos[j] = gn->node;
+        call = "cuGraphAddDependencies (programmatic edges, TPG_GRAPH_PDL)";
+        r = tpg_cu->cuGraphAddDependencies(graph, deps, tos, edata, nd);
         break;
       case TPG_NK_MEMSET:
         call = "cuGraphAddMemsetNode";
@@ -618,10 +726,16 @@ tpg_status tpg_materialize(tpg_graph *g, const tpg_plan *p, void **bind, tpg_gno
     }
   }
   free(deps);
+  free(tos);
+  free(edata);
+  free(dsrc);
   *out = graph;
   return TPG_SUCCESS;
 fail:
   free(deps);
+  free(tos);
+  free(edata);
+  free(dsrc);
   if (graph) tpg_cu->cuGraphDestroy(graph);
   return st;
 }

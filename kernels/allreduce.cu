@@ -441,7 +441,22 @@ __device__ void twoshot(const tpg_allreduce_args &a) {
 
 }  // namespace
 
+// Programmatic dependent launch (TPG_GRAPH_PDL): these kernels are never the
+// secondary of a programmatic edge (the host makes only their outgoing edges
+// programmatic): they write peer-visible staging and flags whose epoch
+// protocol assumes the previous node finished, and they work in place
+// (in == out), so an early start would need a griddepcontrol.wait before
+// the first staging store anyway and would win nothing. As primaries they
+// let their dependents (the next layer's GEMV) launch at once: every block
+// triggers first thing, so the GEMV's CTAs are resident and pull their
+// first weights into L2 while we wait on the peers' flags over NVLink. The
+// trigger orders no memory: the GEMV still waits for our completion and
+// flush (griddepcontrol.wait) before it reads `out`. No deadlock: a
+// trigger fires only when all our blocks are running, so the GEMV's spinning
+// CTAs never keep one of ours (or, by the same argument on the peer, a
+// peer's) from being scheduled.
 extern "C" __global__ void __launch_bounds__(256) tpg_allreduce_lamport(const __grid_constant__ tpg_allreduce_args a) {
+  tpg::pdl_launch_dependents();
   switch (a.dtype) {
     case TPG_KDT_F32: lamport<float>(a); break;
     case TPG_KDT_F16: lamport<__half>(a); break;
@@ -450,6 +465,7 @@ extern "C" __global__ void __launch_bounds__(256) tpg_allreduce_lamport(const __
 }
 
 extern "C" __global__ void __launch_bounds__(256) tpg_allreduce_oneshot(const __grid_constant__ tpg_allreduce_args a) {
+  tpg::pdl_launch_dependents();
   switch (a.dtype) {
     case TPG_KDT_F32: oneshot<float>(a); break;
     case TPG_KDT_F16: oneshot<__half>(a); break;
@@ -458,6 +474,7 @@ extern "C" __global__ void __launch_bounds__(256) tpg_allreduce_oneshot(const __
 }
 
 extern "C" __global__ void __launch_bounds__(512) tpg_allreduce_twoshot(const __grid_constant__ tpg_allreduce_args a) {
+  tpg::pdl_launch_dependents();
   switch (a.dtype) {
     case TPG_KDT_F32: twoshot<float>(a); break;
     case TPG_KDT_F16: twoshot<__half>(a); break;

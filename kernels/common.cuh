@@ -102,6 +102,39 @@ template <int N> TPG_DEV void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory");
 }
 
+/* ---- programmatic dependent launch (sm_90+) --------------------------------
+ * With TPG_GRAPH_PDL a kernel node may be the secondary of a programmatic
+ * edge: it is launched while its predecessor still runs. Such a kernel must
+ * reach pdl_wait() (griddepcontrol.wait: returns once every primary grid has
+ * completed and its memory is visible) in every block, on every path, before
+ * it reads what a predecessor wrote, before it writes what a predecessor may
+ * still read, and before it exits (so nodes after it by ordinary edges still
+ * run after the primary). Without a programmatic launch the instruction
+ * returns at once. Below sm_90 there is no such instruction and the host
+ * never makes programmatic edges (graphbuild/materialize.c), so these are
+ * no-ops there. The compute_90 PTX carries them to newer GPUs. */
+TPG_DEV void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+/* Lets this grid's programmatic dependents launch once every block of it has
+ * called this (or exited). It orders nothing in memory: dependents still wait
+ * for our completion in pdl_wait(). */
+TPG_DEV void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+/* Asks L2 to fetch [p, p + bytes) (16-byte aligned, bytes a multiple of 16):
+ * one bulk-prefetch instruction, no registers written, only a hint, so it is
+ * safe before pdl_wait(). sm_90+ only; a no-op below. */
+TPG_DEV void prefetch_l2_bulk(const void *p, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (bytes >= 16) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+#endif
+}
+
 /* ---- mma.sync m16n8k16 (sm_80+) -------------------------------------------- */
 template <typename T>
 TPG_DEV void mma16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,

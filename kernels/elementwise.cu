@@ -40,6 +40,8 @@ __device__ void axpby(const tpg_axpby_args &a) {
 
 // beta == 0 ignores y's old contents (NaN included), as BLAS does.
 extern "C" __global__ void __launch_bounds__(256) tpg_axpby(const tpg_axpby_args a) {
+  tpg::pdl_wait();  // PDL secondary (TPG_GRAPH_PDL): before anything, see common.cuh
+  tpg::pdl_launch_dependents();
   switch (a.dtype) {
     case TPG_KDT_F32: axpby<float>(a); break;
     case TPG_KDT_F16: axpby<__half>(a); break;
@@ -78,6 +80,8 @@ __device__ void ar_epilogue(const tpg_ar_epilogue_args &a) {
 }
 
 extern "C" __global__ void __launch_bounds__(256) tpg_ar_epilogue(const __grid_constant__ tpg_ar_epilogue_args a) {
+  tpg::pdl_wait();
+  tpg::pdl_launch_dependents();
   switch (a.dtype) {
     case TPG_KDT_F32: ar_epilogue<float>(a); break;
     case TPG_KDT_F16: ar_epilogue<__half>(a); break;
@@ -99,6 +103,8 @@ __device__ void concat_cols(const tpg_concat_args &a, uint64_t cw) {
 }
 
 extern "C" __global__ void __launch_bounds__(256) tpg_concat_cols(const tpg_concat_args a) {
+  tpg::pdl_wait();
+  tpg::pdl_launch_dependents();
   const uint64_t row_bytes = a.cols * (uint64_t)a.esize;
   const uintptr_t addr = (uintptr_t)a.dst | (uintptr_t)a.src;
   if (row_bytes % 16 == 0 && addr % 16 == 0) concat_cols<uint4>(a, row_bytes / 16);

@@ -144,8 +144,12 @@ __device__ __forceinline__ void gemm_mma_body(const tpg_gemm_args &a) {
 /* grid = (ceil(M/128), ceil(N/128)) (ceil(N/64) for SWIGLU), block 256,
  * dynamic smem tpg::mma80::SMEM_BYTES (61440). */
 extern "C" __global__ void __launch_bounds__(256) tpg_gemm_mma_bf16(const __grid_constant__ tpg_gemm_args a) {
+  tpg::pdl_wait();  /* PDL secondary: before anything (see common.cuh) */
+  tpg::pdl_launch_dependents();
   tpg::gemm_mma_body<__nv_bfloat16>(a);
 }
 extern "C" __global__ void __launch_bounds__(256) tpg_gemm_mma_f16(const __grid_constant__ tpg_gemm_args a) {
+  tpg::pdl_wait();
+  tpg::pdl_launch_dependents();
   tpg::gemm_mma_body<__half>(a);
 }

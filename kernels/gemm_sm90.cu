@@ -301,10 +301,14 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
  * {64, BN} for W; see tpg_tma_args.h). */
 #define TPG_SM90(NAME, T, TMA, BN)                                                     \
   extern "C" __global__ void __launch_bounds__(384, 1) NAME(const __grid_constant__ tpg_gemm_args a) { \
+    tpg::pdl_wait(); /* PDL secondary: before anything (common.cuh) */                 \
+    tpg::pdl_launch_dependents();                                                      \
     tpg::gemm_sm90_body<T, TMA, BN>(a, nullptr);                                       \
   }
 #define TPG_SM90TMA(NAME, T, BN)                                                       \
   extern "C" __global__ void __launch_bounds__(384, 1) NAME(const __grid_constant__ tpg_gemm_tma_args p) { \
+    tpg::pdl_wait();                                                                   \
+    tpg::pdl_launch_dependents();                                                      \
     tpg::gemm_sm90_body<T, true, BN>(p.a, &p);                                         \
   }
 TPG_SM90(tpg_gemm_sm90_bf16, __nv_bfloat16, false, 256)

@@ -54,6 +54,25 @@ __device__ __forceinline__ void gemv_body(const tpg_gemm_args &a) {
     wp[rt][0] = static_cast<const T *>(a.w) + (size_t)r0 * a.ldw + 8 * t4;
     wp[rt][1] = static_cast<const T *>(a.w) + (size_t)r1 * a.ldw + 8 * t4;
   }
+  /* Programmatic dependent launch (TPG_GRAPH_PDL, sm_90+): this grid may be
+   * running while its predecessor (the all-reduce or the other GEMV) still
+   * does. W is not what the predecessor produces, so the first pdl_prefetch
+   * bytes of each of this CTA's W rows go to L2 now (lanes t4 == 0 of warp 0
+   * hold row starts: 16*R rows, one bulk prefetch each); then every block
+   * waits for the predecessor before it reads x or writes y (pdl_wait is the
+   * only exit from here on every path). Dependents may launch once every
+   * block got past the wait: not earlier, so a chain of PDL edges never has
+   * more than the one successor launched ahead, spinning on SM slots. */
+  if (a.pdl_prefetch > 0 && w == 0 && t4 == 0) {
+    const uint32_t bytes = min((uint32_t)a.pdl_prefetch, (uint32_t)K * (uint32_t)sizeof(T)) & ~15u;
+#pragma unroll
+    for (int rt = 0; rt < R; ++rt) {
+      prefetch_l2_bulk(wp[rt][0], bytes);
+      prefetch_l2_bulk(wp[rt][1], bytes);
+    }
+  }
+  pdl_wait();
+  pdl_launch_dependents();
   const T *xp[MT];
   bool xv[MT];
 #pragma unroll
@@ -221,6 +240,29 @@ __device__ __forceinline__ void gemv_sk_body(const tpg_gemm_args &a) {
   const long long b1 = min(total, b0 + per);
   unsigned *cnt = static_cast<unsigned *>(a.workspace);
   float *ws = reinterpret_cast<float *>(static_cast<char *>(a.workspace) + (((size_t)ntiles * 4 + 255) & ~(size_t)255));
+  /* PDL prologue, as in gemv_body: the W rows of this CTA's first tile from
+   * its first K chunk go to L2, then every block waits for the predecessor
+   * (before the workspace atomics, reads of x and stores of y). */
+  if (a.pdl_prefetch > 0 && w == 0 && t4 == 0 && b0 < b1) {
+    const int t = (int)(b0 / KC), c0 = (int)(b0 - (long long)t * KC);
+    const uint32_t left = (uint32_t)(K - c0 * 32) * (uint32_t)sizeof(T);
+    const uint32_t bytes = min((uint32_t)a.pdl_prefetch, left) & ~15u;
+#pragma unroll
+    for (int rt = 0; rt < R; ++rt) {
+      int r0, r1;
+      if (swiglu) {
+        r0 = min((t * R + rt) * 8 + g, N - 1);
+        r1 = N + r0;
+      } else {
+        r0 = min((t * R + rt) * 16 + g, N - 1);
+        r1 = min((t * R + rt) * 16 + g + 8, N - 1);
+      }
+      prefetch_l2_bulk(static_cast<const T *>(a.w) + (size_t)r0 * a.ldw + c0 * 32, bytes);
+      prefetch_l2_bulk(static_cast<const T *>(a.w) + (size_t)r1 * a.ldw + c0 * 32, bytes);
+    }
+  }
+  pdl_wait();
+  pdl_launch_dependents();
   const T *xp[MT];
   bool xv[MT];
 #pragma unroll

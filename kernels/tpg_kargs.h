@@ -54,7 +54,14 @@ typedef struct tpg_gemm_args {
   int32_t dtype;        /* TPG_KDT_F16 or TPG_KDT_BF16                   */
   int32_t epilogue;     /* TPG_EPI_*                                      */
   int32_t split_k;      /* >= 1                                           */
-  int32_t pad_[2];
+  int32_t pdl_prefetch; /* the decode GEMVs, when the node is the secondary
+                           of a programmatic edge (TPG_GRAPH_PDL): bytes of
+                           each of the CTA's first W rows to prefetch into L2
+                           before griddepcontrol.wait (multiple of 16;
+                           0: none). A hint that writes no registers, so
+                           correct even if a predecessor wrote W (L2 is
+                           the GPU's point of coherence), only wasted. */
+  int32_t pad_;
 } tpg_gemm_args;
 
 /* y[i] = alpha * x[i] + beta * y[i], fp32 arithmetic, i < count. */

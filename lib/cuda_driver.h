@@ -84,6 +84,8 @@
   X(cuMemcpyHtoD, 3020) \
   X(cuDeviceCanAccessPeer, 4000) \
   X(cuMemsetD32, 3020) \
+  X(cuGraphAddDependencies, 12030) /* with CUgraphEdgeData: TPG_GRAPH_PDL */ \
+  X(cuGraphGetEdges, 12030) \
 /* end */
 
 typedef struct tpg_cu_table {

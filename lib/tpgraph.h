@@ -497,7 +497,7 @@ typedef struct tpg_graph_config {
   const tpg_binding *bindings; /* every non-scratch slot the plan uses, once    */
   int nbindings;
   tpg_graph_mode mode;     /* TPG_MODE_EXPLICIT unless benchmarking             */
-  unsigned flags;          /* TPG_GRAPH_* below                                 */
+  unsigned flags;          /* TPG_GRAPH_* below (NCCL_SYMMETRIC, PDL)           */
 } tpg_graph_config;
 #define TPG_GRAPH_CONFIG_INIT { sizeof(tpg_graph_config), TPG_CONFIG_MAGIC, TPG_VERSION_CODE, 0, NULL, NULL, 0, \
                                 TPG_MODE_EXPLICIT, 0u }
@@ -508,6 +508,23 @@ typedef struct tpg_graph_config {
  * 2 x H200 the captured all-reduce then failed with "invalid argument"; off
  * by default until that is understood. */
 #define TPG_GRAPH_NCCL_SYMMETRIC 0x1u
+
+/* Opt-in: Programmatic Dependent Launch edges (CUDA 12.3+ graph edge data,
+ * sm_90+). An edge from one of our kernel nodes (GEMM, axpby, concat, our
+ * all-reduce, the epilogue after an NCCL all-reduce) to a GEMM, axpby or
+ * concat node becomes programmatic: the later kernel is launched while the
+ * earlier one still runs, its blocks get resident, and a decode GEMV
+ * (tokens <= 16) prefetches its first weights into L2, then waits in every
+ * block for the earlier kernel's completion and memory flush before it
+ * touches anything else. Results are the same as without the flag; it hides
+ * the ~0.8 us launch gap of each dependent kernel node and part of the
+ * all-reduce behind the next GEMV's weight stream. Edges into all-reduce
+ * kernels, NCCL child graphs, memcpy, memset and empty nodes stay ordinary.
+ * Ignored (ordinary edges, tpg_graph_info.programmatic_edges = 0) on GPUs
+ * below sm_90 and in TPG_MODE_CAPTURE / TPG_MODE_EAGER. Rebind and update
+ * keep the edges. $TPG_PDL_PREFETCH (bytes per W row, default 4096, 0: none)
+ * tunes the prefetch, read at tpg_graph_create / tpg_graph_update. */
+#define TPG_GRAPH_PDL 0x2u
 
 /* Validates the plan and the bindings (alignment, memory kind, and that each
  * allocation covers its slot), materializes every node through the driver API
@@ -549,6 +566,8 @@ typedef struct tpg_graph_info {
                                 and kernel workspaces, as allocated          */
   double materialize_us;     /* host time to build the CUDA graph         */
   double instantiate_us;     /* host time of cuGraphInstantiate           */
+  int programmatic_edges;    /* TPG_GRAPH_PDL: programmatic edges of the CUDA
+                                graph, as cuGraphGetEdges reports them     */
 } tpg_graph_info;
 
 TPG_API tpg_status tpg_graph_info_get(const tpg_graph *graph, tpg_graph_info *out /* OUT */);

@@ -73,6 +73,22 @@ int main(int argc, char **argv) {
     bind[1].ptr = NULL;
     CHECK_ST(tpg_graph_create(p, &cfg, &g), TPG_ERROR_INVALID_ARGUMENT, "ptr is NULL");
     bind[1].ptr = fake + 32;
+    /* Flags: TPG_GRAPH_PDL is a known bit (accepted, then no driver), in
+     * every mode (capture and eager ignore it); unknown bits are refused
+     * before the driver is touched, naming the valid ones. */
+    cfg.flags = TPG_GRAPH_PDL;
+    CHECK_ST(tpg_graph_create(p, &cfg, &g), TPG_ERROR_NO_DRIVER, "");
+    cfg.flags = TPG_GRAPH_PDL | TPG_GRAPH_NCCL_SYMMETRIC;
+    cfg.mode = TPG_MODE_EAGER;
+    CHECK_ST(tpg_graph_create(p, &cfg, &g), TPG_ERROR_NO_DRIVER, "");
+    cfg.mode = TPG_MODE_CAPTURE;
+    CHECK_ST(tpg_graph_create(p, &cfg, &g), TPG_ERROR_NO_DRIVER, "");
+    cfg.mode = TPG_MODE_EXPLICIT;
+    cfg.flags = TPG_GRAPH_PDL | 0x80u;
+    CHECK_ST(tpg_graph_create(p, &cfg, &g), TPG_ERROR_INVALID_ARGUMENT, "cfg->flags is 0x82");
+    CHECK(strstr(tpg_last_error(), "TPG_GRAPH_PDL") != NULL);
+    CHECK(g == NULL);
+    cfg.flags = 0;
     tpg_graph_config bad = cfg;
     bad.magic = 0;
     CHECK_ST(tpg_graph_create(p, &bad, &g), TPG_ERROR_INVALID_ARGUMENT, "TPG_GRAPH_CONFIG_INIT");

@@ -2,7 +2,8 @@
  * empty nodes give the CPU reference's results; rebinding and whole-graph
  * update make the next launch use the new buffers (the old ones poisoned);
  * 1000 launches with alternating bindings are all correct; bad bindings are
- * refused with a message naming the problem.
+ * refused with a message naming the problem. TPG_GRAPH_PDL chains: the
+ * programmatic edges CUDA reports, results, rebind and update with them.
  */
 #include <math.h>
 
@@ -291,6 +292,156 @@ static void test_nodes_rebind_update(void) {
   }
 }
 
+/* TPG_GRAPH_PDL: a chain gemm -> gemm -> axpby -> concat -> memcpy, the
+ * second GEMM also after an empty node (one programmatic and one ordinary
+ * edge into the same node). On sm_90+ exactly the 3 kernel -> kernel edges
+ * are programmatic (cuGraphGetEdges_v2's edge data, via
+ * tpg_graph_info.programmatic_edges); below sm_90 the flag is ignored (0
+ * edges) and the results are the same. Eager mode accepts and ignores it.
+ * Per shape: the decode GEMV (plain and stream-K twin), the m16 GEMV and
+ * the prefill GEMM as secondaries; fp64 reference, output poisoned; then
+ * 200 launches back to back, a rebind of x, and a whole-graph update. */
+static double pdl_err(void *hy, float *f, const void *d, const double *ref, size_t n) {
+  CUDA_OK(cudaMemcpy(hy, d, n * 2, cudaMemcpyDeviceToHost));
+  unpack(TPG_BF16, hy, n, f);
+  return rel_err(f, ref, n);
+}
+
+static void pdl_case(int M, int N, int K, const tpg_device_info *di) {
+  size_t nx = (size_t)M * K, nw1 = (size_t)N * K, nh = (size_t)M * N, nw2 = (size_t)K * N;
+  float *fx = malloc(nx * 4), *fw1 = malloc(nw1 * 4), *fw2 = malloc(nw2 * 4), *fo = malloc(nx * 4);
+  uint64_t sd = g_seed++;
+  for (size_t i = 0; i < nx; i++) fx[i] = rnd(sd, i);
+  for (size_t i = 0; i < nw1; i++) fw1[i] = rnd(sd + 1, i) * 0.1f;
+  for (size_t i = 0; i < nw2; i++) fw2[i] = rnd(sd + 2, i) * 0.1f;
+  void *hx = pack(TPG_BF16, fx, nx, fx), *hw1 = pack(TPG_BF16, fw1, nw1, fw1), *hw2 = pack(TPG_BF16, fw2, nw2, fw2);
+  /* reference: h = x w1^T; y = h w2^T + 0.5 x; out = concat_cols of y as [2][M][K/2] */
+  double *h = calloc(nh, sizeof *h), *y = calloc(nx, sizeof *y), *ref = calloc(nx, sizeof *ref);
+  for (int m = 0; m < M; m++)
+    for (int n = 0; n < N; n++) {
+      double a = 0;
+      for (int k = 0; k < K; k++) a += (double)fx[(size_t)m * K + k] * fw1[(size_t)n * K + k];
+      h[(size_t)m * N + n] = a;
+    }
+  for (int m = 0; m < M; m++)
+    for (int k = 0; k < K; k++) {
+      double a = 0;
+      for (int n = 0; n < N; n++) a += h[(size_t)m * N + n] * fw2[(size_t)k * N + n];
+      y[(size_t)m * K + k] = a + 0.5 * fx[(size_t)m * K + k];
+    }
+  const int hc = K / 2;
+  for (int b = 0; b < 2; b++)
+    for (int r = 0; r < M; r++)
+      for (int c = 0; c < hc; c++) ref[(size_t)r * K + (size_t)b * hc + c] = y[((size_t)b * M + r) * hc + c];
+  void *dx[2], *dw1, *dw2, *dout[2];
+  for (int i = 0; i < 2; i++) {
+    CUDA_OK(cudaMalloc(&dx[i], nx * 2));
+    CUDA_OK(cudaMemcpy(dx[i], hx, nx * 2, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMalloc(&dout[i], nx * 2));
+  }
+  CUDA_OK(cudaMalloc(&dw1, nw1 * 2));
+  CUDA_OK(cudaMalloc(&dw2, nw2 * 2));
+  CUDA_OK(cudaMemcpy(dw1, hw1, nw1 * 2, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(dw2, hw2, nw2 * 2, cudaMemcpyHostToDevice));
+
+  tpg_plan *p;
+  tpg_slot x, w1, w2, sh, sy, sc, out;
+  MUST(tpg_plan_create(&p));
+  MUST(tpg_plan_add_slot(p, "x", TPG_BF16, TPG_MEM_DEVICE, nx, &x));
+  MUST(tpg_plan_add_slot(p, "w1", TPG_BF16, TPG_MEM_DEVICE, nw1, &w1));
+  MUST(tpg_plan_add_slot(p, "w2", TPG_BF16, TPG_MEM_DEVICE, nw2, &w2));
+  MUST(tpg_plan_add_slot(p, "h", TPG_BF16, TPG_MEM_SCRATCH, nh, &sh));
+  MUST(tpg_plan_add_slot(p, "y", TPG_BF16, TPG_MEM_SCRATCH, nx, &sy));
+  MUST(tpg_plan_add_slot(p, "c", TPG_BF16, TPG_MEM_SCRATCH, nx, &sc));
+  MUST(tpg_plan_add_slot(p, "out", TPG_BF16, TPG_MEM_DEVICE, nx, &out));
+  tpg_node g1, g2, e, ax, cc, cp;
+  tpg_gemm_desc d1 = TPG_GEMM_DESC_INIT;
+  d1.m = M; d1.n = N; d1.k = K;
+  d1.x = V(x, 0); d1.w = V(w1, 0); d1.y = V(sh, 0);
+  MUST(tpg_plan_add_gemm(p, &d1, NULL, 0, &g1));
+  MUST(tpg_plan_add_empty(p, NULL, 0, &e));
+  tpg_gemm_desc d2 = TPG_GEMM_DESC_INIT;
+  d2.m = M; d2.n = K; d2.k = N;
+  d2.x = V(sh, 0); d2.w = V(w2, 0); d2.y = V(sy, 0);
+  tpg_node deps2[2] = {g1, e};
+  MUST(tpg_plan_add_gemm(p, &d2, deps2, 2, &g2));
+  MUST(tpg_plan_add_axpby(p, V(sy, 0), V(x, 0), nx, 0.5f, 1.0f, &g2, 1, &ax));
+  MUST(tpg_plan_add_concat_cols(p, V(sc, 0), V(sy, 0), 2, M, hc, &ax, 1, &cc));
+  MUST(tpg_plan_add_memcpy(p, V(out, 0), V(sc, 0), nx, &cc, 1, &cp));
+  tpg_binding b[4] = {{x, dx[0]}, {w1, dw1}, {w2, dw2}, {out, dout[0]}};
+  float *f = malloc(nx * 4);
+  void *hy = malloc(nx * 2);
+#define PDL_ERR(dptr) pdl_err(hy, f, (dptr), ref, nx)
+  for (int variant = 0; variant < 3; variant++) { /* explicit + PDL, explicit, eager + PDL (ignored) */
+    tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
+    cfg.device = g_dev;
+    cfg.bindings = b;
+    cfg.nbindings = 4;
+    cfg.flags = variant == 1 ? 0u : TPG_GRAPH_PDL;
+    cfg.mode = variant == 2 ? TPG_MODE_EAGER : TPG_MODE_EXPLICIT;
+    const char *vn = variant == 0 ? "explicit+pdl" : variant == 1 ? "explicit" : "eager+pdl";
+    tpg_graph *g = NULL;
+    poison(dout[0], nx * 2);
+    tpg_status st = tpg_graph_create(p, &cfg, &g);
+    CHECK_OK(st);
+    if (st != TPG_SUCCESS) continue;
+    tpg_graph_info gi;
+    CHECK_OK(tpg_graph_info_get(g, &gi));
+    int want = variant == 0 && di->sm_arch >= 90 ? 3 : 0;
+    CHECK(gi.programmatic_edges == want);
+    CHECK_OK(tpg_graph_launch(g, NULL));
+    CUDA_OK(cudaDeviceSynchronize());
+    double err = PDL_ERR(dout[0]);
+    printf("pdl chain M=%-3d N=%-5d K=%-5d %-12s: programmatic edges %d (expected %d on sm_%d), rel err %.2e "
+           "(tol 1e-2)\n", M, N, K, vn, gi.programmatic_edges, want, di->sm_arch, err);
+    CHECK(err <= 1e-2);
+    if (variant == 0) {
+      char path[512];
+      const char *dir = getenv("TEST_UNDECLARED_OUTPUTS_DIR");
+      if (!dir) dir = getenv("OUT");
+      if (!dir) dir = "/tmp";
+      snprintf(path, sizeof path, "%s/graph_test_pdl_m%d.dot", dir, M);
+      CHECK_OK(tpg_graph_write_dot(g, path));
+      /* 200 launches back to back, output poisoned first */
+      poison(dout[0], nx * 2);
+      for (int r = 0; r < 200; r++) CHECK_OK(tpg_graph_launch(g, NULL));
+      CUDA_OK(cudaDeviceSynchronize());
+      err = PDL_ERR(dout[0]);
+      printf("pdl chain M=%d: 200 launches back to back: rel err %.2e (tol 1e-2)\n", M, err);
+      CHECK(err <= 1e-2);
+      /* rebind x (the old one poisoned) and out */
+      tpg_binding nb[2] = {{x, dx[1]}, {out, dout[1]}};
+      CHECK_OK(tpg_graph_rebind(g, nb, 2));
+      poison(dx[0], nx * 2);
+      poison(dout[1], nx * 2);
+      CHECK_OK(tpg_graph_launch(g, NULL));
+      CUDA_OK(cudaDeviceSynchronize());
+      err = PDL_ERR(dout[1]);
+      printf("pdl chain M=%d: after rebind: rel err %.2e (tol 1e-2)\n", M, err);
+      CHECK(err <= 1e-2);
+      CUDA_OK(cudaMemcpy(dx[0], hx, nx * 2, cudaMemcpyHostToDevice));
+      /* whole-graph update back to the first buffers: same edge data */
+      tpg_binding ub[2] = {{x, dx[0]}, {out, dout[0]}};
+      poison(dout[0], nx * 2);
+      CHECK_OK(tpg_graph_update(g, NULL, ub, 2));
+      CHECK_OK(tpg_graph_launch(g, NULL));
+      CUDA_OK(cudaDeviceSynchronize());
+      err = PDL_ERR(dout[0]);
+      printf("pdl chain M=%d: after whole-graph update: rel err %.2e (tol 1e-2)\n", M, err);
+      CHECK(err <= 1e-2);
+    }
+    CHECK_OK(tpg_graph_destroy(g));
+  }
+#undef PDL_ERR
+  tpg_plan_destroy(p);
+  for (int i = 0; i < 2; i++) { cudaFree(dx[i]); cudaFree(dout[i]); }
+  cudaFree(dw1);
+  cudaFree(dw2);
+  free(f); free(hy); free(h); free(y); free(ref);
+  free(fx); free(fw1); free(fw2); free(fo);
+  free(hx); free(hw1); free(hw2);
+}
+
 int main(void) {
   const char *d = getenv("TPG_TEST_DEVICE");
   if (d) g_dev = atoi(d);
@@ -303,6 +454,13 @@ int main(void) {
   CUDA_OK(cudaSetDevice(g_dev));
 
   test_nodes_rebind_update();
+
+  /* PDL chains: decode GEMV m8 (plain; stream-K twin for small N), m16, and
+   * the prefill GEMM as programmatic secondaries. */
+  pdl_case(1, 4096, 1024, &di);
+  pdl_case(1, 256, 512, &di);
+  pdl_case(16, 2048, 512, &di);
+  pdl_case(100, 1024, 512, &di);
 
   /* GEMM kernel nodes: decode (gemv) and prefill paths, every epilogue. */
   static const int shapes[][3] = {{1, 256, 512}, {3, 1024, 384}, {17, 512, 1024}, {64, 256, 4096},

@@ -8,6 +8,10 @@
  * rank here the way an engine would; output poisoned before the launch;
  * relative norm error <= 1e-2 (bf16). Then rebinding x and y between
  * launches (the decode loop) with the old buffers poisoned.
+ * Every explicit case runs a second time with TPG_GRAPH_PDL (programmatic
+ * edges GEMV -> GEMV and all-reduce -> next GEMV): the same checks, plus 16
+ * launches back to back, a whole-graph update, and the count of
+ * programmatic edges (> 0 on sm_90+, 0 below, where the flag is ignored).
  */
 #include "tests/gpu/ranks.h"
 
@@ -180,7 +184,10 @@ static double out_err(const model *m, void *dy) {
 }
 
 static void run_case(tpg_rank *c, tpg_comm *comm, const model *m, const shard *s, tpg_overlap ov,
-                     tpg_graph_mode mode) {
+                     tpg_graph_mode mode, unsigned flags) {
+  const int pdl = (flags & TPG_GRAPH_PDL) != 0;
+  const char *mname = mode == TPG_MODE_EXPLICIT ? (pdl ? "pdl" : "explicit")
+                      : mode == TPG_MODE_CAPTURE ? "capture" : "eager";
   tpg_mlp_desc d = TPG_MLP_DESC_INIT;
   d.kind = m->kind;
   d.layers = L;
@@ -211,20 +218,59 @@ static void run_case(tpg_rank *c, tpg_comm *comm, const model *m, const shard *s
   cfg.bindings = b;
   cfg.nbindings = bind_all(p, s, dx[0], dy[0], b);
   cfg.mode = mode;
+  cfg.flags = flags;
   tpg_graph *g = NULL;
   tpg_status st = tpg_graph_create(p, &cfg, &g);
-  RCHECK(c, st == TPG_SUCCESS, "create (kind %d M %d overlap %d mode %d): %s", (int)m->kind, m->M, (int)ov,
-         (int)mode, tpg_last_error());
+  RCHECK(c, st == TPG_SUCCESS, "create (kind %d M %d overlap %d mode %s): %s", (int)m->kind, m->M, (int)ov, mname,
+         tpg_last_error());
   if (st == TPG_SUCCESS) {
     RCHECK(c, tpg_graph_launch(g, NULL) == TPG_SUCCESS, "launch: %s", tpg_last_error());
     RCHECK(c, tpg_comm_wait(comm, NULL) == TPG_SUCCESS, "wait: %s", tpg_last_error());
     double e = out_err(m, dy[0]);
-    RCHECK(c, e <= 1e-2, "kind %d M %d overlap %d mode %d: rel err %.2e > 1e-2", (int)m->kind, m->M, (int)ov,
-           (int)mode, e);
+    RCHECK(c, e <= 1e-2, "kind %d M %d overlap %d mode %s: rel err %.2e > 1e-2", (int)m->kind, m->M, (int)ov, mname,
+           e);
+    tpg_graph_info gi;
+    MUST(tpg_graph_info_get(g, &gi));
     if (c->rank == 0)
-      printf("TP=%d %s M=%-3d overlap %-7s mode %-8s: rel err %.2e (tol 1e-2)\n", c->nranks,
-             m->kind == TPG_MLP_GELU ? "gelu  " : "swiglu", m->M, ov == TPG_OVERLAP_CHUNKED ? "chunked" : "none",
-             mode == TPG_MODE_EXPLICIT ? "explicit" : mode == TPG_MODE_CAPTURE ? "capture" : "eager", e);
+      printf("TP=%d %s M=%-3d overlap %-7s mode %-8s: rel err %.2e (tol 1e-2)%s%d%s\n", c->nranks,
+             m->kind == TPG_MLP_GELU ? "gelu  " : "swiglu", m->M, ov == TPG_OVERLAP_CHUNKED ? "chunked" : "none", mname,
+             e, pdl ? ", programmatic edges " : "", pdl ? gi.programmatic_edges : 0, "");
+    if (pdl) {
+      /* Every GEMV1 -> GEMV2 edge (one per layer and chunk) is programmatic
+       * on sm_90+; the all-reduce -> next GEMV ones too when our kernel runs
+       * the all-reduce (not NCCL). None below sm_90. */
+      tpg_device_info di;
+      MUST(tpg_device_query(c->rank, &di));
+      if (di.sm_arch >= 90)
+        RCHECK(c, gi.programmatic_edges >= L, "pdl on sm_%d: %d programmatic edges, expected >= %d", di.sm_arch,
+               gi.programmatic_edges, L);
+      else
+        RCHECK(c, gi.programmatic_edges == 0, "pdl on sm_%d (< 90): %d programmatic edges, expected 0 (ignored)",
+               di.sm_arch, gi.programmatic_edges);
+      /* Back-to-back launches: an early-launched kernel must never see a
+       * half-written input or clobber one still being read. */
+      poison(dy[0], n * 2);
+      for (int r = 0; r < 16; r++) RCHECK(c, tpg_graph_launch(g, NULL) == TPG_SUCCESS, "launch: %s", tpg_last_error());
+      RCHECK(c, tpg_comm_wait(comm, NULL) == TPG_SUCCESS, "wait: %s", tpg_last_error());
+      double e3 = out_err(m, dy[0]);
+      RCHECK(c, e3 <= 1e-2, "pdl after 16 launches back to back: rel err %.2e > 1e-2", e3);
+      /* Whole-graph update keeps the programmatic edges (CUDA compares the
+       * edge data): y moved to dy[1]. */
+      tpg_slot sy0;
+      MUST(tpg_plan_find_slot(p, "y", &sy0));
+      tpg_binding ub = {sy0, dy[1]};
+      poison(dy[1], n * 2);
+      st = tpg_graph_update(g, NULL, &ub, 1);
+      RCHECK(c, st == TPG_SUCCESS, "pdl whole-graph update: %s", tpg_last_error());
+      if (st == TPG_SUCCESS) {
+        RCHECK(c, tpg_graph_launch(g, NULL) == TPG_SUCCESS, "launch: %s", tpg_last_error());
+        RCHECK(c, tpg_comm_wait(comm, NULL) == TPG_SUCCESS, "wait: %s", tpg_last_error());
+        double e4 = out_err(m, dy[1]);
+        RCHECK(c, e4 <= 1e-2, "pdl after whole-graph update: rel err %.2e > 1e-2", e4);
+        ub.ptr = dy[0];
+        RCHECK(c, tpg_graph_update(g, NULL, &ub, 1) == TPG_SUCCESS, "pdl update back: %s", tpg_last_error());
+      }
+    }
     if (mode != TPG_MODE_CAPTURE) {
       /* The decode loop: swap input and output buffers by rebinding. */
       tpg_slot sx, sy;
@@ -330,7 +376,10 @@ static void rank_body(tpg_rank *c) {
       if (mi == 0) check_shard(c, &m, &s);
       for (int ov = TPG_OVERLAP_NONE; ov <= TPG_OVERLAP_CHUNKED; ov++) {
         if (ov == TPG_OVERLAP_CHUNKED && m.M < 3) continue;
-        for (int mode = 0; mode < 3; mode++) run_case(c, comm, &m, &s, (tpg_overlap)ov, (tpg_graph_mode)mode);
+        for (int mode = 0; mode < 3; mode++) {
+          run_case(c, comm, &m, &s, (tpg_overlap)ov, (tpg_graph_mode)mode, 0u);
+          if (mode == TPG_MODE_EXPLICIT) run_case(c, comm, &m, &s, (tpg_overlap)ov, (tpg_graph_mode)mode, TPG_GRAPH_PDL);
+        }
       }
       shard_free(&s);
       model_free(&m);
