@@ -144,8 +144,14 @@ static unsigned grid_for(size_t work, unsigned per_block, unsigned max_blocks) {
  * docs/performance.md); two-shot sends 2(R-1)/R of the message with no flag
  * round trip; NCCL's ring reaches higher bandwidth on large messages. The
  * environment overrides are for tuning and benchmarks (bytes). */
+/* Push up to 2 MiB (where its staging allows: 4 MiB / ranks): in a layer,
+ * 8192/28672 at M=128 (a 2 MiB all-reduce after the row-parallel GEMM), the
+ * exposed all-reduce measured 18.4 us with push against 24.3 us with
+ * two-shot, although two-shot is faster alone (12.7-13.0 vs 14.3 us in
+ * allreduce_bench's lock-step chain): its two dependent NVLink phases each
+ * wait for the later rank, so the ranks' skew after a GEMM is paid twice. */
 #ifndef TPG_PUSH_MAX
-#define TPG_PUSH_MAX ((size_t)1 << 20)
+#define TPG_PUSH_MAX ((size_t)2 << 20)
 #endif
 #ifndef TPG_TWOSHOT_MAX
 #define TPG_TWOSHOT_MAX ((size_t)8 << 20)
@@ -578,12 +584,14 @@ static int pdl_primary(const tpg_plan *p, const tpg_gnode *nodes, int j) {
   return n->kind == TPG_NK_COLLECTIVE && (nodes[j].fast || nodes[j].has_epi);
 }
 
-/* W bytes per row a decode GEMV prefetches into L2 before its wait. 4096 is
- * one main-loop iteration of tpg_gemv_*_m8 (8 warps x 8 chunks x 64 bytes):
- * 16 rows x 4 KiB per CTA, ~17 MB over the resident CTAs of a 7168 x 4096
- * GEMV, about what HBM delivers during a ~3.5 us all-reduce. */
+/* W bytes per row a decode GEMV prefetches into L2 before its wait
+ * (TPG_PDL_PREFETCH overrides). Off by default: on 2 x H200, TP=2, M=1, the
+ * programmatic edges alone gave 38.9 / 118.1 us per layer (4096/14336,
+ * 8192/28672) against 39.5 / 118.7 without PDL, while adding a 4096-byte
+ * prefetch per row gave 41.2 / 124.5 — the early-launched CTAs' prefetches
+ * compete with the all-reduce and the previous GEMV for HBM and SMs. */
 #ifndef TPG_PDL_PREFETCH
-#define TPG_PDL_PREFETCH 4096
+#define TPG_PDL_PREFETCH 0
 #endif
 static int32_t pdl_prefetch_bytes(void) {
   size_t b = env_bytes("TPG_PDL_PREFETCH", TPG_PDL_PREFETCH);

@@ -289,7 +289,9 @@ typedef enum tpg_collective {
  * access) and 16-byte aligned send/recv views. */
 typedef enum tpg_collective_algo {
   TPG_ALGO_AUTO = 0,    /* By size, every rank alike: ONESHOT (its push kernel)
-                           up to 1 MiB, TWOSHOT up to 8 MiB, NCCL above, or
+                           up to 2 MiB where its staging allows (4 MiB / ranks:
+                           2 MiB at 2 ranks, 1 MiB at 4), TWOSHOT up to 8 MiB,
+                           NCCL above, or
                            whenever our kernels cannot serve the node. The
                            limits are set in one place (graphbuild/materialize.c)
                            and can be moved for tuning with the environment
@@ -298,7 +300,7 @@ typedef enum tpg_collective_algo {
                            see the same values.                              */
   TPG_ALGO_NCCL = 1,    /* NCCL, captured into a child-graph node              */
   TPG_ALGO_ONESHOT = 2, /* tpgraph's one-shot kernel node (push up to
-                           TPG_ONESHOT_PUSH_MAX, 1 MiB by default, pull up to
+                           TPG_ONESHOT_PUSH_MAX, 2 MiB by default, pull up to
                            4 MiB); an error if it cannot serve the node       */
   TPG_ALGO_TWOSHOT = 3  /* tpgraph's two-shot kernel node (reduce-scatter, then
                            all-gather, by remote stores; up to 8 MiB); an error
@@ -513,17 +515,18 @@ typedef struct tpg_graph_config {
  * sm_90+). An edge from one of our kernel nodes (GEMM, axpby, concat, our
  * all-reduce, the epilogue after an NCCL all-reduce) to a GEMM, axpby or
  * concat node becomes programmatic: the later kernel is launched while the
- * earlier one still runs, its blocks get resident, and a decode GEMV
- * (tokens <= 16) prefetches its first weights into L2, then waits in every
- * block for the earlier kernel's completion and memory flush before it
- * touches anything else. Results are the same as without the flag; it hides
- * the ~0.8 us launch gap of each dependent kernel node and part of the
- * all-reduce behind the next GEMV's weight stream. Edges into all-reduce
+ * earlier one still runs, its blocks get resident, then wait in every block
+ * for the earlier kernel's completion and memory flush before they touch
+ * anything. Results are the same as without the flag; it hides part of the
+ * ~0.8 us launch gap of each dependent kernel node (measured on 2 x H200,
+ * TP=2: 0.6 us per layer at M=1, ~1%; docs/performance.md). Edges into all-reduce
  * kernels, NCCL child graphs, memcpy, memset and empty nodes stay ordinary.
  * Ignored (ordinary edges, tpg_graph_info.programmatic_edges = 0) on GPUs
  * below sm_90 and in TPG_MODE_CAPTURE / TPG_MODE_EAGER. Rebind and update
- * keep the edges. $TPG_PDL_PREFETCH (bytes per W row, default 4096, 0: none)
- * tunes the prefetch, read at tpg_graph_create / tpg_graph_update. */
+ * keep the edges. $TPG_PDL_PREFETCH (bytes per W row, default 0) makes a
+ * decode GEMV (tokens <= 16) prefetch its first weights into L2 before its
+ * wait — measured a loss (docs/performance.md), kept for experiments; read
+ * at tpg_graph_create / tpg_graph_update. */
 #define TPG_GRAPH_PDL 0x2u
 
 /* Validates the plan and the bindings (alignment, memory kind, and that each
