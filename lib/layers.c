@@ -73,7 +73,11 @@ tpg_status tpg_plan_mlp(const tpg_mlp_desc *d, tpg_plan **out) {
   const int comm = d->collectives && d->nranks > 1;
   int chunks = 1;
   tpg_overlap ov = d->overlap;
-  if (ov == TPG_OVERLAP_AUTO) ov = (M >= 512 && d->nranks > 1) ? TPG_OVERLAP_CHUNKED : TPG_OVERLAP_NONE;
+  /* AUTO is NONE: with our all-reduce nodes (two-shot to 8 MiB) chunking
+   * measured slower at every shape tpbench runs on 2 x H200 (M = 1024:
+   * 868.6 vs 852.6 us at 8192/28672, 273.0 vs 254.7 at 4096/14336), as the
+   * half-size GEMMs lose more than the hidden all-reduce gives back. */
+  if (ov == TPG_OVERLAP_AUTO) ov = TPG_OVERLAP_NONE;
   if (ov == TPG_OVERLAP_CHUNKED) {
     chunks = d->chunks ? d->chunks : 2;
     TPG_CHECK_ARG(chunks >= 2 && chunks <= M, "desc->chunks is %d with %d tokens: expected 2..min(16, tokens)",

@@ -400,14 +400,15 @@ TPG_API tpg_status tpg_plan_dot(const tpg_plan *plan, char *buf, size_t cap, siz
  * Overlap: TPG_OVERLAP_CHUNKED splits the tokens into `chunks` row blocks that
  * flow through the layers independently: chunk c's all-reduce runs on its own
  * branch beside chunk c+1's GEMMs (and the next layer's), the GEMMs leaving
- * `sm_reserve` SMs to NCCL. AUTO picks chunking for large token counts.
+ * `sm_reserve` SMs to NCCL. AUTO does not chunk: on 2 x H200 it measured
+ * slower at every tpbench shape (docs/performance.md); CHUNKED stays for
+ * machines and shapes where communication dominates.
  */
 
 typedef enum tpg_mlp_kind { TPG_MLP_GELU = 0, TPG_MLP_SWIGLU = 1 } tpg_mlp_kind;
 
 typedef enum tpg_overlap {
-  TPG_OVERLAP_AUTO = 0,    /* CHUNKED (desc.chunks, default 2) when tokens >= 512 and
-                              nranks > 1, else NONE                                */
+  TPG_OVERLAP_AUTO = 0,    /* NONE (measured faster than CHUNKED on 2 x H200)       */
   TPG_OVERLAP_NONE = 1,    /* one GEMM per weight, then the all-reduce              */
   TPG_OVERLAP_CHUNKED = 2  /* token chunks on separate branches                     */
 } tpg_overlap;
