@@ -57,6 +57,10 @@ static void backoff(double start_us) {
 static void abort_comm(tpg_comm *c) {
   int was = 0;
   if (!atomic_compare_exchange_strong(&c->aborted, &was, 1)) return;
+  /* Our all-reduce kernels poll this word while they wait: set, the ones
+   * running stop and the ones still queued in a graph exit at their first
+   * wait instead of each sitting out its deadline. */
+  if (c->peer.status_host) *(volatile uint32_t *)c->peer.status_host = 1u;
   if (!c->nccl) return;
   if (!ncclCommRevoke) {
     /* No revoke: abort now if no graph holds the comm, else at destroy (a

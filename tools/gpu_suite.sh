@@ -31,7 +31,10 @@ for st in "${stages[@]}"; do
     echo "engine: $(tail -1 /tmp/tpg-logs/engine.txt)" ;;
   fault)
     NCCL_DEBUG=WARN timeout 150 bash "$here/run.sh" fault_test > "$out/fault.txt" 2>&1
-    echo "fault_test (rc $?):"; grep -E "^(mismatch|silent|watchdog|killed|rank [01]:.*(passed|fail))|passed" "$out/fault.txt" | cut -c1-200 ;;
+    echo "fault_test (rc $?):"; grep -E "^(mismatch|silent|watchdog|killed|rank [01]:.*(passed|fail))|passed" "$out/fault.txt" | cut -c1-200
+    NCCL_DEBUG=WARN timeout 150 bash "$here/run.sh" fault_test --during > /tmp/tpg-logs/fault_during.txt 2>&1
+    echo "fault_test --during (rc $?):"; grep -E "^(killed|rank [01]:.*(passed|fail))|passed|hang" /tmp/tpg-logs/fault_during.txt | cut -c1-200
+    cat /tmp/tpg-logs/fault_during.txt >> "$out/fault.txt" ;;
   soak)
     timeout 300 bash "$here/run.sh" soak_test > "$out/soak.txt" 2>&1
     echo "soak_test (rc $?):"; grep -E "launches|rel err|passed|differ|grew|took" "$out/soak.txt" | cut -c1-300 ;;

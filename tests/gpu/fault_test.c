@@ -14,8 +14,11 @@
  *     the wait returns TPG_ERROR_INVALID_STATE at once.
  *  3. killed peer: rank 1 SIGKILLs itself between graph creation and launch;
  *     rank 0's wait returns an error within the deadline and destroy returns.
+ *     With --during: both launch a graph of 4000 chained 1 MiB all-reduces
+ *     (~35 ms) and rank 1 kills itself 10 ms into it, so rank 0's graph is
+ *     stuck mid-launch in an all-reduce whose peer's context is gone.
  *
- *   fault_test
+ *   fault_test [--during]      (both in tools/gpu_suite.sh's fault stage)
  *
  * A hang is a failure: after 60 s the parent prints the stuck ranks' stacks
  * (cuda-gdb, where installed) and kills them. Each step reports on stderr.
@@ -28,6 +31,7 @@
 #define DEADLINE_MS 3000
 
 static const char *g_dir = "/tmp";
+static int g_kill_during; /* --during: rank 1 dies in the middle of a launch */
 
 #define STEP(c, what) fprintf(stderr, "rank %d: %s\n", (c)->rank, what)
 
@@ -82,6 +86,23 @@ static tpg_status ar_graph(tpg_rank *c, tpg_comm *comm, size_t n, tpg_collective
   tpg_collective_desc cd = TPG_COLLECTIVE_DESC_INIT;
   cd.send = V(s); cd.recv = V(s); cd.count = n; cd.algo = algo;
   MUST(tpg_plan_add_collective(*p, &cd, NULL, 0, NULL));
+  tpg_binding b = {s, d};
+  tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
+  cfg.device = c->rank; cfg.comm = comm; cfg.bindings = &b; cfg.nbindings = 1;
+  return tpg_graph_create(*p, &cfg, g);
+}
+
+/* nops chained in-place all-reduces of n f32 on d: a launch that lasts. */
+static tpg_status chain_graph(tpg_rank *c, tpg_comm *comm, size_t n, int nops, void *d, tpg_graph **g, tpg_plan **p) {
+  tpg_slot s;
+  MUST(tpg_plan_create(p));
+  MUST(tpg_plan_add_slot(*p, "d", TPG_F32, TPG_MEM_DEVICE, n, &s));
+  tpg_node prev = 0;
+  for (int o = 0; o < nops; o++) {
+    tpg_collective_desc cd = TPG_COLLECTIVE_DESC_INIT;
+    cd.send = V(s); cd.recv = V(s); cd.count = n;
+    MUST(tpg_plan_add_collective(*p, &cd, o ? &prev : NULL, o ? 1 : 0, &prev));
+  }
   tpg_binding b = {s, d};
   tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
   cfg.device = c->rank; cfg.comm = comm; cfg.bindings = &b; cfg.nbindings = 1;
@@ -223,13 +244,21 @@ static void rank_body(tpg_rank *c) {
   snprintf(idp, sizeof idp, "%s/id_killed", g_dir);
   comm = make_comm(c, idp);
   if (!comm) return;
-  MUST(ar_graph(c, comm, 4096, TPG_ALGO_AUTO, d, &g, &p));
+  if (g_kill_during) MUST(chain_graph(c, comm, (1 << 20) / 4, 4000, d, &g, &p));
+  else MUST(ar_graph(c, comm, 4096, TPG_ALGO_AUTO, d, &g, &p));
   if (c->rank == 1) {
+    if (g_kill_during) {
+      MUST(tpg_graph_launch(g, NULL));
+      struct timespec t10 = {0, 10000000};
+      nanosleep(&t10, NULL); /* the graph is running on both GPUs now */
+    }
     fflush(stdout);
     raise(SIGKILL);
   }
-  struct timespec ts = {0, 200000000};
-  nanosleep(&ts, NULL); /* let rank 1 die first */
+  if (!g_kill_during) {
+    struct timespec ts = {0, 200000000};
+    nanosleep(&ts, NULL); /* let rank 1 die first */
+  }
   struct timespec a, b;
   clock_gettime(CLOCK_MONOTONIC, &a);
   MUST(tpg_graph_launch(g, NULL));
@@ -242,7 +271,8 @@ static void rank_body(tpg_rank *c) {
   clock_gettime(CLOCK_MONOTONIC, &b);
   double secs = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
   RCHECK(c, secs < 3.0 * DEADLINE_MS / 1000.0, "killed peer: error and teardown took %.1f s", secs);
-  printf("killed peer: %s, error and teardown in %.2f s: %s\n", tpg_status_string(st), secs, tpg_last_error());
+  printf("killed peer (%s): %s, error and teardown in %.2f s: %s\n", g_kill_during ? "during a launch" : "before launch",
+         tpg_status_string(st), secs, tpg_last_error());
   tpg_plan_destroy(p);
   cudaFree(d);
 }
@@ -257,10 +287,12 @@ int main(int argc, char **argv) {
     char dir[512];
     snprintf(dir, sizeof dir, "%s", argv[4]);
     g_dir = dir;
+    g_kill_during = atoi(argv[5]);
     rank_body(&c);
     printf("rank %d: %d passed, %d failed\n", c.rank, c.pass, c.fail);
     return c.fail ? 1 : 0;
   }
+  const char *during = argc > 1 && !strcmp(argv[1], "--during") ? "1" : "0";
   tpg_runtime_info ri;
   MUST(tpg_runtime_query(&ri));
   if (ri.device_count < 2) {
@@ -279,7 +311,7 @@ int main(int argc, char **argv) {
     if (pids[r] == 0) {
       char rs[8];
       snprintf(rs, sizeof rs, "%d", r);
-      execl(self, self, "--child", rs, "2", dir, "0", (char *)NULL);
+      execl(self, self, "--child", rs, "2", dir, during, (char *)NULL);
       _exit(127);
     }
   }
