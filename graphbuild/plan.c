@@ -872,7 +872,13 @@ tpg_status tpg_plan_dot(const tpg_plan *p, char *buf, size_t cap, size_t *needed
         dot_view(&s, p, "src", n->u.memcpy.src);
         break;
       case TPG_NK_COLLECTIVE:
-        sb_printf(&s, "\\nn=%zu (NCCL child graph)", n->u.coll.count);
+        /* What the plan knows: AUTO is decided at tpg_graph_create (size,
+         * ranks, peer access), where tpg_graph_write_dot shows the outcome. */
+        sb_printf(&s, "\\nn=%zu (%s)", n->u.coll.count,
+                  n->u.coll.kind != TPG_ALL_REDUCE || n->u.coll.algo == TPG_ALGO_NCCL ? "NCCL child graph"
+                  : n->u.coll.algo == TPG_ALGO_ONESHOT                             ? "one-shot kernel node"
+                  : n->u.coll.algo == TPG_ALGO_TWOSHOT                             ? "two-shot kernel node"
+                                                                                   : "AUTO: our kernel node or NCCL");
         dot_view(&s, p, "send", n->u.coll.send);
         dot_view(&s, p, "recv", n->u.coll.recv);
         if (n->u.coll.hidden) sb_printf(&s, "\\nepilogue hidden=%zu", n->u.coll.hidden);

@@ -49,8 +49,9 @@ static tpg_status check_shape(const tpg_linear_desc *d, const char *fn, size_t *
       (int)d->dtype);
   ARG(d->activation >= TPG_ACT_NONE && d->activation < TPG_ACTIVATION_COUNT,
       "desc->activation is %d: expected TPG_ACT_NONE, _GELU, _SILU or _SWIGLU", (int)d->activation);
-  ARG(d->algo == TPG_ALGO_AUTO || d->algo == TPG_ALGO_NCCL || d->algo == TPG_ALGO_ONESHOT,
-      "desc->algo is %d: expected TPG_ALGO_AUTO, TPG_ALGO_NCCL or TPG_ALGO_ONESHOT", (int)d->algo);
+  ARG(d->algo == TPG_ALGO_AUTO || d->algo == TPG_ALGO_NCCL || d->algo == TPG_ALGO_ONESHOT ||
+          d->algo == TPG_ALGO_TWOSHOT,
+      "desc->algo is %d: expected TPG_ALGO_AUTO, _NCCL, _ONESHOT or _TWOSHOT", (int)d->algo);
   ARG(d->gather == 0 || d->gather == 1, "desc->gather is %d: expected 0 or 1", d->gather);
   ARG(d->in_features >= 8, "desc->in_features is %d: expected >= 8", d->in_features);
   ARG(d->out_features >= 8, "desc->out_features is %d: expected >= 8", d->out_features);
@@ -67,9 +68,9 @@ static tpg_status check_shape(const tpg_linear_desc *d, const char *fn, size_t *
       sname, split / d->nranks, sname, 8 * d->nranks);
   ARG(other % 8 == 0, "desc->%s is %d: expected a multiple of 8 (16-byte rows)", oname, other);
   if (col) {
-    ARG(d->algo != TPG_ALGO_ONESHOT,
-        "desc->algo is TPG_ALGO_ONESHOT for a column-parallel layer: its only collective is an all-gather, which "
-        "always uses NCCL (expected TPG_ALGO_AUTO or TPG_ALGO_NCCL)");
+    ARG(d->algo != TPG_ALGO_ONESHOT && d->algo != TPG_ALGO_TWOSHOT,
+        "desc->algo is TPG_ALGO_%s for a column-parallel layer: its only collective is an all-gather, which "
+        "always uses NCCL (expected TPG_ALGO_AUTO or TPG_ALGO_NCCL)", d->algo == TPG_ALGO_ONESHOT ? "ONESHOT" : "TWOSHOT");
   } else {
     ARG(d->activation == TPG_ACT_NONE,
         "desc->activation is %d for a row-parallel layer: expected TPG_ACT_NONE (an activation of a sum cannot run "

@@ -695,7 +695,7 @@ typedef struct tpg_linear_desc {
   tpg_dtype dtype;         /* TPG_BF16 or TPG_F16: every view's slot               */
   int gather;              /* COLUMN: 1 = all-gather y to [tokens, out] on every rank */
   tpg_activation activation; /* COLUMN only                                        */
-  tpg_collective_algo algo;  /* ROW: the all-reduce's; COLUMN: not TPG_ALGO_ONESHOT
+  tpg_collective_algo algo;  /* ROW: the all-reduce's; COLUMN: AUTO or NCCL
                                 (all-gathers always use NCCL)                      */
   const char *name;        /* label prefix of the nodes ("<name>.gemm", ...); NULL:
                               default labels. Copied.                              */

@@ -183,6 +183,13 @@ static void test_row_shapes(void) {
   CHECK(has(dot, "5x64x128 \\nx=h"));
   CHECK(has(dot, "n1 -> n2;"));
   free(dot);
+  /* The all-reduce algorithm is passed through: two-shot forced. */
+  d.rank = 0;
+  d.algo = TPG_ALGO_TWOSHOT;
+  CHECK_OK(tpg_plan_add_linear(f.p, &d, &n, 1, &n));
+  dot = dot_of(f.p);
+  CHECK(has(dot, "n=320 (two-shot kernel node)"));
+  free(dot);
   tpg_plan_destroy(f.p);
   /* TP=1: one GEMM with bias only; residual may be y itself (in place). */
   fixture_make(&f, 1);
@@ -263,6 +270,7 @@ static void test_refusals(void) {
   d = R; d.in_features = 264; BAD("desc->in_features / nranks = 132");
   d = R; d.out_features = 60; BAD("desc->out_features is 60");
   d = C; d.algo = TPG_ALGO_ONESHOT; BAD("all-gather, which always uses NCCL");
+  d = C; d.algo = TPG_ALGO_TWOSHOT; BAD("TPG_ALGO_TWOSHOT for a column-parallel layer");
   d = R; d.activation = TPG_ACT_GELU; BAD("desc->activation is 1 for a row-parallel layer");
   d = R; d.gather = 1; BAD("desc->gather is 1 for a row-parallel layer");
   /* views */
