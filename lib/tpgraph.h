@@ -67,7 +67,9 @@ extern "C" {
 /* Version                                                                   */
 
 #define TPG_VERSION_MAJOR 0
-#define TPG_VERSION_MINOR 1
+#define TPG_VERSION_MINOR 2 /* 0.2: linear layers, all-reduce epilogue and
+                               two-shot, TPG_GRAPH_PDL; tpg_graph_info grew.
+                               0.x: no ABI promise between minor versions. */
 #define TPG_VERSION_PATCH 0
 #define TPG_VERSION_CODE (TPG_VERSION_MAJOR * 10000 + TPG_VERSION_MINOR * 100 + TPG_VERSION_PATCH)
 
