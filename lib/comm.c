@@ -49,7 +49,7 @@ static void backoff(double start_us) {
 }
 
 /* NCCL older than 2.28 has no ncclCommRevoke: resolve it weakly and fall
- * back (see revoke_comm) instead of failing to load. */
+ * back (in abort_comm) instead of failing to load. */
 #pragma weak ncclCommRevoke
 
 /* Stops the comm's in-flight NCCL work without freeing it (see the top of
