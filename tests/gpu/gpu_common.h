@@ -128,6 +128,23 @@ static inline void unpack(tpg_dtype dt, const void *src, size_t n, float *out) {
   }
 }
 
+/* n seeded values in [-scale, scale), rounded to bf16 (kept as floats). */
+static inline float *rnd_bf16(uint64_t seed, size_t n, float scale) {
+  float *f = malloc(n * 4);
+  for (size_t i = 0; i < n; i++) f[i] = scale * rnd(seed, i);
+  free(pack(TPG_BF16, f, n, f)); /* round in place */
+  return f;
+}
+
+/* A new device buffer holding f as bf16. */
+static inline void *upload(const float *f, size_t n) {
+  void *h = pack(TPG_BF16, f, n, NULL), *d;
+  CUDA_OK(cudaMalloc(&d, n * 2));
+  CUDA_OK(cudaMemcpy(d, h, n * 2, cudaMemcpyHostToDevice));
+  free(h);
+  return d;
+}
+
 /* ||out - ref|| / ||ref||; NaN (an unwritten, poisoned element) gives +inf. */
 static inline double rel_err(const float *out, const double *ref, size_t n) {
   double num = 0, den = 0;

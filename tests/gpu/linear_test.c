@@ -21,21 +21,6 @@
  */
 #include "tests/gpu/ranks.h"
 
-static float *rnd_bf16(uint64_t seed, size_t n, float scale) {
-  float *f = malloc(n * 4);
-  for (size_t i = 0; i < n; i++) f[i] = scale * rnd(seed, i);
-  free(pack(TPG_BF16, f, n, f)); /* round in place */
-  return f;
-}
-
-static void *upload(const float *f, size_t n) {
-  void *h = pack(TPG_BF16, f, n, NULL), *d;
-  CUDA_OK(cudaMalloc(&d, n * 2));
-  CUDA_OK(cudaMemcpy(d, h, n * 2, cudaMemcpyHostToDevice));
-  free(h);
-  return d;
-}
-
 static double dev_err(const void *dy, const double *ref, size_t n) {
   void *h = malloc(n * 2);
   float *f = malloc(n * 4);

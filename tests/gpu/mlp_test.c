@@ -26,13 +26,6 @@ typedef struct {
   double *ref;              /* [M, H] */
 } model;
 
-static float *rnd_bf16(uint64_t seed, size_t n, float scale) {
-  float *f = malloc(n * 4);
-  for (size_t i = 0; i < n; i++) f[i] = scale * rnd(seed, i);
-  free(pack(TPG_BF16, f, n, f)); /* round in place */
-  return f;
-}
-
 static void model_make(model *m, tpg_mlp_kind kind, int M, uint64_t seed) {
   memset(m, 0, sizeof *m);
   m->kind = kind;
@@ -84,14 +77,6 @@ static void model_free(model *m) {
 
 /* This rank's weights on the device, split as tpg_plan_mlp documents. */
 typedef struct { void *w1[L], *b1[L], *w2[L], *b2[L]; } shard;
-
-static void *upload(const float *f, size_t n) {
-  void *h = pack(TPG_BF16, f, n, NULL), *d;
-  CUDA_OK(cudaMalloc(&d, n * 2));
-  CUDA_OK(cudaMemcpy(d, h, n * 2, cudaMemcpyHostToDevice));
-  free(h);
-  return d;
-}
 
 static void shard_make(shard *s, const model *m, int rank, int n) {
   int sw = m->kind == TPG_MLP_SWIGLU, F = FFN / n;

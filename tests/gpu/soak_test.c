@@ -22,21 +22,6 @@
 enum { L = 32, H = 512, FFN = 2048, M = 4, NBUF = 4, CHECK_EVERY = 1000 };
 #define TOL 3e-2
 
-static float *rnd_bf16(uint64_t seed, size_t n, float scale) {
-  float *f = malloc(n * 4);
-  for (size_t i = 0; i < n; i++) f[i] = scale * rnd(seed, i);
-  free(pack(TPG_BF16, f, n, f)); /* round in place */
-  return f;
-}
-
-static void *upload(const float *f, size_t n) {
-  void *h = pack(TPG_BF16, f, n, NULL), *d;
-  CUDA_OK(cudaMalloc(&d, n * 2));
-  CUDA_OK(cudaMemcpy(d, h, n * 2, cudaMemcpyHostToDevice));
-  free(h);
-  return d;
-}
-
 static long rss_kib(void) {
   FILE *f = fopen("/proc/self/statm", "r");
   long pages = 0, res = 0;
