@@ -37,6 +37,7 @@
  * - Every call returns a tpg_status. On failure, tpg_last_error() gives this
  *   thread's message naming the argument that was wrong and what was expected,
  *   and OUT handles are set to NULL. Nothing is leaked on any failure path.
+ *   Copy the message before the next call: calls that succeed may clear it.
  * - Handles are opaque. X_destroy(NULL) is a no-op. Arguments marked
  *   "borrowed" stay owned by the caller and must outlive the handle that uses
  *   them; "OUT" is written by the call.

@@ -264,6 +264,9 @@ static void rank_body(tpg_rank *c) {
   MUST(tpg_graph_launch(g, NULL));
   STEP(c, "  launched; waiting");
   st = tpg_comm_wait(comm, NULL);
+  /* Keep the message: the destroys below succeed and clear it. */
+  char why[512];
+  snprintf(why, sizeof why, "%s", tpg_last_error());
   STEP(c, "  wait returned");
   RCHECK(c, st != TPG_SUCCESS, "killed peer: wait succeeded");
   RCHECK(c, tpg_graph_destroy(g) == TPG_SUCCESS || 1, "graph destroy");
@@ -272,7 +275,7 @@ static void rank_body(tpg_rank *c) {
   double secs = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
   RCHECK(c, secs < 3.0 * DEADLINE_MS / 1000.0, "killed peer: error and teardown took %.1f s", secs);
   printf("killed peer (%s): %s, error and teardown in %.2f s: %s\n", g_kill_during ? "during a launch" : "before launch",
-         tpg_status_string(st), secs, tpg_last_error());
+         tpg_status_string(st), secs, why);
   tpg_plan_destroy(p);
   cudaFree(d);
 }
