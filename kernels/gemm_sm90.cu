@@ -22,6 +22,10 @@
  *      cuBLAS. This is why the TMA path exists despite needing host-side maps.
  *  - Persistent grid (min(tiles, SMs) CTAs) walks the tiles in groups of 8
  *    M-blocks, M fastest, so the CTAs running at once share W tiles in L2.
+ *  - Stream-K (TMA kernels, split_k = TPG_SPLITK_STREAM): when whole tiles
+ *    would leave SMs idle (M <= ~1024: 32-56 tiles of 128 x 256 for 132
+ *    SMs), each CTA takes an equal run of K blocks across tile boundaries
+ *    instead, and split tiles are summed through the workspace (sk_fixup).
  *    The epilogue writes from registers (one compile-time epilogue per branch,
  *    small enough for the instruction cache) while the producer already
  *    fetches the next tile's stages.
@@ -52,6 +56,14 @@ TPG_DEV void tile_coords(int t, int mt, int nt, int &mb, int &nb) {
   const int local = t - group * GROUP_M * nt;
   mb = first + local % gsz;
   nb = local / gsz;
+}
+
+/* Stream-K: the grid splits the tiles' tiles*nk K-block iterations evenly,
+ * CTA c taking [sk_begin(c), sk_begin(c+1)); a tile whose iterations span
+ * several CTAs is summed by the last of them to finish (fixup below). */
+TPG_DEV long long sk_begin(int c, long long total, int grid) { return total * c / grid; }
+TPG_DEV int sk_cta_of(long long g, long long total, int grid) {  /* the CTA whose range holds g */
+  return (int)(((g + 1) * grid + total - 1) / total) - 1;
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -139,6 +151,62 @@ TPG_DEV void wgmma_tile(float (&d)[BN / 2], uint64_t da, uint64_t db, int scale_
 #endif
 }  // namespace sm90
 
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* Stream-K fixup for a consumer thread (ct = 0..255 over both consumer
+ * warpgroups) holding its part of tile t's partial sum in d. Workspace:
+ * uint32 counters [tiles] (256-byte rounded, zero between launches), then
+ * fp32 partials, two slots per CTA (its first and its last segment may both
+ * be partial), each [BN/8][256 threads] float4 so that every access is
+ * coalesced and thread ct always meets its own fragment. Every contributor
+ * stores its partial and counts itself in; the one that counts last sums
+ * the partials in CTA order (its own read back too), so the result does not
+ * depend on which CTA finished last: launches are bit-reproducible. Nothing
+ * waits for another CTA, so no co-residency is assumed. */
+template <int BN>
+TPG_DEV bool sk_fixup(const tpg_gemm_args &a, float (&d)[BN / 2], int t, int tiles, int nk, long long total,
+                      int ct) {
+  using namespace sm90;
+  __shared__ int last;
+  constexpr int V = BN / 8; /* float4 per thread */
+  const int grid = gridDim.x, me = blockIdx.x;
+  const long long tb = (long long)t * nk;
+  const int c0 = sk_cta_of(tb, total, grid), c1 = sk_cta_of(tb + nk - 1, total, grid);
+  uint32_t *ctr = static_cast<uint32_t *>(a.workspace);
+  float4 *part = reinterpret_cast<float4 *>(static_cast<char *>(a.workspace) + (((size_t)tiles * 4 + 255) & ~(size_t)255));
+  /* CTA c's slot for tile t: CTAs after c0 begin inside t (their first
+   * segment, slot 0); c0 uses slot 0 only if its range begins at t. */
+  const int slot0 = 2 * c0 + (sk_begin(c0, total, grid) == tb ? 0 : 1);
+  auto slot = [&](int c) { return part + (size_t)(c == c0 ? slot0 : 2 * c) * (V * 256) + ct; };
+  float4 *mine = slot(me);
+#pragma unroll
+  for (int v = 0; v < V; ++v) __stcg(mine + v * 256, make_float4(d[4 * v], d[4 * v + 1], d[4 * v + 2], d[4 * v + 3]));
+  __threadfence();
+  asm volatile("bar.sync 1, 256;" ::: "memory");
+  if (ct == 0) {
+    const uint32_t seen = atomicAdd(ctr + t, 1u);
+    last = seen == (uint32_t)(c1 - c0);
+    if (last) ctr[t] = 0; /* every contributor has counted: ready for the next launch */
+  }
+  asm volatile("bar.sync 1, 256;" ::: "memory");
+  if (!last) return false;
+  __threadfence();
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i) d[i] = 0.f;
+  for (int c = c0; c <= c1; ++c) {
+    const float4 *p = slot(c);
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      /* 8 loads in flight at a time: all 32 at once would need 128 more
+       * registers than the accumulators leave (ptxas spilled) */
+      if (v % 8 == 0) asm volatile("" ::: "memory");
+      const float4 q = __ldcg(p + v * 256);
+      d[4 * v] += q.x; d[4 * v + 1] += q.y; d[4 * v + 2] += q.z; d[4 * v + 3] += q.w;
+    }
+  }
+  return true;
+}
+#endif
+
 /* TMA = false: cp.async producer (raw pointers only). TMA = true: one
  * producer thread issues two tensor-map bulk copies a stage (maps in p). */
 template <typename T, bool TMA, int BN>
@@ -164,6 +232,28 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
   const int out_n = swiglu ? BN / 2 : BN;  /* outputs a tile produces */
   const int mt = (M + BM - 1) / BM, nt = (N + out_n - 1) / out_n, tiles = mt * nt;
   const int nk = (K + BK - 1) / BK;
+  /* The CTA's work as segments: tile t, K blocks [kb0, kb1). Without
+   * stream-K, whole tiles t = blockIdx.x, + gridDim.x, ...; with it
+   * (a.split_k == TPG_SPLITK_STREAM; TMA kernels, the only ones the
+   * selector gives it), iterations g = t * nk + kb over
+   * [g0, g1) in tile order. take() returns the segment at g and advances g. */
+  const bool sk = TMA && a.split_k == TPG_SPLITK_STREAM && a.workspace != nullptr;
+  const long long total = (long long)tiles * nk;
+  const long long g0 = sk ? sk_begin(blockIdx.x, total, gridDim.x) : blockIdx.x;
+  const long long g1 = sk ? sk_begin(blockIdx.x + 1, total, gridDim.x) : tiles;
+  auto take = [&](long long &g, int &t, int &kb0, int &kb1) {
+    if (sk) {
+      t = (int)(g / nk);
+      kb0 = (int)(g - (long long)t * nk);
+      kb1 = (int)min((long long)nk, kb0 + (g1 - g));
+      g += kb1 - kb0;
+    } else {
+      t = (int)g;
+      kb0 = 0;
+      kb1 = nk;
+      g += gridDim.x;
+    }
+  };
 
   if (wg == 0) {
     /* ---------------- producer warpgroup ---------------- */
@@ -171,10 +261,11 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
     if constexpr (TMA) {
       if (tid == 0) {
         int it = 0;
-        for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-          int mb, nb;
+        for (long long gi = g0; gi < g1;) {
+          int t, kb0, kb1, mb, nb;
+          take(gi, t, kb0, kb1);
           tile_coords(t, mt, nt, mb, nb);
-          for (int kb = 0; kb < nk; ++kb, ++it) {
+          for (int kb = kb0; kb < kb1; ++kb, ++it) {
             const int s = it % STAGES;
             mbar_wait(empty_bar + 8 * s, ((it / STAGES) & 1) ^ 1);
             const uint32_t st = base + s * STAGE_BYTES, fb = full_bar + 8 * s;
@@ -191,8 +282,9 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
     const uint32_t soff = row * 128 + ((j ^ (row & 7)) << 4);
     const T *X = static_cast<const T *>(a.x), *W = static_cast<const T *>(a.w);
     int it = 0;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-      int mb, nb;
+    for (long long gi = g0; gi < g1;) {
+      int t, kb0, kb1, mb, nb;
+      take(gi, t, kb0, kb1);
       tile_coords(t, mt, nt, mb, nb);
       const int m0 = mb * BM, o0 = nb * out_n;
       int ob, rb, rstep;
@@ -207,7 +299,7 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
       }
       const T *xa = X + (size_t)(m0 + row) * a.ldx + j * 8;
       const T *wb = W + (size_t)rb * a.ldw + j * 8;
-      for (int kb = 0; kb < nk; ++kb, ++it) {
+      for (int kb = kb0; kb < kb1; ++kb, ++it) {
         const int s = it % STAGES;
         mbar_wait(empty_bar + 8 * s, ((it / STAGES) & 1) ^ 1);
         const uint32_t st = base + s * STAGE_BYTES + soff;
@@ -235,11 +327,12 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) d[i] = 0.f;
     int it = 0;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-      int mb, nb;
+    for (long long gi = g0; gi < g1;) {
+      int t, kb0, kb1, mb, nb;
+      take(gi, t, kb0, kb1);
       tile_coords(t, mt, nt, mb, nb);
       const int m0 = mb * BM, o0 = nb * out_n;
-      for (int kb = 0; kb < nk; ++kb, ++it) {
+      for (int kb = kb0; kb < kb1; ++kb, ++it) {
         const int s = it % STAGES;
         mbar_wait(full_bar + 8 * s, (it / STAGES) & 1);
         /* cp.async writes are generic-proxy writes; wgmma reads through the async proxy */
@@ -249,13 +342,16 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk)
-          wgmma_tile<T, BN>(d, da + 2 * kk, db + 2 * kk, (kb | kk) != 0);
+          wgmma_tile<T, BN>(d, da + 2 * kk, db + 2 * kk, (kb != kb0) | (kk != 0));
         wgmma_commit();
         wgmma_wait<1>();  /* the previous stage's wgmmas are done: release it */
-        if (kb > 0 && lane == 0) mbar_arrive(empty_bar + 8 * ((it - 1) % STAGES));
+        if (kb > kb0 && lane == 0) mbar_arrive(empty_bar + 8 * ((it - 1) % STAGES));
       }
       wgmma_wait<0>();
       if (lane == 0) mbar_arrive(empty_bar + 8 * ((it - 1) % STAGES));
+      /* A tile split across CTAs: only the last contributor to finish goes on
+       * to the epilogue, with the whole sum in d. */
+      if (sk && (kb0 != 0 || kb1 != nk) && !sk_fixup<BN>(a, d, t, tiles, nk, total, ct)) continue;
 
       /* Epilogue: d[4j+2h], d[4j+2h+1] = row warp*16 + g + 8h, cols 8j + t2 + {0,1}.
        * One compile-time epilogue per branch keeps the code that a tile runs

@@ -39,6 +39,16 @@ enum {
   TPG_EPI_COUNT = 7
 };
 
+/* tpg_gemm_args.split_k for stream-K (kernels/gemm_sm90.cu). */
+#define TPG_SPLITK_STREAM (-1) /* not 0: zeroed args mean whole tiles */
+
+/* Stream-K workspace of the sm90 kernels: uint32 counters, one per output
+ * tile, rounded to 256 bytes (zero at allocation; the kernel leaves them
+ * zero), then two fp32 partial tiles (128 x bn) per CTA of the grid. */
+static inline size_t tpg_sk_workspace_bytes(size_t tiles, size_t grid, size_t bn) {
+  return ((tiles * 4 + 255) & ~(size_t)255) + grid * 2 * 128 * bn * 4;
+}
+
 /* Y[M,N] = epi(X[M,K] * W[N,K]^T). Row-major, leading dims in elements. */
 typedef struct tpg_gemm_args {
   const void *x;        /* [M, ldx]  operand dtype                      */
@@ -53,7 +63,10 @@ typedef struct tpg_gemm_args {
   int32_t ldx, ldw, ldy, ldr;
   int32_t dtype;        /* TPG_KDT_F16 or TPG_KDT_BF16                   */
   int32_t epilogue;     /* TPG_EPI_*                                      */
-  int32_t split_k;      /* >= 1                                           */
+  int32_t split_k;      /* 1: each CTA computes whole tiles.
+                           TPG_SPLITK_STREAM (sm90 kernels only): stream-K,
+                           the tiles' K blocks split evenly over the grid;
+                           needs tpg_sk_workspace_bytes() of workspace */
   int32_t pdl_prefetch; /* the decode GEMVs, when the node is the secondary
                            of a programmatic edge (TPG_GRAPH_PDL): bytes of
                            each of the CTA's first W rows to prefetch into L2

@@ -111,6 +111,7 @@ int tpg_gemm_select(int m, int n, int k, int dtype, int epilogue, int sm_arch, i
     out->smem_bytes = 0;
     /* counters (zero at allocation; the kernel leaves them zero) + fp32 partials */
     out->workspace_bytes = ((tiles * 4 + 255) & ~(size_t)255) + tiles * (size_t)(r * mt * 4 * 32 * 4);
+    out->workspace_zeroed = out->workspace_bytes; /* partials too: the GEMV adds into them */
   } else if (m <= 64) {
     const int v = m <= 8 ? 0 : m <= 16 ? 1 : m <= 32 ? 2 : 3;
     const int rows = gemv_rows[v];
@@ -142,12 +143,16 @@ int tpg_gemm_select(int m, int n, int k, int dtype, int epilogue, int sm_arch, i
  *   sm_arch != 90 or m <= 16       same as tpg_gemm_select        (no maps)
  *   sm_arch == 90, m > 16          tpg_gemm_sm90tma_<dt>          256
  *                                  tpg_gemm_sm90tma_<dt>_n128     128
- *   BN: the one with the smaller estimated time
- *       waves(BN) * BN * (BN == 128 ? 1.15 : 1),  waves = ceil(tiles / num_sms),
- *   the 1.15 being the measured per-flop cost of the narrower tile (run 3).
- *   Measured (H200, docs/kernels.md): BN=256 for M >= 1024 at N >= 8192;
- *   BN=128 when N/256 tiles leave SMs idle (M <= 256, N <= 8192).
- *   grid = min(tiles, num_sms), block 384, smem 197696 (BN 256) / 197728 (128).
+ *   Four candidates, the smallest estimated time wins (cost c = 1.15 for
+ *   BN=128, the measured per-flop cost of the narrower tile (run 3), else 1;
+ *   nk = ceil(k / 64) K blocks a tile):
+ *     whole tiles  ceil(tiles_BN / num_sms) * nk * BN * c
+ *     stream-K     ceil(tiles_BN * nk / num_sms) * BN * c * STREAMK_COST
+ *   (stream-K only with streamk = 1; streamk = 2 forces it, 0 forbids it).
+ *   Whole tiles: grid = min(tiles, num_sms), split_k 1, no workspace.
+ *   Stream-K: grid = min(tiles * nk, num_sms), split_k TPG_SPLITK_STREAM,
+ *   workspace tpg_sk_workspace_bytes(tiles, grid, BN) (tpg_kargs.h).
+ *   block 384, smem 197696 (BN 256) / 197728 (128).
  * ------------------------------------------------------------------------- */
 static void fill_map(tpg_tma_encode *e, int rank, const unsigned long long *dims,
                      const unsigned long long *strides, const unsigned *box) {
@@ -161,12 +166,19 @@ static void fill_map(tpg_tma_encode *e, int rank, const unsigned long long *dims
   for (i = 0; i + 1 < rank; ++i) e->strides[i] = strides[i];
 }
 
+/* Stream-K's overhead over perfectly balanced whole tiles: each CTA stores
+ * up to two fp32 partial tiles and the last contributor reads them back
+ * (L2 traffic, ~2-5 us a GEMM at 132 CTAs). A guess to be measured. */
+#ifndef STREAMK_COST
+#define STREAMK_COST 1.05
+#endif
+
 int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arch, int num_sms, int ldx,
-                        int ldw, tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map,
+                        int ldw, int streamk, tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map,
                         char *why, size_t whylen) {
   const int swiglu = epilogue == TPG_EPI_SWIGLU;
   const int bf16 = dtype == TPG_KDT_BF16;
-  int rc, bn;
+  int rc, bn, sk = 0;
   unsigned long tiles256, tiles128, w256, w128;
   if (x_map) memset(x_map, 0, sizeof *x_map);
   if (w_map) memset(w_map, 0, sizeof *w_map);
@@ -180,19 +192,33 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
   tiles128 = (unsigned long)cdiv(m, 128) * cdiv(n, swiglu ? 64 : 128);
   w256 = (tiles256 + num_sms - 1) / num_sms;
   w128 = (tiles128 + num_sms - 1) / num_sms;
-  bn = (double)w128 * 128 * 1.15 < (double)w256 * 256 ? 128 : 256;
+  {
+    /* Estimated times in units of one K block of a BN=256 tile: whole
+     * tiles cost full waves of nk blocks; stream-K gives every SM
+     * ceil(tiles * nk / SMs) blocks and pays STREAMK_COST for writing and
+     * summing partial tiles. */
+    const double nk = (double)cdiv(k, 64);
+    const double t128 = (double)w128 * nk * 128 * 1.15, t256 = (double)w256 * nk * 256;
+    const double s128 = (double)cdiv((long)(tiles128 * nk), num_sms) * 128 * 1.15 * STREAMK_COST;
+    const double s256 = (double)cdiv((long)(tiles256 * nk), num_sms) * 256 * STREAMK_COST;
+    const double dp = t128 < t256 ? t128 : t256, st = s128 < s256 ? s128 : s256;
+    sk = streamk == 2 || (streamk == 1 && st < dp);
+    bn = sk ? (s128 < s256 ? 128 : 256) : (t128 < t256 ? 128 : 256);
+  }
   if (bn == 256) out->kernel = bf16 ? "tpg_gemm_sm90tma_bf16" : "tpg_gemm_sm90tma_f16";
   else out->kernel = bf16 ? "tpg_gemm_sm90tma_bf16_n128" : "tpg_gemm_sm90tma_f16_n128";
   {
     const unsigned long tiles = bn == 256 ? tiles256 : tiles128;
-    out->grid[0] = (unsigned)(tiles < (unsigned long)num_sms ? tiles : (unsigned long)num_sms);
+    const unsigned long work = sk ? tiles * cdiv(k, 64) : tiles; /* what the grid divides */
+    out->grid[0] = (unsigned)(work < (unsigned long)num_sms ? work : (unsigned long)num_sms);
     out->grid[1] = out->grid[2] = 1;
     out->block[0] = 384;
     out->block[1] = out->block[2] = 1;
     out->smem_bytes = bn == 256 ? 4 * (128 + 256) * 64 * 2 + 1024 + 2 * 4 * 8   /* 197696 */
                                 : 6 * (128 + 128) * 64 * 2 + 1024 + 2 * 6 * 8;  /* 197728 */
-    out->workspace_bytes = 0;
-    out->split_k = 1;
+    out->workspace_bytes = sk ? tpg_sk_workspace_bytes(tiles, out->grid[0], (size_t)bn) : 0;
+    out->workspace_zeroed = sk ? ((tiles * 4 + 255) & ~(size_t)255) : 0;
+    out->split_k = sk ? TPG_SPLITK_STREAM : 1;
   }
   {
     const unsigned long long xd[2] = {(unsigned long long)k, (unsigned long long)m};

@@ -20,9 +20,12 @@ typedef struct tpg_kernel_launch {
   unsigned smem_bytes;       /* dynamic shared memory. When > 48 KB the launcher
                                 must first set CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_
                                 SHARED_SIZE_BYTES to this value on the function  */
-  size_t workspace_bytes;    /* per-node workspace; zero it once when allocated
-                                (the kernels leave it zero on exit)            */
-  int split_k;               /* value for tpg_gemm_args.split_k (1 today)       */
+  size_t workspace_bytes;    /* per-node workspace; zero it once when allocated */
+  size_t workspace_zeroed;   /* its first bytes that the kernel leaves zero on
+                                exit (counters), so no memset between launches;
+                                the rest is scratch                            */
+  int split_k;               /* value for tpg_gemm_args.split_k: 1, or
+                                TPG_SPLITK_STREAM (stream-K, sm90 TMA)          */
 } tpg_kernel_launch;
 
 /* Y[m,n] = epi(X[m,k] * W[n,k]^T). dtype: TPG_KDT_F16 or TPG_KDT_BF16;
@@ -53,9 +56,12 @@ typedef struct tpg_tma_encode {
 } tpg_tma_encode;
 
 /* Like tpg_gemm_select, but on sm_arch 90 for m > 16 it picks the TMA kernels
- * and fills x_map/w_map (rank 0 otherwise). ldx/ldw: leading dimensions. */
+ * and fills x_map/w_map (rank 0 otherwise). ldx/ldw: leading dimensions.
+ * streamk: 0 never, 1 when the cost model says it pays, 2 always (tests):
+ * stream-K sets split_k = TPG_SPLITK_STREAM and a workspace whose first
+ * workspace_zeroed bytes (counters) the kernel leaves zero. */
 int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arch, int num_sms, int ldx,
-                        int ldw, tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map,
+                        int ldw, int streamk, tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map,
                         char *why, size_t whylen);
 
 #ifdef __cplusplus

@@ -25,5 +25,33 @@ int main(void) {
   CHECK(tpg_gemm_select(8, 64, 64, TPG_KDT_F32, TPG_EPI_NONE, 90, 132, &l, why, sizeof why) != 0);
   CHECK(tpg_gemm_select(8, 64, 64, TPG_KDT_BF16, TPG_EPI_NONE, 75, 40, &l, why, sizeof why) != 0);
   CHECK(strstr(why, "sm_80") != NULL);
+  /* The Hopper TMA path and its stream-K choice. */
+  {
+    tpg_tma_encode xe, we;
+    /* M = 128 at 8192 -> 14336: 56 tiles of 256 (112 of 128) for 132 SMs:
+     * stream-K on BN 256, whole grid, counters + 2 partial tiles per CTA. */
+    CHECK(tpg_gemm_select_tma(128, 14336, 8192, TPG_KDT_BF16, TPG_EPI_BIAS_GELU, 90, 132, 8192, 8192, 1, &l, &xe, &we,
+                              why, sizeof why) == 0);
+    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16") == 0 && l.split_k == TPG_SPLITK_STREAM);
+    CHECK(l.grid[0] == 132 && xe.rank == 2 && we.rank == 2 && we.box[1] == 256);
+    CHECK(l.workspace_bytes == tpg_sk_workspace_bytes(56, 132, 256) && l.workspace_zeroed == 256);
+    /* streamk 0: whole tiles of 128 (the old choice), no workspace */
+    CHECK(tpg_gemm_select_tma(128, 14336, 8192, TPG_KDT_BF16, TPG_EPI_BIAS_GELU, 90, 132, 8192, 8192, 0, &l, &xe, &we,
+                              why, sizeof why) == 0);
+    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_n128") == 0 && l.split_k == 1 && l.workspace_bytes == 0);
+    CHECK(l.grid[0] == 112 && we.box[1] == 128);
+    /* M = 4096: 1792 tiles = 13.6 waves, stream-K would not pay its cost */
+    CHECK(tpg_gemm_select_tma(4096, 14336, 8192, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 8192, 8192, 1, &l, &xe, &we,
+                              why, sizeof why) == 0);
+    CHECK(l.split_k == 1 && l.workspace_bytes == 0 && l.grid[0] == 132);
+    /* forced on a one-K-block shape: the grid never exceeds tiles x K blocks (2 x 1 on BN 128) */
+    CHECK(tpg_gemm_select_tma(32, 256, 64, TPG_KDT_F16, TPG_EPI_NONE, 90, 132, 64, 64, 2, &l, &xe, &we, why,
+                              sizeof why) == 0);
+    CHECK(l.split_k == TPG_SPLITK_STREAM && l.grid[0] == 2 && we.box[1] == 128 && strstr(l.kernel, "f16") != NULL);
+    /* decode stays on the GEMV, whatever streamk says */
+    CHECK(tpg_gemm_select_tma(8, 14336, 8192, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 8192, 8192, 2, &l, &xe, &we, why,
+                              sizeof why) == 0);
+    CHECK(strstr(l.kernel, "gemv") != NULL && xe.rank == 0 && l.split_k == 1);
+  }
   return TPG_TEST_END();
 }
