@@ -82,6 +82,7 @@ static kfn find_kernel(const char *name) {
 }
 
 static int g_sms = 132, g_arch = 90;
+static int g_streamk = 1; /* TPG_GEMM_STREAMK, as the library reads it */
 
 static void launch(const tpg_kernel_launch &L, const tpg_gemm_args &a, cudaStream_t st = 0) {
   kfn f = find_kernel(L.kernel);
@@ -142,14 +143,29 @@ static void launch_sel(const tpg_kernel_launch &L, const tpg_gemm_tma_args &p, c
   f<<<dim3(L.grid[0], L.grid[1], L.grid[2]), dim3(L.block[0], L.block[1], L.block[2]), L.smem_bytes, st>>>(p);
   CK(cudaGetLastError());
 }
-static bool select_tma(const tpg_gemm_args &a, tpg_kernel_launch &L, tpg_gemm_tma_args &p) {
+/* The launch tpg_gemm_select_tma picks (streamk as TPG_GEMM_STREAMK: 0 never,
+ * 1 by the cost model, 2 always); p.a = a with split_k set from it. The
+ * caller supplies a.workspace of at least L.workspace_bytes (workspace_for). */
+static tpg_kernel_launch pick_tma(const tpg_gemm_args &a, int streamk) {
+  tpg_kernel_launch L;
   tpg_tma_encode xe, we;
   char why[200];
-  if (tpg_gemm_select_tma(a.m, a.n, a.k, a.dtype, a.epilogue, g_arch, g_sms, a.ldx, a.ldw, &L, &xe, &we, why, sizeof why)) {
+  if (tpg_gemm_select_tma(a.m, a.n, a.k, a.dtype, a.epilogue, g_arch, g_sms, a.ldx, a.ldw, streamk, &L, &xe, &we, why,
+                          sizeof why)) {
+    fprintf(stderr, "select_tma rejected: %s\n", why); exit(2);
+  }
+  return L;
+}
+static bool select_tma(const tpg_gemm_args &a, tpg_kernel_launch &L, tpg_gemm_tma_args &p, int streamk = g_streamk) {
+  tpg_tma_encode xe, we;
+  char why[200];
+  if (tpg_gemm_select_tma(a.m, a.n, a.k, a.dtype, a.epilogue, g_arch, g_sms, a.ldx, a.ldw, streamk, &L, &xe, &we, why,
+                          sizeof why)) {
     fprintf(stderr, "select_tma rejected: %s\n", why); exit(2);
   }
   memset(&p, 0, sizeof p);
   p.a = a;
+  p.a.split_k = L.split_k;
   if (xe.rank) {
     if (!g_encode) encode_maps(p, 256);  /* loads the entry point */
     encode_from(xe, a.x, a.dtype, &p.tx);
@@ -282,10 +298,10 @@ static void check_shape(int M, int N, int K, int dtype, bool pad) {
   CK(cudaMemcpy(db, hb.data(), hb.size() * 2, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(dr, hr.data(), hr.size() * 2, cudaMemcpyHostToDevice));
   std::vector<uint8_t> hy(ybytes);
-  const int arches[6] = {g_arch, 80, g_arch, g_arch, g_arch, g_arch};
+  const int arches[7] = {g_arch, 80, g_arch, g_arch, g_arch, g_arch, g_arch};
   void *dws = nullptr;
   size_t ws_cap = 0;
-  for (int ai = 0; ai < 6; ++ai) {
+  for (int ai = 0; ai < 7; ++ai) {  /* pass 6: what tpg_gemm_select_tma picks with stream-K forced */
     for (int epi = 0; epi < TPG_EPI_COUNT; ++epi) {
       tpg_kernel_launch L, L90;
       char why[200];
@@ -295,6 +311,13 @@ static void check_shape(int M, int N, int K, int dtype, bool pad) {
       if (ai == 5) {  /* pass 5: plain decode GEMV for M <= 16 */
         if (M > 16) continue;
         L = plain_decode(M, N, dtype, epi);
+      }
+      if (ai == 6 && (g_arch != 90 || M <= 16)) continue;
+      if (ai == 4 || ai == 6) {  /* the TMA selection's own workspace (stream-K) */
+        tpg_gemm_args q;
+        memset(&q, 0, sizeof q);
+        q.m = M; q.n = N; q.k = K; q.ldx = ldx; q.ldw = ldw; q.dtype = dtype; q.epilogue = epi;
+        L = pick_tma(q, ai == 6 ? 2 : g_streamk);
       }
       if (L.workspace_bytes > ws_cap) {
         if (dws) cudaFree(dws);
@@ -318,11 +341,11 @@ static void check_shape(int M, int N, int K, int dtype, bool pad) {
       a.workspace = dws;
       CK(cudaMemset(dy, 0xFF, ybytes));  /* poison: NaN in every dtype */
       std::string kname = ai == 2 ? "sm90tma(256)" : ai == 3 ? "sm90tma(128)" : L.kernel;
-      if (ai == 4) {
+      if (ai == 4 || ai == 6) {
         tpg_gemm_tma_args p;
         tpg_kernel_launch LT;
-        select_tma(a, LT, p);
-        kname = std::string("sel:") + LT.kernel;
+        select_tma(a, LT, p, ai == 6 ? 2 : g_streamk);
+        kname = std::string(ai == 6 ? "sk:" : "sel:") + LT.kernel;
         launch_sel(LT, p);
       } else if (ai >= 2) {
         tpg_gemm_tma_args p;
@@ -355,12 +378,14 @@ static void check_shape(int M, int N, int K, int dtype, bool pad) {
         }
       }
       const double err = sqrt(num / std::max(den, 1e-300));
-      size_t ws_dirty = 0;  /* the workspace must be all zero again after every launch */
-      if (L.workspace_bytes) {
-        std::vector<uint32_t> hw32(L.workspace_bytes / 4);
-        CK(cudaMemcpy(hw32.data(), dws, L.workspace_bytes, cudaMemcpyDeviceToHost));
+      size_t ws_dirty = 0;  /* what the kernel must leave zero (counters) is zero again after every launch */
+      if (L.workspace_zeroed) {
+        std::vector<uint32_t> hw32(L.workspace_zeroed / 4);
+        CK(cudaMemcpy(hw32.data(), dws, L.workspace_zeroed, cudaMemcpyDeviceToHost));
         for (auto v : hw32) ws_dirty += v != 0;
       }
+      if (L.workspace_bytes > L.workspace_zeroed)  /* stream-K scratch: zero for the decode kernels that follow */
+        CK(cudaMemset(dws, 0, L.workspace_bytes));
       const bool ok = nan_count == 0 && ws_dirty == 0 && err <= 1e-2 && std::isfinite(err);
       char what[256];
       snprintf(what, sizeof what, "%-20s %s M=%d N=%d K=%d%s epi=%s", kname.c_str(), dtype == TPG_KDT_BF16 ? "bf16" : "f16",
@@ -469,9 +494,15 @@ static void time_shape(cublasHandle_t h, int M, int K, int N, int reps, std::vec
   if (tpg_gemm_select(M, N, K, TPG_KDT_BF16, TPG_EPI_NONE, g_arch, g_sms, &L, why, sizeof why)) {
     fprintf(stderr, "select: %s\n", why); exit(2);
   }
+  /* The TMA selections timed: as configured, and with stream-K off / forced. */
+  tpg_gemm_args q;
+  memset(&q, 0, sizeof q);
+  q.m = M; q.n = N; q.k = K; q.ldx = K; q.ldw = K; q.dtype = TPG_KDT_BF16; q.epilogue = TPG_EPI_NONE;
+  const tpg_kernel_launch Lsel = pick_tma(q, g_streamk), Loff = pick_tma(q, 0), Lsk = pick_tma(q, 2);
+  const size_t wsb = std::max({L.workspace_bytes, Lsel.workspace_bytes, Loff.workspace_bytes, Lsk.workspace_bytes});
   std::vector<void *> WS(copies, nullptr);  /* one workspace per rotation copy (graph nodes own theirs) */
-  if (L.workspace_bytes)
-    for (auto &p : WS) { CK(cudaMalloc(&p, L.workspace_bytes)); CK(cudaMemset(p, 0, L.workspace_bytes)); }
+  if (wsb)
+    for (auto &p : WS) { CK(cudaMalloc(&p, wsb)); CK(cudaMemset(p, 0, wsb)); }
   auto args = [&](int c) {
     tpg_gemm_args a; memset(&a, 0, sizeof a);
     a.x = X[c]; a.w = W[c]; a.y = Y[c]; a.m = M; a.n = N; a.k = K; a.ldx = K; a.ldw = K; a.ldy = N;
@@ -538,6 +569,15 @@ static void time_shape(cublasHandle_t h, int M, int K, int N, int reps, std::vec
     rows.push_back(row(LS.kernel, primary_us));
     if (strcmp(LS.kernel, L.kernel))  /* the plain-args selection, when it differs */
       alts.push_back(row(std::string("plain:") + L.kernel, timeit([&](int c) { launch(L, args(c)); })));
+  }
+  if (g_arch == 90 && M > 16) {  /* stream-K A/B: whichever of off / forced the selection is not */
+    for (int mode : {0, 2}) {
+      std::vector<tpg_gemm_tma_args> PM(copies);
+      tpg_kernel_launch LM;
+      for (int c = 0; c < copies; ++c) select_tma(args(c), LM, PM[c], mode);
+      if (LM.split_k == LS.split_k && !strcmp(LM.kernel, LS.kernel)) continue;
+      alts.push_back(row(std::string(mode ? "sk:" : "nosk:") + LM.kernel, timeit([&](int c) { launch_sel(LM, PM[c]); })));
+    }
   }
   /* alternatives */
   if (g_arch == 90 && M >= 64) {
@@ -613,6 +653,7 @@ int main(int argc, char **argv) {
   g_sms = prop.multiProcessorCount;
   g_arch = prop.major * 10 + prop.minor;
   if (getenv("TPG_ARCH")) g_arch = atoi(getenv("TPG_ARCH"));  /* e.g. 80: test the fallback selection */
+  if (getenv("TPG_GEMM_STREAMK") && getenv("TPG_GEMM_STREAMK")[0]) g_streamk = atoi(getenv("TPG_GEMM_STREAMK"));
   printf("device: %s, %d SMs, sm_%d, L2 %d MB\n", prop.name, g_sms, g_arch, prop.l2CacheSize >> 20);
   if (profile) { profile_mode(); printf("profile launches done\n"); return 0; }
   g_rng.seed((uint64_t)std::chrono::high_resolution_clock::now().time_since_epoch().count());
@@ -645,7 +686,7 @@ int main(int argc, char **argv) {
            bw, bw_dec, 8192.0 * 14336 * 2 / bw_dec / 1e6);
     cublasHandle_t h;
     CKB(cublasCreate(&h));
-    const int TM[] = {1, 4, 16, 64, 256, 1024, 4096};
+    const int TM[] = {1, 4, 16, 64, 128, 256, 1024, 4096};
     const int TKN[][2] = {{8192, 14336}, {14336, 8192}, {4096, 7168}, {7168, 4096}, {8192, 8192}};
     for (auto &kn : TKN)
       for (int M : TM) time_shape(h, M, kn[0], kn[1], quick ? 5 : (M >= 1024 ? 11 : 21), rows, alts);

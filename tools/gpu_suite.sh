@@ -6,6 +6,8 @@
 #   soak      soak_test: 100,000 launches with rebinding, RSS/device memory
 #   sanitize  compute-sanitizer memcheck and racecheck over the GPU tests
 #   gemm      gemm_bench --check-only
+#   gemmtime  gemm_bench timing against cuBLAS (JSON), stream-K A/B rows
+#   skab      tpbench at 128 and 1024 tokens with stream-K off, then on
 #   ar        allreduce_bench (JSON)
 #   artune    two-shot grid sizes (TPG_TWOSHOT_BLOCKS 96, 128) at 1-8 MiB,
 #             and allreduce_test under the largest
@@ -61,6 +63,17 @@ for st in "${stages[@]}"; do
   gemm)
     LD_LIBRARY_PATH="${cb:+$cb:}/usr/local/cuda/lib64" timeout 120 bash "$here/run.sh" gemm_bench --check-only > /tmp/tpg-logs/gemm.txt 2>&1
     echo "gemm_bench --check-only: $(grep -m1 'checks:' /tmp/tpg-logs/gemm.txt)" ;;
+  gemmtime)
+    LD_LIBRARY_PATH="${cb:+$cb:}/usr/local/cuda/lib64" timeout 300 bash "$here/run.sh" gemm_bench --json "$out/gemm.json" > "$out/gemm.txt" 2>&1
+    echo "gemm_bench (rc $?):"; grep -E "^ +(64|128|256|1024) " "$out/gemm.txt" | cut -c1-100 ;;
+  skab)
+    for sk in 0 1; do
+      echo "TPG_GEMM_STREAMK=$sk:"
+      TPG_GEMM_STREAMK=$sk timeout 150 bash "$here/run.sh" tpbench --tokens 64,128,1024 --modes explicit,pdl,compute --no-torch \
+        > /tmp/tpg-logs/skab$sk.txt 2>&1
+      grep -E "^ *[0-9]+/[0-9]+|hidden" /tmp/tpg-logs/skab$sk.txt | tail -8
+      cat /tmp/tpg-logs/skab$sk.txt >> "$out/skab.txt"
+    done ;;
   ar)
     timeout 150 bash "$here/run.sh" allreduce_bench --json "$out/allreduce.json" > "$out/ar.txt" 2>&1
     tail -16 "$out/ar.txt" ;;
