@@ -174,8 +174,21 @@ static bool select_tma(const tpg_gemm_args &a, tpg_kernel_launch &L, tpg_gemm_tm
   return xe.rank != 0;
 }
 
-/* Launch a TMA kernel (BN = 256 or 128) with the launch rules of the selector. */
-static void launch_tma(int bn, const tpg_gemm_tma_args &p, cudaStream_t st = 0) {
+/* Launch a TMA kernel (BN = 256 or 128) with the launch rules of the selector;
+ * sk: stream-K over the whole GPU (p.a.workspace: sk_bytes(bn, p.a) of it). */
+static unsigned sk_grid(int bn, const tpg_gemm_args &a) {
+  const int outn = a.epilogue == TPG_EPI_SWIGLU ? bn / 2 : bn;
+  const size_t tiles = (size_t)((a.m + 127) / 128) * ((a.n + outn - 1) / outn), work = tiles * ((a.k + 63) / 64);
+  return (unsigned)std::min<size_t>(work, g_sms);
+}
+static size_t sk_bytes(int bn, const tpg_gemm_args &a) {
+  const int outn = a.epilogue == TPG_EPI_SWIGLU ? bn / 2 : bn;
+  const size_t tiles = (size_t)((a.m + 127) / 128) * ((a.n + outn - 1) / outn);
+  return tpg_sk_workspace_bytes(tiles, sk_grid(bn, a), bn);
+}
+static void launch_tma(int bn, const tpg_gemm_tma_args &p0, cudaStream_t st = 0, bool sk = false) {
+  tpg_gemm_tma_args p = p0;
+  p.a.split_k = sk ? TPG_SPLITK_STREAM : 1;
   const tpg_gemm_args &a = p.a;
   const bool bf16 = a.dtype == TPG_KDT_BF16;
   const char *name = bn == 256 ? (bf16 ? "tpg_gemm_sm90tma_bf16" : "tpg_gemm_sm90tma_f16")
@@ -183,7 +196,7 @@ static void launch_tma(int bn, const tpg_gemm_tma_args &p, cudaStream_t st = 0) 
   kfn_tma f = find_tma_kernel(name);
   const int outn = a.epilogue == TPG_EPI_SWIGLU ? bn / 2 : bn;
   const unsigned tiles = (unsigned)((a.m + 127) / 128) * (unsigned)((a.n + outn - 1) / outn);
-  const unsigned grid = std::min<unsigned>(tiles, g_sms);
+  const unsigned grid = sk ? sk_grid(bn, a) : std::min<unsigned>(tiles, g_sms);
   const unsigned smem = bn == 256 ? tpg::sm90::cfg<256>::SMEM_BYTES : tpg::sm90::cfg<128>::SMEM_BYTES;
   CK(cudaFuncSetAttribute((const void *)f, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   f<<<grid, 384, smem, st>>>(p);
@@ -499,7 +512,8 @@ static void time_shape(cublasHandle_t h, int M, int K, int N, int reps, std::vec
   memset(&q, 0, sizeof q);
   q.m = M; q.n = N; q.k = K; q.ldx = K; q.ldw = K; q.dtype = TPG_KDT_BF16; q.epilogue = TPG_EPI_NONE;
   const tpg_kernel_launch Lsel = pick_tma(q, g_streamk), Loff = pick_tma(q, 0), Lsk = pick_tma(q, 2);
-  const size_t wsb = std::max({L.workspace_bytes, Lsel.workspace_bytes, Loff.workspace_bytes, Lsk.workspace_bytes});
+  const size_t wsb = std::max({L.workspace_bytes, Lsel.workspace_bytes, Loff.workspace_bytes, Lsk.workspace_bytes,
+                               sk_bytes(256, q), sk_bytes(128, q)});
   std::vector<void *> WS(copies, nullptr);  /* one workspace per rotation copy (graph nodes own theirs) */
   if (wsb)
     for (auto &p : WS) { CK(cudaMalloc(&p, wsb)); CK(cudaMemset(p, 0, wsb)); }
@@ -590,6 +604,8 @@ static void time_shape(cublasHandle_t h, int M, int K, int N, int reps, std::vec
     }
     alts.push_back(row("sm90tma", timeit([&](int c) { launch_tma(256, P[c]); })));
     alts.push_back(row("sm90tma_n128", timeit([&](int c) { launch_tma(128, P128[c]); })));
+    alts.push_back(row("sm90tma_sk", timeit([&](int c) { launch_tma(256, P[c], 0, true); })));
+    alts.push_back(row("sm90tma_n128_sk", timeit([&](int c) { launch_tma(128, P128[c], 0, true); })));
     if (M == 64) {
       tpg_kernel_launch L8;
       tpg_gemm_select(65, N, K, TPG_KDT_BF16, TPG_EPI_NONE, 80, g_sms, &L8, why, sizeof why);

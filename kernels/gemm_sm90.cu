@@ -351,7 +351,7 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
       if (lane == 0) mbar_arrive(empty_bar + 8 * ((it - 1) % STAGES));
       /* A tile split across CTAs: only the last contributor to finish goes on
        * to the epilogue, with the whole sum in d. */
-      if (sk && (kb0 != 0 || kb1 != nk) && !sk_fixup<BN>(a, d, t, tiles, nk, total, ct)) continue;
+      if (sk && (kb0 != 0 || kb1 != nk) && !sk_fixup<BN>(a, d, t, tiles, nk, total, tid - 128)) continue;
 
       /* Epilogue: d[4j+2h], d[4j+2h+1] = row warp*16 + g + 8h, cols 8j + t2 + {0,1}.
        * One compile-time epilogue per branch keeps the code that a tile runs
