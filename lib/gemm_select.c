@@ -143,15 +143,16 @@ int tpg_gemm_select(int m, int n, int k, int dtype, int epilogue, int sm_arch, i
  *   sm_arch != 90 or m <= 16       same as tpg_gemm_select        (no maps)
  *   sm_arch == 90, m > 16          tpg_gemm_sm90tma_<dt>          256
  *                                  tpg_gemm_sm90tma_<dt>_n128     128
- *   Four candidates, the smallest estimated time wins (cost c = 1.15 for
- *   BN=128, the measured per-flop cost of the narrower tile (run 3), else 1;
- *   nk = ceil(k / 64) K blocks a tile):
- *     whole tiles  ceil(tiles_BN / num_sms) * nk * BN * c
- *     stream-K     ceil(tiles_BN * nk / num_sms) * BN * c * STREAMK_COST
- *   (stream-K only with streamk = 1; streamk = 2 forces it, 0 forbids it).
+ *   BN: the one with the smaller estimated time
+ *       waves(BN) * BN * (BN == 128 ? 1.15 : 1),  waves = ceil(tiles / num_sms),
+ *   the 1.15 being the measured per-flop cost of the narrower tile (run 3).
+ *   Measured (H200, docs/kernels.md): BN=256 for M >= 1024 at N >= 8192;
+ *   BN=128 when N/256 tiles leave SMs idle (M <= 256, N <= 8192).
  *   Whole tiles: grid = min(tiles, num_sms), split_k 1, no workspace.
- *   Stream-K: grid = min(tiles * nk, num_sms), split_k TPG_SPLITK_STREAM,
- *   workspace tpg_sk_workspace_bytes(tiles, grid, BN) (tpg_kargs.h).
+ *   Stream-K, when that grid is at most a third of the SMs (streamk = 1;
+ *   2 forces it, 0 forbids it): BN = 128, grid = min(tiles * ceil(k/64),
+ *   num_sms), split_k TPG_SPLITK_STREAM, workspace
+ *   tpg_sk_workspace_bytes(tiles, grid, 128) (tpg_kargs.h).
  *   block 384, smem 197696 (BN 256) / 197728 (128).
  * ------------------------------------------------------------------------- */
 static void fill_map(tpg_tma_encode *e, int rank, const unsigned long long *dims,
@@ -165,13 +166,6 @@ static void fill_map(tpg_tma_encode *e, int rank, const unsigned long long *dims
   }
   for (i = 0; i + 1 < rank; ++i) e->strides[i] = strides[i];
 }
-
-/* Stream-K's overhead over perfectly balanced whole tiles: each CTA stores
- * up to two fp32 partial tiles and the last contributor reads them back
- * (L2 traffic, ~2-5 us a GEMM at 132 CTAs). A guess to be measured. */
-#ifndef STREAMK_COST
-#define STREAMK_COST 1.05
-#endif
 
 int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arch, int num_sms, int ldx,
                         int ldw, int streamk, tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map,
@@ -192,19 +186,18 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
   tiles128 = (unsigned long)cdiv(m, 128) * cdiv(n, swiglu ? 64 : 128);
   w256 = (tiles256 + num_sms - 1) / num_sms;
   w128 = (tiles128 + num_sms - 1) / num_sms;
-  {
-    /* Estimated times in units of one K block of a BN=256 tile: whole
-     * tiles cost full waves of nk blocks; stream-K gives every SM
-     * ceil(tiles * nk / SMs) blocks and pays STREAMK_COST for writing and
-     * summing partial tiles. */
-    const double nk = (double)cdiv(k, 64);
-    const double t128 = (double)w128 * nk * 128 * 1.15, t256 = (double)w256 * nk * 256;
-    const double s128 = (double)cdiv((long)(tiles128 * nk), num_sms) * 128 * 1.15 * STREAMK_COST;
-    const double s256 = (double)cdiv((long)(tiles256 * nk), num_sms) * 256 * STREAMK_COST;
-    const double dp = t128 < t256 ? t128 : t256, st = s128 < s256 ? s128 : s256;
-    sk = streamk == 2 || (streamk == 1 && st < dp);
-    bn = sk ? (s128 < s256 ? 128 : 256) : (t128 < t256 ? 128 : 256);
-  }
+  bn = (double)w128 * 128 * 1.15 < (double)w256 * 256 ? 128 : 256;
+  /* Stream-K only where whole tiles leave most SMs idle, and on BN = 128.
+   * Measured (gemm_bench, nvidia-h200-x2, commit fb31d40, M = 128): 32
+   * tiles for 132 SMs (7168 -> 4096) 31.1 us stream-K vs 41.8 whole tiles;
+   * 56-112 tiles: 74.7 vs 67.0, 30.5 vs 27.3, 48.8 vs 47.7, 75.6 vs 78.3;
+   * M = 1024: 1.1-1.6x slower (likely: CTAs at different K offsets no
+   * longer share W tiles in L2 as the lock-step waves do). At M = 128 it
+   * runs ~12 us above its DRAM floor, so only a grid that would be at most
+   * a third full gains enough. BN = 128 won at all 5 M = 128 shapes
+   * (31.1 vs 41.6 us at 32 tiles). */
+  sk = streamk == 2 || (streamk == 1 && (bn == 256 ? tiles256 : tiles128) * 3 <= (unsigned long)num_sms);
+  if (sk) bn = 128;
   if (bn == 256) out->kernel = bf16 ? "tpg_gemm_sm90tma_bf16" : "tpg_gemm_sm90tma_f16";
   else out->kernel = bf16 ? "tpg_gemm_sm90tma_bf16_n128" : "tpg_gemm_sm90tma_f16_n128";
   {

@@ -28,19 +28,23 @@ int main(void) {
   /* The Hopper TMA path and its stream-K choice. */
   {
     tpg_tma_encode xe, we;
-    /* M = 128 at 8192 -> 14336: 56 tiles of 256 (112 of 128) for 132 SMs:
-     * stream-K on BN 256, whole grid, counters + 2 partial tiles per CTA. */
-    CHECK(tpg_gemm_select_tma(128, 14336, 8192, TPG_KDT_BF16, TPG_EPI_BIAS_GELU, 90, 132, 8192, 8192, 1, &l, &xe, &we,
+    /* M = 128 at 7168 -> 4096: 32 tiles of 128 for 132 SMs: stream-K on
+     * BN 128, whole grid, counters + 2 partial tiles per CTA. */
+    CHECK(tpg_gemm_select_tma(128, 4096, 7168, TPG_KDT_BF16, TPG_EPI_RESIDUAL, 90, 132, 7168, 7168, 1, &l, &xe, &we,
                               why, sizeof why) == 0);
-    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16") == 0 && l.split_k == TPG_SPLITK_STREAM);
-    CHECK(l.grid[0] == 132 && xe.rank == 2 && we.rank == 2 && we.box[1] == 256);
-    CHECK(l.workspace_bytes == tpg_sk_workspace_bytes(56, 132, 256) && l.workspace_zeroed == 256);
-    /* streamk 0: whole tiles of 128 (the old choice), no workspace */
-    CHECK(tpg_gemm_select_tma(128, 14336, 8192, TPG_KDT_BF16, TPG_EPI_BIAS_GELU, 90, 132, 8192, 8192, 0, &l, &xe, &we,
+    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_n128") == 0 && l.split_k == TPG_SPLITK_STREAM);
+    CHECK(l.grid[0] == 132 && xe.rank == 2 && we.rank == 2 && we.box[1] == 128);
+    CHECK(l.workspace_bytes == tpg_sk_workspace_bytes(32, 132, 128) && l.workspace_zeroed == 256);
+    /* streamk 0: whole tiles, no workspace */
+    CHECK(tpg_gemm_select_tma(128, 4096, 7168, TPG_KDT_BF16, TPG_EPI_RESIDUAL, 90, 132, 7168, 7168, 0, &l, &xe, &we,
                               why, sizeof why) == 0);
     CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_n128") == 0 && l.split_k == 1 && l.workspace_bytes == 0);
-    CHECK(l.grid[0] == 112 && we.box[1] == 128);
-    /* M = 4096: 1792 tiles = 13.6 waves, stream-K would not pay its cost */
+    CHECK(l.grid[0] == 32);
+    /* 112 tiles at 8192 -> 14336 fill most SMs: whole tiles (stream-K measured slower) */
+    CHECK(tpg_gemm_select_tma(128, 14336, 8192, TPG_KDT_BF16, TPG_EPI_BIAS_GELU, 90, 132, 8192, 8192, 1, &l, &xe, &we,
+                              why, sizeof why) == 0);
+    CHECK(l.split_k == 1 && l.workspace_bytes == 0 && l.grid[0] == 112 && we.box[1] == 128);
+    /* M = 4096: 1792 tiles, full waves */
     CHECK(tpg_gemm_select_tma(4096, 14336, 8192, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 8192, 8192, 1, &l, &xe, &we,
                               why, sizeof why) == 0);
     CHECK(l.split_k == 1 && l.workspace_bytes == 0 && l.grid[0] == 132);
