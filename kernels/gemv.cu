@@ -25,6 +25,35 @@
 
 namespace tpg {
 
+/* Sum the KW warps' accumulators (each a partial K slice) into warp 0's: a
+ * tree through shared memory, log2(KW) steps. Every thread of the CTA calls
+ * it (it synchronises the CTA). */
+template <int MT, int R, int KW>
+__device__ __forceinline__ void reduce_warps(float (&acc)[R][MT][4], float (&red)[KW / 2][R * MT * 4][32], int w,
+                                             int lane) {
+#pragma unroll
+  for (int s = KW / 2; s >= 1; s >>= 1) {
+    if (w >= s && w < 2 * s) {
+#pragma unroll
+      for (int rt = 0; rt < R; ++rt)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) red[w - s][(rt * MT + mt) * 4 + i][lane] = acc[rt][mt][i];
+    }
+    __syncthreads();
+    if (w < s) {
+#pragma unroll
+      for (int rt = 0; rt < R; ++rt)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) acc[rt][mt][i] += red[w][(rt * MT + mt) * 4 + i][lane];
+    }
+    __syncthreads();
+  }
+}
+
 /* PF: prefetch the next iteration's W and X into registers before computing
  * the current one (more bytes in flight per warp, more registers). */
 template <typename T, int MT, int R, int U, int KW, bool PF, int LDF = 0>
@@ -162,28 +191,8 @@ __device__ __forceinline__ void gemv_body(const tpg_gemm_args &a) {
     mma_chunk(wv, x);
   }
 
-  /* Sum the KW warps' partial K slices: a tree through shared memory. */
-#pragma unroll
-  for (int s = KW / 2; s >= 1; s >>= 1) {
-    if (w >= s && w < 2 * s) {
-#pragma unroll
-      for (int rt = 0; rt < R; ++rt)
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) red[w - s][(rt * MT + mt) * 4 + i][lane] = acc[rt][mt][i];
-    }
-    __syncthreads();
-    if (w < s) {
-#pragma unroll
-      for (int rt = 0; rt < R; ++rt)
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) acc[rt][mt][i] += red[w][(rt * MT + mt) * 4 + i][lane];
-    }
-    __syncthreads();
-  }
+  /* Sum the KW warps' partial K slices into warp 0. */
+  reduce_warps<MT, R, KW>(acc, red, w, lane);
   if (w != 0) return;
 
   /* Epilogue. Accumulator c0,c1: W row g, m = 2*t4 + {0,1}; c2,c3: W row g+8. */
@@ -326,27 +335,7 @@ __device__ __forceinline__ void gemv_sk_body(const tpg_gemm_args &a) {
             mma16816<T>(acc[rt][mt], wv[u][rt][0].z, wv[u][rt][1].z, wv[u][rt][0].w, wv[u][rt][1].w, xq[u][mt].z, xq[u][mt].w);
           }
     }
-#pragma unroll
-    for (int s = KW / 2; s >= 1; s >>= 1) {
-      if (w >= s && w < 2 * s) {
-#pragma unroll
-        for (int rt = 0; rt < R; ++rt)
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) red[w - s][(rt * MT + mt) * 4 + i][lane] = acc[rt][mt][i];
-      }
-      __syncthreads();
-      if (w < s) {
-#pragma unroll
-        for (int rt = 0; rt < R; ++rt)
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) acc[rt][mt][i] += red[w][(rt * MT + mt) * 4 + i][lane];
-      }
-      __syncthreads();
-    }
+    reduce_warps<MT, R, KW>(acc, red, w, lane);
     if (w == 0) {
       bool store = true;
       if (c0 != 0 || c1 != KC) {
