@@ -303,6 +303,7 @@ tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg, t
   if (colls && g->comm->nranks > 1) TPG_TRYGOTO(check_fingerprint(g), st, fail_pop);
   TPG_CUGOTO(cuStreamCreate(&g->cap_stream, CU_STREAM_NON_BLOCKING), st, fail_pop);
   TPG_CUGOTO(cuEventCreate(&g->done, CU_EVENT_DISABLE_TIMING), st, fail_pop);
+  g->streamk = tpg_gemm_streamk_env(); /* once: workspaces are sized by it */
   TPG_TRYGOTO(alloc_workspaces(g), st, fail_pop);
 
   /* Programmatic edges need griddepcontrol (sm_90+) in the image that runs:

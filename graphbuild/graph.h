@@ -68,6 +68,7 @@ struct tpg_graph {
   ncclWindow_t *wins;           /* wins[s - 1]: NCCL symmetric window of scratch slot s */
   unsigned flags;
   int pdl;                      /* TPG_GRAPH_PDL in effect: explicit mode, sm_90+ */
+  int streamk;                  /* TPG_GEMM_STREAMK at creation: 0, 1 or 2 */
   tpg_graph_info info;
 };
 
@@ -96,6 +97,9 @@ TPG_HIDDEN tpg_status tpg_run_nodes(tpg_graph *g, CUstream stream);
 /* Rewrites only the buffer pointers of nodes[i] from g->bind: the rebind
  * path, which keeps the kernel, launch shape and everything else. */
 TPG_HIDDEN tpg_status tpg_patch_node(const tpg_graph *g, int i);
+
+/* TPG_GEMM_STREAMK as tpg_gemm_select_tma's streamk (default 1). */
+TPG_HIDDEN int tpg_gemm_streamk_env(void);
 
 /* The GEMM kernel for a node: tpg_gemm_select_tma on this GPU (0 = ok). */
 TPG_HIDDEN int tpg_gemm_pick(const tpg_graph *g, const tpg_gemm_desc *d, tpg_kernel_launch *l, tpg_tma_encode *xe,

@@ -117,9 +117,9 @@ static tpg_status encode_maps(tpg_gnode *gn) {
   return TPG_SUCCESS;
 }
 
-/* TPG_GEMM_STREAMK: 0 never, 1 (default) where the selector's cost model
- * says stream-K pays, 2 always on the Hopper TMA path. Tuning and A/B runs. */
-static int gemm_streamk(void) {
+/* TPG_GEMM_STREAMK: 0 never, 1 (default) where the selector's rule says
+ * stream-K pays, 2 always on the Hopper TMA path. Tuning and A/B runs. */
+int tpg_gemm_streamk_env(void) {
   const char *env = getenv("TPG_GEMM_STREAMK");
   if (!env || !env[0]) return 1;
   int v = atoi(env);
@@ -130,7 +130,7 @@ int tpg_gemm_pick(const tpg_graph *g, const tpg_gemm_desc *d, tpg_kernel_launch 
                   tpg_tma_encode *we, char *why, size_t whylen) {
   int kdt = d->dtype == TPG_F16 ? TPG_KDT_F16 : TPG_KDT_BF16;
   return tpg_gemm_select_tma(d->m, d->n, d->k, kdt, (int)d->epilogue, g->dev.sm_arch, tpg_gemm_sms(g, d), d->k, d->k,
-                             gemm_streamk(),
+                             g->streamk,
                              l, xe, we, why, whylen);
 }
 
