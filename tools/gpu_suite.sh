@@ -4,8 +4,10 @@
 #   tests     the GPU tests (run.sh's loop) and the example engine
 #   fault     fault_test: mismatch, silent and killed peers, watchdog abort
 #   soak      soak_test: 100,000 launches with rebinding, RSS/device memory
+#   soak64    the same at 64 tokens (stream-K GEMMs instead of GEMVs)
 #   sanitize  compute-sanitizer memcheck and racecheck over the GPU tests
 #   gemm      gemm_bench --check-only
+#   gemmsan   compute-sanitizer memcheck over gemm_bench --check-only (small shapes)
 #   gemmtime  gemm_bench timing against cuBLAS (JSON), stream-K A/B rows
 #   skab      tpbench at 128 and 1024 tokens with stream-K off, then on
 #   ar        allreduce_bench (JSON)
@@ -40,6 +42,10 @@ for st in "${stages[@]}"; do
   soak)
     timeout 300 bash "$here/run.sh" soak_test > "$out/soak.txt" 2>&1
     echo "soak_test (rc $?):"; grep -E "launches|rel err|passed|differ|grew|took" "$out/soak.txt" | cut -c1-300 ;;
+  soak64)
+    TPG_SOAK_TOKENS=64 timeout 300 bash "$here/run.sh" soak_test > /tmp/tpg-logs/soak64.txt 2>&1
+    echo "soak_test, 64 tokens (rc $?):"; grep -E "launches|rel err|passed|differ|grew|took" /tmp/tpg-logs/soak64.txt | cut -c1-300
+    cat /tmp/tpg-logs/soak64.txt >> "$out/soak.txt" ;;
   sanitize)
     cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
     : > "$out/sanitizer.txt"
@@ -63,6 +69,12 @@ for st in "${stages[@]}"; do
   gemm)
     LD_LIBRARY_PATH="${cb:+$cb:}/usr/local/cuda/lib64" timeout 120 bash "$here/run.sh" gemm_bench --check-only > /tmp/tpg-logs/gemm.txt 2>&1
     echo "gemm_bench --check-only: $(grep -m1 'checks:' /tmp/tpg-logs/gemm.txt)" ;;
+  gemmsan)
+    cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+    ( cd "$here/bin" && LD_LIBRARY_PATH="${cb:+$cb:}/usr/local/cuda/lib64" TPG_CHECK_SMALL=1 timeout 400 "$cs" --tool memcheck \
+        --report-api-errors no --error-exitcode 99 ./gemm_bench --check-only ) > /tmp/tpg-logs/gemmsan.txt 2>&1
+    echo "memcheck gemm_bench --check-only, small shapes (rc $?): $(grep -E 'ERROR SUMMARY|checks:' /tmp/tpg-logs/gemmsan.txt | tr '\n' ' ')"
+    grep -m1 -A12 -E "^========= (Invalid|Program hit)" /tmp/tpg-logs/gemmsan.txt ;;
   gemmtime)
     LD_LIBRARY_PATH="${cb:+$cb:}/usr/local/cuda/lib64" timeout 300 bash "$here/run.sh" gemm_bench --json "$out/gemm.json" > "$out/gemm.txt" 2>&1
     echo "gemm_bench (rc $?):"; grep -E "^ +(128|1024) " "$out/gemm.txt" | cut -c1-90 ;;

@@ -16,10 +16,11 @@
  * and the comm takes under a second.
  *
  *   soak_test [--iters LAUNCHES] [--modes proc|thread]   (default 100000, proc)
+ *   TPG_SOAK_TOKENS=64 soak_test                           (GEMMs instead of GEMVs)
  */
 #include "tests/gpu/ranks.h"
 
-enum { L = 32, H = 512, FFN = 2048, M = 4, NBUF = 4, CHECK_EVERY = 1000 };
+enum { L = 32, H = 512, FFN = 2048, NBUF = 4, CHECK_EVERY = 1000 };
 #define TOL 3e-2
 
 static long rss_kib(void) {
@@ -44,8 +45,17 @@ static double now_s(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* Tokens per launch: 4 (decode GEMVs) unless TPG_SOAK_TOKENS says otherwise
+ * (64: every GEMM is a Hopper stream-K one, whose counters must be back at
+ * zero after each of the 100,000 launches). */
+static int soak_tokens(void) {
+  const char *e = getenv("TPG_SOAK_TOKENS");
+  const int m = e && e[0] ? atoi(e) : 4;
+  return m >= 1 && m <= 1024 ? m : 4;
+}
+
 static void rank_body(tpg_rank *c) {
-  const int n = c->nranks, F = FFN / n;
+  const int n = c->nranks, F = FFN / n, M = soak_tokens();
   const long iters = c->iters > 0 ? c->iters : 100000;
   tpg_comm *comm = tpg_rank_comm(c);
   if (!comm) return;
