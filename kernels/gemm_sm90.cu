@@ -22,10 +22,11 @@
  *      cuBLAS. This is why the TMA path exists despite needing host-side maps.
  *  - Persistent grid (min(tiles, SMs) CTAs) walks the tiles in groups of 8
  *    M-blocks, M fastest, so the CTAs running at once share W tiles in L2.
- *  - Stream-K (TMA kernels, split_k = TPG_SPLITK_STREAM): when whole tiles
- *    would leave SMs idle (M <= ~1024: 32-56 tiles of 128 x 256 for 132
- *    SMs), each CTA takes an equal run of K blocks across tile boundaries
- *    instead, and split tiles are summed through the workspace (sk_fixup).
+ *  - Stream-K (TMA kernels, split_k = TPG_SPLITK_STREAM): when the last
+ *    wave of whole tiles would leave most SMs idle (e.g. 32 tiles for 132
+ *    SMs), the full waves still run whole tiles and the last wave's K
+ *    blocks are split evenly over all CTAs, across tile boundaries; split
+ *    tiles are summed through the workspace (sk_fixup).
  *    The epilogue writes from registers (one compile-time epilogue per branch,
  *    small enough for the instruction cache) while the producer already
  *    fetches the next tile's stages.
@@ -163,13 +164,13 @@ TPG_DEV void wgmma_tile(float (&d)[BN / 2], uint64_t da, uint64_t db, int scale_
  * depend on which CTA finished last: launches are bit-reproducible. Nothing
  * waits for another CTA, so no co-residency is assumed. */
 template <int BN>
-TPG_DEV bool sk_fixup(const tpg_gemm_args &a, float (&d)[BN / 2], int t, int tiles, int nk, long long total,
-                      int ct) {
+TPG_DEV bool sk_fixup(const tpg_gemm_args &a, float (&d)[BN / 2], int t, int tiles, int dp_tiles, int nk,
+                      long long total, int ct) {
   using namespace sm90;
   __shared__ int last;
   constexpr int V = BN / 8; /* float4 per thread */
   const int grid = gridDim.x, me = blockIdx.x;
-  const long long tb = (long long)t * nk;
+  const long long tb = (long long)(t - dp_tiles) * nk; /* t's first iteration in the split wave */
   const int c0 = sk_cta_of(tb, total, grid), c1 = sk_cta_of(tb + nk - 1, total, grid);
   uint32_t *ctr = static_cast<uint32_t *>(a.workspace);
   float4 *part = reinterpret_cast<float4 *>(static_cast<char *>(a.workspace) + (((size_t)tiles * 4 + 255) & ~(size_t)255));
@@ -233,27 +234,39 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
   const int mt = (M + BM - 1) / BM, nt = (N + out_n - 1) / out_n, tiles = mt * nt;
   const int nk = (K + BK - 1) / BK;
   /* The CTA's work as segments: tile t, K blocks [kb0, kb1). Without
-   * stream-K, whole tiles t = blockIdx.x, + gridDim.x, ...; with it
+   * stream-K, whole tiles t = blockIdx.x, + gridDim.x, ... With it
    * (a.split_k == TPG_SPLITK_STREAM; TMA kernels, the only ones the
-   * selector gives it), iterations g = t * nk + kb over
-   * [g0, g1) in tile order. take() returns the segment at g and advances g. */
+   * selector gives it), the full waves still go whole tiles at a time
+   * (tiles [0, dp_tiles)), and only the last, partial wave's iterations
+   * g = (t - dp_tiles) * nk + kb are split evenly: this CTA's [g0, g1),
+   * in tile order. With fewer tiles than CTAs that is all of them. */
   const bool sk = TMA && a.split_k == TPG_SPLITK_STREAM && a.workspace != nullptr;
-  const long long total = (long long)tiles * nk;
-  const long long g0 = sk ? sk_begin(blockIdx.x, total, gridDim.x) : blockIdx.x;
-  const long long g1 = sk ? sk_begin(blockIdx.x + 1, total, gridDim.x) : tiles;
-  auto take = [&](long long &g, int &t, int &kb0, int &kb1) {
-    if (sk) {
-      t = (int)(g / nk);
-      kb0 = (int)(g - (long long)t * nk);
-      kb1 = (int)min((long long)nk, kb0 + (g1 - g));
+  const int dp_tiles = sk ? tiles / (int)gridDim.x * (int)gridDim.x : tiles;
+  /* 32-bit iteration counts: the selector keeps tiles * nk < 2^31 */
+  const long long total = (long long)(tiles - dp_tiles) * nk;
+  const int g0 = sk ? (int)sk_begin(blockIdx.x, total, gridDim.x) : 0;
+  const int g1 = sk ? (int)sk_begin(blockIdx.x + 1, total, gridDim.x) : 0;
+  /* seg.next(): the next segment of this CTA; false when done. */
+  struct segs {
+    int g, g1, t, dp_tiles, nk;
+    TPG_DEV bool next(int &tile, int &kb0, int &kb1) {
+      if (t < dp_tiles) {
+        tile = t;
+        kb0 = 0;
+        kb1 = nk;
+        t += gridDim.x;
+        return true;
+      }
+      if (g >= g1) return false;
+      const int tl = g / nk;
+      tile = dp_tiles + tl;
+      kb0 = g - tl * nk;
+      kb1 = min(nk, kb0 + (g1 - g));
       g += kb1 - kb0;
-    } else {
-      t = (int)g;
-      kb0 = 0;
-      kb1 = nk;
-      g += gridDim.x;
+      return true;
     }
   };
+  const segs seg0 = {g0, g1, (int)blockIdx.x, dp_tiles, nk};
 
   if (wg == 0) {
     /* ---------------- producer warpgroup ---------------- */
@@ -261,9 +274,9 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
     if constexpr (TMA) {
       if (tid == 0) {
         int it = 0;
-        for (long long gi = g0; gi < g1;) {
-          int t, kb0, kb1, mb, nb;
-          take(gi, t, kb0, kb1);
+        segs sg = seg0;
+        for (int t, kb0, kb1; sg.next(t, kb0, kb1);) {
+          int mb, nb;
           tile_coords(t, mt, nt, mb, nb);
           for (int kb = kb0; kb < kb1; ++kb, ++it) {
             const int s = it % STAGES;
@@ -282,9 +295,9 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
     const uint32_t soff = row * 128 + ((j ^ (row & 7)) << 4);
     const T *X = static_cast<const T *>(a.x), *W = static_cast<const T *>(a.w);
     int it = 0;
-    for (long long gi = g0; gi < g1;) {
-      int t, kb0, kb1, mb, nb;
-      take(gi, t, kb0, kb1);
+    segs sg = seg0;
+    for (int t, kb0, kb1; sg.next(t, kb0, kb1);) {
+      int mb, nb;
       tile_coords(t, mt, nt, mb, nb);
       const int m0 = mb * BM, o0 = nb * out_n;
       int ob, rb, rstep;
@@ -327,9 +340,9 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) d[i] = 0.f;
     int it = 0;
-    for (long long gi = g0; gi < g1;) {
-      int t, kb0, kb1, mb, nb;
-      take(gi, t, kb0, kb1);
+    segs sg = seg0;
+    for (int t, kb0, kb1; sg.next(t, kb0, kb1);) {
+      int mb, nb;
       tile_coords(t, mt, nt, mb, nb);
       const int m0 = mb * BM, o0 = nb * out_n;
       for (int kb = kb0; kb < kb1; ++kb, ++it) {
@@ -351,7 +364,7 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
       if (lane == 0) mbar_arrive(empty_bar + 8 * ((it - 1) % STAGES));
       /* A tile split across CTAs: only the last contributor to finish goes on
        * to the epilogue, with the whole sum in d. */
-      if (sk && (kb0 != 0 || kb1 != nk) && !sk_fixup<BN>(a, d, t, tiles, nk, total, tid - 128)) continue;
+      if (sk && (kb0 != 0 || kb1 != nk) && !sk_fixup<BN>(a, d, t, tiles, dp_tiles, nk, total, tid - 128)) continue;
 
       /* Epilogue: d[4j+2h], d[4j+2h+1] = row warp*16 + g + 8h, cols 8j + t2 + {0,1}.
        * One compile-time epilogue per branch keeps the code that a tile runs

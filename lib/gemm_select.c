@@ -149,10 +149,11 @@ int tpg_gemm_select(int m, int n, int k, int dtype, int epilogue, int sm_arch, i
  *   Measured (H200, docs/kernels.md): BN=256 for M >= 1024 at N >= 8192;
  *   BN=128 when N/256 tiles leave SMs idle (M <= 256, N <= 8192).
  *   Whole tiles: grid = min(tiles, num_sms), split_k 1, no workspace.
- *   Stream-K, when that grid is at most a third of the SMs (streamk = 1;
- *   2 forces it, 0 forbids it): BN = 128, grid = min(tiles * ceil(k/64),
- *   num_sms), split_k TPG_SPLITK_STREAM, workspace
- *   tpg_sk_workspace_bytes(tiles, grid, 128) (tpg_kargs.h).
+ *   Stream-K, when the last wave of whole tiles would be at most a third
+ *   full (streamk = 1; 2 forces it, 0 forbids it; BN = 128 when there are
+ *   fewer tiles than SMs): grid = min(tiles * ceil(k/64), num_sms),
+ *   split_k TPG_SPLITK_STREAM, workspace tpg_sk_workspace_bytes(tiles,
+ *   grid, BN) (tpg_kargs.h).
  *   block 384, smem 197696 (BN 256) / 197728 (128).
  * ------------------------------------------------------------------------- */
 static void fill_map(tpg_tma_encode *e, int rank, const unsigned long long *dims,
@@ -187,17 +188,23 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
   w256 = (tiles256 + num_sms - 1) / num_sms;
   w128 = (tiles128 + num_sms - 1) / num_sms;
   bn = (double)w128 * 128 * 1.15 < (double)w256 * 256 ? 128 : 256;
-  /* Stream-K only where whole tiles leave most SMs idle, and on BN = 128.
-   * Measured (gemm_bench, nvidia-h200-x2, commit fb31d40, M = 128): 32
-   * tiles for 132 SMs (7168 -> 4096) 31.1 us stream-K vs 41.8 whole tiles;
-   * 56-112 tiles: 74.7 vs 67.0, 30.5 vs 27.3, 48.8 vs 47.7, 75.6 vs 78.3;
-   * M = 1024: 1.1-1.6x slower (likely: CTAs at different K offsets no
-   * longer share W tiles in L2 as the lock-step waves do). At M = 128 it
-   * runs ~12 us above its DRAM floor, so only a grid that would be at most
-   * a third full gains enough. BN = 128 won at all 5 M = 128 shapes
-   * (31.1 vs 41.6 us at 32 tiles). */
-  sk = streamk == 2 || (streamk == 1 && (bn == 256 ? tiles256 : tiles128) * 3 <= (unsigned long)num_sms);
-  if (sk) bn = 128;
+  /* Stream-K where the last wave of whole tiles would be at most a third
+   * full: the kernel runs the full waves whole and splits only that wave's
+   * K blocks over all CTAs (with fewer tiles than SMs: everything, on
+   * BN = 128). Measured (gemm_bench, nvidia-h200-x2, commit fb31d40, M =
+   * 128, one partial wave): 32 tiles for 132 SMs (7168 -> 4096) 31.1 us
+   * stream-K vs 41.8 whole tiles; 56-112 tiles: 74.7 vs 67.0, 30.5 vs 27.3,
+   * 48.8 vs 47.7, 75.6 vs 78.3 - it runs ~12 us above its DRAM floor, so
+   * only a mostly idle wave gains enough. BN = 128 won at all 5 M = 128
+   * shapes (31.1 vs 41.6 us at 32 tiles). Iteration counts are 32-bit in
+   * the kernel. */
+  {
+    const unsigned long tiles_bn = bn == 256 ? tiles256 : tiles128;
+    const unsigned long rem = tiles_bn % (unsigned long)num_sms;
+    sk = streamk == 2 || (streamk == 1 && rem != 0 && rem * 3 <= (unsigned long)num_sms);
+    if (sk && tiles_bn < (unsigned long)num_sms) bn = 128;
+    if ((bn == 256 ? tiles256 : tiles128) * (unsigned long)cdiv(k, 64) >= 0x7fffffffUL) sk = 0;
+  }
   if (bn == 256) out->kernel = bf16 ? "tpg_gemm_sm90tma_bf16" : "tpg_gemm_sm90tma_f16";
   else out->kernel = bf16 ? "tpg_gemm_sm90tma_bf16_n128" : "tpg_gemm_sm90tma_f16_n128";
   {
