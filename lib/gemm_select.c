@@ -149,9 +149,10 @@ int tpg_gemm_select(int m, int n, int k, int dtype, int epilogue, int sm_arch, i
  *   Measured (H200, docs/kernels.md): BN=256 for M >= 1024 at N >= 8192;
  *   BN=128 when N/256 tiles leave SMs idle (M <= 256, N <= 8192).
  *   Whole tiles: grid = min(tiles, num_sms), split_k 1, no workspace.
- *   Stream-K, when the last wave of whole tiles would be at most a third
- *   full (streamk = 1; 2 forces it, 0 forbids it; BN = 128 when there are
- *   fewer tiles than SMs): grid = min(tiles * ceil(k/64), num_sms),
+ *   Stream-K, when whole tiles would fill at most a third of the SMs
+ *   (streamk = 1; 2 forces it - then with several waves only the last is
+ *   split - and 0 forbids it; BN = 128 when there are fewer tiles than
+ *   SMs): grid = min(tiles * ceil(k/64), num_sms),
  *   split_k TPG_SPLITK_STREAM, workspace tpg_sk_workspace_bytes(tiles,
  *   grid, BN) (tpg_kargs.h).
  *   block 384, smem 197696 (BN 256) / 197728 (128).
@@ -188,20 +189,21 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
   w256 = (tiles256 + num_sms - 1) / num_sms;
   w128 = (tiles128 + num_sms - 1) / num_sms;
   bn = (double)w128 * 128 * 1.15 < (double)w256 * 256 ? 128 : 256;
-  /* Stream-K where the last wave of whole tiles would be at most a third
-   * full: the kernel runs the full waves whole and splits only that wave's
-   * K blocks over all CTAs (with fewer tiles than SMs: everything, on
-   * BN = 128). Measured (gemm_bench, nvidia-h200-x2, commit fb31d40, M =
-   * 128, one partial wave): 32 tiles for 132 SMs (7168 -> 4096) 31.1 us
-   * stream-K vs 41.8 whole tiles; 56-112 tiles: 74.7 vs 67.0, 30.5 vs 27.3,
-   * 48.8 vs 47.7, 75.6 vs 78.3 - it runs ~12 us above its DRAM floor, so
-   * only a mostly idle wave gains enough. BN = 128 won at all 5 M = 128
-   * shapes (31.1 vs 41.6 us at 32 tiles). Iteration counts are 32-bit in
-   * the kernel. */
+  /* Stream-K (streamk = 1) only where whole tiles would fill at most a
+   * third of the SMs in a single wave; then BN = 128. Measured (gemm_bench,
+   * nvidia-h200-x2, commit fb31d40, M = 128): 32 tiles for 132 SMs (7168 ->
+   * 4096) 31.1 us stream-K vs 41.8 whole tiles; 56-112 tiles: 74.7 vs 67.0,
+   * 30.5 vs 27.3, 48.8 vs 47.7, 75.6 vs 78.3 - it runs ~12 us above its
+   * DRAM floor, so only a mostly idle grid gains enough. BN = 128 won at
+   * all 5 M = 128 shapes (31.1 vs 41.6 us at 32 tiles). With several waves
+   * the kernel splits only the last one (streamk = 2 forces that); at M =
+   * 1024 it measured no gain (commit 49d2bf1: 393.8 vs 385.8 us at 8192 ->
+   * 14336, 106.0 vs 100.3, 227.1 vs 209.5; 478.2 vs 339.1 where the last
+   * wave was nearly full), so it is not chosen. Iteration counts are 32-bit
+   * in the kernel. */
   {
     const unsigned long tiles_bn = bn == 256 ? tiles256 : tiles128;
-    const unsigned long rem = tiles_bn % (unsigned long)num_sms;
-    sk = streamk == 2 || (streamk == 1 && rem != 0 && rem * 3 <= (unsigned long)num_sms);
+    sk = streamk == 2 || (streamk == 1 && tiles_bn * 3 <= (unsigned long)num_sms);
     if (sk && tiles_bn < (unsigned long)num_sms) bn = 128;
     if ((bn == 256 ? tiles256 : tiles128) * (unsigned long)cdiv(k, 64) >= 0x7fffffffUL) sk = 0;
   }

@@ -44,12 +44,16 @@ int main(void) {
     CHECK(tpg_gemm_select_tma(128, 14336, 8192, TPG_KDT_BF16, TPG_EPI_BIAS_GELU, 90, 132, 8192, 8192, 1, &l, &xe, &we,
                               why, sizeof why) == 0);
     CHECK(l.split_k == 1 && l.workspace_bytes == 0 && l.grid[0] == 112 && we.box[1] == 128);
-    /* 270 tiles = 2 full waves + 6: the full waves whole, the 6 split */
+    /* 270 tiles = 2 full waves + 6: whole tiles by default (several waves:
+     * measured no gain); forced, the kernel splits only the last wave */
     CHECK(tpg_gemm_select_tma(1152, 3840, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, 1, &l, &xe, &we,
+                              why, sizeof why) == 0);
+    CHECK(l.split_k == 1 && l.workspace_bytes == 0 && l.grid[0] == 132);
+    CHECK(tpg_gemm_select_tma(1152, 3840, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, 2, &l, &xe, &we,
                               why, sizeof why) == 0);
     CHECK(l.split_k == TPG_SPLITK_STREAM && l.grid[0] == 132 && we.box[1] == 128);
     CHECK(l.workspace_bytes == tpg_sk_workspace_bytes(270, 132, 128));
-    /* M = 4096: 1792 tiles, the last wave 76/132 full: whole tiles */
+    /* M = 4096: 1792 tiles: whole tiles */
     CHECK(tpg_gemm_select_tma(4096, 14336, 8192, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 8192, 8192, 1, &l, &xe, &we,
                               why, sizeof why) == 0);
     CHECK(l.split_k == 1 && l.workspace_bytes == 0 && l.grid[0] == 132);
