@@ -22,14 +22,14 @@
  *      cuBLAS. This is why the TMA path exists despite needing host-side maps.
  *  - Persistent grid (min(tiles, SMs) CTAs) walks the tiles in groups of 8
  *    M-blocks, M fastest, so the CTAs running at once share W tiles in L2.
- *  - Stream-K (TMA kernels, split_k = TPG_SPLITK_STREAM): when the last
- *    wave of whole tiles would leave most SMs idle (e.g. 32 tiles for 132
- *    SMs), the full waves still run whole tiles and the last wave's K
- *    blocks are split evenly over all CTAs, across tile boundaries; split
- *    tiles are summed through the workspace (sk_fixup).
  *    The epilogue writes from registers (one compile-time epilogue per branch,
  *    small enough for the instruction cache) while the producer already
  *    fetches the next tile's stages.
+ *  - Stream-K (TMA kernels, split_k = TPG_SPLITK_STREAM): when whole tiles
+ *    would leave most SMs idle (e.g. 32 tiles for 132 SMs), the K blocks
+ *    of the last (or only) wave are split evenly over all CTAs, across
+ *    tile boundaries; full waves before it still run whole tiles. Split
+ *    tiles are summed through the workspace (sk_fixup).
  *
  * All of this needs sm_90a. For the compute_90 / sm_80 passes the entry points
  * compile to a trap; the selector never picks them there.
@@ -59,9 +59,10 @@ TPG_DEV void tile_coords(int t, int mt, int nt, int &mb, int &nb) {
   nb = local / gsz;
 }
 
-/* Stream-K: the grid splits the tiles' tiles*nk K-block iterations evenly,
- * CTA c taking [sk_begin(c), sk_begin(c+1)); a tile whose iterations span
- * several CTAs is summed by the last of them to finish (fixup below). */
+/* Stream-K: the grid splits the split wave's `total` K-block iterations
+ * evenly, CTA c taking [sk_begin(c), sk_begin(c+1)); a tile whose
+ * iterations span several CTAs is summed by the last of them to finish
+ * (sk_fixup below). */
 TPG_DEV long long sk_begin(int c, long long total, int grid) { return total * c / grid; }
 TPG_DEV int sk_cta_of(long long g, long long total, int grid) {  /* the CTA whose range holds g */
   return (int)(((g + 1) * grid + total - 1) / total) - 1;
