@@ -144,8 +144,7 @@ static void launch_sel(const tpg_kernel_launch &L, const tpg_gemm_tma_args &p, c
   CK(cudaGetLastError());
 }
 /* The launch tpg_gemm_select_tma picks (streamk as TPG_GEMM_STREAMK: 0 never,
- * 1 by the cost model, 2 always); p.a = a with split_k set from it. The
- * caller supplies a.workspace of at least L.workspace_bytes (workspace_for). */
+ * 1 by the selector's rule, 2 always): for sizing workspaces. */
 static tpg_kernel_launch pick_tma(const tpg_gemm_args &a, int streamk) {
   tpg_kernel_launch L;
   tpg_tma_encode xe, we;
@@ -156,6 +155,8 @@ static tpg_kernel_launch pick_tma(const tpg_gemm_args &a, int streamk) {
   }
   return L;
 }
+/* The same, ready to launch: p.a = a with split_k from the selection, maps
+ * encoded. a.workspace must hold at least L.workspace_bytes. */
 static bool select_tma(const tpg_gemm_args &a, tpg_kernel_launch &L, tpg_gemm_tma_args &p, int streamk = g_streamk) {
   tpg_tma_encode xe, we;
   char why[200];
