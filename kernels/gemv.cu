@@ -54,6 +54,34 @@ __device__ __forceinline__ void reduce_warps(float (&acc)[R][MT][4], float (&red
   }
 }
 
+/* Warp 0's epilogue for its R x MT accumulator tiles. Accumulator c0,c1:
+ * W row g, m = 2*t4 + {0,1}; c2,c3: W row g+8 (SWIGLU: gate g, up g+8 of
+ * output obase+g). */
+template <typename T, int MT, int R>
+__device__ __forceinline__ void store_tile(const tpg_gemm_args &a, const float (&acc)[R][MT][4], const int (&obase)[R],
+                                           int g, int t4, int M, int N) {
+  epi_dispatch(a.epilogue, [&](auto ec) {
+    constexpr int EPI = decltype(ec)::value;
+#pragma unroll
+    for (int rt = 0; rt < R; ++rt)
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const int m = mt * 8 + 2 * t4 + j;
+          if (m >= M) continue;
+          if constexpr (EPI == TPG_EPI_SWIGLU) {
+            const int n = obase[rt] + g;
+            if (n < N) epi_store1<T, EPI>(a, m, n, acc[rt][mt][j], acc[rt][mt][2 + j]);
+          } else {
+            const int n0 = obase[rt] + g, n1 = n0 + 8;
+            if (n0 < N) epi_store1<T, EPI>(a, m, n0, acc[rt][mt][j], 0.f);
+            if (n1 < N) epi_store1<T, EPI>(a, m, n1, acc[rt][mt][2 + j], 0.f);
+          }
+        }
+  });
+}
+
 /* PF: prefetch the next iteration's W and X into registers before computing
  * the current one (more bytes in flight per warp, more registers). */
 template <typename T, int MT, int R, int U, int KW, bool PF, int LDF = 0>
@@ -195,27 +223,7 @@ __device__ __forceinline__ void gemv_body(const tpg_gemm_args &a) {
   reduce_warps<MT, R, KW>(acc, red, w, lane);
   if (w != 0) return;
 
-  /* Epilogue. Accumulator c0,c1: W row g, m = 2*t4 + {0,1}; c2,c3: W row g+8. */
-  epi_dispatch(a.epilogue, [&](auto ec) {
-    constexpr int EPI = decltype(ec)::value;
-#pragma unroll
-    for (int rt = 0; rt < R; ++rt)
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          const int m = mt * 8 + 2 * t4 + j;
-          if (m >= M) continue;
-          if constexpr (EPI == TPG_EPI_SWIGLU) {
-            const int n = obase[rt] + g;
-            if (n < N) epi_store1<T, EPI>(a, m, n, acc[rt][mt][j], acc[rt][mt][2 + j]);
-          } else {
-            const int n0 = obase[rt] + g, n1 = n0 + 8;
-            if (n0 < N) epi_store1<T, EPI>(a, m, n0, acc[rt][mt][j], 0.f);
-            if (n1 < N) epi_store1<T, EPI>(a, m, n1, acc[rt][mt][2 + j], 0.f);
-          }
-        }
-  });
+  store_tile<T, MT, R>(a, acc, obase, g, t4, M, N);
 }
 
 
@@ -365,28 +373,7 @@ __device__ __forceinline__ void gemv_sk_body(const tpg_gemm_args &a) {
           if (lane == 0) atomicExch(cnt + t, 0u);
         }
       }
-      if (store) {
-        epi_dispatch(a.epilogue, [&](auto ec) {
-          constexpr int EPI = decltype(ec)::value;
-#pragma unroll
-          for (int rt = 0; rt < R; ++rt)
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-              for (int j = 0; j < 2; ++j) {
-                const int m = mt * 8 + 2 * t4 + j;
-                if (m >= M) continue;
-                if constexpr (EPI == TPG_EPI_SWIGLU) {
-                  const int n = obase[rt] + g;
-                  if (n < N) epi_store1<T, EPI>(a, m, n, acc[rt][mt][j], acc[rt][mt][2 + j]);
-                } else {
-                  const int n0 = obase[rt] + g, n1 = n0 + 8;
-                  if (n0 < N) epi_store1<T, EPI>(a, m, n0, acc[rt][mt][j], 0.f);
-                  if (n1 < N) epi_store1<T, EPI>(a, m, n1, acc[rt][mt][2 + j], 0.f);
-                }
-              }
-        });
-      }
+      if (store) store_tile<T, MT, R>(a, acc, obase, g, t4, M, N);
     }
     b0 += c1 - c0;
   }
