@@ -51,11 +51,22 @@ __device__ __forceinline__ uint4 pack8(const float f[8]) {
   return u;
 }
 
+// Programmatic dependent launch: the engine may let these kernels start
+// while the node before them still runs (tpg_kernel_desc.pdl = 1 with
+// TPG_GRAPH_PDL); every block waits here for that node's completion and
+// memory flush before it reads anything. Without PDL it returns at once.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__(256)
     llama_rmsnorm(__nv_bfloat16 *y, const __nv_bfloat16 *x, const __nv_bfloat16 *w, int hidden, float eps) {
   __shared__ float part[32];
+  pdl_wait();
   const int nv = hidden / 8;
   const uint4 *xr = reinterpret_cast<const uint4 *>(x + (size_t)blockIdx.x * hidden);
   float ss = 0.f;
@@ -96,6 +107,7 @@ extern "C" __global__ void __launch_bounds__(64)
     llama_rope_append(__nv_bfloat16 *q, __nv_bfloat16 *k_cache, __nv_bfloat16 *v_cache, const __nv_bfloat16 *qkv,
                       const int *pos, int nq, int nkv, int max_ctx, float theta) {
   const int b = blockIdx.x, h = blockIdx.y, i = threadIdx.x;
+  pdl_wait();
   const int p = pos[b];
   const __nv_bfloat16 *src = qkv + ((size_t)b * (nq + 2 * nkv) + h) * kD;
   float a = __bfloat162float(src[i]), c = __bfloat162float(src[i + kD / 2]);
@@ -142,6 +154,7 @@ __device__ __forceinline__ void attn_partial(float *o_part, float *ml_part, cons
   __shared__ float ms[G], ls[G], alphas[G];
 
   const int s = blockIdx.x, h = blockIdx.y, b = blockIdx.z, t = threadIdx.x;
+  pdl_wait();
   const int nq = nkv * G;
   const int len = pos[b] + 1;
   const int start = s * split_len;
@@ -224,26 +237,26 @@ __device__ __forceinline__ void attn_partial(float *o_part, float *ml_part, cons
     }
     __syncthreads();
 
+    if (g0 < G) {  // P V: each value row read once for all HPT heads
 #pragma unroll
-    for (int j = 0; j < HPT; j++) {
-      const int g = g0 + j;
-      if (g >= G) break;
-      const float al = alphas[g];
-      float x0 = acc[j][0] * al, x1 = acc[j][1] * al;
-      const float *pg = ps + g * T;
-#pragma unroll 4
+      for (int j = 0; j < HPT; j++) {
+        const float al = alphas[g0 + j];
+        acc[j][0] *= al;
+        acc[j][1] *= al;
+      }
+#pragma unroll 2
       for (int k = 0; k < T; k += 4) {
-        const float4 p4 = *reinterpret_cast<const float4 *>(pg + k);
-        const float pk[4] = {p4.x, p4.y, p4.z, p4.w};
+        float2 v[4];
 #pragma unroll
-        for (int u = 0; u < 4; u++) {
-          const float2 v = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(vs + (k + u) * kD + 2 * kk));
-          x0 += pk[u] * v.x;
-          x1 += pk[u] * v.y;
+        for (int u = 0; u < 4; u++)
+          v[u] = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(vs + (k + u) * kD + 2 * kk));
+#pragma unroll
+        for (int j = 0; j < HPT; j++) {
+          const float4 p4 = *reinterpret_cast<const float4 *>(ps + (g0 + j) * T + k);
+          acc[j][0] += p4.x * v[0].x + p4.y * v[1].x + p4.z * v[2].x + p4.w * v[3].x;
+          acc[j][1] += p4.x * v[0].y + p4.y * v[1].y + p4.z * v[2].y + p4.w * v[3].y;
         }
       }
-      acc[j][0] = x0;
-      acc[j][1] = x1;
     }
   }
 #pragma unroll
@@ -279,6 +292,7 @@ extern "C" __global__ void __launch_bounds__(128)
     llama_attn_combine(__nv_bfloat16 *out, const float *o_part, const float *ml_part, const int *pos, int nq,
                        int split_len, int nsplit) {
   const int h = blockIdx.x, b = blockIdx.y, d = threadIdx.x;
+  pdl_wait();
   const int len = pos[b] + 1;
   const int ns = min(nsplit, (len + split_len - 1) / split_len);
   const size_t row = (size_t)b * nq + h;

@@ -28,6 +28,7 @@ struct Config {
 // One process's place in the tensor-parallel group and what it holds open.
 struct Rank {
   int rank = 0, nranks = 1, device = 0, sm_count = 0;
+  bool pdl = false;              // --pdl: TPG_GRAPH_PDL, engine kernels marked pdl
   tpg_comm *comm = nullptr;
   tpg_module *module = nullptr;  // examples/llama/kernels.cu
   cublasHandle_t cublas = nullptr;

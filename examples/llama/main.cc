@@ -38,7 +38,7 @@ struct Options {
   Config c;
   int tp = 1;
   std::string weights, out, id_file;
-  bool bench = false, sweep = false, lm_head = false;
+  bool bench = false, sweep = false, lm_head = false, pdl = false;
   int vocab = 128256, warmup = 20, iters = 200;
   bool set_layers = false, set_batch = false, set_ctx = false, set_steps = false;
 };
@@ -63,6 +63,8 @@ void usage(FILE *f) {
                "  --bench           time the step instead (median of --iters launches)\n"
                "  --sweep           with --bench: batch 1/8/32 x ctx 512/4096\n"
                "  --iters N, --warmup N   bench launches (default 200, 20)\n"
+               "  --pdl             programmatic dependent launch (TPG_GRAPH_PDL; the engine's\n"
+               "                    kernels wait with griddepcontrol.wait)\n"
                "  --id-file PATH    under mpirun: where rank 0 leaves the NCCL id\n");
 }
 
@@ -80,7 +82,7 @@ bool parse_int(const char *flag, const char *s, int lo, int hi, int *out) {
 
 int parse(int argc, char **argv, Options *o) {
   enum { CONFIG = 1, LAYERS, BATCH, CTX, STEPS, TP, WEIGHTS, OUT, BENCH, SWEEP, LMHEAD, VOCAB, SEED, ITERS, WARMUP,
-         IDFILE, HELP };
+         IDFILE, PDL, HELP };
   static const option opts[] = {
       {"config", required_argument, 0, CONFIG}, {"layers", required_argument, 0, LAYERS},
       {"batch", required_argument, 0, BATCH},   {"ctx", required_argument, 0, CTX},
@@ -90,7 +92,8 @@ int parse(int argc, char **argv, Options *o) {
       {"lm-head", no_argument, 0, LMHEAD},      {"vocab", required_argument, 0, VOCAB},
       {"seed", required_argument, 0, SEED},     {"iters", required_argument, 0, ITERS},
       {"warmup", required_argument, 0, WARMUP}, {"id-file", required_argument, 0, IDFILE},
-      {"help", no_argument, 0, HELP},           {0, 0, 0, 0}};
+      {"pdl", no_argument, 0, PDL},             {"help", no_argument, 0, HELP},
+      {0, 0, 0, 0}};
   int ch, v;
   Config &c = o->c;
   while ((ch = getopt_long(argc, argv, "", opts, nullptr)) != -1) {
@@ -120,6 +123,7 @@ int parse(int argc, char **argv, Options *o) {
       case ITERS: if (!parse_int("--iters", optarg, 1, 1000000, &o->iters)) return 2; break;
       case WARMUP: if (!parse_int("--warmup", optarg, 0, 1000000, &o->warmup)) return 2; break;
       case IDFILE: o->id_file = optarg; break;
+      case PDL: o->pdl = true; break;
       case HELP: usage(stdout); return 1;
       default: usage(stderr); return 2;
     }
@@ -361,16 +365,18 @@ int run_bench(Options &o, RankState &st) {
     const double kv = (double)c.layers * c.batch * kv_heads(c, R) * (c.ctx + 1) * c.head_dim * 2 * 2;
     const double floor_us = (st.w.bytes + kv) / bw * 1e6;
     if (R.rank == 0) {
-      std::printf("bench: %s layers %d TP %d batch %2d ctx %4d: %9.1f us/token  %7.1f us/layer  floor %7.1f us/layer"
+      std::printf("bench: %s layers %d TP %d%s batch %2d ctx %4d: %9.1f us/token  %7.1f us/layer  floor %7.1f us/layer"
                   "  (%.2fx floor)\n",
-                  c.hidden == 8192 ? "70b" : c.hidden == 4096 ? "8b" : "custom", c.layers, R.nranks, c.batch, c.ctx,
+                  c.hidden == 8192 ? "70b" : c.hidden == 4096 ? "8b" : "custom", c.layers, R.nranks,
+                  R.pdl ? " pdl" : "", c.batch, c.ctx,
                   med_us, med_us / c.layers, floor_us / c.layers, med_us / floor_us);
       char line[512];
       std::snprintf(line, sizeof line,
                     "  {\"hidden\": %d, \"heads\": %d, \"kv_heads\": %d, \"ffn\": %d, \"layers\": %d, \"tp\": %d, "
-                    "\"batch\": %d, \"ctx\": %d, \"vocab\": %d, \"iters\": %d, \"median_us\": %.2f, "
+                    "\"pdl\": %d, \"batch\": %d, \"ctx\": %d, \"vocab\": %d, \"iters\": %d, \"median_us\": %.2f, "
                     "\"us_per_layer\": %.2f, \"floor_us_per_layer\": %.2f, \"weight_bytes\": %zu, \"kv_bytes\": %.0f}%s\n",
-                    c.hidden, c.heads, c.kv_heads, c.ffn, c.layers, R.nranks, c.batch, c.ctx, c.vocab, o.iters, med_us,
+                    c.hidden, c.heads, c.kv_heads, c.ffn, c.layers, R.nranks, (int)R.pdl, c.batch, c.ctx, c.vocab, o.iters,
+                    med_us,
                     med_us / c.layers, floor_us / c.layers, st.w.bytes, kv, i + 1 < shapes.size() ? "," : "");
       json += line;
       std::fflush(stdout);
@@ -390,6 +396,7 @@ int run_rank(Options &o, int rank, int nranks, int device, const std::string &id
   R.rank = rank;
   R.nranks = nranks;
   R.device = device;
+  R.pdl = o.pdl;
   std::string err;
   CHECK_CUDA(cudaSetDevice(device));
   CHECK_CUDA(cudaDeviceGetAttribute(&R.sm_count, cudaDevAttrMultiProcessorCount, device));

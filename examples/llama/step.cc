@@ -77,9 +77,10 @@ struct Builder {
     have_last = true;
   }
   int kernel(const char *name, const std::string &label, unsigned gx, unsigned gy, unsigned gz, unsigned block,
-             const std::vector<tpg_arg> &args, const tpg_module *mod) {
+             const std::vector<tpg_arg> &args, const Rank &r) {
     tpg_kernel_desc k = TPG_KERNEL_DESC_INIT;
-    k.module = mod;
+    k.module = r.module;
+    k.pdl = r.pdl ? 1 : 0;  // kernels.cu: every kernel waits (griddepcontrol.wait) before reading
     k.name = name;
     k.grid[0] = gx;
     k.grid[1] = gy;
@@ -173,7 +174,7 @@ int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k
   if (b.kernel("llama_rmsnorm", "l0.attn_norm", B, 1, 1, 256,
                {tpg_arg_view(h, 0), tpg_arg_view(x, 0), tpg_arg_view(attn_norm[0], 0), TPG_ARG_VALUE(H),
                 TPG_ARG_VALUE(eps)},
-               r.module))
+               r))
     return 1;
   const std::string attn_name = "llama_attn_g" + std::to_string(G);
   for (int i = 0; i < c.layers; i++) {
@@ -196,17 +197,17 @@ int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k
                  {tpg_arg_view(q, 0), tpg_arg_view(s->k_cache[i], 0), tpg_arg_view(s->v_cache[i], 0),
                   tpg_arg_view(qkv, 0), tpg_arg_view(pos, 0), TPG_ARG_VALUE(nq), TPG_ARG_VALUE(nkv),
                   TPG_ARG_VALUE(max_ctx), TPG_ARG_VALUE(theta)},
-                 r.module) ||
+                 r) ||
         b.kernel(attn_name.c_str(), l + "attn", nsplit, nkv, B, 128,
                  {tpg_arg_view(o_part, 0), tpg_arg_view(ml_part, 0), tpg_arg_view(q, 0),
                   tpg_arg_view(s->k_cache[i], 0), tpg_arg_view(s->v_cache[i], 0), tpg_arg_view(pos, 0),
                   TPG_ARG_VALUE(nkv), TPG_ARG_VALUE(max_ctx), TPG_ARG_VALUE(split_len), TPG_ARG_VALUE(nsplit),
                   TPG_ARG_VALUE(scale_log2)},
-                 r.module) ||
+                 r) ||
         b.kernel("llama_attn_combine", l + "attn_combine", nq, B, 1, 128,
                  {tpg_arg_view(attn, 0), tpg_arg_view(o_part, 0), tpg_arg_view(ml_part, 0), tpg_arg_view(pos, 0),
                   TPG_ARG_VALUE(nq), TPG_ARG_VALUE(split_len), TPG_ARG_VALUE(nsplit)},
-                 r.module))
+                 r))
       return 1;
     // Row-parallel projection + all-reduce whose epilogue adds the residual
     // (x, updated in place) and applies the next RMSNorm.
@@ -300,6 +301,7 @@ int create_step_graph(const Rank &r, Step *s, std::string *err) {
   cfg.comm = r.comm;
   cfg.bindings = s->bindings.data();
   cfg.nbindings = (int)s->bindings.size();
+  if (r.pdl) cfg.flags |= TPG_GRAPH_PDL;
   TRY(tpg_graph_create(s->plan, &cfg, &s->graph));
   return 0;
 }
