@@ -107,9 +107,11 @@ int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k
     *err = "head_dim must be 128 and heads/kv_heads one of 1, 2, 4, 8, 16";
     return 1;
   }
-  // Attention's context split: about two blocks per SM over B x nkv heads
-  // for the longest context this graph serves, in whole tiles.
-  const int target = std::max(1, (2 * r.sm_count + B * nkv - 1) / (B * nkv));
+  // Attention's context split: about four blocks per SM over B x nkv heads
+  // for the longest context this graph serves, in whole tiles. Four, not
+  // one: a block alternates loading a tile and computing on it, so several
+  // resident blocks keep memory busy, and whole waves of blocks even out.
+  const int target = std::max(1, (4 * r.sm_count + B * nkv - 1) / (B * nkv));
   int split = (max_len + target - 1) / target;
   split = std::max(LLAMA_ATTN_TILE, (split + LLAMA_ATTN_TILE - 1) / LLAMA_ATTN_TILE * LLAMA_ATTN_TILE);
   s->split_len = split;
