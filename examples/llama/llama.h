@@ -29,6 +29,8 @@ struct Config {
 struct Rank {
   int rank = 0, nranks = 1, device = 0, sm_count = 0;
   bool pdl = false;              // --pdl: TPG_GRAPH_PDL, engine kernels marked pdl
+  void *stub_function = nullptr; // plan_test only (no GPU): names every engine kernel
+                                 // as this CUfunction instead of by name in `module`
   tpg_comm *comm = nullptr;
   tpg_module *module = nullptr;  // examples/llama/kernels.cu
   cublasHandle_t cublas = nullptr;
@@ -98,8 +100,11 @@ struct LmHead {                    // the captured cuBLAS call's arguments
   const Rank *rank;
   int batch, hidden, vocab_part;
 };
-// Builds the plan and allocates the step's own device buffers; the graph is
-// created by create_step_graph (collective over the ranks).
+// The step's own buffers (x, pinned positions, logits), before build_step.
+int alloc_step_io(const Config &c, Step *s, std::string *err);
+// Builds the plan over the buffers given (bound as they are: null in
+// plan_test); the graph is created by create_step_graph (collective over
+// the ranks).
 int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k, int max_len, LmHead *lm, Step *s,
                std::string *err);
 int create_step_graph(const Rank &r, Step *s, std::string *err);

@@ -252,7 +252,7 @@ int run_check(Options &o, RankState &st) {
   std::string err;
   LmHead lm{};
   CHECK_OK(alloc_caches(c, R, &g.a, &err) || load_caches(c, R, src, g.a, &err));
-  CHECK_OK(build_step(c, R, st.w, g.a, c.ctx + c.steps, &lm, &g.s, &err));
+  CHECK_OK(alloc_step_io(c, &g.s, &err) || build_step(c, R, st.w, g.a, c.ctx + c.steps, &lm, &g.s, &err));
   CHECK_OK(create_step_graph(R, &g.s, &err));
   if (R.rank == 0)
     std::printf("llama: graph built: %d layers, batch %d, ctx %d, steps %d, TP %d, attention split %d x %d keys\n",
@@ -341,7 +341,7 @@ int run_bench(Options &o, RankState &st) {
     StepGuard g;
     LmHead lm{};
     CHECK_OK(alloc_caches(c, R, &g.a, &err) || load_caches(c, R, src, g.a, &err));
-    CHECK_OK(build_step(c, R, st.w, g.a, c.ctx + 1, &lm, &g.s, &err));
+    CHECK_OK(alloc_step_io(c, &g.s, &err) || build_step(c, R, st.w, g.a, c.ctx + 1, &lm, &g.s, &err));
     CHECK_OK(create_step_graph(R, &g.s, &err));
     CHECK_OK(load_input(c, src, 0, g.s.d_x, R.stream, &err));
     for (int b = 0; b < c.batch; b++) g.s.h_pos[b] = c.ctx;

@@ -87,6 +87,11 @@ struct Builder {
     k.grid[2] = gz;
     k.block[0] = block;
     k.args = args.data();
+    if (r.stub_function) {  // plan_test: no module without a GPU
+      k.module = nullptr;
+      k.name = nullptr;
+      k.cu_function = r.stub_function;
+    }
     k.nargs = (int)args.size();
     tpg_node n;
     TRY(tpg_plan_add_kernel(p, &k, dep(), ndep(), &n));
@@ -97,6 +102,20 @@ struct Builder {
 };
 
 }  // namespace
+
+int alloc_step_io(const Config &c, Step *s, std::string *err) {
+  if (cudaMalloc(&s->d_x, (size_t)c.batch * c.hidden * 2) != cudaSuccess ||
+      cudaMallocHost(reinterpret_cast<void **>(&s->h_pos), c.batch * sizeof(int)) != cudaSuccess) {
+    *err = "out of memory for the step's x / positions";
+    return 1;
+  }
+  if (c.vocab > 0 &&
+      cudaMalloc(reinterpret_cast<void **>(&s->d_logits), (size_t)c.batch * c.vocab * 4) != cudaSuccess) {
+    *err = "out of memory for the logits";
+    return 1;
+  }
+  return 0;
+}
 
 int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k, int max_len, LmHead *lm, Step *s,
                std::string *err) {
@@ -117,16 +136,7 @@ int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k
   s->split_len = split;
   s->nsplit = (max_len + split - 1) / split;
 
-  if (cudaMalloc(&s->d_x, (size_t)B * H * 2) != cudaSuccess ||
-      cudaMallocHost(reinterpret_cast<void **>(&s->h_pos), B * sizeof(int)) != cudaSuccess) {
-    *err = "out of memory for the step's x / positions";
-    return 1;
-  }
   const int vpart = c.vocab / R;
-  if (c.vocab > 0 && cudaMalloc(reinterpret_cast<void **>(&s->d_logits), (size_t)B * c.vocab * 4) != cudaSuccess) {
-    *err = "out of memory for the logits";
-    return 1;
-  }
   TRY(tpg_plan_create(&s->plan));
   Builder b{s->plan, s, err};
   const tpg_memory DEV = TPG_MEM_DEVICE, SCR = TPG_MEM_SCRATCH;
