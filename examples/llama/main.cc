@@ -234,6 +234,20 @@ struct StepGuard {  // a Step and its caches, freed before the rank's state
   }
 };
 
+// What tpgraph built: the node kinds, the memory it owns, the build time.
+int print_graph_info(const Step &s) {
+  tpg_graph_info gi;
+  if (tpg_graph_info_get(s.graph, &gi) != TPG_SUCCESS) {
+    std::fprintf(stderr, "llama: tpg_graph_info_get: %s\n", tpg_last_error());
+    return 1;
+  }
+  std::printf("llama: CUDA graph: %d nodes (%d kernel, %d child graph, %d memcpy), %d programmatic edges, "
+              "workspace %.1f MiB, materialize %.0f us, instantiate %.0f us\n",
+              gi.nodes, gi.kernel_nodes, gi.child_nodes, gi.memcpy_nodes, gi.programmatic_edges,
+              gi.workspace_bytes / 1048576.0, gi.materialize_us, gi.instantiate_us);
+  return 0;
+}
+
 // One launch; positions of this step from the host.
 int run_one(Rank &R, Step &s, const Config &c, int step) {
   for (int b = 0; b < c.batch; b++) s.h_pos[b] = c.ctx + step;
@@ -254,9 +268,11 @@ int run_check(Options &o, RankState &st) {
   CHECK_OK(alloc_caches(c, R, &g.a, &err) || load_caches(c, R, src, g.a, &err));
   CHECK_OK(alloc_step_io(c, &g.s, &err) || build_step(c, R, st.w, g.a, c.ctx + c.steps, &lm, &g.s, &err));
   CHECK_OK(create_step_graph(R, &g.s, &err));
-  if (R.rank == 0)
+  if (R.rank == 0) {
     std::printf("llama: graph built: %d layers, batch %d, ctx %d, steps %d, TP %d, attention split %d x %d keys\n",
                 c.layers, c.batch, c.ctx, c.steps, R.nranks, g.s.nsplit, g.s.split_len);
+    if (print_graph_info(g.s)) return 1;
+  }
   const size_t ny = (size_t)c.batch * c.hidden, nl = (size_t)c.batch * c.vocab;
   std::vector<uint16_t> y(ny);
   std::vector<float> lg(nl), lg_rows(nl);
@@ -343,6 +359,7 @@ int run_bench(Options &o, RankState &st) {
     CHECK_OK(alloc_caches(c, R, &g.a, &err) || load_caches(c, R, src, g.a, &err));
     CHECK_OK(alloc_step_io(c, &g.s, &err) || build_step(c, R, st.w, g.a, c.ctx + 1, &lm, &g.s, &err));
     CHECK_OK(create_step_graph(R, &g.s, &err));
+    if (R.rank == 0 && i == 0 && print_graph_info(g.s)) return 1;
     CHECK_OK(load_input(c, src, 0, g.s.d_x, R.stream, &err));
     for (int b = 0; b < c.batch; b++) g.s.h_pos[b] = c.ctx;
     std::vector<cudaEvent_t> ev(2 * o.iters);
