@@ -107,6 +107,10 @@ int alloc_step_io(const Config &c, Step *s, std::string *err);
 // the ranks).
 int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k, int max_len, LmHead *lm, Step *s,
                std::string *err);
+// Runs the LM head's cuBLAS call once, eagerly, before it is captured: its
+// first call loads kernels and picks an algorithm, work better kept out of
+// the capture.
+int warm_lm_head(const Rank &r, const Weights &w, LmHead *lm, Step *s, std::string *err);
 int create_step_graph(const Rank &r, Step *s, std::string *err);
 // Points the graph at another set of caches (tpg_graph_rebind).
 int bind_caches(Step *s, const Caches &k, std::string *err);

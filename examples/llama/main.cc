@@ -267,7 +267,7 @@ int run_check(Options &o, RankState &st) {
   LmHead lm{};
   CHECK_OK(alloc_caches(c, R, &g.a, &err) || load_caches(c, R, src, g.a, &err));
   CHECK_OK(alloc_step_io(c, &g.s, &err) || build_step(c, R, st.w, g.a, c.ctx + c.steps, &lm, &g.s, &err));
-  CHECK_OK(create_step_graph(R, &g.s, &err));
+  CHECK_OK(warm_lm_head(R, st.w, &lm, &g.s, &err) || create_step_graph(R, &g.s, &err));
   if (R.rank == 0) {
     std::printf("llama: graph built: %d layers, batch %d, ctx %d, steps %d, TP %d, attention split %d x %d keys\n",
                 c.layers, c.batch, c.ctx, c.steps, R.nranks, g.s.nsplit, g.s.split_len);
@@ -358,7 +358,7 @@ int run_bench(Options &o, RankState &st) {
     LmHead lm{};
     CHECK_OK(alloc_caches(c, R, &g.a, &err) || load_caches(c, R, src, g.a, &err));
     CHECK_OK(alloc_step_io(c, &g.s, &err) || build_step(c, R, st.w, g.a, c.ctx + 1, &lm, &g.s, &err));
-    CHECK_OK(create_step_graph(R, &g.s, &err));
+    CHECK_OK(warm_lm_head(R, st.w, &lm, &g.s, &err) || create_step_graph(R, &g.s, &err));
     if (R.rank == 0 && i == 0 && print_graph_info(g.s)) return 1;
     CHECK_OK(load_input(c, src, 0, g.s.d_x, R.stream, &err));
     for (int b = 0; b < c.batch; b++) g.s.h_pos[b] = c.ctx;

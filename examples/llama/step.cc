@@ -307,6 +307,20 @@ int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k
   return 0;
 }
 
+int warm_lm_head(const Rank &r, const Weights &w, LmHead *lm, Step *s, std::string *err) {
+  if (!w.lm_head || !lm->rank) return 0;
+  // The step's x and logits buffers serve as input and output: both are
+  // large enough ([B, hidden]; [B, vocab] >= [B, vocab/R]), and both are
+  // rewritten before they are read.
+  void *const ptrs[3] = {s->d_x, w.lm_head, s->d_logits};
+  const int rc = lm_head_capture(lm, reinterpret_cast<tpg_stream>(r.stream), ptrs, 3);
+  if (rc || cudaStreamSynchronize(r.stream) != cudaSuccess) {
+    *err = "the LM head's cuBLAS call failed (code " + std::to_string(rc) + ")";
+    return 1;
+  }
+  return 0;
+}
+
 int create_step_graph(const Rank &r, Step *s, std::string *err) {
   tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
   cfg.device = r.device;
