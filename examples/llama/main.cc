@@ -40,6 +40,8 @@ struct Options {
   std::string weights, out, id_file;
   bool bench = false, sweep = false, lm_head = false, pdl = false;
   int vocab = 128256, warmup = 20, iters = 200;
+  tpg_graph_mode mode = TPG_MODE_EXPLICIT;
+  bool set_mode = false;
   bool set_layers = false, set_batch = false, set_ctx = false, set_steps = false;
 };
 
@@ -63,6 +65,8 @@ void usage(FILE *f) {
                "  --bench           time the step instead (median of --iters launches)\n"
                "  --sweep           with --bench: batch 1/8/32 x ctx 512/4096\n"
                "  --iters N, --warmup N   bench launches (default 200, 20)\n"
+               "  --mode M          with --bench: explicit (tpgraph's graph, default), capture\n"
+               "                    (the same nodes stream-captured) or eager (no graph)\n"
                "  --pdl             programmatic dependent launch (TPG_GRAPH_PDL; the engine's\n"
                "                    kernels wait with griddepcontrol.wait)\n"
                "  --id-file PATH    under mpirun: where rank 0 leaves the NCCL id\n");
@@ -82,7 +86,7 @@ bool parse_int(const char *flag, const char *s, int lo, int hi, int *out) {
 
 int parse(int argc, char **argv, Options *o) {
   enum { CONFIG = 1, LAYERS, BATCH, CTX, STEPS, TP, WEIGHTS, OUT, BENCH, SWEEP, LMHEAD, VOCAB, SEED, ITERS, WARMUP,
-         IDFILE, PDL, HELP };
+         IDFILE, PDL, MODE, HELP };
   static const option opts[] = {
       {"config", required_argument, 0, CONFIG}, {"layers", required_argument, 0, LAYERS},
       {"batch", required_argument, 0, BATCH},   {"ctx", required_argument, 0, CTX},
@@ -92,7 +96,8 @@ int parse(int argc, char **argv, Options *o) {
       {"lm-head", no_argument, 0, LMHEAD},      {"vocab", required_argument, 0, VOCAB},
       {"seed", required_argument, 0, SEED},     {"iters", required_argument, 0, ITERS},
       {"warmup", required_argument, 0, WARMUP}, {"id-file", required_argument, 0, IDFILE},
-      {"pdl", no_argument, 0, PDL},             {"help", no_argument, 0, HELP},
+      {"pdl", no_argument, 0, PDL},             {"mode", required_argument, 0, MODE},
+      {"help", no_argument, 0, HELP},
       {0, 0, 0, 0}};
   int ch, v;
   Config &c = o->c;
@@ -124,6 +129,16 @@ int parse(int argc, char **argv, Options *o) {
       case WARMUP: if (!parse_int("--warmup", optarg, 0, 1000000, &o->warmup)) return 2; break;
       case IDFILE: o->id_file = optarg; break;
       case PDL: o->pdl = true; break;
+      case MODE:
+        if (!std::strcmp(optarg, "explicit")) o->mode = TPG_MODE_EXPLICIT;
+        else if (!std::strcmp(optarg, "capture")) o->mode = TPG_MODE_CAPTURE;
+        else if (!std::strcmp(optarg, "eager")) o->mode = TPG_MODE_EAGER;
+        else {
+          std::fprintf(stderr, "llama: --mode '%s': expected explicit, capture or eager\n", optarg);
+          return 2;
+        }
+        o->set_mode = true;
+        break;
       case HELP: usage(stdout); return 1;
       default: usage(stderr); return 2;
     }
@@ -134,6 +149,10 @@ int parse(int argc, char **argv, Options *o) {
   }
   if (o->sweep && !o->bench) {
     std::fprintf(stderr, "llama: --sweep needs --bench\n");
+    return 2;
+  }
+  if (o->set_mode && !o->bench) {  // the check run rebinds, which TPG_MODE_CAPTURE cannot
+    std::fprintf(stderr, "llama: --mode needs --bench\n");
     return 2;
   }
   if (!o->weights.empty()) {
@@ -237,9 +256,9 @@ struct StepGuard {  // a Step and its caches, freed before the rank's state
 // What tpgraph built: the node kinds, the memory it owns, the build time.
 int print_graph_info(const Step &s) {
   tpg_graph_info gi;
-  if (tpg_graph_info_get(s.graph, &gi) != TPG_SUCCESS) {
-    std::fprintf(stderr, "llama: tpg_graph_info_get: %s\n", tpg_last_error());
-    return 1;
+  if (tpg_graph_info_get(s.graph, &gi) != TPG_SUCCESS) {  // informative only (eager mode has no graph)
+    std::printf("llama: tpg_graph_info_get: %s\n", tpg_last_error());
+    return 0;
   }
   std::printf("llama: CUDA graph: %d nodes (%d kernel, %d child graph, %d memcpy), %d programmatic edges, "
               "workspace %.1f MiB, materialize %.0f us, instantiate %.0f us\n",
@@ -382,17 +401,18 @@ int run_bench(Options &o, RankState &st) {
     const double kv = (double)c.layers * c.batch * kv_heads(c, R) * (c.ctx + 1) * c.head_dim * 2 * 2;
     const double floor_us = (st.w.bytes + kv) / bw * 1e6;
     if (R.rank == 0) {
-      std::printf("bench: %s layers %d TP %d%s batch %2d ctx %4d: %9.1f us/token  %7.1f us/layer  floor %7.1f us/layer"
+      static const char *const modes[] = {"", " capture", " eager"};
+      std::printf("bench: %s layers %d TP %d%s%s batch %2d ctx %4d: %9.1f us/token  %7.1f us/layer  floor %7.1f us/layer"
                   "  (%.2fx floor)\n",
                   c.hidden == 8192 ? "70b" : c.hidden == 4096 ? "8b" : "custom", c.layers, R.nranks,
-                  R.pdl ? " pdl" : "", c.batch, c.ctx,
+                  R.pdl ? " pdl" : "", modes[R.mode], c.batch, c.ctx,
                   med_us, med_us / c.layers, floor_us / c.layers, med_us / floor_us);
       char line[512];
       std::snprintf(line, sizeof line,
                     "  {\"hidden\": %d, \"heads\": %d, \"kv_heads\": %d, \"ffn\": %d, \"layers\": %d, \"tp\": %d, "
-                    "\"pdl\": %d, \"batch\": %d, \"ctx\": %d, \"vocab\": %d, \"iters\": %d, \"median_us\": %.2f, "
+                    "\"pdl\": %d, \"mode\": %d, \"batch\": %d, \"ctx\": %d, \"vocab\": %d, \"iters\": %d, \"median_us\": %.2f, "
                     "\"us_per_layer\": %.2f, \"floor_us_per_layer\": %.2f, \"weight_bytes\": %zu, \"kv_bytes\": %.0f}%s\n",
-                    c.hidden, c.heads, c.kv_heads, c.ffn, c.layers, R.nranks, (int)R.pdl, c.batch, c.ctx, c.vocab, o.iters,
+                    c.hidden, c.heads, c.kv_heads, c.ffn, c.layers, R.nranks, (int)R.pdl, (int)R.mode, c.batch, c.ctx, c.vocab, o.iters,
                     med_us,
                     med_us / c.layers, floor_us / c.layers, st.w.bytes, kv, i + 1 < shapes.size() ? "," : "");
       json += line;
@@ -414,6 +434,7 @@ int run_rank(Options &o, int rank, int nranks, int device, const std::string &id
   R.nranks = nranks;
   R.device = device;
   R.pdl = o.pdl;
+  R.mode = o.mode;
   std::string err;
   CHECK_CUDA(cudaSetDevice(device));
   CHECK_CUDA(cudaDeviceGetAttribute(&R.sm_count, cudaDevAttrMultiProcessorCount, device));

@@ -328,6 +328,7 @@ int create_step_graph(const Rank &r, Step *s, std::string *err) {
   cfg.bindings = s->bindings.data();
   cfg.nbindings = (int)s->bindings.size();
   if (r.pdl) cfg.flags |= TPG_GRAPH_PDL;
+  cfg.mode = r.mode;
   TRY(tpg_graph_create(s->plan, &cfg, &s->graph));
   return 0;
 }
