@@ -24,12 +24,13 @@ __global__ void fill_part(__nv_bfloat16 *dst, size_t pitch, size_t rows, size_t 
     const size_t i = e / cols, j = e % cols;
     const uint64_t h = mix(key ^ mix((row0 + i) * whole_cols + col0 + j));
     const float u = (float)(h >> 40) * (1.0f / 16777216.0f);  // 24 bits: [0, 1)
-    dst[i * pitch + j] = __float2bfloat16_rn(lo + (hi - lo) * u);
+    dst[i * pitch + j] = __float2bfloat16_rn(__fmaf_rn(hi - lo, u, lo));  // no contraction choices: host_tensor repeats it bit for bit
   }
 }
 
 }  // namespace
 
+// Keep in step with weights.cc's host_tensor, which repeats this for --verify.
 extern "C" cudaError_t llama_fill_part(void *dst, size_t pitch, size_t rows, size_t cols, size_t whole_cols,
                                        size_t row0, size_t col0, uint64_t seed, uint32_t tensor, float lo, float hi,
                                        cudaStream_t stream) {

@@ -8,8 +8,10 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tpgraph.h"
@@ -71,6 +73,15 @@ struct Source {
 inline int q_heads(const Config &c, const Rank &r) { return c.heads / r.nranks; }
 inline int kv_heads(const Config &c, const Rank &r) { return c.kv_heads / r.nranks; }
 
+// fn(begin, end) over [0, n) in contiguous chunks on all host cores.
+template <class F>
+void parallel_for(size_t n, F fn) {
+  const size_t k = std::max<size_t>(1, std::min<size_t>(std::thread::hardware_concurrency(), n / 4096 + 1));
+  std::vector<std::thread> t;
+  for (size_t i = 0; i < k; i++) t.emplace_back([&, i] { fn(n * i / k, n * (i + 1) / k); });
+  for (auto &x : t) x.join();
+}
+
 // weights.cc
 int read_config(const std::string &dir, Config *c, std::string *err);
 // 0 on success; otherwise *err says what was wrong (file and size).
@@ -81,6 +92,10 @@ int alloc_caches(const Config &c, const Rank &r, Caches *k, std::string *err);
 // (file or random), the rest zero.
 int load_caches(const Config &c, const Rank &r, const Source &src, const Caches &k, std::string *err);
 void free_caches(Caches *k);
+// Whole tensor `name` [rows, cols] on the host: the file, or the values the
+// device generator gives (bit for bit).
+int host_tensor(const Source &src, const Config &c, const std::string &name, size_t rows, size_t cols,
+                std::vector<uint16_t> *out, std::string *err);
 // x.s{step}: [B, hidden] into dst (device).
 int load_input(const Config &c, const Source &src, int step, void *dst, cudaStream_t s, std::string *err);
 
@@ -116,6 +131,11 @@ int create_step_graph(const Rank &r, Step *s, std::string *err);
 // Points the graph at another set of caches (tpg_graph_rebind).
 int bind_caches(Step *s, const Caches &k, std::string *err);
 void free_step(Step *s);
+
+// reference.cc: the steps in fp64 on the host from the whole tensors (for
+// --verify): y[s] [B, hidden] and, with vocab > 0, logits[s] [B, vocab].
+int reference_steps(const Config &c, const Source &src, std::vector<std::vector<double>> *y,
+                    std::vector<std::vector<double>> *logits, std::string *err);
 
 }  // namespace llama
 

@@ -7,6 +7,7 @@
 // fill.cu, which hashes whole-tensor indices so every rank and every TP
 // degree sees one model. The engine shards; nothing outside it has to.
 #include <cerrno>
+#include <cstdint>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -34,6 +35,42 @@ uint32_t name_hash(const std::string &s) {  // FNV-1a: a tensor's id for the gen
   return h;
 }
 
+// The generator's range of a tensor, by the last part of its name: linear
+// weights U(-a, a) with a = sqrt(3 / fan_in), so each projection keeps the
+// RMS of its input; norms around 1; caches and inputs U(-1, 1).
+void value_range(const Config &c, const std::string &name, float *lo, float *hi) {
+  const size_t dot = name.find('.');
+  const std::string kind = name.compare(0, 2, "x.") == 0 ? "x" : dot == std::string::npos ? name : name.substr(dot + 1);
+  float a = 1.f;
+  if (kind == "attn_norm" || kind == "mlp_norm" || kind == "final_norm") {
+    *lo = 0.8f;
+    *hi = 1.2f;
+    return;
+  }
+  if (kind == "wq" || kind == "wk" || kind == "wv" || kind == "w_gate" || kind == "w_up" || kind == "lm_head")
+    a = std::sqrt(3.f / c.hidden);
+  else if (kind == "wo")
+    a = std::sqrt(3.f / ((float)c.heads * c.head_dim));
+  else if (kind == "w_down")
+    a = std::sqrt(3.f / c.ffn);
+  *lo = -a;
+  *hi = a;
+}
+
+// fill.cu's generator on the host, bit for bit (same hash, same fma, same
+// rounding), for the reference of --verify.
+uint64_t mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+uint16_t to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
 // A block of rows of the whole tensor, to dst (rows of `cols` elements,
 // dst_pitch elements apart).
 struct Block {
@@ -42,10 +79,12 @@ struct Block {
 };
 
 // Columns [col0, col0 + cols) of the listed row blocks of whole tensor
-// `name` [whole_rows, whole_cols]. Random values are U(lo, hi).
-bool put_blocks(const Source &src, const std::string &name, size_t whole_rows, size_t whole_cols, size_t col0,
-                size_t cols, size_t dst_pitch, const std::vector<Block> &blocks, float lo, float hi, std::string *err) {
+// `name` [whole_rows, whole_cols].
+bool put_blocks(const Source &src, const Config &c, const std::string &name, size_t whole_rows, size_t whole_cols,
+                size_t col0, size_t cols, size_t dst_pitch, const std::vector<Block> &blocks, std::string *err) {
   if (src.dir.empty()) {
+    float lo, hi;
+    value_range(c, name, &lo, &hi);
     for (const Block &b : blocks)
       if (!cuda_ok(llama_fill_part(b.dst, dst_pitch, b.rows, cols, whole_cols, b.row0, col0, src.seed,
                                    name_hash(name), lo, hi, nullptr),
@@ -86,6 +125,39 @@ bool alloc(void **p, size_t elems, const char *what, size_t *total, std::string 
 }
 
 }  // namespace
+
+int host_tensor(const Source &src, const Config &c, const std::string &name, size_t rows, size_t cols,
+                std::vector<uint16_t> *out, std::string *err) {
+  out->assign(rows * cols, 0);
+  if (!src.dir.empty()) {
+    const std::string path = src.dir + "/" + name;
+    std::ifstream f(path, std::ios::binary | std::ios::ate);
+    const size_t want = rows * cols * 2;
+    if (!f || (size_t)f.tellg() != want) {
+      *err = path + ": cannot open, or not " + std::to_string(want) + " bytes";
+      return 1;
+    }
+    f.seekg(0);
+    if (!f.read(reinterpret_cast<char *>(out->data()), (std::streamsize)want)) {
+      *err = path + ": read failed";
+      return 1;
+    }
+    return 0;
+  }
+  float lo, hi;
+  value_range(c, name, &lo, &hi);
+  const uint32_t tensor = name_hash(name);
+  const uint64_t key = ((src.seed * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)tensor << 32 | tensor)) + 1;
+  const size_t n = rows * cols;
+  uint16_t *o = out->data();
+  parallel_for(n, [&](size_t a, size_t b) {
+    for (size_t e = a; e < b; e++) {
+      const float u = (float)(mix(key ^ mix(e)) >> 40) * (1.0f / 16777216.0f);
+      o[e] = to_bf16(std::fmaf(hi - lo, u, lo));
+    }
+  });
+  return 0;
+}
 
 int read_config(const std::string &dir, Config *c, std::string *err) {
   const std::string path = dir + "/config.txt";
@@ -135,7 +207,6 @@ int read_config(const std::string &dir, Config *c, std::string *err) {
 int load_weights(const Config &c, const Rank &r, const Source &src, Weights *w, std::string *err) {
   const size_t H = c.hidden, D = c.head_dim, nq = q_heads(c, r), nkv = kv_heads(c, r);
   const size_t F = c.ffn / r.nranks, qdim = (size_t)c.heads * D, kvdim = (size_t)c.kv_heads * D;
-  const float aH = std::sqrt(3.f / H), aQ = std::sqrt(3.f / qdim), aF = std::sqrt(3.f / c.ffn);
   w->layers.assign(c.layers, LayerWeights());
   size_t *tot = &w->bytes;
   for (int i = 0; i < c.layers; i++) {
@@ -148,28 +219,28 @@ int load_weights(const Config &c, const Rank &r, const Source &src, Weights *w, 
       return 1;
     char *qkv = static_cast<char *>(l.wqkv), *w13 = static_cast<char *>(l.w13);
     const size_t r0q = r.rank * nq * D, r0kv = r.rank * nkv * D;
-    if (!put_blocks(src, p + "attn_norm", 1, H, 0, H, H, {{0, 1, l.attn_norm}}, 0.8f, 1.2f, err) ||
-        !put_blocks(src, p + "mlp_norm", 1, H, 0, H, H, {{0, 1, l.mlp_norm}}, 0.8f, 1.2f, err) ||
+    if (!put_blocks(src, c, p + "attn_norm", 1, H, 0, H, H, {{0, 1, l.attn_norm}}, err) ||
+        !put_blocks(src, c, p + "mlp_norm", 1, H, 0, H, H, {{0, 1, l.mlp_norm}}, err) ||
         // COLUMN-parallel QKV: this rank's query heads, then its KV heads' k and v rows.
-        !put_blocks(src, p + "wq", qdim, H, 0, H, H, {{r0q, nq * D, qkv}}, -aH, aH, err) ||
-        !put_blocks(src, p + "wk", kvdim, H, 0, H, H, {{r0kv, nkv * D, qkv + nq * D * H * 2}}, -aH, aH, err) ||
-        !put_blocks(src, p + "wv", kvdim, H, 0, H, H, {{r0kv, nkv * D, qkv + (nq + nkv) * D * H * 2}}, -aH, aH,
+        !put_blocks(src, c, p + "wq", qdim, H, 0, H, H, {{r0q, nq * D, qkv}}, err) ||
+        !put_blocks(src, c, p + "wk", kvdim, H, 0, H, H, {{r0kv, nkv * D, qkv + nq * D * H * 2}}, err) ||
+        !put_blocks(src, c, p + "wv", kvdim, H, 0, H, H, {{r0kv, nkv * D, qkv + (nq + nkv) * D * H * 2}},
                     err) ||
         // ROW-parallel O: the columns of this rank's heads.
-        !put_blocks(src, p + "wo", H, qdim, r0q, nq * D, nq * D, {{0, H, l.wo}}, -aQ, aQ, err) ||
+        !put_blocks(src, c, p + "wo", H, qdim, r0q, nq * D, nq * D, {{0, H, l.wo}}, err) ||
         // SwiGLU gate/up (TPG_ACT_SWIGLU: the rank's gate rows, then its up rows).
-        !put_blocks(src, p + "w_gate", c.ffn, H, 0, H, H, {{r.rank * F, F, w13}}, -aH, aH, err) ||
-        !put_blocks(src, p + "w_up", c.ffn, H, 0, H, H, {{r.rank * F, F, w13 + F * H * 2}}, -aH, aH, err) ||
-        !put_blocks(src, p + "w_down", H, c.ffn, r.rank * F, F, F, {{0, H, l.w2}}, -aF, aF, err))
+        !put_blocks(src, c, p + "w_gate", c.ffn, H, 0, H, H, {{r.rank * F, F, w13}}, err) ||
+        !put_blocks(src, c, p + "w_up", c.ffn, H, 0, H, H, {{r.rank * F, F, w13 + F * H * 2}}, err) ||
+        !put_blocks(src, c, p + "w_down", H, c.ffn, r.rank * F, F, F, {{0, H, l.w2}}, err))
       return 1;
   }
   if (!alloc(&w->final_norm, H, "final_norm", tot, err) ||
-      !put_blocks(src, "final_norm", 1, H, 0, H, H, {{0, 1, w->final_norm}}, 0.8f, 1.2f, err))
+      !put_blocks(src, c, "final_norm", 1, H, 0, H, H, {{0, 1, w->final_norm}}, err))
     return 1;
   if (c.vocab > 0) {
     const size_t V = c.vocab / r.nranks;  // vocab-parallel: this rank's rows
     if (!alloc(&w->lm_head, V * H, "lm_head", tot, err) ||
-        !put_blocks(src, "lm_head", c.vocab, H, 0, H, H, {{r.rank * V, V, w->lm_head}}, -aH, aH, err))
+        !put_blocks(src, c, "lm_head", c.vocab, H, 0, H, H, {{r.rank * V, V, w->lm_head}}, err))
       return 1;
   }
   return cuda_ok(cudaDeviceSynchronize(), "weights", err) ? 0 : 1;
@@ -209,7 +280,7 @@ int load_caches(const Config &c, const Rank &r, const Source &src, const Caches 
           blocks.push_back({((size_t)b * c.kv_heads + r.rank * nkv + h) * ctx, ctx,
                             static_cast<char *>(kv ? k.v[i] : k.k[i]) + ((size_t)b * nkv + h) * c.max_ctx * D * 2});
       const std::string name = "l" + std::to_string(i) + (kv ? ".v_cache" : ".k_cache");
-      if (!put_blocks(src, name, (size_t)c.batch * c.kv_heads * ctx, D, 0, D, D, blocks, -1.f, 1.f, err)) return 1;
+      if (!put_blocks(src, c, name, (size_t)c.batch * c.kv_heads * ctx, D, 0, D, D, blocks, err)) return 1;
     }
   return cuda_ok(cudaDeviceSynchronize(), "caches", err) ? 0 : 1;
 }
@@ -223,8 +294,8 @@ void free_caches(Caches *k) {
 
 int load_input(const Config &c, const Source &src, int step, void *dst, cudaStream_t s, std::string *err) {
   (void)s;  // file copies are synchronous; the generator runs on the legacy stream, ordered before the launch
-  return put_blocks(src, "x.s" + std::to_string(step), c.batch, c.hidden, 0, c.hidden, c.hidden,
-                    {{0, (size_t)c.batch, dst}}, -1.f, 1.f, err)
+  return put_blocks(src, c, "x.s" + std::to_string(step), c.batch, c.hidden, 0, c.hidden, c.hidden,
+                    {{0, (size_t)c.batch, dst}}, err)
              ? 0
              : 1;
 }
