@@ -35,24 +35,28 @@ uint32_t name_hash(const std::string &s) {  // FNV-1a: a tensor's id for the gen
   return h;
 }
 
-// The generator's range of a tensor, by the last part of its name: linear
-// weights U(-a, a) with a = sqrt(3 / fan_in), so each projection keeps the
-// RMS of its input; norms around 1; caches and inputs U(-1, 1).
+// The generator's range of a tensor, by the last part of its name. U(-a, a)
+// has RMS a / sqrt(3); linear weights get a = gain * sqrt(3 / fan_in), so a
+// projection maps RMS 1 to RMS gain. Queries and keys (new and cached) get
+// RMS 1.5, so scores have std ~2.25 and softmax is peaked (a few dozen keys
+// carry the weight) rather than a flat average of the values that would hide
+// which keys were read; Wo gets gain 2 so attention moves the residual by
+// O(1). Inputs and values RMS 1, norm weights around 1.
 void value_range(const Config &c, const std::string &name, float *lo, float *hi) {
   const size_t dot = name.find('.');
   const std::string kind = name.compare(0, 2, "x.") == 0 ? "x" : dot == std::string::npos ? name : name.substr(dot + 1);
-  float a = 1.f;
+  const float s3 = std::sqrt(3.f);
+  float a = s3;  // x, v_cache
   if (kind == "attn_norm" || kind == "mlp_norm" || kind == "final_norm") {
     *lo = 0.8f;
     *hi = 1.2f;
     return;
   }
-  if (kind == "wq" || kind == "wk" || kind == "wv" || kind == "w_gate" || kind == "w_up" || kind == "lm_head")
-    a = std::sqrt(3.f / c.hidden);
-  else if (kind == "wo")
-    a = std::sqrt(3.f / ((float)c.heads * c.head_dim));
-  else if (kind == "w_down")
-    a = std::sqrt(3.f / c.ffn);
+  if (kind == "wq" || kind == "wk") a = 1.5f * s3 / std::sqrt((float)c.hidden);
+  else if (kind == "k_cache") a = 1.5f * s3;
+  else if (kind == "wv" || kind == "w_gate" || kind == "w_up" || kind == "lm_head") a = s3 / std::sqrt((float)c.hidden);
+  else if (kind == "wo") a = 2.f * s3 / std::sqrt((float)c.heads * c.head_dim);
+  else if (kind == "w_down") a = s3 / std::sqrt((float)c.ffn);
   *lo = -a;
   *hi = a;
 }

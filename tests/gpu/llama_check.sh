@@ -31,11 +31,21 @@ check() {
   else
     fail=$((fail + 1)); echo "FAIL $name (rc $?, $work/$name.log)"
   fi
-  grep -E "passed|failed|rebind|step [0-9]|FAIL|error|Error" "$work/$name.log" | tail -6 | sed 's/^/    /'
+  grep -E "passed|failed|rebind|verify|step [0-9]|FAIL|error|Error" "$work/$name.log" | tail -8 | sed 's/^/    /'
 }
 engine() { if [ ${#run[@]} -gt 0 ]; then "${run[@]}" llama "$@"; else "$bin/llama" "$@"; fi; }
 
 if [ ${#run[@]} -gt 0 ]; then check kernel_check "${run[@]}" kernel_check; else check kernel_check "$bin/kernel_check"; fi
+
+# The engine alone on its seeded random model, against its own fp64 host
+# reference (--verify): needs no Python. 8B-like with the LM head; 70B-like
+# with a context crossing 4096.
+for tp in 1 2; do
+  [ "$tp" -le "$ngpu" ] || continue
+  check "verify_8b_tp$tp" engine --config 8b --layers 2 --batch 3 --ctx 301 --steps 3 --lm-head --vocab 4096 \
+    --verify --tp "$tp"
+  check "verify_70b_tp$tp" engine --config 70b --layers 1 --batch 2 --ctx 4095 --steps 3 --verify --tp "$tp"
+done
 
 # name | gen arguments. 8B-like with the LM head over 3 sequences at an odd
 # context; 70B-like (group of 8 query heads per KV head) at a context that
@@ -53,7 +63,7 @@ for c in "${cases[@]}"; do
   for tp in 1 2; do
     [ "$tp" -le "$ngpu" ] || { echo "SKIP ${name}_tp$tp: $ngpu GPU(s)"; continue; }
     mkdir -p "$d/out_tp$tp"
-    check "engine_${name}_tp$tp" engine --weights "$d" --tp "$tp" "${lm[@]}" --out "$d/out_tp$tp"
+    check "engine_${name}_tp$tp" engine --weights "$d" --tp "$tp" "${lm[@]}" --verify --out "$d/out_tp$tp"
     check "ref_${name}_tp$tp" python3 tests/gpu/llama_ref.py check "$d" "$d/out_tp$tp" --tp "$tp"
   done
 done
