@@ -107,6 +107,8 @@
   X(cuGraphChildGraphNodeGetGraph, 10000) \
   X(cuStreamGetCaptureInfo, 12030) \
   X(cuStreamUpdateCaptureDependencies, 12030) \
+  X(cuEventRecordWithFlags, 11010) \
+  X(cuGraphKernelNodeSetAttribute, 11000) \
 /* end */
 
 /* Entry points newer than the oldest driver accepted: NULL in the table when
