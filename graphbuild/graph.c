@@ -47,9 +47,8 @@ static void graph_free(tpg_graph *g) {
   if (g->dev.ctx && tpg_dev_push(&g->dev) == TPG_SUCCESS) {
     if (g->exec) tpg_cu->cuGraphExecDestroy(g->exec);
     if (g->graph) tpg_cu->cuGraphDestroy(g->graph);
-    if (g->nodes && g->plan)
-      for (int i = 0; i < g->plan->nnodes; i++)
-        if (g->nodes[i].workspace) tpg_cu->cuMemFree(g->nodes[i].workspace);
+    if (g->nodes && g->plan) tpg_gnodes_free(g, g->nodes, g->plan->nnodes);
+    g->nodes = NULL;
     if (g->owned && g->bind)
       for (int s = 0; g->plan && s < g->plan->nslots; s++) {
         /* Deregistering is collective: skipped on an aborted comm (a peer
@@ -83,14 +82,14 @@ static tpg_status build_users(tpg_graph *g) {
   const tpg_plan *p = g->plan;
   g->users_at = calloc((size_t)p->nslots + 1, sizeof *g->users_at);
   if (!g->users_at) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
-  tpg_view v[TPG_MAX_NODE_VIEWS];
+  tpg_view_use v[TPG_MAX_NODE_VIEWS];
   size_t total = 0;
   for (int i = 0; i < p->nnodes; i++) {
     int k = tpg_node_views(&p->nodes[i], v);
     for (int j = 0; j < k; j++) {
       int dup = 0;
-      for (int q = 0; q < j; q++) dup |= v[q].slot == v[j].slot;
-      if (!dup) { g->users_at[v[j].slot]++; total++; }
+      for (int q = 0; q < j; q++) dup |= v[q].v.slot == v[j].v.slot;
+      if (!dup) { g->users_at[v[j].v.slot]++; total++; }
     }
   }
   for (int s = 0; s < p->nslots; s++) g->users_at[s + 1] += g->users_at[s];
@@ -107,9 +106,9 @@ static tpg_status build_users(tpg_graph *g) {
     int k = tpg_node_views(&p->nodes[i], v);
     for (int j = 0; j < k; j++) {
       int dup = 0;
-      for (int q = 0; q < j; q++) dup |= v[q].slot == v[j].slot;
+      for (int q = 0; q < j; q++) dup |= v[q].v.slot == v[j].v.slot;
       if (!dup) {
-        int s = (int)v[j].slot - 1;
+        int s = (int)v[j].v.slot - 1;
         g->users[g->users_at[s] + fill[s]++] = i;
       }
     }
@@ -128,21 +127,9 @@ static tpg_status check_fingerprint(tpg_graph *g) {
 #define TPG_MIX(v) (h = (h ^ (uint64_t)(v)) * 1099511628211ull)
   TPG_MIX(g->comm->nranks);
   for (int oi = 0; oi < p->nnodes; oi++) {
-    const tpg_node_rec *n = &p->nodes[g->order[oi]];
-    if (n->kind != TPG_NK_COLLECTIVE) continue;
-    TPG_MIX(n->u.coll.kind);
-    TPG_MIX(n->u.coll.count);
-    TPG_MIX(n->u.coll.algo);
-    TPG_MIX(p->slots[n->u.coll.send.slot - 1].dtype);
-    /* The epilogue's shape: the algorithm's block split follows it (rows
-     * when a norm is requested), and every rank must split alike. */
-    const tpg_collective_desc *d = &n->u.coll;
-    TPG_MIX(d->hidden);
-    TPG_MIX((d->bias.slot != 0) | (d->residual.slot != 0) << 1 | (d->residual_out.slot != 0) << 2 |
-            (d->norm_weight.slot != 0) << 3);
-    uint32_t eps_bits = 0;
-    if (d->norm_weight.slot) memcpy(&eps_bits, &d->norm_eps, sizeof eps_bits);
-    TPG_MIX(eps_bits);
+    const int i = g->order[oi];
+    const tpg_kind_ops *k = tpg_kind(p->nodes[i].kind);
+    if (k->fingerprint) k->fingerprint(p, &p->nodes[i], &g->nodes[i], &h);
   }
 #undef TPG_MIX
   uint64_t all[TPG_AR_MAX_RANKS * 32];
@@ -158,32 +145,19 @@ static tpg_status check_fingerprint(tpg_graph *g) {
   return TPG_SUCCESS;
 }
 
-/* Workspaces are sized once, here: kernels leave their counters zeroed, so a
- * single memset at creation serves every launch. */
+/* What the nodes need before any fill: each kind prepares its nodes
+ * (kernel choice, workspace); then the scratch slots. */
 static tpg_status alloc_workspaces(tpg_graph *g) {
   const tpg_plan *p = g->plan;
-  for (int i = 0; i < p->nnodes; i++) {
-    if (p->nodes[i].kind != TPG_NK_GEMM) continue;
-    const tpg_gemm_desc *d = &p->nodes[i].u.gemm;
-    tpg_kernel_launch l;
-    tpg_tma_encode xe, we;
-    char why[256] = {0}, lb[160];
-    if (tpg_gemm_pick(g, d, &l, &xe, &we, why, sizeof why) != 0)
-      return TPG_ARG_FAIL("node %s: no GEMM kernel for this shape: %s", tpg_node_label(p, i, lb, sizeof lb), why);
-    if (l.workspace_bytes == 0) continue;
-    size_t bytes = (l.workspace_bytes + 255) & ~(size_t)255;
-    TPG_CU(cuMemAlloc(&g->nodes[i].workspace, bytes));
-    g->nodes[i].workspace_bytes = bytes;
-    g->info.workspace_bytes += bytes;
-    TPG_CU(cuMemsetD32Async(g->nodes[i].workspace, 0, bytes / 4, g->cap_stream));
-  }
+  TPG_TRY(tpg_prepare_nodes(g, p, g->nodes));
+  for (int i = 0; i < p->nnodes; i++) g->info.workspace_bytes += g->nodes[i].res.workspace_bytes;
   /* Scratch slots the plan uses: allocated here, owned by the graph. Those a
    * collective touches become NCCL symmetric windows (collective calls: every
    * rank creates the same plan's graph in the same order). */
   for (int s = 0; s < p->nslots; s++) {
     if (p->slots[s].where != TPG_MEM_SCRATCH || g->users_at[s + 1] == g->users_at[s]) continue;
     int coll = 0;
-    for (int u = g->users_at[s]; u < g->users_at[s + 1]; u++) coll |= p->nodes[g->users[u]].kind == TPG_NK_COLLECTIVE;
+    for (int u = g->users_at[s]; u < g->users_at[s + 1]; u++) coll |= tpg_kind(p->nodes[g->users[u]].kind)->collective;
     int sym = coll && g->comm && g->comm->nranks > 1 && (g->flags & TPG_GRAPH_NCCL_SYMMETRIC);
     size_t bytes = p->slots[s].count * tpg_dtype_size(p->slots[s].dtype);
     if (sym) {
@@ -315,8 +289,7 @@ tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg, t
   if (g->mode == TPG_MODE_EXPLICIT) {
     TPG_TRYGOTO(tpg_materialize(g, p, g->bind, g->nodes, &g->graph), st, fail_pop);
   } else {
-    for (int oi = 0; oi < p->nnodes; oi++)
-      TPG_TRYGOTO(tpg_fill_node(g, p, g->bind, g->order[oi], &g->nodes[g->order[oi]]), st, fail_pop);
+    TPG_TRYGOTO(tpg_fill_nodes(g, p, g->bind, g->nodes), st, fail_pop);
     if (g->mode == TPG_MODE_CAPTURE) {
       TPG_CUGOTO(cuStreamBeginCapture(g->cap_stream, CU_STREAM_CAPTURE_MODE_RELAXED), st, fail_pop);
       tpg_status rs = tpg_run_nodes(g, g->cap_stream);
@@ -331,25 +304,11 @@ tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg, t
   double t2 = tpg_now_us();
   g->info.materialize_us = t1 - t0;
   g->info.instantiate_us = t2 - t1;
-  g->info.nodes = p->nnodes;
-  for (int i = 0; i < p->nnodes; i++) switch (p->nodes[i].kind) {
-      case TPG_NK_GEMM:
-      case TPG_NK_AXPBY:
-      case TPG_NK_CONCAT: g->info.kernel_nodes++; break;
-      case TPG_NK_MEMSET: g->info.memset_nodes++; break;
-      case TPG_NK_MEMCPY: g->info.memcpy_nodes++; break;
-      case TPG_NK_EMPTY: g->info.empty_nodes++; break;
-      case TPG_NK_COLLECTIVE:
-        g->ncoll++;
-        if (g->nodes[i].fast) g->info.kernel_nodes++;
-        else g->info.child_nodes++;
-        if (g->nodes[i].has_epi) {
-          g->info.kernel_nodes++; /* the epilogue after NCCL */
-          g->info.nodes++;
-        }
-        break;
-      default: break;
-    }
+  for (int i = 0; i < p->nnodes; i++) {
+    const tpg_kind_ops *k = tpg_kind(p->nodes[i].kind);
+    k->count(&g->nodes[i], &g->info);
+    g->ncoll += k->collective;
+  }
   tpg_dev_pop();
   *out = g;
   return TPG_SUCCESS;

@@ -2,8 +2,10 @@
  *
  * A plan makes no CUDA call, so everything about a graph's structure (shape
  * rules, ranges, cycles, collective order) is checked and unit-tested on a
- * machine without a GPU. materialize.c turns a validated plan into a CUDA
- * graph; the graph keeps its own copy (tpg_plan_clone).
+ * machine without a GPU. What a node of each kind means lives in the kind's
+ * file under graphbuild/nodes/ (the table in nodes/kind.h); materialize.c
+ * turns a validated plan into a CUDA graph; the graph keeps its own copy
+ * (tpg_plan_clone).
  */
 #ifndef TPG_PLAN_H
 #define TPG_PLAN_H
@@ -52,36 +54,53 @@ struct tpg_plan {
   int nnodes, capnodes;
 };
 
-TPG_HIDDEN const char *tpg_node_kind_name(tpg_node_kind k);
-/* "gemm#3" or the user's name, into buf. */
-TPG_HIDDEN const char *tpg_node_label(const tpg_plan *p, int idx, char *buf, size_t cap);
-
 /* Deep copy (the graph keeps one). */
 TPG_HIDDEN tpg_status tpg_plan_clone(const tpg_plan *src, tpg_plan **out);
 
-/* Kahn order of the nodes into order[nnodes]; fails naming a node on a cycle. */
+/* Kahn order of the nodes into order[nnodes]; fails naming a node on a cycle
+ * (plan_check.c). */
 TPG_HIDDEN tpg_status tpg_plan_topo(const tpg_plan *p, int *order);
 
-/* Slots each node reads or writes: up to TPG_MAX_NODE_VIEWS views (a GEMM
- * 5, an all-reduce with every epilogue view 6); returns the count. */
+/* Views a node touches: at most TPG_MAX_NODE_VIEWS (a GEMM 5, an all-reduce
+ * with every epilogue view 6). */
 #define TPG_MAX_NODE_VIEWS 6
-TPG_HIDDEN int tpg_node_views(const tpg_node_rec *n, tpg_view *views);
 
 TPG_HIDDEN tpg_status tpg_plan_check(const tpg_plan *p, const char *fn, const char *arg);
 
-/* A view of `need` elements for a node: the slot exists, the range fits, the
- * start is `align` bytes aligned, the slot holds `dtype` and is device memory
- * (device or scratch). Messages name `what` and come from `fn`. For builders
- * of several nodes (lib/linear.c) that check everything before adding any. */
+/* A view of `need` elements: the slot exists, the range fits, and the start
+ * is `align` bytes aligned within the slot (buffers are checked at bind
+ * time). Messages name `what` and come from `fn`. */
+TPG_HIDDEN tpg_status tpg_view_check(const tpg_plan *p, const char *fn, const char *what, tpg_view v, size_t need,
+                                     size_t align);
+/* The view's slot holds `want`. */
+TPG_HIDDEN tpg_status tpg_view_check_dtype(const tpg_plan *p, const char *fn, const char *what, tpg_view v,
+                                           tpg_dtype want);
+/* The view's slot is device memory (device or scratch). */
+TPG_HIDDEN tpg_status tpg_view_check_device(const tpg_plan *p, const char *fn, const char *what, tpg_view v);
+/* All three: range, dtype, device memory. */
 TPG_HIDDEN tpg_status tpg_plan_check_view(const tpg_plan *p, const char *fn, const char *what, tpg_view v,
                                           size_t need, size_t align, tpg_dtype dtype);
+
+/* Two views of [offset, offset + n) overlap (same slot, ranges meet). */
+static inline int tpg_views_overlap(tpg_view a, size_t na, tpg_view b, size_t nb) {
+  return a.slot != TPG_SLOT_NONE && a.slot == b.slot && a.offset < b.offset + nb && b.offset < a.offset + na;
+}
+
+/* Index of a node handle of plan p, or -1. */
+TPG_HIDDEN int tpg_plan_node_index(const tpg_plan *p, tpg_node n);
+/* deps[0..ndeps) are distinct nodes of p; messages come from fn. */
+TPG_HIDDEN tpg_status tpg_plan_check_deps(const tpg_plan *p, const char *fn, const tpg_node *deps, int ndeps);
+/* Appends rec (its kind's check passed) waiting for deps; *out its handle. */
+TPG_HIDDEN tpg_status tpg_plan_push_node(tpg_plan *p, const char *fn, tpg_node_rec *rec, const tpg_node *deps,
+                                         int ndeps, tpg_node *out);
 
 /* Drops the nodes added after the plan had `nnodes` (edges live in the later
  * nodes, so nothing else refers to them): a builder's rollback, so a call
  * that fails part-way leaves the plan as it was. */
 TPG_HIDDEN void tpg_plan_truncate(tpg_plan *p, int nnodes);
 
-/* Two plans with the same nodes (kinds, shapes that fix kernels) and edges. */
+/* Two plans with the same nodes (kinds, shapes that fix kernels) and edges
+ * (plan_check.c). */
 TPG_HIDDEN tpg_status tpg_plan_same_topology(const tpg_plan *a, const tpg_plan *b);
 
 #endif

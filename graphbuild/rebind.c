@@ -21,62 +21,21 @@
 
 #include "graphbuild/graph.h"
 
-/* Where an NCCL all-reduce's send and recv point now (g->bind). */
-static void nccl_ptrs(const tpg_graph *g, int i, CUdeviceptr *send, CUdeviceptr *recv) {
-  const tpg_collective_desc *d = &g->plan->nodes[i].u.coll;
-  size_t es = tpg_dtype_size(g->plan->slots[d->send.slot - 1].dtype);
-  *send = (CUdeviceptr)(uintptr_t)g->bind[d->send.slot - 1] + d->send.offset * es;
-  *recv = (CUdeviceptr)(uintptr_t)g->bind[d->recv.slot - 1] + d->recv.offset * es;
+/* Node i's kind rewrites its pointers from g->bind and applies them. */
+static tpg_status patch_node(tpg_graph *g, int i) {
+  char lb[160];
+  tpg_nctx c;
+  tpg_nctx_init(&c, g, g->plan, g->bind, i, &g->nodes[i], lb, sizeof lb);
+  return c.kind->patch(&c);
 }
 
-/* Applying node i needs no NCCL capture: it is not an NCCL collective, only
- * its epilogue's views moved, or the graph is eager (patched copies only). */
-static int no_capture(const tpg_graph *g, int i) {
-  if (g->plan->nodes[i].kind != TPG_NK_COLLECTIVE || g->nodes[i].fast || g->mode == TPG_MODE_EAGER) return 1;
-  CUdeviceptr send, recv;
-  nccl_ptrs(g, i, &send, &recv);
-  return send == g->nodes[i].cap_send && recv == g->nodes[i].cap_recv;
-}
-
-static tpg_status apply_node(tpg_graph *g, int i) {
-  const tpg_plan *p = g->plan;
-  tpg_gnode *gn = &g->nodes[i];
-  TPG_TRY(tpg_patch_node(g, i));
-  if (g->mode == TPG_MODE_EAGER) return TPG_SUCCESS; /* the next launch reads the patched copy */
-  switch (p->nodes[i].kind) {
-    case TPG_NK_GEMM:
-    case TPG_NK_AXPBY:
-    case TPG_NK_CONCAT: TPG_CU(cuGraphExecKernelNodeSetParams(g->exec, gn->node, &gn->kp)); break;
-    case TPG_NK_MEMSET: TPG_CU(cuGraphExecMemsetNodeSetParams(g->exec, gn->node, &gn->ms, g->dev.ctx)); break;
-    case TPG_NK_MEMCPY: TPG_CU(cuGraphExecMemcpyNodeSetParams(g->exec, gn->node, &gn->cp, g->dev.ctx)); break;
-    case TPG_NK_COLLECTIVE: {
-      if (gn->fast) { /* our kernel: new pointers, no re-capture */
-        TPG_CU(cuGraphExecKernelNodeSetParams(g->exec, gn->node, &gn->kp));
-        break;
-      }
-      /* Re-capture only when NCCL's own buffers moved: a rebind of the
-       * epilogue's views alone is a kernel-node update. Every rank rebinds
-       * the same slots, so every rank re-captures alike. */
-      CUdeviceptr send, recv;
-      nccl_ptrs(g, i, &send, &recv);
-      if (send != gn->cap_send || recv != gn->cap_recv) {
-        CUgraph child;
-        TPG_TRY(tpg_capture_collective(g, p, g->bind, i, &child));
-        CUresult r = tpg_cu->cuGraphExecChildGraphNodeSetParams(g->exec, gn->node, child);
-        /* The exec keeps what it needs of the child (NCCL's resources are
-         * reference-counted user objects, released when launches using the
-         * old child have completed). */
-        tpg_cu->cuGraphDestroy(child);
-        if (r != CUDA_SUCCESS) return tpg_cu_fail(r, __func__, "cuGraphExecChildGraphNodeSetParams");
-        gn->cap_send = send;
-        gn->cap_recv = recv;
-      }
-      if (gn->has_epi) TPG_CU(cuGraphExecKernelNodeSetParams(g->exec, gn->epi_node, &gn->epi_kp));
-      break;
-    }
-    default: break;
-  }
-  return TPG_SUCCESS;
+/* Patching node i with g->bind now would be a collective call (an NCCL
+ * re-capture). */
+static int patch_is_collective(tpg_graph *g, int i) {
+  char lb[160];
+  tpg_nctx c;
+  tpg_nctx_init(&c, g, g->plan, g->bind, i, &g->nodes[i], lb, sizeof lb);
+  return c.kind->patch_collective ? c.kind->patch_collective(&c) : 0;
 }
 
 static tpg_status check_bindings(const tpg_graph *g, const tpg_plan *p, const tpg_binding *b, int n,
@@ -111,15 +70,6 @@ tpg_status tpg_graph_rebind(tpg_graph *g, const tpg_binding *b, int n) {
   TPG_TRY(tpg_dev_push(&g->dev));
   tpg_status st = check_bindings(g, p, b, n, __func__);
   if (st != TPG_SUCCESS) goto out;
-  int coll_touched = 0;
-  for (int k = 0; k < n; k++)
-    for (int u = g->users_at[b[k].slot - 1]; u < g->users_at[b[k].slot]; u++)
-      coll_touched |= p->nodes[g->users[u]].kind == TPG_NK_COLLECTIVE && !g->nodes[g->users[u]].fast;
-  if (coll_touched) {
-    st = tpg_comm_check_usable(g->comm, __func__, "the graph's comm");
-    if (st != TPG_SUCCESS) goto out;
-  }
-
   void **old = malloc((size_t)p->nslots * sizeof *old);
   char *mark = calloc((size_t)p->nnodes, 1);
   if (!old || !mark) {
@@ -133,12 +83,15 @@ tpg_status tpg_graph_rebind(tpg_graph *g, const tpg_binding *b, int n) {
     g->bind[b[k].slot - 1] = b[k].ptr;
     for (int u = g->users_at[b[k].slot - 1]; u < g->users_at[b[k].slot]; u++) mark[g->users[u]] = 1;
   }
+  int coll_touched = 0;
+  for (int i = 0; i < p->nnodes && !coll_touched; i++) coll_touched = mark[i] && patch_is_collective(g, i);
+  if (coll_touched) st = tpg_comm_check_usable(g->comm, __func__, "the graph's comm");
   /* Topological order: collectives are re-captured in the same order on every rank. */
   int done = 0;
-  for (; done < p->nnodes; done++) {
+  for (; st == TPG_SUCCESS && done < p->nnodes; done++) {
     int i = g->order[done];
     if (!mark[i]) continue;
-    st = apply_node(g, i);
+    st = patch_node(g, i);
     if (st != TPG_SUCCESS) break;
   }
   if (st != TPG_SUCCESS) {
@@ -151,7 +104,7 @@ tpg_status tpg_graph_rebind(tpg_graph *g, const tpg_binding *b, int n) {
       /* NCCL children are not re-captured back (a collective call); our own
        * all-reduce kernel nodes, and the epilogue node of an NCCL all-reduce
        * whose child was not re-captured, are restored like any kernel node. */
-      if (mark[i] && no_capture(g, i)) apply_node(g, i);
+      if (mark[i] && !patch_is_collective(g, i)) patch_node(g, i);
     }
     tpg_err(st, "tpg_graph_rebind", "%s (bindings restored)", msg);
   }
@@ -191,6 +144,9 @@ tpg_status tpg_graph_update(tpg_graph *g, const tpg_plan *plan, const tpg_bindin
     st = TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
     goto out;
   }
+  /* The new node state works with the resources the graph holds (workspaces):
+   * lent here, handed over on success. */
+  for (int i = 0; i < p->nnodes; i++) tmp[i].res = g->nodes[i].res;
   memcpy(bind, g->bind, (size_t)p->nslots * sizeof *bind);
   for (int k = 0; k < n; k++) bind[b[k].slot - 1] = b[k].ptr;
   for (int s = 0; s < p->nslots; s++) {
@@ -217,8 +173,8 @@ tpg_status tpg_graph_update(tpg_graph *g, const tpg_plan *plan, const tpg_bindin
   if (r != CUDA_SUCCESS) {
     char lb[160] = "(none)";
     for (int i = 0; i < p->nnodes; i++)
-      if (info.errorNode && (tmp[i].node == info.errorNode || tmp[i].epi_node == info.errorNode))
-        tpg_node_label(p, i, lb, sizeof lb);
+      for (int j = 0; j < tmp[i].ncu; j++)
+        if (info.errorNode && tmp[i].cu[j] == info.errorNode) tpg_node_label(p, i, lb, sizeof lb);
     static const char *why[] = {"success", "error", "topology changed", "node type changed", "function changed",
                                 "parameters changed", "not supported", "unsupported function change",
                                 "attributes changed"};
@@ -227,20 +183,17 @@ tpg_status tpg_graph_update(tpg_graph *g, const tpg_plan *plan, const tpg_bindin
                   lb, res >= 0 && res < (int)(sizeof why / sizeof why[0]) ? why[res] : "?", res);
     goto out;
   }
-  /* Adopt the new parameters; node handles stay those of the template. */
+  /* Adopt the new node state; node handles stay those of the template (the
+   * exec setters take nodes of the graph the exec was instantiated from). */
   for (int i = 0; i < p->nnodes; i++) {
-    CUgraphNode keep = g->nodes[i].node, keep_epi = g->nodes[i].epi_node;
-    CUdeviceptr ws = g->nodes[i].workspace;
-    size_t wsb = g->nodes[i].workspace_bytes;
-    memcpy(&g->nodes[i], &tmp[i], sizeof tmp[i]);
-    g->nodes[i].node = keep;
-    g->nodes[i].epi_node = keep_epi;
-    g->nodes[i].epi_kparams[0] = &g->nodes[i].epi;
-    g->nodes[i].epi_kp.kernelParams = g->nodes[i].epi_kparams;
-    g->nodes[i].workspace = ws;
-    g->nodes[i].workspace_bytes = wsb;
-    g->nodes[i].kparams[0] = &g->nodes[i].args;
-    g->nodes[i].kp.kernelParams = g->nodes[i].kparams;
+    memcpy(tmp[i].cu, g->nodes[i].cu, sizeof tmp[i].cu);
+    tmp[i].ncu = g->nodes[i].ncu;
+    memset(&g->nodes[i].res, 0, sizeof g->nodes[i].res); /* now tmp's */
+  }
+  {
+    tpg_gnode *old = g->nodes;
+    g->nodes = tmp;
+    tmp = old; /* released below, without the resources it handed over */
   }
   memcpy(g->bind, bind, (size_t)p->nslots * sizeof *bind);
   if (copy) {
@@ -250,9 +203,11 @@ tpg_status tpg_graph_update(tpg_graph *g, const tpg_plan *plan, const tpg_bindin
   }
 out:
   if (ng) tpg_cu->cuGraphDestroy(ng);
+  if (tmp && st != TPG_SUCCESS)
+    for (int i = 0; i < p->nnodes; i++) memset(&tmp[i].res, 0, sizeof tmp[i].res); /* lent, still the graph's */
+  tpg_gnodes_free(g, tmp, tmp ? p->nnodes : 0);
   tpg_plan_destroy(copy);
   free(bind);
-  free(tmp);
   tpg_dev_pop();
   return st;
 }
