@@ -52,6 +52,7 @@ void tpg_plan_destroy(tpg_plan *p) {
   for (int i = 0; i < p->nnodes; i++) {
     free(p->nodes[i].name);
     free(p->nodes[i].deps);
+    free(p->nodes[i].data);
   }
   free(p->slots);
   free(p->nodes);
@@ -82,8 +83,13 @@ tpg_status tpg_plan_clone(const tpg_plan *src, tpg_plan **out) {
     *d = *s;
     d->name = NULL;
     d->deps = NULL;
+    d->data = NULL;
     p->nnodes = i + 1;
     if (s->name && !(d->name = dup_str(s->name))) goto oom;
+    if (s->data) {
+      if (!(d->data = malloc(s->data_bytes ? s->data_bytes : 1))) goto oom;
+      memcpy(d->data, s->data, s->data_bytes);
+    }
     if (s->ndeps) {
       d->deps = malloc((size_t)s->ndeps * sizeof *d->deps);
       if (!d->deps) goto oom;
@@ -194,6 +200,7 @@ void tpg_plan_truncate(tpg_plan *p, int nnodes) {
     p->nnodes--;
     free(p->nodes[p->nnodes].name);
     free(p->nodes[p->nnodes].deps);
+    free(p->nodes[p->nnodes].data);
   }
 }
 /* ---- nodes -------------------------------------------------------------- */

@@ -27,8 +27,22 @@ typedef enum tpg_node_kind {
   TPG_NK_EMPTY,
   TPG_NK_COLLECTIVE,
   TPG_NK_CONCAT,      /* tpg_plan_add_concat_cols: a kernel node */
+  TPG_NK_KERNEL,      /* the kit: an engine's kernel (nodes/kernel.c)          */
+  TPG_NK_CAPTURED,    /* the kit: library work captured into a child (captured.c) */
+  TPG_NK_HOST,        /* the kit: a host callback (host.c)                     */
+  TPG_NK_EVENT,       /* the kit: event record or wait (event.c)               */
   TPG_NK_COUNT
 } tpg_node_kind;
+
+/* One argument of an engine kernel node as its record keeps it: BYTES
+ * values live in the record's data at value_off (kernel node data:
+ * tpg_arg_rec[nargs], then the values, then the name). */
+typedef struct tpg_arg_rec {
+  tpg_arg_kind kind;
+  uint32_t size;
+  tpg_view view;
+  size_t value_off;
+} tpg_arg_rec;
 
 typedef struct tpg_node_rec {
   tpg_node_kind kind;
@@ -42,7 +56,23 @@ typedef struct tpg_node_rec {
     struct { tpg_view dst, src; size_t count; } memcpy;
     tpg_collective_desc coll;
     struct { tpg_view dst, src; int blocks, rows, cols; } concat;
+    struct {
+      const tpg_module *module;  /* borrowed; with the name (in data)        */
+      void *cu_kernel, *cu_function;
+      unsigned grid[3], block[3], shared_bytes, cluster[3];
+      int pdl, nargs, nviews;
+      size_t name_off;           /* of the name in data; SIZE_MAX: none     */
+    } kernel;                    /* data: the arguments (nodes/kernel.c)   */
+    struct { tpg_capture_fn fn; void *user; int nviews; } captured; /* data: views, counts */
+    struct { tpg_host_fn fn; void *user; } host;
+    struct { tpg_event event; int wait; } event;
   } u;
+  /* Owned bytes a kind keeps beside its descriptor (an engine kernel's
+   * arguments and name, a captured node's views). Position-independent, so
+   * the plan copies them with memcpy and frees them with free, knowing no
+   * kind. NULL: none. */
+  void *data;
+  size_t data_bytes;
 } tpg_node_rec;
 
 struct tpg_plan {
@@ -62,8 +92,8 @@ TPG_HIDDEN tpg_status tpg_plan_clone(const tpg_plan *src, tpg_plan **out);
 TPG_HIDDEN tpg_status tpg_plan_topo(const tpg_plan *p, int *order);
 
 /* Views a node touches: at most TPG_MAX_NODE_VIEWS (a GEMM 5, an all-reduce
- * with every epilogue view 6). */
-#define TPG_MAX_NODE_VIEWS 6
+ * with every epilogue view 6, an engine kernel or captured node up to 64). */
+#define TPG_MAX_NODE_VIEWS 64
 
 TPG_HIDDEN tpg_status tpg_plan_check(const tpg_plan *p, const char *fn, const char *arg);
 
@@ -90,7 +120,8 @@ static inline int tpg_views_overlap(tpg_view a, size_t na, tpg_view b, size_t nb
 TPG_HIDDEN int tpg_plan_node_index(const tpg_plan *p, tpg_node n);
 /* deps[0..ndeps) are distinct nodes of p; messages come from fn. */
 TPG_HIDDEN tpg_status tpg_plan_check_deps(const tpg_plan *p, const char *fn, const tpg_node *deps, int ndeps);
-/* Appends rec (its kind's check passed) waiting for deps; *out its handle. */
+/* Appends rec (its kind's check passed) waiting for deps; *out its handle.
+ * rec->data passes to the plan on success and stays the caller's on failure. */
 TPG_HIDDEN tpg_status tpg_plan_push_node(tpg_plan *p, const char *fn, tpg_node_rec *rec, const tpg_node *deps,
                                          int ndeps, tpg_node *out);
 

@@ -10,6 +10,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static const char *cu_name(CUresult r) {
   const char *n = NULL;
@@ -158,3 +159,90 @@ tpg_status tpg_capture_validate(const char *fn, const char *label, CUgraph graph
                    label);
   return TPG_SUCCESS;
 }
+
+/* The nodes of g, in the order cuGraphGetNodes lists them (caller frees). */
+static tpg_status graph_nodes(const char *fn, CUgraph g, CUgraphNode **out, size_t *n) {
+  *out = NULL;
+  *n = 0;
+  CUresult r = tpg_cu->cuGraphGetNodes(g, NULL, n);
+  if (r != CUDA_SUCCESS) return tpg_cu_fail(r, fn, "cuGraphGetNodes");
+  if (*n == 0) return TPG_SUCCESS;
+  *out = malloc(*n * sizeof **out);
+  if (!*out) return tpg_err(TPG_ERROR_OUT_OF_MEMORY, fn, "out of host memory");
+  r = tpg_cu->cuGraphGetNodes(g, *out, n);
+  if (r != CUDA_SUCCESS) {
+    free(*out);
+    *out = NULL;
+    return tpg_cu_fail(r, fn, "cuGraphGetNodes");
+  }
+  return TPG_SUCCESS;
+}
+
+static tpg_status mirror_graph(const char *fn, CUgraph dst, CUgraph src, int depth);
+
+static tpg_status mirror_node(const char *fn, CUgraphNode d, CUgraphNode s, int depth) {
+  CUgraphNodeType td, ts;
+  CUresult r = tpg_cu->cuGraphNodeGetType(d, &td);
+  if (r == CUDA_SUCCESS) r = tpg_cu->cuGraphNodeGetType(s, &ts);
+  if (r != CUDA_SUCCESS) return tpg_cu_fail(r, fn, "cuGraphNodeGetType");
+  if (td != ts) return tpg_err(TPG_ERROR_INTERNAL, fn, "mirroring a graph: node types differ (%d, %d)", (int)td, (int)ts);
+  switch (td) {
+    case CU_GRAPH_NODE_TYPE_KERNEL: {
+      CUDA_KERNEL_NODE_PARAMS kp;
+      memset(&kp, 0, sizeof kp);
+      r = tpg_cu->cuGraphKernelNodeGetParams(s, &kp);
+      if (r == CUDA_SUCCESS) r = tpg_cu->cuGraphKernelNodeSetParams(d, &kp);
+      if (r != CUDA_SUCCESS) return tpg_cu_fail(r, fn, "cuGraphKernelNodeSetParams (mirror)");
+      return TPG_SUCCESS;
+    }
+    case CU_GRAPH_NODE_TYPE_MEMSET: {
+      CUDA_MEMSET_NODE_PARAMS ms;
+      memset(&ms, 0, sizeof ms);
+      r = tpg_cu->cuGraphMemsetNodeGetParams(s, &ms);
+      if (r == CUDA_SUCCESS) r = tpg_cu->cuGraphMemsetNodeSetParams(d, &ms);
+      if (r != CUDA_SUCCESS) return tpg_cu_fail(r, fn, "cuGraphMemsetNodeSetParams (mirror)");
+      return TPG_SUCCESS;
+    }
+    case CU_GRAPH_NODE_TYPE_MEMCPY: {
+      CUDA_MEMCPY3D cp;
+      memset(&cp, 0, sizeof cp);
+      r = tpg_cu->cuGraphMemcpyNodeGetParams(s, &cp);
+      if (r == CUDA_SUCCESS) r = tpg_cu->cuGraphMemcpyNodeSetParams(d, &cp);
+      if (r != CUDA_SUCCESS) return tpg_cu_fail(r, fn, "cuGraphMemcpyNodeSetParams (mirror)");
+      return TPG_SUCCESS;
+    }
+    case CU_GRAPH_NODE_TYPE_HOST: {
+      CUDA_HOST_NODE_PARAMS hp;
+      memset(&hp, 0, sizeof hp);
+      r = tpg_cu->cuGraphHostNodeGetParams(s, &hp);
+      if (r == CUDA_SUCCESS) r = tpg_cu->cuGraphHostNodeSetParams(d, &hp);
+      if (r != CUDA_SUCCESS) return tpg_cu_fail(r, fn, "cuGraphHostNodeSetParams (mirror)");
+      return TPG_SUCCESS;
+    }
+    case CU_GRAPH_NODE_TYPE_GRAPH: {
+      CUgraph gd, gs;
+      r = tpg_cu->cuGraphChildGraphNodeGetGraph(d, &gd);
+      if (r == CUDA_SUCCESS) r = tpg_cu->cuGraphChildGraphNodeGetGraph(s, &gs);
+      if (r != CUDA_SUCCESS) return tpg_cu_fail(r, fn, "cuGraphChildGraphNodeGetGraph (mirror)");
+      if (depth >= 16) return tpg_err(TPG_ERROR_INTERNAL, fn, "mirroring a graph: child graphs nested too deep");
+      return mirror_graph(fn, gd, gs, depth + 1);
+    }
+    default:
+      return TPG_SUCCESS;
+  }
+}
+
+static tpg_status mirror_graph(const char *fn, CUgraph dst, CUgraph src, int depth) {
+  CUgraphNode *dn = NULL, *sn = NULL;
+  size_t nd = 0, ns = 0;
+  tpg_status st = graph_nodes(fn, dst, &dn, &nd);
+  if (st == TPG_SUCCESS) st = graph_nodes(fn, src, &sn, &ns);
+  if (st == TPG_SUCCESS && nd != ns)
+    st = tpg_err(TPG_ERROR_INTERNAL, fn, "mirroring a graph: %zu nodes against %zu", nd, ns);
+  for (size_t i = 0; st == TPG_SUCCESS && i < nd; i++) st = mirror_node(fn, dn[i], sn[i], depth);
+  free(dn);
+  free(sn);
+  return st;
+}
+
+tpg_status tpg_graph_mirror(const char *fn, CUgraph dst, CUgraph src) { return mirror_graph(fn, dst, src, 0); }

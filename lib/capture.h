@@ -29,4 +29,14 @@ TPG_HIDDEN tpg_status tpg_capture_user(const char *fn, const char *label, CUcont
  * searched too. */
 TPG_HIDDEN tpg_status tpg_capture_validate(const char *fn, const char *label, CUgraph graph, CUcontext ctx);
 
+/* Copies src's node parameters onto dst's nodes, pairwise in the order
+ * cuGraphGetNodes lists them, which is the order they were added in: dst and
+ * src have one shape (a re-capture of the same work, or a graph materialized
+ * again from the same plan). Kernel, memset, memcpy and host nodes take
+ * src's parameters, child graphs are mirrored recursively, other nodes
+ * (empty, events) hold nothing a new address changes. A differing shape is
+ * TPG_ERROR_INTERNAL and leaves dst partly updated. Keeps a graph handed out
+ * for embedding (tpg_graph_export) equal to what its exec runs. */
+TPG_HIDDEN tpg_status tpg_graph_mirror(const char *fn, CUgraph dst, CUgraph src);
+
 #endif

@@ -731,6 +731,11 @@ typedef struct tpg_graph_info {
   double instantiate_us;     /* host time of cuGraphInstantiate           */
   int programmatic_edges;    /* TPG_GRAPH_PDL: programmatic edges of the CUDA
                                 graph, as cuGraphGetEdges reports them     */
+  /* The kit's nodes (counted in `nodes` too): */
+  int user_kernel_nodes;     /* engine kernels (tpg_plan_add_kernel)        */
+  int captured_nodes;        /* captured library work (child graphs)       */
+  int host_nodes;            /* host callbacks                              */
+  int event_nodes;           /* event record and wait nodes                 */
 } tpg_graph_info;
 
 TPG_API tpg_status tpg_graph_info_get(const tpg_graph *graph, tpg_graph_info *out /* OUT */);

@@ -7,7 +7,7 @@
 #include "graphbuild/nodes/kind.h"
 
 extern const tpg_kind_ops tpg_kind_gemm, tpg_kind_axpby, tpg_kind_memset, tpg_kind_memcpy, tpg_kind_empty,
-    tpg_kind_collective, tpg_kind_concat;
+    tpg_kind_collective, tpg_kind_concat, tpg_kind_kernel, tpg_kind_captured, tpg_kind_host, tpg_kind_event;
 
 static const tpg_kind_ops *const table[TPG_NK_COUNT] = {
     [TPG_NK_GEMM] = &tpg_kind_gemm,
@@ -17,6 +17,10 @@ static const tpg_kind_ops *const table[TPG_NK_COUNT] = {
     [TPG_NK_EMPTY] = &tpg_kind_empty,
     [TPG_NK_COLLECTIVE] = &tpg_kind_collective,
     [TPG_NK_CONCAT] = &tpg_kind_concat,
+    [TPG_NK_KERNEL] = &tpg_kind_kernel,
+    [TPG_NK_CAPTURED] = &tpg_kind_captured,
+    [TPG_NK_HOST] = &tpg_kind_host,
+    [TPG_NK_EVENT] = &tpg_kind_event,
 };
 
 const tpg_kind_ops *tpg_kind(tpg_node_kind k) { return table[k]; }
