@@ -347,8 +347,15 @@ tpg_status tpg_graph_launch(tpg_graph *g, tpg_stream stream) {
   if (g->comm && g->ncoll) TPG_TRY(tpg_comm_check_usable(g->comm, __func__, "the graph's comm"));
   TPG_TRY(tpg_dev_push(&g->dev));
   tpg_status st = TPG_SUCCESS;
+  /* A capturing stream (the engine's own capture) gets the graph as a child
+   * node, or in eager mode the work itself; no `done` record then: nothing
+   * of ours runs until the engine launches its graph. */
+  int into = 0;
+  TPG_TRYGOTO(tpg_launch_into_capture(g, (CUstream)stream, &into), st, out);
+  if (into == 1) goto out;
   if (g->mode == TPG_MODE_EAGER) TPG_TRYGOTO(tpg_run_nodes(g, (CUstream)stream), st, out);
   else TPG_CUGOTO(cuGraphLaunch(g->exec, (CUstream)stream), st, out);
+  if (into == 2) goto out;
   TPG_CUGOTO(cuEventRecord(g->done, (CUstream)stream), st, out);
   g->launched = 1;
 out:

@@ -36,6 +36,8 @@ struct tpg_graph {
   int pdl;                      /* TPG_GRAPH_PDL in effect: explicit mode, sm_90+ */
   int streamk;                  /* TPG_GEMM_STREAMK at creation: 0, 1 or 2 */
   tpg_graph_info info;
+  int export_stale;             /* an NCCL child was re-captured: the template
+                                   no longer matches the exec (export.c) */
 };
 
 /* ---- bind.c ---- */
@@ -63,6 +65,20 @@ TPG_HIDDEN tpg_status tpg_materialize(tpg_graph *g, const tpg_plan *p, void **bi
 /* Issues every node on stream in topological order (eager mode, and what
  * the capture mode captures). */
 TPG_HIDDEN tpg_status tpg_run_nodes(tpg_graph *g, CUstream stream);
+
+/* ---- export.c ---- */
+/* After node i was patched (rebind, explicit mode): the template's copy of
+ * its kernel, memset and memcpy nodes takes the parameters the exec got, so
+ * tpg_graph_export stays equal to the next launch. nccl_recaptured: the
+ * patch re-captured an NCCL child, which the template cannot follow. */
+TPG_HIDDEN tpg_status tpg_template_sync(tpg_graph *g, int i, int nccl_recaptured);
+/* After a whole-graph update applied graph `ng` (materialized into `fresh`)
+ * to the exec: the template takes its parameters likewise. */
+TPG_HIDDEN tpg_status tpg_template_update(tpg_graph *g, const tpg_plan *p, const tpg_gnode *fresh);
+/* tpg_graph_launch on a capturing stream: the template added as one child
+ * node of the capture (*into = 1), an eager graph whose work the caller
+ * issues into the capture (*into = 2), or no capture (*into = 0). */
+TPG_HIDDEN tpg_status tpg_launch_into_capture(tpg_graph *g, CUstream stream, int *into);
 
 /* ---- nodes/gemm.c ---- */
 /* TPG_GEMM_STREAMK as tpg_gemm_select_tma's streamk (default 1). */

@@ -91,7 +91,9 @@ tpg_status tpg_graph_rebind(tpg_graph *g, const tpg_binding *b, int n) {
   for (; st == TPG_SUCCESS && done < p->nnodes; done++) {
     int i = g->order[done];
     if (!mark[i]) continue;
+    int nccl = patch_is_collective(g, i);
     st = patch_node(g, i);
+    if (st == TPG_SUCCESS) st = tpg_template_sync(g, i, nccl); /* what tpg_graph_export hands out */
     if (st != TPG_SUCCESS) break;
   }
   if (st != TPG_SUCCESS) {
@@ -104,7 +106,7 @@ tpg_status tpg_graph_rebind(tpg_graph *g, const tpg_binding *b, int n) {
       /* NCCL children are not re-captured back (a collective call); our own
        * all-reduce kernel nodes, and the epilogue node of an NCCL all-reduce
        * whose child was not re-captured, are restored like any kernel node. */
-      if (mark[i] && !patch_is_collective(g, i)) patch_node(g, i);
+      if (mark[i] && !patch_is_collective(g, i) && patch_node(g, i) == TPG_SUCCESS) tpg_template_sync(g, i, 0);
     }
     tpg_err(st, "tpg_graph_rebind", "%s (bindings restored)", msg);
   }
@@ -183,6 +185,9 @@ tpg_status tpg_graph_update(tpg_graph *g, const tpg_plan *plan, const tpg_bindin
                   lb, res >= 0 && res < (int)(sizeof why / sizeof why[0]) ? why[res] : "?", res);
     goto out;
   }
+  /* The template follows the exec (tpg_graph_export). */
+  st = tpg_template_update(g, p, tmp);
+  if (st != TPG_SUCCESS) goto out;
   /* Adopt the new node state; node handles stay those of the template (the
    * exec setters take nodes of the graph the exec was instantiated from). */
   for (int i = 0; i < p->nnodes; i++) {

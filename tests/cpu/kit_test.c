@@ -10,7 +10,20 @@
 #include <string.h>
 
 #include "lib/kit_args.h"
+#include "lib/module.h"
 #include "tests/tpg_test.h"
+
+static int nodes_of(const tpg_plan *p) {
+  int n = -1;
+  tpg_plan_stats(p, &n, NULL, NULL);
+  return n;
+}
+
+static int dummy_cb(void *u, tpg_stream s, void *const *ptrs, int n) {
+  (void)u, (void)s, (void)ptrs, (void)n;
+  return 0;
+}
+static void dummy_host(void *u) { (void)u; }
 
 /* The layout nvcc gives `k(float *y, const float *x, int n, double a, char c, float4 v)`. */
 static const size_t k_off[] = {0, 8, 16, 24, 32, 48};
@@ -192,8 +205,257 @@ static void test_module(void) {
   CHECK_OK(tpg_module_destroy(m));
 }
 
+/* The plan calls: what they refuse (by name), that a refusal adds nothing,
+ * and that what they accept no longer needs the caller's arrays. */
+static void test_plan_kernel(void) {
+  tpg_plan *p;
+  tpg_slot x, y, h;
+  CHECK_OK(tpg_plan_create(&p));
+  CHECK_OK(tpg_plan_add_slot(p, "x", TPG_F32, TPG_MEM_DEVICE, 1024, &x));
+  CHECK_OK(tpg_plan_add_slot(p, "y", TPG_F32, TPG_MEM_SCRATCH, 1024, &y));
+  CHECK_OK(tpg_plan_add_slot(p, "h", TPG_F32, TPG_MEM_HOST, 16, &h));
+  /* A module handle needs the driver to load; the plan only checks that it is one. */
+  static struct tpg_module mod = {TPG_MAGIC_MODULE, NULL};
+  static struct tpg_module dead = {TPG_MAGIC_DEAD, NULL};
+  int n = 1024;
+  double a = 2;
+  tpg_arg *args = malloc(4 * sizeof *args);
+  args[0] = tpg_arg_view(y, 0);
+  args[1] = tpg_arg_view(x, 512);
+  args[2] = TPG_ARG_VALUE(n);
+  args[3] = TPG_ARG_VALUE(a);
+  char *name = malloc(16);
+  strcpy(name, "my_axpy");
+  tpg_kernel_desc d = TPG_KERNEL_DESC_INIT;
+  d.module = &mod;
+  d.name = name;
+  d.grid[0] = 4;
+  d.block[0] = 256;
+  d.args = args;
+  d.nargs = 4;
+  tpg_node k = 0;
+  CHECK_OK(tpg_plan_add_kernel(p, &d, NULL, 0, &k));
+  CHECK(k != 0);
+  /* Everything was copied: the caller's arrays may go. */
+  free(args);
+  strcpy(name, "XXXXXXX");
+  free(name);
+  char dot[4096];
+  size_t need = 0;
+  CHECK_OK(tpg_plan_dot(p, dot, sizeof dot, &need));
+  CHECK(strstr(dot, "my_axpy#0") != NULL);
+  CHECK(strstr(dot, "arg1=x+512") != NULL);
+  CHECK_OK(tpg_plan_validate(p));
+
+  int before = nodes_of(p);
+  tpg_arg good[2] = {tpg_arg_view(y, 0), TPG_ARG_VALUE(n)};
+  tpg_kernel_desc e = TPG_KERNEL_DESC_INIT;
+  e.cu_function = (void *)0x1234; /* any handle: resolved only at tpg_graph_create */
+  e.args = good;
+  e.nargs = 2;
+  tpg_node out = 77;
+  CHECK_ST(tpg_plan_add_kernel(p, NULL, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT, "desc is NULL");
+  CHECK(out == 0);
+  tpg_kernel_desc f = e;
+  f.size = 8;
+  CHECK_ST(tpg_plan_add_kernel(p, &f, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT, "desc->size is 8");
+  f = e;
+  f.cu_function = NULL;
+  CHECK_ST(tpg_plan_add_kernel(p, &f, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT, "desc names no kernel");
+  f = e;
+  f.cu_kernel = (void *)0x99;
+  CHECK_ST(tpg_plan_add_kernel(p, &f, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT, "more than one");
+  f = e;
+  f.cu_function = NULL;
+  f.module = &mod;
+  CHECK_ST(tpg_plan_add_kernel(p, &f, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT,
+           "desc->module is set but desc->name is NULL");
+  f = e;
+  f.cu_function = NULL;
+  f.name = "k";
+  CHECK_ST(tpg_plan_add_kernel(p, &f, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT,
+           "desc->name is \"k\" but desc->module is NULL");
+  f.module = &dead;
+  CHECK_ST(tpg_plan_add_kernel(p, &f, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT,
+           "desc->module is not a live tpg_module");
+  f.module = &mod;
+  f.name = "";
+  CHECK_ST(tpg_plan_add_kernel(p, &f, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT, "desc->name is 0 bytes");
+  /* Launch shapes. */
+  f = e;
+  f.grid[1] = 0;
+  CHECK_ST(tpg_plan_add_kernel(p, &f, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT, "desc->grid[1] is 0");
+  f = e;
+  f.grid[2] = 70000;
+  CHECK_ST(tpg_plan_add_kernel(p, &f, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT, "at most 65535");
+  f = e;
+  f.block[0] = 0;
+  CHECK_ST(tpg_plan_add_kernel(p, &f, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT, "desc->block[0] is 0");
+  f = e;
+  f.block[0] = 512;
+  f.block[1] = 4;
+  CHECK_ST(tpg_plan_add_kernel(p, &f, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT, "= 2048 threads");
+  f = e;
+  f.grid[0] = 6;
+  f.cluster[0] = 2;
+  CHECK_ST(tpg_plan_add_kernel(p, &f, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT, "desc->cluster[1] is 0");
+  f.cluster[1] = f.cluster[2] = 1;
+  f.cluster[0] = 4;
+  CHECK_ST(tpg_plan_add_kernel(p, &f, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT,
+           "desc->grid[0] = 6 is not a multiple of desc->cluster[0] = 4");
+  f = e;
+  f.pdl = 2;
+  CHECK_ST(tpg_plan_add_kernel(p, &f, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT, "desc->pdl is 2");
+  /* Arguments. */
+  f = e;
+  f.nargs = -1;
+  CHECK_ST(tpg_plan_add_kernel(p, &f, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT, "nargs is -1");
+  f.args = NULL;
+  f.nargs = 1;
+  CHECK_ST(tpg_plan_add_kernel(p, &f, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT, "args is NULL");
+  tpg_arg bad[2];
+  memcpy(bad, good, sizeof bad);
+  bad[1] = tpg_arg_bytes(NULL, 4);
+  f = e;
+  f.args = bad;
+  CHECK_ST(tpg_plan_add_kernel(p, &f, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT, "args[1].bytes is NULL");
+  bad[1] = tpg_arg_bytes(&n, 0);
+  CHECK_ST(tpg_plan_add_kernel(p, &f, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT, "args[1] has size 0");
+  bad[1] = tpg_arg_bytes(&n, 5000);
+  CHECK_ST(tpg_plan_add_kernel(p, &f, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT, "args[1] has size 5000");
+  /* Slot misuse: no such slot, a view past its slot. */
+  memcpy(bad, good, sizeof bad);
+  bad[0] = tpg_arg_view(0, 0);
+  CHECK_ST(tpg_plan_add_kernel(p, &f, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT,
+           "desc->args[0].view.slot is 0: not a slot of this plan");
+  bad[0] = tpg_arg_view(9, 0);
+  CHECK_ST(tpg_plan_add_kernel(p, &f, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT, "view.slot is 9");
+  bad[0] = tpg_arg_view(x, 1024);
+  CHECK_ST(tpg_plan_add_kernel(p, &f, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT,
+           "desc->args[0].view: elements [1024, 1024 + 1) fall outside slot \"x\"");
+  bad[0] = tpg_arg_view(x, 0);
+  bad[0].size = 4;
+  CHECK_ST(tpg_plan_add_kernel(p, &f, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT, "is a view with size 4");
+  CHECK(out == 0);
+  CHECK(nodes_of(p) == before);
+  /* A host slot is a valid view (pinned memory the kernel reads), and deps work. */
+  tpg_arg hv[1] = {tpg_arg_view(h, 15)};
+  f = e;
+  f.args = hv;
+  f.nargs = 1;
+  tpg_node k2 = 0;
+  CHECK_OK(tpg_plan_add_kernel(p, &f, &k, 1, &k2));
+  CHECK_ST(tpg_plan_add_kernel(p, &f, &k2, -1, &out), TPG_ERROR_INVALID_ARGUMENT, "ndeps is -1");
+  /* No arguments at all. */
+  f.args = NULL;
+  f.nargs = 0;
+  CHECK_OK(tpg_plan_add_kernel(p, &f, NULL, 0, NULL));
+  CHECK(nodes_of(p) == before + 2);
+  /* A plan copy (what a graph keeps) holds its own arguments: destroy both. */
+  tpg_plan_destroy(p);
+}
+
+static void test_plan_captured(void) {
+  tpg_plan *p;
+  tpg_slot x, y;
+  CHECK_OK(tpg_plan_create(&p));
+  CHECK_OK(tpg_plan_add_slot(p, "x", TPG_BF16, TPG_MEM_DEVICE, 100, &x));
+  CHECK_OK(tpg_plan_add_slot(p, "y", TPG_F32, TPG_MEM_DEVICE, 50, &y));
+  tpg_view *v = malloc(2 * sizeof *v);
+  v[0] = (tpg_view){x, 0, 10};
+  v[1] = (tpg_view){y, 0, 0};
+  tpg_captured_desc d = TPG_CAPTURED_DESC_INIT;
+  d.fn = dummy_cb;
+  d.views = v;
+  d.nviews = 2;
+  tpg_node c = 0, out = 5;
+  CHECK_OK(tpg_plan_add_captured(p, &d, NULL, 0, &c));
+  free(v);
+  char dot[2048];
+  size_t need;
+  CHECK_OK(tpg_plan_dot(p, dot, sizeof dot, &need));
+  CHECK(strstr(dot, "captured#0") != NULL && strstr(dot, "v0=x+10") != NULL);
+  int before = nodes_of(p);
+  tpg_view good[2] = {{x, 0, 0}, {y, 0, 40}};
+  size_t counts[2] = {100, 10};
+  tpg_captured_desc e = TPG_CAPTURED_DESC_INIT;
+  e.fn = dummy_cb;
+  e.views = good;
+  e.counts = counts;
+  e.nviews = 2;
+  CHECK_OK(tpg_plan_add_captured(p, &e, &c, 1, &out));
+  before++;
+  tpg_captured_desc f = e;
+  CHECK_ST(tpg_plan_add_captured(p, NULL, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT, "desc is NULL");
+  f.size = 4;
+  CHECK_ST(tpg_plan_add_captured(p, &f, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT, "desc->size is 4");
+  f = e;
+  f.fn = NULL;
+  CHECK_ST(tpg_plan_add_captured(p, &f, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT, "desc->fn is NULL");
+  f = e;
+  f.nviews = -1;
+  CHECK_ST(tpg_plan_add_captured(p, &f, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT, "desc->nviews is -1");
+  f.nviews = 65;
+  CHECK_ST(tpg_plan_add_captured(p, &f, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT, "expected 0..64");
+  f = e;
+  f.views = NULL;
+  CHECK_ST(tpg_plan_add_captured(p, &f, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT, "desc->views is NULL");
+  size_t over[2] = {100, 11};
+  f = e;
+  f.counts = over;
+  CHECK_ST(tpg_plan_add_captured(p, &f, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT,
+           "desc->views[1]: elements [40, 40 + 11) fall outside slot \"y\"");
+  size_t zero[2] = {0, 1};
+  f.counts = zero;
+  CHECK_ST(tpg_plan_add_captured(p, &f, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT, "desc->counts[0] is 0");
+  tpg_view badv[1] = {{7, 0, 0}};
+  f = e;
+  f.views = badv;
+  f.counts = NULL;
+  f.nviews = 1;
+  CHECK_ST(tpg_plan_add_captured(p, &f, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT,
+           "desc->views[0].slot is 7: not a slot of this plan");
+  badv[0] = (tpg_view){x, 0, 100}; /* offset at the end: nothing left */
+  CHECK_ST(tpg_plan_add_captured(p, &f, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT, "fall outside slot \"x\"");
+  CHECK(out == 0);
+  CHECK(nodes_of(p) == before);
+  /* No views: work that reads nothing of the plan. */
+  f = e;
+  f.views = NULL;
+  f.counts = NULL;
+  f.nviews = 0;
+  CHECK_OK(tpg_plan_add_captured(p, &f, NULL, 0, NULL));
+
+  /* Host and event nodes. */
+  tpg_node hn = 0, rn = 0, wn = 0;
+  CHECK_ST(tpg_plan_add_host(p, NULL, NULL, NULL, 0, &hn), TPG_ERROR_INVALID_ARGUMENT, "fn is NULL");
+  CHECK_OK(tpg_plan_add_host(p, dummy_host, p, &c, 1, &hn));
+  CHECK_ST(tpg_plan_add_event_record(p, NULL, NULL, 0, &rn), TPG_ERROR_INVALID_ARGUMENT, "event is NULL");
+  CHECK_ST(tpg_plan_add_event_wait(p, NULL, NULL, 0, &wn), TPG_ERROR_INVALID_ARGUMENT, "event is NULL");
+  tpg_event ev = (tpg_event)0x1000; /* the plan keeps the handle only */
+  CHECK_OK(tpg_plan_add_event_record(p, ev, &hn, 1, &rn));
+  CHECK_OK(tpg_plan_add_event_wait(p, ev, NULL, 0, &wn));
+  tpg_node foreign = ((uint64_t)0xffff << 32) | 1;
+  CHECK_ST(tpg_plan_add_event_wait(p, ev, &foreign, 1, &wn), TPG_ERROR_INVALID_ARGUMENT, "deps[0]");
+  CHECK(wn == 0);
+  CHECK_OK(tpg_plan_dot(p, dot, sizeof dot, &need));
+  CHECK(strstr(dot, "host#") != NULL && strstr(dot, "event_record#") != NULL && strstr(dot, "event_wait#") != NULL);
+  CHECK_OK(tpg_plan_validate(p));
+  /* Without a driver a graph cannot be made, and the refusal says why. */
+  tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
+  tpg_binding b[2] = {{x, (void *)0x10000}, {y, (void *)0x20000}};
+  cfg.bindings = b;
+  cfg.nbindings = 2;
+  tpg_graph *g = (tpg_graph *)1;
+  tpg_status st = tpg_graph_create(p, &cfg, &g);
+  CHECK(st != TPG_SUCCESS && g == NULL);
+  tpg_plan_destroy(p);
+}
+
 int main(void) {
   test_check();
+  test_plan_kernel();
+  test_plan_captured();
   test_module();
   test_layout_known();
   test_layout_natural();
