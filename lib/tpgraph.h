@@ -468,8 +468,14 @@ typedef struct tpg_kernel_desc {
  * graph's device and checks the argument list against the kernel's real
  * parameters (cuKernelGetParamInfo / cuFuncGetParamInfo): a count or size
  * that differs is TPG_ERROR_INVALID_ARGUMENT naming the node, the argument,
- * and the expected size and offset. Rebinding a slot of a VIEW argument is a
- * kernel-node update (no re-instantiation). */
+ * and the expected size and offset ("node attn: args[2] is 4 bytes; the
+ * kernel's parameter 2 is 8 bytes at offset 16"). A driver older than 12.4
+ * cannot report parameters: arguments are then laid out by natural
+ * alignment (each at the largest power of two <= 16 dividing its size, as C
+ * lays out scalars, pointers and aligned structs) and their sizes are not
+ * checked. Also refused at create: an unknown name, a block larger than the
+ * kernel allows, shared_bytes beyond the GPU's limit. Rebinding a slot of a
+ * VIEW argument is a kernel-node update (no re-instantiation). */
 TPG_API tpg_status tpg_plan_add_kernel(tpg_plan *plan, const tpg_kernel_desc *desc, const tpg_node *deps,
                                        int ndeps, tpg_node *out /* OUT, may be NULL */);
 
@@ -495,7 +501,12 @@ typedef int (*tpg_capture_fn)(void *user, tpg_stream stream, void *const *ptrs, 
  * the library's stream to `stream` on every call (cublasSetStream).
  * Detected and refused with the node's name: an invalidated capture, a
  * capture with no work, memory allocation or free nodes, work of another
- * context. */
+ * context, a callback that leaves another context current, a non-zero
+ * return. A re-capture must have the first capture's shape (the same
+ * kernels in the same order: CUDA swaps only parameters into an instantiated
+ * graph); a library that picks other kernels for the new addresses makes the
+ * rebind TPG_ERROR_UNSUPPORTED. TPG_MODE_CAPTURE runs fn inside its own
+ * relaxed capture of the whole node sequence, without these checks. */
 typedef struct tpg_captured_desc {
   size_t size;             /* sizeof(tpg_captured_desc)                          */
   tpg_capture_fn fn;       /* required                                           */
@@ -698,10 +709,14 @@ TPG_API tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config
 TPG_API tpg_status tpg_graph_destroy(tpg_graph *graph);
 
 /* Enqueues one run of the graph on stream (asynchronous). The stream may be
- * capturing (cudaStreamBeginCapture, any mode): in TPG_MODE_EXPLICIT the
- * graph as bound now is added to the capture as one child-graph node (later
- * rebinds do not reach that copy); the other modes add their work as it is
- * issued (TPG_MODE_EAGER: capture callbacks run inside the caller's capture). */
+ * capturing (cudaStreamBeginCapture, any mode): in TPG_MODE_EXPLICIT and
+ * TPG_MODE_CAPTURE the graph as bound now is added to the capture as one
+ * child-graph node after the capture's current work (later rebinds do not
+ * reach that copy); TPG_MODE_EAGER issues its work into the capture as it
+ * goes (capture callbacks run inside the caller's capture). Either way the
+ * engine's captured graph runs on the graph's scratch slots and workspaces:
+ * keep this graph alive while that one may run (tpg_graph_destroy waits only
+ * for launches made here). */
 TPG_API tpg_status tpg_graph_launch(tpg_graph *graph, tpg_stream stream);
 
 /* Points slots at other buffers for the next launches, updating exactly the
@@ -745,7 +760,13 @@ TPG_API tpg_status tpg_graph_info_get(const tpg_graph *graph, tpg_graph_info *ou
  * rebind and update change it too. To embed it in an engine's own graph,
  * add it as a child (cuGraphAddChildGraphNode copies it); after a rebind,
  * refresh the copy in the engine's exec with cuGraphExecChildGraphNodeSetParams.
- * TPG_MODE_EXPLICIT only. */
+ * The engine's graph uses this graph's scratch slots and workspaces: keep
+ * this graph alive while that one may run. TPG_MODE_EXPLICIT only
+ * (TPG_ERROR_UNSUPPORTED otherwise). Once a rebind or update has re-captured
+ * an NCCL collective, export is TPG_ERROR_UNSUPPORTED: NCCL's new capture
+ * holds resources only the exec keeps, so the template cannot follow it
+ * (export before rebinding collective buffers; rebinding buffers of kernel,
+ * copy and captured nodes is fine). */
 TPG_API tpg_status tpg_graph_export(const tpg_graph *graph, void **cu_graph /* OUT, borrowed */);
 
 /* Writes the instantiated graph as DOT (cuGraphDebugDotPrint, verbose). */
