@@ -2,10 +2,13 @@
  * equal to what the exec runs, and tpg_graph_launch under stream capture.
  *
  * The template graph the exec was instantiated from is what engines embed.
- * Rebind and update change the exec through its setters; here the template
- * gets the same parameters through the non-exec setters, from our own copy
- * of each node's parameters (the same struct the exec setter was given), so
- * the two cannot disagree. Captured children of the template are mirrored by
+ * Rebind and update change the exec through its setters; the template gets
+ * the same parameters through the non-exec setters, from our own copy of
+ * each node's parameters (the same struct the exec setter was given), so
+ * the two cannot disagree. After a rebind that happens at the next export,
+ * not in the rebind: rebinding is on an engine's per-step path and most
+ * graphs are never exported, so it should not pay a second driver call per
+ * node for them. Captured children of the template are mirrored by
  * their kind (nodes/captured.c). NCCL children cannot be: their kernels'
  * arguments point into resources the new capture owns, which the exec keeps
  * alive but the template would not, so after such a re-capture export is
@@ -39,10 +42,10 @@ static tpg_status sync_nodes(const char *fn, const CUgraphNode *cu, int ncu, con
   return TPG_SUCCESS;
 }
 
-tpg_status tpg_template_sync(tpg_graph *g, int i, int nccl_recaptured) {
-  if (g->mode != TPG_MODE_EXPLICIT) return TPG_SUCCESS;
+void tpg_template_mark(tpg_graph *g, int nccl_recaptured) {
+  if (g->mode != TPG_MODE_EXPLICIT) return;
   if (nccl_recaptured) g->export_stale = 1;
-  return sync_nodes("tpg_graph_rebind", g->nodes[i].cu, g->nodes[i].ncu, &g->nodes[i]);
+  g->template_dirty = 1;
 }
 
 tpg_status tpg_template_update(tpg_graph *g, const tpg_plan *p, const tpg_gnode *fresh) {
@@ -84,6 +87,17 @@ tpg_status tpg_graph_export(const tpg_graph *g, void **cu_graph) {
                     "an NCCL collective of this graph was re-captured by a rebind or update, and its new capture "
                     "cannot be copied into the exported graph (NCCL's resources belong to the exec): export before "
                     "rebinding collective buffers, or create the graph with the buffers it should keep");
+  if (g->template_dirty) {
+    /* A cache of the graph's, not its state: the const handle may refresh it. */
+    tpg_graph *mg = (tpg_graph *)g;
+    TPG_TRY(tpg_dev_push(&mg->dev));
+    tpg_status st = TPG_SUCCESS;
+    for (int i = 0; i < mg->plan->nnodes && st == TPG_SUCCESS; i++)
+      st = sync_nodes(__func__, mg->nodes[i].cu, mg->nodes[i].ncu, &mg->nodes[i]);
+    tpg_dev_pop();
+    if (st != TPG_SUCCESS) return st;
+    mg->template_dirty = 0;
+  }
   *cu_graph = (void *)g->graph;
   return TPG_SUCCESS;
 }

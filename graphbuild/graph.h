@@ -38,6 +38,8 @@ struct tpg_graph {
   tpg_graph_info info;
   int export_stale;             /* an NCCL child was re-captured: the template
                                    no longer matches the exec (export.c) */
+  int template_dirty;           /* rebound since the template was last brought
+                                   up to date (tpg_graph_export does it) */
 };
 
 /* ---- bind.c ---- */
@@ -67,11 +69,11 @@ TPG_HIDDEN tpg_status tpg_materialize(tpg_graph *g, const tpg_plan *p, void **bi
 TPG_HIDDEN tpg_status tpg_run_nodes(tpg_graph *g, CUstream stream);
 
 /* ---- export.c ---- */
-/* After node i was patched (rebind, explicit mode): the template's copy of
- * its kernel, memset and memcpy nodes takes the parameters the exec got, so
- * tpg_graph_export stays equal to the next launch. nccl_recaptured: the
- * patch re-captured an NCCL child, which the template cannot follow. */
-TPG_HIDDEN tpg_status tpg_template_sync(tpg_graph *g, int i, int nccl_recaptured);
+/* After a node was patched (rebind, explicit mode): the template's kernel,
+ * memset and memcpy nodes are brought to the exec's parameters at the next
+ * tpg_graph_export. nccl_recaptured: the patch re-captured an NCCL child,
+ * which the template cannot follow. */
+TPG_HIDDEN void tpg_template_mark(tpg_graph *g, int nccl_recaptured);
 /* After a whole-graph update applied graph `ng` (materialized into `fresh`)
  * to the exec: the template takes its parameters likewise. */
 TPG_HIDDEN tpg_status tpg_template_update(tpg_graph *g, const tpg_plan *p, const tpg_gnode *fresh);

@@ -93,8 +93,8 @@ tpg_status tpg_graph_rebind(tpg_graph *g, const tpg_binding *b, int n) {
     if (!mark[i]) continue;
     int nccl = patch_is_collective(g, i);
     st = patch_node(g, i);
-    if (st == TPG_SUCCESS) st = tpg_template_sync(g, i, nccl); /* what tpg_graph_export hands out */
     if (st != TPG_SUCCESS) break;
+    tpg_template_mark(g, nccl); /* what tpg_graph_export hands out follows */
   }
   if (st != TPG_SUCCESS) {
     /* Put back what was already changed; keep the first error's message. */
@@ -106,7 +106,7 @@ tpg_status tpg_graph_rebind(tpg_graph *g, const tpg_binding *b, int n) {
       /* NCCL children are not re-captured back (a collective call); our own
        * all-reduce kernel nodes, and the epilogue node of an NCCL all-reduce
        * whose child was not re-captured, are restored like any kernel node. */
-      if (mark[i] && !patch_is_collective(g, i) && patch_node(g, i) == TPG_SUCCESS) tpg_template_sync(g, i, 0);
+      if (mark[i] && !patch_is_collective(g, i)) patch_node(g, i);
     }
     tpg_err(st, "tpg_graph_rebind", "%s (bindings restored)", msg);
   }

@@ -756,10 +756,12 @@ typedef struct tpg_graph_info {
 TPG_API tpg_status tpg_graph_info_get(const tpg_graph *graph, tpg_graph_info *out /* OUT */);
 
 /* The graph's CUDA graph (a CUgraph, borrowed: owned by the graph, valid
- * until tpg_graph_destroy), kept equal to what the next launch runs:
- * rebind and update change it too. To embed it in an engine's own graph,
- * add it as a child (cuGraphAddChildGraphNode copies it); after a rebind,
- * refresh the copy in the engine's exec with cuGraphExecChildGraphNodeSetParams.
+ * until tpg_graph_destroy), as the next launch runs it: the handle stays the
+ * same, and each call brings it up to date with the rebinds and updates made
+ * since (rebind itself leaves that to this call, to stay cheap). To embed it
+ * in an engine's own graph, add it as a child (cuGraphAddChildGraphNode
+ * copies it); after a rebind, call this again and refresh the copy in the
+ * engine's exec with cuGraphExecChildGraphNodeSetParams.
  * The engine's graph uses this graph's scratch slots and workspaces: keep
  * this graph alive while that one may run. TPG_MODE_EXPLICIT only
  * (TPG_ERROR_UNSUPPORTED otherwise). Once a rebind or update has re-captured
