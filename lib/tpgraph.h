@@ -376,6 +376,158 @@ TPG_API tpg_status tpg_plan_stats(const tpg_plan *plan, int *nodes /* OUT, may b
 TPG_API tpg_status tpg_plan_dot(const tpg_plan *plan, char *buf, size_t cap, size_t *needed /* OUT */);
 
 /* ------------------------------------------------------------------------ */
+/* The kit: an engine's own kernels and any library's work as plan nodes     */
+/*
+ * So that an engine's whole step is one graph, a plan also holds:
+ *   - the engine's own kernels (tpg_plan_add_kernel): device code tpgraph
+ *     loads for you (tpg_module_load*, looked up by name), or a CUkernel /
+ *     CUfunction the engine already holds (a CUDA-runtime engine gets a
+ *     cudaKernel_t, which is a CUkernel, from cudaGetKernel). Each argument
+ *     is bytes by value or a slot view: tpgraph passes the view's device
+ *     address, fills it in at tpg_graph_create and patches it on rebind.
+ *   - any library's work (tpg_plan_add_captured): a callback that issues the
+ *     work on a stream; tpgraph stream-captures it into a child graph at
+ *     tpg_graph_create and captures it again when a slot it declared is
+ *     rebound (cuBLAS, attention libraries, NCCL itself).
+ *   - host callbacks (tpg_plan_add_host) and event record / wait nodes
+ *     (tpg_plan_add_event_record / _wait) to order the graph against the
+ *     engine's other streams.
+ * And a graph gives its CUDA graph out (tpg_graph_export) to be embedded in
+ * the engine's own graph; tpg_graph_launch may be stream-captured.
+ */
+
+/* Engine device code loaded by tpgraph. */
+typedef struct tpg_module tpg_module;
+
+/* Loads a cubin, a fatbin, or NUL-terminated PTX (bytes counts the NUL)
+ * with cuLibraryLoadData: context-independent, so one module serves every
+ * GPU it has an image for. The image may be freed when the call returns.
+ * Needs the driver (TPG_ERROR_NO_DRIVER without one); a bad image is
+ * TPG_ERROR_INVALID_ARGUMENT with the driver's reason. */
+TPG_API tpg_status tpg_module_load(const void *image, size_t bytes, tpg_module **out /* OUT, owned */);
+/* The same from a file (.cubin, .fatbin, .ptx). */
+TPG_API tpg_status tpg_module_load_file(const char *path, tpg_module **out /* OUT, owned */);
+/* Unloads. Destroy every graph made from a plan that names the module
+ * first: their kernel nodes run its code. */
+TPG_API tpg_status tpg_module_destroy(tpg_module *module);
+
+/* One kernel parameter: bytes by value, or the device address of a view. */
+typedef enum tpg_arg_kind {
+  TPG_ARG_BYTES = 0,       /* `size` bytes at `bytes`, copied when the node is added */
+  TPG_ARG_VIEW = 1         /* a pointer parameter: bound address of view.slot + offset
+                              (elements); patched on rebind                        */
+} tpg_arg_kind;
+
+typedef struct tpg_arg {
+  tpg_arg_kind kind;
+  uint32_t size;           /* BYTES: the parameter's size, 1..4096; VIEW: 0 (means 8) or 8 */
+  const void *bytes;       /* BYTES: the value; VIEW: unused                      */
+  tpg_view view;           /* VIEW: a slot of the plan (device, scratch or host
+                              memory); unused for BYTES                           */
+} tpg_arg;
+
+static inline tpg_arg tpg_arg_bytes(const void *value, uint32_t size) {
+  tpg_arg a = {TPG_ARG_BYTES, size, value, {0, 0, 0}};
+  return a;
+}
+static inline tpg_arg tpg_arg_view(tpg_slot slot, uint64_t offset) {
+  tpg_arg a = {TPG_ARG_VIEW, 8, NULL, {slot, 0, offset}};
+  return a;
+}
+/* A by-value argument from an lvalue: TPG_ARG_VALUE(n) for `int n`. */
+#define TPG_ARG_VALUE(lvalue) tpg_arg_bytes(&(lvalue), (uint32_t)sizeof(lvalue))
+
+/* An engine kernel launch. Exactly one of (module, name), cu_kernel and
+ * cu_function names the kernel. */
+typedef struct tpg_kernel_desc {
+  size_t size;             /* sizeof(tpg_kernel_desc)                            */
+  const tpg_module *module;/* borrowed: with name, a kernel of a loaded module   */
+  const char *name;        /* the kernel's (mangled, for C++) name; copied       */
+  void *cu_kernel;         /* or a CUkernel / cudaKernel_t (context-independent) */
+  void *cu_function;       /* or a CUfunction of the graph device's primary
+                              context (the context tpgraph runs everything in)   */
+  unsigned grid[3];        /* blocks, each >= 1                                  */
+  unsigned block[3];       /* threads, each >= 1, product <= 1024                */
+  unsigned shared_bytes;   /* dynamic shared memory per block; above 48 KiB the
+                              kernel's limit is raised at tpg_graph_create       */
+  unsigned cluster[3];     /* thread-block cluster (sm_90+); {0, 0, 0}: none     */
+  int pdl;                 /* 1: the kernel executes griddepcontrol.wait
+                              (cudaGridDependencySynchronize) in every block
+                              before it touches memory an earlier node writes or
+                              reads, so with TPG_GRAPH_PDL edges from kernel
+                              nodes into it may be programmatic. 0: ordinary.    */
+  const tpg_arg *args;     /* the kernel's parameters in order; copied           */
+  int nargs;               /* >= 0                                               */
+} tpg_kernel_desc;
+#define TPG_KERNEL_DESC_INIT { sizeof(tpg_kernel_desc), NULL, NULL, NULL, NULL, {1, 1, 1}, {1, 1, 1}, 0, \
+                               {0, 0, 0}, 0, NULL, 0 }
+
+/* Adds a kernel node. The plan checks what it can without a GPU (one way of
+ * naming the kernel, grid/block/cluster shapes, argument kinds and sizes,
+ * views inside their slots); tpg_graph_create resolves the kernel on the
+ * graph's device and checks the argument list against the kernel's real
+ * parameters (cuKernelGetParamInfo / cuFuncGetParamInfo): a count or size
+ * that differs is TPG_ERROR_INVALID_ARGUMENT naming the node, the argument,
+ * and the expected size and offset. Rebinding a slot of a VIEW argument is a
+ * kernel-node update (no re-instantiation). */
+TPG_API tpg_status tpg_plan_add_kernel(tpg_plan *plan, const tpg_kernel_desc *desc, const tpg_node *deps,
+                                       int ndeps, tpg_node *out /* OUT, may be NULL */);
+
+/* Issues a node's work on `stream`; ptrs[i] is the address of the desc's
+ * views[i] (bound pointer + offset). Returns 0 on success; anything else
+ * fails the call that captured it (tpg_graph_create, _rebind, _update) with
+ * the value in the message. */
+typedef int (*tpg_capture_fn)(void *user, tpg_stream stream, void *const *ptrs, int nptrs);
+
+/* Library work captured into a child-graph node.
+ *
+ * When: at tpg_graph_create, and again at every tpg_graph_rebind /
+ * tpg_graph_update that changes the address of one of its views (then
+ * cuGraphExecChildGraphNodeSetParams; no re-instantiation). In
+ * TPG_MODE_EAGER fn runs at every launch, on the launch stream.
+ * How: on the calling thread, with the graph device's primary context
+ * current, on a private stream captured in thread-local mode.
+ * The callback must NOT: synchronize (device, stream, event), allocate or
+ * free device memory (cudaMalloc, cudaMallocAsync, cuMemAlloc: give
+ * libraries a workspace, e.g. cublasSetWorkspace, beforehand), use another
+ * device or context, or keep `stream` after it returns. It may fork work to
+ * other streams if it joins them back to `stream` with events, and must set
+ * the library's stream to `stream` on every call (cublasSetStream).
+ * Detected and refused with the node's name: an invalidated capture, a
+ * capture with no work, memory allocation or free nodes, work of another
+ * context. */
+typedef struct tpg_captured_desc {
+  size_t size;             /* sizeof(tpg_captured_desc)                          */
+  tpg_capture_fn fn;       /* required                                           */
+  void *user;              /* borrowed; passed to fn at every capture            */
+  const tpg_view *views;   /* the slots the work reads or writes; copied         */
+  const size_t *counts;    /* elements of each view, range-checked against its
+                              slot; NULL: from the offset to the slot's end      */
+  int nviews;              /* >= 0                                               */
+} tpg_captured_desc;
+#define TPG_CAPTURED_DESC_INIT { sizeof(tpg_captured_desc), NULL, NULL, NULL, NULL, 0 }
+
+TPG_API tpg_status tpg_plan_add_captured(tpg_plan *plan, const tpg_captured_desc *desc, const tpg_node *deps,
+                                         int ndeps, tpg_node *out /* OUT, may be NULL */);
+
+/* A host callback node (cuGraphAddHostNode): fn(user) runs on a driver
+ * thread when the node's dependencies are done. It must not call CUDA. */
+typedef void (*tpg_host_fn)(void *user);
+TPG_API tpg_status tpg_plan_add_host(tpg_plan *plan, tpg_host_fn fn, void *user /* borrowed */,
+                                     const tpg_node *deps, int ndeps, tpg_node *out /* OUT, may be NULL */);
+
+/* A CUDA event (CUevent == cudaEvent_t), borrowed: it must outlive the graphs. */
+typedef struct CUevent_st *tpg_event;
+/* Records `event` when the node's dependencies are done (other streams of
+ * the engine can wait for it). */
+TPG_API tpg_status tpg_plan_add_event_record(tpg_plan *plan, tpg_event event, const tpg_node *deps, int ndeps,
+                                             tpg_node *out /* OUT, may be NULL */);
+/* Waits for the last record of `event` (work of the engine's other streams)
+ * before the node's successors run. */
+TPG_API tpg_status tpg_plan_add_event_wait(tpg_plan *plan, tpg_event event, const tpg_node *deps, int ndeps,
+                                           tpg_node *out /* OUT, may be NULL */);
+
+/* ------------------------------------------------------------------------ */
 /* Tensor-parallel layers                                                    */
 /*
  * A stack of MLP blocks, split Megatron-style over nranks GPUs, as a plan for
@@ -545,7 +697,11 @@ TPG_API tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config
 /* Waits for the graph's launches to finish, then frees everything it owns. */
 TPG_API tpg_status tpg_graph_destroy(tpg_graph *graph);
 
-/* Enqueues one run of the graph on stream (asynchronous). */
+/* Enqueues one run of the graph on stream (asynchronous). The stream may be
+ * capturing (cudaStreamBeginCapture, any mode): in TPG_MODE_EXPLICIT the
+ * graph as bound now is added to the capture as one child-graph node (later
+ * rebinds do not reach that copy); the other modes add their work as it is
+ * issued (TPG_MODE_EAGER: capture callbacks run inside the caller's capture). */
 TPG_API tpg_status tpg_graph_launch(tpg_graph *graph, tpg_stream stream);
 
 /* Points slots at other buffers for the next launches, updating exactly the
@@ -578,6 +734,14 @@ typedef struct tpg_graph_info {
 } tpg_graph_info;
 
 TPG_API tpg_status tpg_graph_info_get(const tpg_graph *graph, tpg_graph_info *out /* OUT */);
+
+/* The graph's CUDA graph (a CUgraph, borrowed: owned by the graph, valid
+ * until tpg_graph_destroy), kept equal to what the next launch runs:
+ * rebind and update change it too. To embed it in an engine's own graph,
+ * add it as a child (cuGraphAddChildGraphNode copies it); after a rebind,
+ * refresh the copy in the engine's exec with cuGraphExecChildGraphNodeSetParams.
+ * TPG_MODE_EXPLICIT only. */
+TPG_API tpg_status tpg_graph_export(const tpg_graph *graph, void **cu_graph /* OUT, borrowed */);
 
 /* Writes the instantiated graph as DOT (cuGraphDebugDotPrint, verbose). */
 TPG_API tpg_status tpg_graph_write_dot(const tpg_graph *graph, const char *path);
