@@ -469,7 +469,6 @@ static tpg_status patch(const tpg_nctx *c) {
  * epilogue's shape (the algorithm's block split follows it: rows when a
  * norm is requested, and every rank must split alike). */
 static void fingerprint(const tpg_plan *p, const tpg_node_rec *n, const tpg_gnode *gn, uint64_t *h) {
-  (void)gn;
   const tpg_collective_desc *d = &n->u.coll;
 #define TPG_MIX(v) (*h = (*h ^ (uint64_t)(v)) * 1099511628211ull)
   TPG_MIX(d->kind);
@@ -482,6 +481,15 @@ static void fingerprint(const tpg_plan *p, const tpg_node_rec *n, const tpg_gnod
   uint32_t eps_bits = 0;
   if (d->norm_weight.slot) memcpy(&eps_bits, &d->norm_eps, sizeof eps_bits);
   TPG_MIX(eps_bits);
+  if (gn) { /* resolved: NCCL or which kernel of ours, with what grid */
+    TPG_MIX(gn->fast);
+    TPG_MIX(gn->has_epi);
+    if (gn->fast) {
+      for (const char *c = gn->kernel; c && *c; c++) TPG_MIX((unsigned char)*c);
+      TPG_MIX(gn->kp.gridDimX);
+      TPG_MIX(gn->kp.blockDimX);
+    }
+  }
 #undef TPG_MIX
 }
 
