@@ -6,6 +6,7 @@
  * error instead of NCCL freeing resources a graph still points at.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,14 +85,33 @@ static tpg_status alloc_workspaces(tpg_graph *g) {
   return TPG_SUCCESS;
 }
 
-tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg, tpg_graph **out) {
+/* tpg_graph_config as tpgraph 0.2.0 had it (before the tuning fields). */
+#define TPG_GRAPH_CONFIG_V02_SIZE (offsetof(tpg_graph_config, flags) + sizeof(unsigned))
+/* The oldest header whose configs and descriptors are accepted (0.1.0). */
+#define TPG_VERSION_OLDEST 100
+
+tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg_in, tpg_graph **out) {
   tpg_err_clear();
   TPG_CHECK_ARG(out != NULL, "out is NULL: expected a tpg_graph * to set");
   *out = NULL;
   TPG_TRY(tpg_plan_check(plan, __func__, "plan"));
-  TPG_CHECK_ARG(cfg != NULL, "cfg is NULL: expected a tpg_graph_config (TPG_GRAPH_CONFIG_INIT)");
-  TPG_CHECK_ARG(cfg->magic == TPG_CONFIG_MAGIC && cfg->size >= sizeof(tpg_graph_config),
-                "cfg was not initialised with TPG_GRAPH_CONFIG_INIT (magic 0x%x, size %zu)", cfg->magic, cfg->size);
+  TPG_CHECK_ARG(cfg_in != NULL, "cfg is NULL: expected a tpg_graph_config (TPG_GRAPH_CONFIG_INIT)");
+  /* A config from an older, smaller header: its fields, the rest zero (the
+   * defaults). Never more than we know: a larger size is a newer header. */
+  TPG_CHECK_ARG(cfg_in->magic == TPG_CONFIG_MAGIC && cfg_in->size >= TPG_GRAPH_CONFIG_V02_SIZE &&
+                    cfg_in->size <= sizeof(tpg_graph_config),
+                "cfg was not initialised with TPG_GRAPH_CONFIG_INIT (magic 0x%x, size %zu; expected 0x%x and %zu..%zu)",
+                cfg_in->magic, cfg_in->size, TPG_CONFIG_MAGIC, (size_t)TPG_GRAPH_CONFIG_V02_SIZE,
+                sizeof(tpg_graph_config));
+  TPG_CHECK_ARG(cfg_in->version >= TPG_VERSION_OLDEST && cfg_in->version <= TPG_VERSION_CODE,
+                "cfg->version is %d: expected the TPG_VERSION_CODE of a tpgraph header, %d..%d", cfg_in->version,
+                TPG_VERSION_OLDEST, TPG_VERSION_CODE);
+  tpg_graph_config cfg_full;
+  memset(&cfg_full, 0, sizeof cfg_full);
+  memcpy(&cfg_full, cfg_in, cfg_in->size);
+  const tpg_graph_config *cfg = &cfg_full;
+  tpg_tuning tune;
+  TPG_TRY(tpg_tuning_resolve(cfg, &tune, __func__));
   TPG_CHECK_ARG(cfg->device >= 0, "cfg->device is %d: expected a CUDA device ordinal >= 0", cfg->device);
   TPG_CHECK_ARG(cfg->nbindings >= 0, "cfg->nbindings is %d: expected >= 0", cfg->nbindings);
   TPG_CHECK_ARG((cfg->flags & ~(TPG_GRAPH_NCCL_SYMMETRIC | TPG_GRAPH_PDL)) == 0,
@@ -165,7 +185,7 @@ tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg, t
   TPG_TRYGOTO(tpg_fingerprint_check(g, g->st, p, NULL, "at creation"), st, fail_pop);
   TPG_CUGOTO(cuStreamCreate(&g->cap_stream, CU_STREAM_NON_BLOCKING), st, fail_pop);
   TPG_CUGOTO(cuEventCreate(&g->done, CU_EVENT_DISABLE_TIMING), st, fail_pop);
-  g->streamk = tpg_gemm_streamk_env(); /* once: workspaces are sized by it */
+  g->tune = tune; /* once: workspaces are sized by it */
   TPG_TRYGOTO(alloc_workspaces(g), st, fail_pop);
 
   /* Programmatic edges need griddepcontrol (sm_90+) in the image that runs:

@@ -10,6 +10,7 @@
 #ifndef TPG_GRAPH_H
 #define TPG_GRAPH_H
 
+#include "graphbuild/nodes/collective_select.h"
 #include "graphbuild/nodes/kind.h"
 #include "graphbuild/state.h"
 #include "lib/comm.h"
@@ -21,6 +22,14 @@ typedef struct tpg_scratch {
   unsigned char how;            /* 0 none, 1 cuMemAlloc, 2 ncclMemAlloc + window */
   ncclWindow_t win;
 } tpg_scratch;
+
+/* Tuning resolved once at creation from tpg_graph_config and the
+ * environment (tuning.c). */
+typedef struct tpg_tuning {
+  tpg_allreduce_tuning ar;
+  int streamk;                  /* tpg_gemm_select_tma's streamk: 0 never, 1 rule, 2 always */
+  int32_t pdl_prefetch;         /* bytes per W row, multiple of 16 */
+} tpg_tuning;
 
 struct tpg_graph {
   unsigned magic;
@@ -40,7 +49,7 @@ struct tpg_graph {
   tpg_scratch *scratch;         /* scratch[s - 1]: the memory the graph owns for scratch slot s */
   unsigned flags;
   int pdl;                      /* TPG_GRAPH_PDL in effect: explicit mode, sm_90+ */
-  int streamk;                  /* TPG_GEMM_STREAMK at creation: 0, 1 or 2 */
+  tpg_tuning tune;
   tpg_graph_info info;
 };
 
@@ -87,8 +96,10 @@ TPG_HIDDEN tpg_status tpg_materialize(tpg_graph *g, const tpg_state *st, const t
  * the capture mode captures). */
 TPG_HIDDEN tpg_status tpg_run_nodes(tpg_graph *g, CUstream stream);
 
-/* ---- nodes/gemm.c ---- */
-/* TPG_GEMM_STREAMK as tpg_gemm_select_tma's streamk (default 1). */
-TPG_HIDDEN int tpg_gemm_streamk_env(void);
+/* ---- tuning.c ---- */
+/* The tuning of a graph from cfg (its tuning fields, zero-filled for an
+ * older header's config) overridden by the environment; a malformed or
+ * out-of-range value is an error from fn naming the variable or field. */
+TPG_HIDDEN tpg_status tpg_tuning_resolve(const tpg_graph_config *cfg, tpg_tuning *out, const char *fn);
 
 #endif

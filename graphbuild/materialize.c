@@ -89,22 +89,6 @@ tpg_status tpg_fill_nodes(tpg_graph *g, const tpg_state *st, const tpg_plan *p, 
  * and whole-graph update (the same code builds the same edges) keep them.
  */
 
-/* W bytes per row a decode GEMV prefetches into L2 before its wait
- * (TPG_PDL_PREFETCH overrides). Off by default: on 2 x H200, TP=2, M=1, the
- * programmatic edges alone gave 38.9 / 118.1 us per layer (4096/14336,
- * 8192/28672) against 39.5 / 118.7 without PDL, while adding a 4096-byte
- * prefetch per row gave 41.2 / 124.5 — the early-launched CTAs' prefetches
- * compete with the all-reduce and the previous GEMV for HBM and SMs. */
-#ifndef TPG_PDL_PREFETCH
-#define TPG_PDL_PREFETCH 0
-#endif
-static int32_t pdl_prefetch_bytes(void) {
-  const char *env = getenv("TPG_PDL_PREFETCH");
-  size_t b = env && env[0] ? (size_t)strtoull(env, NULL, 10) : TPG_PDL_PREFETCH;
-  if (b > ((size_t)1 << 20)) b = (size_t)1 << 20;
-  return (int32_t)(b & ~(size_t)15);
-}
-
 static unsigned pdl_role(const tpg_plan *p, const tpg_gnode *nodes, int i) {
   const tpg_kind_ops *k = tpg_kind(p->nodes[i].kind);
   return k->pdl ? k->pdl(&nodes[i]) : 0;
@@ -149,7 +133,7 @@ tpg_status tpg_materialize(tpg_graph *g, const tpg_state *st, const tpg_plan *p,
     rc = TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
     goto fail;
   }
-  const int32_t prefetch = g->pdl ? pdl_prefetch_bytes() : 0;
+  const int32_t prefetch = g->pdl ? g->tune.pdl_prefetch : 0;
   TPG_TRYGOTO(tpg_fill_nodes(g, st, p, bind, nodes), rc, fail);
   TPG_CUGOTO(cuGraphCreate(&graph, 0), rc, fail);
   int last_coll = -1;
