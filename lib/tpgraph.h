@@ -230,6 +230,26 @@ TPG_API tpg_status tpg_plan_add_slot(tpg_plan *plan, const char *name, tpg_dtype
                                      tpg_memory where, size_t count, tpg_slot *out /* OUT */);
 TPG_API tpg_status tpg_plan_find_slot(const tpg_plan *plan, const char *name, tpg_slot *out /* OUT */);
 
+/* What a slot was declared as. name is borrowed: valid until the plan is
+ * destroyed or rolled back past the slot. */
+typedef struct tpg_slot_info {
+  const char *name;
+  tpg_dtype dtype;
+  tpg_memory where;
+  size_t count;            /* elements */
+} tpg_slot_info;
+TPG_API tpg_status tpg_plan_slot_info(const tpg_plan *plan, tpg_slot slot, tpg_slot_info *out /* OUT */);
+
+/* A point in a plan's building, for builders of several nodes (layers): a
+ * call that fails part-way rolls the plan back so it is as it was. Opaque. */
+typedef struct tpg_plan_mark { uint32_t serial_, nodes_, slots_, reserved_; } tpg_plan_mark;
+TPG_API tpg_status tpg_plan_checkpoint(const tpg_plan *plan, tpg_plan_mark *out /* OUT */);
+/* Drops every node and slot added after `mark`, and every edge to them
+ * (tpg_plan_add_dependency onto older nodes included). Node names set on
+ * older nodes since are kept. The mark must come from this plan, and the
+ * plan must not have been rolled back past it. */
+TPG_API tpg_status tpg_plan_rollback(tpg_plan *plan, tpg_plan_mark mark);
+
 /* Nodes. deps/ndeps: nodes of this plan that must finish first (may be NULL/0). */
 
 typedef enum tpg_epilogue {
