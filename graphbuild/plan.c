@@ -46,8 +46,8 @@ tpg_status tpg_plan_create(tpg_plan **out) {
   return TPG_SUCCESS;
 }
 
-void tpg_plan_destroy(tpg_plan *p) {
-  if (!p || p->magic != TPG_MAGIC_PLAN) return;
+/* Frees a live plan (internal copies too). */
+static void plan_free(tpg_plan *p) {
   for (int i = 0; i < p->nslots; i++) free(p->slots[i].name);
   for (int i = 0; i < p->nnodes; i++) {
     free(p->nodes[i].name);
@@ -57,6 +57,15 @@ void tpg_plan_destroy(tpg_plan *p) {
   free(p->nodes);
   p->magic = TPG_MAGIC_DEAD;
   free(p);
+}
+
+/* A success leaves this thread's message as it was: destroying is cleanup,
+ * often of a call that failed, whose message the caller still wants. */
+tpg_status tpg_plan_destroy(tpg_plan *p) {
+  if (!p) return TPG_SUCCESS;
+  TPG_TRY(tpg_plan_check(p, __func__, "plan"));
+  plan_free(p);
+  return TPG_SUCCESS;
 }
 
 tpg_status tpg_plan_clone(const tpg_plan *src, tpg_plan **out) {

@@ -223,7 +223,11 @@ typedef enum tpg_memory {
 typedef struct tpg_view { tpg_slot slot; uint32_t reserved_; uint64_t offset; } tpg_view;
 
 TPG_API tpg_status tpg_plan_create(tpg_plan **out /* OUT, owned */);
-TPG_API void tpg_plan_destroy(tpg_plan *plan);
+/* Frees the plan (NULL: a no-op). Like every destroy it returns a status:
+ * TPG_ERROR_INVALID_ARGUMENT for a handle that is not a live plan. Graphs
+ * made from it keep their own copy. A success leaves tpg_last_error() as it
+ * was (cleanup after a failed call keeps that call's message). */
+TPG_API tpg_status tpg_plan_destroy(tpg_plan *plan);
 
 /* Declares a slot of `count` elements. Names are unique within a plan. */
 TPG_API tpg_status tpg_plan_add_slot(tpg_plan *plan, const char *name, tpg_dtype dtype,

@@ -304,6 +304,13 @@ static void test_empty_plan(void) {
    * to read; here we only check a never-valid one. */
   unsigned junk[16] = {0};
   CHECK_ST(tpg_plan_validate((tpg_plan *)junk), TPG_ERROR_INVALID_ARGUMENT, "not a live tpg_plan");
+  /* tpg_plan_destroy returns a status like the other destroys, and keeps
+   * the message of the failure it cleans up after. */
+  CHECK_ST(tpg_plan_destroy((tpg_plan *)junk), TPG_ERROR_INVALID_ARGUMENT, "tpg_plan_destroy: plan is not a live");
+  CHECK_OK(tpg_plan_destroy(NULL));
+  CHECK_OK(tpg_plan_create(&p));
+  CHECK_ST(tpg_plan_validate(p), TPG_ERROR_INVALID_ARGUMENT, "no nodes");
+  CHECK(tpg_plan_destroy(p) == TPG_SUCCESS && strstr(tpg_last_error(), "no nodes") != NULL);
 }
 
 static void test_big_plan(void) {
