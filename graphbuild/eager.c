@@ -11,7 +11,7 @@ tpg_status tpg_run_nodes(tpg_graph *g, CUstream stream) {
   const tpg_plan *p = g->plan;
   char lb[160];
   for (int oi = 0; oi < p->nnodes; oi++) {
-    int i = g->order[oi];
+    int i = g->st->order[oi];
     tpg_nctx c;
     tpg_nctx_init(&c, g, p, g->bind, i, &g->nodes[i], lb, sizeof lb);
     TPG_TRY(tpg_kind(p->nodes[i].kind)->run_eager(&c, stream));

@@ -10,31 +10,46 @@
 #ifndef TPG_GRAPH_H
 #define TPG_GRAPH_H
 
+#include "graphbuild/nodes/collective_select.h"
 #include "graphbuild/nodes/kind.h"
+#include "graphbuild/state.h"
 #include "lib/comm.h"
+
+/* Memory the graph owns for one scratch slot (scratch.c). */
+typedef struct tpg_scratch {
+  void *ptr;
+  size_t bytes;                 /* as allocated (rounded up) */
+  unsigned char how;            /* 0 none, 1 cuMemAlloc, 2 ncclMemAlloc + window */
+  ncclWindow_t win;
+} tpg_scratch;
+
+/* Tuning resolved once at creation from tpg_graph_config and the
+ * environment (tuning.c). */
+typedef struct tpg_tuning {
+  tpg_allreduce_tuning ar;
+  int streamk;                  /* tpg_gemm_select_tma's streamk: 0 never, 1 rule, 2 always */
+  int32_t pdl_prefetch;         /* bytes per W row, multiple of 16 */
+} tpg_tuning;
 
 struct tpg_graph {
   unsigned magic;
   tpg_plan *plan;               /* owned copy */
   tpg_comm *comm;               /* borrowed */
   tpg_dev dev;                  /* retains the primary context */
-  void **bind;                  /* bind[s - 1]: pointer bound to slot s */
-  int *users, *users_at;        /* CSR: nodes that use slot s: users[users_at[s-1] .. users_at[s]) */
-  int *order;                   /* topological order of plan nodes */
-  tpg_gnode *nodes;             /* one per plan node */
+  tpg_state *st;                /* derived from plan (state.h); replaced whole by an update */
+  void **bind;                  /* bind[s - 1]: pointer bound to slot s (ours for scratch) */
+  tpg_gnode *nodes;             /* one per plan node; replaced whole by an update */
   CUgraph graph;                /* template, owned */
   CUgraphExec exec;             /* owned */
   CUstream cap_stream;          /* private: NCCL captures */
   CUevent done;                 /* recorded after each launch */
   int launched;
-  int ncoll;                    /* collective nodes (NCCL or ours)            */
   int counted;                  /* holds one of comm->graphs */
   tpg_graph_mode mode;
-  unsigned char *owned;         /* owned[s - 1]: 1 cuMemAlloc'ed scratch, 2 ncclMemAlloc'ed */
-  ncclWindow_t *wins;           /* wins[s - 1]: NCCL symmetric window of scratch slot s */
+  tpg_scratch *scratch;         /* scratch[s - 1]: the memory the graph owns for scratch slot s */
   unsigned flags;
   int pdl;                      /* TPG_GRAPH_PDL in effect: explicit mode, sm_90+ */
-  int streamk;                  /* TPG_GEMM_STREAMK at creation: 0, 1 or 2 */
+  tpg_tuning tune;
   tpg_graph_info info;
   int export_stale;             /* an NCCL child was re-captured: the template
                                    no longer matches the exec (export.c) */
@@ -48,20 +63,37 @@ struct tpg_graph {
 TPG_HIDDEN tpg_status tpg_check_binding(const tpg_graph *g, const tpg_plan *p, tpg_slot slot, void *ptr,
                                         const char *fn, int index);
 
+/* ---- scratch.c ---- */
+/* Allocates `bytes` for scratch slot q (0-based) of p: an NCCL symmetric
+ * window when sym (a collective call). */
+TPG_HIDDEN tpg_status tpg_scratch_alloc(tpg_graph *g, const tpg_plan *p, int q, size_t bytes, int sym,
+                                        tpg_scratch *out);
+TPG_HIDDEN void tpg_scratch_free(tpg_graph *g, tpg_scratch *s);
+
+/* ---- fingerprint.c ---- */
+/* Ranks compare their collectives (all ranks call it at the same point);
+ * nodes NULL: from the plan alone, else with what fill resolved. `when`
+ * goes into the message ("at creation", ...). */
+TPG_HIDDEN tpg_status tpg_fingerprint_check(tpg_graph *g, const tpg_state *st, const tpg_plan *p,
+                                            const tpg_gnode *nodes, const char *when);
+
 /* ---- materialize.c ---- */
 /* The node array: 64-byte aligned (tensor maps live in it), zeroed. */
 TPG_HIDDEN tpg_gnode *tpg_gnodes_alloc(int n);
 /* Each node's kind releases what it took (workspaces, ext), then the array. */
 TPG_HIDDEN void tpg_gnodes_free(tpg_graph *g, tpg_gnode *nodes, int n);
 /* Every node's kind prepares it (kernel choice, workspace) in topological order. */
-TPG_HIDDEN tpg_status tpg_prepare_nodes(tpg_graph *g, const tpg_plan *p, tpg_gnode *nodes);
-/* Fills every node's parameters from plan p and bind (no CUDA graph). */
-TPG_HIDDEN tpg_status tpg_fill_nodes(tpg_graph *g, const tpg_plan *p, void **bind, tpg_gnode *nodes);
+TPG_HIDDEN tpg_status tpg_prepare_nodes(tpg_graph *g, const tpg_state *st, const tpg_plan *p, tpg_gnode *nodes);
+/* Fills every node's parameters from plan p and bind (no CUDA graph), then
+ * compares the resolved collectives across ranks. */
+TPG_HIDDEN tpg_status tpg_fill_nodes(tpg_graph *g, const tpg_state *st, const tpg_plan *p, void **bind,
+                                     tpg_gnode *nodes);
 /* Programmatic edges of a CUDA graph (cuGraphGetEdges with edge data). */
 TPG_HIDDEN tpg_status tpg_count_programmatic_edges(CUgraph graph, int *out);
-/* Builds a CUDA graph of plan p with bind; fills nodes[] (params + handles). */
-TPG_HIDDEN tpg_status tpg_materialize(tpg_graph *g, const tpg_plan *p, void **bind, tpg_gnode *nodes,
-                                      CUgraph *out);
+/* Builds a CUDA graph of plan p (state st) with bind: fills nodes[]
+ * (tpg_fill_nodes), then adds each node's CUDA node(s). */
+TPG_HIDDEN tpg_status tpg_materialize(tpg_graph *g, const tpg_state *st, const tpg_plan *p, void **bind,
+                                      tpg_gnode *nodes, CUgraph *out);
 
 /* ---- eager.c ---- */
 /* Issues every node on stream in topological order (eager mode, and what
@@ -82,8 +114,10 @@ TPG_HIDDEN tpg_status tpg_template_update(tpg_graph *g, const tpg_plan *p, const
  * issues into the capture (*into = 2), or no capture (*into = 0). */
 TPG_HIDDEN tpg_status tpg_launch_into_capture(tpg_graph *g, CUstream stream, int *into);
 
-/* ---- nodes/gemm.c ---- */
-/* TPG_GEMM_STREAMK as tpg_gemm_select_tma's streamk (default 1). */
-TPG_HIDDEN int tpg_gemm_streamk_env(void);
+/* ---- tuning.c ---- */
+/* The tuning of a graph from cfg (its tuning fields, zero-filled for an
+ * older header's config) overridden by the environment; a malformed or
+ * out-of-range value is an error from fn naming the variable or field. */
+TPG_HIDDEN tpg_status tpg_tuning_resolve(const tpg_graph_config *cfg, tpg_tuning *out, const char *fn);
 
 #endif

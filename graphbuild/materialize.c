@@ -35,10 +35,10 @@ void tpg_gnodes_free(tpg_graph *g, tpg_gnode *nodes, int n) {
   free(nodes);
 }
 
-tpg_status tpg_prepare_nodes(tpg_graph *g, const tpg_plan *p, tpg_gnode *nodes) {
+tpg_status tpg_prepare_nodes(tpg_graph *g, const tpg_state *st, const tpg_plan *p, tpg_gnode *nodes) {
   char lb[160];
   for (int oi = 0; oi < p->nnodes; oi++) {
-    int i = g->order[oi];
+    int i = st->order[oi];
     const tpg_kind_ops *k = tpg_kind(p->nodes[i].kind);
     if (!k->prepare) continue;
     tpg_nctx c;
@@ -48,15 +48,16 @@ tpg_status tpg_prepare_nodes(tpg_graph *g, const tpg_plan *p, tpg_gnode *nodes) 
   return TPG_SUCCESS;
 }
 
-tpg_status tpg_fill_nodes(tpg_graph *g, const tpg_plan *p, void **bind, tpg_gnode *nodes) {
+tpg_status tpg_fill_nodes(tpg_graph *g, const tpg_state *st, const tpg_plan *p, void **bind, tpg_gnode *nodes) {
   char lb[160];
   for (int oi = 0; oi < p->nnodes; oi++) {
-    int i = g->order[oi];
+    int i = st->order[oi];
     tpg_nctx c;
     tpg_nctx_init(&c, g, p, bind, i, &nodes[i], lb, sizeof lb);
     TPG_TRY(tpg_kind(p->nodes[i].kind)->fill(&c));
   }
-  return TPG_SUCCESS;
+  /* Before the first capture: every rank resolved the same algorithms. */
+  return tpg_fingerprint_check(g, st, p, nodes, "after resolving algorithms");
 }
 
 /* ---- Programmatic dependent launch (TPG_GRAPH_PDL) ------------------------
@@ -88,22 +89,6 @@ tpg_status tpg_fill_nodes(tpg_graph *g, const tpg_plan *p, void **bind, tpg_gnod
  * and whole-graph update (the same code builds the same edges) keep them.
  */
 
-/* W bytes per row a decode GEMV prefetches into L2 before its wait
- * (TPG_PDL_PREFETCH overrides). Off by default: on 2 x H200, TP=2, M=1, the
- * programmatic edges alone gave 38.9 / 118.1 us per layer (4096/14336,
- * 8192/28672) against 39.5 / 118.7 without PDL, while adding a 4096-byte
- * prefetch per row gave 41.2 / 124.5 — the early-launched CTAs' prefetches
- * compete with the all-reduce and the previous GEMV for HBM and SMs. */
-#ifndef TPG_PDL_PREFETCH
-#define TPG_PDL_PREFETCH 0
-#endif
-static int32_t pdl_prefetch_bytes(void) {
-  const char *env = getenv("TPG_PDL_PREFETCH");
-  size_t b = env && env[0] ? (size_t)strtoull(env, NULL, 10) : TPG_PDL_PREFETCH;
-  if (b > ((size_t)1 << 20)) b = (size_t)1 << 20;
-  return (int32_t)(b & ~(size_t)15);
-}
-
 static unsigned pdl_role(const tpg_plan *p, const tpg_gnode *nodes, int i) {
   const tpg_kind_ops *k = tpg_kind(p->nodes[i].kind);
   return k->pdl ? k->pdl(&nodes[i]) : 0;
@@ -131,12 +116,13 @@ tpg_status tpg_count_programmatic_edges(CUgraph graph, int *out) {
   return st;
 }
 
-tpg_status tpg_materialize(tpg_graph *g, const tpg_plan *p, void **bind, tpg_gnode *nodes, CUgraph *out) {
+tpg_status tpg_materialize(tpg_graph *g, const tpg_state *st, const tpg_plan *p, void **bind, tpg_gnode *nodes,
+                           CUgraph *out) {
   *out = NULL;
   CUgraph graph = NULL;
   CUgraphNode *deps = NULL;
   CUgraphEdgeData *edata = NULL;
-  tpg_status st = TPG_SUCCESS;
+  tpg_status rc = TPG_SUCCESS;
   char lb[160];
   int maxdeps = 1;
   for (int i = 0; i < p->nnodes; i++)
@@ -144,19 +130,19 @@ tpg_status tpg_materialize(tpg_graph *g, const tpg_plan *p, void **bind, tpg_gno
   deps = malloc((size_t)maxdeps * sizeof *deps);
   edata = calloc((size_t)maxdeps, sizeof *edata);
   if (!deps || !edata) {
-    st = TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
+    rc = TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
     goto fail;
   }
-  const int32_t prefetch = g->pdl ? pdl_prefetch_bytes() : 0;
-  TPG_CUGOTO(cuGraphCreate(&graph, 0), st, fail);
+  const int32_t prefetch = g->pdl ? g->tune.pdl_prefetch : 0;
+  TPG_TRYGOTO(tpg_fill_nodes(g, st, p, bind, nodes), rc, fail);
+  TPG_CUGOTO(cuGraphCreate(&graph, 0), rc, fail);
   int last_coll = -1;
   for (int oi = 0; oi < p->nnodes; oi++) {
-    int i = g->order[oi];
+    int i = st->order[oi];
     const tpg_node_rec *n = &p->nodes[i];
     const tpg_kind_ops *k = tpg_kind(n->kind);
     tpg_nctx c;
     tpg_nctx_init(&c, g, p, bind, i, &nodes[i], lb, sizeof lb);
-    TPG_TRYGOTO(k->fill(&c), st, fail);
     /* Incoming edges: the tails of the node's dependencies, the previous
      * collective for a collective, and which of them are programmatic. */
     const int secondary = g->pdl && (k->pdl ? k->pdl(&nodes[i]) : 0) & TPG_PDL_SECONDARY;
@@ -183,7 +169,7 @@ tpg_status tpg_materialize(tpg_graph *g, const tpg_plan *p, void **bind, tpg_gno
     if (k->collective) last_coll = i;
     tpg_deps d = {deps, edata, nd, nprog, prefetch};
     nodes[i].ncu = 0;
-    TPG_TRYGOTO(k->add(&c, graph, &d), st, fail);
+    TPG_TRYGOTO(k->add(&c, graph, &d), rc, fail);
   }
   free(deps);
   free(edata);
@@ -193,5 +179,5 @@ fail:
   free(deps);
   free(edata);
   if (graph) tpg_cu->cuGraphDestroy(graph);
-  return st;
+  return rc;
 }

@@ -46,8 +46,8 @@ tpg_status tpg_plan_create(tpg_plan **out) {
   return TPG_SUCCESS;
 }
 
-void tpg_plan_destroy(tpg_plan *p) {
-  if (!p || p->magic != TPG_MAGIC_PLAN) return;
+/* Frees a live plan (internal copies too). */
+static void plan_free(tpg_plan *p) {
   for (int i = 0; i < p->nslots; i++) free(p->slots[i].name);
   for (int i = 0; i < p->nnodes; i++) {
     free(p->nodes[i].name);
@@ -58,6 +58,15 @@ void tpg_plan_destroy(tpg_plan *p) {
   free(p->nodes);
   p->magic = TPG_MAGIC_DEAD;
   free(p);
+}
+
+/* A success leaves this thread's message as it was: destroying is cleanup,
+ * often of a call that failed, whose message the caller still wants. */
+tpg_status tpg_plan_destroy(tpg_plan *p) {
+  if (!p) return TPG_SUCCESS;
+  TPG_TRY(tpg_plan_check(p, __func__, "plan"));
+  plan_free(p);
+  return TPG_SUCCESS;
 }
 
 tpg_status tpg_plan_clone(const tpg_plan *src, tpg_plan **out) {
@@ -293,5 +302,52 @@ tpg_status tpg_plan_set_node_name(tpg_plan *p, tpg_node node, const char *name) 
   if (!nm) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
   free(p->nodes[i].name);
   p->nodes[i].name = nm;
+  return TPG_SUCCESS;
+}
+
+/* ---- public accessors for layers built on the API ---------------------- */
+
+tpg_status tpg_plan_slot_info(const tpg_plan *p, tpg_slot slot, tpg_slot_info *out) {
+  tpg_err_clear();
+  TPG_TRY(tpg_plan_check(p, __func__, "plan"));
+  TPG_CHECK_ARG(out != NULL, "out is NULL: expected a tpg_slot_info to fill");
+  TPG_CHECK_ARG(slot != TPG_SLOT_NONE && slot <= (tpg_slot)p->nslots,
+                "slot is %u: not a slot of this plan (expected 1..%d)", slot, p->nslots);
+  const tpg_slot_rec *s = &p->slots[slot - 1];
+  out->name = s->name;
+  out->dtype = s->dtype;
+  out->where = s->where;
+  out->count = s->count;
+  return TPG_SUCCESS;
+}
+
+tpg_status tpg_plan_checkpoint(const tpg_plan *p, tpg_plan_mark *out) {
+  tpg_err_clear();
+  TPG_TRY(tpg_plan_check(p, __func__, "plan"));
+  TPG_CHECK_ARG(out != NULL, "out is NULL: expected a tpg_plan_mark to fill");
+  out->serial_ = p->serial;
+  out->nodes_ = (uint32_t)p->nnodes;
+  out->slots_ = (uint32_t)p->nslots;
+  out->reserved_ = 0;
+  return TPG_SUCCESS;
+}
+
+tpg_status tpg_plan_rollback(tpg_plan *p, tpg_plan_mark m) {
+  tpg_err_clear();
+  TPG_TRY(tpg_plan_check(p, __func__, "plan"));
+  TPG_CHECK_ARG(m.serial_ == p->serial && m.reserved_ == 0, "mark is not a mark of this plan (tpg_plan_checkpoint)");
+  TPG_CHECK_ARG(m.nodes_ <= (uint32_t)p->nnodes && m.slots_ <= (uint32_t)p->nslots,
+                "mark is past the plan's end (%u nodes, %u slots; the plan has %d, %d): rolled back already?",
+                m.nodes_, m.slots_, p->nnodes, p->nslots);
+  tpg_plan_truncate(p, (int)m.nodes_);
+  /* Edges from older nodes to dropped ones (tpg_plan_add_dependency). */
+  for (int i = 0; i < p->nnodes; i++) {
+    tpg_node_rec *n = &p->nodes[i];
+    int k = 0;
+    for (int j = 0; j < n->ndeps; j++)
+      if (n->deps[j] < (int)m.nodes_) n->deps[k++] = n->deps[j];
+    n->ndeps = k;
+  }
+  while (p->nslots > (int)m.slots_) free(p->slots[--p->nslots].name);
   return TPG_SUCCESS;
 }

@@ -81,7 +81,7 @@ tpg_status tpg_graph_rebind(tpg_graph *g, const tpg_binding *b, int n) {
   memcpy(old, g->bind, (size_t)p->nslots * sizeof *old);
   for (int k = 0; k < n; k++) {
     g->bind[b[k].slot - 1] = b[k].ptr;
-    for (int u = g->users_at[b[k].slot - 1]; u < g->users_at[b[k].slot]; u++) mark[g->users[u]] = 1;
+    for (int u = g->st->users_at[b[k].slot - 1]; u < g->st->users_at[b[k].slot]; u++) mark[g->st->users[u]] = 1;
   }
   int coll_touched = 0;
   for (int i = 0; i < p->nnodes && !coll_touched; i++) coll_touched = mark[i] && patch_is_collective(g, i);
@@ -89,7 +89,7 @@ tpg_status tpg_graph_rebind(tpg_graph *g, const tpg_binding *b, int n) {
   /* Topological order: collectives are re-captured in the same order on every rank. */
   int done = 0;
   for (; st == TPG_SUCCESS && done < p->nnodes; done++) {
-    int i = g->order[done];
+    int i = g->st->order[done];
     if (!mark[i]) continue;
     int nccl = patch_is_collective(g, i);
     st = patch_node(g, i);
@@ -97,23 +97,50 @@ tpg_status tpg_graph_rebind(tpg_graph *g, const tpg_binding *b, int n) {
     tpg_template_mark(g, nccl); /* what tpg_graph_export hands out follows */
   }
   if (st != TPG_SUCCESS) {
-    /* Put back what was already changed; keep the first error's message. */
-    char msg[1024];
+    /* Put back what was already changed, all of it: the nodes already
+     * patched are patched again with the old bindings (an NCCL child that
+     * was re-captured is re-captured back). Keep the first error's message,
+     * and say so if a node could not be restored. */
+    char msg[1024], lb[160];
     snprintf(msg, sizeof msg, "%s", tpg_last_error());
     memcpy(g->bind, old, (size_t)p->nslots * sizeof *old);
+    int bad = -1;
     for (int oi = 0; oi < done; oi++) {
-      int i = g->order[oi];
-      /* NCCL children are not re-captured back (a collective call); our own
-       * all-reduce kernel nodes, and the epilogue node of an NCCL all-reduce
-       * whose child was not re-captured, are restored like any kernel node. */
-      if (mark[i] && !patch_is_collective(g, i)) patch_node(g, i);
+      int i = g->st->order[oi];
+      if (mark[i] && patch_node(g, i) != TPG_SUCCESS && bad < 0) bad = i;
     }
-    tpg_err(st, "tpg_graph_rebind", "%s (bindings restored)", msg);
+    const char *rest = strstr(msg, ": ");
+    if (bad < 0) tpg_err(st, "tpg_graph_rebind", "%s (bindings restored)", rest ? rest + 2 : msg);
+    else
+      tpg_err(st, "tpg_graph_rebind", "%s (bindings NOT restored: node %s kept the new buffers; rebind it again or "
+              "destroy the graph)", rest ? rest + 2 : msg, tpg_node_label(p, bad, lb, sizeof lb));
   }
   free(old);
   free(mark);
 out:
   tpg_dev_pop();
+  return st;
+}
+
+/* The driver-free part of an update's checks against the new state:
+ * every used slot bound, kept bindings covering the new sizes, and the
+ * scratch that must be (re)allocated into need[]. */
+static tpg_status update_checks(tpg_graph *g, const tpg_state *ns, const tpg_plan *p, void **bind,
+                                const tpg_binding *b, int n, size_t *need, const char *fn) {
+  TPG_TRY(tpg_state_check_bound(ns, p, bind, fn));
+  for (int q = 0; q < p->nslots; q++) {
+    if (p->slots[q].where == TPG_MEM_SCRATCH || !bind[q]) continue;
+    int rebound = 0;
+    for (int k = 0; k < n; k++) rebound |= b[k].slot == (tpg_slot)(q + 1);
+    /* A new plan may declare larger slots: the kept bindings must cover them. */
+    if (!rebound) TPG_TRY(tpg_check_binding(g, p, (tpg_slot)(q + 1), bind[q], fn, -1));
+  }
+  size_t *owned = malloc((size_t)(p->nslots ? p->nslots : 1) * sizeof *owned);
+  if (!owned) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
+  for (int q = 0; q < p->nslots; q++) owned[q] = g->scratch[q].bytes;
+  const int sym = g->comm && g->comm->nranks > 1 && (g->flags & TPG_GRAPH_NCCL_SYMMETRIC);
+  tpg_status st = tpg_state_scratch_needs(ns, p, owned, sym, need, fn);
+  free(owned);
   return st;
 }
 
@@ -129,46 +156,46 @@ tpg_status tpg_graph_update(tpg_graph *g, const tpg_plan *plan, const tpg_bindin
     TPG_TRY(tpg_plan_same_topology(g->plan, plan));
   }
   const tpg_plan *p = plan ? plan : g->plan;
-  TPG_TRY(tpg_dev_push(&g->dev));
-  tpg_status st = check_bindings(g, p, b, n, __func__);
+  const int ns_slots = p->nslots ? p->nslots : 1;
+  tpg_state *ns = NULL;
   void **bind = NULL;
+  size_t *need = NULL;
+  tpg_scratch *fresh = NULL;
   tpg_gnode *tmp = NULL;
   CUgraph ng = NULL;
   tpg_plan *copy = NULL;
+  TPG_TRY(tpg_dev_push(&g->dev));
+  tpg_status st = check_bindings(g, p, b, n, __func__);
   if (st != TPG_SUCCESS) goto out;
-  if (g->ncoll) {
-    st = tpg_comm_check_usable(g->comm, __func__, "the graph's comm");
-    if (st != TPG_SUCCESS) goto out;
-  }
-  bind = malloc((size_t)p->nslots * sizeof *bind);
+  /* Everything the graph derives from a plan, derived again from this one. */
+  TPG_TRYGOTO(tpg_state_build(p, &ns), st, out);
+  if (ns->ncoll) TPG_TRYGOTO(tpg_comm_check_usable(g->comm, __func__, "the graph's comm"), st, out);
+  bind = malloc((size_t)ns_slots * sizeof *bind);
+  need = calloc((size_t)ns_slots, sizeof *need);
+  fresh = calloc((size_t)ns_slots, sizeof *fresh);
   tmp = tpg_gnodes_alloc(p->nnodes);
-  if (!bind || !tmp) {
+  if (!bind || !need || !fresh || !tmp) {
     st = TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
     goto out;
+  }
+  memcpy(bind, g->bind, (size_t)p->nslots * sizeof *bind);
+  for (int k = 0; k < n; k++) bind[b[k].slot - 1] = b[k].ptr;
+  TPG_TRYGOTO(update_checks(g, ns, p, bind, b, n, need, __func__), st, out);
+  /* Scratch that is new or grew: allocated now, the old freed on success. */
+  for (int q = 0; q < p->nslots; q++) {
+    if (!need[q]) continue;
+    TPG_TRYGOTO(tpg_scratch_alloc(g, p, q, need[q], 0, &fresh[q]), st, out);
+    bind[q] = fresh[q].ptr;
+  }
+  if (plan) {
+    TPG_TRYGOTO(tpg_plan_clone(plan, &copy), st, out);
+    copy->serial = g->plan->serial;
   }
   /* The new node state works with the resources the graph holds (workspaces):
    * lent here, handed over on success. */
   for (int i = 0; i < p->nnodes; i++) tmp[i].res = g->nodes[i].res;
-  memcpy(bind, g->bind, (size_t)p->nslots * sizeof *bind);
-  for (int k = 0; k < n; k++) bind[b[k].slot - 1] = b[k].ptr;
-  for (int s = 0; s < p->nslots; s++) {
-    if (!bind[s] && g->users_at[s + 1] > g->users_at[s]) {
-      st = TPG_ARG_FAIL("slot \"%s\" is used but not bound", p->slots[s].name);
-      goto out;
-    }
-    /* A new plan may declare larger slots: the kept bindings must cover them. */
-    if (plan && bind[s] && !g->owned[s]) {
-      st = tpg_check_binding(g, p, (tpg_slot)(s + 1), bind[s], __func__, -1);
-      if (st != TPG_SUCCESS) goto out;
-    }
-  }
-  if (plan) {
-    st = tpg_plan_clone(plan, &copy);
-    if (st != TPG_SUCCESS) goto out;
-    copy->serial = g->plan->serial;
-  }
-  st = tpg_materialize(g, p, bind, tmp, &ng);
-  if (st != TPG_SUCCESS) goto out;
+  TPG_TRYGOTO(tpg_fingerprint_check(g, ns, p, NULL, "in tpg_graph_update"), st, out);
+  TPG_TRYGOTO(tpg_materialize(g, ns, p, bind, tmp, &ng), st, out);
   CUgraphExecUpdateResultInfo info;
   memset(&info, 0, sizeof info);
   CUresult r = tpg_cu->cuGraphExecUpdate(g->exec, ng, &info);
@@ -181,8 +208,12 @@ tpg_status tpg_graph_update(tpg_graph *g, const tpg_plan *plan, const tpg_bindin
                                 "parameters changed", "not supported", "unsupported function change",
                                 "attributes changed"};
     int res = (int)info.result;
-    st = TPG_FAIL(TPG_ERROR_INVALID_ARGUMENT, "CUDA refused the whole-graph update at node %s: %s (%d); the graph is unchanged",
-                  lb, res >= 0 && res < (int)(sizeof why / sizeof why[0]) ? why[res] : "?", res);
+    if (res == CU_GRAPH_EXEC_UPDATE_ERROR || res == CU_GRAPH_EXEC_UPDATE_SUCCESS)
+      st = tpg_cu_fail(r, __func__, "cuGraphExecUpdate"); /* not a refusal: out of memory, a driver error */
+    else
+      st = TPG_FAIL(TPG_ERROR_INVALID_ARGUMENT,
+                    "CUDA refused the whole-graph update at node %s: %s (%d); the graph is unchanged", lb,
+                    res >= 0 && res < (int)(sizeof why / sizeof why[0]) ? why[res] : "?", res);
     goto out;
   }
   /* The template follows the exec (tpg_graph_export). */
@@ -200,7 +231,23 @@ tpg_status tpg_graph_update(tpg_graph *g, const tpg_plan *plan, const tpg_bindin
     g->nodes = tmp;
     tmp = old; /* released below, without the resources it handed over */
   }
+  /* Replaced scratch: launches already enqueued may still use it. */
+  int replaced = 0;
+  for (int q = 0; q < p->nslots; q++) replaced |= fresh[q].ptr != NULL;
+  if (replaced && g->launched) tpg_cu->cuEventSynchronize(g->done);
+  for (int q = 0; q < p->nslots; q++) {
+    if (!fresh[q].ptr) continue;
+    g->info.workspace_bytes += fresh[q].bytes - g->scratch[q].bytes;
+    tpg_scratch_free(g, &g->scratch[q]);
+    g->scratch[q] = fresh[q];
+    memset(&fresh[q], 0, sizeof fresh[q]);
+  }
   memcpy(g->bind, bind, (size_t)p->nslots * sizeof *bind);
+  {
+    tpg_state *old = g->st;
+    g->st = ns;
+    ns = old; /* freed below */
+  }
   if (copy) {
     tpg_plan_destroy(g->plan);
     g->plan = copy;
@@ -211,6 +258,10 @@ out:
   if (tmp && st != TPG_SUCCESS)
     for (int i = 0; i < p->nnodes; i++) memset(&tmp[i].res, 0, sizeof tmp[i].res); /* lent, still the graph's */
   tpg_gnodes_free(g, tmp, tmp ? p->nnodes : 0);
+  for (int q = 0; fresh && q < p->nslots; q++) tpg_scratch_free(g, &fresh[q]);
+  free(fresh);
+  free(need);
+  tpg_state_free(ns);
   tpg_plan_destroy(copy);
   free(bind);
   tpg_dev_pop();

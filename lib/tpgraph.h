@@ -223,12 +223,36 @@ typedef enum tpg_memory {
 typedef struct tpg_view { tpg_slot slot; uint32_t reserved_; uint64_t offset; } tpg_view;
 
 TPG_API tpg_status tpg_plan_create(tpg_plan **out /* OUT, owned */);
-TPG_API void tpg_plan_destroy(tpg_plan *plan);
+/* Frees the plan (NULL: a no-op). Like every destroy it returns a status:
+ * TPG_ERROR_INVALID_ARGUMENT for a handle that is not a live plan. Graphs
+ * made from it keep their own copy. A success leaves tpg_last_error() as it
+ * was (cleanup after a failed call keeps that call's message). */
+TPG_API tpg_status tpg_plan_destroy(tpg_plan *plan);
 
 /* Declares a slot of `count` elements. Names are unique within a plan. */
 TPG_API tpg_status tpg_plan_add_slot(tpg_plan *plan, const char *name, tpg_dtype dtype,
                                      tpg_memory where, size_t count, tpg_slot *out /* OUT */);
 TPG_API tpg_status tpg_plan_find_slot(const tpg_plan *plan, const char *name, tpg_slot *out /* OUT */);
+
+/* What a slot was declared as. name is borrowed: valid until the plan is
+ * destroyed or rolled back past the slot. */
+typedef struct tpg_slot_info {
+  const char *name;
+  tpg_dtype dtype;
+  tpg_memory where;
+  size_t count;            /* elements */
+} tpg_slot_info;
+TPG_API tpg_status tpg_plan_slot_info(const tpg_plan *plan, tpg_slot slot, tpg_slot_info *out /* OUT */);
+
+/* A point in a plan's building, for builders of several nodes (layers): a
+ * call that fails part-way rolls the plan back so it is as it was. Opaque. */
+typedef struct tpg_plan_mark { uint32_t serial_, nodes_, slots_, reserved_; } tpg_plan_mark;
+TPG_API tpg_status tpg_plan_checkpoint(const tpg_plan *plan, tpg_plan_mark *out /* OUT */);
+/* Drops every node and slot added after `mark`, and every edge to them
+ * (tpg_plan_add_dependency onto older nodes included). Node names set on
+ * older nodes since are kept. The mark must come from this plan, and the
+ * plan must not have been rolled back past it. */
+TPG_API tpg_status tpg_plan_rollback(tpg_plan *plan, tpg_plan_mark mark);
 
 /* Nodes. deps/ndeps: nodes of this plan that must finish first (may be NULL/0). */
 
@@ -296,11 +320,12 @@ typedef enum tpg_collective_algo {
                            2 MiB at 2 ranks, 1 MiB at 4), TWOSHOT up to 8 MiB,
                            NCCL above, or
                            whenever our kernels cannot serve the node. The
-                           limits are set in one place (graphbuild/materialize.c)
-                           and can be moved for tuning with the environment
-                           variables TPG_ONESHOT_PUSH_MAX and TPG_TWOSHOT_MAX
-                           (bytes), read at tpg_graph_create; every rank must
-                           see the same values.                              */
+                           limits are set in one place
+                           (graphbuild/nodes/collective_select.c) and can be
+                           moved for tuning (tpg_graph_config's allreduce_*
+                           fields, or TPG_ONESHOT_PUSH_MAX and TPG_TWOSHOT_MAX
+                           in bytes), read at tpg_graph_create; every rank
+                           must use the same values.                          */
   TPG_ALGO_NCCL = 1,    /* NCCL, captured into a child-graph node              */
   TPG_ALGO_ONESHOT = 2, /* tpgraph's one-shot kernel node (push up to
                            TPG_ONESHOT_PUSH_MAX, 2 MiB by default, pull up to
@@ -667,9 +692,31 @@ typedef struct tpg_graph_config {
   int nbindings;
   tpg_graph_mode mode;     /* TPG_MODE_EXPLICIT unless benchmarking             */
   unsigned flags;          /* TPG_GRAPH_* below (NCCL_SYMMETRIC, PDL)           */
+  /* Tuning (added after 0.2.0: a smaller config from an older header is
+   * accepted, these read as 0). 0 everywhere means the built-in default; the
+   * TPG_* environment variable named at each field overrides it (parsed
+   * strictly: a value that is not a number in range is an error). Every rank
+   * must use the same values: ranks compare the algorithms they resolved. */
+  size_t allreduce_push_max;    /* bytes: TPG_ALGO_AUTO runs the push one-shot kernel up
+                                   to this (default 2 MiB); $TPG_ONESHOT_PUSH_MAX      */
+  size_t allreduce_twoshot_max; /* bytes: ... and two-shot up to this, NCCL above
+                                   (default 8 MiB); $TPG_TWOSHOT_MAX                  */
+  int allreduce_twoshot_blocks; /* the two-shot kernel's grid, 1..128 (default 128);
+                                   $TPG_TWOSHOT_BLOCKS                                */
+  int gemm_streamk;             /* Hopper GEMMs: TPG_STREAMK_AUTO (0, default),
+                                   TPG_STREAMK_OFF, TPG_STREAMK_ALWAYS; $TPG_GEMM_STREAMK
+                                   (0 off, 1 auto, 2 always)                          */
+  int pdl_prefetch;             /* with TPG_GRAPH_PDL: W bytes per row a decode GEMV
+                                   prefetches into L2 before its wait, 0..1 MiB (default
+                                   0: measured a loss); $TPG_PDL_PREFETCH            */
 } tpg_graph_config;
 #define TPG_GRAPH_CONFIG_INIT { sizeof(tpg_graph_config), TPG_CONFIG_MAGIC, TPG_VERSION_CODE, 0, NULL, NULL, 0, \
-                                TPG_MODE_EXPLICIT, 0u }
+                                TPG_MODE_EXPLICIT, 0u, 0, 0, 0, 0, 0 }
+
+/* tpg_graph_config.gemm_streamk */
+#define TPG_STREAMK_AUTO 0   /* stream-K where whole tiles would fill at most a third of the SMs */
+#define TPG_STREAMK_OFF 1    /* never                                                             */
+#define TPG_STREAMK_ALWAYS 2 /* always on the Hopper TMA path (only the last wave is split)       */
 
 /* Experimental: allocate scratch slots that collectives use with ncclMemAlloc
  * and register them as NCCL symmetric windows (every rank, same order, same
@@ -690,10 +737,10 @@ typedef struct tpg_graph_config {
  * kernels, NCCL child graphs, memcpy, memset and empty nodes stay ordinary.
  * Ignored (ordinary edges, tpg_graph_info.programmatic_edges = 0) on GPUs
  * below sm_90 and in TPG_MODE_CAPTURE / TPG_MODE_EAGER. Rebind and update
- * keep the edges. $TPG_PDL_PREFETCH (bytes per W row, default 0) makes a
- * decode GEMV (tokens <= 16) prefetch its first weights into L2 before its
- * wait — measured a loss (docs/performance.md), kept for experiments; read
- * at tpg_graph_create / tpg_graph_update. */
+ * keep the edges. cfg->pdl_prefetch or $TPG_PDL_PREFETCH (bytes per W row,
+ * default 0) makes a decode GEMV (tokens <= 16) prefetch its first weights
+ * into L2 before its wait — measured a loss (docs/performance.md), kept for
+ * experiments; read at tpg_graph_create. */
 #define TPG_GRAPH_PDL 0x2u
 
 /* Validates the plan and the bindings (alignment, memory kind, and that each

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graphbuild/nodes/collective_select.h"
 #include "graphbuild/nodes/common.h"
 
 /* ---- plan time ---------------------------------------------------------- */
@@ -171,43 +172,6 @@ static tpg_status same_shape(const tpg_node_rec *x, const tpg_node_rec *y, const
 
 /* ---- algorithm: NCCL or one of our kernels ------------------------------- */
 
-/* AUTO's size limits, in one place (documented at tpg_collective_algo):
- * push one-shot up to TPG_PUSH_MAX, two-shot up to TPG_TWOSHOT_MAX, NCCL
- * above. Push wins while a message is small enough that R copies of it cost
- * less than a second NVLink crossing (measured: 1.3-1.9x NCCL up to 1 MiB,
- * docs/performance.md); two-shot sends 2(R-1)/R of the message with no flag
- * round trip; NCCL's ring reaches higher bandwidth on large messages. The
- * environment overrides are for tuning and benchmarks (bytes). */
-/* Push up to 2 MiB (where its staging allows: 4 MiB / ranks): in a layer,
- * 8192/28672 at M=128 (a 2 MiB all-reduce after the row-parallel GEMM), the
- * exposed all-reduce measured 18.4 us with push against 24.3 us with
- * two-shot, although two-shot is faster alone (12.7-13.0 vs 14.3 us in
- * allreduce_bench's lock-step chain): its two dependent NVLink phases each
- * wait for the later rank, so the ranks' skew after a GEMM is paid twice. */
-#ifndef TPG_PUSH_MAX
-#define TPG_PUSH_MAX ((size_t)2 << 20)
-#endif
-#ifndef TPG_TWOSHOT_MAX
-#define TPG_TWOSHOT_MAX ((size_t)8 << 20)
-#endif
-
-static size_t env_bytes(const char *name, size_t dflt) {
-  const char *env = getenv(name);
-  return env && env[0] ? (size_t)strtoull(env, NULL, 10) : dflt;
-}
-
-/* 128 blocks: on 2 x H200 (allreduce_bench, 2026-11-29) 8.3 / 13.0 / 18.4 /
- * 32.1 us at 1 / 2 / 4 / 8 MiB against 8.8 / 12.8 / 21.0 / 39.7 with 64 and
- * 8.9 / 14.2 / 20.9 / 36.0 with 96: more SMs issuing NVLink stores pays from
- * 4 MiB up and costs ~1% at 2 MiB. */
-#ifndef TPG_TWOSHOT_BLOCKS
-#define TPG_TWOSHOT_BLOCKS 128
-#endif
-static unsigned twoshot_blocks(void) {
-  size_t b = env_bytes("TPG_TWOSHOT_BLOCKS", TPG_TWOSHOT_BLOCKS);
-  return b < 1 ? 1 : b > TPG_AR_MAX_BLOCKS ? TPG_AR_MAX_BLOCKS : (unsigned)b;
-}
-
 /* The epilogue's pointers and shape from the desc (all zero: none). */
 static void fill_epi(const tpg_nctx *c, tpg_ar_epi *e) {
   const tpg_collective_desc *d = &c->n->u.coll;
@@ -265,87 +229,35 @@ static tpg_status fill_nccl_epilogue(const tpg_nctx *c) {
   return TPG_SUCCESS;
 }
 
-/* NCCL or one of our kernels for an all-reduce; every rank decides alike
- * (same plan, same environment, and the peer buffers' state is agreed
- * collectively). Sets gn->fast and our kernel's launch when ours. */
+/* NCCL or one of our kernels for an all-reduce (collective_select.c
+ * decides); every rank decides alike (same plan, same tuning — compared by
+ * the fingerprint — and the peer buffers' state is agreed collectively).
+ * Sets gn->fast and our kernel's launch when ours. */
 static tpg_status pick(const tpg_nctx *c) {
   const tpg_collective_desc *d = &c->n->u.coll;
   tpg_graph *g = c->g;
   tpg_gnode *gn = c->gn;
-  char whybuf[160];
-  if (d->kind != TPG_ALL_REDUCE || d->algo == TPG_ALGO_NCCL || !g->comm) return TPG_SUCCESS;
-  const char *why = NULL;
-  size_t es = tpg_dtype_size(c->p->slots[d->send.slot - 1].dtype), bytes = d->count * es;
-  if (g->comm->nranks < 2) why = "a single rank has nothing to reduce";
-  else {
-    TPG_TRY(tpg_peer_setup(g->comm));
-    if (g->comm->peer.state != 1) why = g->comm->peer.why;
-    else if ((d->send.offset * es) % 16 || (d->recv.offset * es) % 16) why = "send or recv is not 16-byte aligned";
-  }
-  const size_t push_max = env_bytes("TPG_ONESHOT_PUSH_MAX", TPG_PUSH_MAX);
-  const size_t twoshot_max = env_bytes("TPG_TWOSHOT_MAX", TPG_TWOSHOT_MAX);
-  tpg_peer_kernel k = TPG_PEER_PULL;
-  if (!why) {
-    const size_t cap_push = tpg_peer_max_push(g->comm), cap_pull = tpg_peer_max_pull(g->comm);
-    const size_t cap_two = tpg_peer_max_twoshot(g->comm);
-    if (d->algo == TPG_ALGO_ONESHOT) {
-      /* Push for small messages: one NVLink crossing; pull above push_max,
-       * where moving R copies of the data costs more than the second one. */
-      if (bytes <= push_max && bytes <= cap_push) k = TPG_PEER_PUSH;
-      else if (bytes <= cap_pull) k = TPG_PEER_PULL;
-      else {
-        snprintf(whybuf, sizeof whybuf, "the message (%zu bytes) is larger than the one-shot staging buffer (%zu)",
-                 bytes, cap_pull);
-        why = whybuf;
-      }
-    } else if (d->algo == TPG_ALGO_TWOSHOT) {
-      if (bytes <= cap_two) k = TPG_PEER_TWOSHOT;
-      else {
-        snprintf(whybuf, sizeof whybuf, "the message (%zu bytes) is larger than the two-shot areas allow (%zu)",
-                 bytes, cap_two);
-        why = whybuf;
-      }
-    } else { /* AUTO */
-      if (bytes <= push_max && bytes <= cap_push) k = TPG_PEER_PUSH;
-      else if (bytes <= twoshot_max && bytes <= cap_two) k = TPG_PEER_TWOSHOT;
-      else why = "NCCL serves messages of this size best";
-    }
-  }
-  if (why) {
-    if (d->algo == TPG_ALGO_ONESHOT || d->algo == TPG_ALGO_TWOSHOT)
-      return TPG_ARG_FAIL("node %s: TPG_ALGO_%s cannot serve it: %s", tpg_nctx_label(c),
-                          d->algo == TPG_ALGO_ONESHOT ? "ONESHOT" : "TWOSHOT", why);
-    return TPG_SUCCESS;
-  }
+  if (d->kind != TPG_ALL_REDUCE || !g->comm) return TPG_SUCCESS;
+  const size_t es = tpg_dtype_size(c->p->slots[d->send.slot - 1].dtype);
+  tpg_allreduce_choice ch;
+  TPG_TRY(tpg_allreduce_select(g->comm, &g->tune.ar, d->algo, d->count * es, d->send.offset * es,
+                               d->recv.offset * es, tpg_nctx_label(c), &ch));
+  if (!ch.kernel) return TPG_SUCCESS;
   tpg_allreduce_args *a = &gn->args.ar;
   memset(a, 0, sizeof *a);
-  tpg_peer_args(g->comm, k, a);
+  tpg_peer_args(g->comm, ch.k, a);
   a->count = d->count;
   a->dtype = tpg_kdt_of(c->p->slots[d->send.slot - 1].dtype);
   CUfunction f;
-  static const char *const knames[] = {"tpg_allreduce_oneshot", "tpg_allreduce_lamport", "tpg_allreduce_twoshot"};
-  const char *kname = knames[k];
-  TPG_TRY(tpg_kernel_function(kname, 0, &f));
+  TPG_TRY(tpg_kernel_function(ch.kernel, 0, &f));
   memset(&gn->kp, 0, sizeof gn->kp);
   gn->kp.func = f;
-  /* Always the kernel's whole grid, empty blocks included: the kernels'
-   * epoch counters are per block index, and their argument that a peer
-   * cannot overwrite data still being read holds only if every block index
-   * advances once per all-reduce. With grids sized by the message, two
-   * all-reduces of different sizes on one comm put the same bytes under
-   * different block indices and a rank running one node ahead could
-   * overwrite what a slower peer had not read yet. */
-  /* The grid is fixed per kernel (two-shot has its own epoch counters, so
-   * its grid may differ from the one-shot kernels'); TPG_TWOSHOT_BLOCKS is a
-   * tuning override that must be the same on every rank and process. */
-  gn->kp.gridDimX = k == TPG_PEER_TWOSHOT ? twoshot_blocks() : TPG_AR_ONESHOT_BLOCKS;
+  gn->kp.gridDimX = ch.grid;
   gn->kp.gridDimY = gn->kp.gridDimZ = 1;
-  /* Two-shot: 512 threads, so a block keeps more remote stores and polls in
-   * flight. */
-  gn->kp.blockDimX = k == TPG_PEER_TWOSHOT ? 512 : 256;
+  gn->kp.blockDimX = ch.block;
   gn->kp.blockDimY = gn->kp.blockDimZ = 1;
   tpg_kernel_params(&gn->kp, gn->kparams, &gn->args);
-  gn->kernel = kname;
+  gn->kernel = ch.kernel;
   gn->fast = 1;
   return TPG_SUCCESS;
 }
@@ -469,7 +381,6 @@ static tpg_status patch(const tpg_nctx *c) {
  * epilogue's shape (the algorithm's block split follows it: rows when a
  * norm is requested, and every rank must split alike). */
 static void fingerprint(const tpg_plan *p, const tpg_node_rec *n, const tpg_gnode *gn, uint64_t *h) {
-  (void)gn;
   const tpg_collective_desc *d = &n->u.coll;
 #define TPG_MIX(v) (*h = (*h ^ (uint64_t)(v)) * 1099511628211ull)
   TPG_MIX(d->kind);
@@ -482,6 +393,15 @@ static void fingerprint(const tpg_plan *p, const tpg_node_rec *n, const tpg_gnod
   uint32_t eps_bits = 0;
   if (d->norm_weight.slot) memcpy(&eps_bits, &d->norm_eps, sizeof eps_bits);
   TPG_MIX(eps_bits);
+  if (gn) { /* resolved: NCCL or which kernel of ours, with what grid */
+    TPG_MIX(gn->fast);
+    TPG_MIX(gn->has_epi);
+    if (gn->fast) {
+      for (const char *c = gn->kernel; c && *c; c++) TPG_MIX((unsigned char)*c);
+      TPG_MIX(gn->kp.gridDimX);
+      TPG_MIX(gn->kp.blockDimX);
+    }
+  }
 #undef TPG_MIX
 }
 

@@ -83,15 +83,6 @@ static void dot(tpg_sbuf *s, const tpg_plan *p, const tpg_node_rec *n) {
 
 /* ---- kernel choice ------------------------------------------------------ */
 
-/* TPG_GEMM_STREAMK: 0 never, 1 (default) where the selector's rule says
- * stream-K pays, 2 always on the Hopper TMA path. Tuning and A/B runs. */
-int tpg_gemm_streamk_env(void) {
-  const char *env = getenv("TPG_GEMM_STREAMK");
-  if (!env || !env[0]) return 1;
-  int v = atoi(env);
-  return v < 0 ? 0 : v > 2 ? 2 : v;
-}
-
 /* SMs a GEMM node may use: the GPU's less its sm_reserve (at least half). */
 static int gemm_sms(const tpg_graph *g, const tpg_gemm_desc *d) {
   int n = g->dev.sm_count - d->sm_reserve;
@@ -104,7 +95,7 @@ static tpg_status pick(const tpg_nctx *c, tpg_kernel_launch *l, tpg_tma_encode *
   int kdt = d->dtype == TPG_F16 ? TPG_KDT_F16 : TPG_KDT_BF16;
   char why[256] = {0};
   if (tpg_gemm_select_tma(d->m, d->n, d->k, kdt, (int)d->epilogue, c->g->dev.sm_arch, gemm_sms(c->g, d), d->k, d->k,
-                          c->g->streamk, l, xe, we, why, sizeof why) != 0)
+                          c->g->tune.streamk, l, xe, we, why, sizeof why) != 0)
     return TPG_ARG_FAIL("node %s: no GEMM kernel for this shape: %s", tpg_nctx_label(c), why);
   return TPG_SUCCESS;
 }

@@ -171,7 +171,9 @@ typedef struct tpg_kind_ops {
   int (*patch_collective)(const tpg_nctx *c);
 
   /* ---- facts about the materialized node ---- */
-  /* Mixes what every rank must agree on into *h (collective kinds). */
+  /* Mixes what every rank must agree on into *h (collective kinds): from
+   * the plan record alone when gn is NULL, plus what fill resolved (the
+   * algorithm, kernel, grid) when gn is the filled node. */
   void (*fingerprint)(const tpg_plan *p, const tpg_node_rec *n, const tpg_gnode *gn, uint64_t *h);
   /* TPG_PDL_* roles of the materialized node (NULL: none). */
   unsigned (*pdl)(const tpg_gnode *gn);

@@ -4,6 +4,7 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tests/tpg_test.h"
 
@@ -303,6 +304,13 @@ static void test_empty_plan(void) {
    * to read; here we only check a never-valid one. */
   unsigned junk[16] = {0};
   CHECK_ST(tpg_plan_validate((tpg_plan *)junk), TPG_ERROR_INVALID_ARGUMENT, "not a live tpg_plan");
+  /* tpg_plan_destroy returns a status like the other destroys, and keeps
+   * the message of the failure it cleans up after. */
+  CHECK_ST(tpg_plan_destroy((tpg_plan *)junk), TPG_ERROR_INVALID_ARGUMENT, "tpg_plan_destroy: plan is not a live");
+  CHECK_OK(tpg_plan_destroy(NULL));
+  CHECK_OK(tpg_plan_create(&p));
+  CHECK_ST(tpg_plan_validate(p), TPG_ERROR_INVALID_ARGUMENT, "no nodes");
+  CHECK(tpg_plan_destroy(p) == TPG_SUCCESS && strstr(tpg_last_error(), "no nodes") != NULL);
 }
 
 static void test_big_plan(void) {
@@ -420,7 +428,54 @@ static void test_fuzz_regressions(void) {
   CHECK(p == NULL);
 }
 
+/* tpg_plan_checkpoint / tpg_plan_rollback / tpg_plan_slot_info: what layers
+ * built on the public API use to add a group of nodes all-or-nothing. */
+static void test_checkpoint(void) {
+  tpg_plan *p, *q;
+  tpg_slot a, b, c;
+  tpg_node n0, n1, n2;
+  CHECK_OK(tpg_plan_create(&p));
+  CHECK_OK(tpg_plan_create(&q));
+  CHECK_OK(tpg_plan_add_slot(p, "a", TPG_F32, TPG_MEM_DEVICE, 64, &a));
+  CHECK_OK(tpg_plan_add_slot(p, "b", TPG_F32, TPG_MEM_DEVICE, 64, &b));
+  CHECK_OK(tpg_plan_add_memset(p, V(a, 0), 0, 64, NULL, 0, &n0));
+  tpg_slot_info si;
+  CHECK_OK(tpg_plan_slot_info(p, b, &si));
+  CHECK(strcmp(si.name, "b") == 0 && si.dtype == TPG_F32 && si.where == TPG_MEM_DEVICE && si.count == 64);
+  CHECK_ST(tpg_plan_slot_info(p, 3, &si), TPG_ERROR_INVALID_ARGUMENT, "slot is 3");
+  CHECK_ST(tpg_plan_slot_info(p, a, NULL), TPG_ERROR_INVALID_ARGUMENT, "out is NULL");
+  tpg_plan_mark m, mq;
+  CHECK_OK(tpg_plan_checkpoint(p, &m));
+  CHECK_OK(tpg_plan_checkpoint(q, &mq));
+  CHECK_OK(tpg_plan_add_slot(p, "c", TPG_F32, TPG_MEM_DEVICE, 64, &c));
+  CHECK_OK(tpg_plan_add_memcpy(p, V(c, 0), V(a, 0), 64, &n0, 1, &n1));
+  CHECK_OK(tpg_plan_add_memset(p, V(b, 0), 0, 64, NULL, 0, &n2));
+  CHECK_OK(tpg_plan_add_dependency(p, n2, n0)); /* an edge onto an older node */
+  CHECK_ST(tpg_plan_rollback(p, mq), TPG_ERROR_INVALID_ARGUMENT, "not a mark of this plan");
+  CHECK_OK(tpg_plan_rollback(p, m));
+  int nodes = 0, slots = 0;
+  CHECK_OK(tpg_plan_stats(p, &nodes, &slots, NULL));
+  CHECK(nodes == 1 && slots == 2);
+  CHECK_OK(tpg_plan_validate(p)); /* no edge left to a dropped node */
+  tpg_slot found;
+  CHECK_ST(tpg_plan_find_slot(p, "c", &found), TPG_ERROR_INVALID_ARGUMENT, "no slot named");
+  CHECK_OK(tpg_plan_add_slot(p, "c", TPG_F32, TPG_MEM_DEVICE, 64, &c)); /* the name is free again */
+  CHECK(c == 3);
+  CHECK_ST(tpg_plan_add_memset(p, V(a, 0), 0, 64, &n1, 1, NULL), TPG_ERROR_INVALID_ARGUMENT, "not a node of this plan");
+  /* A mark past the end (rolled back already) is refused. */
+  tpg_plan_mark late;
+  CHECK_OK(tpg_plan_add_memset(p, V(a, 0), 0, 64, NULL, 0, NULL));
+  CHECK_OK(tpg_plan_checkpoint(p, &late));
+  CHECK_OK(tpg_plan_rollback(p, m));
+  CHECK_ST(tpg_plan_rollback(p, late), TPG_ERROR_INVALID_ARGUMENT, "past the plan's end");
+  CHECK_ST(tpg_plan_checkpoint(p, NULL), TPG_ERROR_INVALID_ARGUMENT, "out is NULL");
+  CHECK_ST(tpg_plan_rollback(NULL, m), TPG_ERROR_INVALID_ARGUMENT, "plan is NULL");
+  tpg_plan_destroy(p);
+  tpg_plan_destroy(q);
+}
+
 int main(void) {
+  test_checkpoint();
   test_fuzz_regressions();
   test_mlp();
   test_lifecycle();
