@@ -2,11 +2,11 @@
  * the graph against the engine's other streams through a CUDA event it owns.
  *
  * Event record / wait nodes in the graph. In eager mode the same event is
- * recorded or waited for on the launch stream with the EXTERNAL flags, so
- * that when the sequence is stream-captured (TPG_MODE_CAPTURE, or the
- * engine capturing an eager launch) it becomes the same record / wait
- * nodes, not a capture-internal dependency that would never reach the
- * engine's other streams.
+ * recorded or waited for on the launch stream, with the EXTERNAL flags when
+ * that stream is capturing (TPG_MODE_CAPTURE, or the engine capturing an
+ * eager launch): then it becomes the same record / wait nodes, not a
+ * capture-internal dependency that would never reach the engine's other
+ * streams. (The flags are invalid outside a capture.)
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -47,8 +47,13 @@ static tpg_status add(const tpg_nctx *c, CUgraph graph, const tpg_deps *deps) {
 
 static tpg_status run_eager(const tpg_nctx *c, CUstream stream) {
   CUevent ev = (CUevent)c->n->u.event.event;
-  CUresult r = c->n->u.event.wait ? tpg_cu->cuStreamWaitEvent(stream, ev, CU_EVENT_WAIT_EXTERNAL)
-                                  : tpg_cu->cuEventRecordWithFlags(ev, stream, CU_EVENT_RECORD_EXTERNAL);
+  /* The EXTERNAL flags are valid only while the stream is capturing. */
+  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUresult r = tpg_cu->cuStreamGetCaptureInfo(stream, &cs, NULL, NULL, NULL, NULL, NULL);
+  if (r != CUDA_SUCCESS) return tpg_node_cu_fail(c, r, "cuStreamGetCaptureInfo");
+  const int ext = cs == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  r = c->n->u.event.wait ? tpg_cu->cuStreamWaitEvent(stream, ev, ext ? CU_EVENT_WAIT_EXTERNAL : 0)
+                         : tpg_cu->cuEventRecordWithFlags(ev, stream, ext ? CU_EVENT_RECORD_EXTERNAL : 0);
   if (r != CUDA_SUCCESS)
     return tpg_node_cu_fail(c, r, c->n->u.event.wait ? "cuStreamWaitEvent" : "cuEventRecordWithFlags");
   return TPG_SUCCESS;
