@@ -807,6 +807,19 @@ int main(void) {
   void *ws;
   CUDA_OK(cudaMalloc(&ws, 32 << 20));
   CHECK(cublasSetWorkspace(h, ws, 32 << 20) == CUBLAS_STATUS_SUCCESS);
+  /* One GEMM outside any capture first, as engines warm up before capturing:
+   * cuBLAS loads its kernels on first use, which a capture should not see. */
+  {
+    gemm_user wu = {h, GM, GN, GK, 0};
+    float *fa = rnd_bf16(1, (size_t)GM * GK, 1.0f), *fb = rnd_bf16(2, (size_t)GK * GN, 1.0f);
+    void *ptrs[3] = {upload(fa, (size_t)GM * GK), upload(fb, (size_t)GK * GN), dev_floats((size_t)GM * GN)};
+    CHECK(gemm_cb(&wu, NULL, ptrs, 3) == 0);
+    CUDA_OK(cudaDeviceSynchronize());
+    CHECK(gemm_check("cuBLAS warm-up, no graph", ptrs[2], fa, fb, GM, GN, GK) <= 1.0);
+    for (int i = 0; i < 3; i++) CUDA_OK(cudaFree(ptrs[i]));
+    free(fa);
+    free(fb);
+  }
   test_captured(h);
   test_host_events();
   test_export(h);
