@@ -52,7 +52,8 @@ tpg_status tpg_template_update(tpg_graph *g, const tpg_plan *p, const tpg_gnode 
   static const char fn[] = "tpg_graph_update";
   for (int i = 0; i < p->nnodes; i++) {
     const tpg_gnode *old = &g->nodes[i], *nw = &fresh[i];
-    if (old->ncu != nw->ncu) return TPG_FAIL(TPG_ERROR_INTERNAL, "node %d: %d CUDA nodes, %d before", i, nw->ncu, old->ncu);
+    if (old->ncu != nw->ncu)
+      return tpg_err(TPG_ERROR_INTERNAL, fn, "node %d: %d CUDA nodes, %d before", i, nw->ncu, old->ncu);
     TPG_TRY(sync_nodes(fn, old->cu, old->ncu, nw));
     for (int j = 0; j < old->ncu; j++) {
       CUgraphNodeType t;
@@ -115,7 +116,7 @@ tpg_status tpg_launch_into_capture(tpg_graph *g, CUstream stream, int *into) {
   if (r != CUDA_SUCCESS) return tpg_cu_fail(r, fn, "cuStreamGetCaptureInfo");
   if (cs == CU_STREAM_CAPTURE_STATUS_NONE) return TPG_SUCCESS;
   if (cs != CU_STREAM_CAPTURE_STATUS_ACTIVE)
-    return TPG_FAIL(TPG_ERROR_INVALID_STATE, "the stream's capture was invalidated before this launch");
+    return tpg_err(TPG_ERROR_INVALID_STATE, fn, "stream: its capture was invalidated before this launch");
   if (g->mode == TPG_MODE_EAGER) { /* its work goes into the capture as it is issued */
     *into = 2;
     return TPG_SUCCESS;

@@ -86,7 +86,7 @@ static tpg_status fill(const tpg_nctx *c) {
   int n = c->n->u.captured.nviews;
   size_t bytes = sizeof(captured_state) + 2 * (size_t)n * sizeof(void *);
   captured_state *cs = calloc(1, bytes);
-  if (!cs) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
+  if (!cs) return tpg_err(TPG_ERROR_OUT_OF_MEMORY, "tpg_graph_create", "out of host memory");
   cs->n = n;
   cs->ptrs = (void **)(cs + 1);
   cs->captured = cs->ptrs + n;
@@ -120,7 +120,8 @@ static tpg_status run_eager(const tpg_nctx *c, CUstream stream) {
   captured_state *cs = c->gn->ext;
   int rc = c->n->u.captured.fn(c->n->u.captured.user, (tpg_stream)stream, cs->ptrs, cs->n);
   if (rc != 0)
-    return TPG_FAIL(TPG_ERROR_INVALID_ARGUMENT, "node %s: the callback returned %d", tpg_nctx_label(c), rc);
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, "tpg_graph_launch", "node %s: the callback returned %d",
+                   tpg_nctx_label(c), rc);
   return TPG_SUCCESS;
 }
 
