@@ -35,44 +35,50 @@ static tpg_status add_node(tpg_plan *p, const char *fn, tpg_node_rec *rec, const
   return st;
 }
 
-/* Common entry: clear the message, zero *out, check plan and deps. */
-#define TPG_KIT_ENTER()                                          \
-  tpg_err_clear();                                               \
-  if (out) *out = 0;                                             \
-  TPG_TRY(tpg_plan_check(p, __func__, "plan"));                  \
-  TPG_TRY(tpg_plan_check_deps(p, __func__, deps, ndeps))
-
-/* Stores the node handle last: `out` may alias an element of deps. */
-#define TPG_KIT_ADD(rec)                                          \
-  do {                                                            \
-    tpg_node node_ = 0;                                           \
-    tpg_status st_ = add_node(p, __func__, &(rec), deps, ndeps, &node_); \
-    if (out) *out = st_ == TPG_SUCCESS ? node_ : 0;               \
-    return st_;                                                   \
+/* The bodies below take fn (the public name, for messages) and write the
+ * new node to *node; the public wrappers store it in *out last, because out
+ * may alias an element of deps ("prev = add(prev)"), which the body reads. */
+#define KIT_CHECK(cond, ...)                                                \
+  do {                                                                      \
+    if (!(cond)) return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, __VA_ARGS__); \
   } while (0)
 
-tpg_status tpg_plan_add_kernel(tpg_plan *p, const tpg_kernel_desc *d, const tpg_node *deps, int ndeps,
-                               tpg_node *out) {
-  TPG_KIT_ENTER();
-  TPG_CHECK_ARG(d != NULL, "desc is NULL: expected a tpg_kernel_desc (TPG_KERNEL_DESC_INIT)");
-  TPG_CHECK_ARG(d->size == sizeof(tpg_kernel_desc), "desc->size is %zu: expected sizeof(tpg_kernel_desc) = %zu",
+#define KIT_PUBLIC(call)           \
+  do {                             \
+    tpg_node node_ = 0;            \
+    tpg_err_clear();               \
+    tpg_status st_ = (call);       \
+    if (out) *out = st_ == TPG_SUCCESS ? node_ : 0; \
+    return st_;                    \
+  } while (0)
+
+static tpg_status enter(tpg_plan *p, const char *fn, const tpg_node *deps, int ndeps) {
+  TPG_TRY(tpg_plan_check(p, fn, "plan"));
+  return tpg_plan_check_deps(p, fn, deps, ndeps);
+}
+
+static tpg_status add_kernel(const char *fn, tpg_plan *p, const tpg_kernel_desc *d, const tpg_node *deps, int ndeps,
+                             tpg_node *node) {
+  TPG_TRY(enter(p, fn, deps, ndeps));
+  KIT_CHECK(d != NULL, "desc is NULL: expected a tpg_kernel_desc (TPG_KERNEL_DESC_INIT)");
+  KIT_CHECK(d->size == sizeof(tpg_kernel_desc), "desc->size is %zu: expected sizeof(tpg_kernel_desc) = %zu",
                 d->size, sizeof(tpg_kernel_desc));
   int ways = (d->module || d->name) + (d->cu_kernel != NULL) + (d->cu_function != NULL);
-  TPG_CHECK_ARG(ways == 1,
+  KIT_CHECK(ways == 1,
                 "desc names %s kernel: expected exactly one of desc->module + desc->name, desc->cu_kernel, "
                 "desc->cu_function",
                 ways == 0 ? "no" : "more than one");
-  TPG_CHECK_ARG(!d->module || d->name, "desc->module is set but desc->name is NULL: expected the kernel's name");
-  TPG_CHECK_ARG(!d->name || d->module,
+  KIT_CHECK(!d->module || d->name, "desc->module is set but desc->name is NULL: expected the kernel's name");
+  KIT_CHECK(!d->name || d->module,
                 "desc->name is \"%.64s\" but desc->module is NULL: a kernel is looked up by name in a module "
                 "(tpg_module_load); pass desc->cu_kernel or desc->cu_function for kernels you hold",
                 d->name);
-  if (d->module) TPG_TRY(tpg_module_check(d->module, __func__, "desc->module"));
+  if (d->module) TPG_TRY(tpg_module_check(d->module, fn, "desc->module"));
   size_t name_len = d->name ? strlen(d->name) : 0;
-  TPG_CHECK_ARG(!d->name || (name_len > 0 && name_len < TPG_MAX_KERNEL_NAME),
+  KIT_CHECK(!d->name || (name_len > 0 && name_len < TPG_MAX_KERNEL_NAME),
                 "desc->name is %zu bytes: expected 1..%d", name_len, TPG_MAX_KERNEL_NAME - 1);
   /* The arguments' own rules first: their values are read below. */
-  TPG_TRY(tpg_kit_args_check(__func__, NULL, d->args, d->nargs));
+  TPG_TRY(tpg_kit_args_check(fn, NULL, d->args, d->nargs));
 
   /* data: tpg_arg_rec[nargs], the values (16-byte aligned each), the name. */
   size_t at = (size_t)d->nargs * sizeof(tpg_arg_rec);
@@ -82,7 +88,7 @@ tpg_status tpg_plan_add_kernel(tpg_plan *p, const tpg_kernel_desc *d, const tpg_
   size_t bytes = at + (d->name ? name_len + 1 : 0);
   tpg_node_rec rec = record(TPG_NK_KERNEL);
   rec.data = calloc(1, bytes ? bytes : 1);
-  if (!rec.data) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
+  if (!rec.data) return tpg_err(TPG_ERROR_OUT_OF_MEMORY, fn, "out of host memory");
   rec.data_bytes = bytes;
   tpg_arg_rec *ar = rec.data;
   unsigned char *base = rec.data;
@@ -115,26 +121,31 @@ tpg_status tpg_plan_add_kernel(tpg_plan *p, const tpg_kernel_desc *d, const tpg_
   rec.u.kernel.nargs = d->nargs;
   rec.u.kernel.nviews = nviews;
   rec.u.kernel.name_off = name_off;
-  TPG_KIT_ADD(rec);
+  return add_node(p, fn, &rec, deps, ndeps, node);
 }
 
-tpg_status tpg_plan_add_captured(tpg_plan *p, const tpg_captured_desc *d, const tpg_node *deps, int ndeps,
-                                 tpg_node *out) {
-  TPG_KIT_ENTER();
-  TPG_CHECK_ARG(d != NULL, "desc is NULL: expected a tpg_captured_desc (TPG_CAPTURED_DESC_INIT)");
-  TPG_CHECK_ARG(d->size == sizeof(tpg_captured_desc),
+tpg_status tpg_plan_add_kernel(tpg_plan *p, const tpg_kernel_desc *d, const tpg_node *deps, int ndeps,
+                               tpg_node *out) {
+  KIT_PUBLIC(add_kernel(__func__, p, d, deps, ndeps, &node_));
+}
+
+static tpg_status add_captured(const char *fn, tpg_plan *p, const tpg_captured_desc *d, const tpg_node *deps,
+                               int ndeps, tpg_node *node) {
+  TPG_TRY(enter(p, fn, deps, ndeps));
+  KIT_CHECK(d != NULL, "desc is NULL: expected a tpg_captured_desc (TPG_CAPTURED_DESC_INIT)");
+  KIT_CHECK(d->size == sizeof(tpg_captured_desc),
                 "desc->size is %zu: expected sizeof(tpg_captured_desc) = %zu", d->size, sizeof(tpg_captured_desc));
-  TPG_CHECK_ARG(d->fn != NULL, "desc->fn is NULL: expected the callback that issues the work");
-  TPG_CHECK_ARG(d->nviews >= 0 && d->nviews <= TPG_MAX_NODE_VIEWS, "desc->nviews is %d: expected 0..%d", d->nviews,
+  KIT_CHECK(d->fn != NULL, "desc->fn is NULL: expected the callback that issues the work");
+  KIT_CHECK(d->nviews >= 0 && d->nviews <= TPG_MAX_NODE_VIEWS, "desc->nviews is %d: expected 0..%d", d->nviews,
                 TPG_MAX_NODE_VIEWS);
-  TPG_CHECK_ARG(d->nviews == 0 || d->views != NULL, "desc->views is NULL but desc->nviews is %d", d->nviews);
+  KIT_CHECK(d->nviews == 0 || d->views != NULL, "desc->views is NULL but desc->nviews is %d", d->nviews);
   /* data: tpg_view[nviews], then size_t counts[nviews] (resolved: a NULL
    * counts means "to the slot's end", fixed now against the plan's slots). */
   size_t n = (size_t)d->nviews;
   tpg_node_rec rec = record(TPG_NK_CAPTURED);
   rec.data_bytes = n * (sizeof(tpg_view) + sizeof(size_t));
   rec.data = calloc(1, rec.data_bytes ? rec.data_bytes : 1);
-  if (!rec.data) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
+  if (!rec.data) return tpg_err(TPG_ERROR_OUT_OF_MEMORY, fn, "out of host memory");
   tpg_view *v = rec.data;
   size_t *cnt = (size_t *)(v + n);
   for (size_t i = 0; i < n; i++) {
@@ -148,31 +159,40 @@ tpg_status tpg_plan_add_captured(tpg_plan *p, const tpg_captured_desc *d, const 
   rec.u.captured.fn = d->fn;
   rec.u.captured.user = d->user;
   rec.u.captured.nviews = d->nviews;
-  TPG_KIT_ADD(rec);
+  return add_node(p, fn, &rec, deps, ndeps, node);
+}
+
+tpg_status tpg_plan_add_captured(tpg_plan *p, const tpg_captured_desc *d, const tpg_node *deps, int ndeps,
+                                 tpg_node *out) {
+  KIT_PUBLIC(add_captured(__func__, p, d, deps, ndeps, &node_));
+}
+
+/* Host and event nodes: a record of plain values. */
+static tpg_status add_plain(const char *fn, tpg_plan *p, tpg_node_rec *rec, const tpg_node *deps, int ndeps,
+                            tpg_node *node) {
+  TPG_TRY(enter(p, fn, deps, ndeps));
+  return add_node(p, fn, rec, deps, ndeps, node);
 }
 
 tpg_status tpg_plan_add_host(tpg_plan *p, tpg_host_fn fn, void *user, const tpg_node *deps, int ndeps,
                              tpg_node *out) {
-  TPG_KIT_ENTER();
   tpg_node_rec rec = record(TPG_NK_HOST);
   rec.u.host.fn = fn;
   rec.u.host.user = user;
-  TPG_KIT_ADD(rec);
+  KIT_PUBLIC(add_plain(__func__, p, &rec, deps, ndeps, &node_));
 }
 
 tpg_status tpg_plan_add_event_record(tpg_plan *p, tpg_event event, const tpg_node *deps, int ndeps,
                                      tpg_node *out) {
-  TPG_KIT_ENTER();
   tpg_node_rec rec = record(TPG_NK_EVENT);
   rec.u.event.event = event;
   rec.u.event.wait = 0;
-  TPG_KIT_ADD(rec);
+  KIT_PUBLIC(add_plain(__func__, p, &rec, deps, ndeps, &node_));
 }
 
 tpg_status tpg_plan_add_event_wait(tpg_plan *p, tpg_event event, const tpg_node *deps, int ndeps, tpg_node *out) {
-  TPG_KIT_ENTER();
   tpg_node_rec rec = record(TPG_NK_EVENT);
   rec.u.event.event = event;
   rec.u.event.wait = 1;
-  TPG_KIT_ADD(rec);
+  KIT_PUBLIC(add_plain(__func__, p, &rec, deps, ndeps, &node_));
 }

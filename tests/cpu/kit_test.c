@@ -435,6 +435,13 @@ static void test_plan_captured(void) {
   tpg_event ev = (tpg_event)0x1000; /* the plan keeps the handle only */
   CHECK_OK(tpg_plan_add_event_record(p, ev, &hn, 1, &rn));
   CHECK_OK(tpg_plan_add_event_wait(p, ev, NULL, 0, &wn));
+  /* out may be one of the deps ("prev = add(prev)"): read first, written last. */
+  tpg_node prev = wn, was = wn;
+  CHECK_OK(tpg_plan_add_host(p, dummy_host, NULL, &prev, 1, &prev));
+  CHECK(prev != 0 && prev != was);
+  was = prev;
+  CHECK_OK(tpg_plan_add_captured(p, &e, &prev, 1, &prev));
+  CHECK(prev != 0 && prev != was);
   tpg_node foreign = ((uint64_t)0xffff << 32) | 1;
   CHECK_ST(tpg_plan_add_event_wait(p, ev, &foreign, 1, &wn), TPG_ERROR_INVALID_ARGUMENT, "deps[0]");
   CHECK(wn == 0);
