@@ -73,20 +73,26 @@ static tpg_status check_image(const char *fn, const char *what, const unsigned c
   return TPG_SUCCESS;
 }
 
-static tpg_status load(const char *fn, const void *image, const char *what, tpg_module **out) {
-  char log[1024];
-  log[0] = '\0';
-  CUjit_option opt[2] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
-  void *val[2] = {log, (void *)(uintptr_t)sizeof log};
+/* Loads `image` (owned by the module from here on, success or not). */
+static tpg_status load(const char *fn, void *image, const char *what, tpg_module **out) {
   tpg_module *m = calloc(1, sizeof *m);
-  if (!m) return tpg_err(TPG_ERROR_OUT_OF_MEMORY, fn, "out of host memory");
-  CUresult r = tpg_cu->cuLibraryLoadData(&m->lib, image, opt, val, 2, NULL, NULL, 0);
+  if (!m) {
+    free(image);
+    return tpg_err(TPG_ERROR_OUT_OF_MEMORY, fn, "out of host memory");
+  }
+  m->image = image;
+  CUjit_option opt[2] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void *val[2] = {m->jit_log, (void *)(uintptr_t)sizeof m->jit_log};
+  CUresult r = tpg_cu->cuLibraryLoadData(&m->lib, m->image, opt, val, 2, NULL, NULL, 0);
   if (r != CUDA_SUCCESS) {
+    char log[sizeof m->jit_log];
+    memcpy(log, m->jit_log, sizeof log);
+    log[sizeof log - 1] = '\0';
+    free(m->image);
     free(m);
     if (r == CUDA_ERROR_OUT_OF_MEMORY) return tpg_cu_fail(r, fn, "cuLibraryLoadData");
     const char *name = NULL;
     tpg_cu->cuGetErrorName(r, &name);
-    log[sizeof log - 1] = '\0';
     for (char *c = log; *c; c++)
       if (*c == '\n') *c = ' ';
     return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "%s: the driver refused the image: cuLibraryLoadData: %s%s%s", what,
@@ -105,7 +111,11 @@ tpg_status tpg_module_load(const void *image, size_t bytes, tpg_module **out) {
   TPG_CHECK_ARG(bytes > 0, "bytes is 0: expected the image's size (PTX: including its NUL)");
   TPG_TRY(check_image(__func__, "image", image, bytes));
   TPG_TRY(tpg_cu_load());
-  return load(__func__, image, "image", out);
+  /* Our own copy: the caller may free theirs when we return (see module.h). */
+  void *copy = malloc(bytes);
+  if (!copy) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory for a %zu-byte image", bytes);
+  memcpy(copy, image, bytes);
+  return load(__func__, copy, "image", out);
 }
 
 tpg_status tpg_module_load_file(const char *path, tpg_module **out) {
@@ -138,6 +148,7 @@ tpg_status tpg_module_load_file(const char *path, tpg_module **out) {
   TPG_TRYGOTO(check_image(__func__, what, buf, (size_t)n + 1), st, done);
   TPG_TRYGOTO(tpg_cu_load(), st, done);
   st = load(__func__, buf, what, out);
+  buf = NULL; /* the module's now (freed by load on failure) */
 done:
   free(buf);
   fclose(f);
@@ -150,6 +161,7 @@ tpg_status tpg_module_destroy(tpg_module *m) {
   TPG_TRY(tpg_module_check(m, __func__, "module"));
   m->magic = TPG_MAGIC_DEAD;
   CUresult r = tpg_cu->cuLibraryUnload(m->lib);
+  free(m->image);
   free(m);
   if (r != CUDA_SUCCESS) return tpg_cu_fail(r, __func__, "cuLibraryUnload");
   return TPG_SUCCESS;
@@ -214,10 +226,15 @@ tpg_status tpg_kit_kernel_resolve(const char *fn, const char *label, const tpg_m
   }
   if (out->kernel) {
     r = tpg_cu->cuKernelGetFunction(&out->func, out->kernel);
-    if (r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_PTX || r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION)
-      return tpg_err(TPG_ERROR_NO_DEVICE, fn, "node %s: the kernel has no code that runs on this GPU (%s)", label,
+    if (r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_PTX || r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION) {
+      /* With lazy loading the JIT runs here, and its log lands in the module. */
+      const char *log = module && module->jit_log[0] ? module->jit_log : "";
+      return tpg_err(TPG_ERROR_NO_DEVICE, fn, "node %s: the kernel has no code that runs on this GPU (%s)%s%.300s",
+                     label,
                      r == CUDA_ERROR_NO_BINARY_FOR_GPU ? "no SASS for its architecture and no PTX to JIT"
-                                                       : "its PTX does not compile with this driver");
+                                                       : "its PTX does not compile with this driver",
+                     log[0] ? ": " : "", log);
+    }
     if (r == CUDA_ERROR_INVALID_HANDLE)
       return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "node %s: %s is not a valid CUkernel", label,
                      module ? "the module's kernel" : "desc.cu_kernel");

@@ -17,6 +17,11 @@
 struct tpg_module {
   unsigned magic;
   CUlibrary lib;                /* owned: cuLibraryUnload at destroy */
+  /* Both live as long as the module: with lazy loading the driver may read
+   * the image, and write the JIT log, when a kernel is first used on a
+   * context (cuKernelGetFunction), long after cuLibraryLoadData returned. */
+  void *image;                  /* owned copy of the caller's image */
+  char jit_log[1024];
 };
 
 /* A tpg_module the caller may use (live handle), or an error naming `what`. */

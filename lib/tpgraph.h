@@ -426,7 +426,9 @@ typedef struct tpg_module tpg_module;
 
 /* Loads a cubin, a fatbin, or NUL-terminated PTX (bytes counts the NUL)
  * with cuLibraryLoadData: context-independent, so one module serves every
- * GPU it has an image for. The image may be freed when the call returns.
+ * GPU it has an image for. The module keeps its own copy of the image (the
+ * driver may load it lazily, at a kernel's first use), so the caller's may
+ * be freed when the call returns.
  * Needs the driver (TPG_ERROR_NO_DRIVER without one); a bad image is
  * TPG_ERROR_INVALID_ARGUMENT with the driver's reason. */
 TPG_API tpg_status tpg_module_load(const void *image, size_t bytes, tpg_module **out /* OUT, owned */);
