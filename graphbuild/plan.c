@@ -162,6 +162,9 @@ tpg_status tpg_plan_find_slot(const tpg_plan *p, const char *name, tpg_slot *out
   if (v.slot == TPG_SLOT_NONE || v.slot > (tpg_slot)p->nslots)
     return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "%s.slot is %u: not a slot of this plan (expected 1..%d)", what,
                    v.slot, p->nslots);
+  if (v.reserved_ != 0)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "%s.reserved_ is %u: expected 0 (a view is {slot, 0, offset})", what,
+                   v.reserved_);
   const tpg_slot_rec *s = &p->slots[v.slot - 1];
   if (align > 1 && (v.offset * tpg_dtype_size(s->dtype)) % align != 0)
     return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,

@@ -474,7 +474,69 @@ static void test_checkpoint(void) {
   tpg_plan_destroy(q);
 }
 
+/* Issue 16: partial overlaps and garbage reserved_ were accepted. */
+static void test_aliasing(void) {
+  tpg_plan *p;
+  tpg_slot a, w, b;
+  CHECK_OK(tpg_plan_create(&p));
+  CHECK_OK(tpg_plan_add_slot(p, "a", TPG_BF16, TPG_MEM_DEVICE, 4096, &a));
+  CHECK_OK(tpg_plan_add_slot(p, "w", TPG_BF16, TPG_MEM_DEVICE, 4096, &w));
+  CHECK_OK(tpg_plan_add_slot(p, "b", TPG_BF16, TPG_MEM_DEVICE, 64, &b));
+  tpg_view bad = V(a, 0);
+  bad.reserved_ = 7;
+  CHECK_ST(tpg_plan_add_memset(p, bad, 0, 8, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT, "dst.reserved_ is 7");
+  /* axpby: in place, or disjoint */
+  CHECK_OK(tpg_plan_add_axpby(p, V(a, 0), V(a, 0), 64, 1.0f, 1.0f, NULL, 0, NULL));
+  CHECK_OK(tpg_plan_add_axpby(p, V(a, 0), V(a, 64), 64, 1.0f, 1.0f, NULL, 0, NULL));
+  CHECK_ST(tpg_plan_add_axpby(p, V(a, 0), V(a, 32), 64, 1.0f, 1.0f, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT,
+           "y and x partly overlap");
+  /* all-reduce: in place, or disjoint */
+  tpg_collective_desc c = TPG_COLLECTIVE_DESC_INIT;
+  c.send = V(a, 0);
+  c.recv = V(a, 0);
+  c.count = 256;
+  CHECK_OK(tpg_plan_add_collective(p, &c, NULL, 0, NULL));
+  c.recv = V(a, 256);
+  CHECK_OK(tpg_plan_add_collective(p, &c, NULL, 0, NULL));
+  c.recv = V(a, 128);
+  CHECK_ST(tpg_plan_add_collective(p, &c, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT,
+           "desc->send and desc->recv partly overlap");
+  c.kind = TPG_ALL_GATHER; /* NCCL's in-place layouts: not refused */
+  c.count = 128;
+  CHECK_OK(tpg_plan_add_collective(p, &c, NULL, 0, NULL));
+  /* GEMM: y must not overlap w or bias; residual is y exactly or disjoint */
+  tpg_gemm_desc g = TPG_GEMM_DESC_INIT;
+  g.m = 8;
+  g.n = 32;
+  g.k = 32;
+  g.x = V(a, 0);
+  g.w = V(w, 0);
+  g.y = V(w, 1024); /* w is elements [0, 1024) */
+  CHECK_OK(tpg_plan_add_gemm(p, &g, NULL, 0, NULL));
+  g.y = V(w, 1024 + 256);
+  CHECK_OK(tpg_plan_add_gemm(p, &g, NULL, 0, NULL));
+  g.y = V(w, 1024 - 8);
+  CHECK_ST(tpg_plan_add_gemm(p, &g, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT, "desc->y overlaps desc->w");
+  g.y = V(a, 1024);
+  g.epilogue = TPG_EPILOGUE_BIAS;
+  g.bias = V(a, 1024 + 64);
+  CHECK_ST(tpg_plan_add_gemm(p, &g, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT, "desc->y overlaps desc->bias");
+  g.bias = V(b, 0);
+  CHECK_OK(tpg_plan_add_gemm(p, &g, NULL, 0, NULL));
+  g.epilogue = TPG_EPILOGUE_RESIDUAL;
+  g.bias = V(0, 0);
+  g.residual = V(a, 1024);
+  CHECK_OK(tpg_plan_add_gemm(p, &g, NULL, 0, NULL)); /* in place */
+  g.residual = V(a, 1024 + 256);
+  CHECK_OK(tpg_plan_add_gemm(p, &g, NULL, 0, NULL)); /* disjoint */
+  g.residual = V(a, 1024 + 128);
+  CHECK_ST(tpg_plan_add_gemm(p, &g, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT,
+           "desc->residual overlaps desc->y in slot");
+  tpg_plan_destroy(p);
+}
+
 int main(void) {
+  test_aliasing();
   test_checkpoint();
   test_fuzz_regressions();
   test_mlp();
