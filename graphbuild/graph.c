@@ -90,8 +90,7 @@ static tpg_status alloc_workspaces(tpg_graph *g) {
 /* The oldest header whose configs and descriptors are accepted (0.1.0). */
 #define TPG_VERSION_OLDEST 100
 
-tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg_in, tpg_graph **out) {
-  tpg_err_clear();
+static tpg_status create(const tpg_plan *plan, const tpg_graph_config *cfg_in, tpg_graph **out) {
   TPG_CHECK_ARG(out != NULL, "out is NULL: expected a tpg_graph * to set");
   *out = NULL;
   TPG_TRY(tpg_plan_check(plan, __func__, "plan"));
@@ -232,6 +231,15 @@ fail:
   return st;
 }
 
+/* Every message under the public name, whichever inner call failed (no
+ * internal function names, no doubled prefix). */
+tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg, tpg_graph **out) {
+  tpg_err_clear();
+  tpg_status st = create(plan, cfg, out);
+  if (st != TPG_SUCCESS) tpg_err_rename(__func__);
+  return st;
+}
+
 tpg_status tpg_graph_destroy(tpg_graph *g) {
   tpg_err_clear();
   if (!g) return TPG_SUCCESS;
@@ -247,8 +255,7 @@ tpg_status tpg_graph_destroy(tpg_graph *g) {
   return st;
 }
 
-tpg_status tpg_graph_launch(tpg_graph *g, tpg_stream stream) {
-  tpg_err_clear();
+static tpg_status launch(tpg_graph *g, tpg_stream stream) {
   TPG_TRY(graph_check(g, __func__));
   if (g->comm && g->st->ncoll) TPG_TRY(tpg_comm_check_usable(g->comm, __func__, "the graph's comm"));
   TPG_TRY(tpg_dev_push(&g->dev));
@@ -259,6 +266,13 @@ tpg_status tpg_graph_launch(tpg_graph *g, tpg_stream stream) {
   g->launched = 1;
 out:
   tpg_dev_pop();
+  return st;
+}
+
+tpg_status tpg_graph_launch(tpg_graph *g, tpg_stream stream) {
+  tpg_err_clear();
+  tpg_status st = launch(g, stream);
+  if (st != TPG_SUCCESS) tpg_err_rename(__func__);
   return st;
 }
 

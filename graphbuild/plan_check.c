@@ -62,14 +62,21 @@ oom:
   return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
 }
 
-tpg_status tpg_plan_validate(const tpg_plan *p) {
-  tpg_err_clear();
-  TPG_TRY(tpg_plan_check(p, __func__, "plan"));
+static tpg_status validate(const tpg_plan *p) {
+  TPG_TRY(tpg_plan_check(p, "tpg_plan_validate", "plan"));
   if (p->nnodes == 0) return TPG_ARG_FAIL("plan has no nodes: expected at least one");
   int *order = malloc((size_t)p->nnodes * sizeof *order);
   if (!order) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
   tpg_status st = tpg_plan_topo(p, order);
   free(order);
+  return st;
+}
+
+/* Messages of what it calls (the order's cycle) carry this call's name. */
+tpg_status tpg_plan_validate(const tpg_plan *p) {
+  tpg_err_clear();
+  tpg_status st = validate(p);
+  if (st != TPG_SUCCESS) tpg_err_rename(__func__);
   return st;
 }
 

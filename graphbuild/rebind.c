@@ -59,8 +59,7 @@ static tpg_status graph_usable(tpg_graph *g, const char *fn) {
   return TPG_SUCCESS;
 }
 
-tpg_status tpg_graph_rebind(tpg_graph *g, const tpg_binding *b, int n) {
-  tpg_err_clear();
+static tpg_status rebind(tpg_graph *g, const tpg_binding *b, int n) {
   TPG_TRY(graph_usable(g, __func__));
   if (g->mode == TPG_MODE_CAPTURE)
     return TPG_FAIL(TPG_ERROR_UNSUPPORTED, "a stream-captured graph (TPG_MODE_CAPTURE) cannot be rebound: its node "
@@ -142,8 +141,7 @@ static tpg_status update_checks(tpg_graph *g, const tpg_state *ns, const tpg_pla
   return st;
 }
 
-tpg_status tpg_graph_update(tpg_graph *g, const tpg_plan *plan, const tpg_binding *b, int n) {
-  tpg_err_clear();
+static tpg_status update(tpg_graph *g, const tpg_plan *plan, const tpg_binding *b, int n) {
   TPG_TRY(graph_usable(g, __func__));
   if (g->mode != TPG_MODE_EXPLICIT)
     return TPG_FAIL(TPG_ERROR_UNSUPPORTED, "whole-graph update needs a TPG_MODE_EXPLICIT graph (this one is mode %d)",
@@ -260,5 +258,19 @@ out:
   tpg_plan_destroy(copy);
   free(bind);
   tpg_dev_pop();
+  return st;
+}
+
+tpg_status tpg_graph_update(tpg_graph *g, const tpg_plan *plan, const tpg_binding *b, int n) {
+  tpg_err_clear();
+  tpg_status st = update(g, plan, b, n);
+  if (st != TPG_SUCCESS) tpg_err_rename(__func__);
+  return st;
+}
+
+tpg_status tpg_graph_rebind(tpg_graph *g, const tpg_binding *b, int n) {
+  tpg_err_clear();
+  tpg_status st = rebind(g, b, n);
+  if (st != TPG_SUCCESS) tpg_err_rename(__func__);
   return st;
 }

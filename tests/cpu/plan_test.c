@@ -201,6 +201,9 @@ static void test_nodes_and_bad_inputs(void) {
   CHECK_ST(tpg_plan_add_dependency(p, foreign, ar), TPG_ERROR_INVALID_ARGUMENT, "from");
   CHECK_OK(tpg_plan_add_dependency(p, cp, mm));
   CHECK_ST(tpg_plan_validate(p), TPG_ERROR_INVALID_ARGUMENT, "cycle");
+  /* named by the public call, not the internal one that found it (issue 16) */
+  CHECK(strncmp(tpg_last_error(), "tpg_plan_validate: the plan has a cycle", 39) == 0);
+  CHECK(strstr(tpg_last_error(), "tpg_plan_topo") == NULL);
 
   tpg_plan_destroy(p);
   tpg_plan_destroy(q);
