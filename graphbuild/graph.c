@@ -147,10 +147,8 @@ static tpg_status create(const tpg_plan *plan, const tpg_graph_config *cfg_in, t
     TPG_CHECK_ARG((uintptr_t)cfg->bindings[b].ptr % 16 == 0,
                   "cfg->bindings[%d].ptr %p for slot \"%s\" is misaligned: expected 16-byte alignment", b,
                   cfg->bindings[b].ptr, plan->slots[s - 1].name);
-    for (int c = 0; c < b; c++)
-      TPG_CHECK_ARG(cfg->bindings[c].slot != s, "cfg->bindings[%d] binds slot \"%s\" again (first at [%d])", b,
-                    plan->slots[s - 1].name, c);
   }
+  TPG_TRY(tpg_bindings_unique(plan, cfg->bindings, cfg->nbindings, __func__, "cfg->bindings"));
 
   tpg_status st = TPG_SUCCESS;
   tpg_graph *g = calloc(1, sizeof *g);

@@ -42,14 +42,8 @@ static tpg_status check_bindings(const tpg_graph *g, const tpg_plan *p, const tp
                                  const char *fn) {
   if (n < 0) return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "nbindings is %d: expected >= 0", n);
   if (n > 0 && !b) return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "bindings is NULL but nbindings is %d", n);
-  for (int i = 0; i < n; i++) {
-    TPG_TRY(tpg_check_binding(g, p, b[i].slot, b[i].ptr, fn, i));
-    for (int j = 0; j < i; j++)
-      if (b[j].slot == b[i].slot)
-        return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "bindings[%d] rebinds slot \"%s\" again (first at [%d])", i,
-                       p->slots[b[i].slot - 1].name, j);
-  }
-  return TPG_SUCCESS;
+  for (int i = 0; i < n; i++) TPG_TRY(tpg_check_binding(g, p, b[i].slot, b[i].ptr, fn, i));
+  return tpg_bindings_unique(p, b, n, fn, "bindings");
 }
 
 static tpg_status graph_usable(tpg_graph *g, const char *fn) {

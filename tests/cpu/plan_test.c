@@ -3,6 +3,7 @@
  * No GPU and no driver needed: this is the builder's logic, run in CI.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -538,7 +539,45 @@ static void test_aliasing(void) {
   tpg_plan_destroy(p);
 }
 
+/* Issue 16: 100k add_slot took 12 s (a name scan per call), and edges were
+ * checked pairwise. At these sizes a quadratic path takes minutes (the
+ * test's timeout), a linear one well under a second. */
+static void test_scale(void) {
+  enum { N = 100000 };
+  tpg_plan *p;
+  CHECK_OK(tpg_plan_create(&p));
+  char name[32];
+  tpg_slot s = 0;
+  int ok = 1;
+  for (int i = 0; i < N && ok; i++) {
+    snprintf(name, sizeof name, "s%d", i);
+    ok = tpg_plan_add_slot(p, name, TPG_F32, TPG_MEM_DEVICE, 16, &s) == TPG_SUCCESS && s == (tpg_slot)(i + 1);
+  }
+  CHECK(ok);
+  CHECK_ST(tpg_plan_add_slot(p, "s4242", TPG_F32, TPG_MEM_DEVICE, 16, &s), TPG_ERROR_INVALID_ARGUMENT,
+           "name \"s4242\" is already slot 4243");
+  CHECK_OK(tpg_plan_find_slot(p, "s99999", &s));
+  CHECK(s == N);
+  tpg_node *nodes = malloc(N * sizeof *nodes);
+  for (int i = 0; i < N && ok; i++) ok = tpg_plan_add_empty(p, NULL, 0, &nodes[i]) == TPG_SUCCESS;
+  CHECK(ok);
+  tpg_node join;
+  CHECK_OK(tpg_plan_add_empty(p, nodes, N, &join)); /* one node, 100k deps: checked for repeats by sorting */
+  tpg_node last;
+  CHECK_OK(tpg_plan_add_empty(p, NULL, 0, &last));
+  for (int i = 0; i < N && ok; i++) ok = tpg_plan_add_dependency(p, nodes[i], last) == TPG_SUCCESS;
+  CHECK(ok);
+  CHECK_ST(tpg_plan_add_dependency(p, nodes[777], last), TPG_ERROR_INVALID_ARGUMENT, "already depends");
+  CHECK_ST(tpg_plan_add_dependency(p, nodes[777], join), TPG_ERROR_INVALID_ARGUMENT, "already depends");
+  nodes[N - 1] = nodes[5];
+  CHECK_ST(tpg_plan_add_empty(p, nodes, N, NULL), TPG_ERROR_INVALID_ARGUMENT, "deps[99999] repeats deps[5]");
+  CHECK_OK(tpg_plan_validate(p));
+  free(nodes);
+  tpg_plan_destroy(p);
+}
+
 int main(void) {
+  test_scale();
   test_aliasing();
   test_checkpoint();
   test_fuzz_regressions();
