@@ -8,11 +8,15 @@
  *   kernel nodes' parameters, so its child graph is replaced whole) — only
  *   when its send or recv moved; the epilogue node after an NCCL all-reduce
  *   is a kernel node like any other.
- * - tpg_graph_update: whole graph. A topologically identical graph is
- *   materialized and applied with cuGraphExecUpdate; CUDA's refusal names a
- *   node, which we report by its plan label.
- * Either way all arguments are checked before the first CUDA call, and a
- * failure part-way restores the previous bindings on the nodes already set.
+ * - tpg_graph_update: whole graph. The new plan's state is derived again
+ *   (state.c), the bindings checked against it, scratch that grew
+ *   re-allocated, a topologically identical graph materialized into a new
+ *   node array and applied with cuGraphExecUpdate; CUDA's refusal names a
+ *   node, which we report by its plan label. State, nodes, scratch and plan
+ *   are swapped in only when everything succeeded.
+ * Either way all arguments are checked before the first CUDA call. A rebind
+ * that fails part-way patches every node it changed back (re-capturing an
+ * NCCL child back), and says so if one could not be restored.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -96,7 +100,7 @@ static tpg_status rebind(tpg_graph *g, const tpg_binding *b, int n) {
     snprintf(msg, sizeof msg, "%s", tpg_last_error());
     memcpy(g->bind, old, (size_t)p->nslots * sizeof *old);
     int bad = -1;
-    for (int oi = 0; oi < done; oi++) {
+    for (int oi = 0; oi <= done && oi < p->nnodes; oi++) { /* the failed node too: its copy may be half set */
       int i = g->st->order[oi];
       if (mark[i] && patch_node(g, i) != TPG_SUCCESS && bad < 0) bad = i;
     }
