@@ -139,6 +139,43 @@ static tpg_status update_checks(tpg_graph *g, const tpg_state *ns, const tpg_pla
   return st;
 }
 
+/* An update that succeeded: the graph takes the new node array (keeping its
+ * template node handles: the exec setters take nodes of the graph the exec
+ * was instantiated from), the new scratch (freeing what it replaced once the
+ * last launch is done), bindings, state and plan. What it gives up comes
+ * back in *tmp, *ns and *copy for the caller to free. */
+static void adopt(tpg_graph *g, const tpg_plan *p, tpg_gnode **tmp, tpg_state **ns, tpg_scratch *fresh, void **bind,
+                  tpg_plan **copy) {
+  for (int i = 0; i < p->nnodes; i++) {
+    memcpy((*tmp)[i].cu, g->nodes[i].cu, sizeof (*tmp)[i].cu);
+    (*tmp)[i].ncu = g->nodes[i].ncu;
+    memset(&g->nodes[i].res, 0, sizeof g->nodes[i].res); /* now the new node's */
+  }
+  tpg_gnode *old_nodes = g->nodes;
+  g->nodes = *tmp;
+  *tmp = old_nodes;
+  /* Replaced scratch: launches already enqueued may still use it. */
+  int replaced = 0;
+  for (int q = 0; q < p->nslots; q++) replaced |= fresh[q].ptr != NULL;
+  if (replaced && g->launched) tpg_cu->cuEventSynchronize(g->done);
+  for (int q = 0; q < p->nslots; q++) {
+    if (!fresh[q].ptr) continue;
+    g->info.workspace_bytes += fresh[q].bytes - g->scratch[q].bytes;
+    tpg_scratch_free(g, &g->scratch[q]);
+    g->scratch[q] = fresh[q];
+    memset(&fresh[q], 0, sizeof fresh[q]);
+  }
+  memcpy(g->bind, bind, (size_t)p->nslots * sizeof *bind);
+  tpg_state *old_state = g->st;
+  g->st = *ns;
+  *ns = old_state;
+  if (*copy) {
+    tpg_plan *old_plan = g->plan;
+    g->plan = *copy;
+    *copy = old_plan;
+  }
+}
+
 static tpg_status update(tpg_graph *g, const tpg_plan *plan, const tpg_binding *b, int n) {
   TPG_TRY(graph_usable(g, __func__));
   if (g->mode != TPG_MODE_EXPLICIT)
@@ -210,40 +247,7 @@ static tpg_status update(tpg_graph *g, const tpg_plan *plan, const tpg_binding *
                     res >= 0 && res < (int)(sizeof why / sizeof why[0]) ? why[res] : "?", res);
     goto out;
   }
-  /* Adopt the new node state; node handles stay those of the template (the
-   * exec setters take nodes of the graph the exec was instantiated from). */
-  for (int i = 0; i < p->nnodes; i++) {
-    memcpy(tmp[i].cu, g->nodes[i].cu, sizeof tmp[i].cu);
-    tmp[i].ncu = g->nodes[i].ncu;
-    memset(&g->nodes[i].res, 0, sizeof g->nodes[i].res); /* now tmp's */
-  }
-  {
-    tpg_gnode *old = g->nodes;
-    g->nodes = tmp;
-    tmp = old; /* released below, without the resources it handed over */
-  }
-  /* Replaced scratch: launches already enqueued may still use it. */
-  int replaced = 0;
-  for (int q = 0; q < p->nslots; q++) replaced |= fresh[q].ptr != NULL;
-  if (replaced && g->launched) tpg_cu->cuEventSynchronize(g->done);
-  for (int q = 0; q < p->nslots; q++) {
-    if (!fresh[q].ptr) continue;
-    g->info.workspace_bytes += fresh[q].bytes - g->scratch[q].bytes;
-    tpg_scratch_free(g, &g->scratch[q]);
-    g->scratch[q] = fresh[q];
-    memset(&fresh[q], 0, sizeof fresh[q]);
-  }
-  memcpy(g->bind, bind, (size_t)p->nslots * sizeof *bind);
-  {
-    tpg_state *old = g->st;
-    g->st = ns;
-    ns = old; /* freed below */
-  }
-  if (copy) {
-    tpg_plan_destroy(g->plan);
-    g->plan = copy;
-    copy = NULL;
-  }
+  adopt(g, p, &tmp, &ns, fresh, bind, &copy);
 out:
   if (ng) tpg_cu->cuGraphDestroy(ng);
   if (tmp && st != TPG_SUCCESS)
