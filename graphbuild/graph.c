@@ -90,10 +90,12 @@ static tpg_status alloc_workspaces(tpg_graph *g) {
 /* The oldest header whose configs and descriptors are accepted (0.1.0). */
 #define TPG_VERSION_OLDEST 100
 
-tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg_in, tpg_graph **out) {
-  tpg_err_clear();
-  TPG_CHECK_ARG(out != NULL, "out is NULL: expected a tpg_graph * to set");
-  *out = NULL;
+/* Everything about create's arguments that needs no driver, so it is caught
+ * on any machine: the config (into *cfg, zero-filled past an older header's
+ * size), its tuning, the plan, the comm, the bindings. *colls: the plan's
+ * collective count. */
+static tpg_status check_args(const tpg_plan *plan, const tpg_graph_config *cfg_in, tpg_graph_config *cfg_full,
+                             tpg_tuning *tune, int *colls) {
   TPG_TRY(tpg_plan_check(plan, __func__, "plan"));
   TPG_CHECK_ARG(cfg_in != NULL, "cfg is NULL: expected a tpg_graph_config (TPG_GRAPH_CONFIG_INIT)");
   /* A config from an older, smaller header: its fields, the rest zero (the
@@ -106,12 +108,10 @@ tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg_in
   TPG_CHECK_ARG(cfg_in->version >= TPG_VERSION_OLDEST && cfg_in->version <= TPG_VERSION_CODE,
                 "cfg->version is %d: expected the TPG_VERSION_CODE of a tpgraph header, %d..%d", cfg_in->version,
                 TPG_VERSION_OLDEST, TPG_VERSION_CODE);
-  tpg_graph_config cfg_full;
-  memset(&cfg_full, 0, sizeof cfg_full);
-  memcpy(&cfg_full, cfg_in, cfg_in->size);
-  const tpg_graph_config *cfg = &cfg_full;
-  tpg_tuning tune;
-  TPG_TRY(tpg_tuning_resolve(cfg, &tune, __func__));
+  memset(cfg_full, 0, sizeof *cfg_full);
+  memcpy(cfg_full, cfg_in, cfg_in->size);
+  const tpg_graph_config *cfg = cfg_full;
+  TPG_TRY(tpg_tuning_resolve(cfg, tune, __func__));
   TPG_CHECK_ARG(cfg->device >= 0, "cfg->device is %d: expected a CUDA device ordinal >= 0", cfg->device);
   TPG_CHECK_ARG(cfg->nbindings >= 0, "cfg->nbindings is %d: expected >= 0", cfg->nbindings);
   TPG_CHECK_ARG((cfg->flags & ~(TPG_GRAPH_NCCL_SYMMETRIC | TPG_GRAPH_PDL)) == 0,
@@ -122,11 +122,11 @@ tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg_in
   TPG_CHECK_ARG(cfg->nbindings == 0 || cfg->bindings != NULL, "cfg->bindings is NULL but cfg->nbindings is %d",
                 cfg->nbindings);
   TPG_TRY(tpg_plan_validate(plan));
-  int colls = 0;
-  tpg_plan_stats(plan, NULL, NULL, &colls);
-  if (colls) {
+  *colls = 0;
+  tpg_plan_stats(plan, NULL, NULL, colls);
+  if (*colls) {
     TPG_CHECK_ARG(cfg->comm != NULL, "cfg->comm is NULL but the plan has %d collective%s: expected a tpg_comm",
-                  colls, colls == 1 ? "" : "s");
+                  *colls, *colls == 1 ? "" : "s");
     TPG_TRY(tpg_comm_check_usable(cfg->comm, __func__, "cfg->comm"));
     TPG_CHECK_ARG(cfg->comm->dev.ordinal == cfg->device,
                   "cfg->device is %d but cfg->comm is on device %d: expected the same device", cfg->device,
@@ -148,11 +148,19 @@ tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg_in
     TPG_CHECK_ARG((uintptr_t)cfg->bindings[b].ptr % 16 == 0,
                   "cfg->bindings[%d].ptr %p for slot \"%s\" is misaligned: expected 16-byte alignment", b,
                   cfg->bindings[b].ptr, plan->slots[s - 1].name);
-    for (int c = 0; c < b; c++)
-      TPG_CHECK_ARG(cfg->bindings[c].slot != s, "cfg->bindings[%d] binds slot \"%s\" again (first at [%d])", b,
-                    plan->slots[s - 1].name, c);
   }
+  TPG_TRY(tpg_bindings_unique(plan, cfg->bindings, cfg->nbindings, __func__, "cfg->bindings"));
+  return TPG_SUCCESS;
+}
 
+static tpg_status create(const tpg_plan *plan, const tpg_graph_config *cfg_in, tpg_graph **out) {
+  TPG_CHECK_ARG(out != NULL, "out is NULL: expected a tpg_graph * to set");
+  *out = NULL;
+  tpg_graph_config cfg_full;
+  tpg_tuning tune;
+  int colls;
+  TPG_TRY(check_args(plan, cfg_in, &cfg_full, &tune, &colls));
+  const tpg_graph_config *cfg = &cfg_full;
   tpg_status st = TPG_SUCCESS;
   tpg_graph *g = calloc(1, sizeof *g);
   if (!g) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
@@ -232,6 +240,15 @@ fail:
   return st;
 }
 
+/* Every message under the public name, whichever inner call failed (no
+ * internal function names, no doubled prefix). */
+tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg, tpg_graph **out) {
+  tpg_err_clear();
+  tpg_status st = create(plan, cfg, out);
+  if (st != TPG_SUCCESS) tpg_err_rename(__func__);
+  return st;
+}
+
 tpg_status tpg_graph_destroy(tpg_graph *g) {
   tpg_err_clear();
   if (!g) return TPG_SUCCESS;
@@ -247,8 +264,7 @@ tpg_status tpg_graph_destroy(tpg_graph *g) {
   return st;
 }
 
-tpg_status tpg_graph_launch(tpg_graph *g, tpg_stream stream) {
-  tpg_err_clear();
+static tpg_status launch(tpg_graph *g, tpg_stream stream) {
   TPG_TRY(graph_check(g, __func__));
   if (g->comm && g->st->ncoll) TPG_TRY(tpg_comm_check_usable(g->comm, __func__, "the graph's comm"));
   TPG_TRY(tpg_dev_push(&g->dev));
@@ -266,6 +282,13 @@ tpg_status tpg_graph_launch(tpg_graph *g, tpg_stream stream) {
   g->launched = 1;
 out:
   tpg_dev_pop();
+  return st;
+}
+
+tpg_status tpg_graph_launch(tpg_graph *g, tpg_stream stream) {
+  tpg_err_clear();
+  tpg_status st = launch(g, stream);
+  if (st != TPG_SUCCESS) tpg_err_rename(__func__);
   return st;
 }
 

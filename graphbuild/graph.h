@@ -62,6 +62,10 @@ struct tpg_graph {
  * that the allocation covers the slot. */
 TPG_HIDDEN tpg_status tpg_check_binding(const tpg_graph *g, const tpg_plan *p, tpg_slot slot, void *ptr,
                                         const char *fn, int index);
+/* No slot is bound twice in b[0..n) (slots already checked to be the plan's);
+ * the message names `what`[i] and the first binding of that slot. */
+TPG_HIDDEN tpg_status tpg_bindings_unique(const tpg_plan *p, const tpg_binding *b, int n, const char *fn,
+                                          const char *what);
 
 /* ---- scratch.c ---- */
 /* Allocates `bytes` for scratch slot q (0-based) of p: an NCCL symmetric

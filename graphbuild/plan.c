@@ -56,6 +56,7 @@ static void plan_free(tpg_plan *p) {
   }
   free(p->slots);
   free(p->nodes);
+  tpg_plan_drop_indexes(p);
   p->magic = TPG_MAGIC_DEAD;
   free(p);
 }
@@ -113,6 +114,109 @@ oom:
   return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory copying the plan");
 }
 
+/* ---- indexes: slot names, edges ----------------------------------------- *
+ * Lookups that every add_slot / find_slot / add_dependency makes were linear
+ * scans, so building a plan of 100k slots or a node of 100k edges took
+ * quadratic time (issue 16). Both indexes are open-addressing tables built
+ * on first use and dropped (rebuilt lazily) when a rollback or a clone
+ * would make them stale; they are caches, never the truth. */
+
+static uint64_t hash_str(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+static uint64_t hash_u64(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  return x;
+}
+
+void tpg_plan_drop_indexes(tpg_plan *p) {
+  free(p->name_idx);
+  p->name_idx = NULL;
+  p->name_cap = 0;
+  free(p->edge_set);
+  p->edge_set = NULL;
+  p->edge_cap = p->nedges = 0;
+}
+
+/* Slot index + 1 of `name`, or 0; *slot_of_empty the table position to
+ * insert at. Needs the table built and not full. */
+static size_t name_probe(const tpg_plan *p, const char *name, int *found) {
+  size_t m = p->name_cap - 1, i = (size_t)hash_str(name) & m;
+  *found = 0;
+  while (p->name_idx[i]) {
+    if (strcmp(p->slots[p->name_idx[i] - 1].name, name) == 0) {
+      *found = p->name_idx[i];
+      break;
+    }
+    i = (i + 1) & m;
+  }
+  return i;
+}
+
+/* The name table holding every slot, with room for one more (load <= 1/2). */
+static int name_index_ready(tpg_plan *p) {
+  if (p->name_idx && (size_t)(p->nslots + 1) * 2 <= p->name_cap) return 1;
+  size_t cap = 64;
+  while (cap < (size_t)(p->nslots + 1) * 2) cap *= 2;
+  int *t = calloc(cap, sizeof *t);
+  if (!t) return 0;
+  free(p->name_idx);
+  p->name_idx = t;
+  p->name_cap = cap;
+  for (int s = 0; s < p->nslots; s++) {
+    int found;
+    size_t at = name_probe(p, p->slots[s].name, &found);
+    p->name_idx[at] = s + 1;
+  }
+  return 1;
+}
+
+/* Position of edge key k in the set (its slot if present, else the empty one). */
+static size_t edge_probe(const tpg_plan *p, uint64_t k, int *found) {
+  size_t m = p->edge_cap - 1, i = (size_t)hash_u64(k) & m;
+  *found = 0;
+  while (p->edge_set[i]) {
+    if (p->edge_set[i] == k) {
+      *found = 1;
+      break;
+    }
+    i = (i + 1) & m;
+  }
+  return i;
+}
+
+static uint64_t edge_key(int from, int to) { return ((uint64_t)(uint32_t)(from + 1) << 32) | (uint32_t)(to + 1); }
+
+/* The edge set holding every edge, with room for one more (load <= 1/2). */
+static int edge_set_ready(tpg_plan *p) {
+  if (p->edge_set && (p->nedges + 1) * 2 <= p->edge_cap) return 1;
+  size_t total = 0;
+  for (int i = 0; i < p->nnodes; i++) total += (size_t)p->nodes[i].ndeps;
+  size_t cap = 64;
+  while (cap < (total + 1) * 2) cap *= 2;
+  uint64_t *t = calloc(cap, sizeof *t);
+  if (!t) return 0;
+  free(p->edge_set);
+  p->edge_set = t;
+  p->edge_cap = cap;
+  p->nedges = 0;
+  for (int i = 0; i < p->nnodes; i++)
+    for (int j = 0; j < p->nodes[i].ndeps; j++) {
+      int found;
+      size_t at = edge_probe(p, edge_key(p->nodes[i].deps[j], i), &found);
+      if (!found) {
+        p->edge_set[at] = edge_key(p->nodes[i].deps[j], i);
+        p->nedges++;
+      }
+    }
+  return 1;
+}
+
 /* ---- slots -------------------------------------------------------------- */
 
 tpg_status tpg_plan_add_slot(tpg_plan *p, const char *name, tpg_dtype dtype, tpg_memory where, size_t count,
@@ -130,8 +234,10 @@ tpg_status tpg_plan_add_slot(tpg_plan *p, const char *name, tpg_dtype dtype, tpg
   TPG_CHECK_ARG(count > 0, "count of slot \"%s\" is 0: expected >= 1 element", name);
   TPG_CHECK_ARG(tpg_mul_ok(count, tpg_dtype_size(dtype), &bytes) && bytes <= ((size_t)1 << 48),
                 "count of slot \"%s\" is %zu elements: larger than any GPU memory", name, count);
-  for (int i = 0; i < p->nslots; i++)
-    TPG_CHECK_ARG(strcmp(p->slots[i].name, name) != 0, "name \"%s\" is already slot %d of this plan", name, i + 1);
+  if (!name_index_ready(p)) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
+  int dup;
+  size_t at = name_probe(p, name, &dup);
+  TPG_CHECK_ARG(!dup, "name \"%s\" is already slot %d of this plan", name, dup);
   TPG_CHECK_ARG(p->nslots < TPG_MAX_SLOTS, "plan already has %d slots (the limit)", TPG_MAX_SLOTS);
   if (p->nslots == p->capslots) {
     int cap = p->capslots ? 2 * p->capslots : 16;
@@ -144,6 +250,7 @@ tpg_status tpg_plan_add_slot(tpg_plan *p, const char *name, tpg_dtype dtype, tpg
   if (!nm) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
   p->slots[p->nslots] = (tpg_slot_rec){nm, dtype, where, count};
   p->nslots++;
+  p->name_idx[at] = p->nslots;
   *out = (tpg_slot)p->nslots;
   return TPG_SUCCESS;
 }
@@ -154,20 +261,28 @@ tpg_status tpg_plan_find_slot(const tpg_plan *p, const char *name, tpg_slot *out
   TPG_TRY(tpg_plan_check(p, __func__, "plan"));
   TPG_CHECK_ARG(name != NULL, "name is NULL: expected a slot name");
   TPG_CHECK_ARG(out != NULL, "out is NULL: expected a tpg_slot to set");
-  for (int i = 0; i < p->nslots; i++)
-    if (strcmp(p->slots[i].name, name) == 0) {
-      *out = (tpg_slot)(i + 1);
-      return TPG_SUCCESS;
-    }
+  tpg_plan *w = (tpg_plan *)p; /* the index is a cache: building it changes nothing observable */
+  int found = 0;
+  if (name_index_ready(w)) name_probe(w, name, &found);
+  else
+    for (int i = 0; i < p->nslots && !found; i++) found = strcmp(p->slots[i].name, name) == 0 ? i + 1 : 0;
+  if (found) {
+    *out = (tpg_slot)found;
+    return TPG_SUCCESS;
+  }
   return TPG_ARG_FAIL("no slot named \"%s\" in this plan", name);
 }
 
 /* A view of `need` elements: the slot exists, the range fits, and the start is
- * `align` bytes aligned within the slot (buffers are checked at bind time). */tpg_status tpg_view_check(const tpg_plan *p, const char *fn, const char *what, tpg_view v, size_t need,
+ * `align` bytes aligned within the slot (buffers are checked at bind time). */
+tpg_status tpg_view_check(const tpg_plan *p, const char *fn, const char *what, tpg_view v, size_t need,
                              size_t align) {
   if (v.slot == TPG_SLOT_NONE || v.slot > (tpg_slot)p->nslots)
     return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "%s.slot is %u: not a slot of this plan (expected 1..%d)", what,
                    v.slot, p->nslots);
+  if (v.reserved_ != 0)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "%s.reserved_ is %u: expected 0 (a view is {slot, 0, offset})", what,
+                   v.reserved_);
   const tpg_slot_rec *s = &p->slots[v.slot - 1];
   if (align > 1 && (v.offset * tpg_dtype_size(s->dtype)) % align != 0)
     return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
@@ -204,6 +319,7 @@ tpg_status tpg_plan_check_view(const tpg_plan *p, const char *fn, const char *wh
   TPG_TRY(tpg_view_check_dtype(p, fn, what, v, dtype));
   return tpg_view_check_device(p, fn, what, v);
 }
+
 void tpg_plan_truncate(tpg_plan *p, int nnodes) {
   while (p->nnodes > nnodes) {
     p->nnodes--;
@@ -211,6 +327,7 @@ void tpg_plan_truncate(tpg_plan *p, int nnodes) {
     free(p->nodes[p->nnodes].deps);
     free(p->nodes[p->nnodes].data);
   }
+  tpg_plan_drop_indexes(p);
 }
 /* ---- nodes -------------------------------------------------------------- */
 
@@ -220,6 +337,17 @@ int tpg_plan_node_index(const tpg_plan *p, tpg_node n) {
   uint32_t idx1 = (uint32_t)(n & 0xffffffffu);
   if (serial != p->serial || idx1 == 0 || idx1 > (uint32_t)p->nnodes) return -1;
   return (int)idx1 - 1;
+}
+
+struct dep_at {
+  tpg_node node;
+  int at;
+};
+
+static int cmp_dep_at(const void *a, const void *b) {
+  const struct dep_at *x = a, *y = b;
+  if (x->node != y->node) return x->node < y->node ? -1 : 1;
+  return x->at < y->at ? -1 : x->at > y->at;
 }
 
 tpg_status tpg_plan_check_deps(const tpg_plan *p, const char *fn, const tpg_node *deps, int ndeps) {
@@ -236,9 +364,25 @@ tpg_status tpg_plan_check_deps(const tpg_plan *p, const char *fn, const tpg_node
       return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "deps[%d] (0x%llx) is not a node of this plan", i,
                      (unsigned long long)deps[i]);
     }
-    for (int j = 0; j < i; j++)
-      if (deps[j] == deps[i])
-        return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "deps[%d] repeats deps[%d]: expected each node once", i, j);
+    if (ndeps <= 32)
+      for (int j = 0; j < i; j++)
+        if (deps[j] == deps[i])
+          return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "deps[%d] repeats deps[%d]: expected each node once", i, j);
+  }
+  if (ndeps > 32) { /* many: sort (handle, index) pairs, n log n; name the earliest repeat */
+    struct dep_at *c = malloc((size_t)ndeps * sizeof *c);
+    if (!c) return tpg_err(TPG_ERROR_OUT_OF_MEMORY, fn, "out of host memory");
+    for (int i = 0; i < ndeps; i++) c[i] = (struct dep_at){deps[i], i};
+    qsort(c, (size_t)ndeps, sizeof *c, cmp_dep_at);
+    int ri = -1, rj = -1;
+    for (int k = 1; k < ndeps; k++) /* within a run of equal handles, indices ascend */
+      if (c[k].node == c[k - 1].node && (k < 2 || c[k - 2].node != c[k].node) && (ri < 0 || c[k].at < ri)) {
+        ri = c[k].at;
+        rj = c[k - 1].at;
+      }
+    free(c);
+    if (ri >= 0)
+      return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "deps[%d] repeats deps[%d]: expected each node once", ri, rj);
   }
   return TPG_SUCCESS;
 }
@@ -263,14 +407,29 @@ tpg_status tpg_plan_push_node(tpg_plan *p, const char *fn, tpg_node_rec *rec, co
     for (int i = 0; i < ndeps; i++) rec->deps[i] = tpg_plan_node_index(p, deps[i]);
     rec->ndeps = rec->capdeps = ndeps;
   }
+  if (p->edge_set) { /* keep the set whole, or drop it (rebuilt on the next add_dependency) */
+    if ((p->nedges + (size_t)ndeps + 1) * 2 > p->edge_cap) {
+      free(p->edge_set);
+      p->edge_set = NULL;
+      p->edge_cap = p->nedges = 0;
+    } else {
+      for (int i = 0; i < ndeps; i++) {
+        int found;
+        size_t at = edge_probe(p, edge_key(rec->deps[i], p->nnodes), &found);
+        if (!found) {
+          p->edge_set[at] = edge_key(rec->deps[i], p->nnodes);
+          p->nedges++;
+        }
+      }
+    }
+  }
   p->nodes[p->nnodes] = *rec;
   p->nnodes++;
   if (out) *out = ((uint64_t)p->serial << 32) | (uint64_t)p->nnodes;
   return TPG_SUCCESS;
 }
 
-/* `out` may alias an element of `deps` (prev = add(prev) is natural), so
- * every add_* body writes a local and its public wrapper stores it last. */tpg_status tpg_plan_add_dependency(tpg_plan *p, tpg_node from, tpg_node to) {
+tpg_status tpg_plan_add_dependency(tpg_plan *p, tpg_node from, tpg_node to) {
   tpg_err_clear();
   TPG_TRY(tpg_plan_check(p, __func__, "plan"));
   int f = tpg_plan_node_index(p, from), t = tpg_plan_node_index(p, to);
@@ -278,8 +437,10 @@ tpg_status tpg_plan_push_node(tpg_plan *p, const char *fn, tpg_node_rec *rec, co
   TPG_CHECK_ARG(t >= 0, "to (0x%llx) is not a node of this plan", (unsigned long long)to);
   TPG_CHECK_ARG(f != t, "from and to are the same node: a node cannot wait for itself");
   tpg_node_rec *n = &p->nodes[t];
-  for (int i = 0; i < n->ndeps; i++)
-    TPG_CHECK_ARG(n->deps[i] != f, "to already depends on from: expected each edge once");
+  if (!edge_set_ready(p)) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
+  int dup;
+  size_t at = edge_probe(p, edge_key(f, t), &dup);
+  TPG_CHECK_ARG(!dup, "to already depends on from: expected each edge once");
   if (n->ndeps == n->capdeps) {
     int cap = n->capdeps ? 2 * n->capdeps : 4;
     int *d = realloc(n->deps, (size_t)cap * sizeof *d);
@@ -288,6 +449,8 @@ tpg_status tpg_plan_push_node(tpg_plan *p, const char *fn, tpg_node_rec *rec, co
     n->capdeps = cap;
   }
   n->deps[n->ndeps++] = f;
+  p->edge_set[at] = edge_key(f, t);
+  p->nedges++;
   return TPG_SUCCESS;
 }
 
@@ -349,5 +512,6 @@ tpg_status tpg_plan_rollback(tpg_plan *p, tpg_plan_mark m) {
     n->ndeps = k;
   }
   while (p->nslots > (int)m.slots_) free(p->slots[--p->nslots].name);
+  tpg_plan_drop_indexes(p);
   return TPG_SUCCESS;
 }

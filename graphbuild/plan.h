@@ -82,6 +82,11 @@ struct tpg_plan {
   int nslots, capslots;
   tpg_node_rec *nodes;
   int nnodes, capnodes;
+  /* caches (plan.c): built on first use, dropped when they would go stale */
+  int *name_idx;        /* open addressing over slot names: slot id, 0 empty */
+  size_t name_cap;
+  uint64_t *edge_set;   /* open addressing over edges (from + 1) << 32 | (to + 1), 0 empty */
+  size_t edge_cap, nedges;
 };
 
 /* Deep copy (the graph keeps one). */
@@ -124,6 +129,10 @@ TPG_HIDDEN tpg_status tpg_plan_check_deps(const tpg_plan *p, const char *fn, con
  * rec->data passes to the plan on success and stays the caller's on failure. */
 TPG_HIDDEN tpg_status tpg_plan_push_node(tpg_plan *p, const char *fn, tpg_node_rec *rec, const tpg_node *deps,
                                          int ndeps, tpg_node *out);
+
+/* Frees the name and edge indexes (rebuilt on next use): after anything that
+ * removes slots or edges. */
+TPG_HIDDEN void tpg_plan_drop_indexes(tpg_plan *p);
 
 /* Drops the nodes added after the plan had `nnodes` (edges live in the later
  * nodes, so nothing else refers to them): a builder's rollback, so a call

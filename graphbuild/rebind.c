@@ -8,11 +8,15 @@
  *   kernel nodes' parameters, so its child graph is replaced whole) — only
  *   when its send or recv moved; the epilogue node after an NCCL all-reduce
  *   is a kernel node like any other.
- * - tpg_graph_update: whole graph. A topologically identical graph is
- *   materialized and applied with cuGraphExecUpdate; CUDA's refusal names a
- *   node, which we report by its plan label.
- * Either way all arguments are checked before the first CUDA call, and a
- * failure part-way restores the previous bindings on the nodes already set.
+ * - tpg_graph_update: whole graph. The new plan's state is derived again
+ *   (state.c), the bindings checked against it, scratch that grew
+ *   re-allocated, a topologically identical graph materialized into a new
+ *   node array and applied with cuGraphExecUpdate; CUDA's refusal names a
+ *   node, which we report by its plan label. State, nodes, scratch and plan
+ *   are swapped in only when everything succeeded.
+ * Either way all arguments are checked before the first CUDA call. A rebind
+ * that fails part-way patches every node it changed back (re-capturing an
+ * NCCL child back), and says so if one could not be restored.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -42,14 +46,8 @@ static tpg_status check_bindings(const tpg_graph *g, const tpg_plan *p, const tp
                                  const char *fn) {
   if (n < 0) return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "nbindings is %d: expected >= 0", n);
   if (n > 0 && !b) return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "bindings is NULL but nbindings is %d", n);
-  for (int i = 0; i < n; i++) {
-    TPG_TRY(tpg_check_binding(g, p, b[i].slot, b[i].ptr, fn, i));
-    for (int j = 0; j < i; j++)
-      if (b[j].slot == b[i].slot)
-        return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "bindings[%d] rebinds slot \"%s\" again (first at [%d])", i,
-                       p->slots[b[i].slot - 1].name, j);
-  }
-  return TPG_SUCCESS;
+  for (int i = 0; i < n; i++) TPG_TRY(tpg_check_binding(g, p, b[i].slot, b[i].ptr, fn, i));
+  return tpg_bindings_unique(p, b, n, fn, "bindings");
 }
 
 static tpg_status graph_usable(tpg_graph *g, const char *fn) {
@@ -59,8 +57,7 @@ static tpg_status graph_usable(tpg_graph *g, const char *fn) {
   return TPG_SUCCESS;
 }
 
-tpg_status tpg_graph_rebind(tpg_graph *g, const tpg_binding *b, int n) {
-  tpg_err_clear();
+static tpg_status rebind(tpg_graph *g, const tpg_binding *b, int n) {
   TPG_TRY(graph_usable(g, __func__));
   if (g->mode == TPG_MODE_CAPTURE)
     return TPG_FAIL(TPG_ERROR_UNSUPPORTED, "a stream-captured graph (TPG_MODE_CAPTURE) cannot be rebound: its node "
@@ -105,7 +102,7 @@ tpg_status tpg_graph_rebind(tpg_graph *g, const tpg_binding *b, int n) {
     snprintf(msg, sizeof msg, "%s", tpg_last_error());
     memcpy(g->bind, old, (size_t)p->nslots * sizeof *old);
     int bad = -1;
-    for (int oi = 0; oi < done; oi++) {
+    for (int oi = 0; oi <= done && oi < p->nnodes; oi++) { /* the failed node too: its copy may be half set */
       int i = g->st->order[oi];
       if (mark[i] && patch_node(g, i) != TPG_SUCCESS && bad < 0) bad = i;
     }
@@ -144,8 +141,44 @@ static tpg_status update_checks(tpg_graph *g, const tpg_state *ns, const tpg_pla
   return st;
 }
 
-tpg_status tpg_graph_update(tpg_graph *g, const tpg_plan *plan, const tpg_binding *b, int n) {
-  tpg_err_clear();
+/* An update that succeeded: the graph takes the new node array (keeping its
+ * template node handles: the exec setters take nodes of the graph the exec
+ * was instantiated from), the new scratch (freeing what it replaced once the
+ * last launch is done), bindings, state and plan. What it gives up comes
+ * back in *tmp, *ns and *copy for the caller to free. */
+static void adopt(tpg_graph *g, const tpg_plan *p, tpg_gnode **tmp, tpg_state **ns, tpg_scratch *fresh, void **bind,
+                  tpg_plan **copy) {
+  for (int i = 0; i < p->nnodes; i++) {
+    memcpy((*tmp)[i].cu, g->nodes[i].cu, sizeof (*tmp)[i].cu);
+    (*tmp)[i].ncu = g->nodes[i].ncu;
+    memset(&g->nodes[i].res, 0, sizeof g->nodes[i].res); /* now the new node's */
+  }
+  tpg_gnode *old_nodes = g->nodes;
+  g->nodes = *tmp;
+  *tmp = old_nodes;
+  /* Replaced scratch: launches already enqueued may still use it. */
+  int replaced = 0;
+  for (int q = 0; q < p->nslots; q++) replaced |= fresh[q].ptr != NULL;
+  if (replaced && g->launched) tpg_cu->cuEventSynchronize(g->done);
+  for (int q = 0; q < p->nslots; q++) {
+    if (!fresh[q].ptr) continue;
+    g->info.workspace_bytes += fresh[q].bytes - g->scratch[q].bytes;
+    tpg_scratch_free(g, &g->scratch[q]);
+    g->scratch[q] = fresh[q];
+    memset(&fresh[q], 0, sizeof fresh[q]);
+  }
+  memcpy(g->bind, bind, (size_t)p->nslots * sizeof *bind);
+  tpg_state *old_state = g->st;
+  g->st = *ns;
+  *ns = old_state;
+  if (*copy) {
+    tpg_plan *old_plan = g->plan;
+    g->plan = *copy;
+    *copy = old_plan;
+  }
+}
+
+static tpg_status update(tpg_graph *g, const tpg_plan *plan, const tpg_binding *b, int n) {
   TPG_TRY(graph_usable(g, __func__));
   if (g->mode != TPG_MODE_EXPLICIT)
     return TPG_FAIL(TPG_ERROR_UNSUPPORTED, "whole-graph update needs a TPG_MODE_EXPLICIT graph (this one is mode %d)",
@@ -216,43 +249,11 @@ tpg_status tpg_graph_update(tpg_graph *g, const tpg_plan *plan, const tpg_bindin
                     res >= 0 && res < (int)(sizeof why / sizeof why[0]) ? why[res] : "?", res);
     goto out;
   }
-  /* The template follows the exec (tpg_graph_export). */
+  /* The template follows the exec (tpg_graph_export): before adopt, while
+   * tmp still holds the new graph's node handles. */
   st = tpg_template_update(g, p, tmp);
   if (st != TPG_SUCCESS) goto out;
-  /* Adopt the new node state; node handles stay those of the template (the
-   * exec setters take nodes of the graph the exec was instantiated from). */
-  for (int i = 0; i < p->nnodes; i++) {
-    memcpy(tmp[i].cu, g->nodes[i].cu, sizeof tmp[i].cu);
-    tmp[i].ncu = g->nodes[i].ncu;
-    memset(&g->nodes[i].res, 0, sizeof g->nodes[i].res); /* now tmp's */
-  }
-  {
-    tpg_gnode *old = g->nodes;
-    g->nodes = tmp;
-    tmp = old; /* released below, without the resources it handed over */
-  }
-  /* Replaced scratch: launches already enqueued may still use it. */
-  int replaced = 0;
-  for (int q = 0; q < p->nslots; q++) replaced |= fresh[q].ptr != NULL;
-  if (replaced && g->launched) tpg_cu->cuEventSynchronize(g->done);
-  for (int q = 0; q < p->nslots; q++) {
-    if (!fresh[q].ptr) continue;
-    g->info.workspace_bytes += fresh[q].bytes - g->scratch[q].bytes;
-    tpg_scratch_free(g, &g->scratch[q]);
-    g->scratch[q] = fresh[q];
-    memset(&fresh[q], 0, sizeof fresh[q]);
-  }
-  memcpy(g->bind, bind, (size_t)p->nslots * sizeof *bind);
-  {
-    tpg_state *old = g->st;
-    g->st = ns;
-    ns = old; /* freed below */
-  }
-  if (copy) {
-    tpg_plan_destroy(g->plan);
-    g->plan = copy;
-    copy = NULL;
-  }
+  adopt(g, p, &tmp, &ns, fresh, bind, &copy);
 out:
   if (ng) tpg_cu->cuGraphDestroy(ng);
   if (tmp && st != TPG_SUCCESS)
@@ -265,5 +266,19 @@ out:
   tpg_plan_destroy(copy);
   free(bind);
   tpg_dev_pop();
+  return st;
+}
+
+tpg_status tpg_graph_update(tpg_graph *g, const tpg_plan *plan, const tpg_binding *b, int n) {
+  tpg_err_clear();
+  tpg_status st = update(g, plan, b, n);
+  if (st != TPG_SUCCESS) tpg_err_rename(__func__);
+  return st;
+}
+
+tpg_status tpg_graph_rebind(tpg_graph *g, const tpg_binding *b, int n) {
+  tpg_err_clear();
+  tpg_status st = rebind(g, b, n);
+  if (st != TPG_SUCCESS) tpg_err_rename(__func__);
   return st;
 }

@@ -39,6 +39,9 @@ static tpg_status check_view(const tpg_plan *p, const char *fn, const char *what
     return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "%s.slot is %u: not a slot of this plan (expected 1..%d)", what,
                    v.slot, nslots);
   }
+  if (v.reserved_ != 0)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "%s.reserved_ is %u: expected 0 (a view is {slot, 0, offset})", what,
+                   v.reserved_);
   const size_t es = tpg_dtype_size(si.dtype);
   if (align > 1 && (v.offset * es) % align != 0)
     return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,

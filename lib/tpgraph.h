@@ -278,8 +278,10 @@ typedef struct tpg_gemm_desc {
   int sm_reserve;          /* SMs a persistent GEMM leaves free for a
                               collective running beside it (overlap); 0: none */
 } tpg_gemm_desc;
-#define TPG_GEMM_DESC_INIT { sizeof(tpg_gemm_desc), 0, 0, 0, TPG_BF16, TPG_EPILOGUE_NONE, \
-                             {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, 0 }
+#define TPG_GEMM_DESC_INIT { sizeof(tpg_gemm_desc) /* size */, 0, 0, 0 /* m, n, k: set them */,  \
+                             TPG_BF16 /* dtype */, TPG_EPILOGUE_NONE /* epilogue */,              \
+                             {0, 0, 0}, {0, 0, 0}, {0, 0, 0} /* x, w, y: set them */,             \
+                             {0, 0, 0}, {0, 0, 0} /* bias, residual: none */, 0 /* sm_reserve */ }
 
 TPG_API tpg_status tpg_plan_add_gemm(tpg_plan *plan, const tpg_gemm_desc *desc,
                                      const tpg_node *deps, int ndeps, tpg_node *out /* OUT, may be NULL */);
@@ -376,8 +378,11 @@ typedef struct tpg_collective_desc {
   tpg_view norm_weight;    /* [hidden]; set: RMSNorm of h into recv           */
   float norm_eps;          /* >= 0, finite; TPG_COLLECTIVE_DESC_INIT: 1e-6     */
 } tpg_collective_desc;
-#define TPG_COLLECTIVE_DESC_INIT { sizeof(tpg_collective_desc), TPG_ALL_REDUCE, {0, 0, 0}, {0, 0, 0}, 0, TPG_ALGO_AUTO, \
-                                   0, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, 1e-6f }
+#define TPG_COLLECTIVE_DESC_INIT { sizeof(tpg_collective_desc) /* size */, TPG_ALL_REDUCE /* kind */,          \
+                                   {0, 0, 0}, {0, 0, 0} /* send, recv: set them */, 0 /* count: set it */,     \
+                                   TPG_ALGO_AUTO /* algo */, 0 /* hidden: no epilogue */,                      \
+                                   {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0} /* bias, residual, residual_out, \
+                                   norm_weight: none */, 1e-6f /* norm_eps */ }
 
 TPG_API tpg_status tpg_plan_add_collective(tpg_plan *plan, const tpg_collective_desc *desc,
                                            const tpg_node *deps, int ndeps, tpg_node *out);
@@ -624,8 +629,11 @@ typedef struct tpg_mlp_desc {
   int sm_reserve;          /* CHUNKED: SMs left to NCCL by persistent GEMMs; 0: 16 */
   tpg_collective_algo allreduce; /* of every layer's all-reduce             */
 } tpg_mlp_desc;
-#define TPG_MLP_DESC_INIT { sizeof(tpg_mlp_desc), TPG_MLP_GELU, 1, 1, 0, 0, 0, 1, TPG_BF16, 1, 1, \
-                            TPG_OVERLAP_AUTO, 0, 0, TPG_ALGO_AUTO }
+#define TPG_MLP_DESC_INIT { sizeof(tpg_mlp_desc) /* size */, TPG_MLP_GELU /* kind */, 1 /* layers */,         \
+                            1 /* tokens */, 0, 0 /* hidden, ffn: set them */, 0, 1 /* rank, nranks */,      \
+                            TPG_BF16 /* dtype */, 1 /* bias */, 1 /* collectives */,                       \
+                            TPG_OVERLAP_AUTO /* overlap */, 0 /* chunks: 2 */, 0 /* sm_reserve: 16 */,      \
+                            TPG_ALGO_AUTO /* allreduce */ }
 
 /* A new plan holding the rank's part of the stack (see above). Uneven splits
  * are refused with the rule that failed. */
@@ -712,8 +720,11 @@ typedef struct tpg_graph_config {
                                    prefetches into L2 before its wait, 0..1 MiB (default
                                    0: measured a loss); $TPG_PDL_PREFETCH            */
 } tpg_graph_config;
-#define TPG_GRAPH_CONFIG_INIT { sizeof(tpg_graph_config), TPG_CONFIG_MAGIC, TPG_VERSION_CODE, 0, NULL, NULL, 0, \
-                                TPG_MODE_EXPLICIT, 0u, 0, 0, 0, 0, 0 }
+#define TPG_GRAPH_CONFIG_INIT { sizeof(tpg_graph_config) /* size */, TPG_CONFIG_MAGIC /* magic */,              \
+                                TPG_VERSION_CODE /* version */, 0 /* device */, NULL /* comm */,               \
+                                NULL, 0 /* bindings, nbindings */, TPG_MODE_EXPLICIT /* mode */, 0u /* flags */, \
+                                0, 0, 0 /* allreduce_push_max, _twoshot_max, _twoshot_blocks: defaults */,     \
+                                0 /* gemm_streamk: TPG_STREAMK_AUTO */, 0 /* pdl_prefetch: none */ }
 
 /* tpg_graph_config.gemm_streamk */
 #define TPG_STREAMK_AUTO 0   /* stream-K where whole tiles would fill at most a third of the SMs */
@@ -956,9 +967,12 @@ typedef struct tpg_linear_desc {
                               the all-gather's rank-major buffer (a scratch slot
                               is the natural choice); unused otherwise             */
 } tpg_linear_desc;
-#define TPG_LINEAR_DESC_INIT { sizeof(tpg_linear_desc), TPG_LINEAR_COLUMN, 0, 1, 1, 0, 0, TPG_BF16, 0, \
-                               TPG_ACT_NONE, TPG_ALGO_AUTO, NULL, {0, 0, 0}, {0, 0, 0}, {0, 0, 0},   \
-                               {0, 0, 0}, {0, 0, 0}, {0, 0, 0} }
+#define TPG_LINEAR_DESC_INIT { sizeof(tpg_linear_desc) /* size */, TPG_LINEAR_COLUMN /* kind */,                 \
+                               0, 1 /* rank, nranks */, 1 /* tokens */, 0, 0 /* in_, out_features: set them */, \
+                               TPG_BF16 /* dtype */, 0 /* gather */, TPG_ACT_NONE /* activation */,             \
+                               TPG_ALGO_AUTO /* algo */, NULL /* name */,                                       \
+                               {0, 0, 0}, {0, 0, 0} /* x, w: set them */, {0, 0, 0}, {0, 0, 0} /* bias,          \
+                               residual: none */, {0, 0, 0} /* y: set it */, {0, 0, 0} /* work: none */ }
 
 /* Adds one rank's part of a tensor-parallel linear layer to plan (see above),
  * after deps; *out (may be NULL, may alias a dep) gets the layer's last node.

@@ -123,6 +123,15 @@ static tpg_status check(const tpg_plan *p, const char *fn, const tpg_node_rec *r
   TPG_TRY(tpg_view_check_device(p, fn, "desc->send", d->send));
   TPG_TRY(tpg_view_check_device(p, fn, "desc->recv", d->recv));
   TPG_TRY(tpg_view_check_dtype(p, fn, "desc->recv", d->recv, p->slots[d->send.slot - 1].dtype));
+  /* An all-reduce runs in place (recv == send) or between disjoint ranges;
+   * a partial overlap would have blocks read what others already wrote.
+   * (All-gather and reduce-scatter have NCCL's own in-place layouts, in
+   * which send is a rank's block of recv.) */
+  if (d->kind == TPG_ALL_REDUCE && tpg_views_overlap(d->send, d->count, d->recv, d->count) &&
+      d->send.offset != d->recv.offset)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                   "desc->send and desc->recv partly overlap in slot \"%s\": expected the same range (in place) or "
+                   "disjoint ranges", p->slots[d->send.slot - 1].name);
   return check_epilogue(p, fn, d);
 }
 

@@ -52,7 +52,13 @@ static tpg_status axpby_check(const tpg_plan *p, const char *fn, const tpg_node_
   TPG_TRY(tpg_view_check(p, fn, "x", x, count, 4));
   TPG_TRY(tpg_view_check_device(p, fn, "y", y));
   TPG_TRY(tpg_view_check_device(p, fn, "x", x));
-  return tpg_view_check_dtype(p, fn, "x", x, p->slots[y.slot - 1].dtype);
+  TPG_TRY(tpg_view_check_dtype(p, fn, "x", x, p->slots[y.slot - 1].dtype));
+  /* Each element is read and written by one thread: the same range (y = (a + b) y) or disjoint ones. */
+  if (tpg_views_overlap(y, count, x, count) && y.offset != x.offset)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                   "y and x partly overlap in slot \"%s\": expected the same range (in place) or disjoint ranges",
+                   p->slots[y.slot - 1].name);
+  return TPG_SUCCESS;
 }
 
 static int axpby_views(const tpg_node_rec *n, tpg_view_use *v) {

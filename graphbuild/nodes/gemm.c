@@ -56,6 +56,17 @@ static tpg_status check(const tpg_plan *p, const char *fn, const tpg_node_rec *r
   if (d->x.slot == d->y.slot)
     CHECK(d->x.offset + m * k <= d->y.offset || d->y.offset + m * n <= d->x.offset,
           "desc->y overlaps desc->x in slot %u: a GEMM cannot run in place", d->x.slot);
+  /* y is written tile by tile while w and bias are still read by other
+   * tiles: no overlap. The residual is read element by element where y is
+   * written: the same view (in place) or disjoint. */
+  CHECK(!tpg_views_overlap(d->y, m * n, d->w, wrows * k),
+        "desc->y overlaps desc->w in slot %u: expected disjoint ranges", d->y.slot);
+  CHECK(!tpg_views_overlap(d->y, m * n, d->bias, swiglu ? 2 * n : n),
+        "desc->y overlaps desc->bias in slot %u: expected disjoint ranges", d->y.slot);
+  CHECK(!tpg_views_overlap(d->y, m * n, d->residual, m * n) ||
+            (d->y.slot == d->residual.slot && d->y.offset == d->residual.offset),
+        "desc->residual overlaps desc->y in slot %u without being the same range: expected exactly y (in place) "
+        "or disjoint ranges", d->y.slot);
 #undef CHECK
   return TPG_SUCCESS;
 }
