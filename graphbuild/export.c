@@ -74,6 +74,15 @@ tpg_status tpg_template_update(tpg_graph *g, const tpg_plan *p, const tpg_gnode 
   return TPG_SUCCESS;
 }
 
+/* Brings the template up to date with the rebinds since the last time (the
+ * graph's context is current). */
+static tpg_status template_refresh(tpg_graph *g, const char *fn) {
+  if (!g->template_dirty) return TPG_SUCCESS;
+  for (int i = 0; i < g->plan->nnodes; i++) TPG_TRY(sync_nodes(fn, g->nodes[i].cu, g->nodes[i].ncu, &g->nodes[i]));
+  g->template_dirty = 0;
+  return TPG_SUCCESS;
+}
+
 tpg_status tpg_graph_export(const tpg_graph *g, void **cu_graph) {
   tpg_err_clear();
   TPG_CHECK_ARG(cu_graph != NULL, "cu_graph is NULL: expected a void * (CUgraph) to set");
@@ -92,12 +101,9 @@ tpg_status tpg_graph_export(const tpg_graph *g, void **cu_graph) {
     /* A cache of the graph's, not its state: the const handle may refresh it. */
     tpg_graph *mg = (tpg_graph *)g;
     TPG_TRY(tpg_dev_push(&mg->dev));
-    tpg_status st = TPG_SUCCESS;
-    for (int i = 0; i < mg->plan->nnodes && st == TPG_SUCCESS; i++)
-      st = sync_nodes(__func__, mg->nodes[i].cu, mg->nodes[i].ncu, &mg->nodes[i]);
+    tpg_status st = template_refresh(mg, __func__);
     tpg_dev_pop();
-    if (st != TPG_SUCCESS) return st;
-    mg->template_dirty = 0;
+    TPG_TRY(st);
   }
   *cu_graph = (void *)g->graph;
   return TPG_SUCCESS;
@@ -121,6 +127,12 @@ tpg_status tpg_launch_into_capture(tpg_graph *g, CUstream stream, int *into) {
     *into = 2;
     return TPG_SUCCESS;
   }
+  if (g->export_stale)
+    return tpg_err(TPG_ERROR_UNSUPPORTED, fn,
+                   "an NCCL collective of this graph was re-captured by a rebind or update, and the graph handed "
+                   "to a capture cannot follow it (NCCL's resources belong to the exec): capture before "
+                   "rebinding collective buffers, or launch without capturing");
+  TPG_TRY(template_refresh(g, fn)); /* the copy the capture takes is the graph as bound now */
   /* The graph as bound now, one child node after the capture's current
    * frontier; the capture then continues from it. The child is a copy:
    * later rebinds do not reach it. Edge data of the frontier (programmatic

@@ -776,7 +776,9 @@ TPG_API tpg_status tpg_graph_destroy(tpg_graph *graph);
  * goes (capture callbacks run inside the caller's capture). Either way the
  * engine's captured graph runs on the graph's scratch slots and workspaces:
  * keep this graph alive while that one may run (tpg_graph_destroy waits only
- * for launches made here). */
+ * for launches made here). Like tpg_graph_export, refused
+ * (TPG_ERROR_UNSUPPORTED) once a rebind or update re-captured an NCCL
+ * collective of the graph. */
 TPG_API tpg_status tpg_graph_launch(tpg_graph *graph, tpg_stream stream);
 
 /* Points slots at other buffers for the next launches, updating exactly the
