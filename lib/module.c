@@ -187,7 +187,7 @@ static tpg_status read_params(const char *fn, tpg_kit_kernel *k) {
     if (n >= (int)TPG_KIT_PARAMS_MAX_BYTES) return tpg_err(TPG_ERROR_INTERNAL, fn, "the driver reports > %d parameters", n);
     n++;
   }
-  if (rc < 0 && n == 0) return TPG_SUCCESS; /* unknown: natural alignment (kit_args.h) */
+  if (rc < 0) return TPG_SUCCESS; /* the driver cannot say: natural alignment (kit_args.h) */
   k->param_offset = malloc((size_t)(n ? n : 1) * sizeof(size_t));
   k->param_size = malloc((size_t)(n ? n : 1) * sizeof(size_t));
   if (!k->param_offset || !k->param_size) return tpg_err(TPG_ERROR_OUT_OF_MEMORY, fn, "out of host memory");

@@ -21,7 +21,8 @@ struct tpg_module {
    * the image, and write the JIT log, when a kernel is first used on a
    * context (cuKernelGetFunction), long after cuLibraryLoadData returned. */
   void *image;                  /* owned copy of the caller's image */
-  char jit_log[1024];
+  char jit_log[1024];           /* the latest JIT error (threads resolving kernels
+                                   of one module at once may mix their logs) */
 };
 
 /* A tpg_module the caller may use (live handle), or an error naming `what`. */
