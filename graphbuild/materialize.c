@@ -56,8 +56,14 @@ tpg_status tpg_fill_nodes(tpg_graph *g, const tpg_state *st, const tpg_plan *p, 
     tpg_nctx_init(&c, g, p, bind, i, &nodes[i], lb, sizeof lb);
     TPG_TRY(tpg_kind(p->nodes[i].kind)->fill(&c));
   }
-  /* Before the first capture: every rank resolved the same algorithms. */
-  return tpg_fingerprint_check(g, st, p, nodes, "after resolving algorithms");
+  /* Before the first capture: every rank resolved the same algorithms (only
+   * where something was resolved: one collective step less otherwise). */
+  int resolved = 0;
+  for (int i = 0; i < p->nnodes && !resolved; i++) {
+    const tpg_kind_ops *k = tpg_kind(p->nodes[i].kind);
+    resolved = k->resolves && k->resolves(&p->nodes[i]);
+  }
+  return resolved ? tpg_fingerprint_check(g, st, p, nodes, "after resolving algorithms") : TPG_SUCCESS;
 }
 
 /* ---- Programmatic dependent launch (TPG_GRAPH_PDL) ------------------------

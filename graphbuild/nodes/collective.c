@@ -414,6 +414,10 @@ static void fingerprint(const tpg_plan *p, const tpg_node_rec *n, const tpg_gnod
 #undef TPG_MIX
 }
 
+/* AUTO, ONESHOT and TWOSHOT all-reduces are resolved per rank (peer state,
+ * tuning): compared across ranks again after fill. */
+static int resolves(const tpg_node_rec *n) { return n->u.coll.kind == TPG_ALL_REDUCE && n->u.coll.algo != TPG_ALGO_NCCL; }
+
 /* Our all-reduce kernels, and the epilogue kernel after an NCCL one, start
  * programmatic edges (they trigger their dependents first thing); nothing
  * ends one here: their staging/flag protocol assumes the previous node has
@@ -446,6 +450,7 @@ const tpg_kind_ops tpg_kind_collective = {
     .patch = patch,
     .patch_collective = patch_collective,
     .fingerprint = fingerprint,
+    .resolves = resolves,
     .pdl = pdl,
     .count = count,
 };

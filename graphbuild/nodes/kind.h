@@ -175,6 +175,10 @@ typedef struct tpg_kind_ops {
    * the plan record alone when gn is NULL, plus what fill resolved (the
    * algorithm, kernel, grid) when gn is the filled node. */
   void (*fingerprint)(const tpg_plan *p, const tpg_node_rec *n, const tpg_gnode *gn, uint64_t *h);
+  /* Whether fill makes a choice for this node that ranks must agree on
+   * beyond the plan (an all-reduce's algorithm): the fingerprint is then
+   * compared again after fill. NULL: never. */
+  int (*resolves)(const tpg_node_rec *n);
   /* TPG_PDL_* roles of the materialized node (NULL: none). */
   unsigned (*pdl)(const tpg_gnode *gn);
   /* Adds the node's CUDA nodes to the info counters. */
