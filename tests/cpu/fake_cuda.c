@@ -94,7 +94,8 @@ typedef struct fstream {
 } fstream;
 
 static int counters[16];
-enum { C_LAUNCH, C_EXEC_KSET, C_EXEC_CHILD, C_EXEC_UPDATE, C_TMPL_KSET, C_CAPTURES, C_HOST, C_EVREC, C_EVWAIT };
+enum { C_LAUNCH, C_EXEC_KSET, C_EXEC_CHILD, C_EXEC_UPDATE, C_TMPL_KSET, C_CAPTURES, C_HOST, C_EVREC, C_EVWAIT,
+       C_CLUSTER_NODE, C_CLUSTER_LAUNCH };
 
 static fgraph *graph_new(void) { return calloc(1, sizeof(fgraph)); }
 
@@ -409,6 +410,9 @@ static CUresult f_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigne
 }
 static CUresult f_cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra) {
   (void)extra;
+  for (unsigned i = 0; i < c->numAttrs; i++)
+    if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION && c->attrs[i].value.clusterDim.x == 2)
+      counters[C_CLUSTER_LAUNCH]++;
   return launch(f, c->gridDimX, c->blockDimX, c->sharedMemBytes, c->hStream, params);
 }
 static CUresult f_cuLaunchHostFunc(CUstream s, CUhostFn fn, void *u) {
@@ -491,7 +495,8 @@ static CUresult f_cuGraphKernelNodeSetParams(CUgraphNode n, const CUDA_KERNEL_NO
   return kernel_set((fnode *)n, kp);
 }
 static CUresult f_cuGraphKernelNodeSetAttribute(CUgraphNode n, CUkernelNodeAttrID a, const CUkernelNodeAttrValue *v) {
-  (void)n, (void)a, (void)v;
+  if (((fnode *)n)->type != CU_GRAPH_NODE_TYPE_KERNEL) return CUDA_ERROR_INVALID_VALUE;
+  if (a == CU_KERNEL_NODE_ATTRIBUTE_CLUSTER_DIMENSION && v->clusterDim.x == 2) counters[C_CLUSTER_NODE]++;
   return CUDA_SUCCESS;
 }
 static CUresult f_cuGraphHostNodeGetParams(CUgraphNode n, CUDA_HOST_NODE_PARAMS *p) { *p = ((fnode *)n)->hp; return CUDA_SUCCESS; }

@@ -29,7 +29,8 @@
     }                                                                                    \
   } while (0)
 
-enum { C_LAUNCH, C_EXEC_KSET, C_EXEC_CHILD, C_EXEC_UPDATE, C_TMPL_KSET, C_CAPTURES, C_HOST, C_EVREC, C_EVWAIT };
+enum { C_LAUNCH, C_EXEC_KSET, C_EXEC_CHILD, C_EXEC_UPDATE, C_TMPL_KSET, C_CAPTURES, C_HOST, C_EVREC, C_EVWAIT,
+       C_CLUSTER_NODE, C_CLUSTER_LAUNCH };
 
 static int (*fk_launch)(void *, const char *, void **);
 static void (*fk_alloc_node)(void *);
@@ -286,6 +287,45 @@ static void test_modes(tpg_module *m) {
   }
 }
 
+/* A cluster shape reaches the node (explicit) and the launch (eager). */
+static void test_cluster(tpg_module *m) {
+  static const tpg_graph_mode modes[2] = {TPG_MODE_EXPLICIT, TPG_MODE_EAGER};
+  for (int i = 0; i < 2; i++) {
+    tpg_plan *p;
+    tpg_slot x, y;
+    MUST_OK(tpg_plan_create(&p));
+    MUST_OK(tpg_plan_add_slot(p, "x", TPG_F32, TPG_MEM_DEVICE, N, &x));
+    MUST_OK(tpg_plan_add_slot(p, "y", TPG_F32, TPG_MEM_DEVICE, N, &y));
+    tpg_arg a[5] = {tpg_arg_view(y, 0), tpg_arg_view(x, 0), TPG_ARG_VALUE(g_n), TPG_ARG_VALUE(g_a),
+                    TPG_ARG_VALUE(g_b)};
+    tpg_kernel_desc d = TPG_KERNEL_DESC_INIT;
+    d.module = m;
+    d.name = "axpy";
+    d.grid[0] = 4;
+    d.cluster[0] = 2;
+    d.cluster[1] = d.cluster[2] = 1;
+    d.args = a;
+    d.nargs = 5;
+    MUST_OK(tpg_plan_add_kernel(p, &d, NULL, 0, NULL));
+    float *bx = rnd_buf(6), *by = buf();
+    tpg_binding b[2] = {{x, bx}, {y, by}};
+    tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
+    cfg.bindings = b;
+    cfg.nbindings = 2;
+    cfg.mode = modes[i];
+    int node0 = fk_counter(C_CLUSTER_NODE), launch0 = fk_counter(C_CLUSTER_LAUNCH);
+    tpg_graph *g = NULL;
+    CHECK_OK(tpg_graph_create(p, &cfg, &g));
+    CHECK_OK(tpg_graph_launch(g, NULL));
+    CHECK(wrong_y(by, bx) == 0);
+    if (modes[i] == TPG_MODE_EXPLICIT) CHECK(fk_counter(C_CLUSTER_NODE) == node0 + 1);
+    else CHECK(fk_counter(C_CLUSTER_LAUNCH) == launch0 + 1);
+    CHECK_OK(tpg_graph_destroy(g));
+    tpg_plan_destroy(p);
+    free(bx), free(by);
+  }
+}
+
 static void refused(tpg_module *m, tpg_capture_fn fn, const char *needle) {
   kplan k;
   make_plan(&k, m, 0, fn);
@@ -380,6 +420,7 @@ int main(int argc, char **argv) {
 
   for (int how = 0; how < 3; how++) test_explicit(m, how);
   test_modes(m);
+  test_cluster(m);
   refused(m, lib_nothing, "node lib: the capture holds no work");
   refused(m, lib_fail, "node lib: the capture callback returned 7");
   refused(m, lib_alloc, "node lib: the captured work allocates device memory");
