@@ -1,0 +1,328 @@
+// kernel_check.cu - the Llama example's kernels against an fp64 CPU reference.
+//
+// Launches RMSNorm, RoPE + KV append and split-KV attention (+ combine)
+// directly (CUDA runtime, no tpgraph) on shapes chosen to hit the edges:
+// several batches, odd context lengths, a context of 1, lengths that end on
+// and just past a tile and a split, every compiled GQA group size, grids with
+// more splits than keys, and "needle" caches where one key dominates (a
+// skipped or misplaced key then shows at full size). Outputs are poisoned
+// with NaN first; each case prints its worst error over its bound and the
+// relative norm error; the last line is "kernel_check: N passed, M failed".
+//
+//   bazel build //examples/llama:kernel_check && bazel-bin/examples/llama/kernel_check
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "examples/llama/kernels.h"
+
+#define CK(call)                                                                                  \
+  do {                                                                                            \
+    cudaError_t e_ = (call);                                                                      \
+    if (e_ != cudaSuccess) {                                                                      \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+      std::exit(2);                                                                               \
+    }                                                                                             \
+  } while (0)
+
+namespace {
+
+constexpr int kD = LLAMA_HEAD_DIM;
+int g_pass = 0, g_fail = 0;
+std::mt19937 g_rng(1234);
+
+uint16_t f2b(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+float b2f(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+std::vector<uint16_t> rnd(size_t n, float lo, float hi) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<uint16_t> v(n);
+  for (auto &x : v) x = f2b(u(g_rng));
+  return v;
+}
+
+template <class T>
+T *up(const std::vector<T> &h) {
+  T *d;
+  CK(cudaMalloc(&d, h.size() * sizeof(T)));
+  CK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return d;
+}
+template <class T>
+std::vector<T> down(const T *d, size_t n) {
+  std::vector<T> h(n);
+  CK(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
+  return h;
+}
+template <class T>
+T *poisoned(size_t n) {  // 0xff bytes: NaN in bf16 and fp32
+  T *d;
+  CK(cudaMalloc(&d, n * sizeof(T)));
+  CK(cudaMemset(d, 0xff, n * sizeof(T)));
+  return d;
+}
+
+// Element-wise |got - ref| <= tol[i] (NaN fails) and the relative norm
+// error ||got - ref|| / ||ref|| <= rel_max.
+struct Cmp {
+  double worst = 0, num = 0, den = 0;  // worst: max |err| / tol
+  size_t bad = 0, n = 0, first_bad = SIZE_MAX;
+  void add(double got, double ref, double tol) {
+    double e = std::fabs(got - ref);
+    if (!(e <= tol)) {
+      if (!bad) first_bad = n;
+      bad++;
+    }
+    if (e / tol > worst || e != e) worst = e != e ? INFINITY : e / tol;
+    num += (got - ref) * (got - ref);
+    den += ref * ref;
+    n++;
+  }
+  void report(const char *what, double rel_max) {
+    const double rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+    const bool ok = bad == 0 && rel <= rel_max;
+    std::printf("%s %-58s max err/bound %.3f, rel norm %.2e (<= %.1e), %zu/%zu bad%s\n", ok ? "PASS" : "FAIL", what,
+                worst, rel, rel_max, bad, n, bad ? " (first at" : "");
+    if (bad) std::printf("      index %zu)\n", first_bad);
+    (ok ? g_pass : g_fail)++;
+  }
+};
+
+// bf16 output rounding: half an ulp, 2^-9 |x|; twice that as the bound
+// leaves room for the fp32 arithmetic before it.
+constexpr double kRound = 1.0 / 256;
+
+void check_rmsnorm(int B, int hidden) {
+  const float eps = 1e-5f;
+  auto x = rnd((size_t)B * hidden, -2.f, 2.f), w = rnd(hidden, 0.5f, 1.5f);
+  __nv_bfloat16 *dx = (__nv_bfloat16 *)up(x), *dw = (__nv_bfloat16 *)up(w);
+  __nv_bfloat16 *dy = poisoned<__nv_bfloat16>((size_t)B * hidden);
+  llama_rmsnorm<<<B, 256>>>(dy, dx, dw, hidden, eps);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  auto y = down((uint16_t *)dy, (size_t)B * hidden);
+  Cmp c;
+  for (int b = 0; b < B; b++) {
+    double ss = 0;
+    for (int i = 0; i < hidden; i++) ss += (double)b2f(x[(size_t)b * hidden + i]) * b2f(x[(size_t)b * hidden + i]);
+    const double r = 1.0 / std::sqrt(ss / hidden + eps);
+    for (int i = 0; i < hidden; i++) {
+      const double ref = b2f(x[(size_t)b * hidden + i]) * r * b2f(w[i]);
+      c.add(b2f(y[(size_t)b * hidden + i]), ref, kRound * std::fabs(ref) + 1e-6);
+    }
+  }
+  char what[96];
+  std::snprintf(what, sizeof what, "rmsnorm B=%d hidden=%d", B, hidden);
+  c.report(what, kRound);
+  CK(cudaFree(dx));
+  CK(cudaFree(dw));
+  CK(cudaFree(dy));
+}
+
+void check_rope(int B, int nq, int nkv, int max_ctx, const std::vector<int> &pos) {
+  const float theta = 500000.f;
+  const int nh = nq + 2 * nkv;
+  auto qkv = rnd((size_t)B * nh * kD, -1.f, 1.f);
+  const size_t csz = (size_t)B * nkv * max_ctx * kD;
+  auto kc0 = rnd(csz, -1.f, 1.f), vc0 = rnd(csz, -1.f, 1.f);
+  __nv_bfloat16 *dqkv = (__nv_bfloat16 *)up(qkv), *dk = (__nv_bfloat16 *)up(kc0), *dv = (__nv_bfloat16 *)up(vc0);
+  __nv_bfloat16 *dq = poisoned<__nv_bfloat16>((size_t)B * nq * kD);
+  int *dpos = up(pos);
+  llama_rope_append<<<dim3(B, nh), 64>>>(dq, dk, dv, dqkv, dpos, nq, nkv, max_ctx, theta);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  auto q = down((uint16_t *)dq, (size_t)B * nq * kD);
+  auto kc = down((uint16_t *)dk, csz), vc = down((uint16_t *)dv, csz);
+  Cmp c;
+  size_t moved = 0, vbad = 0;  // cache rows that changed but should not; v not copied bit-exactly
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < nq + nkv; h++) {
+      const uint16_t *src = &qkv[((size_t)b * nh + h) * kD];
+      const uint16_t *got = h < nq ? &q[((size_t)b * nq + h) * kD]
+                                   : &kc[(((size_t)b * nkv + (h - nq)) * max_ctx + pos[b]) * kD];
+      for (int i = 0; i < kD / 2; i++) {
+        const double inv = std::pow((double)theta, -2.0 * i / kD), ang = pos[b] * inv;
+        const double a = b2f(src[i]), cc = b2f(src[i + kD / 2]);
+        const double r0 = a * std::cos(ang) - cc * std::sin(ang), r1 = cc * std::cos(ang) + a * std::sin(ang);
+        // The kernel's angle is fl32(pos * fl32(1 / powf(theta, 2i/128))):
+        // a few fp32 ulps of the angle, 8 * 2^-24 * angle rad, moves the
+        // output by that times |a| + |c|.
+        const double ang_err = 8.0 * std::ldexp(1.0, -24) * ang + 1e-6;
+        c.add(b2f(got[i]), r0, kRound * std::fabs(r0) + ang_err * (std::fabs(a) + std::fabs(cc)));
+        c.add(b2f(got[i + kD / 2]), r1, kRound * std::fabs(r1) + ang_err * (std::fabs(a) + std::fabs(cc)));
+      }
+    }
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < nkv; h++)
+      for (int p = 0; p < max_ctx; p++) {
+        const size_t row = (((size_t)b * nkv + h) * max_ctx + p) * kD;
+        if (p == pos[b]) {
+          if (std::memcmp(&vc[row], &qkv[((size_t)b * nh + nq + nkv + h) * kD], kD * 2)) vbad++;
+        } else {
+          if (std::memcmp(&kc[row], &kc0[row], kD * 2) || std::memcmp(&vc[row], &vc0[row], kD * 2)) moved++;
+        }
+      }
+  char what[96];
+  std::snprintf(what, sizeof what, "rope+append B=%d nq=%d nkv=%d max_ctx=%d", B, nq, nkv, max_ctx);
+  c.report(what, kRound);
+  std::snprintf(what, sizeof what, "  cache rows: v copied exactly, others untouched");
+  const bool ok = moved == 0 && vbad == 0;
+  std::printf("%s %-58s %zu v rows wrong, %zu other rows changed\n", ok ? "PASS" : "FAIL", what, vbad, moved);
+  (ok ? g_pass : g_fail)++;
+  CK(cudaFree(dqkv));
+  CK(cudaFree(dk));
+  CK(cudaFree(dv));
+  CK(cudaFree(dq));
+  CK(cudaFree(dpos));
+}
+
+typedef void (*attn_fn)(float *, float *, const __nv_bfloat16 *, const __nv_bfloat16 *, const __nv_bfloat16 *,
+                        const int *, int, int, int, int, float);
+attn_fn attn_kernel(int G) {
+  switch (G) {
+    case 1: return llama_attn_g1;
+    case 2: return llama_attn_g2;
+    case 4: return llama_attn_g4;
+    case 8: return llama_attn_g8;
+    case 16: return llama_attn_g16;
+  }
+  std::fprintf(stderr, "no attention kernel for group %d\n", G);
+  std::exit(2);
+}
+
+// lens[b] = pos[b] + 1 keys; nsplit splits of split_len keys (the grid may
+// cover more than the longest sequence, as the engine's does). needle: in
+// each (b, kv head) one random key gets a copy of the group's first query,
+// scaled so that it dominates the softmax.
+void check_attn(int B, int nq, int nkv, int max_ctx, const std::vector<int> &lens, int split_len, int nsplit,
+                bool needle) {
+  const int G = nq / nkv;
+  const double scale = 1.0 / std::sqrt((double)kD);
+  auto q = rnd((size_t)B * nq * kD, -3.f, 3.f);
+  const size_t csz = (size_t)B * nkv * max_ctx * kD;
+  auto kc = rnd(csz, -1.f, 1.f), vc = rnd(csz, -1.f, 1.f);
+  std::vector<int> pos(B);
+  for (int b = 0; b < B; b++) pos[b] = lens[b] - 1;
+  if (needle)
+    for (int b = 0; b < B; b++)
+      for (int h = 0; h < nkv; h++) {
+        const int p = std::uniform_int_distribution<int>(0, lens[b] - 1)(g_rng);
+        for (int i = 0; i < kD; i++)
+          kc[(((size_t)b * nkv + h) * max_ctx + p) * kD + i] =
+              f2b(b2f(q[((size_t)b * nq + (size_t)h * G) * kD + i]) * 2.f);
+      }
+  __nv_bfloat16 *dq = (__nv_bfloat16 *)up(q), *dk = (__nv_bfloat16 *)up(kc), *dv = (__nv_bfloat16 *)up(vc);
+  int *dpos = up(pos);
+  float *dop = poisoned<float>((size_t)B * nq * nsplit * kD), *dml = poisoned<float>((size_t)B * nq * nsplit * 2);
+  __nv_bfloat16 *dout = poisoned<__nv_bfloat16>((size_t)B * nq * kD);
+  attn_kernel(G)<<<dim3(nsplit, nkv, B), 128>>>(dop, dml, dq, dk, dv, dpos, nkv, max_ctx, split_len, nsplit,
+                                                 (float)(scale * 1.4426950408889634));
+  CK(cudaGetLastError());
+  llama_attn_combine<<<dim3(nq, B), 128>>>(dout, dop, dml, dpos, nq, split_len, nsplit);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  auto out = down((uint16_t *)dout, (size_t)B * nq * kD);
+  Cmp c;
+  std::vector<double> sc;
+  for (int b = 0; b < B; b++)
+    for (int hq = 0; hq < nq; hq++) {
+      const int h = hq / G;
+      const uint16_t *qq = &q[((size_t)b * nq + hq) * kD];
+      sc.assign(lens[b], 0);
+      double m = -INFINITY;
+      for (int p = 0; p < lens[b]; p++) {
+        const uint16_t *kk = &kc[(((size_t)b * nkv + h) * max_ctx + p) * kD];
+        double d = 0;
+        for (int i = 0; i < kD; i++) d += (double)b2f(qq[i]) * b2f(kk[i]);
+        sc[p] = d * scale;
+        m = std::max(m, sc[p]);
+      }
+      double l = 0;
+      for (int p = 0; p < lens[b]; p++) l += (sc[p] = std::exp(sc[p] - m));
+      for (int i = 0; i < kD; i++) {
+        double o = 0, vmax = 0;
+        for (int p = 0; p < lens[b]; p++) {
+          const double v = b2f(vc[(((size_t)b * nkv + h) * max_ctx + p) * kD + i]);
+          o += sc[p] * v;
+          vmax = std::max(vmax, std::fabs(v));
+        }
+        o /= l;
+        // bf16 rounding of the output, plus fp32 scores, exp2f and sums:
+        // errors of order 1e-6 relative per term, bounded by 2^-13 max |v|
+        // (a weight of 1/4097 on a skipped key is 2^-12 max |v|, and the
+        // needle cases make one key carry most of the weight).
+        c.add(b2f(out[((size_t)b * nq + hq) * kD + i]), o, kRound * std::fabs(o) + std::ldexp(vmax, -13));
+      }
+    }
+  char what[128];
+  int lmin = *std::min_element(lens.begin(), lens.end()), lmax = *std::max_element(lens.begin(), lens.end());
+  std::snprintf(what, sizeof what, "attn B=%d nq=%d nkv=%d len %d..%d split %dx%d%s", B, nq, nkv, lmin, lmax, nsplit,
+                split_len, needle ? " needle" : "");
+  c.report(what, kRound);
+  CK(cudaFree(dq));
+  CK(cudaFree(dk));
+  CK(cudaFree(dv));
+  CK(cudaFree(dpos));
+  CK(cudaFree(dop));
+  CK(cudaFree(dml));
+  CK(cudaFree(dout));
+}
+
+std::vector<int> rnd_lens(int B, int lo, int hi) {
+  std::vector<int> v(B);
+  for (auto &x : v) x = std::uniform_int_distribution<int>(lo, hi)(g_rng);
+  return v;
+}
+
+}  // namespace
+
+int main() {
+  int dev = 0;
+  CK(cudaSetDevice(dev));
+  for (int B : {1, 3, 64})
+    for (int hidden : {1024, 4096, 8192}) check_rmsnorm(B, hidden);
+  check_rmsnorm(2, 8);  // fewer vectors than threads
+
+  check_rope(1, 32, 8, 16, {0});
+  check_rope(3, 16, 4, 8192, {8191, 1, 4096});
+  check_rope(64, 4, 1, 64, rnd_lens(64, 0, 63));
+  check_rope(2, 64, 8, 32, {31, 17});
+
+  const int T = LLAMA_ATTN_TILE;
+  // ctx = 1, one split, every group size.
+  for (int G : {1, 2, 4, 8, 16}) check_attn(1, 8 * G / (G > 8 ? 2 : 1), 8 / (G > 8 ? 2 : 1), 8, {1}, T, 1, false);
+  // Tile and split edges: 63, 64, 65 keys; split boundaries at 128.
+  check_attn(3, 32, 8, 300, {63, 64, 65}, T, 2, false);
+  check_attn(4, 8, 1, 300, {127, 128, 129, 257}, 2 * T, 3, false);
+  check_attn(4, 8, 1, 300, {127, 128, 129, 257}, 2 * T, 3, true);
+  // Llama-3-70B-like group at TP = 2 (nq 32, nkv 4), long odd contexts.
+  check_attn(2, 32, 4, 4200, {4097, 4095}, 8 * T, 9, false);
+  check_attn(2, 32, 4, 4200, {4097, 1}, 8 * T, 9, true);
+  // Llama-3-8B-like at TP = 1 (nq 32, nkv 8), one split over the whole context.
+  check_attn(2, 32, 8, 1100, {1031, 700}, 17 * T, 1, false);
+  // Many sequences, a grid with more splits than any of them needs.
+  check_attn(64, 4, 2, 200, rnd_lens(64, 1, 130), T, 4, false);
+  check_attn(8, 16, 1, 700, rnd_lens(8, 1, 700), 3 * T, 4, true);
+  // Near the longest context: 8192 keys in 16 splits.
+  check_attn(1, 8, 1, 8192, {8192}, 8 * T, 16, true);
+
+  std::printf("kernel_check: %d passed, %d failed\n", g_pass, g_fail);
+  return g_fail ? 1 : 0;
+}

@@ -1,0 +1,309 @@
+// kernels.cu - the Llama example engine's own device code: RMSNorm, RoPE +
+// KV-cache append, and split-KV (flash-decoding) attention with GQA.
+//
+// This is engine code, not tpgraph's: the engine embeds this file's fatbin
+// and hands it to tpg_module_load, then adds these kernels to its plan by
+// name (kernels.h has the contract). Decisions:
+// - One token per sequence (decode), so every kernel is memory-bound; the
+//   only large one is attention, which reads the KV cache once: a block takes
+//   one KV head and ALL G query heads of its group (GQA), so each key and
+//   value is read from memory once per step, not G times.
+// - The context is split over blocks (flash-decoding) so that batch 1 with 4
+//   KV heads still fills the GPU; a second small kernel merges the splits
+//   with their (max, sum) statistics. Softmax is fp32 in the log2 domain.
+// - Per-step inputs come from device memory (pos), never from kernel
+//   arguments, so one instantiated graph serves every step.
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+#include "examples/llama/kernels.h"
+
+namespace {
+
+constexpr int kD = LLAMA_HEAD_DIM;
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// 8 bf16 in a 16-byte word <-> floats.
+__device__ __forceinline__ void unpack8(const uint4 &u, float f[8]) {
+  const __nv_bfloat162 *p = reinterpret_cast<const __nv_bfloat162 *>(&u);
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    float2 t = __bfloat1622float2(p[i]);
+    f[2 * i] = t.x;
+    f[2 * i + 1] = t.y;
+  }
+}
+__device__ __forceinline__ uint4 pack8(const float f[8]) {
+  uint4 u;
+  __nv_bfloat162 *p = reinterpret_cast<__nv_bfloat162 *>(&u);
+#pragma unroll
+  for (int i = 0; i < 4; i++) p[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+  return u;
+}
+
+// Programmatic dependent launch: the engine may let these kernels start
+// while the node before them still runs (tpg_kernel_desc.pdl = 1 with
+// TPG_GRAPH_PDL); every block waits here for that node's completion and
+// memory flush before it reads anything. Without PDL it returns at once.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(256)
+    llama_rmsnorm(__nv_bfloat16 *y, const __nv_bfloat16 *x, const __nv_bfloat16 *w, int hidden, float eps) {
+  __shared__ float part[32];
+  pdl_wait();
+  const int nv = hidden / 8;
+  const uint4 *xr = reinterpret_cast<const uint4 *>(x + (size_t)blockIdx.x * hidden);
+  float ss = 0.f;
+  for (int i = threadIdx.x; i < nv; i += blockDim.x) {
+    float f[8];
+    unpack8(xr[i], f);
+#pragma unroll
+    for (int j = 0; j < 8; j++) ss += f[j] * f[j];
+  }
+  ss = warp_sum(ss);
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float v = threadIdx.x < (blockDim.x + 31) / 32 ? part[threadIdx.x] : 0.f;
+    v = warp_sum(v);
+    if (threadIdx.x == 0) part[0] = v;
+  }
+  __syncthreads();
+  const float r = rsqrtf(part[0] / (float)hidden + eps);
+  const uint4 *wr = reinterpret_cast<const uint4 *>(w);
+  uint4 *yr = reinterpret_cast<uint4 *>(y + (size_t)blockIdx.x * hidden);
+  for (int i = threadIdx.x; i < nv; i += blockDim.x) {
+    float f[8], g[8];
+    unpack8(xr[i], f);
+    unpack8(wr[i], g);
+#pragma unroll
+    for (int j = 0; j < 8; j++) f[j] = f[j] * r * g[j];
+    yr[i] = pack8(f);
+  }
+}
+
+// Thread i rotates the pair (i, i + 64): rotate_half pairs each element of
+// the first half with the same index of the second. The angle is computed
+// as transformers does (fp32 inv_freq = 1 / theta^(2i/128), times the fp32
+// position), with the accurate sincosf: at positions near 8192 the fast
+// intrinsics would be off by far more than a bf16 ulp.
+extern "C" __global__ void __launch_bounds__(64)
+    llama_rope_append(__nv_bfloat16 *q, __nv_bfloat16 *k_cache, __nv_bfloat16 *v_cache, const __nv_bfloat16 *qkv,
+                      const int *pos, int nq, int nkv, int max_ctx, float theta) {
+  const int b = blockIdx.x, h = blockIdx.y, i = threadIdx.x;
+  pdl_wait();
+  const int p = pos[b];
+  const __nv_bfloat16 *src = qkv + ((size_t)b * (nq + 2 * nkv) + h) * kD;
+  float a = __bfloat162float(src[i]), c = __bfloat162float(src[i + kD / 2]);
+  if (h < nq + nkv) {
+    const float inv = 1.0f / powf(theta, (float)(2 * i) / (float)kD);
+    float sn, cs;
+    sincosf((float)p * inv, &sn, &cs);
+    const float a2 = a * cs - c * sn;
+    c = c * cs + a * sn;
+    a = a2;
+  }
+  __nv_bfloat16 *dst;
+  if (h < nq) {
+    dst = q + ((size_t)b * nq + h) * kD;
+  } else {
+    if (p < 0 || p >= max_ctx) return;  // the engine's bug; never write outside the cache
+    const int kv = h < nq + nkv ? h - nq : h - nq - nkv;
+    dst = (h < nq + nkv ? k_cache : v_cache) + (((size_t)b * nkv + kv) * max_ctx + p) * kD;
+  }
+  dst[i] = __float2bfloat16_rn(a);
+  dst[i + kD / 2] = __float2bfloat16_rn(c);
+}
+
+namespace {
+
+// One block: KV head h of sequence b, keys of split s, the G query heads of
+// the group. Per tile of LLAMA_ATTN_TILE keys: K and V to shared memory
+// (16-byte loads, all issued before the stores), scores, an online-softmax
+// update per head (one warp per head), then P V. Thread t owns output dims
+// 2(t%64), 2(t%64)+1 of heads (t/64)*HPT .. +HPT-1 and computes the scores of
+// key t%64 for the same heads.
+template <int G>
+__device__ __forceinline__ void attn_partial(float *o_part, float *ml_part, const __nv_bfloat16 *q,
+                                             const __nv_bfloat16 *k_cache, const __nv_bfloat16 *v_cache,
+                                             const int *pos, int nkv, int max_ctx, int split_len, int nsplit,
+                                             float scale_log2) {
+  constexpr int T = LLAMA_ATTN_TILE, KP = kD + 8;  // K rows padded: row reads of a warp avoid bank conflicts
+  constexpr int HPT = G >= 2 ? G / 2 : 1;
+  static_assert(T == 64, "thread t%64 is a key of the tile");
+  __shared__ __align__(16) __nv_bfloat16 ks[T * KP];
+  __shared__ __align__(16) __nv_bfloat16 vs[T * kD];
+  __shared__ __align__(16) float qs[G * kD];
+  __shared__ __align__(16) float ps[G * T];
+  __shared__ float ms[G], ls[G], alphas[G];
+
+  const int s = blockIdx.x, h = blockIdx.y, b = blockIdx.z, t = threadIdx.x;
+  pdl_wait();
+  const int nq = nkv * G;
+  const int len = pos[b] + 1;
+  const int start = s * split_len;
+  if (start >= len) return;  // combine reads only the splits that hold keys
+  const int end = min(len, start + split_len);
+
+  const __nv_bfloat16 *qg = q + ((size_t)b * nq + (size_t)h * G) * kD;
+  for (int i = t; i < G * kD; i += blockDim.x) qs[i] = __bfloat162float(qg[i]) * scale_log2;
+  if (t < G) {
+    ms[t] = -INFINITY;
+    ls[t] = 0.f;
+  }
+  const int kk = t & 63, hs = t >> 6, g0 = hs * HPT;
+  float acc[HPT][2];
+#pragma unroll
+  for (int j = 0; j < HPT; j++) acc[j][0] = acc[j][1] = 0.f;
+  const size_t head = ((size_t)b * nkv + h) * (size_t)max_ctx * kD;
+  const __nv_bfloat16 *kb = k_cache + head, *vb = v_cache + head;
+
+  for (int k0 = start; k0 < end; k0 += T) {
+    const int nk = min(T, end - k0);
+    __syncthreads();  // the previous tile is consumed (first pass: qs, ms, ls written)
+    uint4 kr[8], vr[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) {  // 64 rows x 16 chunks of 16 bytes, 8 per thread
+      const int c = t + j * 128, row = c >> 4, col = c & 15;
+      if (row < nk) {
+        kr[j] = *reinterpret_cast<const uint4 *>(kb + (size_t)(k0 + row) * kD + col * 8);
+        vr[j] = *reinterpret_cast<const uint4 *>(vb + (size_t)(k0 + row) * kD + col * 8);
+      } else {
+        kr[j] = vr[j] = make_uint4(0, 0, 0, 0);  // zeros: P V sums whole tiles, p = 0 there
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+      const int c = t + j * 128, row = c >> 4, col = c & 15;
+      *reinterpret_cast<uint4 *>(ks + row * KP + col * 8) = kr[j];
+      *reinterpret_cast<uint4 *>(vs + row * kD + col * 8) = vr[j];
+    }
+    __syncthreads();
+
+    if (g0 < G) {  // scores of key kk for heads g0 .. g0+HPT-1
+      float d[HPT];
+#pragma unroll
+      for (int j = 0; j < HPT; j++) d[j] = 0.f;
+      const __nv_bfloat16 *krow = ks + kk * KP;
+#pragma unroll 4
+      for (int c = 0; c < kD; c += 8) {
+        float kf[8];
+        unpack8(*reinterpret_cast<const uint4 *>(krow + c), kf);
+#pragma unroll
+        for (int j = 0; j < HPT; j++) {
+          const float4 qa = *reinterpret_cast<const float4 *>(qs + (g0 + j) * kD + c);
+          const float4 qb = *reinterpret_cast<const float4 *>(qs + (g0 + j) * kD + c + 4);
+          d[j] += qa.x * kf[0] + qa.y * kf[1] + qa.z * kf[2] + qa.w * kf[3] + qb.x * kf[4] + qb.y * kf[5] +
+                  qb.z * kf[6] + qb.w * kf[7];
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < HPT; j++) ps[(g0 + j) * T + kk] = kk < nk ? d[j] : -INFINITY;
+    }
+    __syncthreads();
+
+    const int w = t >> 5, lane = t & 31;
+    for (int g = w; g < G; g += 4) {  // online softmax, one warp per head
+      float a0 = ps[g * T + lane], a1 = ps[g * T + lane + 32];
+      const float mold = ms[g];
+      const float mnew = fmaxf(mold, warp_max(fmaxf(a0, a1)));  // key k0 is valid: finite
+      a0 = exp2f(a0 - mnew);
+      a1 = exp2f(a1 - mnew);
+      ps[g * T + lane] = a0;
+      ps[g * T + lane + 32] = a1;
+      const float sum = warp_sum(a0 + a1);
+      if (lane == 0) {
+        const float al = exp2f(mold - mnew);  // 0 on the first tile (mold = -inf)
+        alphas[g] = al;
+        ls[g] = ls[g] * al + sum;
+        ms[g] = mnew;
+      }
+    }
+    __syncthreads();
+
+    if (g0 < G) {  // P V: each value row read once for all HPT heads
+#pragma unroll
+      for (int j = 0; j < HPT; j++) {
+        const float al = alphas[g0 + j];
+        acc[j][0] *= al;
+        acc[j][1] *= al;
+      }
+#pragma unroll 2
+      for (int k = 0; k < T; k += 4) {
+        float2 v[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+          v[u] = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(vs + (k + u) * kD + 2 * kk));
+#pragma unroll
+        for (int j = 0; j < HPT; j++) {
+          const float4 p4 = *reinterpret_cast<const float4 *>(ps + (g0 + j) * T + k);
+          acc[j][0] += p4.x * v[0].x + p4.y * v[1].x + p4.z * v[2].x + p4.w * v[3].x;
+          acc[j][1] += p4.x * v[0].y + p4.y * v[1].y + p4.z * v[2].y + p4.w * v[3].y;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < HPT; j++) {
+    const int g = g0 + j;
+    if (g < G)
+      *reinterpret_cast<float2 *>(o_part + (((size_t)b * nq + (size_t)h * G + g) * nsplit + s) * kD + 2 * kk) =
+          make_float2(acc[j][0], acc[j][1]);
+  }
+  if (t < G) {  // ms, ls: last written before the P V phase's barrier
+    float *ml = ml_part + (((size_t)b * nq + (size_t)h * G + t) * nsplit + s) * 2;
+    ml[0] = ms[t];
+    ml[1] = ls[t];
+  }
+}
+
+}  // namespace
+
+#define LLAMA_ATTN_DEF(G)                                                                                        \
+  extern "C" __global__ void __launch_bounds__(128)                                                            \
+      llama_attn_g##G(float *o_part, float *ml_part, const __nv_bfloat16 *q, const __nv_bfloat16 *k_cache,     \
+                      const __nv_bfloat16 *v_cache, const int *pos, int nkv, int max_ctx, int split_len,        \
+                      int nsplit, float scale_log2) {                                                           \
+    attn_partial<G>(o_part, ml_part, q, k_cache, v_cache, pos, nkv, max_ctx, split_len, nsplit, scale_log2);  \
+  }
+LLAMA_ATTN_DEF(1)
+LLAMA_ATTN_DEF(2)
+LLAMA_ATTN_DEF(4)
+LLAMA_ATTN_DEF(8)
+LLAMA_ATTN_DEF(16)
+
+extern "C" __global__ void __launch_bounds__(128)
+    llama_attn_combine(__nv_bfloat16 *out, const float *o_part, const float *ml_part, const int *pos, int nq,
+                       int split_len, int nsplit) {
+  const int h = blockIdx.x, b = blockIdx.y, d = threadIdx.x;
+  pdl_wait();
+  const int len = pos[b] + 1;
+  const int ns = min(nsplit, (len + split_len - 1) / split_len);
+  const size_t row = (size_t)b * nq + h;
+  const float *ml = ml_part + row * nsplit * 2;
+  float m = -INFINITY;
+  for (int s = 0; s < ns; s++) m = fmaxf(m, ml[2 * s]);
+  float l = 0.f, o = 0.f;
+  for (int s = 0; s < ns; s++) {
+    const float wgt = exp2f(ml[2 * s] - m);
+    l += wgt * ml[2 * s + 1];
+    o += wgt * o_part[(row * nsplit + s) * kD + d];
+  }
+  out[row * kD + d] = __float2bfloat16_rn(o / l);
+}

@@ -1,0 +1,67 @@
+// kernels.h - the Llama example engine's own kernels: names and parameters.
+//
+// The engine never links these: it loads examples/llama/kernels.cu's fatbin
+// with tpg_module_load and adds the kernels to its plan by NAME, so the
+// names are extern "C" (unmangled) and the parameter lists below are the
+// contract its tpg_arg lists must match (tpg_graph_create checks them
+// against the real layout). kernel_check.cu launches them directly through
+// these declarations. Shapes of one decode step, R = tensor-parallel ranks:
+//   nq  = heads / R query heads, nkv = kv_heads / R KV heads of this rank,
+//   head dim 128, G = nq / nkv query heads per KV head (GQA group).
+//   qkv      [B, (nq + 2 nkv) * 128]  the QKV projection's output: q heads,
+//                                     then k heads, then v heads
+//   q        [B, nq, 128]             rotated queries
+//   k_cache, v_cache [B, nkv, max_ctx, 128]  keys stored rotated
+//   pos      int32 [B]                this step's position of each sequence:
+//                                     the token is written there and attends
+//                                     to positions 0..pos (length pos + 1)
+#ifndef LLAMA_KERNELS_H
+#define LLAMA_KERNELS_H
+
+#define LLAMA_HEAD_DIM 128
+// Keys per shared-memory tile of the attention kernel; split lengths are
+// multiples of it.
+#define LLAMA_ATTN_TILE 64
+// The GQA group sizes with a compiled attention kernel (llama_attn_g<G>).
+#define LLAMA_ATTN_MAX_GROUP 16
+
+#ifdef __CUDACC__
+#include <cuda_bf16.h>
+
+// y[b, :] = x[b, :] / sqrt(mean(x[b, :]^2) + eps) * w, fp32 inside, one
+// rounding to bf16. grid (B), block 256; hidden a multiple of 8.
+extern "C" __global__ void llama_rmsnorm(__nv_bfloat16 *y, const __nv_bfloat16 *x, const __nv_bfloat16 *w,
+                                         int hidden, float eps);
+
+// RoPE (Llama-3 frequencies without scaling, rotate_half layout) on the q
+// and k heads of qkv at position pos[b]; q -> q, k -> k_cache[b, h, pos[b]],
+// v -> v_cache[b, h, pos[b]] unrotated. grid (B, nq + 2 nkv), block 64.
+extern "C" __global__ void llama_rope_append(__nv_bfloat16 *q, __nv_bfloat16 *k_cache, __nv_bfloat16 *v_cache,
+                                             const __nv_bfloat16 *qkv, const int *pos, int nq, int nkv,
+                                             int max_ctx, float theta);
+
+// Split-KV decode attention, first pass. Block (s, h, b) attends query heads
+// h*G .. h*G+G-1 of sequence b over keys [s*split_len, min((s+1)*split_len,
+// pos[b]+1)) and writes its unnormalised output and (max, sum) of the scores
+// (log2 domain): o_part [B, nq, nsplit, 128] fp32, ml_part [B, nq, nsplit, 2].
+// Blocks whose split starts at or after the length write nothing.
+// grid (nsplit, nkv, B), block 128; split_len a multiple of LLAMA_ATTN_TILE.
+// scale_log2 = softmax scale * log2(e). One kernel per group size G.
+#define LLAMA_ATTN_DECL(G)                                                                                  \
+  extern "C" __global__ void llama_attn_g##G(float *o_part, float *ml_part, const __nv_bfloat16 *q,          \
+                                             const __nv_bfloat16 *k_cache, const __nv_bfloat16 *v_cache,     \
+                                             const int *pos, int nkv, int max_ctx, int split_len, int nsplit, \
+                                             float scale_log2);
+LLAMA_ATTN_DECL(1)
+LLAMA_ATTN_DECL(2)
+LLAMA_ATTN_DECL(4)
+LLAMA_ATTN_DECL(8)
+LLAMA_ATTN_DECL(16)
+
+// Second pass: out[b, h*128 + d] = the softmax-weighted sum over the splits
+// that hold keys (ceil((pos[b]+1) / split_len) of them). grid (nq, B), block 128.
+extern "C" __global__ void llama_attn_combine(__nv_bfloat16 *out, const float *o_part, const float *ml_part,
+                                              const int *pos, int nq, int split_len, int nsplit);
+#endif
+
+#endif

@@ -1,0 +1,122 @@
+// llama.h - the Llama-3 decode example engine: its model description, one
+// rank's buffers, and the three parts that use them (weights.cc loads or
+// makes the weights, step.cc builds the one-graph decode step, main.cc runs
+// ranks, steps and the benchmark).
+#ifndef LLAMA_H
+#define LLAMA_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tpgraph.h"
+
+namespace llama {
+
+// A Llama-3 model and the run: config.txt's keys (docs/llama.md).
+struct Config {
+  int hidden = 4096, heads = 32, kv_heads = 8, head_dim = 128, ffn = 14336;
+  int layers = 4, vocab = 0;
+  float eps = 1e-5f, theta = 500000.f;
+  int batch = 1, ctx = 512, steps = 4, max_ctx = 0;  // max_ctx: the caches' capacity
+  uint64_t seed = 1;
+};
+
+// One process's place in the tensor-parallel group and what it holds open.
+struct Rank {
+  int rank = 0, nranks = 1, device = 0, sm_count = 0;
+  bool pdl = false;              // --pdl: TPG_GRAPH_PDL, engine kernels marked pdl
+  tpg_graph_mode mode = TPG_MODE_EXPLICIT;  // --mode (bench only)
+  void *stub_function = nullptr; // plan_test only (no GPU): names every engine kernel
+                                 // as this CUfunction instead of by name in `module`
+  tpg_comm *comm = nullptr;
+  tpg_module *module = nullptr;  // examples/llama/kernels.cu
+  cublasHandle_t cublas = nullptr;
+  void *cublas_ws = nullptr;     // cuBLAS must not allocate while captured
+  size_t cublas_ws_bytes = 0;
+  cudaStream_t stream = nullptr;
+};
+
+// This rank's shards, device memory, bf16, laid out as the plan's slots.
+struct LayerWeights {
+  void *attn_norm = nullptr, *mlp_norm = nullptr;  // [hidden]
+  void *wqkv = nullptr;  // [(nq + 2 nkv) * 128, hidden]: this rank's q, k, v head rows
+  void *wo = nullptr;    // [hidden, nq * 128]: the columns of this rank's heads
+  void *w13 = nullptr;   // [2 ffn/R, hidden]: this rank's gate rows, then its up rows
+  void *w2 = nullptr;    // [hidden, ffn/R]
+};
+struct Weights {
+  std::vector<LayerWeights> layers;
+  void *final_norm = nullptr;  // [hidden]
+  void *lm_head = nullptr;     // [vocab/R, hidden]: this rank's vocab rows (or null)
+  size_t bytes = 0;            // all of the above: what one step reads
+};
+
+// One set of KV caches (a batch of sequences): per layer [B, nkv, max_ctx, 128].
+struct Caches {
+  std::vector<void *> k, v;
+};
+
+// Where whole tensors come from: the files of a directory (--weights) or a
+// seeded generator that gives every rank the same values.
+struct Source {
+  std::string dir;  // empty: random
+  uint64_t seed = 1;
+};
+
+// Shapes every rank derives alike.
+inline int q_heads(const Config &c, const Rank &r) { return c.heads / r.nranks; }
+inline int kv_heads(const Config &c, const Rank &r) { return c.kv_heads / r.nranks; }
+
+// weights.cc
+int read_config(const std::string &dir, Config *c, std::string *err);
+// 0 on success; otherwise *err says what was wrong (file and size).
+int load_weights(const Config &c, const Rank &r, const Source &src, Weights *w, std::string *err);
+void free_weights(Weights *w);
+int alloc_caches(const Config &c, const Rank &r, Caches *k, std::string *err);
+// The initial context: positions [0, ctx) of whole caches l{i}.k_cache/v_cache
+// (file or random), the rest zero.
+int load_caches(const Config &c, const Rank &r, const Source &src, const Caches &k, std::string *err);
+void free_caches(Caches *k);
+// x.s{step}: [B, hidden] into dst (device).
+int load_input(const Config &c, const Source &src, int step, void *dst, cudaStream_t s, std::string *err);
+
+// step.cc: one rank's decode step for c.layers layers as a plan, and the
+// buffers bound to its slots.
+struct Step {
+  tpg_plan *plan = nullptr;
+  tpg_graph *graph = nullptr;
+  std::vector<tpg_binding> bindings;
+  tpg_slot x = 0, pos_host = 0, logits = 0;
+  std::vector<tpg_slot> k_cache, v_cache;
+  void *d_x = nullptr;             // [B, hidden]: in the step's input, out the residual stream
+  int *h_pos = nullptr;            // pinned [B]: this step's positions
+  float *d_logits = nullptr;       // [R * B * vocab/R] (all-gathered), when vocab > 0
+  int split_len = 0, nsplit = 0;   // attention's context split
+};
+struct LmHead {                    // the captured cuBLAS call's arguments
+  const Rank *rank;
+  int batch, hidden, vocab_part;
+};
+// The step's own buffers (x, pinned positions, logits), before build_step.
+int alloc_step_io(const Config &c, Step *s, std::string *err);
+// Builds the plan over the buffers given (bound as they are: null in
+// plan_test); the graph is created by create_step_graph (collective over
+// the ranks).
+int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k, int max_len, LmHead *lm, Step *s,
+               std::string *err);
+// Runs the LM head's cuBLAS call once, eagerly, before it is captured: its
+// first call loads kernels and picks an algorithm, work better kept out of
+// the capture.
+int warm_lm_head(const Rank &r, const Weights &w, LmHead *lm, Step *s, std::string *err);
+int create_step_graph(const Rank &r, Step *s, std::string *err);
+// Points the graph at another set of caches (tpg_graph_rebind).
+int bind_caches(Step *s, const Caches &k, std::string *err);
+void free_step(Step *s);
+
+}  // namespace llama
+
+#endif

@@ -1,0 +1,562 @@
+// main.cc - the Llama-3 decode example: ranks, steps, outputs, benchmark.
+//
+// One process per GPU. `llama --tp N` starts its N ranks itself (fork + exec
+// of this binary, the NCCL id passed through a file in a fresh temporary
+// directory); under `mpirun -np N` each process takes its rank from Open
+// MPI's environment and the id goes through --id-file (default: a name made
+// from the job's namespace). Every rank builds ONE graph for the whole
+// L-layer decode step (step.cc) and launches it once per token; rank 0
+// writes the outputs and prints the results.
+//
+//   llama --config 70b --layers 4 --tp 2 --bench --sweep --out DIR
+//   llama --weights DIR --tp 2 --lm-head --out OUT    (files of docs/llama.md)
+#include <getopt.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "examples/llama/kernels.h"
+#include "examples/llama/llama.h"
+#include "lib/embedded.h"
+
+extern "C" const tpg_embedded_blob llama_kernels[];  // //examples/llama:device_code
+
+namespace llama {
+namespace {
+
+struct Options {
+  Config c;
+  int tp = 1;
+  std::string weights, out, id_file;
+  bool bench = false, sweep = false, lm_head = false, pdl = false;
+  int vocab = 128256, warmup = 20, iters = 200;
+  tpg_graph_mode mode = TPG_MODE_EXPLICIT;
+  bool set_mode = false;
+  bool set_layers = false, set_batch = false, set_ctx = false, set_steps = false;
+};
+
+void usage(FILE *f) {
+  std::fprintf(f,
+               "usage: llama [flags]\n"
+               "  --config 8b|70b   Llama-3-8B-like (4096 hidden, 32/8 heads, ffn 14336; default)\n"
+               "                    or 70B-like (8192, 64/8, 28672)\n"
+               "  --layers L        decoder layers in the graph (default 4)\n"
+               "  --batch B         sequences, 1..64 (default 1)\n"
+               "  --ctx C           positions already in the KV cache (default 512)\n"
+               "  --steps S         decode steps; ctx + S <= 8192 (default 4)\n"
+               "  --tp N            tensor-parallel ranks, 1..8 (default 1); started by this\n"
+               "                    program unless run under mpirun -np N\n"
+               "  --weights DIR     read config.txt, weights, caches and inputs from DIR\n"
+               "                    (docs/llama.md); without: seeded random, same on every rank\n"
+               "  --seed N          the random model's seed (default 1)\n"
+               "  --lm-head         add the LM head (cuBLAS, vocab-parallel)\n"
+               "  --vocab V         vocabulary without --weights (default 128256)\n"
+               "  --out DIR         write y.s<step> (and logits.s<step>), or bench.json\n"
+               "  --bench           time the step instead (median of --iters launches)\n"
+               "  --sweep           with --bench: batch 1/8/32 x ctx 512/4096\n"
+               "  --iters N, --warmup N   bench launches (default 200, 20)\n"
+               "  --mode M          with --bench: explicit (tpgraph's graph, default), capture\n"
+               "                    (the same nodes stream-captured) or eager (no graph)\n"
+               "  --pdl             programmatic dependent launch (TPG_GRAPH_PDL; the engine's\n"
+               "                    kernels wait with griddepcontrol.wait)\n"
+               "  --id-file PATH    under mpirun: where rank 0 leaves the NCCL id\n");
+}
+
+bool parse_int(const char *flag, const char *s, int lo, int hi, int *out) {
+  char *end;
+  errno = 0;
+  long v = std::strtol(s, &end, 10);
+  if (errno || *end || end == s || v < lo || v > hi) {
+    std::fprintf(stderr, "llama: %s '%s': expected an integer in %d..%d\n", flag, s, lo, hi);
+    return false;
+  }
+  *out = (int)v;
+  return true;
+}
+
+int parse(int argc, char **argv, Options *o) {
+  enum { CONFIG = 1, LAYERS, BATCH, CTX, STEPS, TP, WEIGHTS, OUT, BENCH, SWEEP, LMHEAD, VOCAB, SEED, ITERS, WARMUP,
+         IDFILE, PDL, MODE, HELP };
+  static const option opts[] = {
+      {"config", required_argument, 0, CONFIG}, {"layers", required_argument, 0, LAYERS},
+      {"batch", required_argument, 0, BATCH},   {"ctx", required_argument, 0, CTX},
+      {"steps", required_argument, 0, STEPS},   {"tp", required_argument, 0, TP},
+      {"weights", required_argument, 0, WEIGHTS}, {"out", required_argument, 0, OUT},
+      {"bench", no_argument, 0, BENCH},         {"sweep", no_argument, 0, SWEEP},
+      {"lm-head", no_argument, 0, LMHEAD},      {"vocab", required_argument, 0, VOCAB},
+      {"seed", required_argument, 0, SEED},     {"iters", required_argument, 0, ITERS},
+      {"warmup", required_argument, 0, WARMUP}, {"id-file", required_argument, 0, IDFILE},
+      {"pdl", no_argument, 0, PDL},             {"mode", required_argument, 0, MODE},
+      {"help", no_argument, 0, HELP},
+      {0, 0, 0, 0}};
+  int ch, v;
+  Config &c = o->c;
+  while ((ch = getopt_long(argc, argv, "", opts, nullptr)) != -1) {
+    switch (ch) {
+      case CONFIG:
+        if (!std::strcmp(optarg, "8b")) {
+          c.hidden = 4096, c.heads = 32, c.kv_heads = 8, c.ffn = 14336;
+        } else if (!std::strcmp(optarg, "70b")) {
+          c.hidden = 8192, c.heads = 64, c.kv_heads = 8, c.ffn = 28672;
+        } else {
+          std::fprintf(stderr, "llama: --config '%s': expected 8b or 70b\n", optarg);
+          return 2;
+        }
+        break;
+      case LAYERS: if (!parse_int("--layers", optarg, 1, 1000, &c.layers)) return 2; o->set_layers = true; break;
+      case BATCH: if (!parse_int("--batch", optarg, 1, 64, &c.batch)) return 2; o->set_batch = true; break;
+      case CTX: if (!parse_int("--ctx", optarg, 0, 8191, &c.ctx)) return 2; o->set_ctx = true; break;
+      case STEPS: if (!parse_int("--steps", optarg, 1, 8192, &c.steps)) return 2; o->set_steps = true; break;
+      case TP: if (!parse_int("--tp", optarg, 1, 8, &o->tp)) return 2; break;
+      case WEIGHTS: o->weights = optarg; break;
+      case OUT: o->out = optarg; break;
+      case BENCH: o->bench = true; break;
+      case SWEEP: o->sweep = true; break;
+      case LMHEAD: o->lm_head = true; break;
+      case VOCAB: if (!parse_int("--vocab", optarg, 8, 1 << 20, &o->vocab)) return 2; break;
+      case SEED: if (!parse_int("--seed", optarg, 0, 1 << 30, &v)) return 2; c.seed = (uint64_t)v; break;
+      case ITERS: if (!parse_int("--iters", optarg, 1, 1000000, &o->iters)) return 2; break;
+      case WARMUP: if (!parse_int("--warmup", optarg, 0, 1000000, &o->warmup)) return 2; break;
+      case IDFILE: o->id_file = optarg; break;
+      case PDL: o->pdl = true; break;
+      case MODE:
+        if (!std::strcmp(optarg, "explicit")) o->mode = TPG_MODE_EXPLICIT;
+        else if (!std::strcmp(optarg, "capture")) o->mode = TPG_MODE_CAPTURE;
+        else if (!std::strcmp(optarg, "eager")) o->mode = TPG_MODE_EAGER;
+        else {
+          std::fprintf(stderr, "llama: --mode '%s': expected explicit, capture or eager\n", optarg);
+          return 2;
+        }
+        o->set_mode = true;
+        break;
+      case HELP: usage(stdout); return 1;
+      default: usage(stderr); return 2;
+    }
+  }
+  if (optind < argc) {
+    std::fprintf(stderr, "llama: unexpected argument '%s'\n", argv[optind]);
+    return 2;
+  }
+  if (o->sweep && !o->bench) {
+    std::fprintf(stderr, "llama: --sweep needs --bench\n");
+    return 2;
+  }
+  if (o->set_mode && !o->bench) {  // the check run rebinds, which TPG_MODE_CAPTURE cannot
+    std::fprintf(stderr, "llama: --mode needs --bench\n");
+    return 2;
+  }
+  if (!o->weights.empty()) {
+    std::string err;
+    if (read_config(o->weights, &c, &err)) {
+      std::fprintf(stderr, "llama: --weights: %s\n", err.c_str());
+      return 2;
+    }
+    if (o->set_layers || o->set_batch || o->set_ctx || o->set_steps)
+      std::fprintf(stderr, "llama: --weights: config.txt sets the model and run; --layers/--batch/--ctx/--steps ignored\n");
+    if (o->lm_head && c.vocab == 0) {
+      std::fprintf(stderr, "llama: --lm-head: %s/config.txt has vocab 0 (no lm_head file)\n", o->weights.c_str());
+      return 2;
+    }
+    if (!o->lm_head) c.vocab = 0;
+  } else {
+    c.vocab = o->lm_head ? o->vocab : 0;
+  }
+  const int need = c.ctx + c.steps;
+  if (c.max_ctx < need) c.max_ctx = need;
+  const char *bad = nullptr;
+  char why[160];
+  if (c.head_dim != LLAMA_HEAD_DIM) bad = "head_dim must be 128";
+  else if (c.hidden % 8 || c.hidden <= 0) bad = "hidden must be a positive multiple of 8";
+  else if (c.heads % c.kv_heads) bad = "heads must be a multiple of kv_heads";
+  else if (c.kv_heads % o->tp) { std::snprintf(why, sizeof why, "--tp %d must divide kv_heads %d", o->tp, c.kv_heads); bad = why; }
+  else if (c.ffn % (8 * o->tp)) { std::snprintf(why, sizeof why, "ffn %d must be a multiple of 8 x --tp", c.ffn); bad = why; }
+  else if (c.vocab % (8 * o->tp)) { std::snprintf(why, sizeof why, "vocab %d must be a multiple of 8 x --tp", c.vocab); bad = why; }
+  else if (c.batch < 1 || c.batch > 64) bad = "batch must be 1..64";
+  else if (c.max_ctx > 8192) { std::snprintf(why, sizeof why, "ctx + steps = %d: the cache holds at most 8192 positions", c.max_ctx); bad = why; }
+  if (bad) {
+    std::fprintf(stderr, "llama: %s\n", bad);
+    return 2;
+  }
+  return 0;
+}
+
+#define CHECK_TPG(call)                                                                   \
+  do {                                                                                    \
+    tpg_status s_ = (call);                                                               \
+    if (s_ != TPG_SUCCESS) {                                                              \
+      std::fprintf(stderr, "llama rank %d: %s: %s\n", R.rank, #call, tpg_last_error());   \
+      return 1;                                                                           \
+    }                                                                                     \
+  } while (0)
+#define CHECK_CUDA(call)                                                                          \
+  do {                                                                                            \
+    cudaError_t e_ = (call);                                                                      \
+    if (e_ != cudaSuccess) {                                                                      \
+      std::fprintf(stderr, "llama rank %d: %s: %s\n", R.rank, #call, cudaGetErrorString(e_));     \
+      return 1;                                                                                   \
+    }                                                                                             \
+  } while (0)
+#define CHECK_OK(call)                                                        \
+  do {                                                                        \
+    if (call) {                                                               \
+      std::fprintf(stderr, "llama rank %d: %s\n", R.rank, err.c_str());      \
+      return 1;                                                               \
+    }                                                                         \
+  } while (0)
+
+float bf16_to_float(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+bool write_file(const std::string &path, const void *p, size_t n) {
+  FILE *f = std::fopen(path.c_str(), "wb");
+  if (!f) return false;
+  const bool ok = std::fwrite(p, 1, n, f) == n;
+  return std::fclose(f) == 0 && ok;
+}
+
+// Everything a rank holds; released in the order the API requires (graphs,
+// then module and comm).
+struct RankState {
+  Rank R;
+  Weights w;
+  ~RankState() {
+    free_weights(&w);
+    if (R.cublas) cublasDestroy(R.cublas);
+    cudaFree(R.cublas_ws);
+    if (R.stream) cudaStreamDestroy(R.stream);
+    tpg_module_destroy(R.module);
+    tpg_comm_destroy(R.comm);
+  }
+};
+
+struct StepGuard {  // a Step and its caches, freed before the rank's state
+  Step s;
+  Caches a, b;
+  ~StepGuard() {
+    free_step(&s);
+    free_caches(&a);
+    free_caches(&b);
+  }
+};
+
+// What tpgraph built: the node kinds, the memory it owns, the build time.
+int print_graph_info(const Step &s) {
+  tpg_graph_info gi;
+  if (tpg_graph_info_get(s.graph, &gi) != TPG_SUCCESS) {  // informative only (eager mode has no graph)
+    std::printf("llama: tpg_graph_info_get: %s\n", tpg_last_error());
+    return 0;
+  }
+  std::printf("llama: CUDA graph: %d nodes (%d kernel, %d child graph, %d memcpy), %d programmatic edges, "
+              "workspace %.1f MiB, materialize %.0f us, instantiate %.0f us\n",
+              gi.nodes, gi.kernel_nodes, gi.child_nodes, gi.memcpy_nodes, gi.programmatic_edges,
+              gi.workspace_bytes / 1048576.0, gi.materialize_us, gi.instantiate_us);
+  return 0;
+}
+
+// One launch; positions of this step from the host.
+int run_one(Rank &R, Step &s, const Config &c, int step) {
+  for (int b = 0; b < c.batch; b++) s.h_pos[b] = c.ctx + step;
+  CHECK_TPG(tpg_graph_launch(s.graph, R.stream));
+  CHECK_TPG(tpg_comm_wait(R.comm, R.stream));
+  return 0;
+}
+
+// The steps, twice: on caches A, then on caches B (rebound, same initial
+// contents), which must give bit-identical outputs.
+int run_check(Options &o, RankState &st) {
+  Rank &R = st.R;
+  const Config &c = o.c;
+  Source src{o.weights, c.seed};
+  StepGuard g;
+  std::string err;
+  LmHead lm{};
+  CHECK_OK(alloc_caches(c, R, &g.a, &err) || load_caches(c, R, src, g.a, &err));
+  CHECK_OK(alloc_step_io(c, &g.s, &err) || build_step(c, R, st.w, g.a, c.ctx + c.steps, &lm, &g.s, &err));
+  CHECK_OK(warm_lm_head(R, st.w, &lm, &g.s, &err) || create_step_graph(R, &g.s, &err));
+  if (R.rank == 0) {
+    std::printf("llama: graph built: %d layers, batch %d, ctx %d, steps %d, TP %d, attention split %d x %d keys\n",
+                c.layers, c.batch, c.ctx, c.steps, R.nranks, g.s.nsplit, g.s.split_len);
+    if (print_graph_info(g.s)) return 1;
+  }
+  const size_t ny = (size_t)c.batch * c.hidden, nl = (size_t)c.batch * c.vocab;
+  std::vector<uint16_t> y(ny);
+  std::vector<float> lg(nl), lg_rows(nl);
+  std::vector<std::vector<uint16_t>> y_a(c.steps);
+  std::vector<std::vector<float>> l_a(c.steps);
+  int mismatched = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass == 1) {  // the second batch of caches, swapped in by rebinding
+      CHECK_OK(alloc_caches(c, R, &g.b, &err) || load_caches(c, R, src, g.b, &err));
+      CHECK_OK(bind_caches(&g.s, g.b, &err));
+    }
+    for (int s = 0; s < c.steps; s++) {
+      CHECK_OK(load_input(c, src, s, g.s.d_x, R.stream, &err));
+      if (run_one(R, g.s, c, s)) return 1;
+      CHECK_CUDA(cudaMemcpy(y.data(), g.s.d_x, ny * 2, cudaMemcpyDeviceToHost));
+      if (nl) CHECK_CUDA(cudaMemcpy(lg.data(), g.s.d_logits, nl * 4, cudaMemcpyDeviceToHost));
+      if (pass == 1) {
+        mismatched += y != y_a[s] || lg != l_a[s];
+        continue;
+      }
+      y_a[s] = y;
+      l_a[s] = lg;
+      if (R.rank != 0) continue;
+      double ss = 0, mx = 0;
+      size_t nonfinite = 0;
+      for (uint16_t v : y) {
+        const double f = bf16_to_float(v);
+        if (!std::isfinite(f)) nonfinite++;
+        else {
+          ss += f * f;
+          mx = std::max(mx, std::fabs(f));
+        }
+      }
+      std::printf("step %d: y rms %.4f max %.4f, %zu non-finite", s, std::sqrt(ss / ny), mx, nonfinite);
+      if (nl) {  // [R][B][V/R] -> [B][V]
+        const int vp = c.vocab / R.nranks;
+        for (int r = 0; r < R.nranks; r++)
+          for (int b = 0; b < c.batch; b++)
+            std::memcpy(&lg_rows[(size_t)b * c.vocab + (size_t)r * vp], &lg[((size_t)r * c.batch + b) * vp], vp * 4);
+        const size_t am = std::max_element(lg_rows.begin(), lg_rows.begin() + c.vocab) - lg_rows.begin();
+        std::printf(", logits[0] argmax %zu (%.4f)", am, lg_rows[am]);
+      }
+      std::printf("\n");
+      if (nonfinite) {
+        std::fprintf(stderr, "llama: step %d: non-finite outputs\n", s);
+        return 1;
+      }
+      if (!o.out.empty()) {
+        const std::string p = o.out + "/y.s" + std::to_string(s);
+        if (!write_file(p, y.data(), ny * 2) ||
+            (nl && !write_file(o.out + "/logits.s" + std::to_string(s), lg_rows.data(), nl * 4))) {
+          std::fprintf(stderr, "llama: cannot write %s\n", p.c_str());
+          return 1;
+        }
+      }
+    }
+  }
+  if (R.rank == 0)
+    std::printf("rebind: KV caches B (tpg_graph_rebind) vs A over %d steps: %s\n", c.steps,
+                mismatched ? "DIFFERENT" : "identical");
+  return mismatched ? 1 : 0;
+}
+
+int run_bench(Options &o, RankState &st) {
+  Rank &R = st.R;
+  std::vector<std::pair<int, int>> shapes;  // (batch, ctx)
+  if (o.sweep) {
+    for (int ctx : {512, 4096})
+      for (int b : {1, 8, 32}) shapes.push_back({b, ctx});
+  } else {
+    shapes.push_back({o.c.batch, o.c.ctx});
+  }
+  std::string json = "[\n", err;
+  const double bw = 4.3e12;
+  for (size_t i = 0; i < shapes.size(); i++) {
+    Config c = o.c;
+    c.batch = shapes[i].first;
+    c.ctx = shapes[i].second;
+    c.steps = 1;
+    c.max_ctx = c.ctx + 1;
+    Source src{"", c.seed};  // the timing does not depend on the values
+    StepGuard g;
+    LmHead lm{};
+    CHECK_OK(alloc_caches(c, R, &g.a, &err) || load_caches(c, R, src, g.a, &err));
+    CHECK_OK(alloc_step_io(c, &g.s, &err) || build_step(c, R, st.w, g.a, c.ctx + 1, &lm, &g.s, &err));
+    CHECK_OK(warm_lm_head(R, st.w, &lm, &g.s, &err) || create_step_graph(R, &g.s, &err));
+    if (R.rank == 0 && i == 0 && print_graph_info(g.s)) return 1;
+    CHECK_OK(load_input(c, src, 0, g.s.d_x, R.stream, &err));
+    for (int b = 0; b < c.batch; b++) g.s.h_pos[b] = c.ctx;
+    std::vector<cudaEvent_t> ev(2 * o.iters);
+    for (auto &e : ev) CHECK_CUDA(cudaEventCreate(&e));
+    for (int it = 0; it < o.warmup; it++) CHECK_TPG(tpg_graph_launch(g.s.graph, R.stream));
+    CHECK_TPG(tpg_comm_wait(R.comm, R.stream));
+    for (int it = 0; it < o.iters; it++) {
+      CHECK_CUDA(cudaEventRecord(ev[2 * it], R.stream));
+      CHECK_TPG(tpg_graph_launch(g.s.graph, R.stream));
+      CHECK_CUDA(cudaEventRecord(ev[2 * it + 1], R.stream));
+    }
+    CHECK_TPG(tpg_comm_wait(R.comm, R.stream));
+    std::vector<float> t(o.iters);
+    for (int it = 0; it < o.iters; it++) CHECK_CUDA(cudaEventElapsedTime(&t[it], ev[2 * it], ev[2 * it + 1]));
+    for (auto &e : ev) cudaEventDestroy(e);
+    std::sort(t.begin(), t.end());
+    const double med_us = 1e3 * t[o.iters / 2];
+    // The floor: this rank's weights and the KV cache it reads (ctx + 1
+    // positions of its heads, k and v), once, at 4.3 TB/s.
+    const double kv = (double)c.layers * c.batch * kv_heads(c, R) * (c.ctx + 1) * c.head_dim * 2 * 2;
+    const double floor_us = (st.w.bytes + kv) / bw * 1e6;
+    if (R.rank == 0) {
+      static const char *const modes[] = {"", " capture", " eager"};
+      std::printf("bench: %s layers %d TP %d%s%s batch %2d ctx %4d: %9.1f us/token  %7.1f us/layer  floor %7.1f us/layer"
+                  "  (%.2fx floor)\n",
+                  c.hidden == 8192 ? "70b" : c.hidden == 4096 ? "8b" : "custom", c.layers, R.nranks,
+                  R.pdl ? " pdl" : "", modes[R.mode], c.batch, c.ctx,
+                  med_us, med_us / c.layers, floor_us / c.layers, med_us / floor_us);
+      char line[512];
+      std::snprintf(line, sizeof line,
+                    "  {\"hidden\": %d, \"heads\": %d, \"kv_heads\": %d, \"ffn\": %d, \"layers\": %d, \"tp\": %d, "
+                    "\"pdl\": %d, \"mode\": %d, \"batch\": %d, \"ctx\": %d, \"vocab\": %d, \"iters\": %d, \"median_us\": %.2f, "
+                    "\"us_per_layer\": %.2f, \"floor_us_per_layer\": %.2f, \"weight_bytes\": %zu, \"kv_bytes\": %.0f}%s\n",
+                    c.hidden, c.heads, c.kv_heads, c.ffn, c.layers, R.nranks, (int)R.pdl, (int)R.mode, c.batch, c.ctx, c.vocab, o.iters,
+                    med_us,
+                    med_us / c.layers, floor_us / c.layers, st.w.bytes, kv, i + 1 < shapes.size() ? "," : "");
+      json += line;
+      std::fflush(stdout);
+    }
+  }
+  json += "]\n";
+  if (R.rank == 0 && !o.out.empty() && !write_file(o.out + "/bench.json", json.data(), json.size())) {
+    std::fprintf(stderr, "llama: cannot write %s/bench.json\n", o.out.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+int run_rank(Options &o, int rank, int nranks, int device, const std::string &id_file) {
+  RankState st;
+  Rank &R = st.R;
+  R.rank = rank;
+  R.nranks = nranks;
+  R.device = device;
+  R.pdl = o.pdl;
+  R.mode = o.mode;
+  std::string err;
+  CHECK_CUDA(cudaSetDevice(device));
+  CHECK_CUDA(cudaDeviceGetAttribute(&R.sm_count, cudaDevAttrMultiProcessorCount, device));
+  CHECK_CUDA(cudaStreamCreate(&R.stream));  // blocking: ordered after the legacy-stream fills and copies
+  tpg_comm_id id;
+  if (rank == 0) {
+    CHECK_TPG(tpg_comm_id_create(&id));
+    if (nranks > 1) CHECK_TPG(tpg_comm_id_write_file(&id, id_file.c_str()));
+  } else {
+    CHECK_TPG(tpg_comm_id_read_file(id_file.c_str(), 120000, &id));
+  }
+  tpg_comm_config cc = TPG_COMM_CONFIG_INIT;
+  cc.device = device;
+  cc.rank = rank;
+  cc.nranks = nranks;
+  cc.timeout_ms = 120000;
+  CHECK_TPG(tpg_comm_create(&id, &cc, &R.comm));
+  const tpg_embedded_blob *blob = llama_kernels;
+  while (blob->name && std::strcmp(blob->name, "kernels")) blob++;
+  if (!blob->name) {
+    std::fprintf(stderr, "llama: the embedded device code has no 'kernels' image\n");
+    return 1;
+  }
+  CHECK_TPG(tpg_module_load(blob->start, (size_t)(blob->end - blob->start), &R.module));
+  if (o.c.vocab > 0) {
+    if (cublasCreate(&R.cublas) != CUBLAS_STATUS_SUCCESS) {
+      std::fprintf(stderr, "llama rank %d: cublasCreate failed\n", rank);
+      return 1;
+    }
+    R.cublas_ws_bytes = 32u << 20;
+    CHECK_CUDA(cudaMalloc(&R.cublas_ws, R.cublas_ws_bytes));
+    if (cublasSetWorkspace(R.cublas, R.cublas_ws, R.cublas_ws_bytes) != CUBLAS_STATUS_SUCCESS) {
+      std::fprintf(stderr, "llama rank %d: cublasSetWorkspace failed\n", rank);
+      return 1;
+    }
+  }
+  Source src{o.bench ? std::string() : o.weights, o.c.seed};
+  CHECK_OK(load_weights(o.c, R, src, &st.w, &err));
+  if (rank == 0)
+    std::printf("llama: rank 0 of %d on GPU %d: %.1f MiB of weights (%s)\n", nranks, device, st.w.bytes / 1048576.0,
+                src.dir.empty() ? "random" : src.dir.c_str());
+  return o.bench ? run_bench(o, st) : run_check(o, st);
+}
+
+int env_int(const char *name, int dflt) {
+  const char *s = std::getenv(name);
+  return s && *s ? std::atoi(s) : dflt;
+}
+
+// Starts `tp` copies of this program as ranks and waits for them; when one
+// fails, the others are stopped (they would wait for it until a timeout).
+int spawn(int tp, char **argv) {
+  char dir[] = "/tmp/llama.XXXXXX";
+  if (!mkdtemp(dir)) {
+    std::perror("llama: mkdtemp");
+    return 1;
+  }
+  const std::string id = std::string(dir) + "/comm_id";
+  std::vector<pid_t> pids;
+  for (int r = 0; r < tp; r++) {
+    pid_t p = fork();
+    if (p < 0) {
+      std::perror("llama: fork");
+      for (pid_t q : pids) kill(q, SIGTERM);
+      break;
+    }
+    if (p == 0) {
+      setenv("LLAMA_RANK", std::to_string(r).c_str(), 1);
+      setenv("LLAMA_NRANKS", std::to_string(tp).c_str(), 1);
+      setenv("LLAMA_ID_FILE", id.c_str(), 1);
+      execv("/proc/self/exe", argv);
+      std::perror("llama: exec");
+      _exit(127);
+    }
+    pids.push_back(p);
+  }
+  int failed = (int)pids.size() < tp;
+  for (size_t left = pids.size(); left > 0; left--) {
+    int status;
+    pid_t p = wait(&status);
+    if (p < 0) break;
+    const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (!ok && !failed) {
+      failed = 1;
+      const size_t r = std::find(pids.begin(), pids.end(), p) - pids.begin();
+      std::fprintf(stderr, "llama: rank %zu failed (%s %d); stopping the others\n", r,
+                   WIFEXITED(status) ? "exit" : "signal", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+      for (pid_t q : pids)
+        if (q != p) kill(q, SIGTERM);
+    }
+  }
+  unlink(id.c_str());
+  rmdir(dir);
+  return failed;
+}
+
+}  // namespace
+}  // namespace llama
+
+int main(int argc, char **argv) {
+  using namespace llama;
+  Options o;
+  const int pr = parse(argc, argv, &o);
+  if (pr) return pr == 1 ? 0 : 2;
+  const int mpi_size = env_int("OMPI_COMM_WORLD_SIZE", 0), own = env_int("LLAMA_NRANKS", 0);
+  if (mpi_size > 0) {
+    if (mpi_size != o.tp) {
+      std::fprintf(stderr, "llama: mpirun -np %d but --tp %d: they must agree\n", mpi_size, o.tp);
+      return 2;
+    }
+    const int rank = env_int("OMPI_COMM_WORLD_RANK", 0);
+    const int local = env_int("OMPI_COMM_WORLD_LOCAL_RANK", rank);
+    std::string id = o.id_file;
+    if (id.empty()) {  // one name per mpirun job: its PMIx namespace, else the launcher's pid
+      const char *ns = std::getenv("PMIX_NAMESPACE");
+      id = "/tmp/llama-comm-" + (ns ? std::string(ns) : std::to_string(getppid())) + ".id";
+    }
+    const int rc = run_rank(o, rank, mpi_size, local, id);
+    if (rank == 0 && o.tp > 1) unlink(id.c_str());
+    return rc;
+  }
+  if (own > 0) return run_rank(o, env_int("LLAMA_RANK", 0), own, env_int("LLAMA_RANK", 0), std::getenv("LLAMA_ID_FILE"));
+  if (o.tp == 1) return run_rank(o, 0, 1, 0, "");
+  return spawn(o.tp, argv);
+}

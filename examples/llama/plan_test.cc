@@ -1,0 +1,110 @@
+// plan_test.cc - the Llama step's plan, checked on a CPU (no GPU, no driver).
+//
+// Builds the decode step's plan (step.cc) for both model shapes, TP 1..8,
+// batch 1..64, with and without the LM head, and requires that tpgraph
+// accepts it (every node's own checks, then tpg_plan_validate) with the node
+// and collective counts the design gives: 2 + 9 per layer (+ the LM head and,
+// at TP > 1, its all-gather), 2 all-reduces per layer. The engine's kernels
+// are named by a stand-in CUfunction (Rank::stub_function): resolving them
+// and checking their parameter lists needs the GPU (tpg_graph_create).
+// Also: a group size without a kernel is refused with a message.
+//
+//   bazel test //examples/llama:plan_test
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "examples/llama/llama.h"
+
+using namespace llama;
+
+namespace {
+
+int g_pass = 0, g_fail = 0;
+
+void expect(bool ok, const std::string &what) {
+  std::printf("%s %s\n", ok ? "PASS" : "FAIL", what.c_str());
+  (ok ? g_pass : g_fail)++;
+}
+
+Config model(bool big) {
+  Config c;
+  if (big) c.hidden = 8192, c.heads = 64, c.kv_heads = 8, c.ffn = 28672;
+  return c;
+}
+
+// 0 and the plan's counts, or 1 and the message.
+int plan(const Config &c, int R, std::string *err, int *nodes, int *colls, size_t *binds, std::string *dot) {
+  Rank r;
+  r.rank = R - 1;
+  r.nranks = R;
+  r.sm_count = 132;
+  r.stub_function = reinterpret_cast<void *>(0x1000);
+  Weights w;
+  w.layers.resize(c.layers);
+  Caches k;
+  k.k.assign(c.layers, nullptr);
+  k.v.assign(c.layers, nullptr);
+  Step s;
+  LmHead lm{};
+  int rc = build_step(c, r, w, k, c.ctx + c.steps, &lm, &s, err);
+  if (!rc) {
+    tpg_plan_stats(s.plan, nodes, nullptr, colls);
+    *binds = s.bindings.size();
+    size_t need = 0;
+    tpg_plan_dot(s.plan, nullptr, 0, &need);
+    dot->assign(need, '\0');
+    tpg_plan_dot(s.plan, &(*dot)[0], need, &need);
+  }
+  tpg_plan_destroy(s.plan);
+  return rc;
+}
+
+}  // namespace
+
+int main() {
+  for (int big = 0; big < 2; big++)
+    for (int R : {1, 2, 4, 8})
+      for (int B : {1, 3, 64})
+        for (int vocab : {0, 128256}) {
+          Config c = model(big);
+          c.layers = 3;
+          c.batch = B;
+          c.ctx = 4095;
+          c.steps = 3;
+          c.max_ctx = c.ctx + c.steps;
+          c.vocab = vocab;
+          std::string err, dot;
+          int nodes = 0, colls = 0;
+          size_t binds = 0;
+          char what[160];
+          std::snprintf(what, sizeof what, "%s TP %d batch %d vocab %d", big ? "70b" : "8b", R, B, vocab);
+          if (plan(c, R, &err, &nodes, &colls, &binds, &dot)) {
+            expect(false, std::string(what) + ": " + err);
+            continue;
+          }
+          const int want_nodes = 2 + 9 * c.layers + (vocab ? (R > 1 ? 2 : 1) : 0);
+          const int want_colls = 2 * c.layers + (vocab && R > 1 ? 1 : 0);
+          // x, pos_host, final_norm; per layer 2 norms, 4 weights, 2 caches; lm_head and the logits.
+          const size_t want_binds = 3 + 8 * (size_t)c.layers + (vocab ? 2 : 0);
+          const bool named = dot.find("l0.attn_combine") != std::string::npos &&
+                             dot.find("l2.down.allreduce") != std::string::npos &&
+                             (!vocab || dot.find("lm_head") != std::string::npos);
+          std::snprintf(what + std::strlen(what), sizeof what - std::strlen(what),
+                        ": %d nodes (%d), %d collectives (%d), %zu bindings (%zu)", nodes, want_nodes, colls,
+                        want_colls, binds, want_binds);
+          expect(nodes == want_nodes && colls == want_colls && binds == want_binds && named, what);
+        }
+  {  // 24 query heads over 8 KV heads: group 3 has no attention kernel.
+    Config c = model(false);
+    c.heads = 24;
+    std::string err, dot;
+    int nodes, colls;
+    size_t binds;
+    const int rc = plan(c, 1, &err, &nodes, &colls, &binds, &dot);
+    expect(rc != 0 && err.find("heads/kv_heads") != std::string::npos, "group of 3 refused: " + err);
+  }
+  std::printf("plan_test: %d passed, %d failed\n", g_pass, g_fail);
+  return g_fail ? 1 : 0;
+}

@@ -1,0 +1,355 @@
+// step.cc - one rank's Llama-3 decode step, all L layers, as ONE tpgraph plan.
+//
+// Per layer (B sequences, one token each; R ranks; nq = heads/R, nkv =
+// kv_heads/R; every node depends on the one before it):
+//   layer 0 only: pos <- pos_host (memcpy node), h = RMSNorm(x)  (our kernel)
+//   qkv  = h Wqkv_r^T             COLUMN linear (tpgraph's GEMM)
+//   rope + append                  our kernel: q -> q, k/v -> caches at pos
+//   attention partials + combine   our split-KV kernels -> attn [B, nq*128]
+//   part = attn Wo_r^T             GEMM (this rank's partial sums)
+//   all-reduce(part) with epilogue: x += sum; h2 = RMSNorm(x) * mlp_norm
+//   act  = silu(h2 Wg_r^T) * (h2 Wu_r^T)   COLUMN linear, TPG_ACT_SWIGLU
+//   part = act W2_r^T              GEMM
+//   all-reduce(part) with epilogue: x += sum; h = RMSNorm(x) * the next
+//                                  layer's attn_norm (last layer: final_norm)
+//   after the last layer, --lm-head: logits_r = h Wlm_r^T (cuBLAS, a captured
+//   node), then an all-gather of the vocab slices.
+// Everything that changes from step to step is read from device memory the
+// graph owns or the engine binds: positions come from a pinned host slot
+// through the memcpy node, so one instantiated graph serves every step, and
+// rebinding the cache slots swaps a whole batch's KV caches.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "examples/llama/kernels.h"
+#include "examples/llama/llama.h"
+
+namespace llama {
+namespace {
+
+#define TRY(call)                                                                 \
+  do {                                                                            \
+    tpg_status s_ = (call);                                                       \
+    if (s_ != TPG_SUCCESS) {                                                      \
+      *err = std::string(#call) + ": " + tpg_last_error();                        \
+      return 1;                                                                   \
+    }                                                                             \
+  } while (0)
+
+// The LM head: logits_r [B, V/R] fp32 = h [B, H] * Wlm_r^T, bf16 inputs, fp32
+// accumulation. Row-major Y = X W^T is column-major Y^T = W X^T: cuBLAS sees
+// W as a column-major [H, V/R] matrix, transposed.
+int lm_head_capture(void *user, tpg_stream stream, void *const *ptrs, int nptrs) {
+  const LmHead *lm = static_cast<const LmHead *>(user);
+  if (nptrs != 3) return 100;
+  cublasHandle_t h = lm->rank->cublas;
+  if (cublasSetStream(h, reinterpret_cast<cudaStream_t>(stream)) != CUBLAS_STATUS_SUCCESS) return 101;
+  const float one = 1.f, zero = 0.f;
+  const cublasStatus_t st =
+      cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, lm->vocab_part, lm->batch, lm->hidden, &one, ptrs[1], CUDA_R_16BF,
+                   lm->hidden, ptrs[0], CUDA_R_16BF, lm->hidden, &zero, ptrs[2], CUDA_R_32F, lm->vocab_part,
+                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  return st == CUBLAS_STATUS_SUCCESS ? 0 : 200 + (int)st;
+}
+
+struct Builder {
+  tpg_plan *p;
+  Step *s;
+  std::string *err;
+  tpg_node last = 0;
+  bool have_last = false;
+
+  int slot(const char *name, tpg_dtype t, tpg_memory m, size_t n, void *bound, tpg_slot *out) {
+    TRY(tpg_plan_add_slot(p, name, t, m, n, out));
+    if (m != TPG_MEM_SCRATCH) s->bindings.push_back({*out, bound});
+    return 0;
+  }
+  int slot(const std::string &name, tpg_dtype t, tpg_memory m, size_t n, void *bound, tpg_slot *out) {
+    return slot(name.c_str(), t, m, n, bound, out);
+  }
+  // The chain: every node after the previous one.
+  const tpg_node *dep() const { return have_last ? &last : nullptr; }
+  int ndep() const { return have_last ? 1 : 0; }
+  void chain(tpg_node n) {
+    last = n;
+    have_last = true;
+  }
+  int kernel(const char *name, const std::string &label, unsigned gx, unsigned gy, unsigned gz, unsigned block,
+             const std::vector<tpg_arg> &args, const Rank &r) {
+    tpg_kernel_desc k = TPG_KERNEL_DESC_INIT;
+    k.module = r.module;
+    k.pdl = r.pdl ? 1 : 0;  // kernels.cu: every kernel waits (griddepcontrol.wait) before reading
+    k.name = name;
+    k.grid[0] = gx;
+    k.grid[1] = gy;
+    k.grid[2] = gz;
+    k.block[0] = block;
+    k.args = args.data();
+    if (r.stub_function) {  // plan_test: no module without a GPU
+      k.module = nullptr;
+      k.name = nullptr;
+      k.cu_function = r.stub_function;
+    }
+    k.nargs = (int)args.size();
+    tpg_node n;
+    TRY(tpg_plan_add_kernel(p, &k, dep(), ndep(), &n));
+    TRY(tpg_plan_set_node_name(p, n, label.c_str()));
+    chain(n);
+    return 0;
+  }
+};
+
+}  // namespace
+
+int alloc_step_io(const Config &c, Step *s, std::string *err) {
+  if (cudaMalloc(&s->d_x, (size_t)c.batch * c.hidden * 2) != cudaSuccess ||
+      cudaMallocHost(reinterpret_cast<void **>(&s->h_pos), c.batch * sizeof(int)) != cudaSuccess) {
+    *err = "out of memory for the step's x / positions";
+    return 1;
+  }
+  if (c.vocab > 0 &&
+      cudaMalloc(reinterpret_cast<void **>(&s->d_logits), (size_t)c.batch * c.vocab * 4) != cudaSuccess) {
+    *err = "out of memory for the logits";
+    return 1;
+  }
+  return 0;
+}
+
+int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k, int max_len, LmHead *lm, Step *s,
+               std::string *err) {
+  const int B = c.batch, H = c.hidden, D = c.head_dim, R = r.nranks;
+  const int nq = q_heads(c, r), nkv = kv_heads(c, r), G = nq / nkv, F = c.ffn / R;
+  const int wqkv = (nq + 2 * nkv) * D;
+  if (D != LLAMA_HEAD_DIM || G > LLAMA_ATTN_MAX_GROUP || (G & (G - 1))) {
+    *err = "head_dim must be 128 and heads/kv_heads one of 1, 2, 4, 8, 16";
+    return 1;
+  }
+  // Attention's context split: about four blocks per SM over B x nkv heads
+  // for the longest context this graph serves, in whole tiles. Four, not
+  // one: a block alternates loading a tile and computing on it, so several
+  // resident blocks keep memory busy, and whole waves of blocks even out.
+  const int target = std::max(1, (4 * r.sm_count + B * nkv - 1) / (B * nkv));
+  int split = (max_len + target - 1) / target;
+  split = std::max(LLAMA_ATTN_TILE, (split + LLAMA_ATTN_TILE - 1) / LLAMA_ATTN_TILE * LLAMA_ATTN_TILE);
+  s->split_len = split;
+  s->nsplit = (max_len + split - 1) / split;
+
+  const int vpart = c.vocab / R;
+  TRY(tpg_plan_create(&s->plan));
+  Builder b{s->plan, s, err};
+  const tpg_memory DEV = TPG_MEM_DEVICE, SCR = TPG_MEM_SCRATCH;
+  tpg_slot x, pos_host, pos, h, qkv, q, attn, o_part, ml_part, part, h2, act, final_norm;
+  // int32 data lives in TPG_F32 slots: tpgraph only needs its 4-byte width.
+  if (b.slot("x", TPG_BF16, DEV, (size_t)B * H, s->d_x, &x) ||
+      b.slot("pos_host", TPG_F32, TPG_MEM_HOST, B, s->h_pos, &pos_host) ||
+      b.slot("pos", TPG_F32, SCR, B, nullptr, &pos) || b.slot("h", TPG_BF16, SCR, (size_t)B * H, nullptr, &h) ||
+      b.slot("qkv", TPG_BF16, SCR, (size_t)B * wqkv, nullptr, &qkv) ||
+      b.slot("q", TPG_BF16, SCR, (size_t)B * nq * D, nullptr, &q) ||
+      b.slot("attn", TPG_BF16, SCR, (size_t)B * nq * D, nullptr, &attn) ||
+      b.slot("o_part", TPG_F32, SCR, (size_t)B * nq * s->nsplit * D, nullptr, &o_part) ||
+      b.slot("ml_part", TPG_F32, SCR, (size_t)B * nq * s->nsplit * 2, nullptr, &ml_part) ||
+      b.slot("part", TPG_BF16, SCR, (size_t)B * H, nullptr, &part) ||
+      b.slot("h2", TPG_BF16, SCR, (size_t)B * H, nullptr, &h2) ||
+      b.slot("act", TPG_BF16, SCR, (size_t)B * F, nullptr, &act) ||
+      b.slot("final_norm", TPG_BF16, DEV, H, w.final_norm, &final_norm))
+    return 1;
+  s->x = x;
+  s->pos_host = pos_host;
+  std::vector<tpg_slot> attn_norm(c.layers), mlp_norm(c.layers), wqkv_s(c.layers), wo(c.layers), w13(c.layers),
+      w2(c.layers);
+  s->k_cache.assign(c.layers, 0);
+  s->v_cache.assign(c.layers, 0);
+  const size_t cache_n = (size_t)B * nkv * c.max_ctx * D;
+  for (int i = 0; i < c.layers; i++) {
+    const std::string l = "l" + std::to_string(i) + ".";
+    const LayerWeights &lw = w.layers[i];
+    if (b.slot(l + "attn_norm", TPG_BF16, DEV, H, lw.attn_norm, &attn_norm[i]) ||
+        b.slot(l + "mlp_norm", TPG_BF16, DEV, H, lw.mlp_norm, &mlp_norm[i]) ||
+        b.slot(l + "wqkv", TPG_BF16, DEV, (size_t)wqkv * H, lw.wqkv, &wqkv_s[i]) ||
+        b.slot(l + "wo", TPG_BF16, DEV, (size_t)H * nq * D, lw.wo, &wo[i]) ||
+        b.slot(l + "w13", TPG_BF16, DEV, (size_t)2 * F * H, lw.w13, &w13[i]) ||
+        b.slot(l + "w2", TPG_BF16, DEV, (size_t)H * F, lw.w2, &w2[i]) ||
+        b.slot(l + "k_cache", TPG_BF16, DEV, cache_n, k.k[i], &s->k_cache[i]) ||
+        b.slot(l + "v_cache", TPG_BF16, DEV, cache_n, k.v[i], &s->v_cache[i]))
+      return 1;
+  }
+
+  tpg_node n;
+  TRY(tpg_plan_add_memcpy(s->plan, tpg_view{pos, 0, 0}, tpg_view{pos_host, 0, 0}, B, nullptr, 0, &n));
+  TRY(tpg_plan_set_node_name(s->plan, n, "pos<-host"));
+  b.chain(n);
+  const float eps = c.eps, theta = c.theta;
+  const float scale_log2 = (float)(1.0 / std::sqrt((double)D) * 1.4426950408889634);
+  const int max_ctx = c.max_ctx, split_len = s->split_len, nsplit = s->nsplit;
+  if (b.kernel("llama_rmsnorm", "l0.attn_norm", B, 1, 1, 256,
+               {tpg_arg_view(h, 0), tpg_arg_view(x, 0), tpg_arg_view(attn_norm[0], 0), TPG_ARG_VALUE(H),
+                TPG_ARG_VALUE(eps)},
+               r))
+    return 1;
+  const std::string attn_name = "llama_attn_g" + std::to_string(G);
+  for (int i = 0; i < c.layers; i++) {
+    const std::string l = "l" + std::to_string(i) + ".";
+    tpg_linear_desc qd = TPG_LINEAR_DESC_INIT;
+    qd.kind = TPG_LINEAR_COLUMN;
+    qd.rank = r.rank;
+    qd.nranks = R;
+    qd.tokens = B;
+    qd.in_features = H;
+    qd.out_features = wqkv * R;  // the whole layer's width; each rank's rows are its own heads (weights.cc)
+    qd.x = tpg_view{h, 0, 0};
+    qd.w = tpg_view{wqkv_s[i], 0, 0};
+    qd.y = tpg_view{qkv, 0, 0};
+    const std::string qn = l + "qkv";
+    qd.name = qn.c_str();
+    TRY(tpg_plan_add_linear(s->plan, &qd, b.dep(), b.ndep(), &n));
+    b.chain(n);
+    if (b.kernel("llama_rope_append", l + "rope_append", B, nq + 2 * nkv, 1, 64,
+                 {tpg_arg_view(q, 0), tpg_arg_view(s->k_cache[i], 0), tpg_arg_view(s->v_cache[i], 0),
+                  tpg_arg_view(qkv, 0), tpg_arg_view(pos, 0), TPG_ARG_VALUE(nq), TPG_ARG_VALUE(nkv),
+                  TPG_ARG_VALUE(max_ctx), TPG_ARG_VALUE(theta)},
+                 r) ||
+        b.kernel(attn_name.c_str(), l + "attn", nsplit, nkv, B, 128,
+                 {tpg_arg_view(o_part, 0), tpg_arg_view(ml_part, 0), tpg_arg_view(q, 0),
+                  tpg_arg_view(s->k_cache[i], 0), tpg_arg_view(s->v_cache[i], 0), tpg_arg_view(pos, 0),
+                  TPG_ARG_VALUE(nkv), TPG_ARG_VALUE(max_ctx), TPG_ARG_VALUE(split_len), TPG_ARG_VALUE(nsplit),
+                  TPG_ARG_VALUE(scale_log2)},
+                 r) ||
+        b.kernel("llama_attn_combine", l + "attn_combine", nq, B, 1, 128,
+                 {tpg_arg_view(attn, 0), tpg_arg_view(o_part, 0), tpg_arg_view(ml_part, 0), tpg_arg_view(pos, 0),
+                  TPG_ARG_VALUE(nq), TPG_ARG_VALUE(split_len), TPG_ARG_VALUE(nsplit)},
+                 r))
+      return 1;
+    // Row-parallel projection + all-reduce whose epilogue adds the residual
+    // (x, updated in place) and applies the next RMSNorm.
+    auto row_allreduce = [&](tpg_slot in, int k_in, tpg_slot wt, tpg_slot norm, tpg_slot out,
+                             const std::string &name) -> int {
+      tpg_gemm_desc g = TPG_GEMM_DESC_INIT;
+      g.m = B;
+      g.n = H;
+      g.k = k_in;
+      g.x = tpg_view{in, 0, 0};
+      g.w = tpg_view{wt, 0, 0};
+      g.y = tpg_view{part, 0, 0};
+      TRY(tpg_plan_add_gemm(s->plan, &g, b.dep(), b.ndep(), &n));
+      TRY(tpg_plan_set_node_name(s->plan, n, (name + ".gemm").c_str()));
+      b.chain(n);
+      tpg_collective_desc a = TPG_COLLECTIVE_DESC_INIT;
+      a.kind = TPG_ALL_REDUCE;
+      a.send = tpg_view{part, 0, 0};
+      a.recv = tpg_view{out, 0, 0};
+      a.count = (size_t)B * H;
+      a.hidden = H;
+      a.residual = a.residual_out = tpg_view{x, 0, 0};
+      a.norm_weight = tpg_view{norm, 0, 0};
+      a.norm_eps = eps;
+      TRY(tpg_plan_add_collective(s->plan, &a, b.dep(), b.ndep(), &n));
+      TRY(tpg_plan_set_node_name(s->plan, n, (name + ".allreduce").c_str()));
+      b.chain(n);
+      return 0;
+    };
+    if (row_allreduce(attn, nq * D, wo[i], mlp_norm[i], h2, l + "o")) return 1;
+    tpg_linear_desc up = TPG_LINEAR_DESC_INIT;
+    up.kind = TPG_LINEAR_COLUMN;
+    up.rank = r.rank;
+    up.nranks = R;
+    up.tokens = B;
+    up.in_features = H;
+    up.out_features = c.ffn;
+    up.activation = TPG_ACT_SWIGLU;
+    up.x = tpg_view{h2, 0, 0};
+    up.w = tpg_view{w13[i], 0, 0};
+    up.y = tpg_view{act, 0, 0};
+    const std::string un = l + "gate_up";
+    up.name = un.c_str();
+    TRY(tpg_plan_add_linear(s->plan, &up, b.dep(), b.ndep(), &n));
+    b.chain(n);
+    const bool lastl = i + 1 == c.layers;
+    if (row_allreduce(act, F, w2[i], lastl ? final_norm : attn_norm[i + 1], h, l + "down")) return 1;
+  }
+  if (c.vocab > 0) {
+    tpg_slot lm_w, logits, logits_all;
+    if (b.slot("lm_head", TPG_BF16, DEV, (size_t)vpart * H, w.lm_head, &lm_w)) return 1;
+    if (R == 1) {
+      if (b.slot("logits", TPG_F32, DEV, (size_t)B * vpart, s->d_logits, &logits)) return 1;
+      logits_all = logits;
+    } else if (b.slot("logits", TPG_F32, SCR, (size_t)B * vpart, nullptr, &logits) ||
+               b.slot("logits_all", TPG_F32, DEV, (size_t)B * c.vocab, s->d_logits, &logits_all)) {
+      return 1;
+    }
+    lm->rank = &r;
+    lm->batch = B;
+    lm->hidden = H;
+    lm->vocab_part = vpart;
+    const tpg_view views[3] = {{h, 0, 0}, {lm_w, 0, 0}, {logits, 0, 0}};
+    tpg_captured_desc cd = TPG_CAPTURED_DESC_INIT;
+    cd.fn = lm_head_capture;
+    cd.user = lm;
+    cd.views = views;
+    cd.nviews = 3;
+    TRY(tpg_plan_add_captured(s->plan, &cd, b.dep(), b.ndep(), &n));
+    TRY(tpg_plan_set_node_name(s->plan, n, "lm_head"));
+    b.chain(n);
+    if (R > 1) {  // rank-major [R][B][V/R]; main.cc puts the vocab slices side by side
+      tpg_collective_desc g = TPG_COLLECTIVE_DESC_INIT;
+      g.kind = TPG_ALL_GATHER;
+      g.send = tpg_view{logits, 0, 0};
+      g.recv = tpg_view{logits_all, 0, 0};
+      g.count = (size_t)B * vpart;
+      TRY(tpg_plan_add_collective(s->plan, &g, b.dep(), b.ndep(), &n));
+      TRY(tpg_plan_set_node_name(s->plan, n, "logits.allgather"));
+      b.chain(n);
+    }
+    s->logits = logits_all;
+  }
+  TRY(tpg_plan_validate(s->plan));
+  return 0;
+}
+
+int warm_lm_head(const Rank &r, const Weights &w, LmHead *lm, Step *s, std::string *err) {
+  if (!w.lm_head || !lm->rank) return 0;
+  // The step's x and logits buffers serve as input and output: both are
+  // large enough ([B, hidden]; [B, vocab] >= [B, vocab/R]), and both are
+  // rewritten before they are read.
+  void *const ptrs[3] = {s->d_x, w.lm_head, s->d_logits};
+  const int rc = lm_head_capture(lm, reinterpret_cast<tpg_stream>(r.stream), ptrs, 3);
+  if (rc || cudaStreamSynchronize(r.stream) != cudaSuccess) {
+    *err = "the LM head's cuBLAS call failed (code " + std::to_string(rc) + ")";
+    return 1;
+  }
+  return 0;
+}
+
+int create_step_graph(const Rank &r, Step *s, std::string *err) {
+  tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
+  cfg.device = r.device;
+  cfg.comm = r.comm;
+  cfg.bindings = s->bindings.data();
+  cfg.nbindings = (int)s->bindings.size();
+  if (r.pdl) cfg.flags |= TPG_GRAPH_PDL;
+  cfg.mode = r.mode;
+  TRY(tpg_graph_create(s->plan, &cfg, &s->graph));
+  return 0;
+}
+
+int bind_caches(Step *s, const Caches &k, std::string *err) {
+  std::vector<tpg_binding> nb;
+  for (size_t i = 0; i < s->k_cache.size(); i++) {
+    nb.push_back({s->k_cache[i], k.k[i]});
+    nb.push_back({s->v_cache[i], k.v[i]});
+  }
+  TRY(tpg_graph_rebind(s->graph, nb.data(), (int)nb.size()));
+  return 0;
+}
+
+void free_step(Step *s) {
+  if (s->graph) tpg_graph_destroy(s->graph);
+  tpg_plan_destroy(s->plan);
+  cudaFree(s->d_x);
+  cudaFreeHost(s->h_pos);
+  cudaFree(s->d_logits);
+  *s = Step();
+}
+
+}  // namespace llama
