@@ -6,6 +6,8 @@
  * so what is checked here is exactly what the graph builder will launch.
  *
  *   gemm_bench [--check-only] [--quick] [--json PATH]
+ *   gemm_bench --zoo [--budget-s S] [--models SUBSTR] [--tp LIST] [--m LIST] [--cand] [--json PATH]
+ *     (model shapes vs cuBLASLt, bench/gemm_zoo.cuh)
  *
  * 1. Checks: fresh random inputs per shape, outputs poisoned (0xFF bytes = NaN)
  *    before every launch, every epilogue, bf16 and fp16, the sm_90 selection
@@ -655,15 +657,44 @@ static void profile_mode() {
   }
 }
 
+#include "gemm_zoo.cuh"
+
+static std::vector<int> int_list(const char *s) {
+  std::vector<int> v;
+  for (const char *p = s; *p;) {
+    char *end;
+    const long x = strtol(p, &end, 10);
+    if (end == p || x < 1) { fprintf(stderr, "bad number list '%s'\n", s); exit(2); }
+    v.push_back((int)x);
+    p = *end == ',' ? end + 1 : end;
+  }
+  return v;
+}
+
 int main(int argc, char **argv) {
-  bool check_only = false, quick = false, profile = false;
+  bool check_only = false, quick = false, profile = false, zoo_mode = false;
   const char *json = nullptr;
+  zoo::Opts zo;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--check-only")) check_only = true;
     else if (!strcmp(argv[i], "--quick")) quick = true;
     else if (!strcmp(argv[i], "--profile")) profile = true;
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
-    else { fprintf(stderr, "usage: %s [--check-only] [--quick] [--json PATH]\n", argv[0]); return 2; }
+    else if (!strcmp(argv[i], "--zoo")) zoo_mode = true;
+    else if (!strcmp(argv[i], "--budget-s") && i + 1 < argc) zo.budget_s = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--models") && i + 1 < argc) zo.filter = argv[++i];
+    else if (!strcmp(argv[i], "--tp") && i + 1 < argc) zo.tps = int_list(argv[++i]);
+    else if (!strcmp(argv[i], "--m") && i + 1 < argc) zo.ms = int_list(argv[++i]);
+    else if (!strcmp(argv[i], "--reps") && i + 1 < argc) zo.reps = std::max(1, atoi(argv[++i]));
+    else if (!strcmp(argv[i], "--no-check")) zo.check = false;
+    else if (!strcmp(argv[i], "--cand")) zo.cand = true;
+    else {
+      fprintf(stderr,
+              "usage: %s [--check-only] [--quick] [--json PATH] [--profile]\n"
+              "       %s --zoo [--budget-s S] [--models SUBSTR] [--tp 1,2,4,8] [--m 1,16,...] [--reps N] [--no-check]\n"
+              "          [--cand] [--json PATH]\n", argv[0], argv[0]);
+      return 2;
+    }
   }
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
@@ -674,6 +705,13 @@ int main(int argc, char **argv) {
   printf("device: %s, %d SMs, sm_%d, L2 %d MB\n", prop.name, g_sms, g_arch, prop.l2CacheSize >> 20);
   if (profile) { profile_mode(); printf("profile launches done\n"); return 0; }
   g_rng.seed((uint64_t)std::chrono::high_resolution_clock::now().time_since_epoch().count());
+  if (zoo_mode) {
+    const int rc = zoo::run(zo, prop.name, json);
+    int zf = 0;
+    for (auto &c : g_checks) zf += !c.ok;
+    printf("checks: %zu run, %d failed\n", g_checks.size(), zf);
+    return rc;
+  }
 
   /* ---- checks ---- */
   const int Ms[] = {1, 3, 9, 16, 17, 64, 255, 1024, 4096};
