@@ -206,8 +206,27 @@ static void run_ours(const Arena &A, const Ours &o) {
   p.a.workspace = A.ws;
   launch_sel(o.L, p);
 }
-/* Forced candidates beside the library's choice (--cand): none yet. */
-static std::vector<Ours> candidates(Arena &, const tpg_gemm_args &) { return {}; }
+/* Forced candidates beside the library's choice (--cand): every
+ * tpg_gemm_candidates variant but the heuristic, named by variant. */
+static std::vector<Ours> candidates(Arena &A, const tpg_gemm_args &a) {
+  std::vector<Ours> out;
+  for (const tpg_gemm_variant &v : shape_candidates(a.m, a.n, a.k, a.epilogue)) {
+    Ours o;
+    tpg_tma_encode xe, we;
+    char why[200];
+    if (tpg_gemm_select_variant(a.m, a.n, a.k, a.dtype, a.epilogue, g_arch, g_sms, a.ldx, a.ldw, &v, &o.L, &xe, &we,
+                                why, sizeof why)) {
+      fprintf(stderr, "select_variant %s rejected: %s\n", var_name(v).c_str(), why); exit(2);
+    }
+    ensure_ws(A, o.L.workspace_bytes);
+    tpg_gemm_args b = a;
+    b.workspace = A.ws;
+    select_var(b, v, o.L, o.P);
+    o.name = var_name(v);
+    out.push_back(o);
+  }
+  return out;
+}
 
 static double median_d(std::vector<double> v) {
   std::sort(v.begin(), v.end());
