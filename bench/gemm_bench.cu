@@ -753,14 +753,16 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) zo.reps = std::max(1, atoi(argv[++i]));
     else if (!strcmp(argv[i], "--no-check")) zo.check = false;
     else if (!strcmp(argv[i], "--cand")) zo.cand = true;
+    else if (!strcmp(argv[i], "--list")) { zoo_mode = true; zo.list = true; }
     else {
       fprintf(stderr,
               "usage: %s [--check-only] [--quick] [--json PATH] [--profile]\n"
               "       %s --zoo [--budget-s S] [--models SUBSTR] [--tp 1,2,4,8] [--m 1,16,...] [--reps N] [--no-check]\n"
-              "          [--cand] [--json PATH]\n", argv[0], argv[0]);
+              "          [--cand] [--json PATH] [--list]\n", argv[0], argv[0]);
       return 2;
     }
   }
+  if (zoo_mode && zo.list) return zoo::list(zo);  /* no GPU needed */
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   g_sms = prop.multiProcessorCount;

@@ -63,6 +63,7 @@ struct Opts {
   int reps = 15;
   bool check = true;
   bool cand = false;           /* also time every forced candidate (A/B) */
+  bool list = false;           /* print the distinct GEMMs and exit (no GPU) */
 };
 
 static std::vector<Gemm> build_gemms(const Opts &o) {
@@ -92,6 +93,14 @@ static std::vector<Gemm> build_gemms(const Opts &o) {
     }
   }
   return out;
+}
+
+static int list(const Opts &o) {
+  const std::vector<Gemm> gs = build_gemms(o);
+  const size_t nm = o.ms.empty() ? 14 : o.ms.size();
+  for (auto &g : gs) printf("N=%6d K=%6d %-9s %s\n", g.N, g.K, epi_name[g.epi], g.users.c_str());
+  printf("zoo: %zu distinct (N, K, epilogue) x %zu M = %zu shapes\n", gs.size(), nm, gs.size() * nm);
+  return 0;
 }
 
 /* ---- device buffers shared by every shape (allocated once, at the largest size) ---- */
