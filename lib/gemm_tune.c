@@ -336,6 +336,7 @@ tpg_status tpg_gemm_tune_pick(const tpg_gemm_tune_cfg *cfg, const tpg_gemm_key *
                                        TPG_GEMM_MAX_CANDIDATES);
     int i, nseen = 0, best = -1, timed = 0;
     double best_us = 0, heur_us = 0;
+    tpg_err_clear(); /* so that a message after the loop is the timer's */
     for (i = 0; i < nc; ++i) {
       int s, dup = 0;
       double t;
@@ -363,7 +364,11 @@ tpg_status tpg_gemm_tune_pick(const tpg_gemm_tune_cfg *cfg, const tpg_gemm_key *
       info->tune_us = tpg_now_us() - t0;
       info->heuristic_us = heur_us;
     }
-    if (best < 0) { /* nothing ran: the heuristic, not cached */
+    if (best < 0) { /* nothing ran: the heuristic, not cached; said once so it is not silent */
+      static int warned;
+      if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+        fprintf(stderr, "tpgraph: warning: GEMM tuning: no candidate of %dx%dx%d could be timed (%s); using the "
+                "heuristic\n", key->m, key->n, key->k, tpg_last_error()[0] ? tpg_last_error() : "the timer gave no reason");
       set_info(info, TPG_GEMM_TUNE_FROM_HEURISTIC, &heur);
       return TPG_SUCCESS;
     }
