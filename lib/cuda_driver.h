@@ -49,6 +49,7 @@
   X(cuEventQuery, 2000) \
   X(cuEventDestroy, 4000) \
   X(cuEventSynchronize, 2000) \
+  X(cuEventElapsedTime, 2000) /* the GEMM tuner's timer */ \
   X(cuGraphCreate, 10000) \
   X(cuGraphDestroy, 10000) \
   X(cuGraphAddKernelNode, 12000) \
