@@ -14,7 +14,7 @@ check() {  # name, command...
   local name=$1; shift
   if "$@" > "$work/$name.log" 2>&1 && grep -q '^consumer: ok$' "$work/$name.log" &&
      grep -q '^digraph' "$work/$name.log"; then
-    echo "consumer: $name: ok ($(grep -m1 'no GPU\|GPU(s)' "$work/$name.log"))"
+    echo "consumer: $name: ok ($(grep -m1 -oE 'no GPU: TPG_[A-Z_]+|[0-9]+ GPU\(s\) visible' "$work/$name.log"))"
   else
     echo "consumer: $name: FAILED"; cat "$work/$name.log"; fails=$((fails + 1))
   fi
