@@ -2,6 +2,9 @@
 in docs/performance.md, so the document shows exactly what a run produced.
 
     python3 bench/report.py tpbench.json allreduce.json rebind.json
+
+Each table is preceded by the run's metadata line (GPU, driver, NCCL,
+commit, date) when the JSON has it (tpbench and allreduce_bench write it).
 """
 import json
 import sys
@@ -41,15 +44,30 @@ def tpbench(d):
     return "\n".join(out), "\n".join(targets)
 
 
+def meta(d):
+    m = d.get("meta")
+    if not m:
+        return ""
+    return "%s x %d (sm_%d), driver %d, NCCL %d, tpgraph %d, commit %s, %s\n\n" % (
+        m["gpu"], m["gpus"], m["sm_arch"], m["driver"], m["nccl"], m["tpgraph"], m["commit"], m["date"])
+
+
 def allreduce(d):
+    """us per op (median) and busbw (nccl-tests: bytes * 2(n-1)/n / time) per
+    algorithm; "-" where an algorithm did not run or cannot serve the size."""
     n = d["gpus"]
     f = 2.0 * (n - 1) / n
-    out = ["| bytes | NCCL us | one-shot us | NCCL / one-shot | NCCL busbw GB/s | one-shot busbw GB/s |", "|---|---|---|---|---|---|"]
+    algos = [a for a in ("nccl", "oneshot", "twoshot", "auto") if any(r.get(a + "_us", -1) > 0 for r in d["rows"])]
+    out = ["| bytes | " + " | ".join("%s us | %s busbw GB/s" % (a, a) for a in algos) + " | NCCL / best of ours |",
+           "|---|" + "---|---|" * len(algos) + "---|"]
     for r in d["rows"]:
-        a, b = r["nccl_us"], r["oneshot_us"]
-        out.append("| %d | %.2f | %s | %s | %.1f | %s |" % (
-            r["bytes"], a, "%.2f" % b if b > 0 else "-", "%.2fx" % (a / b) if b > 0 else "-", r["bytes"] * f / a / 1e3,
-            "%.1f" % (r["bytes"] * f / b / 1e3) if b > 0 else "-"))
+        cells = []
+        for a in algos:
+            t = r.get(a + "_us", -1)
+            cells.append("%.2f | %.1f" % (t, r["bytes"] * f / t / 1e3) if t > 0 else "- | -")
+        ours = [r[a + "_us"] for a in ("oneshot", "twoshot", "auto") if r.get(a + "_us", -1) > 0]
+        nc = r.get("nccl_us", -1)
+        out.append("| %d | %s | %s |" % (r["bytes"], " | ".join(cells), "%.2fx" % (nc / min(ours)) if nc > 0 and ours else "-"))
     return "\n".join(out)
 
 
@@ -68,8 +86,8 @@ if __name__ == "__main__":
         d = json.load(open(path))
         if "rows" in d and "floor" in d["rows"][0]:
             t, g = tpbench(d)
-            print(t + "\n\n" + g + "\n")
+            print(meta(d) + t + "\n\n" + g + "\n")
         elif "rows" in d:
-            print(allreduce(d) + "\n")
+            print(meta(d) + allreduce(d) + "\n")
         else:
             print(rebind(d) + "\n")
