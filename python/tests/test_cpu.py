@@ -152,3 +152,29 @@ def test_graph_without_gpu_is_a_clear_error():
         tpg.Graph(p, 0, {"x": base, "w": base + 4096, "b": base + 8192, "y": base + 12288})
     with pytest.raises(TypeError, match="tensor"):
         tpg.Graph(p, 0, {"x": "not a buffer"})
+
+
+def test_buffers_and_streams_without_torch():
+    from tpgraph.streams import pointer, stream_handle
+
+    class Cai:
+        __cuda_array_interface__ = {"data": (0x7000, False), "shape": (4,), "typestr": "<f4", "version": 3}
+
+    class Strided:
+        def data_ptr(self):
+            return 0x8000
+
+        def is_contiguous(self):
+            return False
+
+    class Stream:
+        cuda_stream = 0x1234
+
+    assert pointer(0x5000) == 0x5000
+    assert pointer(Cai()) == 0x7000
+    with pytest.raises(ValueError, match="contiguous"):
+        pointer(Strided())
+    assert stream_handle(Stream()) == 0x1234
+    assert stream_handle(0) is None and stream_handle(7) == 7
+    with pytest.raises(TypeError, match="stream"):
+        stream_handle("default")
