@@ -25,6 +25,16 @@ def test_version_matches_header():
     assert tpg.__version__ == "%d.%d.%d" % tuple(code)
 
 
+def test_package_version_is_the_headers():
+    # pyproject.toml cannot read the header at build time: a header bump must
+    # bump it too, and this says so.
+    pyproject = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyproject.toml")
+    if not os.path.exists(pyproject):
+        pytest.skip("no pyproject.toml beside the tests")
+    version = re.search(r'^version = "([^"]+)"', open(pyproject).read(), re.M).group(1)
+    assert version == tpg.__version__, "python/pyproject.toml says %s, the library %s" % (version, tpg.__version__)
+
+
 def test_every_bound_symbol_is_in_the_header():
     text = open(HEADER).read()
     declared = set(re.findall(r"TPG_API [^;]*?\b(tpg_\w+)\s*\(", text, re.S))

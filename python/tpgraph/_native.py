@@ -13,7 +13,7 @@ import os
 
 # ---- loading ---------------------------------------------------------------
 
-_NAMES = ("libtpgraph.so", "libtpgraph.so.0.2")
+_NAMES = ("libtpgraph.so",)  # versioned names (libtpgraph.so.X.Y) come from find_library
 
 
 def _load():
