@@ -455,7 +455,8 @@ static int write_png(void) {
       return 1;
     }
   }
-  printf("no PNG: install rsvg-convert (librsvg2-bin), ImageMagick or python3 cairosvg; %s is the plot\n", svg_path);
+  printf("no PNG: no converter here (rsvg-convert from librsvg2-bin, ImageMagick, python3 cairosvg); elsewhere:\n"
+         "  rsvg-convert -b white -z 2 -o '%s' '%s'\n", png, svg_path);
   return 0;
 }
 
