@@ -2,6 +2,12 @@
 in docs/performance.md, so the document shows exactly what a run produced.
 
     python3 bench/report.py tpbench.json allreduce.json rebind.json
+    python3 bench/report.py --png tpbench.svg [tpbench.png]
+
+--png rasterizes tpbench's SVG with Pillow (which torchvision brings along),
+for machines without rsvg-convert or ImageMagick: it draws exactly the
+elements tpbench writes (rect, line, polyline with dashes, text), so the PNG
+is the SVG and there is one plot to maintain.
 
 Each table is preceded by the run's metadata line (GPU, driver, NCCL,
 commit, date) when the JSON has it (tpbench and allreduce_bench write it).
@@ -81,7 +87,73 @@ def rebind(d):
     return "\n".join(out)
 
 
+def svg_to_png(svg_path, png_path, scale=2):
+    """Rasterizes the SVG subset tpbench writes; returns the PNG's path."""
+    import re
+    import xml.etree.ElementTree as ET
+    from PIL import Image, ImageDraw, ImageFont
+
+    root = ET.parse(svg_path).getroot()
+    tag = lambda e: e.tag.split("}")[-1]
+    W, H = int(float(root.get("width"))), int(float(root.get("height")))
+    img = Image.new("RGB", (W * scale, H * scale), "white")
+    dr = ImageDraw.Draw(img)
+    fonts = {}
+
+    def font(size):
+        if size not in fonts:
+            try:
+                fonts[size] = ImageFont.load_default(size=size * scale)  # Pillow >= 10.1 with FreeType
+            except TypeError:
+                fonts[size] = ImageFont.load_default()
+        return fonts[size]
+
+    def dashed(pts, dash, color, width):
+        on, off = dash
+        for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
+            n = max(1, int(((x1 - x0) ** 2 + (y1 - y0) ** 2) ** 0.5 / (on + off)))
+            for i in range(n):
+                a, b = i / n, (i + on / (on + off)) / n
+                dr.line([(x0 + (x1 - x0) * a, y0 + (y1 - y0) * a), (x0 + (x1 - x0) * b, y0 + (y1 - y0) * b)],
+                        fill=color, width=width)
+
+    base = int(root.get("font-size", "11"))
+    for e in root.iter():
+        t = tag(e)
+        color = e.get("stroke") or e.get("fill") or "black"
+        width = int(float(e.get("stroke-width", "1")) * scale)
+        dash = e.get("stroke-dasharray")
+        dash = tuple(float(v) * scale for v in dash.split(",")) if dash else None
+        if t == "line":
+            pts = [(float(e.get("x1")) * scale, float(e.get("y1")) * scale),
+                   (float(e.get("x2")) * scale, float(e.get("y2")) * scale)]
+        elif t == "polyline":
+            pts = [tuple(float(v) * scale for v in p.split(",")) for p in e.get("points").split()]
+        elif t == "text":
+            size = int(e.get("font-size", base))
+            anchor = {"start": "ls", "middle": "ms", "end": "rs"}[e.get("text-anchor", "start")]
+            dr.text((float(e.get("x")) * scale, float(e.get("y")) * scale), e.text or "", fill="black",
+                    font=font(size), anchor=anchor)
+            continue
+        else:
+            continue
+        if len(pts) < 2:
+            continue
+        if dash:
+            dashed(pts, dash, color, width)
+        else:
+            dr.line(pts, fill=color, width=width, joint="curve")
+    png_path = png_path or re.sub(r"\.svg$", "", svg_path) + ".png"
+    img.save(png_path)
+    return png_path
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--png"]:
+        if len(sys.argv) not in (3, 4):
+            sys.exit("usage: report.py --png PLOT.svg [PLOT.png]")
+        print("wrote %s" % svg_to_png(sys.argv[2], sys.argv[3] if len(sys.argv) == 4 else None))
+        sys.exit(0)
     for path in sys.argv[1:]:
         d = json.load(open(path))
         if "rows" in d and "floor" in d["rows"][0]:

@@ -22,7 +22,8 @@
  * and torch.cuda.graph, one process per GPU) and puts it beside ours.
  * Prints a table, writes JSON (with the run's metadata and p10/p50/p90) and
  * an SVG plot of per-layer time vs tokens, plus a PNG of it when a converter
- * is installed (rsvg-convert, ImageMagick or python3 cairosvg).
+ * is there (rsvg-convert, ImageMagick, python3 cairosvg, or bench/report.py
+ * --png over Pillow).
  * Flags: tpbench --help.
  */
 #define _GNU_SOURCE
@@ -446,8 +447,16 @@ static int write_png(void) {
       "command -v convert >/dev/null 2>&1 && convert -density 192 '%1$s' '%2$s'",
       "python3 -c 'import sys, cairosvg; cairosvg.svg2png(url=sys.argv[1], write_to=sys.argv[2], scale=2)' '%1$s' '%2$s'",
   };
-  for (size_t i = 0; i < sizeof tries / sizeof tries[0]; i++) {
-    snprintf(cmd, sizeof cmd, tries[i], svg_path, png);
+  /* Last: bench/report.py's own rasterizer over Pillow (torchvision brings it),
+   * for GPU machines with none of the above. Found like torch_mlp.py. */
+  char report[4200] = "bench/report.py", last[9000] = "false";
+  if (torch_script && strrchr(torch_script, '/'))
+    snprintf(report, sizeof report, "%.*s/report.py", (int)(strrchr(torch_script, '/') - torch_script), torch_script);
+  if (access(report, R_OK) != 0) snprintf(report, sizeof report, "bench/report.py");
+  if (access(report, R_OK) == 0 && !strchr(report, '\''))
+    snprintf(last, sizeof last, "python3 '%s' --png '%%1$s' '%%2$s'", report);
+  for (size_t i = 0; i <= sizeof tries / sizeof tries[0]; i++) {
+    snprintf(cmd, sizeof cmd, i < sizeof tries / sizeof tries[0] ? tries[i] : last, svg_path, png);
     char quiet[9100];
     snprintf(quiet, sizeof quiet, "(%s) >/dev/null 2>&1", cmd);
     if (system(quiet) == 0 && access(png, R_OK) == 0) {
@@ -455,7 +464,8 @@ static int write_png(void) {
       return 1;
     }
   }
-  printf("no PNG: no converter here (rsvg-convert from librsvg2-bin, ImageMagick, python3 cairosvg); elsewhere:\n"
+  printf("no PNG: no converter here (rsvg-convert from librsvg2-bin, ImageMagick, python3 with cairosvg or with\n"
+         "Pillow and bench/report.py); elsewhere:\n"
          "  rsvg-convert -b white -z 2 -o '%s' '%s'\n", png, svg_path);
   return 0;
 }
