@@ -79,6 +79,13 @@ def _rank(rank, port):
     box = [tpg.comm_id_create() if rank == 0 else None]
     dist.broadcast_object_list(box, src=0)
     comm = tpg.Comm(box[0], rank, R, device=rank)
+    if rank == 0:
+        # In a torch process tpgraph shares torch's libnccl.so.2 (same soname,
+        # loaded first): say which NCCL actually ran.
+        ri = tpg.runtime_info()
+        print("tpgraph %s from %s: NCCL %d (torch's %s), driver %d, kernels %s"
+              % (tpg.__version__, tpg.library_path, ri["nccl_version"], ".".join(map(str, torch.cuda.nccl.version())),
+                 ri["driver_version"], ri["kernel_archs"]), flush=True)
     K = IN // R
     dev = torch.device("cuda", rank)
     X, W, b, res = _data(1)
