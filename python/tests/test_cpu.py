@@ -188,3 +188,23 @@ def test_buffers_and_streams_without_torch():
     assert stream_handle(0) is None and stream_handle(7) == 7
     with pytest.raises(TypeError, match="stream"):
         stream_handle("default")
+
+
+def test_layer_helpers_without_gpu():
+    mlp = dict(kind="gelu", layers=2, tokens=16, hidden=64, ffn=256, rank=0, nranks=2)
+    x, w2 = tpg.mlp_slot("x", **mlp), tpg.mlp_slot("l1.w2", **mlp)
+    with tpg.Plan.mlp(**mlp) as p:
+        assert (p.slot("x"), p.slot("l1.w2")) == (x, w2)
+    with pytest.raises(tpg.InvalidArgument, match="nope"):
+        tpg.mlp_slot("nope", **mlp)
+    with pytest.raises(tpg.InvalidArgument, match="ffn"):
+        tpg.mlp_slot("x", **dict(mlp, ffn=100))
+    if tpg.runtime_info()["device_count"] > 0:
+        pytest.skip("a GPU is visible: the no-GPU errors below do not apply")
+    with pytest.raises(tpg.NoDevice):
+        tpg.MlpBuckets([1, 4], 0, {"x": 0x10000, "y": 0x20000}, **mlp)
+    with pytest.raises(tpg.NoDevice):
+        tpg.shard_mlp_layer(0, {"w1": 0x1000, "b1": 0x2000, "w2": 0x3000, "b2": 0x4000},
+                            {"w1": 0x5000, "b1": 0x6000, "w2": 0x7000, "b2": 0x8000}, **mlp)
+    with pytest.raises(tpg.InvalidArgument, match="whole"):
+        tpg.shard_linear("row", 4, 64, 32, 0, 2, 0, {}, {"w": 0x5000})

@@ -22,6 +22,7 @@ from . import _native
 from .comm import Comm, comm_id_create, comm_id_read_file, comm_id_write_file
 from .errors import InvalidArgument, NoDevice, TpgError, check
 from .graph import Graph
+from .layers import MlpBuckets, mlp_slot, shard_linear, shard_mlp_layer
 from .plan import Plan, mlp_desc
 from .types import *  # noqa: F401,F403 (the enum values)
 

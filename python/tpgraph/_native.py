@@ -120,12 +120,30 @@ class GraphInfo(ctypes.Structure):
                 ("programmatic_edges", c_int)]
 
 
+class MlpWholeLayer(ctypes.Structure):
+    _fields_ = [("w1", c_void_p), ("w1_up", c_void_p), ("b1", c_void_p), ("b1_up", c_void_p), ("w2", c_void_p),
+                ("b2", c_void_p)]
+
+
+class MlpRankLayer(ctypes.Structure):
+    _fields_ = [("w1", c_void_p), ("b1", c_void_p), ("w2", c_void_p), ("b2", c_void_p)]
+
+
+class LinearWhole(ctypes.Structure):
+    _fields_ = [("w", c_void_p), ("w_up", c_void_p), ("bias", c_void_p), ("bias_up", c_void_p)]
+
+
+class LinearPart(ctypes.Structure):
+    _fields_ = [("w", c_void_p), ("bias", c_void_p)]
+
+
 # C type name -> mirror, for the layout test.
 STRUCTS = {
     "tpg_view": View, "tpg_runtime_info": RuntimeInfo, "tpg_device_info": DeviceInfo, "tpg_comm_id": CommId,
     "tpg_comm_config": CommConfig, "tpg_gemm_desc": GemmDesc, "tpg_collective_desc": CollectiveDesc,
     "tpg_mlp_desc": MlpDesc, "tpg_linear_desc": LinearDesc, "tpg_binding": Binding,
-    "tpg_graph_config": GraphConfig, "tpg_graph_info": GraphInfo,
+    "tpg_graph_config": GraphConfig, "tpg_graph_info": GraphInfo, "tpg_mlp_whole_layer": MlpWholeLayer,
+    "tpg_mlp_rank_layer": MlpRankLayer, "tpg_linear_whole": LinearWhole, "tpg_linear_part": LinearPart,
 }
 
 # ---- functions -----------------------------------------------------------------
@@ -173,6 +191,12 @@ SYMBOLS = {
     "plan_add_linear": ("tpg_plan_add_linear", _st, [_h, P(LinearDesc), _nodes, c_int, _nodes]),
     "plan_add_concat_cols": ("tpg_plan_add_concat_cols", _st,
                              [_h, View, View, c_int, c_int, c_int, _nodes, c_int, _nodes]),
+    "mlp_shard_layer": ("tpg_mlp_shard_layer", _st, [P(MlpDesc), c_int, P(MlpWholeLayer), P(MlpRankLayer), c_void_p]),
+    "linear_shard": ("tpg_linear_shard", _st, [P(LinearDesc), c_int, P(LinearWhole), P(LinearPart), c_void_p]),
+    "mlp_buckets_create": ("tpg_mlp_buckets_create", _st, [P(MlpDesc), P(c_int), c_int, P(GraphConfig), P(_h)]),
+    "mlp_buckets_destroy": ("tpg_mlp_buckets_destroy", _st, [_h]),
+    "mlp_buckets_pick": ("tpg_mlp_buckets_pick", _st, [_h, c_int, P(c_int), P(_h)]),
+    "mlp_buckets_info": ("tpg_mlp_buckets_info", _st, [_h, c_int, P(c_int), P(c_int), P(c_size_t)]),
     "graph_create": ("tpg_graph_create", _st, [_h, P(GraphConfig), P(_h)]),
     "graph_destroy": ("tpg_graph_destroy", _st, [_h]),
     "graph_launch": ("tpg_graph_launch", _st, [_h, c_void_p]),

@@ -32,6 +32,19 @@ class Graph:
         self._comm = comm          # borrowed by the C graph: keep it alive as long
         self._held = dict(b[2])
 
+    @classmethod
+    def _borrow(cls, handle, owner, names):
+        """A graph owned by another object (an MlpBuckets): launch, rebind and
+        info work; close() leaves it to its owner."""
+        g = cls.__new__(cls)
+        g._h = ctypes.c_void_p(handle)
+        g._names = dict(names)
+        g._resolve_plan = None
+        g._comm = None
+        g._held = {}
+        g._owner = owner  # keeps the owner (and so the C graph) alive
+        return g
+
     def _slot(self, key):
         if isinstance(key, str):
             if key not in self._names:
@@ -87,6 +100,9 @@ class Graph:
 
     def close(self):
         """Waits for the graph's launches, then frees what it owns."""
+        if getattr(self, "_owner", None) is not None:
+            self._h = ctypes.c_void_p()  # borrowed: only forget it
+            return
         if self._h.value:
             check(_n.fn.graph_destroy(self._h), "tpg_graph_destroy")
             self._h = ctypes.c_void_p()
@@ -101,7 +117,7 @@ class Graph:
 
     def __del__(self):
         try:
-            if self._h.value:
+            if self._h.value and getattr(self, "_owner", None) is None:
                 _n.fn.graph_destroy(self._h)
         except Exception:  # interpreter shutdown
             pass
