@@ -296,10 +296,15 @@ def worker(rank, args, init):
     dist.destroy_process_group()
 
 
+def nccl_version():
+    v = torch.cuda.nccl.version()
+    return ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+
+
 def report(results, args, seconds):
     print("PyTorch %s TP decode step, %d layers, TP=%d, %s, median of %d (us)" %
           (torch.__version__, args.layers, args.tp, torch.cuda.get_device_name(0), args.iters))
-    print("%-4s %5s %5s %-6s | %10s %10s %10s | %8s %8s | %11s %11s | %s" %
+    print("%-4s %5s %5s %-7s | %10s %10s %10s | %8s %8s | %11s %11s | %s" %
           ("cfg", "batch", "ctx", "attn", "eager/lyr", "graph/lyr", "floor/lyr", "eag/flr", "gr/flr",
            "eager/tok", "graph/tok", "check"))
     best = {}
@@ -313,7 +318,7 @@ def report(results, args, seconds):
         chk = "ok" if ok else "MISMATCH (graph-eager %.3g, attn %.3g, finite %s)" % (
             r["graph_vs_eager_max_diff"], r["attn_vs_first_rel"], r["finite"])
         mark = "*" if best[(r["config"], r["batch"], r["ctx"])] is r and len(args.attn) > 1 else " "
-        print("%-4s %5d %5d %-5s%s | %10.1f %10.1f %10.1f | %8.2f %8.2f | %11.1f %11.1f | %s" %
+        print("%-4s %5d %5d %-6s%s | %10.1f %10.1f %10.1f | %8.2f %8.2f | %11.1f %11.1f | %s" %
               (r["config"], r["batch"], r["ctx"], r["attn"], mark, r["eager_us_per_layer"],
                r["graph_us_per_layer"], fl, r["eager_us_per_layer"] / fl, r["graph_us_per_layer"] / fl,
                r["eager_step_us"], r["graph_step_us"], chk))
@@ -322,7 +327,7 @@ def report(results, args, seconds):
     print("sweep took %.0f s" % seconds)
     if args.json:
         meta = dict(torch=torch.__version__, cuda=torch.version.cuda, gpu=torch.cuda.get_device_name(0),
-                    nccl=str(torch.cuda.nccl.version()), tp=args.tp, layers=args.layers,
+                    nccl=nccl_version(), tp=args.tp, layers=args.layers,
                     iters=args.iters, warmup=args.warmup, hbm_bytes_per_s=HBM_BYTES_PER_S)
         rows = [dict(r, best=(best[(r["config"], r["batch"], r["ctx"])] is r)) for r in results]
         with open(args.json, "w") as f:
@@ -353,7 +358,7 @@ def main():
     ap.add_argument("--ctx", type=ints, default=[512, 4096], help="comma list of cached context lengths")
     ap.add_argument("--attn", type=names(["gqa", "fold", "repeat"]), default=["gqa", "fold"],
                     help="comma list of attention forms (see above)")
-    ap.add_argument("--iters", type=int, default=100, help="timed runs per measurement (median)")
+    ap.add_argument("--iters", type=int, default=200, help="timed runs per measurement (median)")
     ap.add_argument("--warmup", type=int, default=10, help="untimed runs first")
     ap.add_argument("--json", default="", help="write the results here (rank 0)")
     ap.add_argument("--weights", default="", help="instead of timing: run a llama_ref.py gen directory's steps "
