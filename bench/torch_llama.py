@@ -29,8 +29,9 @@ Time: median over --iters runs of the whole L-layer step, each started
 after a barrier, measured with CUDA events on the rank's stream (eager:
 includes the Python launch cost, as a user would see). Reported per layer
 and per token (= per step). The floor per layer = (per-rank weight bytes
-+ K/V bytes of the ctx cached positions) / 4.3 TB/s, the H200's achievable
-HBM bandwidth (70b, TP 2, batch 1, ctx 4096: 200.9 us).
++ K/V bytes of the ctx + 1 positions attended) / 4.3 TB/s, the H200's achievable
+HBM bandwidth (70b, TP 2, batch 1, ctx 4096: 200.9 us), the engine's
+definition (examples/llama).
 
 Usage (2 GPUs, about 2 minutes):
   python3 bench/torch_llama.py --config 70b,8b --layers 4 --tp 2 \\
@@ -62,8 +63,8 @@ def floor_us_per_layer(c, tp, batch, ctx):
     """Bytes one rank must read per layer, over the HBM bandwidth (bf16 everywhere)."""
     H, hd = c["hidden"], c["head_dim"]
     hq, hk, f = c["heads"] // tp, c["kv_heads"] // tp, c["ffn"] // tp
-    weights = H * (hq + 2 * hk) * hd + hq * hd * H + 3 * H * f
-    kv = 2 * batch * hk * ctx * hd
+    weights = H * (hq + 2 * hk) * hd + hq * hd * H + 3 * H * f + 2 * H
+    kv = 2 * batch * hk * (ctx + 1) * hd                  # k and v of the ctx + 1 positions attended
     return 2 * (weights + kv) / HBM_BYTES_PER_S * 1e6
 
 
