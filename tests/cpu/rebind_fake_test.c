@@ -4,7 +4,9 @@
  * slots, in that order). Rank 0's second child-graph swap is made to fail:
  * its rebind of {y -> y2, z -> z2} must report "(bindings restored)" with
  * the all-reduce re-captured back onto y, so the next launch writes y and z
- * again; rank 1's rebind succeeds and writes y2, z2. */
+ * again; rank 1's rebind succeeds and writes y2, z2. Then an all-gather
+ * whose recv holds one rank's block, not two: refused in every mode before
+ * any NCCL call (eager and capture modes skipped that check). */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdio.h>
@@ -19,7 +21,7 @@
 typedef struct {
   int rank;
   tpg_comm_id id;
-  int ok_rebind, restored, wrong;
+  int ok_rebind, restored, wrong, ag_refused;
   char msg[1024];
   pthread_barrier_t *bar;
 } job;
@@ -92,6 +94,32 @@ static void *rank_main(void *arg) {
   }
   if (j->ok_rebind) j->wrong += !all(y2, 2.0f) + !all(z2, 3.0f) + !all(y, 0.0f) + !all(z, 0.0f);
   else j->wrong += !all(y, 2.0f) + !all(z, 3.0f) + !all(y2, 0.0f) + !all(z2, 0.0f);
+  for (int mode = 0; mode < 3; mode++) { /* explicit, capture, eager */
+    tpg_plan *q = NULL;
+    tpg_graph *h = NULL;
+    tpg_slot a, r;
+    tpg_collective_desc ag = TPG_COLLECTIVE_DESC_INIT;
+    ag.kind = TPG_ALL_GATHER;
+    ag.count = N / 2;
+    if (tpg_plan_create(&q) || tpg_plan_add_slot(q, "a", TPG_F32, TPG_MEM_DEVICE, N, &a) ||
+        tpg_plan_add_slot(q, "r", TPG_F32, TPG_MEM_DEVICE, N / 2, &r)) /* needs N for 2 ranks */
+      j->wrong++;
+    ag.send = (tpg_view){a, 0, 0};
+    ag.recv = (tpg_view){r, 0, 0};
+    tpg_binding qb[2] = {{a, x}, {r, y}};
+    tpg_graph_config qc = TPG_GRAPH_CONFIG_INIT;
+    qc.device = j->rank;
+    qc.comm = comm;
+    qc.bindings = qb;
+    qc.nbindings = 2;
+    qc.mode = (tpg_graph_mode)mode;
+    if (tpg_plan_add_collective(q, &ag, NULL, 0, NULL)) j->wrong++;
+    tpg_status qs = tpg_graph_create(q, &qc, &h);
+    j->ag_refused += qs == TPG_ERROR_INVALID_ARGUMENT && strstr(tpg_last_error(), "recv needs 64 elements") != NULL;
+    if (qs != TPG_ERROR_INVALID_ARGUMENT) fprintf(stderr, "rank %d mode %d: %s\n", j->rank, mode, tpg_last_error());
+    tpg_graph_destroy(h);
+    tpg_plan_destroy(q);
+  }
 done:
   tpg_graph_destroy(g);
   tpg_plan_destroy(p);
@@ -126,6 +154,7 @@ int main(int argc, char **argv) {
   CHECK(!j[0].ok_rebind && j[0].restored);
   CHECK(j[1].ok_rebind);
   CHECK(j[0].wrong == 0 && j[1].wrong == 0);
+  CHECK(j[0].ag_refused == 3 && j[1].ag_refused == 3);
   char why[512];
   long live = tpgfake_live(why, sizeof why);
   if (live || tpgfake_violations()) fprintf(stderr, "%ld live (%s)\n%s", live, why, tpgfake_violation_text());
