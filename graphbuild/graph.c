@@ -43,18 +43,23 @@ static tpg_status wait_done(tpg_graph *g, const char *fn) {
   }
 }
 
-static void graph_free(tpg_graph *g) {
-  if (!g) return;
-  if (g->dev.ctx && tpg_dev_push(&g->dev) == TPG_SUCCESS) {
-    if (g->exec) tpg_cu->cuGraphExecDestroy(g->exec);
-    if (g->graph) tpg_cu->cuGraphDestroy(g->graph);
-    if (g->nodes && g->plan) tpg_gnodes_free(g, g->nodes, g->plan->nnodes);
-    g->nodes = NULL;
-    for (int q = 0; g->scratch && g->plan && q < g->plan->nslots; q++) tpg_scratch_free(g, &g->scratch[q]);
-    if (g->done) tpg_cu->cuEventDestroy(g->done);
-    if (g->cap_stream) tpg_cu->cuStreamDestroy(g->cap_stream);
-    tpg_dev_pop();
-  }
+/* Device objects of the graph; its context must be current. */
+static void release_device(tpg_graph *g) {
+  if (g->exec) tpg_cu->cuGraphExecDestroy(g->exec);
+  if (g->graph) tpg_cu->cuGraphDestroy(g->graph);
+  if (g->nodes && g->plan) tpg_gnodes_free(g, g->nodes, g->plan->nnodes);
+  g->nodes = NULL;
+  for (int q = 0; g->scratch && g->plan && q < g->plan->nslots; q++) tpg_scratch_free(g, &g->scratch[q]);
+  if (g->done) tpg_cu->cuEventDestroy(g->done);
+  if (g->cap_stream) tpg_cu->cuStreamDestroy(g->cap_stream);
+  g->exec = NULL;
+  g->graph = NULL;
+  g->done = NULL;
+  g->cap_stream = NULL;
+}
+
+/* Host side, the comm's count and the context retain. */
+static void release_host(tpg_graph *g) {
   if (g->comm && g->comm->magic == TPG_MAGIC_COMM && g->counted) atomic_fetch_sub(&g->comm->graphs, 1);
   tpg_dev_close(&g->dev);
   tpg_plan_destroy(g->plan);
@@ -64,6 +69,16 @@ static void graph_free(tpg_graph *g) {
   free(g->nodes);
   g->magic = TPG_MAGIC_DEAD;
   free(g);
+}
+
+/* A graph that failed to be created: everything it holds. */
+static void graph_free(tpg_graph *g) {
+  if (!g) return;
+  if (g->dev.ctx && tpg_dev_push(&g->dev) == TPG_SUCCESS) {
+    release_device(g);
+    tpg_dev_pop();
+  }
+  release_host(g);
 }
 
 /* What the nodes need before any fill: each kind prepares its nodes
@@ -253,14 +268,20 @@ tpg_status tpg_graph_destroy(tpg_graph *g) {
   tpg_err_clear();
   if (!g) return TPG_SUCCESS;
   TPG_TRY(graph_check(g, __func__));
-  tpg_status st = TPG_SUCCESS;
-  if (tpg_dev_push(&g->dev) == TPG_SUCCESS) {
-    st = wait_done(g, __func__);
-    tpg_dev_pop();
+  /* Without its context current nothing of the device side can be freed:
+   * the graph is then left whole and the error returned, so a second call
+   * frees it (instead of leaking every device object). */
+  tpg_status st = tpg_dev_push(&g->dev);
+  if (st != TPG_SUCCESS) {
+    tpg_err_rename(__func__);
+    return st;
   }
+  st = wait_done(g, __func__);
   /* Still freed after a timeout: the comm was aborted, so nothing of ours
    * is waited on any more. */
-  graph_free(g);
+  release_device(g);
+  tpg_dev_pop();
+  release_host(g);
   return st;
 }
 

@@ -765,7 +765,9 @@ typedef struct tpg_graph_config {
  * child graphs — so every rank creates its graphs in the same order. */
 TPG_API tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg,
                                     tpg_graph **out /* OUT, owned */);
-/* Waits for the graph's launches to finish, then frees everything it owns. */
+/* Waits for the graph's launches to finish, then frees everything it owns.
+ * If its device context cannot be made current, nothing is freed and the
+ * error is returned: the graph is intact, call destroy again. */
 TPG_API tpg_status tpg_graph_destroy(tpg_graph *graph);
 
 /* Enqueues one run of the graph on stream (asynchronous). The stream may be

@@ -376,6 +376,7 @@ static void test_mlp(void) {
   tpg_mlp_desc b = d;
   b.ffn = 4097;
   CHECK_ST(tpg_plan_mlp(&b, &p), TPG_ERROR_INVALID_ARGUMENT, "evenly");
+  CHECK(strncmp(tpg_last_error(), "tpg_plan_mlp: desc->ffn", 23) == 0); /* the public name, not a helper's */
   CHECK(p == NULL);
   b = d; b.ffn = 4096 + 16; b.nranks = 4; b.rank = 0; /* 1028 per rank */
   CHECK_ST(tpg_plan_mlp(&b, &p), TPG_ERROR_INVALID_ARGUMENT, "multiple of 8");
