@@ -530,7 +530,9 @@ typedef int (*tpg_capture_fn)(void *user, tpg_stream stream, void *const *ptrs, 
  * libraries a workspace, e.g. cublasSetWorkspace, beforehand), use another
  * device or context, or keep `stream` after it returns. It may fork work to
  * other streams if it joins them back to `stream` with events, and must set
- * the library's stream to `stream` on every call (cublasSetStream).
+ * the library's stream to `stream` on every call (cublasSetStream; then
+ * cublasSetWorkspace again: setting the stream returns cuBLAS to its own
+ * workspace pool, which allocates).
  * Detected and refused with the node's name: an invalidated capture, a
  * capture with no work, memory allocation or free nodes, work of another
  * context, a callback that leaves another context current, a non-zero
