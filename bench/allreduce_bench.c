@@ -1,19 +1,20 @@
 /* allreduce_bench.c - NCCL in a graph vs tpgraph's all-reduce kernel nodes
- * in a graph (one-shot, two-shot, and what TPG_ALGO_AUTO picks), bf16,
- * 1 KiB .. 64 MiB, on every visible GPU (one thread per GPU).
+ * in a graph (one-shot, two-shot, and what TPG_ALGO_AUTO picks), bf16, on
+ * every visible GPU (one thread per GPU).
  *
  * Each graph chains --ops all-reduces (alternating between two buffers, so
  * each op waits for the previous one, as layers do); time per op = graph
- * time / ops, median of --reps launches timed with events. Bus bandwidth
- * uses the nccl-tests convention: bytes * 2(n-1)/n / time. One-shot serves
- * messages up to 4 MiB (push up to TPG_ONESHOT_PUSH_MAX, pull above), two-shot
- * up to 8 MiB ("-" above). The auto column runs TPG_ALGO_AUTO, whose limits
- * TPG_ONESHOT_PUSH_MAX and TPG_TWOSHOT_MAX move (docs/performance.md).
- *
- *   allreduce_bench [--ops 20] [--reps 30] [--min BYTES] [--max BYTES] [--json PATH]
+ * time / ops, over -n launches timed with events after -w warm-up launches
+ * (median in the table; p10/p50/p90 in JSON). Bandwidths as nccl-tests
+ * defines them: algbw = bytes / time, busbw = algbw * 2(n-1)/n. One-shot
+ * serves messages up to 4 MiB (push up to TPG_ONESHOT_PUSH_MAX, pull above),
+ * two-shot up to 8 MiB ("-" above). The auto column runs TPG_ALGO_AUTO, whose
+ * limits TPG_ONESHOT_PUSH_MAX and TPG_TWOSHOT_MAX move (docs/performance.md).
+ * Flags: allreduce_bench --help.
  */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
+#include <getopt.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -22,16 +23,29 @@
 
 #include "bench/bench_common.h"
 
-enum { NSIZES = 12 };
-static const size_t sizes[NSIZES] = {1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 512 << 10,
-                                     1 << 20, 2 << 20,  4 << 20,  8 << 20,  16 << 20,  64 << 20};
-static int OPS = 20, REPS = 30, NR;
+static const char *PROG = "allreduce_bench";
+enum { MAXSIZES = 64 };
+/* Default sweep (no -b/-e/-f/-i): the sizes docs/performance.md reports,
+ * denser around the one-shot / two-shot limits than powers of 4. */
+static const size_t default_sizes[] = {1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 512 << 10,
+                                       1 << 20, 2 << 20,  4 << 20,  8 << 20,  16 << 20,  64 << 20};
+static size_t sizes[MAXSIZES];
+static int NSIZES;
+static int OPS = 20, REPS = 30, WARMUP = 3, NR;
 enum { NALGO = 4 };
 static const tpg_collective_algo algos[NALGO] = {TPG_ALGO_NCCL, TPG_ALGO_ONESHOT, TPG_ALGO_TWOSHOT, TPG_ALGO_AUTO};
-static size_t MINB = 0, MAXB = SIZE_MAX;
-static double result[NSIZES][NALGO]; /* us per op (rank 0), NAN: not served */
+static const char *algo_name[NALGO] = {"nccl", "oneshot", "twoshot", "auto"};
+static int algo_on[NALGO] = {1, 1, 1, 1};
+static bench_pcts result[MAXSIZES][NALGO]; /* us per op (rank 0); p50 NAN: not run or not served */
 static tpg_comm_id g_id;
 static pthread_barrier_t bar;
+
+static int served(int algo, size_t bytes) {
+  if (!algo_on[algo]) return 0;
+  if (algos[algo] == TPG_ALGO_ONESHOT && bytes > ((size_t)4 << 20)) return 0;
+  if (algos[algo] == TPG_ALGO_TWOSHOT && bytes > ((size_t)8 << 20)) return 0;
+  return 1;
+}
 
 static void *rank_main(void *arg) {
   int rank = (int)(intptr_t)arg;
@@ -44,7 +58,9 @@ static void *rank_main(void *arg) {
   tpg_comm *comm;
   MUST(tpg_comm_create(&g_id, &cc, &comm));
   void *buf[2];
-  size_t maxb = sizes[NSIZES - 1];
+  size_t maxb = 0;
+  for (int si = 0; si < NSIZES; si++)
+    if (sizes[si] > maxb) maxb = sizes[si];
   for (int i = 0; i < 2; i++) {
     CUDA_OK(cudaMalloc(&buf[i], maxb));
     CUDA_OK(cudaMemset(buf[i], 0x3c, maxb)); /* small finite bf16 values */
@@ -58,10 +74,8 @@ static void *rank_main(void *arg) {
   for (int si = 0; si < NSIZES; si++)
     for (int algo = 0; algo < NALGO; algo++) {
       size_t n = sizes[si] / 2;
-      if (sizes[si] < MINB || sizes[si] > MAXB ||
-          (algos[algo] == TPG_ALGO_ONESHOT && sizes[si] > ((size_t)4 << 20)) ||
-          (algos[algo] == TPG_ALGO_TWOSHOT && sizes[si] > ((size_t)8 << 20))) {
-        if (rank == 0) result[si][algo] = NAN;
+      if (!served(algo, sizes[si])) {
+        if (rank == 0) result[si][algo].p50 = NAN;
         continue;
       }
       tpg_plan *p;
@@ -87,7 +101,7 @@ static void *rank_main(void *arg) {
       cfg.nbindings = 2;
       tpg_graph *g;
       MUST(tpg_graph_create(p, &cfg, &g));
-      for (int w = 0; w < 3; w++) MUST(tpg_graph_launch(g, (tpg_stream)s));
+      for (int w = 0; w < WARMUP; w++) MUST(tpg_graph_launch(g, (tpg_stream)s));
       MUST(tpg_comm_wait(comm, (tpg_stream)s));
       for (int r = 0; r < REPS; r++) {
         pthread_barrier_wait(&bar);
@@ -99,8 +113,8 @@ static void *rank_main(void *arg) {
         CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
         v[r] = 1000.0 * ms / OPS;
       }
-      double med = bench_median(v, REPS);
-      if (rank == 0) result[si][algo] = med;
+      bench_pcts pc = bench_percentiles(v, REPS);
+      if (rank == 0) result[si][algo] = pc;
       MUST(tpg_graph_destroy(g));
       tpg_plan_destroy(p);
     }
@@ -111,20 +125,131 @@ static void *rank_main(void *arg) {
   return NULL;
 }
 
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: allreduce_bench [-b MINBYTES] [-e MAXBYTES] [-f FACTOR | -i STEPBYTES] [-n ITERS] [-w WARMUP]\n"
+          "                       [--ops N] [--algos nccl,oneshot,twoshot,auto] [--json PATH] [--help]\n"
+          "\n"
+          "Times bf16 all-reduces inside CUDA graphs on every visible GPU (2..8, one thread each),\n"
+          "side by side for each algorithm tpgraph has:\n"
+          "  nccl     ncclAllReduce captured once into a child-graph node\n"
+          "  oneshot  tpgraph's one-shot kernel node: every rank reads (or pushes) all peers' data over\n"
+          "           NVLink and sums; lowest latency, up to 4 MiB\n"
+          "  twoshot  tpgraph's two-shot kernel node: reduce-scatter then all-gather by remote stores;\n"
+          "           half the traffic per GPU, up to 8 MiB\n"
+          "  auto     TPG_ALGO_AUTO: what tpgraph picks by size (TPG_ONESHOT_PUSH_MAX, TPG_TWOSHOT_MAX)\n"
+          "Each graph chains --ops all-reduces; a time is graph time / ops.\n"
+          "\n"
+          "  -b, --minbytes BYTES   smallest message (nccl-tests style: 1024, 64K, 8M, 1G); default 1K\n"
+          "  -e, --maxbytes BYTES   largest message; default 64M\n"
+          "  -f, --stepfactor N     multiply the size by N (>= 2) each step; default 2 when -b/-e is given\n"
+          "  -i, --stepbytes BYTES  add BYTES each step instead of -f\n"
+          "      (none of -b/-e/-f/-i: the 12 sizes of docs/performance.md, 1K..64M)\n"
+          "      sizes are rounded down to a multiple of 16 bytes (the kernels' vector width)\n"
+          "  -n, --iters N          timed launches per size and algorithm (default 30; --reps is the same)\n"
+          "  -w, --warmup_iters N   untimed launches before them (default 3)\n"
+          "      --ops N            chained all-reduces per graph (default 20)\n"
+          "      --algos LIST       which of nccl,oneshot,twoshot,auto to run (default all)\n"
+          "      --json PATH        also write the results, with p10/p50/p90 and the run's metadata\n"
+          "      --min, --max       old names of -b, -e\n"
+          "  -h, --help             this text\n"
+          "\n"
+          "Output columns per algorithm, as nccl-tests prints them: time (us, median), algbw = bytes / time,\n"
+          "busbw = algbw * 2(n-1)/n (GB/s).\n");
+}
+
+static int parse_algos(const char *v) {
+  int on[NALGO] = {0};
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", v);
+  int any = 0;
+  for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    int k = -1;
+    for (int a = 0; a < NALGO; a++)
+      if (!strcmp(t, algo_name[a])) k = a;
+    if (k < 0) {
+      fprintf(stderr, "%s: --algos: unknown algorithm '%s' (expected some of nccl,oneshot,twoshot,auto)\n", PROG, t);
+      return 0;
+    }
+    on[k] = any = 1;
+  }
+  if (!any) {
+    fprintf(stderr, "%s: --algos: empty list (expected some of nccl,oneshot,twoshot,auto)\n", PROG);
+    return 0;
+  }
+  memcpy(algo_on, on, sizeof on);
+  return 1;
+}
+
 int main(int argc, char **argv) {
   const char *json = NULL;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "--ops")) OPS = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--reps")) REPS = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--json")) json = argv[i + 1];
-    else if (!strcmp(argv[i], "--min")) MINB = (size_t)strtoull(argv[i + 1], NULL, 10);
-    else if (!strcmp(argv[i], "--max")) MAXB = (size_t)strtoull(argv[i + 1], NULL, 10);
+  size_t minb = 1 << 10, maxb = (size_t)64 << 20, stepb = 0;
+  int factor = 0, sweep = 0;
+  enum { O_OPS = 256, O_ALGOS, O_JSON, O_REPS };
+  static const struct option opts[] = {
+      {"minbytes", required_argument, NULL, 'b'}, {"maxbytes", required_argument, NULL, 'e'},
+      {"min", required_argument, NULL, 'b'},      {"max", required_argument, NULL, 'e'},
+      {"stepfactor", required_argument, NULL, 'f'}, {"stepbytes", required_argument, NULL, 'i'},
+      {"iters", required_argument, NULL, 'n'},    {"reps", required_argument, NULL, 'n'},
+      {"warmup_iters", required_argument, NULL, 'w'}, {"ops", required_argument, NULL, O_OPS},
+      {"algos", required_argument, NULL, O_ALGOS}, {"json", required_argument, NULL, O_JSON},
+      {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
+  opterr = 0;
+  int c, li;
+  while ((c = getopt_long(argc, argv, ":b:e:f:i:n:w:h", opts, &li)) != -1) {
+    int ok = 1;
+    switch (c) {
+      case 'b': ok = bench_parse_bytes(PROG, "-b/--minbytes", optarg, &minb); sweep = 1; break;
+      case 'e': ok = bench_parse_bytes(PROG, "-e/--maxbytes", optarg, &maxb); sweep = 1; break;
+      case 'f': ok = bench_parse_int(PROG, "-f/--stepfactor", optarg, 2, 1 << 20, &factor); sweep = 1; break;
+      case 'i': ok = bench_parse_bytes(PROG, "-i/--stepbytes", optarg, &stepb); sweep = 1; break;
+      case 'n': ok = bench_parse_int(PROG, "-n/--iters", optarg, 1, 1000000, &REPS); break;
+      case 'w': ok = bench_parse_int(PROG, "-w/--warmup_iters", optarg, 0, 1000000, &WARMUP); break;
+      case O_OPS: ok = bench_parse_int(PROG, "--ops", optarg, 1, 10000, &OPS); break;
+      case O_ALGOS: ok = parse_algos(optarg); break;
+      case O_JSON: json = optarg; break;
+      case 'h': usage(stdout); return 0;
+      case ':':
+        fprintf(stderr, "%s: %s needs a value (see --help)\n", PROG, argv[optind - 1]);
+        return 2;
+      default:
+        fprintf(stderr, "%s: unknown option '%s' (see --help)\n", PROG, argv[optind - 1]);
+        return 2;
+    }
+    if (!ok) return 2;
   }
+  if (optind < argc) {
+    fprintf(stderr, "%s: unexpected argument '%s' (see --help)\n", PROG, argv[optind]);
+    return 2;
+  }
+  if (factor && stepb) {
+    fprintf(stderr, "%s: -f/--stepfactor and -i/--stepbytes: give one of them, not both\n", PROG);
+    return 2;
+  }
+  if (minb > maxb) {
+    fprintf(stderr, "%s: -b/--minbytes %zu is above -e/--maxbytes %zu\n", PROG, minb, maxb);
+    return 2;
+  }
+  if (sweep) {
+    for (size_t b = minb; b <= maxb && NSIZES < MAXSIZES; b = stepb ? b + stepb : b * (size_t)(factor ? factor : 2)) {
+      size_t r = b & ~(size_t)15;
+      if (r && (NSIZES == 0 || sizes[NSIZES - 1] != r)) sizes[NSIZES++] = r;
+    }
+    if (NSIZES == 0) {
+      fprintf(stderr, "%s: -b/-e: no size of at least 16 bytes in %zu..%zu\n", PROG, minb, maxb);
+      return 2;
+    }
+    if (NSIZES == MAXSIZES) fprintf(stderr, "%s: the sweep stops at %d sizes (raise -f or -i)\n", PROG, MAXSIZES);
+  } else {
+    NSIZES = (int)(sizeof default_sizes / sizeof default_sizes[0]);
+    memcpy(sizes, default_sizes, sizeof default_sizes);
+  }
+
   tpg_runtime_info ri;
   MUST(tpg_runtime_query(&ri));
   if (ri.device_count < 2) {
-    fprintf(stderr, "allreduce_bench: needs 2+ GPUs (%d visible%s%s)\n", ri.device_count,
-            ri.driver_error[0] ? ": " : "", ri.driver_error);
+    fprintf(stderr, "%s: needs 2+ GPUs (%d visible%s%s)\n", PROG, ri.device_count, ri.driver_error[0] ? ": " : "",
+            ri.driver_error);
     return 1;
   }
   NR = ri.device_count > 8 ? 8 : ri.device_count;
@@ -133,38 +258,68 @@ int main(int argc, char **argv) {
   pthread_t th[8];
   for (int r = 0; r < NR; r++) pthread_create(&th[r], NULL, rank_main, (void *)(intptr_t)r);
   for (int r = 0; r < NR; r++) pthread_join(th[r], NULL);
-  double f = 2.0 * (NR - 1) / NR;
-  printf("\nallreduce_bench: %d GPUs, bf16, %d chained all-reduces per graph, median of %d, us per op "
-         "(speedups: NCCL us / ours)\n", NR, OPS, REPS);
-  printf("%10s %10s %10s %10s %10s %9s %9s %12s %12s %12s\n", "bytes", "nccl us", "oneshot us", "twoshot us",
-         "auto us", "1s/nccl", "2s/nccl", "nccl busbw", "1s busbw", "2s busbw");
-  FILE *jf = json ? fopen(json, "w") : NULL;
-  if (jf) fprintf(jf, "{\"gpus\": %d, \"ops\": %d, \"reps\": %d, \"rows\": [", NR, OPS, REPS);
+
+  const double f = 2.0 * (NR - 1) / NR;
+  printf("\n# allreduce_bench: %d GPUs, bf16 sum, %d chained all-reduces per graph, median of %d launches (after %d "
+         "warm-up)\n#\n", NR, OPS, REPS, WARMUP);
+  printf("# %12s %13s %6s", "", "", "");
+  for (int a = 0; a < NALGO; a++)
+    if (algo_on[a]) printf("  %-24s", algo_name[a]);
+  printf("\n# %12s %13s %6s", "size", "count", "type");
+  for (int a = 0; a < NALGO; a++)
+    if (algo_on[a]) printf("  %8s %7s %7s", "time", "algbw", "busbw");
+  printf("\n# %12s %13s %6s", "(B)", "(elements)", "");
+  for (int a = 0; a < NALGO; a++)
+    if (algo_on[a]) printf("  %8s %7s %7s", "(us)", "(GB/s)", "(GB/s)");
+  printf("\n");
+  double bus_sum[NALGO] = {0};
+  int bus_n[NALGO] = {0};
   for (int si = 0; si < NSIZES; si++) {
-    const double nc = result[si][0];
-    char us[NALGO][16], sp[2][16], bw[3][24];
+    printf("  %12zu %13zu %6s", sizes[si], sizes[si] / 2, "bf16");
     for (int a = 0; a < NALGO; a++) {
-      if (result[si][a] > 0) snprintf(us[a], sizeof us[a], "%.2f", result[si][a]);
-      else snprintf(us[a], sizeof us[a], "-");
-    }
-    for (int a = 0; a < 3; a++) {
-      if (result[si][a] > 0) snprintf(bw[a], sizeof bw[a], "%.1f GB/s", sizes[si] * f / result[si][a] / 1e3);
-      else snprintf(bw[a], sizeof bw[a], "-");
-      if (a > 0) {
-        if (result[si][a] > 0) snprintf(sp[a - 1], sizeof sp[a - 1], "%.2fx", nc / result[si][a]);
-        else snprintf(sp[a - 1], sizeof sp[a - 1], "-");
+      if (!algo_on[a]) continue;
+      double t = result[si][a].p50;
+      if (t > 0) {
+        double alg = sizes[si] / t / 1e3;
+        printf("  %8.2f %7.2f %7.2f", t, alg, alg * f);
+        bus_sum[a] += alg * f;
+        bus_n[a]++;
+      } else {
+        printf("  %8s %7s %7s", "-", "-", "-");
       }
     }
-    printf("%10zu %10s %10s %10s %10s %9s %9s %12s %12s %12s\n", sizes[si], us[0], us[1], us[2], us[3], sp[0], sp[1],
-           bw[0], bw[1], bw[2]);
-    if (jf)
-      fprintf(jf, "%s{\"bytes\": %zu, \"nccl_us\": %.3f, \"oneshot_us\": %.3f, \"twoshot_us\": %.3f, \"auto_us\": %.3f}",
-              si ? ", " : "", sizes[si], nc, result[si][1] > 0 ? result[si][1] : -1.0,
-              result[si][2] > 0 ? result[si][2] : -1.0, result[si][3] > 0 ? result[si][3] : -1.0);
+    printf("\n");
   }
-  if (jf) {
-    fprintf(jf, "]}\n");
+  for (int a = 0; a < NALGO; a++)
+    if (algo_on[a] && bus_n[a])
+      printf("# Avg bus bandwidth (%s) : %.2f GB/s over %d sizes\n", algo_name[a], bus_sum[a] / bus_n[a], bus_n[a]);
+
+  if (json) {
+    FILE *jf = fopen(json, "w");
+    if (!jf) {
+      fprintf(stderr, "%s: --json: cannot write %s\n", PROG, json);
+      return 1;
+    }
+    fprintf(jf, "{");
+    bench_meta_json(jf, PROG, NR);
+    fprintf(jf, ",\n \"gpus\": %d, \"ops\": %d, \"reps\": %d, \"warmup\": %d, \"dtype\": \"bf16\", \"unit\": \"us per op\","
+                " \"busbw_factor\": %.6f, \"rows\": [", NR, OPS, REPS, WARMUP, f);
+    for (int si = 0; si < NSIZES; si++) {
+      /* <algo>_us (median) as before, -1 when not run; <algo>_pct = [p10, p50, p90]. */
+      fprintf(jf, "%s\n  {\"bytes\": %zu", si ? "," : "", sizes[si]);
+      for (int a = 0; a < NALGO; a++) {
+        bench_pcts p = result[si][a];
+        if (p.p50 > 0)
+          fprintf(jf, ", \"%s_us\": %.3f, \"%s_pct\": [%.3f, %.3f, %.3f]", algo_name[a], p.p50, algo_name[a], p.p10,
+                  p.p50, p.p90);
+        else
+          fprintf(jf, ", \"%s_us\": -1", algo_name[a]);
+      }
+      fprintf(jf, "}");
+    }
+    fprintf(jf, "\n]}\n");
     fclose(jf);
+    printf("# wrote %s\n", json);
   }
   return 0;
 }

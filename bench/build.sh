@@ -7,4 +7,4 @@ mkdir -p "$out"
 gcc -std=c11 -O2 -Wall -c lib/gemm_select.c -o "$out/gemm_select.o"
 $NVCC -std=c++17 -O3 -lineinfo -Xptxas -v \
   -gencode=arch=compute_90a,code=sm_90a \
-  -cudart static -o "$out/gemm_bench" bench/gemm_bench.cu "$out/gemm_select.o" -lcublas 2> "$out/ptxas.txt" || { cat "$out/ptxas.txt"; exit 1; }
+  -cudart static -o "$out/gemm_bench" bench/gemm_bench.cu "$out/gemm_select.o" -lcublas -lcublasLt 2> "$out/ptxas.txt" || { cat "$out/ptxas.txt"; exit 1; }

@@ -6,6 +6,8 @@
  * so what is checked here is exactly what the graph builder will launch.
  *
  *   gemm_bench [--check-only] [--quick] [--json PATH]
+ *   gemm_bench --zoo [--budget-s S] [--models SUBSTR] [--tp LIST] [--m LIST] [--cand] [--json PATH]
+ *     (model shapes vs cuBLASLt, bench/gemm_zoo.cuh)
  *
  * 1. Checks: fresh random inputs per shape, outputs poisoned (0xFF bytes = NaN)
  *    before every launch, every epilogue, bf16 and fp16, the sm_90 selection
@@ -72,6 +74,18 @@ static kfn_tma find_tma_kernel(const char *name) {
   if (!strcmp(name, "tpg_gemm_sm90tma_f16")) return tpg_gemm_sm90tma_f16;
   if (!strcmp(name, "tpg_gemm_sm90tma_bf16_n128")) return tpg_gemm_sm90tma_bf16_n128;
   if (!strcmp(name, "tpg_gemm_sm90tma_f16_n128")) return tpg_gemm_sm90tma_f16_n128;
+  static const struct { const char *name; kfn_tma fn; } more[] = {
+      {"tpg_gemm_sm90tma_bf16_n64", tpg_gemm_sm90tma_bf16_n64},
+      {"tpg_gemm_sm90tma_f16_n64", tpg_gemm_sm90tma_f16_n64},
+      {"tpg_gemm_sm90tma_bf16_m64", tpg_gemm_sm90tma_bf16_m64},
+      {"tpg_gemm_sm90tma_f16_m64", tpg_gemm_sm90tma_f16_m64},
+      {"tpg_gemm_sm90tma_bf16_m64_n128", tpg_gemm_sm90tma_bf16_m64_n128},
+      {"tpg_gemm_sm90tma_f16_m64_n128", tpg_gemm_sm90tma_f16_m64_n128},
+      {"tpg_gemm_sm90tma_bf16_m64_n64", tpg_gemm_sm90tma_bf16_m64_n64},
+      {"tpg_gemm_sm90tma_f16_m64_n64", tpg_gemm_sm90tma_f16_m64_n64},
+  };
+  for (auto &e : more)
+    if (!strcmp(name, e.name)) return e.fn;
   return nullptr;
 }
 static kfn find_kernel(const char *name) {
@@ -173,6 +187,40 @@ static bool select_tma(const tpg_gemm_args &a, tpg_kernel_launch &L, tpg_gemm_tm
     encode_from(we, a.w, a.dtype, &p.tw);
   }
   return xe.rank != 0;
+}
+
+/* A forced variant (tpg_gemm_select_variant), ready to launch as select_tma. */
+static bool select_var(const tpg_gemm_args &a, const tpg_gemm_variant &v, tpg_kernel_launch &L, tpg_gemm_tma_args &p) {
+  tpg_tma_encode xe, we;
+  char why[200];
+  if (tpg_gemm_select_variant(a.m, a.n, a.k, a.dtype, a.epilogue, g_arch, g_sms, a.ldx, a.ldw, &v, &L, &xe, &we, why,
+                              sizeof why)) {
+    fprintf(stderr, "select_variant rejected: %s\n", why); exit(2);
+  }
+  memset(&p, 0, sizeof p);
+  p.a = a;
+  p.a.split_k = L.split_k;
+  if (xe.rank) {
+    if (!g_encode) encode_maps(p, 256);  /* loads the entry point */
+    encode_from(xe, a.x, a.dtype, &p.tx);
+    encode_from(we, a.w, a.dtype, &p.tw);
+  }
+  return xe.rank != 0;
+}
+/* The candidates of a shape other than the heuristic (TPG_GEMM_CANDIDATES=0: none). */
+static std::vector<tpg_gemm_variant> shape_candidates(int M, int N, int K, int epi) {
+  tpg_gemm_variant v[TPG_GEMM_MAX_CANDIDATES];
+  const int n = tpg_gemm_candidates(M, N, K, epi, g_arch, g_sms, v, TPG_GEMM_MAX_CANDIDATES);
+  std::vector<tpg_gemm_variant> out;
+  if (getenv("TPG_GEMM_CANDIDATES") && !strcmp(getenv("TPG_GEMM_CANDIDATES"), "0")) return out;
+  for (int i = 0; i < n; ++i)
+    if (v[i].kind != TPG_GEMM_VAR_HEURISTIC) out.push_back(v[i]);
+  return out;
+}
+static std::string var_name(const tpg_gemm_variant &v) {
+  char b[64];
+  tpg_gemm_variant_name(&v, b, sizeof b);
+  return b;
 }
 
 /* Launch a TMA kernel (BN = 256 or 128) with the launch rules of the selector;
@@ -315,11 +363,13 @@ static void check_shape(int M, int N, int K, int dtype, bool pad) {
   const int arches[7] = {g_arch, 80, g_arch, g_arch, g_arch, g_arch, g_arch};
   void *dws = nullptr;
   size_t ws_cap = 0;
-  for (int ai = 0; ai < 7; ++ai) {  /* pass 6: what tpg_gemm_select_tma picks with stream-K forced */
+  /* pass 6: what tpg_gemm_select_tma picks with stream-K forced; passes 7..:
+   * every tuner candidate (tpg_gemm_candidates) other than the heuristic */
+  for (int ai = 0; ai < 7 + TPG_GEMM_MAX_CANDIDATES; ++ai) {
     for (int epi = 0; epi < TPG_EPI_COUNT; ++epi) {
       tpg_kernel_launch L, L90;
       char why[200];
-      if (tpg_gemm_select(M, N, K, dtype, epi, arches[ai], g_sms, &L, why, sizeof why)) {
+      if (tpg_gemm_select(M, N, K, dtype, epi, ai < 7 ? arches[ai] : g_arch, g_sms, &L, why, sizeof why)) {
         fprintf(stderr, "select rejected: %s\n", why); exit(2);
       }
       if (ai == 5) {  /* pass 5: plain decode GEMV for M <= 16 */
@@ -327,6 +377,17 @@ static void check_shape(int M, int N, int K, int dtype, bool pad) {
         L = plain_decode(M, N, dtype, epi);
       }
       if (ai == 6 && (g_arch != 90 || M <= 16)) continue;
+      std::vector<tpg_gemm_variant> cv;
+      if (ai >= 7) {
+        if (g_arch != 90) continue;
+        cv = shape_candidates(M, N, K, epi);
+        if (ai - 7 >= (int)cv.size()) continue;
+        tpg_tma_encode xe, we;
+        if (tpg_gemm_select_variant(M, N, K, dtype, epi, g_arch, g_sms, ldx, ldw, &cv[ai - 7], &L, &xe, &we, why,
+                                    sizeof why)) {
+          fprintf(stderr, "select_variant %s rejected: %s\n", var_name(cv[ai - 7]).c_str(), why); exit(2);
+        }
+      }
       if (ai == 4 || ai == 6) {  /* the TMA selection's own workspace (stream-K) */
         tpg_gemm_args q;
         memset(&q, 0, sizeof q);
@@ -355,7 +416,13 @@ static void check_shape(int M, int N, int K, int dtype, bool pad) {
       a.workspace = dws;
       CK(cudaMemset(dy, 0xFF, ybytes));  /* poison: NaN in every dtype */
       std::string kname = ai == 2 ? "sm90tma(256)" : ai == 3 ? "sm90tma(128)" : L.kernel;
-      if (ai == 4 || ai == 6) {
+      if (ai >= 7) {
+        tpg_gemm_tma_args p;
+        tpg_kernel_launch LT;
+        select_var(a, cv[ai - 7], LT, p);
+        kname = "cand:" + var_name(cv[ai - 7]);
+        launch_sel(LT, p);
+      } else if (ai == 4 || ai == 6) {
         tpg_gemm_tma_args p;
         tpg_kernel_launch LT;
         select_tma(a, LT, p, ai == 6 ? 2 : g_streamk);
@@ -655,16 +722,47 @@ static void profile_mode() {
   }
 }
 
+#include "gemm_zoo.cuh"
+
+static std::vector<int> int_list(const char *s) {
+  std::vector<int> v;
+  for (const char *p = s; *p;) {
+    char *end;
+    const long x = strtol(p, &end, 10);
+    if (end == p || x < 1) { fprintf(stderr, "bad number list '%s'\n", s); exit(2); }
+    v.push_back((int)x);
+    p = *end == ',' ? end + 1 : end;
+  }
+  return v;
+}
+
 int main(int argc, char **argv) {
-  bool check_only = false, quick = false, profile = false;
+  bool check_only = false, quick = false, profile = false, zoo_mode = false;
   const char *json = nullptr;
+  zoo::Opts zo;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--check-only")) check_only = true;
     else if (!strcmp(argv[i], "--quick")) quick = true;
     else if (!strcmp(argv[i], "--profile")) profile = true;
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
-    else { fprintf(stderr, "usage: %s [--check-only] [--quick] [--json PATH]\n", argv[0]); return 2; }
+    else if (!strcmp(argv[i], "--zoo")) zoo_mode = true;
+    else if (!strcmp(argv[i], "--budget-s") && i + 1 < argc) zo.budget_s = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--models") && i + 1 < argc) zo.filter = argv[++i];
+    else if (!strcmp(argv[i], "--tp") && i + 1 < argc) zo.tps = int_list(argv[++i]);
+    else if (!strcmp(argv[i], "--m") && i + 1 < argc) zo.ms = int_list(argv[++i]);
+    else if (!strcmp(argv[i], "--reps") && i + 1 < argc) zo.reps = std::max(1, atoi(argv[++i]));
+    else if (!strcmp(argv[i], "--no-check")) zo.check = false;
+    else if (!strcmp(argv[i], "--cand")) zo.cand = true;
+    else if (!strcmp(argv[i], "--list")) { zoo_mode = true; zo.list = true; }
+    else {
+      fprintf(stderr,
+              "usage: %s [--check-only] [--quick] [--json PATH] [--profile]\n"
+              "       %s --zoo [--budget-s S] [--models SUBSTR] [--tp 1,2,4,8] [--m 1,16,...] [--reps N] [--no-check]\n"
+              "          [--cand] [--json PATH] [--list]\n", argv[0], argv[0]);
+      return 2;
+    }
   }
+  if (zoo_mode && zo.list) return zoo::list(zo);  /* no GPU needed */
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   g_sms = prop.multiProcessorCount;
@@ -674,6 +772,13 @@ int main(int argc, char **argv) {
   printf("device: %s, %d SMs, sm_%d, L2 %d MB\n", prop.name, g_sms, g_arch, prop.l2CacheSize >> 20);
   if (profile) { profile_mode(); printf("profile launches done\n"); return 0; }
   g_rng.seed((uint64_t)std::chrono::high_resolution_clock::now().time_since_epoch().count());
+  if (zoo_mode) {
+    const int rc = zoo::run(zo, prop.name, json);
+    int zf = 0;
+    for (auto &c : g_checks) zf += !c.ok;
+    printf("checks: %zu run, %d failed\n", g_checks.size(), zf);
+    return rc;
+  }
 
   /* ---- checks ---- */
   const int Ms[] = {1, 3, 9, 16, 17, 64, 255, 1024, 4096};

@@ -20,15 +20,15 @@
  * Floors per layer and rank: weight bytes / 4.3 TB/s and FLOPs / 790 TFLOP/s.
  * With python3 + torch present it also runs bench/torch_mlp.py (PyTorch eager
  * and torch.cuda.graph, one process per GPU) and puts it beside ours.
- * Prints a table, writes JSON and an SVG plot of per-layer time vs tokens.
- *
- *   tpbench [--hidden 8192,4096 --ffn 28672,14336] [--tokens 1,16,128,1024]
- *           [--tp N] [--layers 4] [--reps 20] [--kind gelu|swiglu]
- *           [--modes eager,captured,nccl,symmetric,explicit,pdl,overlap,compute] [--chunks 2]
- *           [--json tpbench.json] [--svg tpbench.svg] [--no-torch] [--torch-script PATH]
+ * Prints a table, writes JSON (with the run's metadata and p10/p50/p90) and
+ * an SVG plot of per-layer time vs tokens, plus a PNG of it when a converter
+ * is there (rsvg-convert, ImageMagick, python3 cairosvg, or bench/report.py
+ * --png over Pillow).
+ * Flags: tpbench --help.
  */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
+#include <getopt.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -50,22 +50,36 @@ static int TP = 0, LAYERS = 4, REPS = 20, CHUNKS = 2, use_torch = 1;
 static int mode_on[NMODES] = {1, 1, 1, 0, 1, 1, 1, 1}; /* symmetric: experimental, --modes to try */
 static tpg_mlp_kind KIND = TPG_MLP_GELU;
 static const char *json_path = "tpbench.json", *svg_path = "tpbench.svg", *torch_script = NULL;
+static const char *PROG = "tpbench";
+static int make_png = 1;
 
-/* results[shape][tok][mode] in us per layer (rank 0); NAN = not run */
-static double res[MAXV][MAXV][NMODES];
+/* results[shape][tok][mode] in us per layer (rank 0), the median; NAN = not
+ * run. res_lo / res_hi: p10 and p90 of the same launches. */
+static double res[MAXV][MAXV][NMODES], res_lo[MAXV][MAXV][NMODES], res_hi[MAXV][MAXV][NMODES];
 static double torch_res[MAXV][MAXV][4]; /* eager, graph, eager noAR, graph noAR */
 
 static pthread_barrier_t barrier;
 static tpg_comm_id g_id;
 
-static int parse_list(const char *s, int *out) {
-  int n = 0;
-  while (*s && n < MAXV) {
-    out[n++] = atoi(s);
-    const char *c = strchr(s, ',');
-    if (!c) break;
-    s = c + 1;
+/* A comma list of 1..MAXV integers in [lo, hi] for `flag`; its length, or 0
+ * after printing what is wrong. */
+static int parse_list(const char *flag, const char *s, int lo, int hi, int *out) {
+  char buf[512];
+  if (strlen(s) >= sizeof buf) {
+    fprintf(stderr, "%s: %s: list too long\n", PROG, flag);
+    return 0;
   }
+  snprintf(buf, sizeof buf, "%s", s);
+  int n = 0;
+  for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    if (n == MAXV) {
+      fprintf(stderr, "%s: %s: at most %d values\n", PROG, flag, MAXV);
+      return 0;
+    }
+    if (!bench_parse_int(PROG, flag, t, lo, hi, &out[n])) return 0;
+    n++;
+  }
+  if (n == 0) fprintf(stderr, "%s: %s: empty list\n", PROG, flag);
   return n;
 }
 
@@ -96,7 +110,7 @@ static void fill_random(void *d, size_t bytes, uint64_t seed) {
 
 typedef struct { int shape, tok, mode; } job;
 
-static double time_graph(rank_state *st, tpg_graph *g) {
+static bench_pcts time_graph(rank_state *st, tpg_graph *g) {
   cudaEvent_t e0, e1;
   CUDA_OK(cudaEventCreate(&e0));
   CUDA_OK(cudaEventCreate(&e1));
@@ -113,11 +127,11 @@ static double time_graph(rank_state *st, tpg_graph *g) {
     CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
     v[r] = 1000.0 * ms;
   }
-  double med = bench_median(v, REPS);
+  bench_pcts pc = bench_percentiles(v, REPS);
   free(v);
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
-  return med;
+  return pc;
 }
 
 static int g_nranks;
@@ -176,8 +190,12 @@ static void run_one(rank_state *st, int si, int ti, int mode) {
     fprintf(stderr, "\rtpbench: pdl: %d programmatic edges in a %d-layer graph of %d nodes%s\n", gi.programmatic_edges,
             LAYERS, gi.nodes, gi.programmatic_edges ? "" : " (GPU below sm_90: the flag is ignored)");
   }
-  double us = time_graph(st, g);
-  if (st->rank == 0) res[si][ti][mode] = us / LAYERS;
+  bench_pcts pc = time_graph(st, g);
+  if (st->rank == 0) {
+    res[si][ti][mode] = pc.p50 / LAYERS;
+    res_lo[si][ti][mode] = pc.p10 / LAYERS;
+    res_hi[si][ti][mode] = pc.p90 / LAYERS;
+  }
   MUST(tpg_graph_destroy(g));
   tpg_plan_destroy(p);
   free(b);
@@ -295,9 +313,37 @@ static double floor_us(int si, int ti, int n) {
   return a > b ? a : b;
 }
 
+/* Round tick values for a log axis over [lo, hi]: 1, 2, 5 x 10^k, or every
+ * integer multiple of 10^k when the range is narrower than that gives two of. */
+static int log_ticks(double lo, double hi, double *out, int cap) {
+  static const int steps[2][9] = {{1, 2, 5}, {1, 2, 3, 4, 5, 6, 7, 8, 9}};
+  static const int nsteps[2] = {3, 9};
+  int n = 0;
+  for (int dense = 0; dense < 2 && n < 2; dense++) {
+    n = 0;
+    for (int k = (int)floor(log10(lo)); k <= (int)ceil(log10(hi)); k++)
+      for (int i = 0; i < nsteps[dense]; i++) {
+        double v = steps[dense][i] * pow(10.0, k);
+        if (v >= lo && v <= hi && n < cap) out[n++] = v;
+      }
+  }
+  return n;
+}
+
+typedef struct {
+  const char *name, *color, *dash;
+  double vals[MAXV];
+  double last; /* the rightmost value: orders the legend as the lines end */
+} series;
+
+static int series_cmp(const void *a, const void *b) {
+  double x = ((const series *)a)->last, y = ((const series *)b)->last;
+  return (x < y) - (x > y); /* highest first: the legend reads top to bottom like the lines */
+}
+
 static void write_svg(int n) {
   FILE *f = fopen(svg_path, "w");
-  if (!f) { fprintf(stderr, "tpbench: cannot write %s\n", svg_path); return; }
+  if (!f) { fprintf(stderr, "%s: cannot write %s\n", PROG, svg_path); return; }
   const int W = 560, Hh = 380, ml = 70, mr = 150, mt = 40, mb = 50;
   const char *col[] = {"#d62728", "#ff7f0e", "#1f77b4", "#17becf", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#7f7f7f"};
   fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" font-size=\"11\">\n",
@@ -306,18 +352,34 @@ static void write_svg(int n) {
   for (int si = 0; si < nshape; si++) {
     int ox = si * W;
     /* log-log: decode (tens of us) and prefill (hundreds) on one chart */
+    series ser[NMODES + 3];
+    int ns = 0;
     double ymax = 0, ymin = INFINITY;
-    for (int ti = 0; ti < ntok; ti++) {
-      for (int m = 0; m < NMODES; m++)
-        if (res[si][ti][m] > 0) { if (res[si][ti][m] > ymax) ymax = res[si][ti][m]; if (res[si][ti][m] < ymin) ymin = res[si][ti][m]; }
-      for (int k = 0; k < 2; k++)
-        if (use_torch && torch_res[si][ti][k] > 0) {
-          if (torch_res[si][ti][k] > ymax) ymax = torch_res[si][ti][k];
-          if (torch_res[si][ti][k] < ymin) ymin = torch_res[si][ti][k];
+    for (int s = 0; s < NMODES + 3; s++) {
+      series *q = &ser[ns];
+      int ok = 0;
+      q->last = NAN;
+      for (int ti = 0; ti < ntok; ti++) {
+        double v = NAN;
+        if (s < NMODES) v = res[si][ti][s];
+        else if (s == NMODES && use_torch) v = torch_res[si][ti][0];
+        else if (s == NMODES + 1 && use_torch) v = torch_res[si][ti][1];
+        else if (s == NMODES + 2) v = floor_us(si, ti, n);
+        q->vals[ti] = v;
+        if (v > 0) {
+          ok++;
+          q->last = v;
+          if (v > ymax) ymax = v;
+          if (v < ymin) ymin = v;
         }
-      double fl = floor_us(si, ti, n);
-      if (fl < ymin) ymin = fl;
+      }
+      if (!ok) continue;
+      q->name = s < NMODES ? mode_name[s] : s == NMODES ? "torch eager" : s == NMODES + 1 ? "torch graph" : "floor";
+      q->color = s == NMODES + 2 ? "black" : col[s % 10];
+      q->dash = s == NMODES + 2 ? " stroke-dasharray=\"4,3\"" : s >= NMODES ? " stroke-dasharray=\"1,2\"" : "";
+      ns++;
     }
+    qsort(ser, (size_t)ns, sizeof ser[0], series_cmp);
     if (!(ymax > 0)) ymax = 1;
     if (!(ymin > 0) || ymin >= ymax) ymin = ymax / 10;
     ymax *= 1.15;
@@ -331,40 +393,37 @@ static void write_svg(int n) {
             hid[si], ffn[si], n);
     fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n", ox + ml, Hh - mb, ox + W - mr, Hh - mb);
     fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n", ox + ml, mt, ox + ml, Hh - mb);
-    for (int k = 0; k <= 4; k++) {
-      double v = exp(ly0 + (ly1 - ly0) * k / 4);
-      fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.0f</text>\n", ox + ml - 4, PY(v) + 4, v);
-      fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", ox + ml, PY(v), ox + W - mr, PY(v));
+    double ticks[64];
+    int nt = log_ticks(ymin, ymax, ticks, 64);
+    double last_y = INFINITY;
+    for (int k = 0; k < nt; k++) {
+      double y = PY(ticks[k]);
+      fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", ox + ml, y, ox + W - mr, y);
+      if (last_y - y < 13) continue; /* a label needs ~13 px: skip one that would touch the one below */
+      fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n", ox + ml - 4, y + 4, ticks[k]);
+      last_y = y;
     }
-    for (int ti = 0; ti < ntok; ti++)
-      fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%d</text>\n", PX(toks[ti]), Hh - mb + 15, toks[ti]);
+    double last_x = -INFINITY;
+    for (int ti = 0; ti < ntok; ti++) {
+      double x = PX(toks[ti]);
+      int digits = snprintf(NULL, 0, "%d", toks[ti]);
+      if (x - last_x < 7.0 * digits + 6) continue; /* too close to the previous label */
+      fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"black\"/>\n", x, Hh - mb, x, Hh - mb + 4);
+      fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%d</text>\n", x, Hh - mb + 15, toks[ti]);
+      last_x = x;
+    }
     fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">tokens</text>\n", ox + (W - mr + ml) / 2, Hh - 12);
-    int li = 0;
-    for (int s = 0; s < NMODES + 3; s++) {
-      const char *name;
-      double vals[MAXV];
-      int ok = 0;
-      for (int ti = 0; ti < ntok; ti++) {
-        double v = NAN;
-        if (s < NMODES) v = res[si][ti][s];
-        else if (s == NMODES && use_torch) v = torch_res[si][ti][0];
-        else if (s == NMODES + 1 && use_torch) v = torch_res[si][ti][1];
-        else if (s == NMODES + 2) v = floor_us(si, ti, n);
-        vals[ti] = v;
-        ok += v > 0;
-      }
-      name = s < NMODES ? mode_name[s] : s == NMODES ? "torch eager" : s == NMODES + 1 ? "torch graph" : "floor";
-      if (!ok) continue;
-      const char *c = s == NMODES + 2 ? "black" : col[s % 10];
-      fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"", c,
-              s == NMODES + 2 ? " stroke-dasharray=\"4,3\"" : s >= NMODES ? " stroke-dasharray=\"1,2\"" : "");
+    /* The legend sits right of the plot, one row per line in the order the
+     * lines end (highest first), so no two labels share a place. */
+    for (int li = 0; li < ns; li++) {
+      const series *q = &ser[li];
+      fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"", q->color, q->dash);
       for (int ti = 0; ti < ntok; ti++)
-        if (vals[ti] > 0) fprintf(f, "%.1f,%.1f ", PX(toks[ti]), PY(vals[ti]));
+        if (q->vals[ti] > 0) fprintf(f, "%.1f,%.1f ", PX(toks[ti]), PY(q->vals[ti]));
       fprintf(f, "\"/>\n");
-      fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"2\"/>", ox + W - mr + 10,
-              mt + 14 * li, ox + W - mr + 30, mt + 14 * li, c);
-      fprintf(f, "<text x=\"%d\" y=\"%d\">%s</text>\n", ox + W - mr + 35, mt + 14 * li + 4, name);
-      li++;
+      fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"2\"%s/>", ox + W - mr + 10,
+              mt + 14 * li, ox + W - mr + 30, mt + 14 * li, q->color, q->dash);
+      fprintf(f, "<text x=\"%d\" y=\"%d\">%s</text>\n", ox + W - mr + 35, mt + 14 * li + 4, q->name);
     }
 #undef PX
 #undef PY
@@ -373,10 +432,50 @@ static void write_svg(int n) {
   fclose(f);
 }
 
+/* A PNG beside the SVG (same name, .png) with the first converter found;
+ * the SVG stays the source. Returns 1 if one was written. */
+static int write_png(void) {
+  char png[4200], cmd[9000];
+  size_t l = strlen(svg_path);
+  if (l > 4 && !strcmp(svg_path + l - 4, ".svg")) snprintf(png, sizeof png, "%.*s.png", (int)(l - 4), svg_path);
+  else snprintf(png, sizeof png, "%s.png", svg_path);
+  if (strchr(svg_path, '\'') || strchr(png, '\'')) return 0;
+  unlink(png); /* a PNG from an earlier run must not pass for this one */
+  const char *tries[] = {
+      "command -v rsvg-convert >/dev/null 2>&1 && rsvg-convert -b white -z 2 -o '%2$s' '%1$s'",
+      "command -v magick >/dev/null 2>&1 && magick -density 192 '%1$s' '%2$s'",
+      "command -v convert >/dev/null 2>&1 && convert -density 192 '%1$s' '%2$s'",
+      "python3 -c 'import sys, cairosvg; cairosvg.svg2png(url=sys.argv[1], write_to=sys.argv[2], scale=2)' '%1$s' '%2$s'",
+  };
+  /* Last: bench/report.py's own rasterizer over Pillow (torchvision brings it),
+   * for GPU machines with none of the above. Found like torch_mlp.py. */
+  char report[4200] = "bench/report.py", last[9000] = "false";
+  if (torch_script && strrchr(torch_script, '/'))
+    snprintf(report, sizeof report, "%.*s/report.py", (int)(strrchr(torch_script, '/') - torch_script), torch_script);
+  if (access(report, R_OK) != 0) snprintf(report, sizeof report, "bench/report.py");
+  if (access(report, R_OK) == 0 && !strchr(report, '\''))
+    snprintf(last, sizeof last, "python3 '%s' --png '%%1$s' '%%2$s'", report);
+  for (size_t i = 0; i <= sizeof tries / sizeof tries[0]; i++) {
+    snprintf(cmd, sizeof cmd, i < sizeof tries / sizeof tries[0] ? tries[i] : last, svg_path, png);
+    char quiet[9100];
+    snprintf(quiet, sizeof quiet, "(%s) >/dev/null 2>&1", cmd);
+    if (system(quiet) == 0 && access(png, R_OK) == 0) {
+      printf("wrote %s\n", png);
+      return 1;
+    }
+  }
+  printf("no PNG: no converter here (rsvg-convert from librsvg2-bin, ImageMagick, python3 with cairosvg or with\n"
+         "Pillow and bench/report.py); elsewhere:\n"
+         "  rsvg-convert -b white -z 2 -o '%s' '%s'\n", png, svg_path);
+  return 0;
+}
+
 static void write_json(int n) {
   FILE *f = fopen(json_path, "w");
   if (!f) { fprintf(stderr, "tpbench: cannot write %s\n", json_path); return; }
-  fprintf(f, "{\"tp\": %d, \"layers\": %d, \"reps\": %d, \"kind\": \"%s\", \"dtype\": \"bf16\", \"unit\": \"us per layer\", \"rows\": [\n",
+  fprintf(f, "{");
+  bench_meta_json(f, PROG, n);
+  fprintf(f, ",\n \"tp\": %d, \"layers\": %d, \"reps\": %d, \"kind\": \"%s\", \"dtype\": \"bf16\", \"unit\": \"us per layer\", \"rows\": [\n",
           n, LAYERS, REPS, KIND == TPG_MLP_GELU ? "gelu" : "swiglu");
   int first = 1;
   for (int si = 0; si < nshape; si++)
@@ -389,7 +488,16 @@ static void write_json(int n) {
       if (use_torch && torch_res[si][ti][0] > 0)
         fprintf(f, ", \"torch_eager\": %.2f, \"torch_graph\": %.2f, \"torch_eager_noar\": %.2f, \"torch_graph_noar\": %.2f",
                 torch_res[si][ti][0], torch_res[si][ti][1], torch_res[si][ti][2], torch_res[si][ti][3]);
-      fprintf(f, "}");
+      /* Each mode's spread over the launches: [p10, p50, p90] us per layer. */
+      fprintf(f, ", \"pct\": {");
+      int firstm = 1;
+      for (int m = 0; m < NMODES; m++)
+        if (res[si][ti][m] > 0) {
+          fprintf(f, "%s\"%s\": [%.2f, %.2f, %.2f]", firstm ? "" : ", ", mode_name[m], res_lo[si][ti][m], res[si][ti][m],
+                  res_hi[si][ti][m]);
+          firstm = 0;
+        }
+      fprintf(f, "}}");
     }
   fprintf(f, "\n]}\n");
   fclose(f);
@@ -421,35 +529,145 @@ static void print_table(int n) {
   printf("exposed = best explicit (plain, pdl or overlap) - compute-only (no PDL); floor = max(weight bytes / 4.3 TB/s, FLOPs / 790 TFLOP/s)\n");
 }
 
-static void usage(void) {
-  fprintf(stderr,
-          "usage: tpbench [--hidden 8192,4096 --ffn 28672,14336] [--tokens 1,16,128,1024] [--tp N] [--layers 4]\n"
-          "               [--reps 20] [--kind gelu|swiglu] [--modes eager,captured,nccl,symmetric,explicit,pdl,overlap,compute]\n"
-          "               [--chunks 2] [--json PATH] [--svg PATH] [--no-torch] [--torch-script PATH]\n");
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: tpbench [options]\n"
+          "\n"
+          "Times tensor-parallel MLP layers (tpg_plan_mlp, random bf16 weights) on the visible GPUs, one host\n"
+          "thread per GPU, for every shape x token count x mode; prints a table (us per layer, median), writes\n"
+          "JSON (p10/p50/p90 and the run's metadata), an SVG plot and, with a converter, a PNG of it.\n"
+          "\n"
+          "Modes (the same layers, run the ways tpgraph replaces and the ways it offers):\n"
+          "  eager      every kernel and ncclAllReduce launched one by one on a stream (TPG_MODE_EAGER)\n"
+          "  captured   that sequence stream-captured into a CUDA graph, NCCL all-reduces (TPG_MODE_CAPTURE)\n"
+          "  nccl       tpgraph's explicit graph (driver-API nodes), all-reduces as NCCL child graphs\n"
+          "  symmetric  nccl with NCCL symmetric-memory buffers (experimental; only when named in --modes)\n"
+          "  explicit   tpgraph's explicit graph, all-reduce algorithm picked by tpgraph (its one-shot or\n"
+          "             two-shot kernel node on one machine, NCCL above 8 MiB)\n"
+          "  pdl        explicit with Programmatic Dependent Launch edges (TPG_GRAPH_PDL; sm_90+)\n"
+          "  overlap    explicit with the tokens split into --chunks branches, so one chunk's all-reduce\n"
+          "             overlaps the next chunk's GEMMs (TPG_OVERLAP_CHUNKED; needs tokens >= chunks)\n"
+          "  compute    explicit without the all-reduces: exposed communication = best explicit - compute\n"
+          "  (with python3 + CUDA torch: torch eager and torch.cuda.graph columns from bench/torch_mlp.py)\n"
+          "floor = max(weight bytes / 4.3 TB/s, FLOPs / 790 TFLOP/s) per layer and rank (H200 peak figures).\n"
+          "\n"
+          "Options (lists are comma separated, at most %d values):\n"
+          "  --hidden LIST        hidden sizes, multiples of 8 (default 8192,4096)\n"
+          "  --ffn LIST           ffn sizes, one per hidden size; ffn/tp a multiple of 8 (default 28672,14336)\n"
+          "  --tokens LIST        token counts, 1..65536 (default 1,16,128,1024)\n"
+          "  --tp N               GPUs to use, 1..visible (default all, at most 8)\n"
+          "  --layers N           MLP blocks per graph, 1..256 (default 4)\n"
+          "  --reps N             timed launches per point, 1..100000 (default 20)\n"
+          "  --kind gelu|swiglu   GeLU (Megatron, with biases) or SwiGLU (Llama, no biases); default gelu\n"
+          "  --modes LIST         which modes to run (default all but symmetric)\n"
+          "  --chunks N           token chunks of the overlap mode, 2..16 (default 2)\n"
+          "  --json PATH          results (default tpbench.json)\n"
+          "  --svg PATH           plot (default tpbench.svg); the PNG goes beside it, same name\n"
+          "  --no-png             do not try to convert the SVG\n"
+          "  --no-torch           skip the PyTorch baseline\n"
+          "  --torch-script PATH  where bench/torch_mlp.py is (default: that path from the working directory)\n"
+          "  -h, --help           this text\n",
+          MAXV);
+}
+
+static int fail_usage(void) {
+  fprintf(stderr, "%s: see --help\n", PROG);
+  return 2;
+}
+
+static int cmp_int(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
 }
 
 int main(int argc, char **argv) {
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--no-torch")) { use_torch = 0; continue; }
-    if (!v) { usage(); return 2; }
-    i++;
-    if (!strcmp(a, "--hidden")) nshape = parse_list(v, hid);
-    else if (!strcmp(a, "--ffn")) parse_list(v, ffn);
-    else if (!strcmp(a, "--tokens")) ntok = parse_list(v, toks);
-    else if (!strcmp(a, "--tp")) TP = atoi(v);
-    else if (!strcmp(a, "--layers")) LAYERS = atoi(v);
-    else if (!strcmp(a, "--reps")) REPS = atoi(v);
-    else if (!strcmp(a, "--chunks")) CHUNKS = atoi(v);
-    else if (!strcmp(a, "--json")) json_path = v;
-    else if (!strcmp(a, "--svg")) svg_path = v;
-    else if (!strcmp(a, "--torch-script")) torch_script = v;
-    else if (!strcmp(a, "--kind")) KIND = !strcmp(v, "swiglu") ? TPG_MLP_SWIGLU : TPG_MLP_GELU;
-    else if (!strcmp(a, "--modes")) {
-      for (int m = 0; m < NMODES; m++) mode_on[m] = strstr(v, mode_name[m]) != NULL;
-    } else { usage(); return 2; }
+  enum { O_HIDDEN = 256, O_FFN, O_TOKENS, O_TP, O_LAYERS, O_REPS, O_CHUNKS, O_JSON, O_SVG, O_TORCH_SCRIPT, O_KIND,
+         O_MODES, O_NO_TORCH, O_NO_PNG };
+  static const struct option opts[] = {
+      {"hidden", required_argument, NULL, O_HIDDEN}, {"ffn", required_argument, NULL, O_FFN},
+      {"tokens", required_argument, NULL, O_TOKENS}, {"tp", required_argument, NULL, O_TP},
+      {"layers", required_argument, NULL, O_LAYERS}, {"reps", required_argument, NULL, O_REPS},
+      {"chunks", required_argument, NULL, O_CHUNKS}, {"json", required_argument, NULL, O_JSON},
+      {"svg", required_argument, NULL, O_SVG},       {"torch-script", required_argument, NULL, O_TORCH_SCRIPT},
+      {"kind", required_argument, NULL, O_KIND},     {"modes", required_argument, NULL, O_MODES},
+      {"no-torch", no_argument, NULL, O_NO_TORCH},   {"no-png", no_argument, NULL, O_NO_PNG},
+      {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0}};
+  int nffn = 2;
+  opterr = 0;
+  int c, li;
+  while ((c = getopt_long(argc, argv, ":h", opts, &li)) != -1) {
+    int ok = 1;
+    switch (c) {
+      case O_HIDDEN: ok = (nshape = parse_list("--hidden", optarg, 8, 1 << 20, hid)) > 0; break;
+      case O_FFN: ok = (nffn = parse_list("--ffn", optarg, 8, 1 << 22, ffn)) > 0; break;
+      case O_TOKENS: ok = (ntok = parse_list("--tokens", optarg, 1, 65536, toks)) > 0; break;
+      case O_TP: ok = bench_parse_int(PROG, "--tp", optarg, 1, 8, &TP); break;
+      case O_LAYERS: ok = bench_parse_int(PROG, "--layers", optarg, 1, 256, &LAYERS); break;
+      case O_REPS: ok = bench_parse_int(PROG, "--reps", optarg, 1, 100000, &REPS); break;
+      case O_CHUNKS: ok = bench_parse_int(PROG, "--chunks", optarg, 2, 16, &CHUNKS); break;
+      case O_JSON: json_path = optarg; break;
+      case O_SVG: svg_path = optarg; break;
+      case O_TORCH_SCRIPT: torch_script = optarg; break;
+      case O_NO_TORCH: use_torch = 0; break;
+      case O_NO_PNG: make_png = 0; break;
+      case O_KIND:
+        if (!strcmp(optarg, "gelu")) KIND = TPG_MLP_GELU;
+        else if (!strcmp(optarg, "swiglu")) KIND = TPG_MLP_SWIGLU;
+        else {
+          fprintf(stderr, "%s: --kind: '%s' is neither gelu nor swiglu\n", PROG, optarg);
+          ok = 0;
+        }
+        break;
+      case O_MODES: {
+        int on[NMODES] = {0}, any = 0;
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", optarg);
+        for (char *save = NULL, *t = strtok_r(buf, ",", &save); t && ok; t = strtok_r(NULL, ",", &save)) {
+          int k = -1;
+          for (int m = 0; m < NMODES; m++)
+            if (!strcmp(t, mode_name[m])) k = m;
+          if (k < 0) {
+            fprintf(stderr, "%s: --modes: unknown mode '%s' (expected some of eager,captured,nccl,symmetric,"
+                            "explicit,pdl,overlap,compute)\n", PROG, t);
+            ok = 0;
+          } else {
+            on[k] = any = 1;
+          }
+        }
+        if (ok && !any) {
+          fprintf(stderr, "%s: --modes: empty list\n", PROG);
+          ok = 0;
+        }
+        if (ok) memcpy(mode_on, on, sizeof on);
+        break;
+      }
+      case 'h': usage(stdout); return 0;
+      case ':': fprintf(stderr, "%s: %s needs a value\n", PROG, argv[optind - 1]); return fail_usage();
+      default: fprintf(stderr, "%s: unknown option '%s'\n", PROG, argv[optind - 1]); return fail_usage();
+    }
+    if (!ok) return fail_usage();
   }
-  if (LAYERS < 1 || REPS < 1 || CHUNKS < 2) { usage(); return 2; }
+  if (optind < argc) {
+    fprintf(stderr, "%s: unexpected argument '%s'\n", PROG, argv[optind]);
+    return fail_usage();
+  }
+  if (nffn != nshape) {
+    fprintf(stderr, "%s: --hidden has %d values and --ffn %d: give one ffn per hidden size\n", PROG, nshape, nffn);
+    return fail_usage();
+  }
+  for (int si = 0; si < nshape; si++)
+    if (hid[si] % 8) {
+      fprintf(stderr, "%s: --hidden: %d is not a multiple of 8\n", PROG, hid[si]);
+      return fail_usage();
+    }
+  /* Ascending and distinct: the plot's x axis and the table read in order. */
+  qsort(toks, (size_t)ntok, sizeof toks[0], cmp_int);
+  int nt = 0;
+  for (int i = 0; i < ntok; i++)
+    if (nt == 0 || toks[nt - 1] != toks[i]) toks[nt++] = toks[i];
+  ntok = nt;
+  if (mode_on[M_OVERLAP] && toks[ntok - 1] < CHUNKS)
+    fprintf(stderr, "%s: note: overlap needs tokens >= --chunks %d; no token count here has that\n", PROG, CHUNKS);
   /* Under `bazel run` the working directory is the runfiles tree: write the
    * JSON and SVG where the user ran the command. */
   static char jbuf[4096], sbuf[4096];
@@ -467,13 +685,12 @@ int main(int argc, char **argv) {
   }
   int n = TP ? TP : (ri.device_count > 8 ? 8 : ri.device_count);
   if (n < 1 || n > ri.device_count) {
-    fprintf(stderr, "tpbench: --tp %d: expected 1..%d (GPUs visible)\n", TP, ri.device_count);
+    fprintf(stderr, "tpbench: --tp: %d, but %d GPU(s) are visible\n", TP, ri.device_count);
     return 2;
   }
   for (int si = 0; si < nshape; si++)
     if (ffn[si] % n || (ffn[si] / n) % 8 || hid[si] % 8) {
-      fprintf(stderr, "tpbench: shape %d/%d does not split over TP=%d (ffn/tp must be a multiple of 8)\n", hid[si],
-              ffn[si], n);
+      fprintf(stderr, "tpbench: --ffn: %d does not split over TP=%d (ffn/tp must be a multiple of 8)\n", ffn[si], n);
       return 2;
     }
   for (int si = 0; si < MAXV; si++)
@@ -496,5 +713,6 @@ int main(int argc, char **argv) {
   write_json(n);
   write_svg(n);
   printf("wrote %s and %s\n", json_path, svg_path);
+  if (make_png) write_png();
   return 0;
 }

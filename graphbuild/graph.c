@@ -6,6 +6,7 @@
  * error instead of NCCL freeing resources a graph still points at.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,182 +43,90 @@ static tpg_status wait_done(tpg_graph *g, const char *fn) {
   }
 }
 
-static void graph_free(tpg_graph *g) {
-  if (!g) return;
-  if (g->dev.ctx && tpg_dev_push(&g->dev) == TPG_SUCCESS) {
-    if (g->exec) tpg_cu->cuGraphExecDestroy(g->exec);
-    if (g->graph) tpg_cu->cuGraphDestroy(g->graph);
-    if (g->nodes && g->plan)
-      for (int i = 0; i < g->plan->nnodes; i++)
-        if (g->nodes[i].workspace) tpg_cu->cuMemFree(g->nodes[i].workspace);
-    if (g->owned && g->bind)
-      for (int s = 0; g->plan && s < g->plan->nslots; s++) {
-        /* Deregistering is collective: skipped on an aborted comm (a peer
-         * may be gone); NCCL frees the window with the comm. */
-        if (g->wins && g->wins[s] && g->comm && g->comm->nccl && !g->comm->aborted) {
-          ncclResult_t r = ncclCommWindowDeregister(g->comm->nccl, g->wins[s]);
-          tpg_nccl_settle(g->comm, r, "tpg_graph_destroy", "ncclCommWindowDeregister");
-        }
-        if (g->owned[s] == 1 && g->bind[s]) tpg_cu->cuMemFree((CUdeviceptr)(uintptr_t)g->bind[s]);
-        if (g->owned[s] == 2 && g->bind[s]) ncclMemFree(g->bind[s]);
-      }
-    if (g->done) tpg_cu->cuEventDestroy(g->done);
-    if (g->cap_stream) tpg_cu->cuStreamDestroy(g->cap_stream);
-    tpg_dev_pop();
-  }
+/* Device objects of the graph; its context must be current. */
+static void release_device(tpg_graph *g) {
+  if (g->exec) tpg_cu->cuGraphExecDestroy(g->exec);
+  if (g->graph) tpg_cu->cuGraphDestroy(g->graph);
+  if (g->nodes && g->plan) tpg_gnodes_free(g, g->nodes, g->plan->nnodes);
+  g->nodes = NULL;
+  for (int q = 0; g->scratch && g->plan && q < g->plan->nslots; q++) tpg_scratch_free(g, &g->scratch[q]);
+  if (g->done) tpg_cu->cuEventDestroy(g->done);
+  if (g->cap_stream) tpg_cu->cuStreamDestroy(g->cap_stream);
+  g->exec = NULL;
+  g->graph = NULL;
+  g->done = NULL;
+  g->cap_stream = NULL;
+}
+
+/* Host side, the comm's count and the context retain. */
+static void release_host(tpg_graph *g) {
   if (g->comm && g->comm->magic == TPG_MAGIC_COMM && g->counted) atomic_fetch_sub(&g->comm->graphs, 1);
   tpg_dev_close(&g->dev);
   tpg_plan_destroy(g->plan);
   free(g->bind);
-  free(g->owned);
-  free(g->wins);
-  free(g->users);
-  free(g->users_at);
-  free(g->order);
+  free(g->scratch);
+  tpg_state_free(g->st);
   free(g->nodes);
   g->magic = TPG_MAGIC_DEAD;
   free(g);
 }
 
-static tpg_status build_users(tpg_graph *g) {
-  const tpg_plan *p = g->plan;
-  g->users_at = calloc((size_t)p->nslots + 1, sizeof *g->users_at);
-  if (!g->users_at) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
-  tpg_view v[TPG_MAX_NODE_VIEWS];
-  size_t total = 0;
-  for (int i = 0; i < p->nnodes; i++) {
-    int k = tpg_node_views(&p->nodes[i], v);
-    for (int j = 0; j < k; j++) {
-      int dup = 0;
-      for (int q = 0; q < j; q++) dup |= v[q].slot == v[j].slot;
-      if (!dup) { g->users_at[v[j].slot]++; total++; }
-    }
+/* A graph that failed to be created: everything it holds. */
+static void graph_free(tpg_graph *g) {
+  if (!g) return;
+  if (g->dev.ctx && tpg_dev_push(&g->dev) == TPG_SUCCESS) {
+    release_device(g);
+    tpg_dev_pop();
   }
-  for (int s = 0; s < p->nslots; s++) g->users_at[s + 1] += g->users_at[s];
-  g->users = malloc((total ? total : 1) * sizeof *g->users);
-  int *fill = calloc((size_t)p->nslots + 1, sizeof *fill);
-  if (!g->users || !fill) {
-    free(fill);
-    return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
-  }
-  /* Users in topological order: rebinding re-captures collectives in the
-   * same order on every rank. */
-  for (int oi = 0; oi < p->nnodes; oi++) {
-    int i = g->order[oi];
-    int k = tpg_node_views(&p->nodes[i], v);
-    for (int j = 0; j < k; j++) {
-      int dup = 0;
-      for (int q = 0; q < j; q++) dup |= v[q].slot == v[j].slot;
-      if (!dup) {
-        int s = (int)v[j].slot - 1;
-        g->users[g->users_at[s] + fill[s]++] = i;
-      }
-    }
-  }
-  free(fill);
-  return TPG_SUCCESS;
+  release_host(g);
 }
 
-/* Ranks compare what their graphs will ask NCCL and our all-reduce kernels
- * to do — the collectives in execution order, their kinds, counts, dtypes,
- * algorithms and epilogue shapes — before the first capture: a mismatch, which would otherwise
- * hang inside a collective, is an error on every rank. */
-static tpg_status check_fingerprint(tpg_graph *g) {
-  const tpg_plan *p = g->plan;
-  uint64_t h = 1469598103934665603ull;
-#define TPG_MIX(v) (h = (h ^ (uint64_t)(v)) * 1099511628211ull)
-  TPG_MIX(g->comm->nranks);
-  for (int oi = 0; oi < p->nnodes; oi++) {
-    const tpg_node_rec *n = &p->nodes[g->order[oi]];
-    if (n->kind != TPG_NK_COLLECTIVE) continue;
-    TPG_MIX(n->u.coll.kind);
-    TPG_MIX(n->u.coll.count);
-    TPG_MIX(n->u.coll.algo);
-    TPG_MIX(p->slots[n->u.coll.send.slot - 1].dtype);
-    /* The epilogue's shape: the algorithm's block split follows it (rows
-     * when a norm is requested), and every rank must split alike. */
-    const tpg_collective_desc *d = &n->u.coll;
-    TPG_MIX(d->hidden);
-    TPG_MIX((d->bias.slot != 0) | (d->residual.slot != 0) << 1 | (d->residual_out.slot != 0) << 2 |
-            (d->norm_weight.slot != 0) << 3);
-    uint32_t eps_bits = 0;
-    if (d->norm_weight.slot) memcpy(&eps_bits, &d->norm_eps, sizeof eps_bits);
-    TPG_MIX(eps_bits);
-  }
-#undef TPG_MIX
-  uint64_t all[TPG_AR_MAX_RANKS * 32];
-  if (g->comm->nranks > (int)(sizeof all / sizeof all[0])) return TPG_SUCCESS;
-  TPG_TRY(tpg_comm_allgather_host(g->comm, &h, all, sizeof h));
-  for (int q = 0; q < g->comm->nranks; q++)
-    if (all[q] != h)
-      return TPG_FAIL(TPG_ERROR_INVALID_ARGUMENT,
-                      "the graph's collectives differ between ranks (fingerprint 0x%016llx on rank %d, 0x%016llx on "
-                      "rank %d): every rank must build the same collectives (kind, count, dtype, algorithm, "
-                      "epilogue) in the same order",
-                      (unsigned long long)h, g->comm->rank, (unsigned long long)all[q], q);
-  return TPG_SUCCESS;
-}
-
-/* Workspaces are sized once, here: kernels leave their counters zeroed, so a
- * single memset at creation serves every launch. */
+/* What the nodes need before any fill: each kind prepares its nodes
+ * (kernel choice, workspace; a single memset at creation serves every
+ * launch, the kernels leave their counters zeroed), then the scratch slots
+ * the plan uses, owned by the graph. */
 static tpg_status alloc_workspaces(tpg_graph *g) {
   const tpg_plan *p = g->plan;
-  for (int i = 0; i < p->nnodes; i++) {
-    if (p->nodes[i].kind != TPG_NK_GEMM) continue;
-    const tpg_gemm_desc *d = &p->nodes[i].u.gemm;
-    tpg_kernel_launch l;
-    tpg_tma_encode xe, we;
-    char why[256] = {0}, lb[160];
-    if (tpg_gemm_pick(g, d, &l, &xe, &we, why, sizeof why) != 0)
-      return TPG_ARG_FAIL("node %s: no GEMM kernel for this shape: %s", tpg_node_label(p, i, lb, sizeof lb), why);
-    if (l.workspace_bytes == 0) continue;
-    size_t bytes = (l.workspace_bytes + 255) & ~(size_t)255;
-    TPG_CU(cuMemAlloc(&g->nodes[i].workspace, bytes));
-    g->nodes[i].workspace_bytes = bytes;
-    g->info.workspace_bytes += bytes;
-    TPG_CU(cuMemsetD32Async(g->nodes[i].workspace, 0, bytes / 4, g->cap_stream));
-  }
-  /* Scratch slots the plan uses: allocated here, owned by the graph. Those a
-   * collective touches become NCCL symmetric windows (collective calls: every
-   * rank creates the same plan's graph in the same order). */
-  for (int s = 0; s < p->nslots; s++) {
-    if (p->slots[s].where != TPG_MEM_SCRATCH || g->users_at[s + 1] == g->users_at[s]) continue;
-    int coll = 0;
-    for (int u = g->users_at[s]; u < g->users_at[s + 1]; u++) coll |= p->nodes[g->users[u]].kind == TPG_NK_COLLECTIVE;
-    int sym = coll && g->comm && g->comm->nranks > 1 && (g->flags & TPG_GRAPH_NCCL_SYMMETRIC);
-    size_t bytes = p->slots[s].count * tpg_dtype_size(p->slots[s].dtype);
-    if (sym) {
-      bytes = (bytes + 4095) & ~(size_t)4095;
-      void *ptr = NULL;
-      ncclResult_t r = ncclMemAlloc(&ptr, bytes);
-      if (r != ncclSuccess || !ptr)
-        return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "ncclMemAlloc(%zu bytes) for scratch slot \"%s\" failed: %s", bytes,
-                        p->slots[s].name, ncclGetErrorString(r));
-      g->bind[s] = ptr;
-      g->owned[s] = 2;
-      r = ncclCommWindowRegister(g->comm->nccl, ptr, bytes, &g->wins[s], NCCL_WIN_COLL_SYMMETRIC);
-      TPG_TRY(tpg_nccl_settle(g->comm, r, __func__, "ncclCommWindowRegister (symmetric)"));
-    } else {
-      bytes = (bytes + 255) & ~(size_t)255;
-      CUdeviceptr d;
-      TPG_CU(cuMemAlloc(&d, bytes));
-      g->bind[s] = (void *)(uintptr_t)d;
-      g->owned[s] = 1;
-    }
-    g->info.workspace_bytes += bytes;
+  TPG_TRY(tpg_prepare_nodes(g, g->st, p, g->nodes));
+  for (int i = 0; i < p->nnodes; i++) g->info.workspace_bytes += g->nodes[i].res.workspace_bytes;
+  const int sym_graph = g->comm && g->comm->nranks > 1 && (g->flags & TPG_GRAPH_NCCL_SYMMETRIC);
+  for (int q = 0; q < p->nslots; q++) {
+    if (p->slots[q].where != TPG_MEM_SCRATCH || !tpg_state_used(g->st, (tpg_slot)(q + 1))) continue;
+    TPG_TRY(tpg_scratch_alloc(g, p, q, g->st->bytes[q], sym_graph && g->st->coll_uses[q], &g->scratch[q]));
+    g->bind[q] = g->scratch[q].ptr;
+    g->info.workspace_bytes += g->scratch[q].bytes;
   }
   TPG_CU(cuStreamSynchronize(g->cap_stream));
   return TPG_SUCCESS;
 }
 
-tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg, tpg_graph **out) {
-  tpg_err_clear();
-  TPG_CHECK_ARG(out != NULL, "out is NULL: expected a tpg_graph * to set");
-  *out = NULL;
+/* tpg_graph_config as tpgraph 0.2.0 had it (before the tuning fields). */
+#define TPG_GRAPH_CONFIG_V02_SIZE (offsetof(tpg_graph_config, flags) + sizeof(unsigned))
+/* The oldest header whose configs and descriptors are accepted (0.1.0). */
+#define TPG_VERSION_OLDEST 100
+
+/* Everything about create's arguments that needs no driver, so it is caught
+ * on any machine: the config (into *cfg, zero-filled past an older header's
+ * size), its tuning, the plan, the comm, the bindings. *colls: the plan's
+ * collective count. */
+static tpg_status check_args(const tpg_plan *plan, const tpg_graph_config *cfg_in, tpg_graph_config *cfg_full,
+                             tpg_tuning *tune, int *colls) {
   TPG_TRY(tpg_plan_check(plan, __func__, "plan"));
-  TPG_CHECK_ARG(cfg != NULL, "cfg is NULL: expected a tpg_graph_config (TPG_GRAPH_CONFIG_INIT)");
-  TPG_CHECK_ARG(cfg->magic == TPG_CONFIG_MAGIC && cfg->size >= sizeof(tpg_graph_config),
-                "cfg was not initialised with TPG_GRAPH_CONFIG_INIT (magic 0x%x, size %zu)", cfg->magic, cfg->size);
+  TPG_CHECK_ARG(cfg_in != NULL, "cfg is NULL: expected a tpg_graph_config (TPG_GRAPH_CONFIG_INIT)");
+  /* A config from an older, smaller header: its fields, the rest zero (the
+   * defaults). Never more than we know: a larger size is a newer header. */
+  TPG_CHECK_ARG(cfg_in->magic == TPG_CONFIG_MAGIC && cfg_in->size >= TPG_GRAPH_CONFIG_V02_SIZE &&
+                    cfg_in->size <= sizeof(tpg_graph_config),
+                "cfg was not initialised with TPG_GRAPH_CONFIG_INIT (magic 0x%x, size %zu; expected 0x%x and %zu..%zu)",
+                cfg_in->magic, cfg_in->size, TPG_CONFIG_MAGIC, (size_t)TPG_GRAPH_CONFIG_V02_SIZE,
+                sizeof(tpg_graph_config));
+  TPG_CHECK_ARG(cfg_in->version >= TPG_VERSION_OLDEST && cfg_in->version <= TPG_VERSION_CODE,
+                "cfg->version is %d: expected the TPG_VERSION_CODE of a tpgraph header, %d..%d", cfg_in->version,
+                TPG_VERSION_OLDEST, TPG_VERSION_CODE);
+  memset(cfg_full, 0, sizeof *cfg_full);
+  memcpy(cfg_full, cfg_in, cfg_in->size);
+  const tpg_graph_config *cfg = cfg_full;
+  TPG_TRY(tpg_tuning_resolve(cfg, tune, __func__));
   TPG_CHECK_ARG(cfg->device >= 0, "cfg->device is %d: expected a CUDA device ordinal >= 0", cfg->device);
   TPG_CHECK_ARG(cfg->nbindings >= 0, "cfg->nbindings is %d: expected >= 0", cfg->nbindings);
   TPG_CHECK_ARG((cfg->flags & ~(TPG_GRAPH_NCCL_SYMMETRIC | TPG_GRAPH_PDL)) == 0,
@@ -228,11 +137,11 @@ tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg, t
   TPG_CHECK_ARG(cfg->nbindings == 0 || cfg->bindings != NULL, "cfg->bindings is NULL but cfg->nbindings is %d",
                 cfg->nbindings);
   TPG_TRY(tpg_plan_validate(plan));
-  int colls = 0;
-  tpg_plan_stats(plan, NULL, NULL, &colls);
-  if (colls) {
+  *colls = 0;
+  tpg_plan_stats(plan, NULL, NULL, colls);
+  if (*colls) {
     TPG_CHECK_ARG(cfg->comm != NULL, "cfg->comm is NULL but the plan has %d collective%s: expected a tpg_comm",
-                  colls, colls == 1 ? "" : "s");
+                  *colls, *colls == 1 ? "" : "s");
     TPG_TRY(tpg_comm_check_usable(cfg->comm, __func__, "cfg->comm"));
     TPG_CHECK_ARG(cfg->comm->dev.ordinal == cfg->device,
                   "cfg->device is %d but cfg->comm is on device %d: expected the same device", cfg->device,
@@ -254,11 +163,19 @@ tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg, t
     TPG_CHECK_ARG((uintptr_t)cfg->bindings[b].ptr % 16 == 0,
                   "cfg->bindings[%d].ptr %p for slot \"%s\" is misaligned: expected 16-byte alignment", b,
                   cfg->bindings[b].ptr, plan->slots[s - 1].name);
-    for (int c = 0; c < b; c++)
-      TPG_CHECK_ARG(cfg->bindings[c].slot != s, "cfg->bindings[%d] binds slot \"%s\" again (first at [%d])", b,
-                    plan->slots[s - 1].name, c);
   }
+  TPG_TRY(tpg_bindings_unique(plan, cfg->bindings, cfg->nbindings, __func__, "cfg->bindings"));
+  return TPG_SUCCESS;
+}
 
+static tpg_status create(const tpg_plan *plan, const tpg_graph_config *cfg_in, tpg_graph **out) {
+  TPG_CHECK_ARG(out != NULL, "out is NULL: expected a tpg_graph * to set");
+  *out = NULL;
+  tpg_graph_config cfg_full;
+  tpg_tuning tune;
+  int colls;
+  TPG_TRY(check_args(plan, cfg_in, &cfg_full, &tune, &colls));
+  const tpg_graph_config *cfg = &cfg_full;
   tpg_status st = TPG_SUCCESS;
   tpg_graph *g = calloc(1, sizeof *g);
   if (!g) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
@@ -266,44 +183,32 @@ tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg, t
   TPG_TRYGOTO(tpg_plan_clone(plan, &g->plan), st, fail);
   const tpg_plan *p = g->plan;
   g->bind = calloc((size_t)(p->nslots ? p->nslots : 1), sizeof *g->bind);
-  g->owned = calloc((size_t)(p->nslots ? p->nslots : 1), 1);
-  g->wins = calloc((size_t)(p->nslots ? p->nslots : 1), sizeof *g->wins);
+  g->scratch = calloc((size_t)(p->nslots ? p->nslots : 1), sizeof *g->scratch);
   g->mode = cfg->mode;
   g->flags = cfg->flags;
-  g->order = malloc((size_t)p->nnodes * sizeof *g->order);
   g->nodes = tpg_gnodes_alloc(p->nnodes);
-  if (!g->bind || !g->owned || !g->wins || !g->order || !g->nodes) {
+  if (!g->bind || !g->scratch || !g->nodes) {
     st = TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
     goto fail;
   }
-  TPG_TRYGOTO(tpg_plan_topo(p, g->order), st, fail);
-  TPG_TRYGOTO(build_users(g), st, fail);
-  for (int s = 0; s < p->nslots; s++)
-    if (g->users_at[s + 1] > g->users_at[s] && p->slots[s].where != TPG_MEM_SCRATCH) {
-      int found = 0;
-      for (int b = 0; b < cfg->nbindings; b++) found |= cfg->bindings[b].slot == (tpg_slot)(s + 1);
-      if (!found) {
-        st = TPG_ARG_FAIL("slot \"%s\" is used by the plan but not bound: expected a binding in cfg->bindings",
-                          p->slots[s].name);
-        goto fail;
-      }
-    }
+  TPG_TRYGOTO(tpg_state_build(p, &g->st), st, fail);
+  for (int b = 0; b < cfg->nbindings; b++) g->bind[cfg->bindings[b].slot - 1] = cfg->bindings[b].ptr;
+  TPG_TRYGOTO(tpg_state_check_bound(g->st, p, g->bind, __func__), st, fail);
 
   TPG_TRYGOTO(tpg_dev_open(cfg->device, &g->dev), st, fail);
   TPG_TRYGOTO(tpg_dev_push(&g->dev), st, fail);
-  for (int b = 0; b < cfg->nbindings; b++) {
+  for (int b = 0; b < cfg->nbindings; b++)
     TPG_TRYGOTO(tpg_check_binding(g, p, cfg->bindings[b].slot, cfg->bindings[b].ptr, __func__, b), st, fail_pop);
-    g->bind[cfg->bindings[b].slot - 1] = cfg->bindings[b].ptr;
-  }
   g->comm = cfg->comm;
   if (colls) {
     atomic_fetch_add(&g->comm->graphs, 1);
     g->counted = 1;
   }
-  if (colls && g->comm->nranks > 1) TPG_TRYGOTO(check_fingerprint(g), st, fail_pop);
+  /* Before anything collective (peer setup, captures): the same plans. */
+  TPG_TRYGOTO(tpg_fingerprint_check(g, g->st, p, NULL, "at creation"), st, fail_pop);
   TPG_CUGOTO(cuStreamCreate(&g->cap_stream, CU_STREAM_NON_BLOCKING), st, fail_pop);
   TPG_CUGOTO(cuEventCreate(&g->done, CU_EVENT_DISABLE_TIMING), st, fail_pop);
-  g->streamk = tpg_gemm_streamk_env(); /* once: workspaces are sized by it */
+  g->tune = tune; /* once: workspaces are sized by it */
   TPG_TRYGOTO(alloc_workspaces(g), st, fail_pop);
 
   /* Programmatic edges need griddepcontrol (sm_90+) in the image that runs:
@@ -313,10 +218,9 @@ tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg, t
   g->pdl = (g->flags & TPG_GRAPH_PDL) && g->mode == TPG_MODE_EXPLICIT && g->dev.sm_arch >= 90;
   double t0 = tpg_now_us();
   if (g->mode == TPG_MODE_EXPLICIT) {
-    TPG_TRYGOTO(tpg_materialize(g, p, g->bind, g->nodes, &g->graph), st, fail_pop);
+    TPG_TRYGOTO(tpg_materialize(g, g->st, p, g->bind, g->nodes, &g->graph), st, fail_pop);
   } else {
-    for (int oi = 0; oi < p->nnodes; oi++)
-      TPG_TRYGOTO(tpg_fill_node(g, p, g->bind, g->order[oi], &g->nodes[g->order[oi]]), st, fail_pop);
+    TPG_TRYGOTO(tpg_fill_nodes(g, g->st, p, g->bind, g->nodes), st, fail_pop);
     if (g->mode == TPG_MODE_CAPTURE) {
       TPG_CUGOTO(cuStreamBeginCapture(g->cap_stream, CU_STREAM_CAPTURE_MODE_RELAXED), st, fail_pop);
       tpg_status rs = tpg_run_nodes(g, g->cap_stream);
@@ -331,25 +235,7 @@ tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg, t
   double t2 = tpg_now_us();
   g->info.materialize_us = t1 - t0;
   g->info.instantiate_us = t2 - t1;
-  g->info.nodes = p->nnodes;
-  for (int i = 0; i < p->nnodes; i++) switch (p->nodes[i].kind) {
-      case TPG_NK_GEMM:
-      case TPG_NK_AXPBY:
-      case TPG_NK_CONCAT: g->info.kernel_nodes++; break;
-      case TPG_NK_MEMSET: g->info.memset_nodes++; break;
-      case TPG_NK_MEMCPY: g->info.memcpy_nodes++; break;
-      case TPG_NK_EMPTY: g->info.empty_nodes++; break;
-      case TPG_NK_COLLECTIVE:
-        g->ncoll++;
-        if (g->nodes[i].fast) g->info.kernel_nodes++;
-        else g->info.child_nodes++;
-        if (g->nodes[i].has_epi) {
-          g->info.kernel_nodes++; /* the epilogue after NCCL */
-          g->info.nodes++;
-        }
-        break;
-      default: break;
-    }
+  for (int i = 0; i < p->nnodes; i++) tpg_kind(p->nodes[i].kind)->count(&g->nodes[i], &g->info);
   tpg_dev_pop();
   *out = g;
   return TPG_SUCCESS;
@@ -361,9 +247,20 @@ fail:
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", tpg_last_error());
     graph_free(g); /* drops the comm's graph count if it was taken */
+    /* The innermost message, under the public name (no doubled prefix). */
+    const char *rest = strstr(msg, ": ");
     tpg_err_clear();
-    if (msg[0]) tpg_err(st, "tpg_graph_create", "%s", msg);
+    if (msg[0]) tpg_err(st, "tpg_graph_create", "%s", rest ? rest + 2 : msg);
   }
+  return st;
+}
+
+/* Every message under the public name, whichever inner call failed (no
+ * internal function names, no doubled prefix). */
+tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg, tpg_graph **out) {
+  tpg_err_clear();
+  tpg_status st = create(plan, cfg, out);
+  if (st != TPG_SUCCESS) tpg_err_rename(__func__);
   return st;
 }
 
@@ -371,29 +268,48 @@ tpg_status tpg_graph_destroy(tpg_graph *g) {
   tpg_err_clear();
   if (!g) return TPG_SUCCESS;
   TPG_TRY(graph_check(g, __func__));
-  tpg_status st = TPG_SUCCESS;
-  if (tpg_dev_push(&g->dev) == TPG_SUCCESS) {
-    st = wait_done(g, __func__);
-    tpg_dev_pop();
+  /* Without its context current nothing of the device side can be freed:
+   * the graph is then left whole and the error returned, so a second call
+   * frees it (instead of leaking every device object). */
+  tpg_status st = tpg_dev_push(&g->dev);
+  if (st != TPG_SUCCESS) {
+    tpg_err_rename(__func__);
+    return st;
   }
+  st = wait_done(g, __func__);
   /* Still freed after a timeout: the comm was aborted, so nothing of ours
    * is waited on any more. */
-  graph_free(g);
+  release_device(g);
+  tpg_dev_pop();
+  release_host(g);
+  return st;
+}
+
+static tpg_status launch(tpg_graph *g, tpg_stream stream) {
+  TPG_TRY(graph_check(g, __func__));
+  if (g->comm && g->st->ncoll) TPG_TRY(tpg_comm_check_usable(g->comm, __func__, "the graph's comm"));
+  TPG_TRY(tpg_dev_push(&g->dev));
+  tpg_status st = TPG_SUCCESS;
+  /* A capturing stream (the engine's own capture) gets the graph as a child
+   * node, or in eager mode the work itself; no `done` record then: nothing
+   * of ours runs until the engine launches its graph. */
+  int into = 0;
+  TPG_TRYGOTO(tpg_launch_into_capture(g, (CUstream)stream, &into), st, out);
+  if (into == 1) goto out;
+  if (g->mode == TPG_MODE_EAGER) TPG_TRYGOTO(tpg_run_nodes(g, (CUstream)stream), st, out);
+  else TPG_CUGOTO(cuGraphLaunch(g->exec, (CUstream)stream), st, out);
+  if (into == 2) goto out;
+  TPG_CUGOTO(cuEventRecord(g->done, (CUstream)stream), st, out);
+  g->launched = 1;
+out:
+  tpg_dev_pop();
   return st;
 }
 
 tpg_status tpg_graph_launch(tpg_graph *g, tpg_stream stream) {
   tpg_err_clear();
-  TPG_TRY(graph_check(g, __func__));
-  if (g->comm && g->ncoll) TPG_TRY(tpg_comm_check_usable(g->comm, __func__, "the graph's comm"));
-  TPG_TRY(tpg_dev_push(&g->dev));
-  tpg_status st = TPG_SUCCESS;
-  if (g->mode == TPG_MODE_EAGER) TPG_TRYGOTO(tpg_run_nodes(g, (CUstream)stream), st, out);
-  else TPG_CUGOTO(cuGraphLaunch(g->exec, (CUstream)stream), st, out);
-  TPG_CUGOTO(cuEventRecord(g->done, (CUstream)stream), st, out);
-  g->launched = 1;
-out:
-  tpg_dev_pop();
+  tpg_status st = launch(g, stream);
+  if (st != TPG_SUCCESS) tpg_err_rename(__func__);
   return st;
 }
 

@@ -10,110 +10,118 @@
 #ifndef TPG_GRAPH_H
 #define TPG_GRAPH_H
 
-#include "graphbuild/plan.h"
-#include "kernels/tpg_kargs.h"
-#include "kernels/tpg_tma_args.h"
+#include "graphbuild/nodes/collective_select.h"
+#include "graphbuild/nodes/kind.h"
+#include "graphbuild/state.h"
 #include "lib/comm.h"
-#include "lib/gemm_select.h"
 
-typedef struct tpg_gnode {
-  CUgraphNode node;             /* node of the template graph */
-  /* kernel nodes */
-  CUDA_KERNEL_NODE_PARAMS kp;
-  void *kparams[1];             /* -> args: every kernel takes one struct */
-  union {
-    tpg_gemm_tma_args gemm_tma; /* first: the union starts 64-byte aligned */
-    tpg_gemm_args gemm;
-    tpg_axpby_args axpby;
-    tpg_concat_args concat;
-    tpg_allreduce_args ar;
-  } args;
-  int fast;                     /* all-reduce run by our kernel (not NCCL)    */
-  /* NCCL all-reduce with an epilogue: one more kernel node after the child */
-  int has_epi;
-  CUgraphNode epi_node;         /* of the template graph (explicit mode)      */
-  CUDA_KERNEL_NODE_PARAMS epi_kp;
-  void *epi_kparams[1];         /* -> epi                                     */
-  tpg_ar_epilogue_args epi;
-  CUdeviceptr cap_send, cap_recv; /* what the NCCL child was captured with:
-                                   rebinding only epilogue views re-captures nothing */
-  int tma;                      /* GEMM kernel takes tensor maps (args.gemm_tma) */
-  tpg_tma_encode xe, we;        /* how to (re-)encode them                       */
-  const char *kernel;           /* entry point name */
-  CUdeviceptr workspace;        /* owned, GEMM split-K */
-  size_t workspace_bytes;
-  /* memset / memcpy nodes */
-  CUDA_MEMSET_NODE_PARAMS ms;
-  CUDA_MEMCPY3D cp;
-} tpg_gnode;
+/* Memory the graph owns for one scratch slot (scratch.c). */
+typedef struct tpg_scratch {
+  void *ptr;
+  size_t bytes;                 /* as allocated (rounded up) */
+  unsigned char how;            /* 0 none, 1 cuMemAlloc, 2 ncclMemAlloc + window */
+  ncclWindow_t win;
+} tpg_scratch;
+
+/* Tuning resolved once at creation from tpg_graph_config and the
+ * environment (tuning.c). */
+typedef struct tpg_tuning {
+  tpg_allreduce_tuning ar;
+  int streamk;                  /* tpg_gemm_select_tma's streamk: 0 never, 1 rule, 2 always */
+  int32_t pdl_prefetch;         /* bytes per W row, multiple of 16 */
+} tpg_tuning;
 
 struct tpg_graph {
   unsigned magic;
   tpg_plan *plan;               /* owned copy */
   tpg_comm *comm;               /* borrowed */
   tpg_dev dev;                  /* retains the primary context */
-  void **bind;                  /* bind[s - 1]: pointer bound to slot s */
-  int *users, *users_at;        /* CSR: nodes that use slot s: users[users_at[s-1] .. users_at[s]) */
-  int *order;                   /* topological order of plan nodes */
-  tpg_gnode *nodes;             /* one per plan node */
+  tpg_state *st;                /* derived from plan (state.h); replaced whole by an update */
+  void **bind;                  /* bind[s - 1]: pointer bound to slot s (ours for scratch) */
+  tpg_gnode *nodes;             /* one per plan node; replaced whole by an update */
   CUgraph graph;                /* template, owned */
   CUgraphExec exec;             /* owned */
   CUstream cap_stream;          /* private: NCCL captures */
   CUevent done;                 /* recorded after each launch */
   int launched;
-  int ncoll;                    /* collective nodes (NCCL or ours)            */
   int counted;                  /* holds one of comm->graphs */
   tpg_graph_mode mode;
-  unsigned char *owned;         /* owned[s - 1]: 1 cuMemAlloc'ed scratch, 2 ncclMemAlloc'ed */
-  ncclWindow_t *wins;           /* wins[s - 1]: NCCL symmetric window of scratch slot s */
+  tpg_scratch *scratch;         /* scratch[s - 1]: the memory the graph owns for scratch slot s */
   unsigned flags;
   int pdl;                      /* TPG_GRAPH_PDL in effect: explicit mode, sm_90+ */
-  int streamk;                  /* TPG_GEMM_STREAMK at creation: 0, 1 or 2 */
+  tpg_tuning tune;
   tpg_graph_info info;
+  int export_stale;             /* an NCCL child was re-captured: the template
+                                   no longer matches the exec (export.c) */
+  int template_dirty;           /* rebound since the template was last brought
+                                   up to date (tpg_graph_export does it) */
 };
 
+/* ---- bind.c ---- */
 /* Checks one binding against its slot: memory kind, device, alignment, and
  * that the allocation covers the slot. */
 TPG_HIDDEN tpg_status tpg_check_binding(const tpg_graph *g, const tpg_plan *p, tpg_slot slot, void *ptr,
                                         const char *fn, int index);
+/* No slot is bound twice in b[0..n) (slots already checked to be the plan's);
+ * the message names `what`[i] and the first binding of that slot. */
+TPG_HIDDEN tpg_status tpg_bindings_unique(const tpg_plan *p, const tpg_binding *b, int n, const char *fn,
+                                          const char *what);
 
-/* The node later nodes depend on: the epilogue node after an NCCL
- * all-reduce that has one, else the node itself. */
-static inline CUgraphNode tpg_gnode_tail(const tpg_gnode *gn) { return gn->epi_node ? gn->epi_node : gn->node; }
+/* ---- scratch.c ---- */
+/* Allocates `bytes` for scratch slot q (0-based) of p: an NCCL symmetric
+ * window when sym (a collective call). */
+TPG_HIDDEN tpg_status tpg_scratch_alloc(tpg_graph *g, const tpg_plan *p, int q, size_t bytes, int sym,
+                                        tpg_scratch *out);
+TPG_HIDDEN void tpg_scratch_free(tpg_graph *g, tpg_scratch *s);
 
-/* Fills nodes[i]'s parameters from plan p and the pointers in bind. */
-TPG_HIDDEN tpg_status tpg_fill_node(tpg_graph *g, const tpg_plan *p, void **bind, int i, tpg_gnode *gn);
+/* ---- fingerprint.c ---- */
+/* Ranks compare their collectives (all ranks call it at the same point);
+ * nodes NULL: from the plan alone, else with what fill resolved. `when`
+ * goes into the message ("at creation", ...). */
+TPG_HIDDEN tpg_status tpg_fingerprint_check(tpg_graph *g, const tpg_state *st, const tpg_plan *p,
+                                            const tpg_gnode *nodes, const char *when);
 
+/* ---- materialize.c ---- */
 /* The node array: 64-byte aligned (tensor maps live in it), zeroed. */
 TPG_HIDDEN tpg_gnode *tpg_gnodes_alloc(int n);
-
-/* SMs a GEMM node may use: the GPU's less its sm_reserve (at least half). */
-TPG_HIDDEN int tpg_gemm_sms(const tpg_graph *g, const tpg_gemm_desc *d);
-
-/* Issues every node on stream in topological order (eager mode, and what the
- * capture mode captures). */
-TPG_HIDDEN tpg_status tpg_run_nodes(tpg_graph *g, CUstream stream);
-
-/* Rewrites only the buffer pointers of nodes[i] from g->bind: the rebind
- * path, which keeps the kernel, launch shape and everything else. */
-TPG_HIDDEN tpg_status tpg_patch_node(const tpg_graph *g, int i);
-
-/* TPG_GEMM_STREAMK as tpg_gemm_select_tma's streamk (default 1). */
-TPG_HIDDEN int tpg_gemm_streamk_env(void);
-
-/* The GEMM kernel for a node: tpg_gemm_select_tma on this GPU (0 = ok). */
-TPG_HIDDEN int tpg_gemm_pick(const tpg_graph *g, const tpg_gemm_desc *d, tpg_kernel_launch *l, tpg_tma_encode *xe,
-                             tpg_tma_encode *we, char *why, size_t whylen);
-
-/* Captures collective node i of plan p from NCCL into a new graph (caller owns). */
-TPG_HIDDEN tpg_status tpg_capture_collective(tpg_graph *g, const tpg_plan *p, void **bind, int i, CUgraph *out);
-
+/* Each node's kind releases what it took (workspaces, ext), then the array. */
+TPG_HIDDEN void tpg_gnodes_free(tpg_graph *g, tpg_gnode *nodes, int n);
+/* Every node's kind prepares it (kernel choice, workspace) in topological order. */
+TPG_HIDDEN tpg_status tpg_prepare_nodes(tpg_graph *g, const tpg_state *st, const tpg_plan *p, tpg_gnode *nodes);
+/* Fills every node's parameters from plan p and bind (no CUDA graph), then
+ * compares the resolved collectives across ranks. */
+TPG_HIDDEN tpg_status tpg_fill_nodes(tpg_graph *g, const tpg_state *st, const tpg_plan *p, void **bind,
+                                     tpg_gnode *nodes);
 /* Programmatic edges of a CUDA graph (cuGraphGetEdges with edge data). */
 TPG_HIDDEN tpg_status tpg_count_programmatic_edges(CUgraph graph, int *out);
+/* Builds a CUDA graph of plan p (state st) with bind: fills nodes[]
+ * (tpg_fill_nodes), then adds each node's CUDA node(s). */
+TPG_HIDDEN tpg_status tpg_materialize(tpg_graph *g, const tpg_state *st, const tpg_plan *p, void **bind,
+                                      tpg_gnode *nodes, CUgraph *out);
 
-/* Builds a CUDA graph of plan p with bind; fills nodes[] (params + handles).
- * Kernel functions and workspaces come from g. */
-TPG_HIDDEN tpg_status tpg_materialize(tpg_graph *g, const tpg_plan *p, void **bind, tpg_gnode *nodes,
-                                      CUgraph *out);
+/* ---- eager.c ---- */
+/* Issues every node on stream in topological order (eager mode, and what
+ * the capture mode captures). */
+TPG_HIDDEN tpg_status tpg_run_nodes(tpg_graph *g, CUstream stream);
+
+/* ---- export.c ---- */
+/* After a node was patched (rebind, explicit mode): the template's kernel,
+ * memset and memcpy nodes are brought to the exec's parameters at the next
+ * tpg_graph_export. nccl_recaptured: the patch re-captured an NCCL child,
+ * which the template cannot follow. */
+TPG_HIDDEN void tpg_template_mark(tpg_graph *g, int nccl_recaptured);
+/* After a whole-graph update applied graph `ng` (materialized into `fresh`)
+ * to the exec: the template takes its parameters likewise. */
+TPG_HIDDEN tpg_status tpg_template_update(tpg_graph *g, const tpg_plan *p, const tpg_gnode *fresh);
+/* tpg_graph_launch on a capturing stream: the template added as one child
+ * node of the capture (*into = 1), an eager graph whose work the caller
+ * issues into the capture (*into = 2), or no capture (*into = 0). */
+TPG_HIDDEN tpg_status tpg_launch_into_capture(tpg_graph *g, CUstream stream, int *into);
+
+/* ---- tuning.c ---- */
+/* The tuning of a graph from cfg (its tuning fields, zero-filled for an
+ * older header's config) overridden by the environment; a malformed or
+ * out-of-range value is an error from fn naming the variable or field. */
+TPG_HIDDEN tpg_status tpg_tuning_resolve(const tpg_graph_config *cfg, tpg_tuning *out, const char *fn);
 
 #endif

@@ -8,11 +8,15 @@
  *   kernel nodes' parameters, so its child graph is replaced whole) — only
  *   when its send or recv moved; the epilogue node after an NCCL all-reduce
  *   is a kernel node like any other.
- * - tpg_graph_update: whole graph. A topologically identical graph is
- *   materialized and applied with cuGraphExecUpdate; CUDA's refusal names a
- *   node, which we report by its plan label.
- * Either way all arguments are checked before the first CUDA call, and a
- * failure part-way restores the previous bindings on the nodes already set.
+ * - tpg_graph_update: whole graph. The new plan's state is derived again
+ *   (state.c), the bindings checked against it, scratch that grew
+ *   re-allocated, a topologically identical graph materialized into a new
+ *   node array and applied with cuGraphExecUpdate; CUDA's refusal names a
+ *   node, which we report by its plan label. State, nodes, scratch and plan
+ *   are swapped in only when everything succeeded.
+ * Either way all arguments are checked before the first CUDA call. A rebind
+ * that fails part-way patches every node it changed back (re-capturing an
+ * NCCL child back), and says so if one could not be restored.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -21,76 +25,29 @@
 
 #include "graphbuild/graph.h"
 
-/* Where an NCCL all-reduce's send and recv point now (g->bind). */
-static void nccl_ptrs(const tpg_graph *g, int i, CUdeviceptr *send, CUdeviceptr *recv) {
-  const tpg_collective_desc *d = &g->plan->nodes[i].u.coll;
-  size_t es = tpg_dtype_size(g->plan->slots[d->send.slot - 1].dtype);
-  *send = (CUdeviceptr)(uintptr_t)g->bind[d->send.slot - 1] + d->send.offset * es;
-  *recv = (CUdeviceptr)(uintptr_t)g->bind[d->recv.slot - 1] + d->recv.offset * es;
+/* Node i's kind rewrites its pointers from g->bind and applies them. */
+static tpg_status patch_node(tpg_graph *g, int i) {
+  char lb[160];
+  tpg_nctx c;
+  tpg_nctx_init(&c, g, g->plan, g->bind, i, &g->nodes[i], lb, sizeof lb);
+  return c.kind->patch(&c);
 }
 
-/* Applying node i needs no NCCL capture: it is not an NCCL collective, only
- * its epilogue's views moved, or the graph is eager (patched copies only). */
-static int no_capture(const tpg_graph *g, int i) {
-  if (g->plan->nodes[i].kind != TPG_NK_COLLECTIVE || g->nodes[i].fast || g->mode == TPG_MODE_EAGER) return 1;
-  CUdeviceptr send, recv;
-  nccl_ptrs(g, i, &send, &recv);
-  return send == g->nodes[i].cap_send && recv == g->nodes[i].cap_recv;
-}
-
-static tpg_status apply_node(tpg_graph *g, int i) {
-  const tpg_plan *p = g->plan;
-  tpg_gnode *gn = &g->nodes[i];
-  TPG_TRY(tpg_patch_node(g, i));
-  if (g->mode == TPG_MODE_EAGER) return TPG_SUCCESS; /* the next launch reads the patched copy */
-  switch (p->nodes[i].kind) {
-    case TPG_NK_GEMM:
-    case TPG_NK_AXPBY:
-    case TPG_NK_CONCAT: TPG_CU(cuGraphExecKernelNodeSetParams(g->exec, gn->node, &gn->kp)); break;
-    case TPG_NK_MEMSET: TPG_CU(cuGraphExecMemsetNodeSetParams(g->exec, gn->node, &gn->ms, g->dev.ctx)); break;
-    case TPG_NK_MEMCPY: TPG_CU(cuGraphExecMemcpyNodeSetParams(g->exec, gn->node, &gn->cp, g->dev.ctx)); break;
-    case TPG_NK_COLLECTIVE: {
-      if (gn->fast) { /* our kernel: new pointers, no re-capture */
-        TPG_CU(cuGraphExecKernelNodeSetParams(g->exec, gn->node, &gn->kp));
-        break;
-      }
-      /* Re-capture only when NCCL's own buffers moved: a rebind of the
-       * epilogue's views alone is a kernel-node update. Every rank rebinds
-       * the same slots, so every rank re-captures alike. */
-      CUdeviceptr send, recv;
-      nccl_ptrs(g, i, &send, &recv);
-      if (send != gn->cap_send || recv != gn->cap_recv) {
-        CUgraph child;
-        TPG_TRY(tpg_capture_collective(g, p, g->bind, i, &child));
-        CUresult r = tpg_cu->cuGraphExecChildGraphNodeSetParams(g->exec, gn->node, child);
-        /* The exec keeps what it needs of the child (NCCL's resources are
-         * reference-counted user objects, released when launches using the
-         * old child have completed). */
-        tpg_cu->cuGraphDestroy(child);
-        if (r != CUDA_SUCCESS) return tpg_cu_fail(r, __func__, "cuGraphExecChildGraphNodeSetParams");
-        gn->cap_send = send;
-        gn->cap_recv = recv;
-      }
-      if (gn->has_epi) TPG_CU(cuGraphExecKernelNodeSetParams(g->exec, gn->epi_node, &gn->epi_kp));
-      break;
-    }
-    default: break;
-  }
-  return TPG_SUCCESS;
+/* Patching node i with g->bind now would be a collective call (an NCCL
+ * re-capture). */
+static int patch_is_collective(tpg_graph *g, int i) {
+  char lb[160];
+  tpg_nctx c;
+  tpg_nctx_init(&c, g, g->plan, g->bind, i, &g->nodes[i], lb, sizeof lb);
+  return c.kind->patch_collective ? c.kind->patch_collective(&c) : 0;
 }
 
 static tpg_status check_bindings(const tpg_graph *g, const tpg_plan *p, const tpg_binding *b, int n,
                                  const char *fn) {
   if (n < 0) return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "nbindings is %d: expected >= 0", n);
   if (n > 0 && !b) return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "bindings is NULL but nbindings is %d", n);
-  for (int i = 0; i < n; i++) {
-    TPG_TRY(tpg_check_binding(g, p, b[i].slot, b[i].ptr, fn, i));
-    for (int j = 0; j < i; j++)
-      if (b[j].slot == b[i].slot)
-        return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "bindings[%d] rebinds slot \"%s\" again (first at [%d])", i,
-                       p->slots[b[i].slot - 1].name, j);
-  }
-  return TPG_SUCCESS;
+  for (int i = 0; i < n; i++) TPG_TRY(tpg_check_binding(g, p, b[i].slot, b[i].ptr, fn, i));
+  return tpg_bindings_unique(p, b, n, fn, "bindings");
 }
 
 static tpg_status graph_usable(tpg_graph *g, const char *fn) {
@@ -100,8 +57,7 @@ static tpg_status graph_usable(tpg_graph *g, const char *fn) {
   return TPG_SUCCESS;
 }
 
-tpg_status tpg_graph_rebind(tpg_graph *g, const tpg_binding *b, int n) {
-  tpg_err_clear();
+static tpg_status rebind(tpg_graph *g, const tpg_binding *b, int n) {
   TPG_TRY(graph_usable(g, __func__));
   if (g->mode == TPG_MODE_CAPTURE)
     return TPG_FAIL(TPG_ERROR_UNSUPPORTED, "a stream-captured graph (TPG_MODE_CAPTURE) cannot be rebound: its node "
@@ -111,15 +67,6 @@ tpg_status tpg_graph_rebind(tpg_graph *g, const tpg_binding *b, int n) {
   TPG_TRY(tpg_dev_push(&g->dev));
   tpg_status st = check_bindings(g, p, b, n, __func__);
   if (st != TPG_SUCCESS) goto out;
-  int coll_touched = 0;
-  for (int k = 0; k < n; k++)
-    for (int u = g->users_at[b[k].slot - 1]; u < g->users_at[b[k].slot]; u++)
-      coll_touched |= p->nodes[g->users[u]].kind == TPG_NK_COLLECTIVE && !g->nodes[g->users[u]].fast;
-  if (coll_touched) {
-    st = tpg_comm_check_usable(g->comm, __func__, "the graph's comm");
-    if (st != TPG_SUCCESS) goto out;
-  }
-
   void **old = malloc((size_t)p->nslots * sizeof *old);
   char *mark = calloc((size_t)p->nnodes, 1);
   if (!old || !mark) {
@@ -131,29 +78,39 @@ tpg_status tpg_graph_rebind(tpg_graph *g, const tpg_binding *b, int n) {
   memcpy(old, g->bind, (size_t)p->nslots * sizeof *old);
   for (int k = 0; k < n; k++) {
     g->bind[b[k].slot - 1] = b[k].ptr;
-    for (int u = g->users_at[b[k].slot - 1]; u < g->users_at[b[k].slot]; u++) mark[g->users[u]] = 1;
+    for (int u = g->st->users_at[b[k].slot - 1]; u < g->st->users_at[b[k].slot]; u++) mark[g->st->users[u]] = 1;
   }
+  int coll_touched = 0;
+  for (int i = 0; i < p->nnodes && !coll_touched; i++) coll_touched = mark[i] && patch_is_collective(g, i);
+  if (coll_touched) st = tpg_comm_check_usable(g->comm, __func__, "the graph's comm");
   /* Topological order: collectives are re-captured in the same order on every rank. */
   int done = 0;
-  for (; done < p->nnodes; done++) {
-    int i = g->order[done];
+  for (; st == TPG_SUCCESS && done < p->nnodes; done++) {
+    int i = g->st->order[done];
     if (!mark[i]) continue;
-    st = apply_node(g, i);
+    int nccl = patch_is_collective(g, i);
+    st = patch_node(g, i);
     if (st != TPG_SUCCESS) break;
+    tpg_template_mark(g, nccl); /* what tpg_graph_export hands out follows */
   }
   if (st != TPG_SUCCESS) {
-    /* Put back what was already changed; keep the first error's message. */
-    char msg[1024];
+    /* Put back what was already changed, all of it: the nodes already
+     * patched are patched again with the old bindings (an NCCL child that
+     * was re-captured is re-captured back). Keep the first error's message,
+     * and say so if a node could not be restored. */
+    char msg[1024], lb[160];
     snprintf(msg, sizeof msg, "%s", tpg_last_error());
     memcpy(g->bind, old, (size_t)p->nslots * sizeof *old);
-    for (int oi = 0; oi < done; oi++) {
-      int i = g->order[oi];
-      /* NCCL children are not re-captured back (a collective call); our own
-       * all-reduce kernel nodes, and the epilogue node of an NCCL all-reduce
-       * whose child was not re-captured, are restored like any kernel node. */
-      if (mark[i] && no_capture(g, i)) apply_node(g, i);
+    int bad = -1;
+    for (int oi = 0; oi <= done && oi < p->nnodes; oi++) { /* the failed node too: its copy may be half set */
+      int i = g->st->order[oi];
+      if (mark[i] && patch_node(g, i) != TPG_SUCCESS && bad < 0) bad = i;
     }
-    tpg_err(st, "tpg_graph_rebind", "%s (bindings restored)", msg);
+    const char *rest = strstr(msg, ": ");
+    if (bad < 0) tpg_err(st, "tpg_graph_rebind", "%s (bindings restored)", rest ? rest + 2 : msg);
+    else
+      tpg_err(st, "tpg_graph_rebind", "%s (bindings NOT restored: node %s kept the new buffers; rebind it again or "
+              "destroy the graph)", rest ? rest + 2 : msg, tpg_node_label(p, bad, lb, sizeof lb));
   }
   free(old);
   free(mark);
@@ -162,8 +119,66 @@ out:
   return st;
 }
 
-tpg_status tpg_graph_update(tpg_graph *g, const tpg_plan *plan, const tpg_binding *b, int n) {
-  tpg_err_clear();
+/* The driver-free part of an update's checks against the new state:
+ * every used slot bound, kept bindings covering the new sizes, and the
+ * scratch that must be (re)allocated into need[]. */
+static tpg_status update_checks(tpg_graph *g, const tpg_state *ns, const tpg_plan *p, void **bind,
+                                const tpg_binding *b, int n, size_t *need, const char *fn) {
+  TPG_TRY(tpg_state_check_bound(ns, p, bind, fn));
+  for (int q = 0; q < p->nslots; q++) {
+    if (p->slots[q].where == TPG_MEM_SCRATCH || !bind[q]) continue;
+    int rebound = 0;
+    for (int k = 0; k < n; k++) rebound |= b[k].slot == (tpg_slot)(q + 1);
+    /* A new plan may declare larger slots: the kept bindings must cover them. */
+    if (!rebound) TPG_TRY(tpg_check_binding(g, p, (tpg_slot)(q + 1), bind[q], fn, -1));
+  }
+  size_t *owned = malloc((size_t)(p->nslots ? p->nslots : 1) * sizeof *owned);
+  if (!owned) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
+  for (int q = 0; q < p->nslots; q++) owned[q] = g->scratch[q].bytes;
+  const int sym = g->comm && g->comm->nranks > 1 && (g->flags & TPG_GRAPH_NCCL_SYMMETRIC);
+  tpg_status st = tpg_state_scratch_needs(ns, p, owned, sym, need, fn);
+  free(owned);
+  return st;
+}
+
+/* An update that succeeded: the graph takes the new node array (keeping its
+ * template node handles: the exec setters take nodes of the graph the exec
+ * was instantiated from), the new scratch (freeing what it replaced once the
+ * last launch is done), bindings, state and plan. What it gives up comes
+ * back in *tmp, *ns and *copy for the caller to free. */
+static void adopt(tpg_graph *g, const tpg_plan *p, tpg_gnode **tmp, tpg_state **ns, tpg_scratch *fresh, void **bind,
+                  tpg_plan **copy) {
+  for (int i = 0; i < p->nnodes; i++) {
+    memcpy((*tmp)[i].cu, g->nodes[i].cu, sizeof (*tmp)[i].cu);
+    (*tmp)[i].ncu = g->nodes[i].ncu;
+    memset(&g->nodes[i].res, 0, sizeof g->nodes[i].res); /* now the new node's */
+  }
+  tpg_gnode *old_nodes = g->nodes;
+  g->nodes = *tmp;
+  *tmp = old_nodes;
+  /* Replaced scratch: launches already enqueued may still use it. */
+  int replaced = 0;
+  for (int q = 0; q < p->nslots; q++) replaced |= fresh[q].ptr != NULL;
+  if (replaced && g->launched) tpg_cu->cuEventSynchronize(g->done);
+  for (int q = 0; q < p->nslots; q++) {
+    if (!fresh[q].ptr) continue;
+    g->info.workspace_bytes += fresh[q].bytes - g->scratch[q].bytes;
+    tpg_scratch_free(g, &g->scratch[q]);
+    g->scratch[q] = fresh[q];
+    memset(&fresh[q], 0, sizeof fresh[q]);
+  }
+  memcpy(g->bind, bind, (size_t)p->nslots * sizeof *bind);
+  tpg_state *old_state = g->st;
+  g->st = *ns;
+  *ns = old_state;
+  if (*copy) {
+    tpg_plan *old_plan = g->plan;
+    g->plan = *copy;
+    *copy = old_plan;
+  }
+}
+
+static tpg_status update(tpg_graph *g, const tpg_plan *plan, const tpg_binding *b, int n) {
   TPG_TRY(graph_usable(g, __func__));
   if (g->mode != TPG_MODE_EXPLICIT)
     return TPG_FAIL(TPG_ERROR_UNSUPPORTED, "whole-graph update needs a TPG_MODE_EXPLICIT graph (this one is mode %d)",
@@ -174,85 +189,96 @@ tpg_status tpg_graph_update(tpg_graph *g, const tpg_plan *plan, const tpg_bindin
     TPG_TRY(tpg_plan_same_topology(g->plan, plan));
   }
   const tpg_plan *p = plan ? plan : g->plan;
-  TPG_TRY(tpg_dev_push(&g->dev));
-  tpg_status st = check_bindings(g, p, b, n, __func__);
+  const int ns_slots = p->nslots ? p->nslots : 1;
+  tpg_state *ns = NULL;
   void **bind = NULL;
+  size_t *need = NULL;
+  tpg_scratch *fresh = NULL;
   tpg_gnode *tmp = NULL;
   CUgraph ng = NULL;
   tpg_plan *copy = NULL;
+  TPG_TRY(tpg_dev_push(&g->dev));
+  tpg_status st = check_bindings(g, p, b, n, __func__);
   if (st != TPG_SUCCESS) goto out;
-  if (g->ncoll) {
-    st = tpg_comm_check_usable(g->comm, __func__, "the graph's comm");
-    if (st != TPG_SUCCESS) goto out;
-  }
-  bind = malloc((size_t)p->nslots * sizeof *bind);
+  /* Everything the graph derives from a plan, derived again from this one. */
+  TPG_TRYGOTO(tpg_state_build(p, &ns), st, out);
+  if (ns->ncoll) TPG_TRYGOTO(tpg_comm_check_usable(g->comm, __func__, "the graph's comm"), st, out);
+  bind = malloc((size_t)ns_slots * sizeof *bind);
+  need = calloc((size_t)ns_slots, sizeof *need);
+  fresh = calloc((size_t)ns_slots, sizeof *fresh);
   tmp = tpg_gnodes_alloc(p->nnodes);
-  if (!bind || !tmp) {
+  if (!bind || !need || !fresh || !tmp) {
     st = TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
     goto out;
   }
   memcpy(bind, g->bind, (size_t)p->nslots * sizeof *bind);
   for (int k = 0; k < n; k++) bind[b[k].slot - 1] = b[k].ptr;
-  for (int s = 0; s < p->nslots; s++) {
-    if (!bind[s] && g->users_at[s + 1] > g->users_at[s]) {
-      st = TPG_ARG_FAIL("slot \"%s\" is used but not bound", p->slots[s].name);
-      goto out;
-    }
-    /* A new plan may declare larger slots: the kept bindings must cover them. */
-    if (plan && bind[s] && !g->owned[s]) {
-      st = tpg_check_binding(g, p, (tpg_slot)(s + 1), bind[s], __func__, -1);
-      if (st != TPG_SUCCESS) goto out;
-    }
+  TPG_TRYGOTO(update_checks(g, ns, p, bind, b, n, need, __func__), st, out);
+  /* Scratch that is new or grew: allocated now, the old freed on success. */
+  for (int q = 0; q < p->nslots; q++) {
+    if (!need[q]) continue;
+    TPG_TRYGOTO(tpg_scratch_alloc(g, p, q, need[q], 0, &fresh[q]), st, out);
+    bind[q] = fresh[q].ptr;
   }
   if (plan) {
-    st = tpg_plan_clone(plan, &copy);
-    if (st != TPG_SUCCESS) goto out;
+    TPG_TRYGOTO(tpg_plan_clone(plan, &copy), st, out);
     copy->serial = g->plan->serial;
   }
-  st = tpg_materialize(g, p, bind, tmp, &ng);
-  if (st != TPG_SUCCESS) goto out;
+  /* The new node state works with the resources the graph holds (workspaces):
+   * lent here, handed over on success. */
+  for (int i = 0; i < p->nnodes; i++) tmp[i].res = g->nodes[i].res;
+  TPG_TRYGOTO(tpg_fingerprint_check(g, ns, p, NULL, "in tpg_graph_update"), st, out);
+  TPG_TRYGOTO(tpg_materialize(g, ns, p, bind, tmp, &ng), st, out);
   CUgraphExecUpdateResultInfo info;
   memset(&info, 0, sizeof info);
   CUresult r = tpg_cu->cuGraphExecUpdate(g->exec, ng, &info);
   if (r != CUDA_SUCCESS) {
     char lb[160] = "(none)";
     for (int i = 0; i < p->nnodes; i++)
-      if (info.errorNode && (tmp[i].node == info.errorNode || tmp[i].epi_node == info.errorNode))
-        tpg_node_label(p, i, lb, sizeof lb);
+      for (int j = 0; j < tmp[i].ncu; j++)
+        if (info.errorNode && tmp[i].cu[j] == info.errorNode) tpg_node_label(p, i, lb, sizeof lb);
     static const char *why[] = {"success", "error", "topology changed", "node type changed", "function changed",
                                 "parameters changed", "not supported", "unsupported function change",
                                 "attributes changed"};
     int res = (int)info.result;
-    st = TPG_FAIL(TPG_ERROR_INVALID_ARGUMENT, "CUDA refused the whole-graph update at node %s: %s (%d); the graph is unchanged",
-                  lb, res >= 0 && res < (int)(sizeof why / sizeof why[0]) ? why[res] : "?", res);
+    if (res == CU_GRAPH_EXEC_UPDATE_ERROR || res == CU_GRAPH_EXEC_UPDATE_SUCCESS)
+      st = tpg_cu_fail(r, __func__, "cuGraphExecUpdate"); /* not a refusal: out of memory, a driver error */
+    else
+      st = TPG_FAIL(TPG_ERROR_INVALID_ARGUMENT,
+                    "CUDA refused the whole-graph update at node %s: %s (%d); the graph is unchanged", lb,
+                    res >= 0 && res < (int)(sizeof why / sizeof why[0]) ? why[res] : "?", res);
     goto out;
   }
-  /* Adopt the new parameters; node handles stay those of the template. */
-  for (int i = 0; i < p->nnodes; i++) {
-    CUgraphNode keep = g->nodes[i].node, keep_epi = g->nodes[i].epi_node;
-    CUdeviceptr ws = g->nodes[i].workspace;
-    size_t wsb = g->nodes[i].workspace_bytes;
-    memcpy(&g->nodes[i], &tmp[i], sizeof tmp[i]);
-    g->nodes[i].node = keep;
-    g->nodes[i].epi_node = keep_epi;
-    g->nodes[i].epi_kparams[0] = &g->nodes[i].epi;
-    g->nodes[i].epi_kp.kernelParams = g->nodes[i].epi_kparams;
-    g->nodes[i].workspace = ws;
-    g->nodes[i].workspace_bytes = wsb;
-    g->nodes[i].kparams[0] = &g->nodes[i].args;
-    g->nodes[i].kp.kernelParams = g->nodes[i].kparams;
-  }
-  memcpy(g->bind, bind, (size_t)p->nslots * sizeof *bind);
-  if (copy) {
-    tpg_plan_destroy(g->plan);
-    g->plan = copy;
-    copy = NULL;
-  }
+  /* The template follows the exec (tpg_graph_export): before adopt, while
+   * tmp still holds the new graph's node handles. */
+  st = tpg_template_update(g, p, tmp);
+  if (st != TPG_SUCCESS) goto out;
+  adopt(g, p, &tmp, &ns, fresh, bind, &copy);
 out:
   if (ng) tpg_cu->cuGraphDestroy(ng);
+  if (tmp && st != TPG_SUCCESS)
+    for (int i = 0; i < p->nnodes; i++) memset(&tmp[i].res, 0, sizeof tmp[i].res); /* lent, still the graph's */
+  tpg_gnodes_free(g, tmp, tmp ? p->nnodes : 0);
+  for (int q = 0; fresh && q < p->nslots; q++) tpg_scratch_free(g, &fresh[q]);
+  free(fresh);
+  free(need);
+  tpg_state_free(ns);
   tpg_plan_destroy(copy);
   free(bind);
-  free(tmp);
   tpg_dev_pop();
+  return st;
+}
+
+tpg_status tpg_graph_update(tpg_graph *g, const tpg_plan *plan, const tpg_binding *b, int n) {
+  tpg_err_clear();
+  tpg_status st = update(g, plan, b, n);
+  if (st != TPG_SUCCESS) tpg_err_rename(__func__);
+  return st;
+}
+
+tpg_status tpg_graph_rebind(tpg_graph *g, const tpg_binding *b, int n) {
+  tpg_err_clear();
+  tpg_status st = rebind(g, b, n);
+  if (st != TPG_SUCCESS) tpg_err_rename(__func__);
   return st;
 }

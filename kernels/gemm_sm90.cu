@@ -39,14 +39,22 @@
 
 namespace tpg {
 namespace sm90 {
-constexpr int BM = 128, BK = 64, A_BYTES = BM * BK * 2;
+constexpr int BK = 64;
 [[maybe_unused]] constexpr int THREADS = 384;
-/* BN = 256 (4 stages) or 128 (6 stages): both rings are 192 KB.
+/* Tile BM x BN (X rows x W rows). BM = 128: each consumer warpgroup takes a
+ * 64-row half and all BN columns. BM = 64 (small M: a 128-row tile would be
+ * half zeros): both consumers share the 64 rows and each takes BN/2 columns.
+ * CW = W rows one consumer multiplies, ACC = its fp32 accumulators a thread.
+ * As many stages as fit 192 KB, at most 8: BM 128 x BN 256 / 128 / 64 -> 4 / 6
+ * / 8; BM 64 x BN 256 / 128 / 64 -> 4 / 8 / 8.
  * + 1024 to align the ring to the 1024-byte swizzle atom, + barriers */
-template <int BN> struct cfg {
-  static constexpr int STAGES = BN == 256 ? 4 : 6;
-  static constexpr int B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
+template <int BN, int BM = 128> struct cfg {
+  static_assert(BM == 128 || BM == 64, "BM");
+  static_assert(BN == 256 || BN == 128 || BN == 64, "BN");
+  static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
+  static constexpr int STAGES = 196608 / STAGE_BYTES < 8 ? 196608 / STAGE_BYTES : 8;
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024 + 2 * STAGES * 8;
+  static constexpr int CW = BM == 128 ? BN : BN / 2, ACC = CW / 2;
 };
 constexpr int GROUP_M = 8;
 
@@ -140,14 +148,55 @@ TPG_DEV void wgmma_m64n128k16_f16(float (&d)[64], uint64_t da, uint64_t db, int 
       : "l"(da), "l"(db), "r"(scale_d));
 }
 
-template <typename T, int BN>
-TPG_DEV void wgmma_tile(float (&d)[BN / 2], uint64_t da, uint64_t db, int scale_d) {
-  if constexpr (BN == 256) {
+TPG_DEV void wgmma_m64n64k16_bf16(float (&d)[32], uint64_t da, uint64_t db, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+TPG_DEV void wgmma_m64n64k16_f16(float (&d)[32], uint64_t da, uint64_t db, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+TPG_DEV void wgmma_m64n32k16_bf16(float (&d)[16], uint64_t da, uint64_t db, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+TPG_DEV void wgmma_m64n32k16_f16(float (&d)[16], uint64_t da, uint64_t db, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+
+/* One m64nCWk16 step: CW = the W rows (columns of the output) one consumer covers. */
+template <typename T, int CW>
+TPG_DEV void wgmma_tile(float (&d)[CW / 2], uint64_t da, uint64_t db, int scale_d) {
+  if constexpr (CW == 256) {
     if constexpr (dt<T>::is_bf16) wgmma_m64n256k16_bf16(d, da, db, scale_d);
     else wgmma_m64n256k16_f16(d, da, db, scale_d);
-  } else {
+  } else if constexpr (CW == 128) {
     if constexpr (dt<T>::is_bf16) wgmma_m64n128k16_bf16(d, da, db, scale_d);
     else wgmma_m64n128k16_f16(d, da, db, scale_d);
+  } else if constexpr (CW == 64) {
+    if constexpr (dt<T>::is_bf16) wgmma_m64n64k16_bf16(d, da, db, scale_d);
+    else wgmma_m64n64k16_f16(d, da, db, scale_d);
+  } else {
+    static_assert(CW == 32, "CW");
+    if constexpr (dt<T>::is_bf16) wgmma_m64n32k16_bf16(d, da, db, scale_d);
+    else wgmma_m64n32k16_f16(d, da, db, scale_d);
   }
 }
 #endif
@@ -164,12 +213,12 @@ TPG_DEV void wgmma_tile(float (&d)[BN / 2], uint64_t da, uint64_t db, int scale_
  * the partials in CTA order (its own read back too), so the result does not
  * depend on which CTA finished last: launches are bit-reproducible. Nothing
  * waits for another CTA, so no co-residency is assumed. */
-template <int BN>
-TPG_DEV bool sk_fixup(const tpg_gemm_args &a, float (&d)[BN / 2], int t, int tiles, int dp_tiles, int nk,
+template <int ACC>
+TPG_DEV bool sk_fixup(const tpg_gemm_args &a, float (&d)[ACC], int t, int tiles, int dp_tiles, int nk,
                       long long total, int ct) {
   using namespace sm90;
   __shared__ int last;
-  constexpr int V = BN / 8; /* float4 per thread */
+  constexpr int V = ACC / 4; /* float4 per thread (a slot: BM x BN floats) */
   const int grid = gridDim.x, me = blockIdx.x;
   const long long tb = (long long)(t - dp_tiles) * nk; /* t's first iteration in the split wave */
   const int c0 = sk_cta_of(tb, total, grid), c1 = sk_cta_of(tb + nk - 1, total, grid);
@@ -193,7 +242,7 @@ TPG_DEV bool sk_fixup(const tpg_gemm_args &a, float (&d)[BN / 2], int t, int til
   if (!last) return false;
   __threadfence();
 #pragma unroll
-  for (int i = 0; i < BN / 2; ++i) d[i] = 0.f;
+  for (int i = 0; i < ACC; ++i) d[i] = 0.f;
   for (int c = c0; c <= c1; ++c) {
     const float4 *p = slot(c);
 #pragma unroll
@@ -211,11 +260,13 @@ TPG_DEV bool sk_fixup(const tpg_gemm_args &a, float (&d)[BN / 2], int t, int til
 
 /* TMA = false: cp.async producer (raw pointers only). TMA = true: one
  * producer thread issues two tensor-map bulk copies a stage (maps in p). */
-template <typename T, bool TMA, int BN>
+template <typename T, bool TMA, int BN, int BM = 128>
 __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg_gemm_tma_args *p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace sm90;
-  constexpr int STAGES = cfg<BN>::STAGES, STAGE_BYTES = cfg<BN>::STAGE_BYTES;
+  static_assert(TMA || BM == 128, "the cp.async producer is written for 128-row tiles");
+  constexpr int STAGES = cfg<BN, BM>::STAGES, STAGE_BYTES = cfg<BN, BM>::STAGE_BYTES;
+  constexpr int A_BYTES = cfg<BN, BM>::A_BYTES, CW = cfg<BN, BM>::CW, ACC = cfg<BN, BM>::ACC;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const uint32_t full_bar = base + STAGES * STAGE_BYTES, empty_bar = full_bar + STAGES * 8;
@@ -337,9 +388,9 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     const int c = wg - 1, ct = tid - 128 * wg, warp = ct >> 5, lane = ct & 31;
     const int g = lane >> 2, t2 = (lane & 3) * 2;
-    float d[BN / 2];
+    float d[ACC];
 #pragma unroll
-    for (int i = 0; i < BN / 2; ++i) d[i] = 0.f;
+    for (int i = 0; i < ACC; ++i) d[i] = 0.f;
     int it = 0;
     segs sg = seg0;
     for (int t, kb0, kb1; sg.next(t, kb0, kb1);) {
@@ -352,11 +403,14 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
         /* cp.async writes are generic-proxy writes; wgmma reads through the async proxy */
         if constexpr (!TMA) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         const uint32_t st = base + s * STAGE_BYTES;
-        const uint64_t da = make_desc(st + c * (64 * 128)), db = make_desc(st + A_BYTES);
+        /* BM 128: consumer c takes X rows 64c.. and all W rows; BM 64: the
+         * same X rows and W rows CW*c.. (CW*128 bytes: whole swizzle atoms) */
+        const uint64_t da = make_desc(st + (BM == 128 ? c * (64 * 128) : 0));
+        const uint64_t db = make_desc(st + A_BYTES + (BM == 128 ? 0 : c * (CW * 128)));
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk)
-          wgmma_tile<T, BN>(d, da + 2 * kk, db + 2 * kk, (kb != kb0) | (kk != 0));
+          wgmma_tile<T, CW>(d, da + 2 * kk, db + 2 * kk, (kb != kb0) | (kk != 0));
         wgmma_commit();
         wgmma_wait<1>();  /* the previous stage's wgmmas are done: release it */
         if (kb > kb0 && lane == 0) mbar_arrive(empty_bar + 8 * ((it - 1) % STAGES));
@@ -365,28 +419,31 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
       if (lane == 0) mbar_arrive(empty_bar + 8 * ((it - 1) % STAGES));
       /* A tile split across CTAs: only the last contributor to finish goes on
        * to the epilogue, with the whole sum in d. */
-      if (sk && (kb0 != 0 || kb1 != nk) && !sk_fixup<BN>(a, d, t, tiles, dp_tiles, nk, total, tid - 128)) continue;
+      if (sk && (kb0 != 0 || kb1 != nk) && !sk_fixup<ACC>(a, d, t, tiles, dp_tiles, nk, total, tid - 128)) continue;
 
-      /* Epilogue: d[4j+2h], d[4j+2h+1] = row warp*16 + g + 8h, cols 8j + t2 + {0,1}.
+      /* Epilogue: d[4j+2h], d[4j+2h+1] = row warp*16 + g + 8h, cols 8j + t2 + {0,1}
+       * of the consumer's part: rows from 64c (BM 128) or columns from the
+       * outputs of W rows CW*c.. (BM 64; SwiGLU: CW/2 outputs).
        * One compile-time epilogue per branch keeps the code that a tile runs
        * small enough for the instruction cache. */
       epi_dispatch(a.epilogue, [&](auto ec) {
         constexpr int EPI = decltype(ec)::value;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int m = m0 + c * 64 + warp * 16 + g + 8 * h;
+          const int m = m0 + (BM == 128 ? c * 64 : 0) + warp * 16 + g + 8 * h;
+          const int oc = o0 + (BM == 128 ? 0 : c * (swiglu ? CW / 2 : CW));
           if (m < M) {
             if constexpr (EPI == TPG_EPI_SWIGLU) {
 #pragma unroll
-              for (int jj = 0; jj < BN / 8; jj += 2) {
-                const int n = o0 + (jj / 2) * 8 + t2;
+              for (int jj = 0; jj < CW / 8; jj += 2) {
+                const int n = oc + (jj / 2) * 8 + t2;
                 if (n < N) epi_store2<T, EPI>(a, m, n, d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1],
                                               d[4 * (jj + 1) + 2 * h], d[4 * (jj + 1) + 2 * h + 1]);
               }
             } else {
 #pragma unroll
-              for (int jj = 0; jj < BN / 8; ++jj) {
-                const int n = o0 + jj * 8 + t2;
+              for (int jj = 0; jj < CW / 8; ++jj) {
+                const int n = oc + jj * 8 + t2;
                 if (n < N) epi_store2<T, EPI>(a, m, n, d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1], 0.f, 0.f);
               }
             }
@@ -402,24 +459,26 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
 
 }  // namespace tpg
 
-/* Entry points. tpg_gemm_sm90[tma]_<dt>[_n128]: BN = 256 W rows a tile, or
- * 128 with the _n128 suffix (more tiles when N/256 leaves SMs idle).
- * grid = min(tiles, SMs), tiles = ceil(M/128) * ceil(N/BN) (ceil(N/(BN/2)) for
- * SWIGLU); block 384; dynamic smem tpg::sm90::cfg<BN>::SMEM_BYTES
- * (197696 for BN=256, 197728 for BN=128). The tma kernels take
- * tpg_gemm_tma_args (tensor maps encoded on the host, box {64, 128} for X,
- * {64, BN} for W; see tpg_tma_args.h). */
+/* Entry points. tpg_gemm_sm90[tma]_<dt>[_m64][_n128|_n64]: BM = 128 X rows
+ * a tile (64 with _m64), BN = 256 W rows a tile (128 / 64 with the suffix).
+ * grid = min(tiles, SMs), tiles = ceil(M/BM) * ceil(N/BN) (ceil(N/(BN/2)) for
+ * SWIGLU); block 384; dynamic smem tpg::sm90::cfg<BN, BM>::SMEM_BYTES
+ * (197696 for BN=256, 197728 for BN=128, 197760 for BN=64; BM 64: 164928 /
+ * 197760 / 132224). The tma kernels take tpg_gemm_tma_args (tensor maps
+ * encoded on the host, box {64, BM} for X, {64, BN} for W; see
+ * tpg_tma_args.h). */
 #define TPG_SM90(NAME, T, TMA, BN)                                                     \
   extern "C" __global__ void __launch_bounds__(384, 1) NAME(const __grid_constant__ tpg_gemm_args a) { \
     tpg::pdl_wait(); /* PDL secondary: before anything (common.cuh) */                 \
     tpg::pdl_launch_dependents();                                                      \
     tpg::gemm_sm90_body<T, TMA, BN>(a, nullptr);                                       \
   }
-#define TPG_SM90TMA(NAME, T, BN)                                                       \
+#define TPG_SM90TMA(NAME, T, BN) TPG_SM90TMA_BM(NAME, T, 128, BN)
+#define TPG_SM90TMA_BM(NAME, T, BM, BN)                                                \
   extern "C" __global__ void __launch_bounds__(384, 1) NAME(const __grid_constant__ tpg_gemm_tma_args p) { \
     tpg::pdl_wait();                                                                   \
     tpg::pdl_launch_dependents();                                                      \
-    tpg::gemm_sm90_body<T, true, BN>(p.a, &p);                                         \
+    tpg::gemm_sm90_body<T, true, BN, BM>(p.a, &p);                                     \
   }
 TPG_SM90(tpg_gemm_sm90_bf16, __nv_bfloat16, false, 256)
 TPG_SM90(tpg_gemm_sm90_f16, __half, false, 256)
@@ -427,3 +486,14 @@ TPG_SM90TMA(tpg_gemm_sm90tma_bf16, __nv_bfloat16, 256)
 TPG_SM90TMA(tpg_gemm_sm90tma_f16, __half, 256)
 TPG_SM90TMA(tpg_gemm_sm90tma_bf16_n128, __nv_bfloat16, 128)
 TPG_SM90TMA(tpg_gemm_sm90tma_f16_n128, __half, 128)
+/* Candidates for the tuner and gemm_bench A/B (not picked by the heuristic):
+ * BN = 64 (more tiles for small N), and 64-row tiles for M <= 64 with BN 256 /
+ * 128 / 64 (_m64[_nBN]; X box {64, 64}). */
+TPG_SM90TMA(tpg_gemm_sm90tma_bf16_n64, __nv_bfloat16, 64)
+TPG_SM90TMA(tpg_gemm_sm90tma_f16_n64, __half, 64)
+TPG_SM90TMA_BM(tpg_gemm_sm90tma_bf16_m64, __nv_bfloat16, 64, 256)
+TPG_SM90TMA_BM(tpg_gemm_sm90tma_f16_m64, __half, 64, 256)
+TPG_SM90TMA_BM(tpg_gemm_sm90tma_bf16_m64_n128, __nv_bfloat16, 64, 128)
+TPG_SM90TMA_BM(tpg_gemm_sm90tma_f16_m64_n128, __half, 64, 128)
+TPG_SM90TMA_BM(tpg_gemm_sm90tma_bf16_m64_n64, __nv_bfloat16, 64, 64)
+TPG_SM90TMA_BM(tpg_gemm_sm90tma_f16_m64_n64, __half, 64, 64)

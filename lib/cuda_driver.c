@@ -79,6 +79,12 @@ static void load_once(void) {
   }
   TPG_CU_FUNCS(TPG_CU_RESOLVE)
 #undef TPG_CU_RESOLVE
+#define TPG_CU_RESOLVE_OPTIONAL(name, abi)                                                  \
+  if (gpa(#name, (void **)&g_table.name, abi, CU_GET_PROC_ADDRESS_DEFAULT, &q) != CUDA_SUCCESS || \
+      q != CU_GET_PROC_ADDRESS_SUCCESS)                                                     \
+    g_table.name = NULL;
+  TPG_CU_FUNCS_OPTIONAL(TPG_CU_RESOLVE_OPTIONAL)
+#undef TPG_CU_RESOLVE_OPTIONAL
   g_table.driver_version = v;
   tpg_cu = &g_table;
   g_status = TPG_SUCCESS;

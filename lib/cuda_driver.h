@@ -49,6 +49,7 @@
   X(cuEventQuery, 2000) \
   X(cuEventDestroy, 4000) \
   X(cuEventSynchronize, 2000) \
+  X(cuEventElapsedTime, 2000) /* the GEMM tuner's timer */ \
   X(cuGraphCreate, 10000) \
   X(cuGraphDestroy, 10000) \
   X(cuGraphAddKernelNode, 12000) \
@@ -86,11 +87,42 @@
   X(cuMemsetD32, 3020) \
   X(cuGraphAddDependencies, 12030) /* with CUgraphEdgeData: TPG_GRAPH_PDL */ \
   X(cuGraphGetEdges, 12030) \
+  /* the kit (lib/module.c, lib/capture.c, its node kinds, export, launch under capture) */ \
+  X(cuCtxGetCurrent, 4000) \
+  X(cuFuncGetAttribute, 2020) \
+  X(cuLaunchKernelEx, 11060) \
+  X(cuLaunchHostFunc, 10000) \
+  X(cuStreamWaitEvent, 3020) \
+  X(cuGraphAddHostNode, 10000) \
+  X(cuGraphAddEventRecordNode, 11010) \
+  X(cuGraphAddEventWaitNode, 11010) \
+  X(cuGraphNodeGetType, 10000) \
+  X(cuGraphKernelNodeGetParams, 12000) \
+  X(cuGraphKernelNodeSetParams, 12000) \
+  X(cuGraphMemsetNodeGetParams, 10000) \
+  X(cuGraphMemsetNodeSetParams, 10000) \
+  X(cuGraphMemcpyNodeGetParams, 10000) \
+  X(cuGraphMemcpyNodeSetParams, 10000) \
+  X(cuGraphHostNodeGetParams, 10000) \
+  X(cuGraphHostNodeSetParams, 10000) \
+  X(cuGraphChildGraphNodeGetGraph, 10000) \
+  X(cuStreamGetCaptureInfo, 12030) \
+  X(cuStreamUpdateCaptureDependencies, 12030) \
+  X(cuEventRecordWithFlags, 11010) \
+  X(cuGraphKernelNodeSetAttribute, 11000) \
+/* end */
+
+/* Entry points newer than the oldest driver accepted: NULL in the table when
+ * the driver lacks them, and their callers fall back (say how where used). */
+#define TPG_CU_FUNCS_OPTIONAL(X) \
+  X(cuKernelGetParamInfo, 12040) /* 12.4: argument checks against the real layout */ \
+  X(cuFuncGetParamInfo, 12040) \
 /* end */
 
 typedef struct tpg_cu_table {
 #define TPG_CU_FIELD(name, ver) PFN_##name##_v##ver name;
   TPG_CU_FUNCS(TPG_CU_FIELD)
+  TPG_CU_FUNCS_OPTIONAL(TPG_CU_FIELD)
 #undef TPG_CU_FIELD
   int driver_version;
 } tpg_cu_table;

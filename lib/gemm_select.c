@@ -169,20 +169,74 @@ static void fill_map(tpg_tma_encode *e, int rank, const unsigned long long *dims
   for (i = 0; i + 1 < rank; ++i) e->strides[i] = strides[i];
 }
 
+/* Fill `out` and the two map descriptions for the TMA kernel with BM x BN
+ * tiles (whole tiles, or stream-K over min(tiles * K blocks, num_sms) CTAs).
+ * The caller has checked the shape and the leading dimensions. */
+static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, int ldx, int ldw, int bm, int bn,
+                     int sk, tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map) {
+  static const char *const names[2][2][3] = {
+      /* [bf16][bm == 64][bn 256, 128, 64] */
+      {{"tpg_gemm_sm90tma_f16", "tpg_gemm_sm90tma_f16_n128", "tpg_gemm_sm90tma_f16_n64"},
+       {"tpg_gemm_sm90tma_f16_m64", "tpg_gemm_sm90tma_f16_m64_n128", "tpg_gemm_sm90tma_f16_m64_n64"}},
+      {{"tpg_gemm_sm90tma_bf16", "tpg_gemm_sm90tma_bf16_n128", "tpg_gemm_sm90tma_bf16_n64"},
+       {"tpg_gemm_sm90tma_bf16_m64", "tpg_gemm_sm90tma_bf16_m64_n128", "tpg_gemm_sm90tma_bf16_m64_n64"}}};
+  const int swiglu = epilogue == TPG_EPI_SWIGLU;
+  const unsigned long tiles = (unsigned long)cdiv(m, bm) * cdiv(n, swiglu ? bn / 2 : bn);
+  const unsigned long work = sk ? tiles * cdiv(k, 64) : tiles; /* what the grid divides */
+  /* the kernel's ring: as many stages as fit 192 KB, at most 8 (gemm_sm90.cu cfg) */
+  const unsigned stage = (unsigned)(bm + bn) * 64 * 2, stages = 196608 / stage < 8 ? 196608 / stage : 8;
+  memset(out, 0, sizeof *out);
+  out->kernel = names[dtype == TPG_KDT_BF16][bm == 64][bn == 256 ? 0 : bn == 128 ? 1 : 2];
+  out->grid[0] = (unsigned)(work < (unsigned long)num_sms ? work : (unsigned long)num_sms);
+  out->grid[1] = out->grid[2] = 1;
+  out->block[0] = 384;
+  out->block[1] = out->block[2] = 1;
+  out->smem_bytes = stages * stage + 1024 + 2 * stages * 8; /* 197696 (128 x 256), 197728 (128 x 128) */
+  /* partial slots are sized for 128-row tiles (tpg_sk_workspace_bytes); 64-row tiles use half */
+  out->workspace_bytes = sk ? tpg_sk_workspace_bytes(tiles, out->grid[0], (size_t)bn) : 0;
+  out->workspace_zeroed = sk ? ((tiles * 4 + 255) & ~(size_t)255) : 0;
+  out->split_k = sk ? TPG_SPLITK_STREAM : 1;
+  {
+    const unsigned long long xd[2] = {(unsigned long long)k, (unsigned long long)m};
+    const unsigned long long xs[1] = {(unsigned long long)ldx * 2};
+    const unsigned xb[2] = {64, (unsigned)bm};
+    fill_map(x_map, 2, xd, xs, xb);
+  }
+  if (swiglu) {
+    /* 4-D view of W [2][n/8][8][k] walked as (k, row-in-8, half, block-of-8):
+     * one box brings 8 gate rows then their 8 up rows, BN/16 times. */
+    const unsigned long long wd[4] = {(unsigned long long)k, 8, 2, (unsigned long long)n / 8};
+    const unsigned long long ws[3] = {(unsigned long long)ldw * 2, (unsigned long long)n * ldw * 2,
+                                      (unsigned long long)8 * ldw * 2};
+    const unsigned wb[4] = {64, 8, 2, (unsigned)bn / 16};
+    fill_map(w_map, 4, wd, ws, wb);
+  } else {
+    const unsigned long long wd[2] = {(unsigned long long)k, (unsigned long long)n};
+    const unsigned long long ws[1] = {(unsigned long long)ldw * 2};
+    const unsigned wb[2] = {64, (unsigned)bn};
+    fill_map(w_map, 2, wd, ws, wb);
+  }
+}
+
+static int check_tma_lds(int k, int ldx, int ldw, tpg_tma_encode *x_map, tpg_tma_encode *w_map, char *why,
+                         size_t whylen) {
+  if (!x_map || !w_map) return reject(why, whylen, "x_map/w_map are NULL");
+  if (ldx < k || ldx % 8 || ldw < k || ldw % 8)
+    return reject(why, whylen, "ldx/ldw must be multiples of 8 and >= k (16-byte tensor-map strides)");
+  return 0;
+}
+
 int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arch, int num_sms, int ldx,
                         int ldw, int streamk, tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map,
                         char *why, size_t whylen) {
   const int swiglu = epilogue == TPG_EPI_SWIGLU;
-  const int bf16 = dtype == TPG_KDT_BF16;
   int rc, bn, sk = 0;
   unsigned long tiles256, tiles128, w256, w128;
   if (x_map) memset(x_map, 0, sizeof *x_map);
   if (w_map) memset(w_map, 0, sizeof *w_map);
   rc = tpg_gemm_select(m, n, k, dtype, epilogue, sm_arch, num_sms, out, why, whylen);
   if (rc || sm_arch != 90 || m <= 16) return rc;
-  if (!x_map || !w_map) return reject(why, whylen, "x_map/w_map are NULL");
-  if (ldx < k || ldx % 8 || ldw < k || ldw % 8)
-    return reject(why, whylen, "ldx/ldw must be multiples of 8 and >= k (16-byte tensor-map strides)");
+  if (check_tma_lds(k, ldx, ldw, x_map, w_map, why, whylen)) return 1;
   if (num_sms < 1) num_sms = 1;
   tiles256 = (unsigned long)cdiv(m, 128) * cdiv(n, swiglu ? 128 : 256);
   tiles128 = (unsigned long)cdiv(m, 128) * cdiv(n, swiglu ? 64 : 128);
@@ -207,40 +261,159 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
     if (sk && tiles_bn < (unsigned long)num_sms) bn = 128;
     if ((bn == 256 ? tiles256 : tiles128) * (unsigned long)cdiv(k, 64) >= 0x7fffffffUL) sk = 0;
   }
-  if (bn == 256) out->kernel = bf16 ? "tpg_gemm_sm90tma_bf16" : "tpg_gemm_sm90tma_f16";
-  else out->kernel = bf16 ? "tpg_gemm_sm90tma_bf16_n128" : "tpg_gemm_sm90tma_f16_n128";
-  {
-    const unsigned long tiles = bn == 256 ? tiles256 : tiles128;
-    const unsigned long work = sk ? tiles * cdiv(k, 64) : tiles; /* what the grid divides */
-    out->grid[0] = (unsigned)(work < (unsigned long)num_sms ? work : (unsigned long)num_sms);
-    out->grid[1] = out->grid[2] = 1;
-    out->block[0] = 384;
-    out->block[1] = out->block[2] = 1;
-    out->smem_bytes = bn == 256 ? 4 * (128 + 256) * 64 * 2 + 1024 + 2 * 4 * 8   /* 197696 */
-                                : 6 * (128 + 128) * 64 * 2 + 1024 + 2 * 6 * 8;  /* 197728 */
-    out->workspace_bytes = sk ? tpg_sk_workspace_bytes(tiles, out->grid[0], (size_t)bn) : 0;
-    out->workspace_zeroed = sk ? ((tiles * 4 + 255) & ~(size_t)255) : 0;
-    out->split_k = sk ? TPG_SPLITK_STREAM : 1;
-  }
-  {
-    const unsigned long long xd[2] = {(unsigned long long)k, (unsigned long long)m};
-    const unsigned long long xs[1] = {(unsigned long long)ldx * 2};
-    const unsigned xb[2] = {64, 128};
-    fill_map(x_map, 2, xd, xs, xb);
-  }
-  if (swiglu) {
-    /* 4-D view of W [2][n/8][8][k] walked as (k, row-in-8, half, block-of-8):
-     * one box brings 8 gate rows then their 8 up rows, BN/16 times. */
-    const unsigned long long wd[4] = {(unsigned long long)k, 8, 2, (unsigned long long)n / 8};
-    const unsigned long long ws[3] = {(unsigned long long)ldw * 2, (unsigned long long)n * ldw * 2,
-                                      (unsigned long long)8 * ldw * 2};
-    const unsigned wb[4] = {64, 8, 2, (unsigned)bn / 16};
-    fill_map(w_map, 4, wd, ws, wb);
-  } else {
-    const unsigned long long wd[2] = {(unsigned long long)k, (unsigned long long)n};
-    const unsigned long long ws[1] = {(unsigned long long)ldw * 2};
-    const unsigned wb[2] = {64, (unsigned)bn};
-    fill_map(w_map, 2, wd, ws, wb);
-  }
+  fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, 128, bn, sk, out, x_map, w_map);
   return 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * Forced variants: the candidates a tuner times, and gemm_bench's A/B.
+ * ------------------------------------------------------------------------- */
+int tpg_gemm_variant_name(const tpg_gemm_variant *v, char *buf, size_t len) {
+  int r;
+  if (!v || !buf || !len) return 1;
+  switch (v->kind) {
+    case TPG_GEMM_VAR_HEURISTIC: r = snprintf(buf, len, "heuristic"); break;
+    case TPG_GEMM_VAR_GEMV: r = snprintf(buf, len, "gemv"); break;
+    case TPG_GEMM_VAR_GEMV_SK: r = snprintf(buf, len, "gemv_sk"); break;
+    case TPG_GEMM_VAR_TMA: r = snprintf(buf, len, "tma_m%d_n%d%s", v->bm, v->bn, v->streamk ? "_sk" : ""); break;
+    default: r = snprintf(buf, len, "?"); return 1;
+  }
+  return r < 0 || (size_t)r >= len;
+}
+
+int tpg_gemm_variant_parse(const char *s, tpg_gemm_variant *v) {
+  int bm = 0, bn = 0, used = 0;
+  if (!s || !v) return 1;
+  memset(v, 0, sizeof *v);
+  if (!strcmp(s, "heuristic")) { v->kind = TPG_GEMM_VAR_HEURISTIC; return 0; }
+  if (!strcmp(s, "gemv")) { v->kind = TPG_GEMM_VAR_GEMV; return 0; }
+  if (!strcmp(s, "gemv_sk")) { v->kind = TPG_GEMM_VAR_GEMV_SK; return 0; }
+  if (sscanf(s, "tma_m%d_n%d%n", &bm, &bn, &used) == 2 && (bm == 64 || bm == 128) &&
+      (bn == 64 || bn == 128 || bn == 256) && (s[used] == '\0' || !strcmp(s + used, "_sk"))) {
+    v->kind = TPG_GEMM_VAR_TMA;
+    v->bm = bm;
+    v->bn = bn;
+    v->streamk = s[used] != '\0';
+    return 0;
+  }
+  return 1;
+}
+
+int tpg_gemm_select_variant(int m, int n, int k, int dtype, int epilogue, int sm_arch, int num_sms, int ldx, int ldw,
+                            const tpg_gemm_variant *v, tpg_kernel_launch *out, tpg_tma_encode *x_map,
+                            tpg_tma_encode *w_map, char *why, size_t whylen) {
+  char buf[160];
+  int rc;
+  if (!v) return reject(why, whylen, "variant is NULL");
+  if (v->kind == TPG_GEMM_VAR_HEURISTIC)
+    return tpg_gemm_select_tma(m, n, k, dtype, epilogue, sm_arch, num_sms, ldx, ldw, 1, out, x_map, w_map, why,
+                               whylen);
+  if (x_map) memset(x_map, 0, sizeof *x_map);
+  if (w_map) memset(w_map, 0, sizeof *w_map);
+  /* the shape, dtype and architecture rules first, with their messages */
+  rc = tpg_gemm_select(m, n, k, dtype, epilogue, sm_arch, num_sms, out, why, whylen);
+  if (rc) return rc;
+  if (num_sms < 1) num_sms = 1;
+  switch (v->kind) {
+    case TPG_GEMM_VAR_GEMV:
+    case TPG_GEMM_VAR_GEMV_SK: {
+      const int plain = v->kind == TPG_GEMM_VAR_GEMV, swiglu = epilogue == TPG_EPI_SWIGLU;
+      if (m > (plain ? 64 : 16)) {
+        snprintf(buf, sizeof buf, "m=%d: the %s variant needs m <= %d", m, plain ? "gemv" : "gemv_sk", plain ? 64 : 16);
+        return reject(why, whylen, buf);
+      }
+      if (m > 16) break; /* tpg_gemm_select gave the plain m32 / m64 GEMV */
+      {
+        /* m <= 16: the plain GEMV or its stream-K twin, whichever the
+         * selector's grid rule would not pick (constants as in tpg_gemm_select) */
+        const int v16 = m > 8, bf16 = dtype == TPG_KDT_BF16, r = v16 ? 2 : 1, mt = v16 ? 2 : 1;
+        const size_t tiles = cdiv(n, (swiglu ? 8 : 16) * r);
+        memset(out, 0, sizeof *out);
+        out->grid[1] = out->grid[2] = out->block[1] = out->block[2] = 1;
+        out->split_k = 1;
+        out->block[0] = v16 ? 512 : 256;
+        if (plain) {
+          out->kernel = v16 ? (bf16 ? "tpg_gemv_bf16_m16" : "tpg_gemv_f16_m16") : (bf16 ? "tpg_gemv_bf16_m8" : "tpg_gemv_f16_m8");
+          out->grid[0] = (unsigned)tiles;
+        } else {
+          out->kernel = v16 ? (bf16 ? "tpg_gemv_sk_bf16_m16" : "tpg_gemv_sk_f16_m16")
+                            : (bf16 ? "tpg_gemv_sk_bf16_m8" : "tpg_gemv_sk_f16_m8");
+          out->grid[0] = (unsigned)(v16 ? num_sms : 2 * num_sms);
+          out->workspace_bytes = ((tiles * 4 + 255) & ~(size_t)255) + tiles * (size_t)(r * mt * 4 * 32 * 4);
+          out->workspace_zeroed = out->workspace_bytes;
+        }
+      }
+      break;
+    }
+    case TPG_GEMM_VAR_TMA: {
+      const int swiglu = epilogue == TPG_EPI_SWIGLU;
+      unsigned long tiles;
+      if (sm_arch != 90) {
+        snprintf(buf, sizeof buf, "sm_arch=%d: TMA variants need sm_90 (wgmma, sm_90a image)", sm_arch);
+        return reject(why, whylen, buf);
+      }
+      if ((v->bm != 64 && v->bm != 128) || (v->bn != 64 && v->bn != 128 && v->bn != 256))
+        return reject(why, whylen, "variant: bm must be 64 or 128, bn 64, 128 or 256");
+      if (check_tma_lds(k, ldx, ldw, x_map, w_map, why, whylen)) return 1;
+      tiles = (unsigned long)cdiv(m, v->bm) * cdiv(n, swiglu ? v->bn / 2 : v->bn);
+      if (v->streamk && tiles * (unsigned long)cdiv(k, 64) >= 0x7fffffffUL)
+        return reject(why, whylen, "variant: stream-K iteration count exceeds 2^31");
+      fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, v->bm, v->bn, v->streamk != 0, out, x_map, w_map);
+      break;
+    }
+    default:
+      snprintf(buf, sizeof buf, "variant kind=%d: unknown", v->kind);
+      return reject(why, whylen, buf);
+  }
+  if (why && whylen) why[0] = '\0';
+  return 0;
+}
+
+/* Candidates by M (sm_90; other architectures have one kernel family):
+ *   m <= 16: both decode GEMVs, 64-row TMA tiles at BN 128 / 64 (weight
+ *            streaming through TMA), each whole-tile or stream-K;
+ *   m <= 64: the GEMV, 64-row TMA tiles at BN 256 / 128 / 64, and 128-row
+ *            BN 128 (today's choice);
+ *   m > 64:  128-row tiles at BN 256 / 128 / 64, and 64-row tiles at BN 256
+ *            / 128 while m <= 256;
+ * each TMA tile size also with stream-K when its tiles leave the last wave
+ * partial (tiles % num_sms != 0). The heuristic's own choice comes first. */
+int tpg_gemm_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_sms, tpg_gemm_variant *list,
+                        int cap) {
+  int cnt = 0;
+  const int swiglu = epilogue == TPG_EPI_SWIGLU;
+  (void)k;
+  if (num_sms < 1) num_sms = 1;
+#define TPG_ADD(K_, BM_, BN_, SK_)                                                     \
+  do {                                                                                 \
+    if (cnt < cap && list) {                                                           \
+      list[cnt].kind = (K_); list[cnt].bm = (BM_); list[cnt].bn = (BN_); list[cnt].streamk = (SK_); \
+    }                                                                                  \
+    ++cnt;                                                                             \
+  } while (0)
+  TPG_ADD(TPG_GEMM_VAR_HEURISTIC, 0, 0, 0);
+  if (sm_arch != 90 || m < 1) return cnt < cap ? cnt : cap;
+  if (m <= 16) {
+    TPG_ADD(TPG_GEMM_VAR_GEMV, 0, 0, 0);
+    TPG_ADD(TPG_GEMM_VAR_GEMV_SK, 0, 0, 0);
+  } else if (m <= 64) {
+    TPG_ADD(TPG_GEMM_VAR_GEMV, 0, 0, 0);
+  }
+  {
+    static const int bms[2] = {128, 64}, bns[3] = {256, 128, 64};
+    int i, j;
+    for (i = 0; i < 2; ++i)
+      for (j = 0; j < 3; ++j) {
+        const int bm = bms[i], bn = bns[j];
+        unsigned long tiles;
+        if (m <= 16 && (bm != 64 || bn == 256)) continue;
+        if (m > 16 && m <= 64 && bm == 128 && bn != 128) continue;
+        if (m > 64 && bm == 64 && (m > 256 || bn == 64)) continue;
+        tiles = (unsigned long)cdiv(m, bm) * cdiv(n, swiglu ? bn / 2 : bn);
+        TPG_ADD(TPG_GEMM_VAR_TMA, bm, bn, 0);
+        if (tiles % (unsigned long)num_sms) TPG_ADD(TPG_GEMM_VAR_TMA, bm, bn, 1);
+      }
+  }
+#undef TPG_ADD
+  return cnt < cap ? cnt : cap;
 }

@@ -64,6 +64,45 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
                         int ldw, int streamk, tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map,
                         char *why, size_t whylen);
 
+/* ---- forced variants (tuner candidates, gemm_bench A/B) ------------------
+ * A variant names a kernel family and tile instead of letting the heuristic
+ * choose. Names (tpg_gemm_variant_name / _parse, stable: they key cache
+ * files): "heuristic" (= tpg_gemm_select_tma with streamk 1), "gemv" (the
+ * plain decode GEMV, m <= 64), "gemv_sk" (its stream-K twin, m <= 16),
+ * "tma_m<BM>_n<BN>[_sk]" (sm_90 TMA kernel, BM 64|128, BN 64|128|256, with
+ * stream-K over the last or only wave). */
+enum {
+  TPG_GEMM_VAR_HEURISTIC = 0,
+  TPG_GEMM_VAR_GEMV = 1,
+  TPG_GEMM_VAR_GEMV_SK = 2,
+  TPG_GEMM_VAR_TMA = 3
+};
+typedef struct tpg_gemm_variant {
+  int kind;     /* TPG_GEMM_VAR_*                                   */
+  int bm, bn;   /* TMA: 64|128 X rows, 64|128|256 W rows per tile   */
+  int streamk;  /* TMA: 0 whole tiles, 1 stream-K                   */
+} tpg_gemm_variant;
+
+#define TPG_GEMM_MAX_CANDIDATES 16
+
+/* Writes the variant's name; nonzero if it does not fit or kind is unknown. */
+int tpg_gemm_variant_name(const tpg_gemm_variant *v, char *buf, size_t len);
+/* Parses a name written by tpg_gemm_variant_name; nonzero if it is not one. */
+int tpg_gemm_variant_parse(const char *s, tpg_gemm_variant *v);
+
+/* Like tpg_gemm_select_tma, but the kernel family and tile are forced. The
+ * shape rules are tpg_gemm_select's; a variant that cannot run the shape is
+ * refused with the reason (gemv for m > 64, gemv_sk for m > 16, TMA off
+ * sm_90). Maps are filled for TMA variants (rank 0 otherwise). */
+int tpg_gemm_select_variant(int m, int n, int k, int dtype, int epilogue, int sm_arch, int num_sms, int ldx, int ldw,
+                            const tpg_gemm_variant *v, tpg_kernel_launch *out, tpg_tma_encode *x_map,
+                            tpg_tma_encode *w_map, char *why, size_t whylen);
+
+/* The candidate variants worth timing for a shape, the heuristic first;
+ * writes at most cap of them to list (list may be NULL) and returns how many
+ * were written (at most TPG_GEMM_MAX_CANDIDATES exist). */
+int tpg_gemm_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_sms, tpg_gemm_variant *list, int cap);
+
 #ifdef __cplusplus
 }
 #endif

@@ -223,12 +223,36 @@ typedef enum tpg_memory {
 typedef struct tpg_view { tpg_slot slot; uint32_t reserved_; uint64_t offset; } tpg_view;
 
 TPG_API tpg_status tpg_plan_create(tpg_plan **out /* OUT, owned */);
-TPG_API void tpg_plan_destroy(tpg_plan *plan);
+/* Frees the plan (NULL: a no-op). Like every destroy it returns a status:
+ * TPG_ERROR_INVALID_ARGUMENT for a handle that is not a live plan. Graphs
+ * made from it keep their own copy. A success leaves tpg_last_error() as it
+ * was (cleanup after a failed call keeps that call's message). */
+TPG_API tpg_status tpg_plan_destroy(tpg_plan *plan);
 
 /* Declares a slot of `count` elements. Names are unique within a plan. */
 TPG_API tpg_status tpg_plan_add_slot(tpg_plan *plan, const char *name, tpg_dtype dtype,
                                      tpg_memory where, size_t count, tpg_slot *out /* OUT */);
 TPG_API tpg_status tpg_plan_find_slot(const tpg_plan *plan, const char *name, tpg_slot *out /* OUT */);
+
+/* What a slot was declared as. name is borrowed: valid until the plan is
+ * destroyed or rolled back past the slot. */
+typedef struct tpg_slot_info {
+  const char *name;
+  tpg_dtype dtype;
+  tpg_memory where;
+  size_t count;            /* elements */
+} tpg_slot_info;
+TPG_API tpg_status tpg_plan_slot_info(const tpg_plan *plan, tpg_slot slot, tpg_slot_info *out /* OUT */);
+
+/* A point in a plan's building, for builders of several nodes (layers): a
+ * call that fails part-way rolls the plan back so it is as it was. Opaque. */
+typedef struct tpg_plan_mark { uint32_t serial_, nodes_, slots_, reserved_; } tpg_plan_mark;
+TPG_API tpg_status tpg_plan_checkpoint(const tpg_plan *plan, tpg_plan_mark *out /* OUT */);
+/* Drops every node and slot added after `mark`, and every edge to them
+ * (tpg_plan_add_dependency onto older nodes included). Node names set on
+ * older nodes since are kept. The mark must come from this plan, and the
+ * plan must not have been rolled back past it. */
+TPG_API tpg_status tpg_plan_rollback(tpg_plan *plan, tpg_plan_mark mark);
 
 /* Nodes. deps/ndeps: nodes of this plan that must finish first (may be NULL/0). */
 
@@ -254,8 +278,10 @@ typedef struct tpg_gemm_desc {
   int sm_reserve;          /* SMs a persistent GEMM leaves free for a
                               collective running beside it (overlap); 0: none */
 } tpg_gemm_desc;
-#define TPG_GEMM_DESC_INIT { sizeof(tpg_gemm_desc), 0, 0, 0, TPG_BF16, TPG_EPILOGUE_NONE, \
-                             {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, 0 }
+#define TPG_GEMM_DESC_INIT { sizeof(tpg_gemm_desc) /* size */, 0, 0, 0 /* m, n, k: set them */,  \
+                             TPG_BF16 /* dtype */, TPG_EPILOGUE_NONE /* epilogue */,              \
+                             {0, 0, 0}, {0, 0, 0}, {0, 0, 0} /* x, w, y: set them */,             \
+                             {0, 0, 0}, {0, 0, 0} /* bias, residual: none */, 0 /* sm_reserve */ }
 
 TPG_API tpg_status tpg_plan_add_gemm(tpg_plan *plan, const tpg_gemm_desc *desc,
                                      const tpg_node *deps, int ndeps, tpg_node *out /* OUT, may be NULL */);
@@ -296,11 +322,12 @@ typedef enum tpg_collective_algo {
                            2 MiB at 2 ranks, 1 MiB at 4), TWOSHOT up to 8 MiB,
                            NCCL above, or
                            whenever our kernels cannot serve the node. The
-                           limits are set in one place (graphbuild/materialize.c)
-                           and can be moved for tuning with the environment
-                           variables TPG_ONESHOT_PUSH_MAX and TPG_TWOSHOT_MAX
-                           (bytes), read at tpg_graph_create; every rank must
-                           see the same values.                              */
+                           limits are set in one place
+                           (graphbuild/nodes/collective_select.c) and can be
+                           moved for tuning (tpg_graph_config's allreduce_*
+                           fields, or TPG_ONESHOT_PUSH_MAX and TPG_TWOSHOT_MAX
+                           in bytes), read at tpg_graph_create; every rank
+                           must use the same values.                          */
   TPG_ALGO_NCCL = 1,    /* NCCL, captured into a child-graph node              */
   TPG_ALGO_ONESHOT = 2, /* tpgraph's one-shot kernel node (push up to
                            TPG_ONESHOT_PUSH_MAX, 2 MiB by default, pull up to
@@ -351,8 +378,11 @@ typedef struct tpg_collective_desc {
   tpg_view norm_weight;    /* [hidden]; set: RMSNorm of h into recv           */
   float norm_eps;          /* >= 0, finite; TPG_COLLECTIVE_DESC_INIT: 1e-6     */
 } tpg_collective_desc;
-#define TPG_COLLECTIVE_DESC_INIT { sizeof(tpg_collective_desc), TPG_ALL_REDUCE, {0, 0, 0}, {0, 0, 0}, 0, TPG_ALGO_AUTO, \
-                                   0, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, 1e-6f }
+#define TPG_COLLECTIVE_DESC_INIT { sizeof(tpg_collective_desc) /* size */, TPG_ALL_REDUCE /* kind */,          \
+                                   {0, 0, 0}, {0, 0, 0} /* send, recv: set them */, 0 /* count: set it */,     \
+                                   TPG_ALGO_AUTO /* algo */, 0 /* hidden: no epilogue */,                      \
+                                   {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0} /* bias, residual, residual_out, \
+                                   norm_weight: none */, 1e-6f /* norm_eps */ }
 
 TPG_API tpg_status tpg_plan_add_collective(tpg_plan *plan, const tpg_collective_desc *desc,
                                            const tpg_node *deps, int ndeps, tpg_node *out);
@@ -401,7 +431,9 @@ typedef struct tpg_module tpg_module;
 
 /* Loads a cubin, a fatbin, or NUL-terminated PTX (bytes counts the NUL)
  * with cuLibraryLoadData: context-independent, so one module serves every
- * GPU it has an image for. The image may be freed when the call returns.
+ * GPU it has an image for. The module keeps its own copy of the image (the
+ * driver may load it lazily, at a kernel's first use), so the caller's may
+ * be freed when the call returns.
  * Needs the driver (TPG_ERROR_NO_DRIVER without one); a bad image is
  * TPG_ERROR_INVALID_ARGUMENT with the driver's reason. */
 TPG_API tpg_status tpg_module_load(const void *image, size_t bytes, tpg_module **out /* OUT, owned */);
@@ -468,8 +500,14 @@ typedef struct tpg_kernel_desc {
  * graph's device and checks the argument list against the kernel's real
  * parameters (cuKernelGetParamInfo / cuFuncGetParamInfo): a count or size
  * that differs is TPG_ERROR_INVALID_ARGUMENT naming the node, the argument,
- * and the expected size and offset. Rebinding a slot of a VIEW argument is a
- * kernel-node update (no re-instantiation). */
+ * and the expected size and offset ("node attn: args[2] is 4 bytes; the
+ * kernel's parameter 2 is 8 bytes at offset 16"). A driver older than 12.4
+ * cannot report parameters: arguments are then laid out by natural
+ * alignment (each at the largest power of two <= 16 dividing its size, as C
+ * lays out scalars, pointers and aligned structs) and their sizes are not
+ * checked. Also refused at create: an unknown name, a block larger than the
+ * kernel allows, shared_bytes beyond the GPU's limit. Rebinding a slot of a
+ * VIEW argument is a kernel-node update (no re-instantiation). */
 TPG_API tpg_status tpg_plan_add_kernel(tpg_plan *plan, const tpg_kernel_desc *desc, const tpg_node *deps,
                                        int ndeps, tpg_node *out /* OUT, may be NULL */);
 
@@ -492,10 +530,17 @@ typedef int (*tpg_capture_fn)(void *user, tpg_stream stream, void *const *ptrs, 
  * libraries a workspace, e.g. cublasSetWorkspace, beforehand), use another
  * device or context, or keep `stream` after it returns. It may fork work to
  * other streams if it joins them back to `stream` with events, and must set
- * the library's stream to `stream` on every call (cublasSetStream).
+ * the library's stream to `stream` on every call (cublasSetStream; then
+ * cublasSetWorkspace again: setting the stream returns cuBLAS to its own
+ * workspace pool, which allocates).
  * Detected and refused with the node's name: an invalidated capture, a
  * capture with no work, memory allocation or free nodes, work of another
- * context. */
+ * context, a callback that leaves another context current, a non-zero
+ * return. A re-capture must have the first capture's shape (the same
+ * kernels in the same order: CUDA swaps only parameters into an instantiated
+ * graph); a library that picks other kernels for the new addresses makes the
+ * rebind TPG_ERROR_UNSUPPORTED. TPG_MODE_CAPTURE runs fn inside its own
+ * relaxed capture of the whole node sequence, without these checks. */
 typedef struct tpg_captured_desc {
   size_t size;             /* sizeof(tpg_captured_desc)                          */
   tpg_capture_fn fn;       /* required                                           */
@@ -586,8 +631,11 @@ typedef struct tpg_mlp_desc {
   int sm_reserve;          /* CHUNKED: SMs left to NCCL by persistent GEMMs; 0: 16 */
   tpg_collective_algo allreduce; /* of every layer's all-reduce             */
 } tpg_mlp_desc;
-#define TPG_MLP_DESC_INIT { sizeof(tpg_mlp_desc), TPG_MLP_GELU, 1, 1, 0, 0, 0, 1, TPG_BF16, 1, 1, \
-                            TPG_OVERLAP_AUTO, 0, 0, TPG_ALGO_AUTO }
+#define TPG_MLP_DESC_INIT { sizeof(tpg_mlp_desc) /* size */, TPG_MLP_GELU /* kind */, 1 /* layers */,         \
+                            1 /* tokens */, 0, 0 /* hidden, ffn: set them */, 0, 1 /* rank, nranks */,      \
+                            TPG_BF16 /* dtype */, 1 /* bias */, 1 /* collectives */,                       \
+                            TPG_OVERLAP_AUTO /* overlap */, 0 /* chunks: 2 */, 0 /* sm_reserve: 16 */,      \
+                            TPG_ALGO_AUTO /* allreduce */ }
 
 /* A new plan holding the rank's part of the stack (see above). Uneven splits
  * are refused with the rule that failed. */
@@ -656,9 +704,34 @@ typedef struct tpg_graph_config {
   int nbindings;
   tpg_graph_mode mode;     /* TPG_MODE_EXPLICIT unless benchmarking             */
   unsigned flags;          /* TPG_GRAPH_* below (NCCL_SYMMETRIC, PDL)           */
+  /* Tuning (added after 0.2.0: a smaller config from an older header is
+   * accepted, these read as 0). 0 everywhere means the built-in default; the
+   * TPG_* environment variable named at each field overrides it (parsed
+   * strictly: a value that is not a number in range is an error). Every rank
+   * must use the same values: ranks compare the algorithms they resolved. */
+  size_t allreduce_push_max;    /* bytes: TPG_ALGO_AUTO runs the push one-shot kernel up
+                                   to this (default 2 MiB); $TPG_ONESHOT_PUSH_MAX      */
+  size_t allreduce_twoshot_max; /* bytes: ... and two-shot up to this, NCCL above
+                                   (default 8 MiB); $TPG_TWOSHOT_MAX                  */
+  int allreduce_twoshot_blocks; /* the two-shot kernel's grid, 1..128 (default 128);
+                                   $TPG_TWOSHOT_BLOCKS                                */
+  int gemm_streamk;             /* Hopper GEMMs: TPG_STREAMK_AUTO (0, default),
+                                   TPG_STREAMK_OFF, TPG_STREAMK_ALWAYS; $TPG_GEMM_STREAMK
+                                   (0 off, 1 auto, 2 always)                          */
+  int pdl_prefetch;             /* with TPG_GRAPH_PDL: W bytes per row a decode GEMV
+                                   prefetches into L2 before its wait, 0..1 MiB (default
+                                   0: measured a loss); $TPG_PDL_PREFETCH            */
 } tpg_graph_config;
-#define TPG_GRAPH_CONFIG_INIT { sizeof(tpg_graph_config), TPG_CONFIG_MAGIC, TPG_VERSION_CODE, 0, NULL, NULL, 0, \
-                                TPG_MODE_EXPLICIT, 0u }
+#define TPG_GRAPH_CONFIG_INIT { sizeof(tpg_graph_config) /* size */, TPG_CONFIG_MAGIC /* magic */,              \
+                                TPG_VERSION_CODE /* version */, 0 /* device */, NULL /* comm */,               \
+                                NULL, 0 /* bindings, nbindings */, TPG_MODE_EXPLICIT /* mode */, 0u /* flags */, \
+                                0, 0, 0 /* allreduce_push_max, _twoshot_max, _twoshot_blocks: defaults */,     \
+                                0 /* gemm_streamk: TPG_STREAMK_AUTO */, 0 /* pdl_prefetch: none */ }
+
+/* tpg_graph_config.gemm_streamk */
+#define TPG_STREAMK_AUTO 0   /* stream-K where whole tiles would fill at most a third of the SMs */
+#define TPG_STREAMK_OFF 1    /* never                                                             */
+#define TPG_STREAMK_ALWAYS 2 /* always on the Hopper TMA path (only the last wave is split)       */
 
 /* Experimental: allocate scratch slots that collectives use with ncclMemAlloc
  * and register them as NCCL symmetric windows (every rank, same order, same
@@ -679,10 +752,10 @@ typedef struct tpg_graph_config {
  * kernels, NCCL child graphs, memcpy, memset and empty nodes stay ordinary.
  * Ignored (ordinary edges, tpg_graph_info.programmatic_edges = 0) on GPUs
  * below sm_90 and in TPG_MODE_CAPTURE / TPG_MODE_EAGER. Rebind and update
- * keep the edges. $TPG_PDL_PREFETCH (bytes per W row, default 0) makes a
- * decode GEMV (tokens <= 16) prefetch its first weights into L2 before its
- * wait — measured a loss (docs/performance.md), kept for experiments; read
- * at tpg_graph_create / tpg_graph_update. */
+ * keep the edges. cfg->pdl_prefetch or $TPG_PDL_PREFETCH (bytes per W row,
+ * default 0) makes a decode GEMV (tokens <= 16) prefetch its first weights
+ * into L2 before its wait — measured a loss (docs/performance.md), kept for
+ * experiments; read at tpg_graph_create. */
 #define TPG_GRAPH_PDL 0x2u
 
 /* Validates the plan and the bindings (alignment, memory kind, and that each
@@ -694,14 +767,22 @@ typedef struct tpg_graph_config {
  * child graphs — so every rank creates its graphs in the same order. */
 TPG_API tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg,
                                     tpg_graph **out /* OUT, owned */);
-/* Waits for the graph's launches to finish, then frees everything it owns. */
+/* Waits for the graph's launches to finish, then frees everything it owns.
+ * If its device context cannot be made current, nothing is freed and the
+ * error is returned: the graph is intact, call destroy again. */
 TPG_API tpg_status tpg_graph_destroy(tpg_graph *graph);
 
 /* Enqueues one run of the graph on stream (asynchronous). The stream may be
- * capturing (cudaStreamBeginCapture, any mode): in TPG_MODE_EXPLICIT the
- * graph as bound now is added to the capture as one child-graph node (later
- * rebinds do not reach that copy); the other modes add their work as it is
- * issued (TPG_MODE_EAGER: capture callbacks run inside the caller's capture). */
+ * capturing (cudaStreamBeginCapture, any mode): in TPG_MODE_EXPLICIT and
+ * TPG_MODE_CAPTURE the graph as bound now is added to the capture as one
+ * child-graph node after the capture's current work (later rebinds do not
+ * reach that copy); TPG_MODE_EAGER issues its work into the capture as it
+ * goes (capture callbacks run inside the caller's capture). Either way the
+ * engine's captured graph runs on the graph's scratch slots and workspaces:
+ * keep this graph alive while that one may run (tpg_graph_destroy waits only
+ * for launches made here). Like tpg_graph_export, refused
+ * (TPG_ERROR_UNSUPPORTED) once a rebind or update re-captured an NCCL
+ * collective of the graph. */
 TPG_API tpg_status tpg_graph_launch(tpg_graph *graph, tpg_stream stream);
 
 /* Points slots at other buffers for the next launches, updating exactly the
@@ -731,16 +812,29 @@ typedef struct tpg_graph_info {
   double instantiate_us;     /* host time of cuGraphInstantiate           */
   int programmatic_edges;    /* TPG_GRAPH_PDL: programmatic edges of the CUDA
                                 graph, as cuGraphGetEdges reports them     */
+  /* The kit's nodes (counted in `nodes` too): */
+  int user_kernel_nodes;     /* engine kernels (tpg_plan_add_kernel)        */
+  int captured_nodes;        /* captured library work (child graphs)       */
+  int host_nodes;            /* host callbacks                              */
+  int event_nodes;           /* event record and wait nodes                 */
 } tpg_graph_info;
 
 TPG_API tpg_status tpg_graph_info_get(const tpg_graph *graph, tpg_graph_info *out /* OUT */);
 
 /* The graph's CUDA graph (a CUgraph, borrowed: owned by the graph, valid
- * until tpg_graph_destroy), kept equal to what the next launch runs:
- * rebind and update change it too. To embed it in an engine's own graph,
- * add it as a child (cuGraphAddChildGraphNode copies it); after a rebind,
- * refresh the copy in the engine's exec with cuGraphExecChildGraphNodeSetParams.
- * TPG_MODE_EXPLICIT only. */
+ * until tpg_graph_destroy), as the next launch runs it: the handle stays the
+ * same, and each call brings it up to date with the rebinds and updates made
+ * since (rebind itself leaves that to this call, to stay cheap). To embed it
+ * in an engine's own graph, add it as a child (cuGraphAddChildGraphNode
+ * copies it); after a rebind, call this again and refresh the copy in the
+ * engine's exec with cuGraphExecChildGraphNodeSetParams.
+ * The engine's graph uses this graph's scratch slots and workspaces: keep
+ * this graph alive while that one may run. TPG_MODE_EXPLICIT only
+ * (TPG_ERROR_UNSUPPORTED otherwise). Once a rebind or update has re-captured
+ * an NCCL collective, export is TPG_ERROR_UNSUPPORTED: NCCL's new capture
+ * holds resources only the exec keeps, so the template cannot follow it
+ * (export before rebinding collective buffers; rebinding buffers of kernel,
+ * copy and captured nodes is fine). */
 TPG_API tpg_status tpg_graph_export(const tpg_graph *graph, void **cu_graph /* OUT, borrowed */);
 
 /* Writes the instantiated graph as DOT (cuGraphDebugDotPrint, verbose). */
@@ -879,9 +973,12 @@ typedef struct tpg_linear_desc {
                               the all-gather's rank-major buffer (a scratch slot
                               is the natural choice); unused otherwise             */
 } tpg_linear_desc;
-#define TPG_LINEAR_DESC_INIT { sizeof(tpg_linear_desc), TPG_LINEAR_COLUMN, 0, 1, 1, 0, 0, TPG_BF16, 0, \
-                               TPG_ACT_NONE, TPG_ALGO_AUTO, NULL, {0, 0, 0}, {0, 0, 0}, {0, 0, 0},   \
-                               {0, 0, 0}, {0, 0, 0}, {0, 0, 0} }
+#define TPG_LINEAR_DESC_INIT { sizeof(tpg_linear_desc) /* size */, TPG_LINEAR_COLUMN /* kind */,                 \
+                               0, 1 /* rank, nranks */, 1 /* tokens */, 0, 0 /* in_, out_features: set them */, \
+                               TPG_BF16 /* dtype */, 0 /* gather */, TPG_ACT_NONE /* activation */,             \
+                               TPG_ALGO_AUTO /* algo */, NULL /* name */,                                       \
+                               {0, 0, 0}, {0, 0, 0} /* x, w: set them */, {0, 0, 0}, {0, 0, 0} /* bias,          \
+                               residual: none */, {0, 0, 0} /* y: set it */, {0, 0, 0} /* work: none */ }
 
 /* Adds one rank's part of a tensor-parallel linear layer to plan (see above),
  * after deps; *out (may be NULL, may alias a dep) gets the layer's last node.

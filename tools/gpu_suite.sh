@@ -29,7 +29,9 @@ echo "commit $(cat "$here/COMMIT" 2>/dev/null); stages: ${stages[*]}"
 for st in "${stages[@]}"; do
   case "$st" in
   tests)
-    OUT=/tmp/tpg-logs timeout 400 bash "$here/run.sh" > "$out/suite.txt" 2>&1
+    # kit_test links cuBLAS (a captured node): the toolkit's, or PyTorch's copy.
+    OUT=/tmp/tpg-logs LD_LIBRARY_PATH="${cb:+$cb:}/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+      timeout 400 bash "$here/run.sh" > "$out/suite.txt" 2>&1
     grep -E "PASS|FAIL|passed" "$out/suite.txt" | tail -10
     LD_LIBRARY_PATH="$here/bin" timeout 120 bash "$here/run.sh" engine > /tmp/tpg-logs/engine.txt 2>&1
     echo "engine: $(tail -1 /tmp/tpg-logs/engine.txt)" ;;

@@ -46,6 +46,10 @@ int lm_head_capture(void *user, tpg_stream stream, void *const *ptrs, int nptrs)
   if (nptrs != 3) return 100;
   cublasHandle_t h = lm->rank->cublas;
   if (cublasSetStream(h, reinterpret_cast<cudaStream_t>(stream)) != CUBLAS_STATUS_SUCCESS) return 101;
+  // cublasSetStream puts the handle back on cuBLAS's own workspace pool,
+  // which allocates (a memory node tpgraph refuses in a capture): hand it
+  // ours again after every stream change.
+  if (cublasSetWorkspace(h, lm->rank->cublas_ws, lm->rank->cublas_ws_bytes) != CUBLAS_STATUS_SUCCESS) return 102;
   const float one = 1.f, zero = 0.f;
   const cublasStatus_t st =
       cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, lm->vocab_part, lm->batch, lm->hidden, &one, ptrs[1], CUDA_R_16BF,

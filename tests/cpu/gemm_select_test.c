@@ -66,5 +66,93 @@ int main(void) {
                               sizeof why) == 0);
     CHECK(strstr(l.kernel, "gemv") != NULL && xe.rank == 0 && l.split_k == 1);
   }
+  /* Forced variants: names round-trip, each candidate selects, refusals name the rule. */
+  {
+    tpg_tma_encode xe, we;
+    tpg_gemm_variant v, list[TPG_GEMM_MAX_CANDIDATES], back;
+    char name[64];
+    static const int shapes[][4] = {{1, 14336, 8192, TPG_EPI_NONE},   {16, 4096, 14336, TPG_EPI_RESIDUAL},
+                                    {32, 7168, 4096, TPG_EPI_SWIGLU}, {64, 1024, 4096, TPG_EPI_BIAS},
+                                    {128, 4096, 7168, TPG_EPI_NONE},  {4096, 28672, 8192, TPG_EPI_SWIGLU},
+                                    {17, 264, 520, TPG_EPI_BIAS_GELU}};
+    size_t si;
+    CHECK(tpg_gemm_variant_parse("tma_m64_n128_sk", &v) == 0 && v.kind == TPG_GEMM_VAR_TMA && v.bm == 64 &&
+          v.bn == 128 && v.streamk == 1);
+    CHECK(tpg_gemm_variant_parse("tma_m64_n96", &v) != 0);
+    CHECK(tpg_gemm_variant_parse("tma_m128_n256_skx", &v) != 0);
+    CHECK(tpg_gemm_variant_parse("", &v) != 0);
+    for (si = 0; si < sizeof shapes / sizeof shapes[0]; ++si) {
+      const int m = shapes[si][0], n = shapes[si][1], k = shapes[si][2], epi = shapes[si][3];
+      const int cnt = tpg_gemm_candidates(m, n, k, epi, 90, 132, list, TPG_GEMM_MAX_CANDIDATES);
+      int i, j;
+      CHECK(cnt >= 2 && cnt <= TPG_GEMM_MAX_CANDIDATES && list[0].kind == TPG_GEMM_VAR_HEURISTIC);
+      CHECK(tpg_gemm_candidates(m, n, k, epi, 90, 132, NULL, 0) == 0);
+      for (i = 0; i < cnt; ++i) {
+        CHECK(tpg_gemm_variant_name(&list[i], name, sizeof name) == 0);
+        CHECK(tpg_gemm_variant_parse(name, &back) == 0 && memcmp(&back, &list[i], sizeof back) == 0);
+        for (j = 0; j < i; ++j) CHECK(memcmp(&list[j], &list[i], sizeof back) != 0); /* no duplicates */
+        CHECK(tpg_gemm_select_variant(m, n, k, TPG_KDT_BF16, epi, 90, 132, k, k, &list[i], &l, &xe, &we, why,
+                                      sizeof why) == 0);
+        CHECK(l.grid[0] >= 1 && l.grid[0] <= (l.split_k == TPG_SPLITK_STREAM || strstr(l.kernel, "tma") ? 132u : 1u << 30));
+        CHECK(list[i].kind == TPG_GEMM_VAR_HEURISTIC || (list[i].kind == TPG_GEMM_VAR_TMA) == (xe.rank == 2));
+        if (list[i].kind == TPG_GEMM_VAR_TMA) {
+          CHECK(xe.box[1] == (unsigned)list[i].bm && (epi == TPG_EPI_SWIGLU ? we.box[3] * 16 : we.box[1]) == (unsigned)list[i].bn);
+          CHECK((l.split_k == TPG_SPLITK_STREAM) == (list[i].streamk != 0));
+          CHECK((l.workspace_bytes != 0) == (list[i].streamk != 0));
+          CHECK(l.smem_bytes <= 227 * 1024 && l.block[0] == 384);
+        }
+      }
+    }
+    /* the heuristic variant is exactly tpg_gemm_select_tma with streamk 1 */
+    v.kind = TPG_GEMM_VAR_HEURISTIC;
+    {
+      tpg_kernel_launch l2;
+      CHECK(tpg_gemm_select_variant(128, 4096, 7168, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 7168, 7168, &v, &l, &xe, &we,
+                                    why, sizeof why) == 0);
+      CHECK(tpg_gemm_select_tma(128, 4096, 7168, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 7168, 7168, 1, &l2, &xe, &we, why,
+                                sizeof why) == 0);
+      CHECK(memcmp(&l, &l2, sizeof l) == 0);
+    }
+    /* 64-row tiles, BN 128: one tile row at M = 32, X box 64 rows, 8 stages */
+    CHECK(tpg_gemm_variant_parse("tma_m64_n128", &v) == 0);
+    CHECK(tpg_gemm_select_variant(32, 7168, 4096, TPG_KDT_F16, TPG_EPI_NONE, 90, 132, 4096, 4096, &v, &l, &xe, &we,
+                                  why, sizeof why) == 0);
+    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_f16_m64_n128") == 0 && l.grid[0] == 56 && l.smem_bytes == 197760);
+    CHECK(xe.box[0] == 64 && xe.box[1] == 64 && we.box[1] == 128 && l.split_k == 1 && l.workspace_bytes == 0);
+    /* stream-K on it: all SMs, counters for 56 tiles */
+    CHECK(tpg_gemm_variant_parse("tma_m64_n128_sk", &v) == 0);
+    CHECK(tpg_gemm_select_variant(32, 7168, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, &v, &l, &xe, &we,
+                                  why, sizeof why) == 0);
+    CHECK(l.grid[0] == 132 && l.workspace_zeroed == 256 && l.workspace_bytes == tpg_sk_workspace_bytes(56, 132, 128));
+    /* BN 64, SwiGLU: 32 outputs a tile, W box 4 groups of 16 rows */
+    CHECK(tpg_gemm_variant_parse("tma_m128_n64", &v) == 0);
+    CHECK(tpg_gemm_select_variant(256, 4096, 4096, TPG_KDT_BF16, TPG_EPI_SWIGLU, 90, 132, 4096, 4096, &v, &l, &xe, &we,
+                                  why, sizeof why) == 0);
+    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_n64") == 0 && l.grid[0] == 132 && we.rank == 4 && we.box[3] == 4);
+    /* decode pair: plain and stream-K GEMV whatever the grid rule says */
+    CHECK(tpg_gemm_variant_parse("gemv", &v) == 0);
+    CHECK(tpg_gemm_select_variant(8, 1024, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, &v, &l, &xe, &we, why,
+                                  sizeof why) == 0);
+    CHECK(strcmp(l.kernel, "tpg_gemv_bf16_m8") == 0 && l.grid[0] == 64 && l.workspace_bytes == 0 && xe.rank == 0);
+    CHECK(tpg_gemm_select_variant(40, 1024, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, &v, &l, &xe, &we,
+                                  why, sizeof why) == 0);
+    CHECK(strcmp(l.kernel, "tpg_gemv_bf16_m64") == 0);
+    CHECK(tpg_gemm_variant_parse("gemv_sk", &v) == 0);
+    CHECK(tpg_gemm_select_variant(12, 14336, 8192, TPG_KDT_F16, TPG_EPI_NONE, 90, 132, 8192, 8192, &v, &l, &xe, &we,
+                                  why, sizeof why) == 0);
+    CHECK(strcmp(l.kernel, "tpg_gemv_sk_f16_m16") == 0 && l.grid[0] == 132 && l.workspace_zeroed == l.workspace_bytes);
+    CHECK(tpg_gemm_select_variant(20, 14336, 8192, TPG_KDT_F16, TPG_EPI_NONE, 90, 132, 8192, 8192, &v, &l, &xe, &we,
+                                  why, sizeof why) != 0);
+    CHECK(strstr(why, "m=20") != NULL && strstr(why, "gemv_sk") != NULL);
+    CHECK(tpg_gemm_variant_parse("tma_m128_n256", &v) == 0);
+    CHECK(tpg_gemm_select_variant(256, 4096, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 80, 108, 4096, 4096, &v, &l, &xe, &we,
+                                  why, sizeof why) != 0);
+    CHECK(strstr(why, "sm_arch=80") != NULL);
+    CHECK(tpg_gemm_select_variant(256, 4096, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4000, 4096, &v, &l, &xe, &we,
+                                  why, sizeof why) != 0);
+    CHECK(strstr(why, "ldx") != NULL);
+    /* other architectures: the heuristic only */
+    CHECK(tpg_gemm_candidates(256, 4096, 4096, TPG_EPI_NONE, 80, 108, list, TPG_GEMM_MAX_CANDIDATES) == 1);
+  }
   return TPG_TEST_END();
 }

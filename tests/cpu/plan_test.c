@@ -3,7 +3,9 @@
  * No GPU and no driver needed: this is the builder's logic, run in CI.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tests/tpg_test.h"
 
@@ -200,6 +202,9 @@ static void test_nodes_and_bad_inputs(void) {
   CHECK_ST(tpg_plan_add_dependency(p, foreign, ar), TPG_ERROR_INVALID_ARGUMENT, "from");
   CHECK_OK(tpg_plan_add_dependency(p, cp, mm));
   CHECK_ST(tpg_plan_validate(p), TPG_ERROR_INVALID_ARGUMENT, "cycle");
+  /* named by the public call, not the internal one that found it (issue 16) */
+  CHECK(strncmp(tpg_last_error(), "tpg_plan_validate: the plan has a cycle", 39) == 0);
+  CHECK(strstr(tpg_last_error(), "tpg_plan_topo") == NULL);
 
   tpg_plan_destroy(p);
   tpg_plan_destroy(q);
@@ -303,6 +308,13 @@ static void test_empty_plan(void) {
    * to read; here we only check a never-valid one. */
   unsigned junk[16] = {0};
   CHECK_ST(tpg_plan_validate((tpg_plan *)junk), TPG_ERROR_INVALID_ARGUMENT, "not a live tpg_plan");
+  /* tpg_plan_destroy returns a status like the other destroys, and keeps
+   * the message of the failure it cleans up after. */
+  CHECK_ST(tpg_plan_destroy((tpg_plan *)junk), TPG_ERROR_INVALID_ARGUMENT, "tpg_plan_destroy: plan is not a live");
+  CHECK_OK(tpg_plan_destroy(NULL));
+  CHECK_OK(tpg_plan_create(&p));
+  CHECK_ST(tpg_plan_validate(p), TPG_ERROR_INVALID_ARGUMENT, "no nodes");
+  CHECK(tpg_plan_destroy(p) == TPG_SUCCESS && strstr(tpg_last_error(), "no nodes") != NULL);
 }
 
 static void test_big_plan(void) {
@@ -364,6 +376,7 @@ static void test_mlp(void) {
   tpg_mlp_desc b = d;
   b.ffn = 4097;
   CHECK_ST(tpg_plan_mlp(&b, &p), TPG_ERROR_INVALID_ARGUMENT, "evenly");
+  CHECK(strncmp(tpg_last_error(), "tpg_plan_mlp: desc->ffn", 23) == 0); /* the public name, not a helper's */
   CHECK(p == NULL);
   b = d; b.ffn = 4096 + 16; b.nranks = 4; b.rank = 0; /* 1028 per rank */
   CHECK_ST(tpg_plan_mlp(&b, &p), TPG_ERROR_INVALID_ARGUMENT, "multiple of 8");
@@ -420,7 +433,154 @@ static void test_fuzz_regressions(void) {
   CHECK(p == NULL);
 }
 
+/* tpg_plan_checkpoint / tpg_plan_rollback / tpg_plan_slot_info: what layers
+ * built on the public API use to add a group of nodes all-or-nothing. */
+static void test_checkpoint(void) {
+  tpg_plan *p, *q;
+  tpg_slot a, b, c;
+  tpg_node n0, n1, n2;
+  CHECK_OK(tpg_plan_create(&p));
+  CHECK_OK(tpg_plan_create(&q));
+  CHECK_OK(tpg_plan_add_slot(p, "a", TPG_F32, TPG_MEM_DEVICE, 64, &a));
+  CHECK_OK(tpg_plan_add_slot(p, "b", TPG_F32, TPG_MEM_DEVICE, 64, &b));
+  CHECK_OK(tpg_plan_add_memset(p, V(a, 0), 0, 64, NULL, 0, &n0));
+  tpg_slot_info si;
+  CHECK_OK(tpg_plan_slot_info(p, b, &si));
+  CHECK(strcmp(si.name, "b") == 0 && si.dtype == TPG_F32 && si.where == TPG_MEM_DEVICE && si.count == 64);
+  CHECK_ST(tpg_plan_slot_info(p, 3, &si), TPG_ERROR_INVALID_ARGUMENT, "slot is 3");
+  CHECK_ST(tpg_plan_slot_info(p, a, NULL), TPG_ERROR_INVALID_ARGUMENT, "out is NULL");
+  tpg_plan_mark m, mq;
+  CHECK_OK(tpg_plan_checkpoint(p, &m));
+  CHECK_OK(tpg_plan_checkpoint(q, &mq));
+  CHECK_OK(tpg_plan_add_slot(p, "c", TPG_F32, TPG_MEM_DEVICE, 64, &c));
+  CHECK_OK(tpg_plan_add_memcpy(p, V(c, 0), V(a, 0), 64, &n0, 1, &n1));
+  CHECK_OK(tpg_plan_add_memset(p, V(b, 0), 0, 64, NULL, 0, &n2));
+  CHECK_OK(tpg_plan_add_dependency(p, n2, n0)); /* an edge onto an older node */
+  CHECK_ST(tpg_plan_rollback(p, mq), TPG_ERROR_INVALID_ARGUMENT, "not a mark of this plan");
+  CHECK_OK(tpg_plan_rollback(p, m));
+  int nodes = 0, slots = 0;
+  CHECK_OK(tpg_plan_stats(p, &nodes, &slots, NULL));
+  CHECK(nodes == 1 && slots == 2);
+  CHECK_OK(tpg_plan_validate(p)); /* no edge left to a dropped node */
+  tpg_slot found;
+  CHECK_ST(tpg_plan_find_slot(p, "c", &found), TPG_ERROR_INVALID_ARGUMENT, "no slot named");
+  CHECK_OK(tpg_plan_add_slot(p, "c", TPG_F32, TPG_MEM_DEVICE, 64, &c)); /* the name is free again */
+  CHECK(c == 3);
+  CHECK_ST(tpg_plan_add_memset(p, V(a, 0), 0, 64, &n1, 1, NULL), TPG_ERROR_INVALID_ARGUMENT, "not a node of this plan");
+  /* A mark past the end (rolled back already) is refused. */
+  tpg_plan_mark late;
+  CHECK_OK(tpg_plan_add_memset(p, V(a, 0), 0, 64, NULL, 0, NULL));
+  CHECK_OK(tpg_plan_checkpoint(p, &late));
+  CHECK_OK(tpg_plan_rollback(p, m));
+  CHECK_ST(tpg_plan_rollback(p, late), TPG_ERROR_INVALID_ARGUMENT, "past the plan's end");
+  CHECK_ST(tpg_plan_checkpoint(p, NULL), TPG_ERROR_INVALID_ARGUMENT, "out is NULL");
+  CHECK_ST(tpg_plan_rollback(NULL, m), TPG_ERROR_INVALID_ARGUMENT, "plan is NULL");
+  tpg_plan_destroy(p);
+  tpg_plan_destroy(q);
+}
+
+/* Issue 16: partial overlaps and garbage reserved_ were accepted. */
+static void test_aliasing(void) {
+  tpg_plan *p;
+  tpg_slot a, w, b;
+  CHECK_OK(tpg_plan_create(&p));
+  CHECK_OK(tpg_plan_add_slot(p, "a", TPG_BF16, TPG_MEM_DEVICE, 4096, &a));
+  CHECK_OK(tpg_plan_add_slot(p, "w", TPG_BF16, TPG_MEM_DEVICE, 4096, &w));
+  CHECK_OK(tpg_plan_add_slot(p, "b", TPG_BF16, TPG_MEM_DEVICE, 64, &b));
+  tpg_view bad = V(a, 0);
+  bad.reserved_ = 7;
+  CHECK_ST(tpg_plan_add_memset(p, bad, 0, 8, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT, "dst.reserved_ is 7");
+  /* axpby: in place, or disjoint */
+  CHECK_OK(tpg_plan_add_axpby(p, V(a, 0), V(a, 0), 64, 1.0f, 1.0f, NULL, 0, NULL));
+  CHECK_OK(tpg_plan_add_axpby(p, V(a, 0), V(a, 64), 64, 1.0f, 1.0f, NULL, 0, NULL));
+  CHECK_ST(tpg_plan_add_axpby(p, V(a, 0), V(a, 32), 64, 1.0f, 1.0f, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT,
+           "y and x partly overlap");
+  /* all-reduce: in place, or disjoint */
+  tpg_collective_desc c = TPG_COLLECTIVE_DESC_INIT;
+  c.send = V(a, 0);
+  c.recv = V(a, 0);
+  c.count = 256;
+  CHECK_OK(tpg_plan_add_collective(p, &c, NULL, 0, NULL));
+  c.recv = V(a, 256);
+  CHECK_OK(tpg_plan_add_collective(p, &c, NULL, 0, NULL));
+  c.recv = V(a, 128);
+  CHECK_ST(tpg_plan_add_collective(p, &c, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT,
+           "desc->send and desc->recv partly overlap");
+  c.kind = TPG_ALL_GATHER; /* NCCL's in-place layouts: not refused */
+  c.count = 128;
+  CHECK_OK(tpg_plan_add_collective(p, &c, NULL, 0, NULL));
+  /* GEMM: y must not overlap w or bias; residual is y exactly or disjoint */
+  tpg_gemm_desc g = TPG_GEMM_DESC_INIT;
+  g.m = 8;
+  g.n = 32;
+  g.k = 32;
+  g.x = V(a, 0);
+  g.w = V(w, 0);
+  g.y = V(w, 1024); /* w is elements [0, 1024) */
+  CHECK_OK(tpg_plan_add_gemm(p, &g, NULL, 0, NULL));
+  g.y = V(w, 1024 + 256);
+  CHECK_OK(tpg_plan_add_gemm(p, &g, NULL, 0, NULL));
+  g.y = V(w, 1024 - 8);
+  CHECK_ST(tpg_plan_add_gemm(p, &g, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT, "desc->y overlaps desc->w");
+  g.y = V(a, 1024);
+  g.epilogue = TPG_EPILOGUE_BIAS;
+  g.bias = V(a, 1024 + 64);
+  CHECK_ST(tpg_plan_add_gemm(p, &g, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT, "desc->y overlaps desc->bias");
+  g.bias = V(b, 0);
+  CHECK_OK(tpg_plan_add_gemm(p, &g, NULL, 0, NULL));
+  g.epilogue = TPG_EPILOGUE_RESIDUAL;
+  g.bias = V(0, 0);
+  g.residual = V(a, 1024);
+  CHECK_OK(tpg_plan_add_gemm(p, &g, NULL, 0, NULL)); /* in place */
+  g.residual = V(a, 1024 + 256);
+  CHECK_OK(tpg_plan_add_gemm(p, &g, NULL, 0, NULL)); /* disjoint */
+  g.residual = V(a, 1024 + 128);
+  CHECK_ST(tpg_plan_add_gemm(p, &g, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT,
+           "desc->residual overlaps desc->y in slot");
+  tpg_plan_destroy(p);
+}
+
+/* Issue 16: 100k add_slot took 12 s (a name scan per call), and edges were
+ * checked pairwise. At these sizes a quadratic path takes minutes (the
+ * test's timeout), a linear one well under a second. */
+static void test_scale(void) {
+  enum { N = 100000 };
+  tpg_plan *p;
+  CHECK_OK(tpg_plan_create(&p));
+  char name[32];
+  tpg_slot s = 0;
+  int ok = 1;
+  for (int i = 0; i < N && ok; i++) {
+    snprintf(name, sizeof name, "s%d", i);
+    ok = tpg_plan_add_slot(p, name, TPG_F32, TPG_MEM_DEVICE, 16, &s) == TPG_SUCCESS && s == (tpg_slot)(i + 1);
+  }
+  CHECK(ok);
+  CHECK_ST(tpg_plan_add_slot(p, "s4242", TPG_F32, TPG_MEM_DEVICE, 16, &s), TPG_ERROR_INVALID_ARGUMENT,
+           "name \"s4242\" is already slot 4243");
+  CHECK_OK(tpg_plan_find_slot(p, "s99999", &s));
+  CHECK(s == N);
+  tpg_node *nodes = malloc(N * sizeof *nodes);
+  for (int i = 0; i < N && ok; i++) ok = tpg_plan_add_empty(p, NULL, 0, &nodes[i]) == TPG_SUCCESS;
+  CHECK(ok);
+  tpg_node join;
+  CHECK_OK(tpg_plan_add_empty(p, nodes, N, &join)); /* one node, 100k deps: checked for repeats by sorting */
+  tpg_node last;
+  CHECK_OK(tpg_plan_add_empty(p, NULL, 0, &last));
+  for (int i = 0; i < N && ok; i++) ok = tpg_plan_add_dependency(p, nodes[i], last) == TPG_SUCCESS;
+  CHECK(ok);
+  CHECK_ST(tpg_plan_add_dependency(p, nodes[777], last), TPG_ERROR_INVALID_ARGUMENT, "already depends");
+  CHECK_ST(tpg_plan_add_dependency(p, nodes[777], join), TPG_ERROR_INVALID_ARGUMENT, "already depends");
+  nodes[N - 1] = nodes[5];
+  CHECK_ST(tpg_plan_add_empty(p, nodes, N, NULL), TPG_ERROR_INVALID_ARGUMENT, "deps[99999] repeats deps[5]");
+  CHECK_OK(tpg_plan_validate(p));
+  free(nodes);
+  tpg_plan_destroy(p);
+}
+
 int main(void) {
+  test_scale();
+  test_aliasing();
+  test_checkpoint();
   test_fuzz_regressions();
   test_mlp();
   test_lifecycle();

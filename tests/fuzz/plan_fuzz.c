@@ -21,6 +21,10 @@
  *   - an accepted MLP stack validates and has the counts its layout implies;
  *   - a linear layer adds exactly the nodes its kind lists, chained, or
  *     nothing (a refused call leaves the plan as it was);
+ *   - the kit's builders (engine kernels, captured work, host and event
+ *     nodes) accept only what the header allows (one way of naming the
+ *     kernel, launch shapes, argument kinds and sizes, views inside their
+ *     slots), copy what they keep, and add nothing when they refuse;
  *   - graph_create never succeeds here (no driver: TPG_LIBCUDA points at
  *     nothing) and never crashes.
  * A broken promise calls abort(), which libFuzzer reports with the input.
@@ -36,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/module.h" /* a module handle the plan accepts without a driver */
 #include "lib/tpgraph.h"
 
 /* Small on purpose: bounded per-input cost keeps the exec rate high, and
@@ -1153,12 +1158,146 @@ static void op_driverless(rd *r) {
   }
 }
 
+/* ---- the kit ----------------------------------------------------------- */
+
+static struct tpg_module fz_module = {TPG_MAGIC_MODULE, NULL};
+static struct tpg_module fz_dead = {TPG_MAGIC_DEAD, NULL};
+static unsigned char fz_bytes[8192]; /* by-value arguments point in here: any size <= 4096 is readable */
+
+static int fz_cb(void *u, tpg_stream s, void *const *ptrs, int n) {
+  (void)u, (void)s, (void)ptrs, (void)n;
+  return 0;
+}
+static void fz_host(void *u) { (void)u; }
+
+static unsigned pick_dim(rd *r) {
+  static const unsigned d[] = {0, 1, 1, 2, 3, 4, 8, 256, 1024, 1025, 65535, 65536, 0x7fffffffu, 0x80000000u};
+  return u8(r) % 8 == 0 ? u32(r) : d[u8(r) % (sizeof d / sizeof *d)];
+}
+
+static void op_add_kernel(rd *r) {
+  NODE_ARGS;
+  enum { MAXA = 6 };
+  tpg_arg *args = malloc(MAXA * sizeof *args); /* exact size: ASan sees over-reads */
+  if (!args) abort();
+  int nargs = u8(r) % (MAXA + 1);
+  for (int i = 0; i < MAXA; i++) {
+    if (u8(r) % 2) {
+      args[i] = tpg_arg_view(0, 0);
+      args[i].view = pick_view(r, m);
+      if (u8(r) % 8 == 0) args[i].size = u8(r) % 2 ? 4 : 0;
+    } else {
+      static const uint32_t sz[] = {1, 2, 4, 8, 12, 16, 4096, 0, 4097, 0xffffffffu};
+      args[i] = tpg_arg_bytes(fz_bytes + u8(r), sz[u8(r) % (sizeof sz / sizeof *sz)]);
+      if (u8(r) % 16 == 0) args[i].bytes = NULL;
+    }
+    if (u8(r) % 32 == 0) args[i].kind = (tpg_arg_kind)(u8(r) % 4);
+  }
+  tpg_kernel_desc d = TPG_KERNEL_DESC_INIT;
+  switch (u8(r) % 8) {
+    case 0: d.cu_kernel = (void *)0x1000; break;
+    case 1: d.cu_function = (void *)0x2000; break;
+    case 2: break;                                           /* none */
+    case 3: d.cu_kernel = d.cu_function = (void *)0x3000; break; /* two */
+    case 4: d.module = &fz_module; break;                    /* no name */
+    case 5: d.name = "k"; break;                             /* no module */
+    case 6: d.module = &fz_dead; d.name = "k"; break;
+    default: d.module = &fz_module; d.name = u8(r) % 8 ? "kit_kernel" : ""; break;
+  }
+  for (int i = 0; i < 3; i++) {
+    d.grid[i] = u8(r) % 4 ? 1 + u8(r) % 8 : pick_dim(r);
+    d.block[i] = u8(r) % 4 ? 1 + u8(r) % 8 : pick_dim(r);
+  }
+  if (u8(r) % 4 == 0)
+    for (int i = 0; i < 3; i++) d.cluster[i] = u8(r) % 3;
+  d.shared_bytes = u8(r) % 4 ? 0 : u32(r);
+  d.pdl = u8(r) % 8 ? u8(r) % 2 : (int)u8(r) - 2;
+  d.args = u8(r) % 16 ? args : NULL;
+  d.nargs = u8(r) % 16 ? nargs : -(int)(1 + u8(r) % 4);
+  if (u8(r) % 32 == 0) d.size = 8;
+  tpg_status st = CALL(tpg_plan_add_kernel(p, u8(r) % 32 ? &d : NULL, deps, ndeps, outp));
+  if (st == TPG_SUCCESS) {
+    REQUIRE(d.size == sizeof d);
+    REQUIRE((d.module != NULL) + (d.cu_kernel != NULL) + (d.cu_function != NULL) == 1);
+    REQUIRE(!d.module || (d.module == &fz_module && d.name && d.name[0]));
+    unsigned long long threads = 1;
+    for (int i = 0; i < 3; i++) {
+      REQUIRE(d.grid[i] >= 1 && d.block[i] >= 1);
+      threads *= d.block[i];
+      if (d.cluster[0] || d.cluster[1] || d.cluster[2]) REQUIRE(d.cluster[i] >= 1 && d.grid[i] % d.cluster[i] == 0);
+    }
+    REQUIRE(threads <= 1024 && d.grid[1] <= 65535 && d.grid[2] <= 65535);
+    REQUIRE(d.pdl == 0 || d.pdl == 1);
+    REQUIRE(d.nargs >= 0 && (d.nargs == 0 || d.args));
+    for (int i = 0; i < d.nargs; i++) {
+      if (args[i].kind == TPG_ARG_VIEW) {
+        REQUIRE(args[i].size == 0 || args[i].size == 8);
+        require_inside(m, args[i].view, 1, __LINE__);
+      } else {
+        REQUIRE(args[i].kind == TPG_ARG_BYTES && args[i].bytes && args[i].size >= 1 && args[i].size <= 4096);
+      }
+    }
+  }
+  /* What was accepted is the plan's own copy: scribbling on ours changes nothing it keeps. */
+  memset(args, 0xa5, MAXA * sizeof *args);
+  free(args);
+  NODE_DONE(st);
+}
+
+static void op_add_captured(rd *r) {
+  NODE_ARGS;
+  enum { MAXV = 5 };
+  tpg_view *views = malloc(MAXV * sizeof *views);
+  size_t *counts = malloc(MAXV * sizeof *counts);
+  if (!views || !counts) abort();
+  for (int i = 0; i < MAXV; i++) {
+    views[i] = pick_view(r, m);
+    counts[i] = pick_count(r, m, views[i]);
+  }
+  tpg_captured_desc d = TPG_CAPTURED_DESC_INIT;
+  d.fn = u8(r) % 16 ? fz_cb : NULL;
+  d.views = u8(r) % 16 ? views : NULL;
+  d.counts = u8(r) % 2 ? counts : NULL;
+  d.nviews = u8(r) % 16 ? (int)(u8(r) % (MAXV + 1)) : pick_int(r);
+  /* Never past our arrays: counts the library takes (up to 64) stay within them. */
+  if (d.nviews > MAXV && d.nviews <= 64) d.nviews = -1;
+  if (u8(r) % 32 == 0) d.size = 4;
+  tpg_status st = CALL(tpg_plan_add_captured(p, &d, deps, ndeps, outp));
+  if (st == TPG_SUCCESS) {
+    REQUIRE(d.fn && d.size == sizeof d && d.nviews >= 0 && d.nviews <= MAXV);
+    for (int i = 0; i < d.nviews; i++) {
+      if (d.counts) {
+        REQUIRE(d.counts[i] > 0);
+        require_inside(m, views[i], d.counts[i], __LINE__);
+      } else {
+        require_inside(m, views[i], 1, __LINE__);
+      }
+    }
+  }
+  memset(views, 0xa5, MAXV * sizeof *views);
+  free(views);
+  free(counts);
+  NODE_DONE(st);
+}
+
+static void op_add_host_event(rd *r) {
+  NODE_ARGS;
+  tpg_status st;
+  int which = u8(r) % 3, null = u8(r) % 8 == 0;
+  if (which == 0) st = CALL(tpg_plan_add_host(p, null ? NULL : fz_host, (void *)p, deps, ndeps, outp));
+  else if (which == 1) st = CALL(tpg_plan_add_event_record(p, null ? NULL : (tpg_event)0x40, deps, ndeps, outp));
+  else st = CALL(tpg_plan_add_event_wait(p, null ? NULL : (tpg_event)0x40, deps, ndeps, outp));
+  REQUIRE((st == TPG_SUCCESS) == (ok && deps_ok && !null));
+  NODE_DONE(st);
+}
+
 typedef void (*op_fn)(rd *);
 static const op_fn ops[] = {
     op_create,   op_create,   op_destroy,  op_add_slot,      op_add_slot,    op_add_slot,       op_find_slot,
     op_add_gemm, op_gemm_kit, op_gemm_kit, op_add_axpby, op_add_memset,   op_add_memcpy,  op_add_empty,      op_add_empty,
     op_add_collective, op_add_dependency, op_add_dependency, op_set_name, op_validate, op_stats, op_dot,
     op_graph_create, op_driverless, op_plan_mlp, op_mlp_extras, op_linear_kit, op_linear_kit, op_add_concat,
+    op_add_kernel, op_add_kernel, op_add_captured, op_add_host_event,
 };
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {

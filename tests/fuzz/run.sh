@@ -25,7 +25,7 @@ mkdir -p "$out/corpus"
 
 san=(-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1)
 # Every C source of the host library: a new file there needs no edit here.
-srcs=(lib/*.c graphbuild/*.c tests/fuzz/kernels_stub.c tests/fuzz/plan_fuzz.c)
+srcs=(lib/*.c graphbuild/*.c graphbuild/nodes/*.c layers/*.c tests/fuzz/kernels_stub.c tests/fuzz/plan_fuzz.c)
 echo "fuzz: building $out/plan_fuzz with $($cc --version | head -1)"
 "$cc" -std=c11 "${san[@]}" -Wall -Wextra -I. -I"$cuda/include" -I"$nccl/include" "${srcs[@]}" \
   -L"$nccl_lib" -Wl,-rpath,"$nccl_lib" -lnccl -ldl -lpthread -o "$out/plan_fuzz"

@@ -36,7 +36,13 @@ def _gencode(archs):
     return flags
 
 def _nvcc_common(ctx):
-    return ["-std=c++17", "-O3", "-I.", "-I" + ctx.bin_dir.path, "--expt-relaxed-constexpr"] + ctx.attr.copts
+    # Sources include "kernels/x.cuh" relative to this repository's root. That
+    # root is the exec root when tpgraph is the main workspace but
+    # external/<name> when another workspace uses it (local_repository,
+    # http_archive), so name it instead of "-I.".
+    root = ctx.label.workspace_root or "."
+    gen = ctx.bin_dir.path + ("/" + ctx.label.workspace_root if ctx.label.workspace_root else "")
+    return ["-std=c++17", "-O3", "-I" + root, "-I" + gen, "--expt-relaxed-constexpr"] + ctx.attr.copts
 
 def _cuda_fatbin_impl(ctx):
     archs = ctx.attr._archs[ArchsInfo].archs

@@ -29,10 +29,8 @@ static tpg_status name_node(tpg_plan *p, tpg_node n, const char *fmt, int l, int
   return tpg_plan_set_node_name(p, n, nm);
 }
 
-tpg_status tpg_plan_mlp(const tpg_mlp_desc *d, tpg_plan **out) {
-  tpg_err_clear();
-  TPG_CHECK_ARG(out != NULL, "out is NULL: expected a tpg_plan * to set");
-  *out = NULL;
+/* The desc's fields, each refused by name. */
+static tpg_status check_desc(const tpg_mlp_desc *d) {
   TPG_CHECK_ARG(d != NULL, "desc is NULL: expected a tpg_mlp_desc (TPG_MLP_DESC_INIT)");
   TPG_CHECK_ARG(d->size == sizeof(tpg_mlp_desc), "desc->size is %zu: expected sizeof(tpg_mlp_desc) = %zu", d->size,
                 sizeof(tpg_mlp_desc));
@@ -65,13 +63,97 @@ tpg_status tpg_plan_mlp(const tpg_mlp_desc *d, tpg_plan **out) {
 
   TPG_CHECK_ARG(d->bias == 1 || d->kind == TPG_MLP_SWIGLU,
                 "desc->bias is 0 with TPG_MLP_GELU: the GeLU epilogue takes a bias (Megatron's block has them)");
-  const int M = d->tokens, H = d->hidden, F = d->ffn / d->nranks;
-  const int swiglu = d->kind == TPG_MLP_SWIGLU;
+  return TPG_SUCCESS;
+}
+
+/* What every layer's nodes are built from. */
+typedef struct mlp_shape {
+  int M, H, F;       /* tokens, hidden, this rank's ffn part */
+  size_t F1;         /* W1 rows: F, or 2F for SwiGLU (gate and up) */
+  int swiglu, comm, chunks, reserve;
+  tpg_slot x, act, h;
+} mlp_shape;
+
+/* Layer l: per token chunk, GEMM (W1) -> GEMM (W2, + b2 and the residual on
+ * rank 0) -> all-reduce in place; last[c] is what chunk c's next step waits
+ * for. */
+static tpg_status add_layer(tpg_plan *p, const tpg_mlp_desc *d, const mlp_shape *s, int l, tpg_node *last) {
+  const int M = s->M, H = s->H, F = s->F, comm = s->comm, chunks = s->chunks;
+  char nm[64];
+  tpg_slot w1, b1 = 0, w2, b2 = 0;
+  snprintf(nm, sizeof nm, "l%d.w1", l);
+  TPG_TRY(tpg_plan_add_slot(p, nm, d->dtype, TPG_MEM_DEVICE, s->F1 * (size_t)H, &w1));
+  snprintf(nm, sizeof nm, "l%d.w2", l);
+  TPG_TRY(tpg_plan_add_slot(p, nm, d->dtype, TPG_MEM_DEVICE, (size_t)H * F, &w2));
+  if (d->bias) {
+    snprintf(nm, sizeof nm, "l%d.b1", l);
+    TPG_TRY(tpg_plan_add_slot(p, nm, d->dtype, TPG_MEM_DEVICE, s->F1, &b1));
+    snprintf(nm, sizeof nm, "l%d.b2", l);
+    TPG_TRY(tpg_plan_add_slot(p, nm, d->dtype, TPG_MEM_DEVICE, (size_t)H, &b2));
+  }
+  tpg_slot src = l == 0 ? s->x : s->act;
+  for (int c = 0; c < chunks; c++) {
+    int r0 = (int)((long)M * c / chunks), r1 = (int)((long)M * (c + 1) / chunks), mc = r1 - r0;
+    tpg_node n1, n2;
+    tpg_gemm_desc g1 = TPG_GEMM_DESC_INIT;
+    g1.m = mc; g1.n = F; g1.k = H; g1.dtype = d->dtype;
+    g1.epilogue = s->swiglu ? TPG_EPILOGUE_SWIGLU : TPG_EPILOGUE_BIAS_GELU;
+    g1.x = at(src, (uint64_t)r0 * H);
+    g1.w = at(w1, 0);
+    g1.y = at(s->h, (uint64_t)r0 * F);
+    if (d->bias) g1.bias = at(b1, 0);
+    g1.sm_reserve = s->reserve;
+    TPG_TRY(tpg_plan_add_gemm(p, &g1, last[c] ? &last[c] : NULL, last[c] ? 1 : 0, &n1));
+    TPG_TRY(name_node(p, n1, "l%d.fc1.c%d", l, c));
+    tpg_gemm_desc g2 = TPG_GEMM_DESC_INIT;
+    g2.m = mc; g2.n = H; g2.k = F; g2.dtype = d->dtype;
+    g2.x = at(s->h, (uint64_t)r0 * F);
+    g2.w = at(w2, 0);
+    g2.y = at(s->act, (uint64_t)r0 * H);
+    g2.sm_reserve = s->reserve;
+    /* Rank 0 (or every rank when nothing is summed) adds b2 and the residual. */
+    if (d->rank == 0 || !comm) {
+      g2.epilogue = TPG_EPILOGUE_RESIDUAL;
+      g2.residual = at(src, (uint64_t)r0 * H);
+      if (d->bias) g2.bias = at(b2, 0);
+    }
+    TPG_TRY(tpg_plan_add_gemm(p, &g2, &n1, 1, &n2));
+    TPG_TRY(name_node(p, n2, "l%d.fc2.c%d", l, c));
+    last[c] = n2;
+    if (comm) {
+      tpg_collective_desc cd = TPG_COLLECTIVE_DESC_INIT;
+      cd.kind = TPG_ALL_REDUCE;
+      cd.send = at(s->act, (uint64_t)r0 * H);
+      cd.recv = cd.send;
+      cd.count = (size_t)mc * H;
+      cd.algo = d->allreduce;
+      TPG_TRY(tpg_plan_add_collective(p, &cd, &n2, 1, &last[c]));
+      TPG_TRY(name_node(p, last[c], "l%d.allreduce.c%d", l, c));
+    }
+  }
+  return TPG_SUCCESS;
+}
+
+tpg_status tpg_plan_mlp(const tpg_mlp_desc *d, tpg_plan **out) {
+  tpg_err_clear();
+  TPG_CHECK_ARG(out != NULL, "out is NULL: expected a tpg_plan * to set");
+  *out = NULL;
+  tpg_status cs = check_desc(d);
+  if (cs != TPG_SUCCESS) {
+    tpg_err_rename(__func__); /* the rule, under this call's name */
+    return cs;
+  }
+  mlp_shape s;
+  memset(&s, 0, sizeof s);
+  s.M = d->tokens;
+  s.H = d->hidden;
+  s.F = d->ffn / d->nranks;
+  s.swiglu = d->kind == TPG_MLP_SWIGLU;
   /* size_t: ffn near INT_MAX is a valid int, and 2 * F must not overflow
    * before add_slot gets to refuse the size. */
-  const size_t F1 = swiglu ? 2 * (size_t)F : (size_t)F;
-  const int comm = d->collectives && d->nranks > 1;
-  int chunks = 1;
+  s.F1 = s.swiglu ? 2 * (size_t)s.F : (size_t)s.F;
+  s.comm = d->collectives && d->nranks > 1;
+  s.chunks = 1;
   tpg_overlap ov = d->overlap;
   /* AUTO is NONE: with our all-reduce nodes (two-shot to 8 MiB) chunking
    * measured slower at every shape tpbench runs on 2 x H200 (M = 1024:
@@ -79,79 +161,26 @@ tpg_status tpg_plan_mlp(const tpg_mlp_desc *d, tpg_plan **out) {
    * half-size GEMMs lose more than the hidden all-reduce gives back. */
   if (ov == TPG_OVERLAP_AUTO) ov = TPG_OVERLAP_NONE;
   if (ov == TPG_OVERLAP_CHUNKED) {
-    chunks = d->chunks ? d->chunks : 2;
-    TPG_CHECK_ARG(chunks >= 2 && chunks <= M, "desc->chunks is %d with %d tokens: expected 2..min(16, tokens)",
-                  chunks, M);
+    s.chunks = d->chunks ? d->chunks : 2;
+    TPG_CHECK_ARG(s.chunks >= 2 && s.chunks <= s.M,
+                  "desc->chunks is %d with %d tokens: expected 2..min(16, tokens)", s.chunks, s.M);
   }
-  const int reserve = ov == TPG_OVERLAP_CHUNKED && comm ? (d->sm_reserve ? d->sm_reserve : 16) : 0;
+  s.reserve = ov == TPG_OVERLAP_CHUNKED && s.comm ? (d->sm_reserve ? d->sm_reserve : 16) : 0;
 
   tpg_plan *p = NULL;
   tpg_status st;
   TPG_TRY(tpg_plan_create(&p));
-  tpg_slot x, y, act, h;
-  TPG_TRYGOTO(tpg_plan_add_slot(p, "x", d->dtype, TPG_MEM_DEVICE, (size_t)M * H, &x), st, fail);
-  TPG_TRYGOTO(tpg_plan_add_slot(p, "y", d->dtype, TPG_MEM_DEVICE, (size_t)M * H, &y), st, fail);
-  TPG_TRYGOTO(tpg_plan_add_slot(p, "act", d->dtype, TPG_MEM_SCRATCH, (size_t)M * H, &act), st, fail);
-  TPG_TRYGOTO(tpg_plan_add_slot(p, "h", d->dtype, TPG_MEM_SCRATCH, (size_t)M * F, &h), st, fail);
-
+  tpg_slot y;
+  const size_t MH = (size_t)s.M * s.H;
+  TPG_TRYGOTO(tpg_plan_add_slot(p, "x", d->dtype, TPG_MEM_DEVICE, MH, &s.x), st, fail);
+  TPG_TRYGOTO(tpg_plan_add_slot(p, "y", d->dtype, TPG_MEM_DEVICE, MH, &y), st, fail);
+  TPG_TRYGOTO(tpg_plan_add_slot(p, "act", d->dtype, TPG_MEM_SCRATCH, MH, &s.act), st, fail);
+  TPG_TRYGOTO(tpg_plan_add_slot(p, "h", d->dtype, TPG_MEM_SCRATCH, (size_t)s.M * s.F, &s.h), st, fail);
   tpg_node last[16]; /* per chunk: the node the chunk's next step waits for */
-  for (int c = 0; c < chunks; c++) last[c] = 0;
-  for (int l = 0; l < d->layers; l++) {
-    char nm[64];
-    tpg_slot w1, b1 = 0, w2, b2 = 0;
-    snprintf(nm, sizeof nm, "l%d.w1", l);
-    TPG_TRYGOTO(tpg_plan_add_slot(p, nm, d->dtype, TPG_MEM_DEVICE, F1 * (size_t)H, &w1), st, fail);
-    snprintf(nm, sizeof nm, "l%d.w2", l);
-    TPG_TRYGOTO(tpg_plan_add_slot(p, nm, d->dtype, TPG_MEM_DEVICE, (size_t)H * F, &w2), st, fail);
-    if (d->bias) {
-      snprintf(nm, sizeof nm, "l%d.b1", l);
-      TPG_TRYGOTO(tpg_plan_add_slot(p, nm, d->dtype, TPG_MEM_DEVICE, F1, &b1), st, fail);
-      snprintf(nm, sizeof nm, "l%d.b2", l);
-      TPG_TRYGOTO(tpg_plan_add_slot(p, nm, d->dtype, TPG_MEM_DEVICE, (size_t)H, &b2), st, fail);
-    }
-    tpg_slot src = l == 0 ? x : act;
-    for (int c = 0; c < chunks; c++) {
-      int r0 = (int)((long)M * c / chunks), r1 = (int)((long)M * (c + 1) / chunks), mc = r1 - r0;
-      tpg_node n1, n2;
-      tpg_gemm_desc g1 = TPG_GEMM_DESC_INIT;
-      g1.m = mc; g1.n = F; g1.k = H; g1.dtype = d->dtype;
-      g1.epilogue = swiglu ? TPG_EPILOGUE_SWIGLU : TPG_EPILOGUE_BIAS_GELU;
-      g1.x = at(src, (uint64_t)r0 * H);
-      g1.w = at(w1, 0);
-      g1.y = at(h, (uint64_t)r0 * F);
-      if (d->bias) g1.bias = at(b1, 0);
-      g1.sm_reserve = reserve;
-      TPG_TRYGOTO(tpg_plan_add_gemm(p, &g1, last[c] ? &last[c] : NULL, last[c] ? 1 : 0, &n1), st, fail);
-      TPG_TRYGOTO(name_node(p, n1, "l%d.fc1.c%d", l, c), st, fail);
-      tpg_gemm_desc g2 = TPG_GEMM_DESC_INIT;
-      g2.m = mc; g2.n = H; g2.k = F; g2.dtype = d->dtype;
-      g2.x = at(h, (uint64_t)r0 * F);
-      g2.w = at(w2, 0);
-      g2.y = at(act, (uint64_t)r0 * H);
-      g2.sm_reserve = reserve;
-      /* Rank 0 (or every rank when nothing is summed) adds b2 and the residual. */
-      if (d->rank == 0 || !comm) {
-        g2.epilogue = TPG_EPILOGUE_RESIDUAL;
-        g2.residual = at(src, (uint64_t)r0 * H);
-        if (d->bias) g2.bias = at(b2, 0);
-      }
-      TPG_TRYGOTO(tpg_plan_add_gemm(p, &g2, &n1, 1, &n2), st, fail);
-      TPG_TRYGOTO(name_node(p, n2, "l%d.fc2.c%d", l, c), st, fail);
-      last[c] = n2;
-      if (comm) {
-        tpg_collective_desc cd = TPG_COLLECTIVE_DESC_INIT;
-        cd.kind = TPG_ALL_REDUCE;
-        cd.send = at(act, (uint64_t)r0 * H);
-        cd.recv = cd.send;
-        cd.count = (size_t)mc * H;
-        cd.algo = d->allreduce;
-        TPG_TRYGOTO(tpg_plan_add_collective(p, &cd, &n2, 1, &last[c]), st, fail);
-        TPG_TRYGOTO(name_node(p, last[c], "l%d.allreduce.c%d", l, c), st, fail);
-      }
-    }
-  }
+  for (int c = 0; c < s.chunks; c++) last[c] = 0;
+  for (int l = 0; l < d->layers; l++) TPG_TRYGOTO(add_layer(p, d, &s, l, last), st, fail);
   tpg_node cp;
-  TPG_TRYGOTO(tpg_plan_add_memcpy(p, at(y, 0), at(act, 0), (size_t)M * H, last, chunks, &cp), st, fail);
+  TPG_TRYGOTO(tpg_plan_add_memcpy(p, at(y, 0), at(s.act, 0), MH, last, s.chunks, &cp), st, fail);
   TPG_TRYGOTO(tpg_plan_set_node_name(p, cp, "copy_out"), st, fail);
   *out = p;
   return TPG_SUCCESS;

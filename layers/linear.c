@@ -4,8 +4,9 @@
  * declared, so engines compose their own blocks. The decisions:
  * - Everything is checked before the first node is added, and a failure
  *   after that (out of memory) drops what was added: a call either adds the
- *   whole layer or leaves the plan as it was. Public add_* calls cannot
- *   promise that for a group of nodes, hence the two plan.h helpers.
+ *   whole layer or leaves the plan as it was (tpg_plan_checkpoint /
+ *   tpg_plan_rollback). Only the public API is used (layers/ sits above
+ *   graphbuild/), so views are checked here through tpg_plan_slot_info.
  * - ROW adds bias and residual once, in rank 0's GEMM epilogue, before the
  *   all-reduce (the reduction of the other ranks' plain partials then is the
  *   finished output), as tpg_plan_mlp does.
@@ -23,8 +24,41 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "graphbuild/plan.h"
 #include "lib/device.h"
+#include "lib/internal.h"
+
+/* A view of `need` elements of `dtype` in device memory, `align`-byte
+ * aligned; messages as the node builders word them, from `fn`. */
+static tpg_status check_view(const tpg_plan *p, const char *fn, const char *what, tpg_view v, size_t need,
+                             size_t align, tpg_dtype dtype) {
+  static const char *nm[] = {"f32", "f16", "bf16"};
+  tpg_slot_info si;
+  int nslots = 0;
+  if (tpg_plan_slot_info(p, v.slot, &si) != TPG_SUCCESS) {
+    tpg_plan_stats(p, NULL, &nslots, NULL);
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "%s.slot is %u: not a slot of this plan (expected 1..%d)", what,
+                   v.slot, nslots);
+  }
+  if (v.reserved_ != 0)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "%s.reserved_ is %u: expected 0 (a view is {slot, 0, offset})", what,
+                   v.reserved_);
+  const size_t es = tpg_dtype_size(si.dtype);
+  if (align > 1 && (v.offset * es) % align != 0)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                   "%s: offset %llu of slot \"%s\" is not %zu-byte aligned (expected a multiple of %zu elements)", what,
+                   (unsigned long long)v.offset, si.name, align, align / es);
+  if (v.offset > si.count || need > si.count - v.offset)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                   "%s: elements [%llu, %llu + %zu) fall outside slot \"%s\" (%zu elements)", what,
+                   (unsigned long long)v.offset, (unsigned long long)v.offset, need, si.name, si.count);
+  if (si.dtype != dtype)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "%s: slot \"%s\" holds %s: expected %s (dtype mismatch)", what,
+                   si.name, nm[si.dtype], nm[dtype]);
+  if (si.where == TPG_MEM_HOST)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "%s: slot \"%s\" is host memory: expected a device slot", what,
+                   si.name);
+  return TPG_SUCCESS;
+}
 
 static tpg_view at(tpg_view v, uint64_t off) {
   v.offset += off;
@@ -159,7 +193,10 @@ static tpg_status add_nodes(tpg_plan *p, const tpg_linear_desc *d, size_t F, con
 static tpg_status add_linear(tpg_plan *p, const tpg_linear_desc *d, const tpg_node *deps, int ndeps,
                              tpg_node *out) {
   const char *fn = "tpg_plan_add_linear";
-  TPG_TRY(tpg_plan_check(p, fn, "plan"));
+  if (!p) return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "plan is NULL: expected a tpg_plan");
+  tpg_plan_mark before;
+  if (tpg_plan_checkpoint(p, &before) != TPG_SUCCESS)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "plan is not a live tpg_plan (destroyed or corrupt handle)");
   size_t F;
   TPG_TRY(check_shape(d, fn, &F));
   const int col = d->kind == TPG_LINEAR_COLUMN, R = d->nranks;
@@ -169,21 +206,21 @@ static tpg_status add_linear(tpg_plan *p, const tpg_linear_desc *d, const tpg_no
   const size_t nx = T * (col ? in : F), nw = col ? (swiglu ? 2 : 1) * F * in : o * F;
   const size_t nb = col ? (swiglu ? 2 : 1) * F : o, ny = col && !d->gather ? T * F : T * o;
   const int need_work = col && d->gather && R > 1 && T > 1;
-  TPG_TRY(tpg_plan_check_view(p, fn, "desc->x", d->x, nx, 16, d->dtype));
-  TPG_TRY(tpg_plan_check_view(p, fn, "desc->w", d->w, nw, 16, d->dtype));
-  TPG_TRY(tpg_plan_check_view(p, fn, "desc->y", d->y, ny, 16, d->dtype));
+  TPG_TRY(check_view(p, fn, "desc->x", d->x, nx, 16, d->dtype));
+  TPG_TRY(check_view(p, fn, "desc->w", d->w, nw, 16, d->dtype));
+  TPG_TRY(check_view(p, fn, "desc->y", d->y, ny, 16, d->dtype));
   if (col && (d->activation == TPG_ACT_GELU || d->activation == TPG_ACT_SILU) && !d->bias.slot)
     return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
                    "desc->bias.slot is 0 with desc->activation %s: the GeLU and SiLU epilogues take a bias "
                    "(declare a zero bias slot if the model has none)",
                    d->activation == TPG_ACT_GELU ? "TPG_ACT_GELU" : "TPG_ACT_SILU");
-  if (d->bias.slot) TPG_TRY(tpg_plan_check_view(p, fn, "desc->bias", d->bias, nb, 16, d->dtype));
+  if (d->bias.slot) TPG_TRY(check_view(p, fn, "desc->bias", d->bias, nb, 16, d->dtype));
   if (col && d->residual.slot)
     return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
                    "desc->residual.slot is %u for a column-parallel layer: only TPG_LINEAR_ROW adds a residual "
                    "(expected 0)", d->residual.slot);
   if (d->residual.slot) {
-    TPG_TRY(tpg_plan_check_view(p, fn, "desc->residual", d->residual, T * o, 16, d->dtype));
+    TPG_TRY(check_view(p, fn, "desc->residual", d->residual, T * o, 16, d->dtype));
     if (!(d->residual.slot == d->y.slot && d->residual.offset == d->y.offset) &&
         !disjoint(d->residual, T * o, d->y, ny))
       return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
@@ -200,7 +237,7 @@ static tpg_status add_linear(tpg_plan *p, const tpg_linear_desc *d, const tpg_no
                      "desc->work.slot is 0: a gathered column-parallel layer over %d ranks with %zu tokens needs a "
                      "work view of tokens * out_features = %zu elements (the all-gather's rank-major buffer; a "
                      "TPG_MEM_SCRATCH slot is the natural choice)", R, T, T * o);
-    TPG_TRY(tpg_plan_check_view(p, fn, "desc->work", d->work, T * o, 16, d->dtype));
+    TPG_TRY(check_view(p, fn, "desc->work", d->work, T * o, 16, d->dtype));
     if (!disjoint(d->work, T * o, d->x, nx) || !disjoint(d->work, T * o, d->y, ny))
       return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
                      "desc->work overlaps desc->x or desc->y: expected its own range");
@@ -210,13 +247,14 @@ static tpg_status add_linear(tpg_plan *p, const tpg_linear_desc *d, const tpg_no
       return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "desc->name is %s: expected NULL or 1..100 characters",
                      d->name[0] ? "longer than 100 characters" : "empty");
 
-  const int before = p->nnodes;
   tpg_node last = 0;
   tpg_status st = add_nodes(p, d, F, deps, ndeps, &last);
   if (st != TPG_SUCCESS) {
-    tpg_plan_truncate(p, before);
-    tpg_err_rename(fn); /* the inner call's message, under this call's name */
-    return st;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", tpg_last_error());
+    tpg_plan_rollback(p, before);
+    const char *rest = strstr(msg, ": "); /* the inner call's message, under this call's name */
+    return tpg_err(st, fn, "%s", rest ? rest + 2 : msg);
   }
   *out = last;
   return TPG_SUCCESS;

@@ -1,0 +1,80 @@
+/* bind.c - checking a caller's buffer against the slot it is bound to:
+ * memory kind, device, alignment, and that the allocation covers the slot
+ * (the driver's pointer attributes). Create, rebind and update all use it. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdlib.h>
+
+#include "graphbuild/graph.h"
+
+tpg_status tpg_check_binding(const tpg_graph *g, const tpg_plan *p, tpg_slot slot, void *ptr, const char *fn,
+                             int index) {
+  if (slot == TPG_SLOT_NONE || slot > (tpg_slot)p->nslots)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "bindings[%d].slot is %u: not a slot of the plan (expected 1..%d)",
+                   index, slot, p->nslots);
+  const tpg_slot_rec *s = &p->slots[slot - 1];
+  if (s->where == TPG_MEM_SCRATCH)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                   "bindings[%d]: slot \"%s\" is scratch memory the graph owns: it cannot be bound", index, s->name);
+  if (!ptr) return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "bindings[%d].ptr is NULL for slot \"%s\"", index, s->name);
+  if ((uintptr_t)ptr % 16 != 0)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                   "bindings[%d].ptr %p for slot \"%s\" is misaligned: expected 16-byte alignment", index, ptr,
+                   s->name);
+  size_t bytes = s->count * tpg_dtype_size(s->dtype);
+  CUdeviceptr dp = (CUdeviceptr)(uintptr_t)ptr;
+  unsigned int memtype = 0;
+  CUresult r = tpg_cu->cuPointerGetAttribute(&memtype, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, dp);
+  if (r != CUDA_SUCCESS)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                   "bindings[%d].ptr %p for slot \"%s\" is not memory CUDA knows: expected %s", index, ptr, s->name,
+                   s->where == TPG_MEM_DEVICE ? "device memory (cuMemAlloc/cudaMalloc)"
+                                              : "page-locked host memory (cuMemHostAlloc/cuMemHostRegister)");
+  if (s->where == TPG_MEM_DEVICE) {
+    if (memtype != CU_MEMORYTYPE_DEVICE)
+      return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                     "bindings[%d].ptr %p for device slot \"%s\" is host memory: expected device memory", index, ptr,
+                     s->name);
+    int ord = -1;
+    if (tpg_cu->cuPointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, dp) == CUDA_SUCCESS &&
+        ord != g->dev.ordinal)
+      return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                     "bindings[%d].ptr %p for slot \"%s\" is memory of device %d: expected device %d", index, ptr,
+                     s->name, ord, g->dev.ordinal);
+  } else if (memtype != CU_MEMORYTYPE_HOST) {
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                   "bindings[%d].ptr %p for host slot \"%s\" is device memory: expected page-locked host memory",
+                   index, ptr, s->name);
+  }
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  if (tpg_cu->cuPointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, dp) == CUDA_SUCCESS &&
+      tpg_cu->cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, dp) == CUDA_SUCCESS && size > 0) {
+    size_t avail = (size_t)(base + size - dp);
+    if (avail < bytes)
+      return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                     "bindings[%d].ptr %p for slot \"%s\": the allocation has %zu bytes from there, the slot needs "
+                     "%zu",
+                     index, ptr, s->name, avail, bytes);
+  }
+  return TPG_SUCCESS;
+}
+
+
+tpg_status tpg_bindings_unique(const tpg_plan *p, const tpg_binding *b, int n, const char *fn, const char *what) {
+  /* A slot -> first binding map: linear in bindings + slots, where a pairwise
+   * scan was quadratic in the bindings (issue 16). Slots are checked valid
+   * before this is called. */
+  int *first = calloc((size_t)p->nslots + 1, sizeof *first);
+  if (!first) return tpg_err(TPG_ERROR_OUT_OF_MEMORY, fn, "out of host memory");
+  tpg_status st = TPG_SUCCESS;
+  for (int i = 0; i < n && st == TPG_SUCCESS; i++) {
+    tpg_slot s = b[i].slot;
+    if (first[s])
+      st = tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "%s[%d] binds slot \"%s\" again (first at [%d])", what, i,
+                   p->slots[s - 1].name, first[s] - 1);
+    else
+      first[s] = i + 1;
+  }
+  free(first);
+  return st;
+}

@@ -1,0 +1,94 @@
+/* collective_select.c - the all-reduce backend: which kernel serves an
+ * all-reduce node and with what launch shape, decided here only.
+ *
+ * AUTO's size limits: push one-shot up to push_max, two-shot up to
+ * twoshot_max, NCCL above. Push wins while a message is small enough that R
+ * copies of it cost less than a second NVLink crossing (measured: 1.3-1.9x
+ * NCCL up to 1 MiB, docs/performance.md); two-shot sends 2(R-1)/R of the
+ * message with no flag round trip; NCCL's ring reaches higher bandwidth on
+ * large messages.
+ * Push up to 2 MiB (where its staging allows: 4 MiB / ranks): in a layer,
+ * 8192/28672 at M=128 (a 2 MiB all-reduce after the row-parallel GEMM), the
+ * exposed all-reduce measured 18.4 us with push against 24.3 us with
+ * two-shot, although two-shot is faster alone (12.7-13.0 vs 14.3 us in
+ * allreduce_bench's lock-step chain): its two dependent NVLink phases each
+ * wait for the later rank, so the ranks' skew after a GEMM is paid twice.
+ * Two-shot grid 128 blocks: on 2 x H200 (allreduce_bench, 2026-11-29) 8.3 /
+ * 13.0 / 18.4 / 32.1 us at 1 / 2 / 4 / 8 MiB against 8.8 / 12.8 / 21.0 /
+ * 39.7 with 64 and 8.9 / 14.2 / 20.9 / 36.0 with 96: more SMs issuing NVLink
+ * stores pays from 4 MiB up and costs ~1% at 2 MiB.
+ * The peer buffers' capacities (staging per kernel) come from lib/peer.c,
+ * which sizes them.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "graphbuild/nodes/collective_select.h"
+
+#include <stdio.h>
+
+#include "lib/comm.h"
+
+tpg_status tpg_allreduce_select(tpg_comm *c, const tpg_allreduce_tuning *t, tpg_collective_algo algo, size_t bytes,
+                                size_t send_off, size_t recv_off, const char *label, tpg_allreduce_choice *out) {
+  out->k = TPG_PEER_PULL;
+  out->kernel = NULL;
+  out->grid = out->block = 0;
+  out->why[0] = '\0';
+  const char *why = NULL;
+  if (algo == TPG_ALGO_NCCL) return TPG_SUCCESS;
+  if (c->nranks < 2) why = "a single rank has nothing to reduce";
+  else {
+    TPG_TRY(tpg_peer_setup(c));
+    if (c->peer.state != 1) why = c->peer.why;
+    else if (send_off % 16 || recv_off % 16) why = "send or recv is not 16-byte aligned";
+  }
+  tpg_peer_kernel k = TPG_PEER_PULL;
+  if (!why) {
+    const size_t cap_push = tpg_peer_max_push(c), cap_pull = tpg_peer_max_pull(c), cap_two = tpg_peer_max_twoshot(c);
+    if (algo == TPG_ALGO_ONESHOT) {
+      /* Push for small messages: one NVLink crossing; pull above push_max,
+       * where moving R copies of the data costs more than the second one. */
+      if (bytes <= t->push_max && bytes <= cap_push) k = TPG_PEER_PUSH;
+      else if (bytes <= cap_pull) k = TPG_PEER_PULL;
+      else {
+        snprintf(out->why, sizeof out->why,
+                 "the message (%zu bytes) is larger than the one-shot staging buffer (%zu)", bytes, cap_pull);
+        why = out->why;
+      }
+    } else if (algo == TPG_ALGO_TWOSHOT) {
+      if (bytes <= cap_two) k = TPG_PEER_TWOSHOT;
+      else {
+        snprintf(out->why, sizeof out->why, "the message (%zu bytes) is larger than the two-shot areas allow (%zu)",
+                 bytes, cap_two);
+        why = out->why;
+      }
+    } else { /* AUTO */
+      if (bytes <= t->push_max && bytes <= cap_push) k = TPG_PEER_PUSH;
+      else if (bytes <= t->twoshot_max && bytes <= cap_two) k = TPG_PEER_TWOSHOT;
+      else why = "NCCL serves messages of this size best";
+    }
+  }
+  if (why) {
+    if (why != out->why) snprintf(out->why, sizeof out->why, "%s", why);
+    if (algo == TPG_ALGO_ONESHOT || algo == TPG_ALGO_TWOSHOT)
+      return TPG_ARG_FAIL("node %s: TPG_ALGO_%s cannot serve it: %s", label,
+                          algo == TPG_ALGO_ONESHOT ? "ONESHOT" : "TWOSHOT", why);
+    return TPG_SUCCESS;
+  }
+  static const char *const knames[] = {"tpg_allreduce_oneshot", "tpg_allreduce_lamport", "tpg_allreduce_twoshot"};
+  out->k = k;
+  out->kernel = knames[k];
+  /* Always the kernel's whole grid, empty blocks included: the kernels'
+   * epoch counters are per block index, and their argument that a peer
+   * cannot overwrite data still being read holds only if every block index
+   * advances once per all-reduce. With grids sized by the message, two
+   * all-reduces of different sizes on one comm put the same bytes under
+   * different block indices and a rank running one node ahead could
+   * overwrite what a slower peer had not read yet. The grid is fixed per
+   * kernel (two-shot has its own epoch counters, so its grid may differ from
+   * the one-shot kernels'); the two-shot grid is a tuning value that must be
+   * the same on every rank (the fingerprint compares it). */
+  out->grid = k == TPG_PEER_TWOSHOT ? t->twoshot_blocks : TPG_AR_ONESHOT_BLOCKS;
+  /* Two-shot: 512 threads, so a block keeps more remote stores and polls in flight. */
+  out->block = k == TPG_PEER_TWOSHOT ? 512 : 256;
+  return TPG_SUCCESS;
+}

@@ -1,0 +1,259 @@
+/* gemm.c - the GEMM node kind: y = epilogue(x * w^T), one kernel node.
+ *
+ * The kernel (and its launch shape, split, workspace) is chosen once per
+ * node by tpg_gemm_select_tma for this GPU: prepare picks it to size the
+ * workspace, fill picks it again (same inputs, same answer) and refuses a
+ * kernel that would need more workspace than prepare allocated. On Hopper
+ * the kernel reads x and w through tensor maps that hold their base
+ * addresses, so setting the pointers re-encodes the maps.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graphbuild/nodes/common.h"
+
+/* ---- plan time ---------------------------------------------------------- */
+
+static tpg_status check(const tpg_plan *p, const char *fn, const tpg_node_rec *rec) {
+  const tpg_gemm_desc *d = &rec->u.gemm;
+#define CHECK(cond, ...) \
+  do {                   \
+    if (!(cond)) return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, __VA_ARGS__); \
+  } while (0)
+  CHECK(d->dtype == TPG_BF16 || d->dtype == TPG_F16, "desc->dtype is %d: expected TPG_BF16 or TPG_F16", (int)d->dtype);
+  CHECK(d->epilogue >= 0 && d->epilogue < TPG_EPILOGUE_COUNT, "desc->epilogue is %d: expected 0..%d",
+        (int)d->epilogue, TPG_EPILOGUE_COUNT - 1);
+  CHECK(d->m >= 1, "desc->m is %d: expected >= 1", d->m);
+  CHECK(d->sm_reserve >= 0 && d->sm_reserve <= 256, "desc->sm_reserve is %d: expected 0..256 SMs", d->sm_reserve);
+  CHECK(d->n >= 8 && d->n % 8 == 0, "desc->n is %d: expected a positive multiple of 8 (16-byte rows)", d->n);
+  CHECK(d->k >= 8 && d->k % 8 == 0, "desc->k is %d: expected a positive multiple of 8 (16-byte rows)", d->k);
+  size_t m = (size_t)d->m, n = (size_t)d->n, k = (size_t)d->k;
+  int swiglu = d->epilogue == TPG_EPILOGUE_SWIGLU;
+  size_t wrows = swiglu ? 2 * n : n;
+  TPG_TRY(tpg_plan_check_view(p, fn, "desc->x", d->x, m * k, 16, d->dtype));
+  TPG_TRY(tpg_plan_check_view(p, fn, "desc->w", d->w, wrows * k, 16, d->dtype));
+  TPG_TRY(tpg_plan_check_view(p, fn, "desc->y", d->y, m * n, 16,
+                              d->epilogue == TPG_EPILOGUE_F32_PARTIAL ? TPG_F32 : d->dtype));
+  int bias_needed = d->epilogue == TPG_EPILOGUE_BIAS || d->epilogue == TPG_EPILOGUE_BIAS_GELU ||
+                    d->epilogue == TPG_EPILOGUE_BIAS_SILU;
+  int bias_allowed = bias_needed || swiglu || d->epilogue == TPG_EPILOGUE_RESIDUAL;
+  if (bias_needed) CHECK(d->bias.slot != TPG_SLOT_NONE, "desc->bias.slot is 0: epilogue %d needs a bias slot",
+                         (int)d->epilogue);
+  if (!bias_allowed)
+    CHECK(d->bias.slot == TPG_SLOT_NONE, "desc->bias.slot is %u: epilogue %d takes no bias (expected 0)", d->bias.slot,
+          (int)d->epilogue);
+  if (d->bias.slot != TPG_SLOT_NONE)
+    TPG_TRY(tpg_plan_check_view(p, fn, "desc->bias", d->bias, swiglu ? 2 * n : n, 16, d->dtype));
+  if (d->epilogue == TPG_EPILOGUE_RESIDUAL) {
+    CHECK(d->residual.slot != TPG_SLOT_NONE, "desc->residual.slot is 0: TPG_EPILOGUE_RESIDUAL needs one");
+    TPG_TRY(tpg_plan_check_view(p, fn, "desc->residual", d->residual, m * n, 16, d->dtype));
+  } else {
+    CHECK(d->residual.slot == TPG_SLOT_NONE,
+          "desc->residual.slot is %u: only TPG_EPILOGUE_RESIDUAL reads a residual (expected 0)", d->residual.slot);
+  }
+  if (d->x.slot == d->y.slot)
+    CHECK(d->x.offset + m * k <= d->y.offset || d->y.offset + m * n <= d->x.offset,
+          "desc->y overlaps desc->x in slot %u: a GEMM cannot run in place", d->x.slot);
+  /* y is written tile by tile while w and bias are still read by other
+   * tiles: no overlap. The residual is read element by element where y is
+   * written: the same view (in place) or disjoint. */
+  CHECK(!tpg_views_overlap(d->y, m * n, d->w, wrows * k),
+        "desc->y overlaps desc->w in slot %u: expected disjoint ranges", d->y.slot);
+  CHECK(!tpg_views_overlap(d->y, m * n, d->bias, swiglu ? 2 * n : n),
+        "desc->y overlaps desc->bias in slot %u: expected disjoint ranges", d->y.slot);
+  CHECK(!tpg_views_overlap(d->y, m * n, d->residual, m * n) ||
+            (d->y.slot == d->residual.slot && d->y.offset == d->residual.offset),
+        "desc->residual overlaps desc->y in slot %u without being the same range: expected exactly y (in place) "
+        "or disjoint ranges", d->y.slot);
+#undef CHECK
+  return TPG_SUCCESS;
+}
+
+static int views(const tpg_node_rec *n, tpg_view_use *v) {
+  const tpg_gemm_desc *d = &n->u.gemm;
+  size_t m = (size_t)d->m, nn = (size_t)d->n, k = (size_t)d->k;
+  int swiglu = d->epilogue == TPG_EPILOGUE_SWIGLU;
+  int c = 0;
+  v[c++] = (tpg_view_use){d->x, m * k, 0};
+  v[c++] = (tpg_view_use){d->w, (swiglu ? 2 * nn : nn) * k, 0};
+  v[c++] = (tpg_view_use){d->y, m * nn, 1};
+  if (d->bias.slot) v[c++] = (tpg_view_use){d->bias, swiglu ? 2 * nn : nn, 0};
+  if (d->residual.slot) v[c++] = (tpg_view_use){d->residual, m * nn, 0};
+  return c;
+}
+
+static void dot(tpg_sbuf *s, const tpg_plan *p, const tpg_node_rec *n) {
+  static const char *epi[] = {"", "+bias", "+bias,gelu", "+bias,silu", "swiglu", "+residual", "f32 partial"};
+  tpg_sb_printf(s, "\\n%dx%dx%d %s", n->u.gemm.m, n->u.gemm.n, n->u.gemm.k, epi[n->u.gemm.epilogue]);
+  tpg_sb_view(s, p, "x", n->u.gemm.x);
+  tpg_sb_view(s, p, "w", n->u.gemm.w);
+  tpg_sb_view(s, p, "y", n->u.gemm.y);
+}
+
+/* ---- kernel choice ------------------------------------------------------ */
+
+/* SMs a GEMM node may use: the GPU's less its sm_reserve (at least half). */
+static int gemm_sms(const tpg_graph *g, const tpg_gemm_desc *d) {
+  int n = g->dev.sm_count - d->sm_reserve;
+  return n >= g->dev.sm_count / 2 ? n : g->dev.sm_count / 2; /* never starve the GEMM itself */
+}
+
+/* The GEMM kernel for a node on this GPU; fails naming the node. */
+static tpg_status pick(const tpg_nctx *c, tpg_kernel_launch *l, tpg_tma_encode *xe, tpg_tma_encode *we) {
+  const tpg_gemm_desc *d = &c->n->u.gemm;
+  int kdt = d->dtype == TPG_F16 ? TPG_KDT_F16 : TPG_KDT_BF16;
+  char why[256] = {0};
+  if (tpg_gemm_select_tma(d->m, d->n, d->k, kdt, (int)d->epilogue, c->g->dev.sm_arch, gemm_sms(c->g, d), d->k, d->k,
+                          c->g->tune.streamk, l, xe, we, why, sizeof why) != 0)
+    return TPG_ARG_FAIL("node %s: no GEMM kernel for this shape: %s", tpg_nctx_label(c), why);
+  return TPG_SUCCESS;
+}
+
+/* Workspaces are sized once, here: kernels leave their counters zeroed, so a
+ * single memset at creation serves every launch. */
+static tpg_status prepare(const tpg_nctx *c) {
+  tpg_kernel_launch l;
+  tpg_tma_encode xe, we;
+  TPG_TRY(pick(c, &l, &xe, &we));
+  if (l.workspace_bytes == 0 || c->gn->res.workspace_bytes >= l.workspace_bytes) return TPG_SUCCESS;
+  size_t bytes = (l.workspace_bytes + 255) & ~(size_t)255;
+  CUdeviceptr ws = 0;
+  TPG_CU(cuMemAlloc(&ws, bytes));
+  CUresult r = tpg_cu->cuMemsetD32Async(ws, 0, bytes / 4, c->g->cap_stream);
+  if (r != CUDA_SUCCESS) {
+    tpg_cu->cuMemFree(ws);
+    return tpg_cu_fail(r, __func__, "cuMemsetD32Async(GEMM workspace)");
+  }
+  if (c->gn->res.workspace) tpg_cu->cuMemFree(c->gn->res.workspace);
+  c->gn->res.workspace = ws;
+  c->gn->res.workspace_bytes = bytes;
+  return TPG_SUCCESS;
+}
+
+/* ---- parameters --------------------------------------------------------- */
+
+/* The GEMM args inside a node's parameter block (after the maps for TMA). */
+static tpg_gemm_args *gemm_args(tpg_gnode *gn) { return gn->tma ? &gn->args.gemm_tma.a : &gn->args.gemm; }
+
+/* Encodes a tensor map for the TMA GEMM kernels from the selector's recipe. */
+static tpg_status encode_map(tpg_tmap *map, const tpg_tma_encode *e, int kdt, const void *base) {
+  cuuint64_t dims[4] = {0, 0, 0, 0}, strides[3] = {0, 0, 0};
+  cuuint32_t box[4] = {0, 0, 0, 0}, es[4] = {1, 1, 1, 1};
+  for (int i = 0; i < e->rank; i++) {
+    dims[i] = e->dims[i];
+    box[i] = e->box[i];
+    if (i < 3) strides[i] = e->strides[i];
+  }
+  TPG_CU(cuTensorMapEncodeTiled((CUtensorMap *)map,
+                                kdt == TPG_KDT_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                                (cuuint32_t)e->rank, (void *)base, dims, strides, box, es,
+                                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  return TPG_SUCCESS;
+}
+
+/* The one writer of the node's pointer fields (fill and patch). */
+static tpg_status set_ptrs(const tpg_nctx *c) {
+  const tpg_gemm_desc *d = &c->n->u.gemm;
+  tpg_gnode *gn = c->gn;
+  tpg_gemm_args *a = gemm_args(gn);
+  a->x = TPG_VPTR(c, d->x);
+  a->w = TPG_VPTR(c, d->w);
+  a->y = TPG_VPTR(c, d->y);
+  a->bias = TPG_VPTR(c, d->bias);
+  a->residual = TPG_VPTR(c, d->residual);
+  a->workspace = (void *)(uintptr_t)gn->res.workspace;
+  if (!gn->tma) return TPG_SUCCESS;
+  /* the maps hold x's and w's base addresses */
+  TPG_TRY(encode_map(&gn->args.gemm_tma.tx, &gn->xe, a->dtype, a->x));
+  return encode_map(&gn->args.gemm_tma.tw, &gn->we, a->dtype, a->w);
+}
+
+static tpg_status fill(const tpg_nctx *c) {
+  const tpg_gemm_desc *d = &c->n->u.gemm;
+  tpg_gnode *gn = c->gn;
+  tpg_kernel_launch l;
+  memset(&gn->args, 0, sizeof gn->args);
+  TPG_TRY(pick(c, &l, &gn->xe, &gn->we));
+  gn->tma = gn->xe.rank > 0;
+  if (l.workspace_bytes > gn->res.workspace_bytes)
+    return TPG_ARG_FAIL("node %s: needs %zu bytes of workspace, the graph allocated %zu at creation (a shape "
+                        "change needs a new graph)",
+                        tpg_nctx_label(c), l.workspace_bytes, gn->res.workspace_bytes);
+  CUfunction f;
+  TPG_TRY(tpg_kernel_function(l.kernel, l.smem_bytes, &f));
+  tpg_gemm_args *a = gemm_args(gn);
+  a->m = d->m;
+  a->n = d->n;
+  a->k = d->k;
+  a->ldx = d->k;
+  a->ldw = d->k;
+  a->ldy = d->n;
+  a->ldr = d->n;
+  a->dtype = d->dtype == TPG_F16 ? TPG_KDT_F16 : TPG_KDT_BF16;
+  a->epilogue = (int32_t)d->epilogue;
+  a->split_k = l.split_k;
+  gn->kernel = l.kernel;
+  memset(&gn->kp, 0, sizeof gn->kp);
+  gn->kp.func = f;
+  gn->kp.gridDimX = l.grid[0];
+  gn->kp.gridDimY = l.grid[1];
+  gn->kp.gridDimZ = l.grid[2];
+  gn->kp.blockDimX = l.block[0];
+  gn->kp.blockDimY = l.block[1];
+  gn->kp.blockDimZ = l.block[2];
+  gn->kp.sharedMemBytes = l.smem_bytes;
+  tpg_kernel_params(&gn->kp, gn->kparams, &gn->args);
+  return set_ptrs(c);
+}
+
+static tpg_status add(const tpg_nctx *c, CUgraph graph, const tpg_deps *deps) {
+  /* A decode GEMV behind a programmatic edge may prefetch W (materialize.c). */
+  if (deps->nprog) gemm_args(c->gn)->pdl_prefetch = deps->pdl_prefetch;
+  return tpg_add_kernel_node(c, graph, deps, &c->gn->kp, "cuGraphAddKernelNode");
+}
+
+static tpg_status run_eager(const tpg_nctx *c, CUstream stream) { return tpg_launch_params(&c->gn->kp, stream); }
+
+static tpg_status patch(const tpg_nctx *c) {
+  TPG_TRY(set_ptrs(c));
+  if (c->g->mode == TPG_MODE_EAGER) return TPG_SUCCESS; /* the next launch reads the patched copy */
+  TPG_CU(cuGraphExecKernelNodeSetParams(c->g->exec, c->gn->cu[0], &c->gn->kp));
+  return TPG_SUCCESS;
+}
+
+static unsigned pdl(const tpg_gnode *gn) {
+  (void)gn;
+  return TPG_PDL_PRIMARY | TPG_PDL_SECONDARY;
+}
+
+static void count(const tpg_gnode *gn, tpg_graph_info *info) {
+  (void)gn;
+  info->nodes++;
+  info->kernel_nodes++;
+}
+
+static void release(tpg_graph *g, tpg_gnode *gn) {
+  (void)g;
+  if (gn->res.workspace) tpg_cu->cuMemFree(gn->res.workspace);
+  gn->res.workspace = 0;
+  gn->res.workspace_bytes = 0;
+}
+
+const tpg_kind_ops tpg_kind_gemm = {
+    .name = "gemm",
+    .dot_shape = "box",
+    .check = check,
+    .views = views,
+    .dot = dot,
+    .prepare = prepare,
+    .fill = fill,
+    .add = add,
+    .run_eager = run_eager,
+    .patch = patch,
+    .pdl = pdl,
+    .count = count,
+    .release = release,
+};

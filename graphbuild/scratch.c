@@ -1,0 +1,50 @@
+/* scratch.c - device memory a graph owns for its scratch slots: cuMemAlloc,
+ * or ncclMemAlloc + an NCCL symmetric window for a slot a collective uses
+ * when the graph has TPG_GRAPH_NCCL_SYMMETRIC (collective calls: every rank
+ * creates the same plan's graph in the same order). Creation allocates;
+ * a whole-graph update allocates what grew (never a window) and frees the
+ * old after the last launch; destroy frees. */
+#define _POSIX_C_SOURCE 200809L
+#include "graphbuild/graph.h"
+
+tpg_status tpg_scratch_alloc(tpg_graph *g, const tpg_plan *p, int q, size_t bytes, int sym, tpg_scratch *out) {
+  out->ptr = NULL;
+  out->bytes = 0;
+  out->how = 0;
+  out->win = NULL;
+  if (sym) {
+    bytes = (bytes + 4095) & ~(size_t)4095;
+    void *ptr = NULL;
+    ncclResult_t r = ncclMemAlloc(&ptr, bytes);
+    if (r != ncclSuccess || !ptr)
+      return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "ncclMemAlloc(%zu bytes) for scratch slot \"%s\" failed: %s", bytes,
+                      p->slots[q].name, ncclGetErrorString(r));
+    out->ptr = ptr;
+    out->bytes = bytes;
+    out->how = 2;
+    r = ncclCommWindowRegister(g->comm->nccl, ptr, bytes, &out->win, NCCL_WIN_COLL_SYMMETRIC);
+    return tpg_nccl_settle(g->comm, r, __func__, "ncclCommWindowRegister (symmetric)");
+  }
+  bytes = (bytes + 255) & ~(size_t)255;
+  CUdeviceptr d;
+  TPG_CU(cuMemAlloc(&d, bytes));
+  out->ptr = (void *)(uintptr_t)d;
+  out->bytes = bytes;
+  out->how = 1;
+  return TPG_SUCCESS;
+}
+
+void tpg_scratch_free(tpg_graph *g, tpg_scratch *s) {
+  /* Deregistering is collective: skipped on an aborted comm (a peer may be
+   * gone); NCCL frees the window with the comm. */
+  if (s->win && g->comm && g->comm->nccl && !g->comm->aborted) {
+    ncclResult_t r = ncclCommWindowDeregister(g->comm->nccl, s->win);
+    tpg_nccl_settle(g->comm, r, "tpg_graph_destroy", "ncclCommWindowDeregister");
+  }
+  if (s->how == 1 && s->ptr) tpg_cu->cuMemFree((CUdeviceptr)(uintptr_t)s->ptr);
+  if (s->how == 2 && s->ptr) ncclMemFree(s->ptr);
+  s->ptr = NULL;
+  s->bytes = 0;
+  s->how = 0;
+  s->win = NULL;
+}

@@ -1,0 +1,74 @@
+/* tuning.c - a graph's tuning values: tpg_graph_config's fields, each
+ * overridden by its TPG_* environment variable, resolved once at creation.
+ *
+ * The environment stays for A/B runs and benchmarks, but is parsed
+ * strictly: a value that is not a plain decimal number in range is an error
+ * naming the variable, not a silent clamp (a typo would otherwise run other
+ * kernels than asked). Defaults live beside what uses them (the all-reduce
+ * limits in nodes/collective_select.h).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdlib.h>
+
+#include "graphbuild/graph.h"
+
+/* $name as a decimal in [lo, hi] into *out; *out unchanged when unset or empty. */
+static tpg_status env_num(const char *name, unsigned long long lo, unsigned long long hi, unsigned long long *out,
+                          const char *fn) {
+  const char *env = getenv(name);
+  if (!env || !env[0]) return TPG_SUCCESS;
+  char *end = NULL;
+  errno = 0;
+  unsigned long long v = strtoull(env, &end, 10);
+  if (env[0] < '0' || env[0] > '9' || errno != 0 || !end || *end != '\0' || v < lo || v > hi)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "environment variable %s is \"%s\": expected a decimal number in "
+                   "%llu..%llu (unset it for the default)", name, env, lo, hi);
+  *out = v;
+  return TPG_SUCCESS;
+}
+
+/* A config field: 0 is the default, else within [lo, hi]. */
+static tpg_status field(const char *name, unsigned long long v, unsigned long long lo, unsigned long long hi,
+                        unsigned long long dflt, unsigned long long *out, const char *fn) {
+  if (v != 0 && (v < lo || v > hi))
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "cfg->%s is %llu: expected 0 (the default) or %llu..%llu", name, v,
+                   lo, hi);
+  *out = v ? v : dflt;
+  return TPG_SUCCESS;
+}
+
+tpg_status tpg_tuning_resolve(const tpg_graph_config *cfg, tpg_tuning *t, const char *fn) {
+  const unsigned long long big = (unsigned long long)1 << 40;
+  unsigned long long v;
+  TPG_TRY(field("allreduce_push_max", cfg->allreduce_push_max, 1, big, TPG_PUSH_MAX_DEFAULT, &v, fn));
+  TPG_TRY(env_num("TPG_ONESHOT_PUSH_MAX", 0, big, &v, fn));
+  t->ar.push_max = (size_t)v;
+  TPG_TRY(field("allreduce_twoshot_max", cfg->allreduce_twoshot_max, 1, big, TPG_TWOSHOT_MAX_DEFAULT, &v, fn));
+  TPG_TRY(env_num("TPG_TWOSHOT_MAX", 0, big, &v, fn));
+  t->ar.twoshot_max = (size_t)v;
+  if (cfg->allreduce_twoshot_blocks < 0)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "cfg->allreduce_twoshot_blocks is %d: expected 0 (the default) or "
+                   "1..%d", cfg->allreduce_twoshot_blocks, TPG_AR_MAX_BLOCKS);
+  TPG_TRY(field("allreduce_twoshot_blocks", (unsigned long long)cfg->allreduce_twoshot_blocks, 1, TPG_AR_MAX_BLOCKS,
+                TPG_TWOSHOT_BLOCKS_DEFAULT, &v, fn));
+  TPG_TRY(env_num("TPG_TWOSHOT_BLOCKS", 1, TPG_AR_MAX_BLOCKS, &v, fn));
+  t->ar.twoshot_blocks = (unsigned)v;
+  /* Stream-K: the config's TPG_STREAMK_* and the environment's 0/1/2 as the
+   * selector's streamk (0 never, 1 where its rule says it pays, 2 always). */
+  if (cfg->gemm_streamk != TPG_STREAMK_AUTO && cfg->gemm_streamk != TPG_STREAMK_OFF &&
+      cfg->gemm_streamk != TPG_STREAMK_ALWAYS)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "cfg->gemm_streamk is %d: expected TPG_STREAMK_AUTO, "
+                   "TPG_STREAMK_OFF or TPG_STREAMK_ALWAYS", cfg->gemm_streamk);
+  v = cfg->gemm_streamk == TPG_STREAMK_OFF ? 0 : cfg->gemm_streamk == TPG_STREAMK_ALWAYS ? 2 : 1;
+  TPG_TRY(env_num("TPG_GEMM_STREAMK", 0, 2, &v, fn));
+  t->streamk = (int)v;
+  const unsigned long long mib = (unsigned long long)1 << 20;
+  if (cfg->pdl_prefetch < 0 || (unsigned long long)cfg->pdl_prefetch > mib)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "cfg->pdl_prefetch is %d: expected 0..%llu bytes",
+                   cfg->pdl_prefetch, mib);
+  v = (unsigned long long)cfg->pdl_prefetch;
+  TPG_TRY(env_num("TPG_PDL_PREFETCH", 0, mib, &v, fn));
+  t->pdl_prefetch = (int32_t)(v & ~15ull);
+  return TPG_SUCCESS;
+}

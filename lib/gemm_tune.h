@@ -1,0 +1,107 @@
+/* gemm_tune.h - choose a GEMM kernel configuration by timing candidates on
+ * the device, once per distinct GEMM, with a process cache and an optional
+ * cache file; the deterministic heuristic (tpg_gemm_select_tma) when off.
+ *
+ * Why: the heuristic was tuned on five (K, N) pairs and loses up to 1.7x on
+ * other model shapes (issue 14). Timing a dozen candidates takes a few ms per
+ * distinct GEMM; a model has tens of them, so the first graph pays well under
+ * a second and later graphs (and, with a file, later processes) pay a lookup.
+ *
+ * The timing itself is a function the caller passes (tpg_gemm_time_fn): the
+ * graph builder passes tpg_gemm_dev_time (gemm_tune_device.c, driver API),
+ * tests pass a fake. This file never touches the device.
+ *
+ * Cache file (text, one writer at a time through `<path>.lock` + flock, each
+ * write to a temporary file renamed over the old one, so a reader never sees a
+ * half-written file; a file that fails validation is ignored with a warning on
+ * stderr and rewritten by the next store):
+ *   tpgraph-gemm-tune 1
+ *   <m> <n> <k> <dtype> <epilogue> <sm_count> <arch> <variant> <us>   (one per GEMM)
+ *   end <entries>
+ */
+#ifndef TPG_GEMM_TUNE_H
+#define TPG_GEMM_TUNE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/gemm_select.h"
+#include "lib/tpgraph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A distinct GEMM: Y[m,n] = epi(X[m,k] W[n,k]^T) on a device with sm_count
+ * SMs of architecture `arch` (10*major+minor). dtype TPG_KDT_F16/BF16,
+ * epilogue TPG_EPI_*. Leading dimensions are not part of it (they do not
+ * change which kernel is fastest; they are passed to the pick). */
+typedef struct tpg_gemm_key {
+  int32_t m, n, k, dtype, epilogue, sm_count, arch;
+} tpg_gemm_key;
+
+/* Times one candidate: fills *us (median or mean per launch, microseconds)
+ * and returns 0, or nonzero when it could not run (the candidate is skipped).
+ * `launch`, `x_map`, `w_map` are what tpg_gemm_select_variant returned. */
+typedef int (*tpg_gemm_time_fn)(void *ctx, const tpg_gemm_key *key, const tpg_gemm_variant *v,
+                                const tpg_kernel_launch *launch, const tpg_tma_encode *x_map,
+                                const tpg_tma_encode *w_map, double *us);
+
+enum { TPG_GEMM_TUNE_OFF = 0, TPG_GEMM_TUNE_ON = 1 };
+
+typedef struct tpg_gemm_tune_cfg {
+  int mode;                 /* TPG_GEMM_TUNE_OFF: the heuristic, nothing timed  */
+  int streamk;              /* the heuristic's stream-K setting (TPG_GEMM_STREAMK:
+                               0 never, 1 cost model, 2 always)               */
+  const char *cache_path;   /* borrowed; NULL: the process cache only         */
+  double budget_us;         /* wall time one key may spend timing; the heuristic
+                               is always timed, candidates while time is left */
+  double min_gain;          /* a candidate replaces the heuristic only if at
+                               least this much faster (0.03: 3%, run noise)   */
+  tpg_gemm_time_fn time_fn; /* required when mode is ON                       */
+  void *time_ctx;
+} tpg_gemm_tune_cfg;
+#define TPG_GEMM_TUNE_CFG_INIT {TPG_GEMM_TUNE_OFF, 1, NULL, 50000.0, 0.03, NULL, NULL}
+
+/* What a pick did, for tpg_graph_info and logs. */
+typedef struct tpg_gemm_tune_info {
+  int source;            /* TPG_GEMM_TUNE_FROM_*                            */
+  int timed;             /* candidates timed by this call                   */
+  double best_us;        /* the chosen variant's time (0 for the heuristic) */
+  double heuristic_us;   /* the heuristic's time when timed now, else 0     */
+  double tune_us;        /* wall time this call spent timing                */
+  char variant[32];      /* chosen variant's name                           */
+} tpg_gemm_tune_info;
+enum {
+  TPG_GEMM_TUNE_FROM_HEURISTIC = 0, /* tuning off, or nothing could be timed */
+  TPG_GEMM_TUNE_FROM_PROCESS = 1,   /* process cache hit                     */
+  TPG_GEMM_TUNE_FROM_FILE = 2,      /* loaded from the cache file            */
+  TPG_GEMM_TUNE_FROM_TIMING = 3     /* timed by this call                    */
+};
+
+/* Pick the kernel for key: the launch and, for TMA kernels, the two map
+ * descriptions (as tpg_gemm_select_tma; ldx/ldw as there). info may be NULL.
+ * Thread-safe. Errors: TPG_ERROR_INVALID_ARGUMENT naming the argument (NULL
+ * pointers, a shape tpg_gemm_select refuses, tuning on without time_fn).
+ * A failing cache file never fails the call. */
+tpg_status tpg_gemm_tune_pick(const tpg_gemm_tune_cfg *cfg, const tpg_gemm_key *key, int ldx, int ldw,
+                              tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map,
+                              tpg_gemm_tune_info *info);
+
+/* Forget the process cache (tests; a device change). */
+void tpg_gemm_tune_reset(void);
+
+/* Cache file primitives (used by the pick, exposed for tests and tools).
+ * load: merges the file's entries into the process cache; returns the number
+ * merged, or -1 if the file was absent (0 entries) or invalid (warned). */
+int tpg_gemm_tune_load(const char *path);
+/* store: merges the process cache into the file under the lock (entries in
+ * the file that this process does not have are kept); 0 on success. */
+int tpg_gemm_tune_store(const char *path);
+/* Process-cache lookup: 0 and *v when present. */
+int tpg_gemm_tune_lookup(const tpg_gemm_key *key, tpg_gemm_variant *v, double *us);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,176 @@
+/* gemm_tune_device.c - the tuner's timing function on a real device (driver
+ * API through tpg_cu): tpg_gemm_dev_time is a tpg_gemm_time_fn.
+ *
+ * Decisions:
+ *  - Its own operand buffers (grown to the largest GEMM timed, kept for the
+ *    timer's life), filled with small non-zero bf16/f16 patterns: all-zero
+ *    operands would draw less power and time faster than real weights.
+ *  - Each timed launch follows a 128 MiB memset (more than the 50-60 MB L2),
+ *    so a candidate is timed with cold weights, as a layer meets them in a
+ *    model; its own event pair; the median of `reps`.
+ *  - Stream-K workspaces are zeroed before each candidate (graph.c zeroes a
+ *    fresh one once; the kernels keep the counters zero).
+ * The caller makes the device's context current and owns the stream.
+ */
+#include "lib/gemm_tune_device.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/tpg_kargs.h"
+#include "kernels/tpg_tma_args.h"
+#include "lib/device.h"
+
+#define FLUSH_BYTES ((size_t)128 << 20)
+#define MAX_REPS 32
+
+struct tpg_gemm_dev_timer {
+  CUstream stream;
+  int reps;
+  CUevent ev[2 * MAX_REPS];
+  CUdeviceptr x, w, y, bias, res, ws, flush;
+  size_t x_b, w_b, y_b, bias_b, res_b, ws_b;
+};
+
+static void free_buf(CUdeviceptr *p, size_t *bytes) {
+  if (*p) tpg_cu->cuMemFree(*p);
+  *p = 0;
+  *bytes = 0;
+}
+/* Grow *p to at least `bytes` (16-byte multiple), filled with the 32-bit pattern. */
+static tpg_status grow(CUdeviceptr *p, size_t *have, size_t bytes, unsigned pattern, CUstream s) {
+  bytes = (bytes + 15) & ~(size_t)15;
+  if (bytes <= *have) return TPG_SUCCESS;
+  free_buf(p, have);
+  TPG_CU(cuMemAlloc(p, bytes));
+  *have = bytes;
+  TPG_CU(cuMemsetD32Async(*p, pattern, bytes / 4, s));
+  return TPG_SUCCESS;
+}
+
+void tpg_gemm_dev_timer_destroy(tpg_gemm_dev_timer *t) {
+  int i;
+  size_t fb = FLUSH_BYTES;
+  if (!t) return;
+  if (t->stream) tpg_cu->cuStreamSynchronize(t->stream);
+  for (i = 0; i < 2 * MAX_REPS; ++i)
+    if (t->ev[i]) tpg_cu->cuEventDestroy(t->ev[i]);
+  free_buf(&t->x, &t->x_b);
+  free_buf(&t->w, &t->w_b);
+  free_buf(&t->y, &t->y_b);
+  free_buf(&t->bias, &t->bias_b);
+  free_buf(&t->res, &t->res_b);
+  free_buf(&t->ws, &t->ws_b);
+  free_buf(&t->flush, &fb);
+  free(t);
+}
+
+tpg_status tpg_gemm_dev_timer_create(CUstream stream, int reps, tpg_gemm_dev_timer **out) {
+  tpg_gemm_dev_timer *t;
+  tpg_status st = TPG_SUCCESS;
+  int i;
+  TPG_CHECK_ARG(out != NULL, "out is NULL");
+  *out = NULL;
+  TPG_CHECK_ARG(reps >= 1 && reps <= MAX_REPS, "reps=%d: must be 1..%d", reps, MAX_REPS);
+  TPG_TRY(tpg_cu_load());
+  t = (tpg_gemm_dev_timer *)calloc(1, sizeof *t);
+  if (!t) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "timer: out of host memory");
+  t->stream = stream;
+  t->reps = reps;
+  for (i = 0; i < 2 * reps; ++i) TPG_CUGOTO(cuEventCreate(&t->ev[i], CU_EVENT_DEFAULT), st, fail);
+  TPG_CUGOTO(cuMemAlloc(&t->flush, FLUSH_BYTES), st, fail);
+  *out = t;
+  return TPG_SUCCESS;
+fail:
+  tpg_gemm_dev_timer_destroy(t);
+  return st;
+}
+
+static int cmp_float(const void *a, const void *b) {
+  const float x = *(const float *)a, y = *(const float *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The tensor map from the selector's description, on our own buffer. */
+static tpg_status encode(const tpg_tma_encode *e, CUdeviceptr base, int dtype, tpg_tmap *map) {
+  cuuint32_t es[4] = {1, 1, 1, 1};
+  TPG_CU(cuTensorMapEncodeTiled((CUtensorMap *)map,
+                                dtype == TPG_KDT_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                                (cuuint32_t)e->rank, (void *)base, (const cuuint64_t *)e->dims,
+                                (const cuuint64_t *)e->strides, (const cuuint32_t *)e->box, es,
+                                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  return TPG_SUCCESS;
+}
+
+static tpg_status time_one(tpg_gemm_dev_timer *t, const tpg_gemm_key *key, const tpg_kernel_launch *L,
+                           const tpg_tma_encode *xm, const tpg_tma_encode *wm, double *us) {
+  const int bf16 = key->dtype == TPG_KDT_BF16, swiglu = key->epilogue == TPG_EPI_SWIGLU;
+  /* TMA maps carry the caller's leading dimensions (bytes per row): honour them */
+  const size_t ldx = xm->rank ? xm->strides[0] / 2 : (size_t)key->k;
+  const size_t ldw = wm->rank ? wm->strides[0] / 2 : (size_t)key->k;
+  const size_t nw = (size_t)key->n * (swiglu ? 2 : 1);
+  /* two bf16/f16 values per word: x ~0.5/0.25, w ~0.01/-0.01 (sums stay finite in f16) */
+  const unsigned xp = bf16 ? 0x3F003E80u : 0x38003400u, wp = bf16 ? 0x3C24BC24u : 0x211FA11Fu;
+  tpg_gemm_tma_args p;
+  void *params[1];
+  CUfunction f;
+  float ms[MAX_REPS];
+  int i;
+  TPG_TRY(grow(&t->x, &t->x_b, (size_t)key->m * ldx * 2, xp, t->stream));
+  TPG_TRY(grow(&t->w, &t->w_b, nw * ldw * 2, wp, t->stream));
+  TPG_TRY(grow(&t->y, &t->y_b, (size_t)key->m * key->n * 4, 0, t->stream));
+  TPG_TRY(grow(&t->bias, &t->bias_b, 2 * (size_t)key->n * 2, xp, t->stream));
+  TPG_TRY(grow(&t->res, &t->res_b, (size_t)key->m * key->n * 2, xp, t->stream));
+  if (L->workspace_bytes) {
+    TPG_TRY(grow(&t->ws, &t->ws_b, L->workspace_bytes, 0, t->stream));
+    TPG_CU(cuMemsetD32Async(t->ws, 0, t->ws_b / 4, t->stream));
+  }
+  memset(&p, 0, sizeof p);
+  p.a.x = (const void *)t->x;
+  p.a.w = (const void *)t->w;
+  p.a.y = (void *)t->y;
+  p.a.bias = key->epilogue == TPG_EPI_NONE || key->epilogue == TPG_EPI_F32_PARTIAL ? NULL : (const void *)t->bias;
+  p.a.residual = key->epilogue == TPG_EPI_RESIDUAL ? (const void *)t->res : NULL;
+  p.a.workspace = L->workspace_bytes ? (void *)t->ws : NULL;
+  p.a.m = key->m;
+  p.a.n = key->n;
+  p.a.k = key->k;
+  p.a.ldx = (int32_t)ldx;
+  p.a.ldw = (int32_t)ldw;
+  p.a.ldy = key->n;
+  p.a.ldr = key->n;
+  p.a.dtype = key->dtype;
+  p.a.epilogue = key->epilogue;
+  p.a.split_k = L->split_k;
+  if (xm->rank) {
+    TPG_TRY(encode(xm, t->x, key->dtype, &p.tx));
+    TPG_TRY(encode(wm, t->w, key->dtype, &p.tw));
+    params[0] = &p;
+  } else {
+    params[0] = &p.a;
+  }
+  TPG_TRY(tpg_kernel_function(L->kernel, L->smem_bytes, &f));
+  /* warm-up: module load, first-touch */
+  TPG_CU(cuLaunchKernel(f, L->grid[0], L->grid[1], L->grid[2], L->block[0], L->block[1], L->block[2], L->smem_bytes,
+                        t->stream, params, NULL));
+  for (i = 0; i < t->reps; ++i) {
+    TPG_CU(cuMemsetD32Async(t->flush, (unsigned)i, FLUSH_BYTES / 4, t->stream));
+    TPG_CU(cuEventRecord(t->ev[2 * i], t->stream));
+    TPG_CU(cuLaunchKernel(f, L->grid[0], L->grid[1], L->grid[2], L->block[0], L->block[1], L->block[2],
+                          L->smem_bytes, t->stream, params, NULL));
+    TPG_CU(cuEventRecord(t->ev[2 * i + 1], t->stream));
+  }
+  TPG_CU(cuEventSynchronize(t->ev[2 * t->reps - 1]));
+  for (i = 0; i < t->reps; ++i) TPG_CU(cuEventElapsedTime(&ms[i], t->ev[2 * i], t->ev[2 * i + 1]));
+  qsort(ms, (size_t)t->reps, sizeof ms[0], cmp_float);
+  *us = (t->reps % 2 ? ms[t->reps / 2] : 0.5f * (ms[t->reps / 2 - 1] + ms[t->reps / 2])) * 1e3;
+  return TPG_SUCCESS;
+}
+
+int tpg_gemm_dev_time(void *ctx, const tpg_gemm_key *key, const tpg_gemm_variant *v, const tpg_kernel_launch *launch,
+                      const tpg_tma_encode *x_map, const tpg_tma_encode *w_map, double *us) {
+  (void)v;
+  if (!ctx || !key || !launch || !x_map || !w_map || !us) return 1;
+  return time_one((tpg_gemm_dev_timer *)ctx, key, launch, x_map, w_map, us) != TPG_SUCCESS;
+}

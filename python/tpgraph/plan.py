@@ -1,0 +1,155 @@
+"""Plans: the CPU-side description of a graph (no CUDA calls). A thin layer
+over tpg_plan_*: every method is one C call, slots are ints (tpg_slot), nodes
+are ints (tpg_node), and anything the library refuses raises with its message.
+Views are a slot id, a slot name, or (slot, offset-in-elements)."""
+import ctypes
+
+from . import _native as _n
+from . import types as _t
+from .errors import check
+
+
+class Plan:
+    """tpg_plan. Use as a context manager or call close(); a graph copies the
+    plan, so it may be closed once its graphs are created."""
+
+    def __init__(self, _handle=None):
+        self._h = ctypes.c_void_p(_handle)
+        if _handle is None:
+            check(_n.fn.plan_create(ctypes.byref(self._h)), "tpg_plan_create")
+
+    @classmethod
+    def mlp(cls, kind="gelu", layers=1, tokens=1, hidden=0, ffn=0, rank=0, nranks=1, dtype="bf16", bias=True,
+            collectives=True, overlap="auto", chunks=0, sm_reserve=0, allreduce="auto"):
+        """tpg_plan_mlp: one rank's part of a tensor-parallel MLP stack. Slots
+        are found by name ("x", "y", "l0.w1", ...)."""
+        d = mlp_desc(kind, layers, tokens, hidden, ffn, rank, nranks, dtype, bias, collectives, overlap, chunks,
+                     sm_reserve, allreduce)
+        h = ctypes.c_void_p()
+        check(_n.fn.plan_mlp(ctypes.byref(d), ctypes.byref(h)), "tpg_plan_mlp")
+        return cls(h.value)
+
+    @property
+    def handle(self):
+        if not self._h.value:
+            raise ValueError("plan: used after close()")
+        return self._h
+
+    def close(self):
+        if self._h.value:
+            _n.fn.plan_destroy(self._h)
+            self._h = ctypes.c_void_p()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: the library may be gone
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ---- slots ------------------------------------------------------------------
+    def add_slot(self, name, dtype, count, memory="device"):
+        out = ctypes.c_uint32()
+        check(_n.fn.plan_add_slot(self.handle, name.encode(), _t.dtype(dtype), _t.memory(memory), count,
+                                  ctypes.byref(out)), "tpg_plan_add_slot")
+        return out.value
+
+    def slot(self, name):
+        out = ctypes.c_uint32()
+        check(_n.fn.plan_find_slot(self.handle, name.encode(), ctypes.byref(out)), "tpg_plan_find_slot")
+        return out.value
+
+    def _v(self, v):
+        return _t.view(v, self.slot)
+
+    def _add(self, name, call, *args, deps=None):
+        arr, n = _t.deps(deps)
+        out = ctypes.c_uint64()
+        check(call(self.handle, *args, arr, n, ctypes.byref(out)), name)
+        return out.value
+
+    # ---- nodes --------------------------------------------------------------------
+    def add_gemm(self, m, n, k, x, w, y, dtype="bf16", epilogue="none", bias=None, residual=None, sm_reserve=0,
+                 deps=None):
+        """y[m, n] = epilogue(x[m, k] w[n, k]^T)."""
+        d = _n.GemmDesc(ctypes.sizeof(_n.GemmDesc), m, n, k, _t.dtype(dtype),
+                        _t.enum(_t.EPILOGUE, epilogue, "epilogue"), self._v(x), self._v(w), self._v(y),
+                        self._v(bias), self._v(residual), sm_reserve)
+        return self._add("tpg_plan_add_gemm", _n.fn.plan_add_gemm, ctypes.byref(d), deps=deps)
+
+    def add_axpby(self, y, x, count, alpha=1.0, beta=1.0, deps=None):
+        return self._add("tpg_plan_add_axpby", _n.fn.plan_add_axpby, self._v(y), self._v(x), count, alpha, beta,
+                         deps=deps)
+
+    def add_memset(self, dst, value, count, deps=None):
+        return self._add("tpg_plan_add_memset", _n.fn.plan_add_memset, self._v(dst), value, count, deps=deps)
+
+    def add_memcpy(self, dst, src, count, deps=None):
+        return self._add("tpg_plan_add_memcpy", _n.fn.plan_add_memcpy, self._v(dst), self._v(src), count,
+                         deps=deps)
+
+    def add_empty(self, deps=None):
+        return self._add("tpg_plan_add_empty", _n.fn.plan_add_empty, deps=deps)
+
+    def add_collective(self, kind, send, recv, count, algo="auto", hidden=0, bias=None, residual=None,
+                       residual_out=None, norm_weight=None, norm_eps=1e-6, deps=None):
+        """kind: "all_reduce", "all_gather", "reduce_scatter" (or the int)."""
+        kinds = {"all_reduce": _t.ALL_REDUCE, "all_gather": _t.ALL_GATHER, "reduce_scatter": _t.REDUCE_SCATTER}
+        d = _n.CollectiveDesc(ctypes.sizeof(_n.CollectiveDesc), _t.enum(kinds, kind, "kind"), self._v(send),
+                              self._v(recv), count, _t.enum(_t.ALGO, algo, "algo"), hidden, self._v(bias),
+                              self._v(residual), self._v(residual_out), self._v(norm_weight), norm_eps)
+        return self._add("tpg_plan_add_collective", _n.fn.plan_add_collective, ctypes.byref(d), deps=deps)
+
+    def add_linear(self, kind, x, w, y, tokens, in_features, out_features, rank=0, nranks=1, dtype="bf16",
+                   bias=None, residual=None, activation="none", gather=False, work=None, algo="auto", name=None,
+                   deps=None):
+        """One rank's part of a tensor-parallel linear (tpg_plan_add_linear):
+        kind "column" (W split by output rows) or "row" (by input columns,
+        then an all-reduce). Returns the layer's last node."""
+        d = _n.LinearDesc(ctypes.sizeof(_n.LinearDesc), _t.enum(_t.LINEAR, kind, "kind"), rank, nranks, tokens,
+                          in_features, out_features, _t.dtype(dtype), int(bool(gather)),
+                          _t.enum(_t.ACTIVATION, activation, "activation"), _t.enum(_t.ALGO, algo, "algo"),
+                          name.encode() if name else None, self._v(x), self._v(w), self._v(bias),
+                          self._v(residual), self._v(y), self._v(work))
+        return self._add("tpg_plan_add_linear", _n.fn.plan_add_linear, ctypes.byref(d), deps=deps)
+
+    def add_concat_cols(self, dst, src, blocks, rows, cols, deps=None):
+        return self._add("tpg_plan_add_concat_cols", _n.fn.plan_add_concat_cols, self._v(dst), self._v(src),
+                         blocks, rows, cols, deps=deps)
+
+    def add_dependency(self, before, after):
+        check(_n.fn.plan_add_dependency(self.handle, before, after), "tpg_plan_add_dependency")
+
+    def set_node_name(self, node, name):
+        check(_n.fn.plan_set_node_name(self.handle, node, name.encode()), "tpg_plan_set_node_name")
+
+    # ---- whole plan -----------------------------------------------------------------
+    def validate(self):
+        check(_n.fn.plan_validate(self.handle), "tpg_plan_validate")
+
+    def stats(self):
+        """{"nodes", "slots", "collectives"}"""
+        a, b, c = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+        check(_n.fn.plan_stats(self.handle, ctypes.byref(a), ctypes.byref(b), ctypes.byref(c)), "tpg_plan_stats")
+        return {"nodes": a.value, "slots": b.value, "collectives": c.value}
+
+    def dot(self):
+        """The plan as Graphviz DOT text."""
+        need = ctypes.c_size_t()
+        check(_n.fn.plan_dot(self.handle, None, 0, ctypes.byref(need)), "tpg_plan_dot")
+        buf = ctypes.create_string_buffer(need.value)
+        check(_n.fn.plan_dot(self.handle, buf, need.value, ctypes.byref(need)), "tpg_plan_dot")
+        return buf.value.decode()
+
+
+def mlp_desc(kind="gelu", layers=1, tokens=1, hidden=0, ffn=0, rank=0, nranks=1, dtype="bf16", bias=True,
+             collectives=True, overlap="auto", chunks=0, sm_reserve=0, allreduce="auto"):
+    return _n.MlpDesc(ctypes.sizeof(_n.MlpDesc), _t.enum(_t.MLP, kind, "kind"), layers, tokens, hidden, ffn, rank,
+                      nranks, _t.dtype(dtype), int(bool(bias)), int(bool(collectives)),
+                      _t.enum(_t.OVERLAP, overlap, "overlap"), chunks, sm_reserve,
+                      _t.enum(_t.ALGO, allreduce, "allreduce"))
