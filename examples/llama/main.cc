@@ -293,10 +293,11 @@ int print_graph_info(const Step &s) {
     std::printf("llama: tpg_graph_info_get: %s\n", tpg_last_error());
     return 0;
   }
-  std::printf("llama: CUDA graph: %d nodes (%d kernel, %d child graph, %d memcpy), %d programmatic edges, "
-              "workspace %.1f MiB, materialize %.0f us, instantiate %.0f us\n",
-              gi.nodes, gi.kernel_nodes, gi.child_nodes, gi.memcpy_nodes, gi.programmatic_edges,
-              gi.workspace_bytes / 1048576.0, gi.materialize_us, gi.instantiate_us);
+  std::printf("llama: CUDA graph: %d nodes (%d tpgraph kernels, %d engine kernels, %d NCCL child graphs, %d "
+              "captured, %d memcpy), %d programmatic edges, workspace %.1f MiB, materialize %.0f us, instantiate "
+              "%.0f us\n",
+              gi.nodes, gi.kernel_nodes, gi.user_kernel_nodes, gi.child_nodes, gi.captured_nodes, gi.memcpy_nodes,
+              gi.programmatic_edges, gi.workspace_bytes / 1048576.0, gi.materialize_us, gi.instantiate_us);
   return 0;
 }
 
