@@ -750,7 +750,7 @@ typedef struct tpg_graph_config {
                                 0 /* gemm_tune: off */, NULL /* gemm_tune_cache */, 0 /* budget: 2 s */ }
 
 /* tpg_graph_config.gemm_streamk */
-#define TPG_STREAMK_AUTO 0   /* stream-K where whole tiles would fill at most a third of the SMs */
+#define TPG_STREAMK_AUTO 0   /* stream-K where the selector's cost model says it pays (docs/kernels.md) */
 #define TPG_STREAMK_OFF 1    /* never                                                             */
 #define TPG_STREAMK_ALWAYS 2 /* always on the Hopper TMA path (only the last wave is split)       */
 

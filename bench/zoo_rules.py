@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""zoo_rules.py - the GEMM selector's rule, derived from a gemm_bench zoo run.
+
+Usage: python3 bench/zoo_rules.py ZOO.json [--tree]
+
+ZOO.json: `gemm_bench --zoo --cand --json` output (every shape of the model
+zoo with ours, cuBLASLt, and every forced candidate's time). Prints, per M
+and overall, the geometric mean of time / cuBLAS for
+  heuristic  what the selector of that run picked (the "kernel" column),
+  rule       rule() below, i.e. what lib/gemm_select.c picks now (it must
+             stay a transcription of this function),
+  best       the fastest candidate of each shape (what tuning could reach),
+and the shapes where the rule loses most to the best candidate.
+--tree re-derives the thresholds: a depth-2 tree per M on (W rows, K) that
+minimizes the summed log(time / best), printed for reading; rule() is that
+tree with the thresholds rounded and simplified by hand.
+"""
+import collections
+import json
+import math
+import sys
+
+
+# Cost model for m > 16 (relative units): a tile's k-step costs
+# bm * bn * EFF[(bm, bn)]; whole tiles pay ceil(tiles / SMS) waves of K;
+# stream-K pays its exact share of all k-steps plus a fix-up of SK_FIX * bm * bn
+# and, when the tiles alone would not fill the SMs, SK_K of a tile's K again.
+# m <= 64 is weight streaming (64-row tiles only), m > 64 compute: two tables.
+# Fitted on the zoo by coordinate descent over the values listed in --fit.
+SMS = 132
+EFF_SMALL = {(64, 256): 0.6, (64, 128): 0.6, (64, 64): 0.8}
+EFF_LARGE = {(128, 256): 1.0, (128, 128): 1.2, (128, 64): 1.4, (64, 256): 1.3, (64, 128): 1.5}
+SK_FIX = {"small": 20.0, "large": 40.0}
+SK_K = {"small": 0.05, "large": 0.1}
+
+
+def cdiv(a, b):
+    return -(-a // b)
+
+
+def tiles_of(m, w, bm, bn):
+    return cdiv(m, bm) * cdiv(w, bn)
+
+
+def cost(m, w, k, bm, bn, sk, eff, fix, kk):
+    tiles = tiles_of(m, w, bm, bn)
+    kb = cdiv(k, 64)
+    e = eff[(bm, bn)]
+    if sk:
+        return tiles * kb / SMS * bm * bn * e + fix * bm * bn + (kk * kb * bm * bn * e if tiles < SMS else 0)
+    return cdiv(tiles, SMS) * kb * bm * bn * e
+
+
+def rule(m, n, k, epi, sms=SMS):
+    """The candidate the selector picks on sm_90: a variant name. n: output
+    columns; W has 2n rows with swiglu (gate and up)."""
+    w = 2 * n if epi == "swiglu" else n  # W rows: what the tiles cover
+    # the GEMV's grid (16 W rows per CTA at m <= 8, 32 above); below an
+    # eighth of the SMs (never in the zoo) its stream-K twin
+    gemv = "gemv_sk" if 8 * cdiv(w, 16 if m <= 8 else 32) < sms else "gemv"
+    if m <= 8:
+        return gemv
+    if m <= 16:
+        if k > 8192:
+            return "tma_m64_n128_sk"
+        return "tma_m64_n128" if w > 8192 else gemv
+    size = "small" if m <= 64 else "large"
+    eff = EFF_SMALL if m <= 64 else EFF_LARGE
+    best = None
+    for (bm, bn) in eff:  # table order breaks ties: the first listed wins
+        if bm == 64 and m > 256:
+            continue
+        for sk in (0, 1):
+            c = cost(m, w, k, bm, bn, sk, eff, SK_FIX[size], SK_K[size])
+            if best is None or c < best[0]:
+                best = (c, "tma_m%d_n%d%s" % (bm, bn, "_sk" if sk else ""))
+    return best[1]
+
+
+def cand_time(row, name):
+    c = {x["kernel"]: x["us"] for x in row["cand"]}
+    if name in c:
+        return c[name]
+    # a stream-K twin is only listed where the last wave is partial; else it
+    # is the whole-tile kernel
+    if name.endswith("_sk") and name[:-3] in c:
+        return c[name[:-3]]
+    return None
+
+
+def gmean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def tree(rows, depth):
+    """Depth-limited tree on (w, k) minimizing summed log(time / best)."""
+    names = sorted({x["kernel"] for r in rows for x in r["cand"]})
+    names = [c for c in names if all(cand_time(r, c) for r in rows)]
+
+    def leaf(rs):
+        return min((sum(math.log(cand_time(r, c) / r["_best"]) for r in rs), c) for c in names)
+
+    def grow(rs, d):
+        loss, c = leaf(rs)
+        best = (loss, c)
+        if d == 0:
+            return best
+        for f in ("_w", "K"):
+            vals = sorted({r[f] for r in rs})
+            for th in vals[1:]:
+                a = [r for r in rs if r[f] < th]
+                b = [r for r in rs if r[f] >= th]
+                if len(a) < 6 or len(b) < 6:
+                    continue
+                ta, tb = grow(a, d - 1), grow(b, d - 1)
+                if ta[0] + tb[0] < best[0] - 0.5:
+                    best = (ta[0] + tb[0], "if %s < %d: (%s) else (%s)" % (f.strip("_"), th, ta[1], tb[1]))
+        return best
+
+    return grow(rows, depth)
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    zoo = json.load(open(sys.argv[1]))
+    rows = zoo["rows"]
+    by_m = collections.defaultdict(list)
+    for r in rows:
+        r["_best"] = min(x["us"] for x in r["cand"]) if r["cand"] else r["us"]
+        r["_w"] = 2 * r["N"] if r["epi"] == "swiglu" else r["N"]
+        t = cand_time(r, rule(r["M"], r["N"], r["K"], r["epi"]))
+        if t is None:
+            sys.exit("rule picks %s for M=%d N=%d K=%d: not a timed candidate" %
+                     (rule(r["M"], r["N"], r["K"], r["epi"]), r["M"], r["N"], r["K"]))
+        r["_rule"] = t
+        by_m[r["M"]].append(r)
+    print("device %s, %d SMs, %d shapes" % (zoo.get("device"), zoo.get("sms", 0), len(rows)))
+    print("%6s %6s %10s %8s %8s" % ("M", "shapes", "heuristic", "rule", "best"))
+    for m in sorted(by_m):
+        rs = by_m[m]
+        print("%6d %6d %10.3f %8.3f %8.3f" % (m, len(rs), gmean([r["us"] / r["cublas_us"] for r in rs]),
+                                             gmean([r["_rule"] / r["cublas_us"] for r in rs]),
+                                             gmean([r["_best"] / r["cublas_us"] for r in rs])))
+        if "--tree" in sys.argv:
+            print("        tree:", tree(rs, 2)[1])
+    print("%6s %6d %10.3f %8.3f %8.3f" % ("all", len(rows), gmean([r["us"] / r["cublas_us"] for r in rows]),
+                                         gmean([r["_rule"] / r["cublas_us"] for r in rows]),
+                                         gmean([r["_best"] / r["cublas_us"] for r in rows])))
+    print("shapes > 1.05x cuBLAS: heuristic %d, rule %d, best %d" % (
+        sum(r["us"] > 1.05 * r["cublas_us"] for r in rows), sum(r["_rule"] > 1.05 * r["cublas_us"] for r in rows),
+        sum(r["_best"] > 1.05 * r["cublas_us"] for r in rows)))
+    print("rule vs best, worst 10:")
+    for r in sorted(rows, key=lambda r: -r["_rule"] / r["_best"])[:10]:
+        print("  M=%d N=%d K=%d %s: %s %.1f us, best %.1f us (%.2fx)" % (
+            r["M"], r["N"], r["K"], r["epi"], rule(r["M"], r["N"], r["K"], r["epi"]), r["_rule"], r["_best"],
+            r["_rule"] / r["_best"]))
+
+
+if __name__ == "__main__":
+    main()
