@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """zoo_rules.py - the GEMM selector's rule, derived from a gemm_bench zoo run.
 
-Usage: python3 bench/zoo_rules.py ZOO.json [--tree]
+Usage: python3 bench/zoo_rules.py ZOO.json [--tree] [--fit] [--summary]
 
 ZOO.json: `gemm_bench --zoo --cand --json` output (every shape of the model
 zoo with ours, cuBLASLt, and every forced candidate's time). Prints, per M
@@ -11,6 +11,7 @@ and overall, the geometric mean of time / cuBLAS for
              stay a transcription of this function),
   best       the fastest candidate of each shape (what tuning could reach),
 and the shapes where the rule loses most to the best candidate.
+--summary prints the Markdown tables of docs/performance.md instead.
 --tree prints, per M, a depth-2 tree on (W rows, K) minimizing the summed
 log(time / best): the M <= 16 thresholds of rule() are its M = 16 tree,
 rounded. --fit re-runs the coordinate descent that set the cost model's
@@ -171,6 +172,63 @@ def fit(rows):
         SK_FIX[size], SK_K[size] = keep[1], keep[2]
 
 
+def summary(rows):
+    """Markdown tables for docs/performance.md: per model x TP, per role x M
+    range (measured selector | rule | best candidate), and the worst shapes."""
+    groups = collections.defaultdict(list)
+    for r in rows:
+        for u in r["users"].split():
+            model, tp, role = u.split("/")
+            groups[("mt", model, tp)].append(r)
+            groups[("role", role, mrange(r["M"]))].append(r)
+
+    def g3(rs):
+        return "%.3f | %.3f | %.3f" % (gmean([r["us"] / r["cublas_us"] for r in rs]),
+                                       gmean([r["_rule"] / r["cublas_us"] for r in rs]),
+                                       gmean([r["_best"] / r["cublas_us"] for r in rs]))
+
+    models = sorted({k[1] for k in groups if k[0] == "mt"})
+    tps = sorted({k[2] for k in groups if k[0] == "mt"}, key=lambda t: int(t[2:]))
+    print("| model | " + " | ".join(tps) + " |")
+    print("|---|" + "---|" * len(tps))
+    for m in models:
+        cells = []
+        for tp in tps:
+            rs = groups.get(("mt", m, tp))
+            cells.append("%.2f / %.2f" % (gmean([r["us"] / r["cublas_us"] for r in rs]),
+                                          gmean([r["_rule"] / r["cublas_us"] for r in rs])) if rs else "-")
+        print("| %s | %s |" % (m, " | ".join(cells)))
+    print()
+    print("| role | M | shapes | measured | rule | best |")
+    print("|---|---|---:|---:|---:|---:|")
+    for role in ("qkv", "o", "gate_up", "up", "down"):
+        for mr in MRANGES:
+            rs = groups.get(("role", role, mr))
+            if rs:
+                print("| %s | %s | %d | %s |" % (role, mr, len(rs), g3(rs)))
+    print()
+    print("| M | shapes | measured | rule | best | rule > 1.05x |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for mr in MRANGES:
+        rs = [r for r in rows if mrange(r["M"]) == mr]
+        print("| %s | %d | %s | %d |" % (mr, len(rs), g3(rs), sum(r["_rule"] > 1.05 * r["cublas_us"] for r in rs)))
+    print()
+    print("| M | N | K | epi | rule picks | us | cuBLAS us | rule/cuBLAS | best candidate |")
+    print("|---:|---:|---:|---|---|---:|---:|---:|---|")
+    for r in sorted(rows, key=lambda r: -r["_rule"] / r["cublas_us"])[:12]:
+        b = min(r["cand"], key=lambda x: x["us"])
+        print("| %d | %d | %d | %s | %s | %.1f | %.1f | %.2f | %s %.1f |" % (
+            r["M"], r["N"], r["K"], r["epi"], rule(r["M"], r["N"], r["K"], r["epi"]), r["_rule"], r["cublas_us"],
+            r["_rule"] / r["cublas_us"], b["kernel"], b["us"]))
+
+
+MRANGES = ("1-8", "16", "32-64", "128-512", "1024-8192")
+
+
+def mrange(m):
+    return "1-8" if m <= 8 else "16" if m <= 16 else "32-64" if m <= 64 else "128-512" if m <= 512 else "1024-8192"
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
@@ -203,6 +261,9 @@ def main():
     print("shapes > 1.05x cuBLAS: heuristic %d, rule %d, best %d" % (
         sum(r["us"] > 1.05 * r["cublas_us"] for r in rows), sum(r["_rule"] > 1.05 * r["cublas_us"] for r in rows),
         sum(r["_best"] > 1.05 * r["cublas_us"] for r in rows)))
+    if "--summary" in sys.argv:
+        summary(rows)
+        return
     print("rule vs best, worst 10:")
     for r in sorted(rows, key=lambda r: -r["_rule"] / r["_best"])[:10]:
         print("  M=%d N=%d K=%d %s: %s %.1f us, best %.1f us (%.2fx)" % (
