@@ -405,7 +405,7 @@ int tpg_gemm_select_variant(int m, int n, int k, int dtype, int epilogue, int sm
  *   m <= 16: both decode GEMVs, 64-row TMA tiles at BN 128 / 64 (weight
  *            streaming through TMA), each whole-tile or stream-K;
  *   m <= 64: the GEMV, 64-row TMA tiles at BN 256 / 128 / 64, and 128-row
- *            BN 128 (today's choice);
+ *            BN 128;
  *   m > 64:  128-row tiles at BN 256 / 128 / 64, and 64-row tiles at BN 256
  *            / 128 while m <= 256;
  * each TMA tile size also with stream-K when its tiles leave the last wave
