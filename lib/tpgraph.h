@@ -721,7 +721,8 @@ typedef struct tpg_graph_config {
   int pdl_prefetch;             /* with TPG_GRAPH_PDL: W bytes per row a decode GEMV
                                    prefetches into L2 before its wait, 0..1 MiB (default
                                    0: measured a loss); $TPG_PDL_PREFETCH            */
-  /* GEMM tuning (added after 0.3: an older, smaller config reads these as 0).
+  /* GEMM tuning (appended after pdl_prefetch: a config from a header without
+   * them is smaller, accepted, and reads these as 0).
    * Off by default: the deterministic selector (derived from the model zoo,
    * docs/kernels.md) is within a few percent of the best candidate per shape
    * on H200, picks the same kernels on every rank, and costs nothing at
@@ -732,7 +733,8 @@ typedef struct tpg_graph_config {
    * creation stays fast on a warm cache. Update and rebind never re-time
    * (rebind keeps each kernel; update takes cached choices, else the
    * selector's). Ranks time independently and may pick different kernels
-   * (same math, other rounding); share one cache file to make them agree. */
+   * (same math, other rounding); a cache file filled beforehand (by one
+   * process, e.g. bench/gemm_tune_bench) makes them agree. */
   int gemm_tune;                /* TPG_TUNE_DEFAULT (0: off), TPG_TUNE_OFF, TPG_TUNE_ON;
                                    $TPG_GEMM_TUNE (0 off, 1 on)                       */
   const char *gemm_tune_cache;  /* borrowed during create: a cache file shared between

@@ -88,7 +88,7 @@ int main(void) {
   cfg = base();
   cfg.gemm_tune_cache = "";
   CHECK_ST(create(&cfg), TPG_ERROR_INVALID_ARGUMENT, "cfg->gemm_tune_cache");
-  /* the 0.3 size (through pdl_prefetch) is accepted: the tuning fields beyond it are never read */
+  /* the size before the GEMM tuning fields (through pdl_prefetch) is accepted: they are never read */
   cfg = base();
   cfg.size = offsetof(tpg_graph_config, pdl_prefetch) + sizeof(int);
   cfg.gemm_tune = 99;
