@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """zoo_rules.py - the GEMM selector's rule, derived from a gemm_bench zoo run.
 
-Usage: python3 bench/zoo_rules.py ZOO.json [--tree] [--fit] [--summary]
+Usage: python3 bench/zoo_rules.py ZOO.json [--tree] [--fit] [--cv] [--summary]
 
 ZOO.json: `gemm_bench --zoo --cand --json` output (every shape of the model
 zoo with ours, cuBLASLt, and every forced candidate's time). Prints, per M
@@ -11,6 +11,7 @@ and overall, the geometric mean of time / cuBLAS for
              stay a transcription of this function),
   best       the fastest candidate of each shape (what tuning could reach),
 and the shapes where the rule loses most to the best candidate.
+--cv refits leaving out each model's own shapes and judges the rule on them.
 --summary prints the Markdown tables of docs/performance.md instead.
 --tree prints, per M, a depth-2 tree on (W rows, K) minimizing the summed
 log(time / best): the M <= 16 thresholds of rule() are its M = 16 tree,
@@ -139,9 +140,10 @@ def tree(rows, depth):
     return grow(rows, depth)
 
 
-def fit(rows):
-    """Coordinate descent of the cost model's constants per size class."""
-    global EFF_SMALL, EFF_LARGE
+def fit(rows, quiet=False):
+    """Coordinate descent of the cost model's constants per size class;
+    returns {size: (eff, fix, kk)} and leaves the module's constants as they were."""
+    found = {}
     for size, eff_name, sel in (("small", "EFF_SMALL", lambda m: 16 < m <= 64),
                                 ("large", "EFF_LARGE", lambda m: m > 64)):
         rs = [r for r in rows if sel(r["M"])]
@@ -167,9 +169,41 @@ def fit(rows):
                     sc = score(e2, f2, k2)
                     if sc < best:
                         best, eff, fix, kk = sc, e2, f2, k2
-        print("fit %s (%d shapes): geomean %.3f, eff %s, fix %g, kk %g" % (size, len(rs), best, eff, fix, kk))
+        if not quiet:
+            print("fit %s (%d shapes): geomean %.3f, eff %s, fix %g, kk %g" % (size, len(rs), best, eff, fix, kk))
+        found[size] = (eff, fix, kk)
         globals()[eff_name] = keep[0]
         SK_FIX[size], SK_K[size] = keep[1], keep[2]
+    return found
+
+
+def cross_validate(rows):
+    """Leave one model out: refit without the shapes only that model uses,
+    judge the refitted rule on them (does the fit carry to other models?)."""
+    global EFF_SMALL, EFF_LARGE
+    models = sorted({u.split("/")[0] for r in rows for u in r["users"].split()})
+    for model in models:
+        own = [r for r in rows if all(u.split("/")[0] == model for u in r["users"].split())]
+        if not own:
+            print("%-22s no shapes of its own" % model)
+            continue
+        rest = [r for r in rows if not any(u.split("/")[0] == model for u in r["users"].split())]
+
+        def score():
+            return gmean([cand_time(r, rule(r["M"], r["N"], r["K"], r["epi"])) / r["cublas_us"] for r in own])
+
+        base = score()
+        found = fit(rest, quiet=True)
+        keep = (EFF_SMALL, EFF_LARGE, dict(SK_FIX), dict(SK_K))
+        EFF_SMALL, EFF_LARGE = found["small"][0], found["large"][0]
+        for size in found:
+            SK_FIX[size], SK_K[size] = found[size][1], found[size][2]
+        held = score()
+        EFF_SMALL, EFF_LARGE = keep[0], keep[1]
+        SK_FIX.update(keep[2])
+        SK_K.update(keep[3])
+        print("%-22s %4d own shapes: rule %.3f, refit without them %.3f, best %.3f" % (
+            model, len(own), base, held, gmean([r["_best"] / r["cublas_us"] for r in own])))
 
 
 def summary(rows):
@@ -246,6 +280,8 @@ def main():
         by_m[r["M"]].append(r)
     if "--fit" in sys.argv:
         fit(rows)
+    if "--cv" in sys.argv:
+        cross_validate(rows)
     print("device %s, %d SMs, %d shapes" % (zoo.get("device"), zoo.get("sms", 0), len(rows)))
     print("%6s %6s %10s %8s %8s" % ("M", "shapes", "heuristic", "rule", "best"))
     for m in sorted(by_m):
