@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """zoo_rules.py - the GEMM selector's rule, derived from a gemm_bench zoo run.
 
-Usage: python3 bench/zoo_rules.py ZOO.json [--tree] [--fit] [--cv] [--summary]
+Usage: python3 bench/zoo_rules.py ZOO.json [--tree] [--fit] [--cv] [--summary | --picks]
 
 ZOO.json: `gemm_bench --zoo --cand --json` output (every shape of the model
 zoo with ours, cuBLASLt, and every forced candidate's time). Prints, per M
@@ -12,7 +12,8 @@ and overall, the geometric mean of time / cuBLAS for
   best       the fastest candidate of each shape (what tuning could reach),
 and the shapes where the rule loses most to the best candidate.
 --cv refits leaving out each model's own shapes and judges the rule on them.
---summary prints the Markdown tables of docs/performance.md instead.
+--picks prints tests/cpu/gemm_rule_picks.txt (the rule's pick per shape, for
+gemm_rule_test). --summary prints the Markdown tables of docs/performance.md instead.
 --tree prints, per M, a depth-2 tree on (W rows, K) minimizing the summed
 log(time / best): the M <= 16 thresholds of rule() are its M = 16 tree,
 rounded. --fit re-runs the coordinate descent that set the cost model's
@@ -263,11 +264,30 @@ def mrange(m):
     return "1-8" if m <= 8 else "16" if m <= 16 else "32-64" if m <= 64 else "128-512" if m <= 512 else "1024-8192"
 
 
+EPI_CODES = {"none": 0, "bias": 1, "bias_gelu": 2, "bias_silu": 3, "swiglu": 4, "residual": 5}  # TPG_EPI_*
+
+
+def picks(rows):
+    """`m n k epilogue variant` for the zoo's shapes and a grid around them:
+    tests/cpu/gemm_rule_picks.txt, which gemm_rule_test checks lib/gemm_select.c
+    against (so the C transcription cannot drift from rule())."""
+    shapes = sorted({(r["M"], r["N"], r["K"], r["epi"]) for r in rows})
+    shapes += [(m, n, k, e) for m in (1, 3, 9, 12, 16, 17, 24, 40, 48, 64, 65, 100, 128, 200, 256, 257, 300, 700,
+                                      1500, 3000, 5000, 9000)
+               for n in (128, 256, 1024, 4096, 14336, 30000) for k in (512, 4096, 12288) for e in ("none", "swiglu")]
+    print("# m n k epilogue variant: bench/zoo_rules.py --picks (sm_90, %d SMs)" % SMS)
+    for (m, n, k, e) in shapes:
+        print(m, n, k, EPI_CODES[e], rule(m, n, k, e))
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     zoo = json.load(open(sys.argv[1]))
     rows = zoo["rows"]
+    if "--picks" in sys.argv:
+        picks(rows)
+        return
     by_m = collections.defaultdict(list)
     for r in rows:
         r["_best"] = min(x["us"] for x in r["cand"]) if r["cand"] else r["us"]
