@@ -734,7 +734,9 @@ typedef struct tpg_graph_config {
    * (rebind keeps each kernel; update takes cached choices, else the
    * selector's). Ranks time independently and may pick different kernels
    * (same math, other rounding); a cache file filled beforehand (by one
-   * process, e.g. bench/gemm_tune_bench) makes them agree. */
+   * process, e.g. bench/gemm_tune_bench) makes them agree. With tuning on,
+   * gemm_streamk applies to the selector's candidate only: a timed stream-K
+   * or whole-tile variant wins on its time. */
   int gemm_tune;                /* TPG_TUNE_DEFAULT (0: off), TPG_TUNE_OFF, TPG_TUNE_ON;
                                    $TPG_GEMM_TUNE (0 off, 1 on)                       */
   const char *gemm_tune_cache;  /* borrowed during create: a cache file shared between
