@@ -347,6 +347,74 @@ void tpg_plan_truncate(tpg_plan *p, int nnodes) {
   tpg_plan_drop_indexes(p);
 }
 
+/* Appending copies records as clone does (data is position-independent),
+ * with indices moved by the nodes already in p; views keep their slot ids,
+ * which is why src's slots must be p's first ones. */
+tpg_status tpg_plan_append(tpg_plan *p, const tpg_plan *src) {
+  tpg_err_clear();
+  TPG_TRY(tpg_plan_check(p, __func__, "plan"));
+  TPG_TRY(tpg_plan_check(src, __func__, "src"));
+  TPG_CHECK_ARG(src != p, "src is plan: expected another plan");
+  TPG_CHECK_ARG(src->nconds == 0, "src has %d condition%s: conditional plans cannot be appended (build the bodies "
+                "in plan itself)", src->nconds, src->nconds == 1 ? "" : "s");
+  TPG_CHECK_ARG(src->scope < 0, "src has an open body (tpg_plan_body_end it first)");
+  TPG_CHECK_ARG(src->nslots <= p->nslots, "src has %d slots, plan %d: src's slots must be plan's first ones",
+                src->nslots, p->nslots);
+  for (int s = 0; s < src->nslots; s++) {
+    const tpg_slot_rec *a = &p->slots[s], *b = &src->slots[s];
+    TPG_CHECK_ARG(!strcmp(a->name, b->name) && a->dtype == b->dtype && a->where == b->where,
+                  "src's slot %d is \"%s\" (dtype %d, memory %d) but plan's is \"%s\" (dtype %d, memory %d): src's "
+                  "slots must be plan's first ones, in order",
+                  s + 1, b->name, (int)b->dtype, (int)b->where, a->name, (int)a->dtype, (int)a->where);
+    TPG_CHECK_ARG(b->count <= a->count,
+                  "src's slot \"%s\" has %zu elements, plan's %zu: build plan for the largest shape", b->name,
+                  b->count, a->count);
+  }
+  TPG_CHECK_ARG(p->nnodes + src->nnodes <= TPG_MAX_NODES, "plan has %d nodes and src %d: more than the limit %d",
+                p->nnodes, src->nnodes, TPG_MAX_NODES);
+  const int base = p->nnodes;
+  tpg_status st = TPG_SUCCESS;
+  char lb[160];
+  for (int i = 0; i < src->nnodes && st == TPG_SUCCESS; i++) {
+    const tpg_node_rec *s = &src->nodes[i];
+    if (p->scope >= 0 && tpg_kind(s->kind)->in_body) {
+      st = tpg_kind(s->kind)->in_body(p, __func__, s, tpg_node_label(p, p->scope, lb, sizeof lb));
+      if (st != TPG_SUCCESS) break;
+    }
+    if (p->nnodes == p->capnodes) {
+      int cap = p->capnodes ? 2 * p->capnodes : 32;
+      tpg_node_rec *n = realloc(p->nodes, (size_t)cap * sizeof *n);
+      if (!n) {
+        st = TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
+        break;
+      }
+      p->nodes = n;
+      p->capnodes = cap;
+    }
+    tpg_node_rec *d = &p->nodes[p->nnodes];
+    *d = *s;
+    d->name = NULL;
+    d->deps = NULL;
+    d->data = NULL;
+    d->ndeps = d->capdeps = 0;
+    d->parent = p->scope;
+    d->body = p->scope < 0 ? 0 : p->scope_body;
+    p->nnodes++; /* from here the node is the plan's: truncate frees it on failure */
+    if ((s->name && !(d->name = dup_str(s->name))) ||
+        (s->data && !(d->data = malloc(s->data_bytes ? s->data_bytes : 1))) ||
+        (s->ndeps && !(d->deps = malloc((size_t)s->ndeps * sizeof *d->deps)))) {
+      st = TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
+      break;
+    }
+    if (s->data) memcpy(d->data, s->data, s->data_bytes);
+    for (int j = 0; j < s->ndeps; j++) d->deps[j] = s->deps[j] + base;
+    d->ndeps = d->capdeps = s->ndeps;
+  }
+  if (st != TPG_SUCCESS) tpg_plan_truncate(p, base);
+  else tpg_plan_drop_indexes(p);
+  return st;
+}
+
 int tpg_node_inside(const tpg_plan *p, int i, int c) {
   for (int a = p->nodes[i].parent; a >= 0; a = p->nodes[a].parent)
     if (a == c) return 1;

@@ -661,6 +661,19 @@ TPG_API tpg_status tpg_plan_body_begin(tpg_plan *plan, tpg_node node, int body);
  * body is open. */
 TPG_API tpg_status tpg_plan_body_end(tpg_plan *plan);
 
+/* Appends a copy of src's nodes to plan, into the open body if one is open:
+ * one graph can then hold several plans of one builder, e.g. tpg_plan_mlp
+ * for several token counts as the bodies of a SWITCH keyed by the token
+ * count in device memory (buckets chosen on the device, instead of the host
+ * picking a graph with tpg_mlp_buckets_pick). Views keep their slot ids, so
+ * src's slots must be plan's first slots: the same names, dtypes and memory
+ * kinds in the same order, each no larger than plan's (declare plan's from
+ * the largest shape's plan, with tpg_plan_slot_info; plan may have more
+ * slots after them). src must have no conditions and no open body; it is
+ * not changed. A node CUDA forbids in the open body fails the call, which
+ * then leaves plan as it was. */
+TPG_API tpg_status tpg_plan_append(tpg_plan *plan, const tpg_plan *src);
+
 /* ------------------------------------------------------------------------ */
 /* Tensor-parallel layers                                                    */
 /*

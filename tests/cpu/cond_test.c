@@ -5,6 +5,7 @@
  * condition-handle kernel arguments (TPG_ARG_COND) checked and laid out. */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lib/kit_args.h"
@@ -175,9 +176,101 @@ static void test_cond_args(void) {
   CHECK_ST(tpg_kit_args_check("f", "k#0", a, 2), TPG_ERROR_INVALID_ARGUMENT, "or TPG_ARG_COND (2)");
 }
 
+/* A plan with src's slots (the largest bucket's), then "tokens". */
+static tpg_plan *slots_of(const tpg_plan *src, tpg_slot *tokens) {
+  tpg_plan *p = NULL;
+  int ns = 0;
+  CHECK_OK(tpg_plan_create(&p));
+  CHECK_OK(tpg_plan_stats(src, NULL, &ns, NULL));
+  for (tpg_slot s = 1; s <= (tpg_slot)ns; s++) {
+    tpg_slot_info si;
+    tpg_slot got;
+    CHECK_OK(tpg_plan_slot_info(src, s, &si));
+    CHECK_OK(tpg_plan_add_slot(p, si.name, si.dtype, si.where, si.count, &got));
+  }
+  CHECK_OK(tpg_plan_add_slot(p, "tokens", TPG_F32, TPG_MEM_DEVICE, 4, tokens));
+  return p;
+}
+
+/* Buckets chosen on the device, plan side: MLP plans of several token
+ * counts appended as the bodies of a SWITCH. */
+static void test_append(void) {
+  tpg_mlp_desc d = TPG_MLP_DESC_INIT;
+  d.kind = TPG_MLP_SWIGLU;
+  d.layers = 2;
+  d.hidden = 256;
+  d.ffn = 1024;
+  d.rank = 0;
+  d.nranks = 2;
+  d.bias = 0;
+  const int sizes[3] = {8, 16, 32};
+  tpg_plan *b[3];
+  int nb[3];
+  for (int i = 0; i < 3; i++) {
+    d.tokens = sizes[i];
+    CHECK_OK(tpg_plan_mlp(&d, &b[i]));
+    nb[i] = nodes_of(b[i]);
+  }
+  tpg_slot tok;
+  tpg_plan *p = slots_of(b[2], &tok);
+  tpg_cond c;
+  CHECK_OK(tpg_plan_add_cond(p, 0, 1, &c));
+  tpg_node key, sw;
+  CHECK_OK(add_k(p, tok, c, NULL, 0, &key));
+  tpg_conditional_desc cd = TPG_CONDITIONAL_DESC_INIT;
+  cd.type = TPG_COND_SWITCH;
+  cd.cond = c;
+  cd.nbodies = 3;
+  CHECK_OK(tpg_plan_add_conditional(p, &cd, &key, 1, &sw));
+  for (int i = 0; i < 3; i++) {
+    CHECK_OK(tpg_plan_body_begin(p, sw, i));
+    CHECK_OK(tpg_plan_append(p, b[i]));
+    CHECK_OK(tpg_plan_body_end(p));
+  }
+  CHECK(nodes_of(p) == 2 + nb[0] + nb[1] + nb[2]);
+  CHECK_OK(tpg_plan_validate(p));
+  CHECK_ST(tpg_plan_append(p, p), TPG_ERROR_INVALID_ARGUMENT, "src is plan");
+  CHECK_ST(tpg_plan_append(p, NULL), TPG_ERROR_INVALID_ARGUMENT, "src");
+  /* A plan built for fewer tokens cannot take the larger one's nodes. */
+  tpg_slot t2;
+  tpg_plan *small = slots_of(b[0], &t2);
+  CHECK_ST(tpg_plan_append(small, b[2]), TPG_ERROR_INVALID_ARGUMENT, "build plan for the largest shape");
+  CHECK_ST(tpg_plan_append(b[0], p), TPG_ERROR_INVALID_ARGUMENT, "src has 1 condition");
+  tpg_plan *other;
+  tpg_slot q;
+  CHECK_OK(tpg_plan_create(&other));
+  CHECK_OK(tpg_plan_add_slot(other, "q", TPG_BF16, TPG_MEM_DEVICE, 8, &q));
+  CHECK_ST(tpg_plan_append(small, other), TPG_ERROR_INVALID_ARGUMENT, "src's slot 1 is \"q\"");
+  /* NCCL all-reduces inside a body: refused, and the plan is as it was. */
+  d.tokens = 8;
+  d.allreduce = TPG_ALGO_NCCL;
+  tpg_plan *nccl;
+  CHECK_OK(tpg_plan_mlp(&d, &nccl));
+  tpg_cond c2;
+  tpg_node sw2;
+  CHECK_OK(tpg_plan_add_cond(small, 0, 1, &c2));
+  cd.cond = c2;
+  cd.nbodies = 1;
+  CHECK_OK(tpg_plan_add_conditional(small, &cd, NULL, 0, &sw2));
+  int before = nodes_of(small);
+  CHECK_OK(tpg_plan_body_begin(small, sw2, 0));
+  CHECK_ST(tpg_plan_append(small, nccl), TPG_ERROR_INVALID_ARGUMENT, "TPG_ALGO_NCCL in the open body");
+  CHECK(nodes_of(small) == before);
+  CHECK_OK(tpg_plan_body_end(small));
+  CHECK_OK(tpg_plan_append(small, nccl)); /* at the top level NCCL is fine */
+  CHECK(nodes_of(small) == before + nodes_of(nccl));
+  CHECK_OK(tpg_plan_validate(small));
+  for (int i = 0; i < 3; i++) tpg_plan_destroy(b[i]);
+  tpg_plan_destroy(nccl);
+  tpg_plan_destroy(other);
+  tpg_plan_destroy(small);
+  tpg_plan_destroy(p);
+}
+
 int main(void) {
   test_conds();
   test_bodies();
   test_cond_args();
+  test_append();
   return TPG_TEST_END();
 }

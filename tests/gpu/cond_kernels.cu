@@ -32,3 +32,16 @@ extern "C" __global__ void cond_set_value(cudaGraphConditionalHandle h, const in
 extern "C" __global__ void cond_fill(float *y, int n, float value) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) y[i] = value;
 }
+
+// Buckets chosen on the device: the SWITCH takes the index of the smallest
+// bucket holding tokens[0] (bounds ascending, nb of them; nb: none fits, no
+// body runs).
+struct cond_bounds {
+  int b[8];
+};
+extern "C" __global__ void cond_bucket(cudaGraphConditionalHandle h, const int *tokens, cond_bounds bounds, int nb) {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  int i = 0;
+  while (i < nb && bounds.b[i] < tokens[0]) i++;
+  cudaGraphSetConditional(h, (unsigned)i);
+}
