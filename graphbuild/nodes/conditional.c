@@ -89,7 +89,7 @@ static tpg_status same_shape(const tpg_node_rec *a, const tpg_node_rec *b, const
 static tpg_status fill(const tpg_nctx *c) {
   if (c->g->mode != TPG_MODE_EXPLICIT)
     return tpg_err(TPG_ERROR_UNSUPPORTED, "tpg_graph_create",
-                   "node %s is a conditional node: it needs TPG_MODE_EXPLICIT (capture and eager modes have no graph "
+                   "node %s is a conditional node: conditional nodes need TPG_MODE_EXPLICIT (capture and eager modes have no graph "
                    "in which device code could choose a body)",
                    tpg_nctx_label(c));
   c->gn->bodies = NULL;
