@@ -110,14 +110,17 @@ class Binding(ctypes.Structure):
 
 class GraphConfig(ctypes.Structure):
     _fields_ = [("size", c_size_t), ("magic", c_uint), ("version", c_int), ("device", c_int), ("comm", c_void_p),
-                ("bindings", ctypes.POINTER(Binding)), ("nbindings", c_int), ("mode", c_int), ("flags", c_uint)]
+                ("bindings", ctypes.POINTER(Binding)), ("nbindings", c_int), ("mode", c_int), ("flags", c_uint),
+                ("allreduce_push_max", c_size_t), ("allreduce_twoshot_max", c_size_t),
+                ("allreduce_twoshot_blocks", c_int), ("gemm_streamk", c_int), ("pdl_prefetch", c_int)]
 
 
 class GraphInfo(ctypes.Structure):
     _fields_ = [("nodes", c_int), ("kernel_nodes", c_int), ("memset_nodes", c_int), ("memcpy_nodes", c_int),
                 ("empty_nodes", c_int), ("child_nodes", c_int), ("workspace_bytes", c_size_t),
                 ("materialize_us", ctypes.c_double), ("instantiate_us", ctypes.c_double),
-                ("programmatic_edges", c_int)]
+                ("programmatic_edges", c_int), ("user_kernel_nodes", c_int), ("captured_nodes", c_int),
+                ("host_nodes", c_int), ("event_nodes", c_int)]
 
 
 class MlpWholeLayer(ctypes.Structure):
@@ -171,7 +174,7 @@ SYMBOLS = {
     "comm_info": ("tpg_comm_info", _st, [_h, P(c_int), P(c_int), P(c_int)]),
     "comm_wait": ("tpg_comm_wait", _st, [_h, c_void_p]),
     "plan_create": ("tpg_plan_create", _st, [P(_h)]),
-    "plan_destroy": ("tpg_plan_destroy", None, [_h]),
+    "plan_destroy": ("tpg_plan_destroy", _st, [_h]),
     "plan_add_slot": ("tpg_plan_add_slot", _st, [_h, ctypes.c_char_p, c_int, c_int, c_size_t, P(ctypes.c_uint32)]),
     "plan_find_slot": ("tpg_plan_find_slot", _st, [_h, ctypes.c_char_p, P(ctypes.c_uint32)]),
     "plan_add_gemm": ("tpg_plan_add_gemm", _st, [_h, P(GemmDesc), _nodes, c_int, _nodes]),
