@@ -350,7 +350,7 @@ void tpg_plan_truncate(tpg_plan *p, int nnodes) {
 /* Appending copies records as clone does (data is position-independent),
  * with indices moved by the nodes already in p; views keep their slot ids,
  * which is why src's slots must be p's first ones. */
-tpg_status tpg_plan_append(tpg_plan *p, const tpg_plan *src) {
+tpg_status tpg_plan_append(tpg_plan *p, const tpg_plan *src, tpg_node *nodes) {
   tpg_err_clear();
   TPG_TRY(tpg_plan_check(p, __func__, "plan"));
   TPG_TRY(tpg_plan_check(src, __func__, "src"));
@@ -410,9 +410,13 @@ tpg_status tpg_plan_append(tpg_plan *p, const tpg_plan *src) {
     for (int j = 0; j < s->ndeps; j++) d->deps[j] = s->deps[j] + base;
     d->ndeps = d->capdeps = s->ndeps;
   }
-  if (st != TPG_SUCCESS) tpg_plan_truncate(p, base);
-  else tpg_plan_drop_indexes(p);
-  return st;
+  if (st != TPG_SUCCESS) {
+    tpg_plan_truncate(p, base);
+    return st;
+  }
+  tpg_plan_drop_indexes(p);
+  for (int i = 0; nodes && i < src->nnodes; i++) nodes[i] = ((uint64_t)p->serial << 32) | (uint64_t)(base + i + 1);
+  return TPG_SUCCESS;
 }
 
 int tpg_node_inside(const tpg_plan *p, int i, int c) {

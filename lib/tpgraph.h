@@ -671,8 +671,10 @@ TPG_API tpg_status tpg_plan_body_end(tpg_plan *plan);
  * the largest shape's plan, with tpg_plan_slot_info; plan may have more
  * slots after them). src must have no conditions and no open body; it is
  * not changed. A node CUDA forbids in the open body fails the call, which
- * then leaves plan as it was. */
-TPG_API tpg_status tpg_plan_append(tpg_plan *plan, const tpg_plan *src);
+ * then leaves plan as it was. nodes (may be NULL): nodes[i] gets the handle
+ * in plan of src's node i (tpg_plan_stats(src) counts them), to hang later
+ * nodes behind appended ones. */
+TPG_API tpg_status tpg_plan_append(tpg_plan *plan, const tpg_plan *src, tpg_node *nodes /* OUT, may be NULL */);
 
 /* ------------------------------------------------------------------------ */
 /* Tensor-parallel layers                                                    */

@@ -224,23 +224,23 @@ static void test_append(void) {
   CHECK_OK(tpg_plan_add_conditional(p, &cd, &key, 1, &sw));
   for (int i = 0; i < 3; i++) {
     CHECK_OK(tpg_plan_body_begin(p, sw, i));
-    CHECK_OK(tpg_plan_append(p, b[i]));
+    CHECK_OK(tpg_plan_append(p, b[i], NULL));
     CHECK_OK(tpg_plan_body_end(p));
   }
   CHECK(nodes_of(p) == 2 + nb[0] + nb[1] + nb[2]);
   CHECK_OK(tpg_plan_validate(p));
-  CHECK_ST(tpg_plan_append(p, p), TPG_ERROR_INVALID_ARGUMENT, "src is plan");
-  CHECK_ST(tpg_plan_append(p, NULL), TPG_ERROR_INVALID_ARGUMENT, "src");
+  CHECK_ST(tpg_plan_append(p, p, NULL), TPG_ERROR_INVALID_ARGUMENT, "src is plan");
+  CHECK_ST(tpg_plan_append(p, NULL, NULL), TPG_ERROR_INVALID_ARGUMENT, "src");
   /* A plan built for fewer tokens cannot take the larger one's nodes. */
   tpg_slot t2;
   tpg_plan *small = slots_of(b[0], &t2);
-  CHECK_ST(tpg_plan_append(small, b[2]), TPG_ERROR_INVALID_ARGUMENT, "build plan for the largest shape");
-  CHECK_ST(tpg_plan_append(b[0], p), TPG_ERROR_INVALID_ARGUMENT, "src has 1 condition");
+  CHECK_ST(tpg_plan_append(small, b[2], NULL), TPG_ERROR_INVALID_ARGUMENT, "build plan for the largest shape");
+  CHECK_ST(tpg_plan_append(b[0], p, NULL), TPG_ERROR_INVALID_ARGUMENT, "src has 1 condition");
   tpg_plan *other;
   tpg_slot q;
   CHECK_OK(tpg_plan_create(&other));
   CHECK_OK(tpg_plan_add_slot(other, "q", TPG_BF16, TPG_MEM_DEVICE, 8, &q));
-  CHECK_ST(tpg_plan_append(small, other), TPG_ERROR_INVALID_ARGUMENT, "src's slot 1 is \"q\"");
+  CHECK_ST(tpg_plan_append(small, other, NULL), TPG_ERROR_INVALID_ARGUMENT, "src's slot 1 is \"q\"");
   /* NCCL all-reduces inside a body: refused, and the plan is as it was. */
   d.tokens = 8;
   d.allreduce = TPG_ALGO_NCCL;
@@ -254,11 +254,16 @@ static void test_append(void) {
   CHECK_OK(tpg_plan_add_conditional(small, &cd, NULL, 0, &sw2));
   int before = nodes_of(small);
   CHECK_OK(tpg_plan_body_begin(small, sw2, 0));
-  CHECK_ST(tpg_plan_append(small, nccl), TPG_ERROR_INVALID_ARGUMENT, "TPG_ALGO_NCCL in the open body");
+  CHECK_ST(tpg_plan_append(small, nccl, NULL), TPG_ERROR_INVALID_ARGUMENT, "TPG_ALGO_NCCL in the open body");
   CHECK(nodes_of(small) == before);
   CHECK_OK(tpg_plan_body_end(small));
-  CHECK_OK(tpg_plan_append(small, nccl)); /* at the top level NCCL is fine */
+  tpg_node map[64];
+  CHECK(nodes_of(nccl) <= 64);
+  CHECK_OK(tpg_plan_append(small, nccl, map)); /* at the top level NCCL is fine */
   CHECK(nodes_of(small) == before + nodes_of(nccl));
+  /* The handles map src's nodes: a node hung behind the last appended one. */
+  CHECK_OK(tpg_plan_add_memset(small, (tpg_view){t2, 0, 0}, 0, 4, &map[nodes_of(nccl) - 1], 1, NULL));
+  CHECK_OK(tpg_plan_set_node_name(small, map[0], "first"));
   CHECK_OK(tpg_plan_validate(small));
   for (int i = 0; i < 3; i++) tpg_plan_destroy(b[i]);
   tpg_plan_destroy(nccl);

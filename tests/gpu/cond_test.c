@@ -323,7 +323,7 @@ static void bucket_test(tpg_rank *c, tpg_comm *comm, const tpg_module *m) {
   MUST(tpg_plan_add_conditional(p, &cd, &key, 1, &sw));
   for (int i = 0; i < NBUCKETS; i++) {
     MUST(tpg_plan_body_begin(p, sw, i));
-    MUST(tpg_plan_append(p, bp[i]));
+    MUST(tpg_plan_append(p, bp[i], NULL));
     MUST(tpg_plan_body_end(p));
   }
   tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
