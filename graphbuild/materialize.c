@@ -158,7 +158,9 @@ tpg_status tpg_materialize_scope(tpg_graph *g, const tpg_state *st, const tpg_pl
     tpg_nctx_init(&c, g, p, bind, i, &nodes[i], lb, sizeof lb);
     /* Incoming edges: the tails of the node's dependencies, the previous
      * collective for a collective, and which of them are programmatic. */
-    const int secondary = g->pdl && (k->pdl ? k->pdl(&nodes[i]) : 0) & TPG_PDL_SECONDARY;
+    /* Programmatic edges only at the top level: inside conditional bodies
+     * they are untested on a driver yet, and ordinary edges are always right. */
+    const int secondary = g->pdl && parent < 0 && (k->pdl ? k->pdl(&nodes[i]) : 0) & TPG_PDL_SECONDARY;
     const int is_coll = chained(p, i);
     size_t nd = 0, nprog = 0;
     int has_last = 0;
