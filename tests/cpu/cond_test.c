@@ -144,6 +144,8 @@ static void test_bodies(void) {
     CHECK_OK(tpg_plan_dot(p, buf, need, &need));
     CHECK(strstr(buf, "condition 1, 1 body") != NULL);
     CHECK(strstr(buf, "condition 2, 2 bodies") != NULL);
+    CHECK(strstr(buf, "n1 -> n2 [style=dashed, label=\"body 0\"]") != NULL); /* while#1's body starts at a */
+    CHECK(strstr(buf, "n6 -> n7 [style=dashed, label=\"body 1\"]") != NULL); /* the IF's ELSE holds in_if */
     free(buf);
   }
   /* A kernel argument naming no condition of the plan. */
