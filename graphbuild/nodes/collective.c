@@ -430,6 +430,12 @@ static void fingerprint(const tpg_plan *p, const tpg_node_rec *n, const tpg_gnod
   const tpg_collective_desc *d = &n->u.coll;
 #define TPG_MIX(v) (*h = (*h ^ (uint64_t)(v)) * 1099511628211ull)
   TPG_MIX(d->kind);
+  /* Where it runs: which body, how deeply nested (a collective inside a
+   * loop on one rank and outside it on another would hang). */
+  int depth = 0;
+  for (int a = n->parent; a >= 0; a = p->nodes[a].parent) depth++;
+  TPG_MIX(depth);
+  TPG_MIX(n->parent >= 0 ? n->body : -1);
   TPG_MIX(d->count);
   TPG_MIX(d->algo);
   TPG_MIX(p->slots[d->send.slot - 1].dtype);

@@ -84,6 +84,20 @@ static tpg_status same_shape(const tpg_node_rec *a, const tpg_node_rec *b, const
                  lb);
 }
 
+/* Ranks must agree on the conditional nodes that hold collectives (their
+ * kind and body count, in order): the collectives' own fingerprints say
+ * which body they sit in. */
+static void fingerprint(const tpg_plan *p, const tpg_node_rec *n, const tpg_gnode *gn, uint64_t *h) {
+  (void)gn;
+  const int i = (int)(n - p->nodes);
+  int has = 0;
+  for (int j = i + 1; j < p->nnodes && !has; j++) /* bodies come after their node */
+    has = tpg_kind(p->nodes[j].kind)->collective && tpg_node_inside(p, j, i);
+  if (!has) return;
+  *h = (*h ^ (uint64_t)(0xc0d0u + (unsigned)n->u.cond.type)) * 1099511628211ull;
+  *h = (*h ^ (uint64_t)n->u.cond.nbodies) * 1099511628211ull;
+}
+
 /* ---- create time ---------------------------------------------------------- */
 
 static tpg_status fill(const tpg_nctx *c) {
@@ -158,6 +172,7 @@ const tpg_kind_ops tpg_kind_conditional = {
     .dot = dot,
     .same_shape = same_shape,
     .fill = fill,
+    .fingerprint = fingerprint,
     .add = add,
     .run_eager = run_eager,
     .patch = patch,
