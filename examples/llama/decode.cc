@@ -272,8 +272,10 @@ int run_decode(const Config &c, const Rank &r, const Weights &w, const Source &s
     }
     volatile int *progress = io.out + (size_t)N * B;
     double seen = -1;
-    while (cudaStreamQuery(r.stream) == cudaErrorNotReady)
-      if (seen < 0 && *progress != -1 && *progress >= 1) seen = now_us() - t0;
+    // Watch the first token arrive; then (or after 10 s, in case the loop
+    // hangs) leave the waiting to tpg_comm_wait, which aborts on a lost peer.
+    while (seen < 0 && now_us() - t0 < 1e7 && cudaStreamQuery(r.stream) == cudaErrorNotReady)
+      if (*progress >= 1) seen = now_us() - t0;
     if (tpg_comm_wait(r.comm, r.stream) != TPG_SUCCESS) {
       *err = std::string("device loop: ") + tpg_last_error();
       rc = 1;

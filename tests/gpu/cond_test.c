@@ -46,7 +46,19 @@ static void get(void *h, const void *d, size_t bytes) { CUDA_OK(cudaMemcpy(h, d,
 /* ---- (a) WHILE with collectives in its body --------------------------------- */
 
 #define WN 4096 /* floats: 16 KiB, an all-reduce AUTO sends to NCCL with the limits set below */
-#define WSTEPS 16
+#define WSTEPS_MAX 16
+
+/* Steps whose result stays an integer below 2^24 (exact in f32): x0 <= 6
+ * grows to about R^steps (x0 + R). 16 at R = 2. */
+static int wsteps(int R) {
+  int k = 0;
+  double x = 6;
+  while (k < WSTEPS_MAX && R * x + R * (R + 1) / 2.0 < 16777216.0) {
+    x = R * x + R * (R + 1) / 2.0;
+    k++;
+  }
+  return k;
+}
 
 /* x after `steps` steps from x0: each rank adds rank + 1, the all-reduce sums
  * R copies: x' = R x + R (R + 1) / 2. Integers below 2^24: exact in f32. */
@@ -57,7 +69,7 @@ static double while_ref(double x0, int R, int steps) {
 }
 
 static void while_test(tpg_rank *c, tpg_comm *comm, const tpg_module *m) {
-  const int R = c->nranks, n = WN, limit = WSTEPS + c->rank;
+  const int R = c->nranks, n = WN, WSTEPS = wsteps(R), limit = WSTEPS + c->rank;
   const float add = (float)(c->rank + 1), fr = (float)R;
   tpg_plan *p;
   MUST(tpg_plan_create(&p));
