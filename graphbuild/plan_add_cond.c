@@ -70,7 +70,7 @@ tpg_status tpg_plan_body_begin(tpg_plan *p, tpg_node node, int body) {
   char lb[160];
   TPG_CHECK_ARG(n->kind == TPG_NK_CONDITIONAL, "node %s is not a conditional node (tpg_plan_add_conditional)",
                 tpg_node_label(p, i, lb, sizeof lb));
-  TPG_CHECK_ARG(n->parent == p->scope,
+  TPG_CHECK_ARG(n->parent == p->scope && (p->scope < 0 || n->body == p->scope_body),
                 "node %s is not in the open scope: open the body that holds it first, or close the one open "
                 "(tpg_plan_body_end)",
                 tpg_node_label(p, i, lb, sizeof lb));

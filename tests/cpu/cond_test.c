@@ -129,13 +129,28 @@ static void test_bodies(void) {
   CHECK_OK(tpg_plan_body_begin(p, iff, 1));
   CHECK_OK(add_k(p, x, 0, NULL, 0, &in_if));
   CHECK_ST(add_k(p, x, 0, &a, 1, NULL), TPG_ERROR_INVALID_ARGUMENT, "same body");
+  /* A conditional in the ELSE body cannot be opened from the IF body. */
+  tpg_cond cn;
+  tpg_node inner;
+  CHECK_OK(tpg_plan_add_cond(p, 0, 1, &cn));
+  d.cond = cn;
+  d.nbodies = 1;
+  CHECK_OK(tpg_plan_add_conditional(p, &d, &in_if, 1, &inner));
+  CHECK_OK(tpg_plan_body_end(p));
+  CHECK_OK(tpg_plan_body_begin(p, iff, 0));
+  CHECK_ST(tpg_plan_body_begin(p, inner, 0), TPG_ERROR_INVALID_ARGUMENT, "is not in the open scope");
+  CHECK_OK(tpg_plan_body_end(p));
+  CHECK_OK(tpg_plan_body_begin(p, iff, 1));
+  CHECK_OK(tpg_plan_body_begin(p, inner, 0));
+  CHECK_OK(add_k(p, x, 0, NULL, 0, NULL));
+  CHECK_OK(tpg_plan_body_end(p)); /* the ELSE body */
   CHECK_OK(tpg_plan_body_end(p)); /* back in the WHILE's body */
   CHECK_ST(add_k(p, x, 0, &in_if, 1, NULL), TPG_ERROR_INVALID_ARGUMENT, "same body");
   CHECK_OK(add_k(p, x, 0, &iff, 1, NULL));
   CHECK_OK(tpg_plan_body_end(p)); /* top level */
   CHECK_OK(tpg_plan_add_host(p, host_fn, NULL, &loop, 1, NULL));
   CHECK_OK(tpg_plan_validate(p));
-  CHECK(nodes_of(p) == 10);
+  CHECK(nodes_of(p) == 12);
   size_t need = 0;
   CHECK_OK(tpg_plan_dot(p, NULL, 0, &need));
   char *buf = malloc(need);
