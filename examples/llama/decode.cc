@@ -297,11 +297,13 @@ int run_decode(const Config &c, const Rank &r, const Weights &w, const Source &s
     std::sort(dev_us.begin(), dev_us.end());
     const double hu = host_us.empty() ? 0 : host_us[host_us.size() / 2];
     const double du = dev_us.empty() ? 0 : dev_us[dev_us.size() / 2];
-    std::printf("decode rank %d: %d layers TP %d batch %d ctx %d: host loop %d steps %.1f us/token, device loop %d "
-                "steps %.1f us/token (%.2fx); first token visible to the host %.0f us into the device loop; tokens "
-                "%s (%zu of %zu differ)\n",
-                r.rank, c.layers, R, B, c.ctx, host_n, hu, dev_n, du, du > 0 ? hu / du : 0.0, first_seen_us,
-                same ? "identical" : "DIFFER", diff, host_tok.size());
+    // us/token: per decode step (B tokens each); tokens/s counts all B.
+    std::printf("decode rank %d: %d layers TP %d batch %d ctx %d: host loop %d steps %.1f us/token (%.0f tokens/s), "
+                "device loop %d steps %.1f us/token (%.0f tokens/s), %.2fx; first token visible to the host %.0f us "
+                "into the device loop; tokens %s (%zu of %zu differ)\n",
+                r.rank, c.layers, R, B, c.ctx, host_n, hu, hu > 0 ? B * 1e6 / hu : 0.0, dev_n, du,
+                du > 0 ? B * 1e6 / du : 0.0, du > 0 ? hu / du : 0.0, first_seen_us, same ? "identical" : "DIFFER",
+                diff, host_tok.size());
     if (r.rank == 0) {
       std::printf("decode: tokens of sequence 0:");
       for (int i = 0; i < std::min(host_n, 16); i++) std::printf(" %d", host_tok[(size_t)i * B]);
