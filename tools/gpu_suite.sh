@@ -15,6 +15,7 @@
 #             and allreduce_test under the largest
 #   rebind    rebind_bench (JSON)
 #   tpbench   the main job (JSON, SVG)
+#   decode    the Llama example, host loop vs device loop (issue 17; not by default)
 # Logs go to $OUT; at most 8 files come back from there, so stages share.
 #   bash .gpu/suite.sh tests fault soak
 here=$(cd "$(dirname "$0")" && pwd)
