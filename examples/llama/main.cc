@@ -91,10 +91,12 @@ bool parse_int(const char *flag, const char *s, int lo, int hi, int *out) {
 }
 
 int parse(int argc, char **argv, Options *o) {
+  enum { DECODE = 100, ENDTOKEN };  // decode.h's flags
   enum { CONFIG = 1, LAYERS, BATCH, CTX, STEPS, TP, WEIGHTS, OUT, BENCH, SWEEP, LMHEAD, VOCAB, SEED, ITERS, WARMUP,
-         IDFILE, PDL, MODE, DECODE, ENDTOKEN, HELP };
+         IDFILE, PDL, MODE, HELP };
   static const option opts[] = {
       {"config", required_argument, 0, CONFIG}, {"layers", required_argument, 0, LAYERS},
+      {"decode", required_argument, 0, DECODE}, {"end-token", required_argument, 0, ENDTOKEN},
       {"batch", required_argument, 0, BATCH},   {"ctx", required_argument, 0, CTX},
       {"steps", required_argument, 0, STEPS},   {"tp", required_argument, 0, TP},
       {"weights", required_argument, 0, WEIGHTS}, {"out", required_argument, 0, OUT},
@@ -103,7 +105,6 @@ int parse(int argc, char **argv, Options *o) {
       {"seed", required_argument, 0, SEED},     {"iters", required_argument, 0, ITERS},
       {"warmup", required_argument, 0, WARMUP}, {"id-file", required_argument, 0, IDFILE},
       {"pdl", no_argument, 0, PDL},             {"mode", required_argument, 0, MODE},
-      {"decode", required_argument, 0, DECODE}, {"end-token", required_argument, 0, ENDTOKEN},
       {"help", no_argument, 0, HELP},
       {0, 0, 0, 0}};
   int ch, v;
@@ -120,6 +121,8 @@ int parse(int argc, char **argv, Options *o) {
           return 2;
         }
         break;
+      case DECODE: if (!parse_int("--decode", optarg, 1, 8192, &o->decode)) return 2; break;
+      case ENDTOKEN: if (!parse_int("--end-token", optarg, 0, 1 << 30, &o->end_token)) return 2; break;
       case LAYERS: if (!parse_int("--layers", optarg, 1, 1000, &c.layers)) return 2; o->set_layers = true; break;
       case BATCH: if (!parse_int("--batch", optarg, 1, 64, &c.batch)) return 2; o->set_batch = true; break;
       case CTX: if (!parse_int("--ctx", optarg, 0, 8191, &c.ctx)) return 2; o->set_ctx = true; break;
@@ -136,8 +139,6 @@ int parse(int argc, char **argv, Options *o) {
       case WARMUP: if (!parse_int("--warmup", optarg, 0, 1000000, &o->warmup)) return 2; break;
       case IDFILE: o->id_file = optarg; break;
       case PDL: o->pdl = true; break;
-      case DECODE: if (!parse_int("--decode", optarg, 1, 8192, &o->decode)) return 2; break;
-      case ENDTOKEN: if (!parse_int("--end-token", optarg, 0, 1 << 30, &o->end_token)) return 2; break;
       case MODE:
         if (!std::strcmp(optarg, "explicit")) o->mode = TPG_MODE_EXPLICIT;
         else if (!std::strcmp(optarg, "capture")) o->mode = TPG_MODE_CAPTURE;
