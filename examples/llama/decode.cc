@@ -290,8 +290,9 @@ int run_decode(const Config &c, const Rank &r, const Weights &w, const Source &s
     if (dev_n != host_n || dev_tok != host_tok) break;
   }
   if (!rc) {
-    size_t diff = 0;
-    for (size_t i = 0; i < std::min(host_tok.size(), dev_tok.size()); i++) diff += host_tok[i] != dev_tok[i];
+    size_t diff = 0, first = (size_t)-1;
+    for (size_t i = 0; i < std::min(host_tok.size(), dev_tok.size()); i++)
+      if (host_tok[i] != dev_tok[i] && diff++ == 0) first = i;
     const bool same = dev_n == host_n && diff == 0;
     std::sort(host_us.begin(), host_us.end());
     std::sort(dev_us.begin(), dev_us.end());
@@ -310,6 +311,12 @@ int run_decode(const Config &c, const Rank &r, const Weights &w, const Source &s
       std::printf("%s\n", host_n > 16 ? " ..." : "");
     }
     if (!same) {
+      // A first difference late in the run, after identical steps, points at
+      // a near-tie flipped by a reordered float sum (split-K GEMVs add
+      // partials with atomics); one at step 0 at the loop itself.
+      if (first != (size_t)-1)
+        std::printf("decode rank %d: first difference at step %zu, sequence %zu: host %d, device %d\n", r.rank,
+                    first / B, first % B, host_tok[first], dev_tok[first]);
       *err = "the device loop's tokens differ from the host loop's";
       rc = 1;
     }

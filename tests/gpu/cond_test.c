@@ -387,14 +387,30 @@ static void bucket_test(tpg_rank *c, tpg_comm *comm, const tpg_module *m) {
       RCHECK(c, tpg_graph_launch(g, NULL) == TPG_SUCCESS, "switch launch: %s", tpg_last_error());
       CUDA_OK(cudaDeviceSynchronize());
       get(yd, by, yn * 2);
-      /* The same kernels on the same rows: bit for bit, over the bucket's
-       * rows; rows past it stay poisoned in both. */
-      size_t rows = (size_t)bt * d.hidden, diff = 0, nan_ok = 0;
-      for (size_t i = 0; i < rows; i++) diff += yh[i] != yd[i] || yh[i] == 0xffff;
+      /* The same kernels on the same rows, so bit for bit is expected; but
+       * split-K GEMVs add partial tiles with float atomics, whose order may
+       * vary between launches when a tile has more than two contributors.
+       * So: every element within 2 bf16 ulps (2^-7 relative, plus a 2^-20
+       * floor near 0) and the relative norm within 2^-9, and the count of
+       * bit-different elements printed. Rows past the bucket stay poisoned. */
+      size_t rows = (size_t)bt * d.hidden, diff = 0, far = 0, nan_ok = 0;
+      double num = 0, den = 0;
+      for (size_t i = 0; i < rows; i++) {
+        const double a = bf2f(yh[i]), bv = bf2f(yd[i]);
+        diff += yh[i] != yd[i];
+        far += !(fabs(a - bv) <= fabs(a) / 128 + 1.0 / 1048576) || yh[i] == 0xffff;
+        num += (a - bv) * (a - bv);
+        den += a * a;
+      }
       for (size_t i = rows; i < yn; i++) nan_ok += yd[i] == 0xffff;
-      RCHECK(c, diff == 0 && nan_ok == yn - rows,
-             "%d tokens (bucket %d): device SWITCH differs from the host's bucket graph in %zu of %zu elements, "
-             "%zu rows past the bucket written", toks[t], bt, diff, rows, (yn - rows) - nan_ok);
+      const double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+      if (c->rank == 0)
+        printf("buckets: %d tokens (bucket %d): device SWITCH vs host bucket graph: %zu of %zu elements bit-different, "
+               "rel norm %.2e\n", toks[t], bt, diff, rows, rel);
+      RCHECK(c, far == 0 && rel <= 1.0 / 512 && nan_ok == yn - rows,
+             "%d tokens (bucket %d): device SWITCH differs from the host's bucket graph: %zu of %zu elements beyond 2 "
+             "bf16 ulps, rel norm %.2e (<= 2^-9), %zu elements past the bucket written",
+             toks[t], bt, far, rows, rel, (yn - rows) - nan_ok);
     }
     /* Too many tokens: no body, y untouched. */
     int tv[4] = {g_bucket[NBUCKETS - 1] + 1, 0, 0, 0};
