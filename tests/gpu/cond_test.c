@@ -389,27 +389,30 @@ static void bucket_test(tpg_rank *c, tpg_comm *comm, const tpg_module *m) {
       get(yd, by, yn * 2);
       /* The same kernels on the same rows, so bit for bit is expected; but
        * split-K GEMVs add partial tiles with float atomics, whose order may
-       * vary between launches when a tile has more than two contributors.
-       * So: every element within 2 bf16 ulps (2^-7 relative, plus a 2^-20
-       * floor near 0) and the relative norm within 2^-9, and the count of
+       * vary between launches when a tile has more than two contributors: a
+       * sum then moves by ~2^-24, which can flip one bf16 rounding (1 ulp,
+       * <= 2^-7 relative) of an intermediate, moving outputs by far less than
+       * that. So: every element within |y|/64 + rms/256 (2 ulps + a floor
+       * near 0), the relative norm within 2^-8, and the count of
        * bit-different elements printed. Rows past the bucket stay poisoned. */
       size_t rows = (size_t)bt * d.hidden, diff = 0, far = 0, nan_ok = 0;
       double num = 0, den = 0;
+      for (size_t i = 0; i < rows; i++) den += (double)bf2f(yh[i]) * bf2f(yh[i]);
+      const double rms = sqrt(den / (double)rows);
       for (size_t i = 0; i < rows; i++) {
         const double a = bf2f(yh[i]), bv = bf2f(yd[i]);
         diff += yh[i] != yd[i];
-        far += !(fabs(a - bv) <= fabs(a) / 128 + 1.0 / 1048576) || yh[i] == 0xffff;
+        far += !(fabs(a - bv) <= fabs(a) / 64 + rms / 256);
         num += (a - bv) * (a - bv);
-        den += a * a;
       }
       for (size_t i = rows; i < yn; i++) nan_ok += yd[i] == 0xffff;
       const double rel = den > 0 ? sqrt(num / den) : sqrt(num);
       if (c->rank == 0)
         printf("buckets: %d tokens (bucket %d): device SWITCH vs host bucket graph: %zu of %zu elements bit-different, "
                "rel norm %.2e\n", toks[t], bt, diff, rows, rel);
-      RCHECK(c, far == 0 && rel <= 1.0 / 512 && nan_ok == yn - rows,
-             "%d tokens (bucket %d): device SWITCH differs from the host's bucket graph: %zu of %zu elements beyond 2 "
-             "bf16 ulps, rel norm %.2e (<= 2^-9), %zu elements past the bucket written",
+      RCHECK(c, far == 0 && rel <= 1.0 / 256 && isfinite(rms) && nan_ok == yn - rows,
+             "%d tokens (bucket %d): device SWITCH differs from the host's bucket graph: %zu of %zu elements beyond "
+             "|y|/64 + rms/256, rel norm %.2e (<= 2^-8), %zu elements past the bucket written",
              toks[t], bt, far, rows, rel, (yn - rows) - nan_ok);
     }
     /* Too many tokens: no body, y untouched. */
