@@ -624,7 +624,10 @@ TPG_API tpg_status tpg_plan_add_event_wait(tpg_plan *plan, tpg_event event, cons
  * which have no graph the handles could belong to. Rebind reaches the nodes
  * inside bodies (their exec setters); a whole-graph update of a plan with
  * conditional nodes is TPG_ERROR_UNSUPPORTED (the new graph's handles would
- * differ from the ones the exec's kernels hold).
+ * differ from the ones the exec's kernels hold). CUDA refuses child graphs
+ * that hold conditional nodes, so such a graph cannot be embedded from
+ * tpg_graph_export with cuGraphAddChildGraphNode, and tpg_graph_launch on a
+ * capturing stream is TPG_ERROR_UNSUPPORTED.
  */
 
 /* A condition of a plan: 1, 2, ...; 0 is none. */

@@ -513,6 +513,14 @@ static void test_conditional(tpg_module *m) {
   CHECK(times_equal(bu, bx2, 2.0f) == 0);
   CHECK(times_equal(bz2, bx2, 2.0f) == 0 && poisoned(bz) == 0);
   CHECK_ST(tpg_graph_update(g, p, NULL, 0), TPG_ERROR_UNSUPPORTED, "a whole-graph update of a plan with conditional");
+  /* CUDA refuses a child graph with conditional nodes: so is a launch into
+   * the engine's capture (which adds the graph as a child). */
+  void *cst = fk_stream();
+  CHECK(fk_begin(cst) == 0);
+  CHECK_ST(tpg_graph_launch(g, (tpg_stream)cst), TPG_ERROR_UNSUPPORTED, "CUDA refuses a child graph holding them");
+  void *cg = fk_end(cst);
+  if (cg) fk_graph_destroy(cg);
+  fk_stream_destroy(cst);
   CHECK_OK(tpg_graph_destroy(g));
 out:
   free(bx);
