@@ -132,6 +132,12 @@ tpg_status tpg_launch_into_capture(tpg_graph *g, CUstream stream, int *into) {
                    "an NCCL collective of this graph was re-captured by a rebind or update, and the graph handed "
                    "to a capture cannot follow it (NCCL's resources belong to the exec): capture before "
                    "rebinding collective buffers, or launch without capturing");
+  if (g->cond_handles) /* made only for conditions a conditional node uses */
+    for (int q = 0; q < g->plan->nconds; q++)
+      if (g->cond_handles[q])
+        return tpg_err(TPG_ERROR_UNSUPPORTED, fn,
+                       "the graph has conditional nodes, and CUDA refuses a child graph holding them "
+                       "(cuGraphAddChildGraphNode): launch it outside the stream capture");
   TPG_TRY(template_refresh(g, fn)); /* the copy the capture takes is the graph as bound now */
   /* The graph as bound now, one child node after the capture's current
    * frontier; the capture then continues from it. The child is a copy:

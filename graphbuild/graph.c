@@ -68,6 +68,7 @@ static void release_host(tpg_graph *g) {
   tpg_plan_destroy(g->plan);
   free(g->bind);
   free(g->scratch);
+  free(g->cond_handles);
   tpg_state_free(g->st);
   free(g->nodes);
   g->magic = TPG_MAGIC_DEAD;

@@ -60,6 +60,9 @@ struct tpg_graph {
   tpg_graph_info info;
   int export_stale;             /* an NCCL child was re-captured: the template
                                    no longer matches the exec (export.c) */
+  CUgraphConditionalHandle *cond_handles; /* [plan->nconds]: made against `graph` at
+                                   materialize for the conditions a conditional
+                                   node uses (0: unused); NULL in other modes */
   int template_dirty;           /* rebound since the template was last brought
                                    up to date (tpg_graph_export does it) */
 };
@@ -105,6 +108,13 @@ TPG_HIDDEN tpg_status tpg_count_programmatic_edges(CUgraph graph, int *out);
  * (tpg_fill_nodes), then adds each node's CUDA node(s). */
 TPG_HIDDEN tpg_status tpg_materialize(tpg_graph *g, const tpg_state *st, const tpg_plan *p, void **bind,
                                       tpg_gnode *nodes, CUgraph *out);
+
+/* Adds the nodes of one scope (the top level: parent -1; or body `body` of
+ * conditional node `parent`) to `graph`, in topological order, each behind
+ * its dependencies (nodes[] already filled). The conditional kind calls it
+ * for each body graph CUDA gave it. */
+TPG_HIDDEN tpg_status tpg_materialize_scope(tpg_graph *g, const tpg_state *st, const tpg_plan *p, void **bind,
+                                            tpg_gnode *nodes, int parent, int body, CUgraph graph);
 
 /* ---- eager.c ---- */
 /* Issues every node on stream in topological order (eager mode, and what

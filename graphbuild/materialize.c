@@ -122,10 +122,18 @@ tpg_status tpg_count_programmatic_edges(CUgraph graph, int *out) {
   return st;
 }
 
-tpg_status tpg_materialize(tpg_graph *g, const tpg_state *st, const tpg_plan *p, void **bind, tpg_gnode *nodes,
-                           CUgraph *out) {
-  *out = NULL;
-  CUgraph graph = NULL;
+/* Whether node i must be chained with the collectives of its scope: a
+ * collective, or a conditional node with one inside (its bodies run them in
+ * between the scope's other collectives, every rank alike). */
+static int chained(const tpg_plan *p, int i) {
+  if (tpg_kind(p->nodes[i].kind)->collective) return 1;
+  for (int j = i + 1; j < p->nnodes; j++) /* a body's nodes come after its conditional node */
+    if (tpg_kind(p->nodes[j].kind)->collective && tpg_node_inside(p, j, i)) return 1;
+  return 0;
+}
+
+tpg_status tpg_materialize_scope(tpg_graph *g, const tpg_state *st, const tpg_plan *p, void **bind, tpg_gnode *nodes,
+                                 int parent, int body, CUgraph graph) {
   CUgraphNode *deps = NULL;
   CUgraphEdgeData *edata = NULL;
   tpg_status rc = TPG_SUCCESS;
@@ -137,21 +145,23 @@ tpg_status tpg_materialize(tpg_graph *g, const tpg_state *st, const tpg_plan *p,
   edata = calloc((size_t)maxdeps, sizeof *edata);
   if (!deps || !edata) {
     rc = TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
-    goto fail;
+    goto out;
   }
   const int32_t prefetch = g->pdl ? g->tune.pdl_prefetch : 0;
-  TPG_TRYGOTO(tpg_fill_nodes(g, st, p, bind, nodes), rc, fail);
-  TPG_CUGOTO(cuGraphCreate(&graph, 0), rc, fail);
   int last_coll = -1;
   for (int oi = 0; oi < p->nnodes; oi++) {
     int i = st->order[oi];
     const tpg_node_rec *n = &p->nodes[i];
+    if (n->parent != parent || (parent >= 0 && n->body != body)) continue;
     const tpg_kind_ops *k = tpg_kind(n->kind);
     tpg_nctx c;
     tpg_nctx_init(&c, g, p, bind, i, &nodes[i], lb, sizeof lb);
     /* Incoming edges: the tails of the node's dependencies, the previous
      * collective for a collective, and which of them are programmatic. */
-    const int secondary = g->pdl && (k->pdl ? k->pdl(&nodes[i]) : 0) & TPG_PDL_SECONDARY;
+    /* Programmatic edges only at the top level: inside conditional bodies
+     * they are untested on a driver yet, and ordinary edges are always right. */
+    const int secondary = g->pdl && parent < 0 && (k->pdl ? k->pdl(&nodes[i]) : 0) & TPG_PDL_SECONDARY;
+    const int is_coll = chained(p, i);
     size_t nd = 0, nprog = 0;
     int has_last = 0;
     for (int j = 0; j <= n->ndeps; j++) {
@@ -159,7 +169,7 @@ tpg_status tpg_materialize(tpg_graph *g, const tpg_state *st, const tpg_plan *p,
       if (j < n->ndeps) {
         src = n->deps[j];
         has_last |= src == last_coll;
-      } else if (k->collective && last_coll >= 0 && !has_last) {
+      } else if (is_coll && last_coll >= 0 && !has_last) {
         src = last_coll;
       } else {
         break;
@@ -172,18 +182,57 @@ tpg_status tpg_materialize(tpg_graph *g, const tpg_state *st, const tpg_plan *p,
       }
       deps[nd++] = tpg_gnode_tail(&nodes[src]);
     }
-    if (k->collective) last_coll = i;
+    if (is_coll) last_coll = i;
     tpg_deps d = {deps, edata, nd, nprog, prefetch};
     nodes[i].ncu = 0;
-    TPG_TRYGOTO(k->add(&c, graph, &d), rc, fail);
+    TPG_TRYGOTO(k->add(&c, graph, &d), rc, out);
   }
+out:
   free(deps);
   free(edata);
+  return rc;
+}
+
+/* The CUDA handles of the plan's conditions, made against the top-level
+ * graph (CUDA lets a handle serve a conditional node in it or in any body
+ * below it); conditions no conditional node uses get none: CUDA may refuse
+ * to instantiate a graph with a stray handle. */
+static tpg_status make_cond_handles(tpg_graph *g, const tpg_plan *p, CUgraph graph) {
+  free(g->cond_handles);
+  g->cond_handles = NULL;
+  if (p->nconds == 0) return TPG_SUCCESS;
+  g->cond_handles = calloc((size_t)p->nconds, sizeof *g->cond_handles);
+  if (!g->cond_handles) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
+  for (int q = 0; q < p->nconds; q++) {
+    if (p->conds[q].node < 0) continue;
+    if (!tpg_cu->cuGraphConditionalHandleCreate)
+      return TPG_FAIL(TPG_ERROR_UNSUPPORTED, "the plan has conditional nodes: they need a CUDA 12.3+ driver "
+                                             "(cuGraphConditionalHandleCreate)");
+    CUresult r = tpg_cu->cuGraphConditionalHandleCreate(&g->cond_handles[q], graph, g->dev.ctx, p->conds[q].dflt,
+                                                        p->conds[q].reset ? CU_GRAPH_COND_ASSIGN_DEFAULT : 0);
+    if (r != CUDA_SUCCESS) {
+      char what[96];
+      snprintf(what, sizeof what, "cuGraphConditionalHandleCreate (condition %d)", q + 1);
+      return tpg_cu_fail(r, __func__, what);
+    }
+  }
+  return TPG_SUCCESS;
+}
+
+tpg_status tpg_materialize(tpg_graph *g, const tpg_state *st, const tpg_plan *p, void **bind, tpg_gnode *nodes,
+                           CUgraph *out) {
+  *out = NULL;
+  CUgraph graph = NULL;
+  tpg_status rc = TPG_SUCCESS;
+  /* The graph first: kernels that set a condition take its handle, which
+   * belongs to the graph, as an argument filled in with the others. */
+  TPG_CUGOTO(cuGraphCreate(&graph, 0), rc, fail);
+  TPG_TRYGOTO(make_cond_handles(g, p, graph), rc, fail);
+  TPG_TRYGOTO(tpg_fill_nodes(g, st, p, bind, nodes), rc, fail);
+  TPG_TRYGOTO(tpg_materialize_scope(g, st, p, bind, nodes, -1, 0, graph), rc, fail);
   *out = graph;
   return TPG_SUCCESS;
 fail:
-  free(deps);
-  free(edata);
   if (graph) tpg_cu->cuGraphDestroy(graph);
   return rc;
 }

@@ -7,6 +7,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "graphbuild/plan.h"
+#include "graphbuild/nodes/kind.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -40,6 +41,7 @@ tpg_status tpg_plan_create(tpg_plan **out) {
   tpg_plan *p = calloc(1, sizeof *p);
   if (!p) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
   p->magic = TPG_MAGIC_PLAN;
+  p->scope = -1;
   p->serial = atomic_fetch_add(&g_plan_serial, 1);
   if (p->serial == 0) p->serial = atomic_fetch_add(&g_plan_serial, 1);
   *out = p;
@@ -56,6 +58,7 @@ static void plan_free(tpg_plan *p) {
   }
   free(p->slots);
   free(p->nodes);
+  free(p->conds);
   tpg_plan_drop_indexes(p);
   p->magic = TPG_MAGIC_DEAD;
   free(p);
@@ -76,6 +79,17 @@ tpg_status tpg_plan_clone(const tpg_plan *src, tpg_plan **out) {
   if (!p) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
   p->magic = TPG_MAGIC_PLAN;
   p->serial = src->serial;
+  p->scope = src->scope;
+  p->scope_body = src->scope_body;
+  if (src->nconds) {
+    p->conds = malloc((size_t)src->nconds * sizeof *p->conds);
+    if (!p->conds) {
+      free(p);
+      return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory copying the plan");
+    }
+    memcpy(p->conds, src->conds, (size_t)src->nconds * sizeof *p->conds);
+    p->nconds = p->capconds = src->nconds;
+  }
   p->slots = calloc((size_t)(src->nslots ? src->nslots : 1), sizeof *p->slots);
   p->nodes = calloc((size_t)(src->nnodes ? src->nnodes : 1), sizeof *p->nodes);
   if (!p->slots || !p->nodes) goto oom;
@@ -327,7 +341,88 @@ void tpg_plan_truncate(tpg_plan *p, int nnodes) {
     free(p->nodes[p->nnodes].deps);
     free(p->nodes[p->nnodes].data);
   }
+  if (p->scope >= p->nnodes) p->scope = -1; /* the open body's node is gone */
+  for (int c = 0; c < p->nconds; c++)
+    if (p->conds[c].node >= p->nnodes) p->conds[c].node = -1;
   tpg_plan_drop_indexes(p);
+}
+
+/* Appending copies records as clone does (data is position-independent),
+ * with indices moved by the nodes already in p; views keep their slot ids,
+ * which is why src's slots must be p's first ones. */
+tpg_status tpg_plan_append(tpg_plan *p, const tpg_plan *src, tpg_node *nodes) {
+  tpg_err_clear();
+  TPG_TRY(tpg_plan_check(p, __func__, "plan"));
+  TPG_TRY(tpg_plan_check(src, __func__, "src"));
+  TPG_CHECK_ARG(src != p, "src is plan: expected another plan");
+  TPG_CHECK_ARG(src->nconds == 0, "src has %d condition%s: conditional plans cannot be appended (build the bodies "
+                "in plan itself)", src->nconds, src->nconds == 1 ? "" : "s");
+  TPG_CHECK_ARG(src->scope < 0, "src has an open body (tpg_plan_body_end it first)");
+  TPG_CHECK_ARG(src->nslots <= p->nslots, "src has %d slots, plan %d: src's slots must be plan's first ones",
+                src->nslots, p->nslots);
+  for (int s = 0; s < src->nslots; s++) {
+    const tpg_slot_rec *a = &p->slots[s], *b = &src->slots[s];
+    TPG_CHECK_ARG(!strcmp(a->name, b->name) && a->dtype == b->dtype && a->where == b->where,
+                  "src's slot %d is \"%s\" (dtype %d, memory %d) but plan's is \"%s\" (dtype %d, memory %d): src's "
+                  "slots must be plan's first ones, in order",
+                  s + 1, b->name, (int)b->dtype, (int)b->where, a->name, (int)a->dtype, (int)a->where);
+    TPG_CHECK_ARG(b->count <= a->count,
+                  "src's slot \"%s\" has %zu elements, plan's %zu: build plan for the largest shape", b->name,
+                  b->count, a->count);
+  }
+  TPG_CHECK_ARG(p->nnodes + src->nnodes <= TPG_MAX_NODES, "plan has %d nodes and src %d: more than the limit %d",
+                p->nnodes, src->nnodes, TPG_MAX_NODES);
+  const int base = p->nnodes;
+  tpg_status st = TPG_SUCCESS;
+  char lb[160];
+  for (int i = 0; i < src->nnodes && st == TPG_SUCCESS; i++) {
+    const tpg_node_rec *s = &src->nodes[i];
+    if (p->scope >= 0 && tpg_kind(s->kind)->in_body) {
+      st = tpg_kind(s->kind)->in_body(p, __func__, s, tpg_node_label(p, p->scope, lb, sizeof lb));
+      if (st != TPG_SUCCESS) break;
+    }
+    if (p->nnodes == p->capnodes) {
+      int cap = p->capnodes ? 2 * p->capnodes : 32;
+      tpg_node_rec *n = realloc(p->nodes, (size_t)cap * sizeof *n);
+      if (!n) {
+        st = TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
+        break;
+      }
+      p->nodes = n;
+      p->capnodes = cap;
+    }
+    tpg_node_rec *d = &p->nodes[p->nnodes];
+    *d = *s;
+    d->name = NULL;
+    d->deps = NULL;
+    d->data = NULL;
+    d->ndeps = d->capdeps = 0;
+    d->parent = p->scope;
+    d->body = p->scope < 0 ? 0 : p->scope_body;
+    p->nnodes++; /* from here the node is the plan's: truncate frees it on failure */
+    if ((s->name && !(d->name = dup_str(s->name))) ||
+        (s->data && !(d->data = malloc(s->data_bytes ? s->data_bytes : 1))) ||
+        (s->ndeps && !(d->deps = malloc((size_t)s->ndeps * sizeof *d->deps)))) {
+      st = TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
+      break;
+    }
+    if (s->data) memcpy(d->data, s->data, s->data_bytes);
+    for (int j = 0; j < s->ndeps; j++) d->deps[j] = s->deps[j] + base;
+    d->ndeps = d->capdeps = s->ndeps;
+  }
+  if (st != TPG_SUCCESS) {
+    tpg_plan_truncate(p, base);
+    return st;
+  }
+  tpg_plan_drop_indexes(p);
+  for (int i = 0; nodes && i < src->nnodes; i++) nodes[i] = ((uint64_t)p->serial << 32) | (uint64_t)(base + i + 1);
+  return TPG_SUCCESS;
+}
+
+int tpg_node_inside(const tpg_plan *p, int i, int c) {
+  for (int a = p->nodes[i].parent; a >= 0; a = p->nodes[a].parent)
+    if (a == c) return 1;
+  return 0;
 }
 /* ---- nodes -------------------------------------------------------------- */
 
@@ -401,6 +496,32 @@ tpg_status tpg_plan_push_node(tpg_plan *p, const char *fn, tpg_node_rec *rec, co
   rec->name = NULL;
   rec->deps = NULL;
   rec->ndeps = rec->capdeps = 0;
+  rec->parent = p->scope;
+  rec->body = p->scope < 0 ? 0 : p->scope_body;
+  /* A body is a graph of its own (a conditional node's body graph): edges
+   * stay inside it. */
+  for (int i = 0; i < ndeps; i++) {
+    const tpg_node_rec *d = &p->nodes[tpg_plan_node_index(p, deps[i])];
+    if (tpg_node_scope_key(d) != tpg_node_scope_key(rec)) {
+      char lb[160], pl[160];
+      const char *where = rec->parent < 0 ? "the top level" : "an open body";
+      if (rec->parent >= 0) {
+        snprintf(pl, sizeof pl, "body %d of %s", rec->body, tpg_node_label(p, rec->parent, lb, sizeof lb));
+        where = pl;
+      }
+      return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                     "deps[%d] is in %s, but the new node goes into %s: a node may depend only on nodes of "
+                     "the same body (tpg_plan_body_begin / _end)",
+                     i, d->parent < 0 ? "the top level" : "another conditional body", where);
+    }
+  }
+  if (rec->parent >= 0) {
+    const tpg_kind_ops *k = tpg_kind(rec->kind);
+    if (k->in_body) {
+      char lb[160];
+      TPG_TRY(k->in_body(p, fn, rec, tpg_node_label(p, rec->parent, lb, sizeof lb)));
+    }
+  }
   if (ndeps > 0) {
     rec->deps = malloc((size_t)ndeps * sizeof *rec->deps);
     if (!rec->deps) return tpg_err(TPG_ERROR_OUT_OF_MEMORY, fn, "out of host memory");
@@ -436,6 +557,9 @@ tpg_status tpg_plan_add_dependency(tpg_plan *p, tpg_node from, tpg_node to) {
   TPG_CHECK_ARG(f >= 0, "from (0x%llx) is not a node of this plan", (unsigned long long)from);
   TPG_CHECK_ARG(t >= 0, "to (0x%llx) is not a node of this plan", (unsigned long long)to);
   TPG_CHECK_ARG(f != t, "from and to are the same node: a node cannot wait for itself");
+  TPG_CHECK_ARG(tpg_node_scope_key(&p->nodes[f]) == tpg_node_scope_key(&p->nodes[t]),
+                "from and to are in different scopes (the top level or conditional bodies): an edge stays inside "
+                "one body");
   tpg_node_rec *n = &p->nodes[t];
   if (!edge_set_ready(p)) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
   int dup;

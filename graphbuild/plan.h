@@ -31,6 +31,7 @@ typedef enum tpg_node_kind {
   TPG_NK_CAPTURED,    /* the kit: library work captured into a child (captured.c) */
   TPG_NK_HOST,        /* the kit: a host callback (host.c)                     */
   TPG_NK_EVENT,       /* the kit: event record or wait (event.c)               */
+  TPG_NK_CONDITIONAL, /* IF / WHILE / SWITCH over bodies of this plan (conditional.c) */
   TPG_NK_COUNT
 } tpg_node_kind;
 
@@ -47,8 +48,11 @@ typedef struct tpg_arg_rec {
 typedef struct tpg_node_rec {
   tpg_node_kind kind;
   char *name;       /* NULL: default "<kind>#<index>" */
-  int *deps;        /* indices of nodes this one waits for */
+  int *deps;        /* indices of nodes this one waits for (all in the same scope) */
   int ndeps, capdeps;
+  /* Scope: the conditional node (index) whose body `body` holds this node;
+   * -1: the top level. Set by tpg_plan_push_node from the open body. */
+  int parent, body;
   union {
     tpg_gemm_desc gemm;
     struct { tpg_view y, x; size_t count; float alpha, beta; } axpby;
@@ -66,6 +70,7 @@ typedef struct tpg_node_rec {
     struct { tpg_capture_fn fn; void *user; int nviews; } captured; /* data: views, counts */
     struct { tpg_host_fn fn; void *user; } host;
     struct { tpg_event event; int wait; } event;
+    struct { tpg_cond_type type; tpg_cond cond; int nbodies; } cond;
   } u;
   /* Owned bytes a kind keeps beside its descriptor (an engine kernel's
    * arguments and name, a captured node's views). Position-independent, so
@@ -82,6 +87,14 @@ struct tpg_plan {
   int nslots, capslots;
   tpg_node_rec *nodes;
   int nnodes, capnodes;
+  /* conditions (tpg_plan_add_cond): cond c is conds[c - 1] */
+  struct tpg_cond_rec {
+    unsigned dflt;
+    int reset;
+    int node;           /* the conditional node using it (index), -1: none yet */
+  } *conds;
+  int nconds, capconds;
+  int scope, scope_body;  /* the open body: conditional node index (-1: top level) and body */
   /* caches (plan.c): built on first use, dropped when they would go stale */
   int *name_idx;        /* open addressing over slot names: slot id, 0 empty */
   size_t name_cap;
@@ -129,6 +142,12 @@ TPG_HIDDEN tpg_status tpg_plan_check_deps(const tpg_plan *p, const char *fn, con
  * rec->data passes to the plan on success and stays the caller's on failure. */
 TPG_HIDDEN tpg_status tpg_plan_push_node(tpg_plan *p, const char *fn, tpg_node_rec *rec, const tpg_node *deps,
                                          int ndeps, tpg_node *out);
+
+/* Scope of node i (its parent conditional, or -1) as one number, so two
+ * nodes are in the same body when their keys are equal. */
+static inline long tpg_node_scope_key(const tpg_node_rec *n) { return n->parent < 0 ? -1 : (long)n->parent * 1024 + n->body; }
+/* Node i sits (at any depth) inside a body of conditional node c. */
+TPG_HIDDEN int tpg_node_inside(const tpg_plan *p, int i, int c);
 
 /* Frees the name and edge indexes (rebuilt on next use): after anything that
  * removes slots or edges. */

@@ -97,15 +97,15 @@ static tpg_status add_kernel(const char *fn, tpg_plan *p, const tpg_kernel_desc 
   for (int i = 0; i < d->nargs; i++) {
     const tpg_arg *a = &d->args[i];
     ar[i].kind = a->kind;
-    ar[i].size = a->kind == TPG_ARG_VIEW ? 8 : a->size;
-    ar[i].view = a->kind == TPG_ARG_VIEW ? a->view : (tpg_view){0, 0, 0};
+    ar[i].size = a->kind == TPG_ARG_BYTES ? a->size : 8;
+    ar[i].view = a->kind == TPG_ARG_BYTES ? (tpg_view){0, 0, 0} : a->view; /* COND: the condition in .offset */
     ar[i].value_off = SIZE_MAX;
     if (a->kind == TPG_ARG_BYTES) {
       at = (at + 15) / 16 * 16;
       ar[i].value_off = at;
       memcpy(base + at, a->bytes, a->size);
       at += a->size;
-    } else {
+    } else if (a->kind == TPG_ARG_VIEW) {
       nviews++;
     }
   }

@@ -147,6 +147,13 @@ tpg_status tpg_plan_dot(const tpg_plan *p, char *buf, size_t cap, size_t *needed
   }
   for (int i = 0; i < p->nnodes; i++)
     for (int j = 0; j < p->nodes[i].ndeps; j++) tpg_sb_printf(&s, "  n%d -> n%d;\n", p->nodes[i].deps[j], i);
+  /* A conditional body's nodes hang off their conditional node by a dashed
+   * edge labelled with the body (the roots of the body: nodes with no
+   * dependency), so the picture shows what each body holds. */
+  for (int i = 0; i < p->nnodes; i++)
+    if (p->nodes[i].parent >= 0 && p->nodes[i].ndeps == 0)
+      tpg_sb_printf(&s, "  n%d -> n%d [style=dashed, label=\"body %d\"];\n", p->nodes[i].parent, i,
+                    p->nodes[i].body);
   tpg_sb_printf(&s, "}\n");
   *needed = s.len + 1;
   if (!buf) return TPG_SUCCESS; /* size query */

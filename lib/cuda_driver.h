@@ -117,6 +117,8 @@
 #define TPG_CU_FUNCS_OPTIONAL(X) \
   X(cuKernelGetParamInfo, 12040) /* 12.4: argument checks against the real layout */ \
   X(cuFuncGetParamInfo, 12040) \
+  X(cuGraphConditionalHandleCreate, 12030) /* 12.3: conditional nodes (refused without) */ \
+  X(cuGraphAddNode, 12030) \
 /* end */
 
 typedef struct tpg_cu_table {

@@ -21,7 +21,7 @@ static const char *prefix(const char *label, char *buf, size_t cap) {
 }
 
 /* The size an argument occupies: a VIEW is a 64-bit device address. */
-static size_t arg_size(const tpg_arg *a) { return a->kind == TPG_ARG_VIEW ? 8u : (size_t)a->size; }
+static size_t arg_size(const tpg_arg *a) { return a->kind == TPG_ARG_BYTES ? (size_t)a->size : 8u; }
 
 /* Largest power of two dividing n, at most 16 (n >= 1). */
 static size_t natural_align(size_t n) {
@@ -47,8 +47,17 @@ static tpg_status check_one(const char *fn, const char *pre, const tpg_arg *a, i
                      a->size);
     return TPG_SUCCESS;
   }
+  if (a->kind == TPG_ARG_COND) {
+    if (a->size != 0 && a->size != 8)
+      return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                     "%sargs[%d] is a condition handle with size %u: a cudaGraphConditionalHandle is 8 bytes (size 0 "
+                     "or 8)",
+                     pre, i, a->size);
+    return TPG_SUCCESS;
+  }
   return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
-                 "%sargs[%d].kind is %d: expected TPG_ARG_BYTES (0) or TPG_ARG_VIEW (1)", pre, i, (int)a->kind);
+                 "%sargs[%d].kind is %d: expected TPG_ARG_BYTES (0), TPG_ARG_VIEW (1) or TPG_ARG_COND (2)", pre, i,
+                 (int)a->kind);
 }
 
 /* Natural-alignment offsets into off[] (may be NULL); the extent, or 0 with
@@ -98,6 +107,11 @@ tpg_status tpg_kit_args_layout(const char *fn, const char *label, const tpg_arg 
     for (int i = 0; i < nargs; i++) {
       size_t want = layout->size[i], off = layout->offset[i], got = arg_size(&args[i]);
       if (got != want) {
+        if (args[i].kind == TPG_ARG_COND)
+          return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                         "%sargs[%d] is a condition handle (8 bytes); the kernel's parameter %d is %zu bytes at "
+                         "offset %zu",
+                         pre, i, i, want, off);
         if (args[i].kind == TPG_ARG_VIEW)
           return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
                          "%sargs[%d] is a view (an 8-byte device address); the kernel's parameter %d is %zu bytes at "

@@ -55,7 +55,8 @@ TPG_HIDDEN tpg_status tpg_kit_args_layout(const char *fn, const char *label, con
                                           const tpg_param_layout *layout, tpg_kit_args **out);
 TPG_HIDDEN void tpg_kit_args_free(tpg_kit_args *k);
 
-/* Writes the address of VIEW argument i (fill and patch both call this). */
+/* Writes the address of VIEW argument i, or the handle of COND argument i
+ * (fill and patch both call this). */
 TPG_HIDDEN void tpg_kit_args_set_ptr(tpg_kit_args *k, int i, uint64_t addr);
 
 #endif

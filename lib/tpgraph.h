@@ -446,8 +446,12 @@ TPG_API tpg_status tpg_module_destroy(tpg_module *module);
 /* One kernel parameter: bytes by value, or the device address of a view. */
 typedef enum tpg_arg_kind {
   TPG_ARG_BYTES = 0,       /* `size` bytes at `bytes`, copied when the node is added */
-  TPG_ARG_VIEW = 1         /* a pointer parameter: bound address of view.slot + offset
+  TPG_ARG_VIEW = 1,        /* a pointer parameter: bound address of view.slot + offset
                               (elements); patched on rebind                        */
+  TPG_ARG_COND = 2         /* a condition's CUDA handle (cudaGraphConditionalHandle,
+                              8 bytes), for cudaGraphSetConditional in the kernel;
+                              the condition (tpg_plan_add_cond) is view.offset:
+                              build it with tpg_arg_cond                          */
 } tpg_arg_kind;
 
 typedef struct tpg_arg {
@@ -464,6 +468,12 @@ static inline tpg_arg tpg_arg_bytes(const void *value, uint32_t size) {
 }
 static inline tpg_arg tpg_arg_view(tpg_slot slot, uint64_t offset) {
   tpg_arg a = {TPG_ARG_VIEW, 8, NULL, {slot, 0, offset}};
+  return a;
+}
+/* A condition handle argument (TPG_ARG_COND), for the kernel parameter of
+ * type cudaGraphConditionalHandle; tpg_cond is declared below. */
+static inline tpg_arg tpg_arg_cond(uint32_t cond) {
+  tpg_arg a = {TPG_ARG_COND, 8, NULL, {0, 0, cond}};
   return a;
 }
 /* A by-value argument from an lvalue: TPG_ARG_VALUE(n) for `int n`. */
@@ -571,6 +581,103 @@ TPG_API tpg_status tpg_plan_add_event_record(tpg_plan *plan, tpg_event event, co
  * before the node's successors run. */
 TPG_API tpg_status tpg_plan_add_event_wait(tpg_plan *plan, tpg_event event, const tpg_node *deps, int ndeps,
                                            tpg_node *out /* OUT, may be NULL */);
+
+/* ------------------------------------------------------------------------ */
+/* Conditional nodes: IF / IF-ELSE, WHILE, SWITCH on a device-set value      */
+/*
+ * A conditional node runs one of its bodies (IF, SWITCH) or its body again
+ * and again (WHILE) by the value of a condition that device code sets:
+ * an engine kernel of the plan receives the condition's handle (TPG_ARG_COND)
+ * and calls cudaGraphSetConditional(handle, value) (CUDA 12.3+; IF-ELSE and
+ * SWITCH need 12.8+). A body is a sub-plan over the same plan's slots: after
+ * tpg_plan_body_begin(plan, node, b), every node added (by any builder,
+ * layers included) goes into body b of that conditional node, until
+ * tpg_plan_body_end. Nodes of a body may depend only on nodes of the same
+ * body; a body node without dependencies starts when the body does. Bodies
+ * may hold conditional nodes (nesting).
+ *
+ *   tpg_cond c;  tpg_node loop;
+ *   tpg_plan_add_cond(plan, 1, 1, &c);                 // 1 at each launch
+ *   tpg_conditional_desc d = TPG_CONDITIONAL_DESC_INIT;
+ *   d.type = TPG_COND_WHILE; d.cond = c;
+ *   tpg_plan_add_conditional(plan, &d, NULL, 0, &loop);
+ *   tpg_plan_body_begin(plan, loop, 0);
+ *   ... nodes of one iteration; the last kernel gets tpg_arg_cond(c) and
+ *       sets it to 0 to stop ...
+ *   tpg_plan_body_end(plan);
+ *
+ * CUDA's rules for bodies (refused with the node's name, when the node is
+ * added or at tpg_graph_create): no host nodes, no event record / wait
+ * nodes, no NCCL collectives (their child graphs hold what bodies may not):
+ * an all-reduce in a body runs our one-shot / two-shot kernel (TPG_ALGO_AUTO
+ * picks whichever can serve it, whatever its size; TPG_ALGO_NCCL and
+ * all-gather / reduce-scatter are refused), memset / memcpy nodes on device
+ * or pinned memory only (both slot kinds are). Captured nodes are child
+ * graphs, which CUDA allows when their work is kernels, memsets and copies
+ * (cuBLAS GEMMs are); one that holds anything else fails at
+ * tpg_graph_create naming the node. Every rank must take the same branch
+ * and run the same number of iterations when a body holds a collective:
+ * reduce the condition across ranks first (an all-reduce of the stop flag).
+ *
+ * Modes: conditional nodes need TPG_MODE_EXPLICIT: tpg_graph_create refuses
+ * them (and TPG_ARG_COND arguments) in TPG_MODE_CAPTURE and TPG_MODE_EAGER,
+ * which have no graph the handles could belong to. Rebind reaches the nodes
+ * inside bodies (their exec setters); a whole-graph update of a plan with
+ * conditional nodes is TPG_ERROR_UNSUPPORTED (the new graph's handles would
+ * differ from the ones the exec's kernels hold). CUDA refuses child graphs
+ * that hold conditional nodes, so such a graph cannot be embedded from
+ * tpg_graph_export with cuGraphAddChildGraphNode, and tpg_graph_launch on a
+ * capturing stream is TPG_ERROR_UNSUPPORTED.
+ */
+
+/* A condition of a plan: 1, 2, ...; 0 is none. */
+typedef uint32_t tpg_cond;
+
+/* A new condition. default_value: the value it holds before any kernel sets
+ * it. reset = 1: it is set to default_value at the start of every launch
+ * (CU_GRAPH_COND_ASSIGN_DEFAULT); reset = 0: only when the graph is
+ * created, and afterwards it keeps what the last launch left. */
+TPG_API tpg_status tpg_plan_add_cond(tpg_plan *plan, unsigned default_value, int reset,
+                                     tpg_cond *out /* OUT */);
+
+typedef enum tpg_cond_type {
+  TPG_COND_IF = 0,     /* body 0 when the value is non-zero; body 1 (nbodies 2) when zero */
+  TPG_COND_WHILE = 1,  /* body 0 while the value is non-zero (tested before each run)    */
+  TPG_COND_SWITCH = 2  /* body n when the value is n; none when it is >= nbodies         */
+} tpg_cond_type;
+
+typedef struct tpg_conditional_desc {
+  size_t size;             /* sizeof(tpg_conditional_desc)                      */
+  tpg_cond_type type;
+  tpg_cond cond;           /* of this plan; one condition serves one node      */
+  int nbodies;             /* IF: 1 or 2; WHILE: 1; SWITCH: 1..256; 0: 1       */
+} tpg_conditional_desc;
+#define TPG_CONDITIONAL_DESC_INIT { sizeof(tpg_conditional_desc), TPG_COND_IF, 0, 0 }
+
+/* Adds a conditional node (in the current body, if one is open). */
+TPG_API tpg_status tpg_plan_add_conditional(tpg_plan *plan, const tpg_conditional_desc *desc, const tpg_node *deps,
+                                            int ndeps, tpg_node *out /* OUT, may be NULL */);
+/* Nodes added from now on go into body `body` of conditional node `node`
+ * (which is in the current body, or at the top level when none is open). */
+TPG_API tpg_status tpg_plan_body_begin(tpg_plan *plan, tpg_node node, int body);
+/* Back to where the conditional node of the open body sits. Refused when no
+ * body is open. */
+TPG_API tpg_status tpg_plan_body_end(tpg_plan *plan);
+
+/* Appends a copy of src's nodes to plan, into the open body if one is open:
+ * one graph can then hold several plans of one builder, e.g. tpg_plan_mlp
+ * for several token counts as the bodies of a SWITCH keyed by the token
+ * count in device memory (buckets chosen on the device, instead of the host
+ * picking a graph with tpg_mlp_buckets_pick). Views keep their slot ids, so
+ * src's slots must be plan's first slots: the same names, dtypes and memory
+ * kinds in the same order, each no larger than plan's (declare plan's from
+ * the largest shape's plan, with tpg_plan_slot_info; plan may have more
+ * slots after them). src must have no conditions and no open body; it is
+ * not changed. A node CUDA forbids in the open body fails the call, which
+ * then leaves plan as it was. nodes (may be NULL): nodes[i] gets the handle
+ * in plan of src's node i (tpg_plan_stats(src) counts them), to hang later
+ * nodes behind appended ones. */
+TPG_API tpg_status tpg_plan_append(tpg_plan *plan, const tpg_plan *src, tpg_node *nodes /* OUT, may be NULL */);
 
 /* ------------------------------------------------------------------------ */
 /* Tensor-parallel layers                                                    */

@@ -15,6 +15,7 @@
 #             and allreduce_test under the largest
 #   rebind    rebind_bench (JSON)
 #   tpbench   the main job (JSON, SVG)
+#   decode    the Llama example, host loop vs device loop (issue 17; not by default)
 # Logs go to $OUT; at most 8 files come back from there, so stages share.
 #   bash .gpu/suite.sh tests fault soak
 here=$(cd "$(dirname "$0")" && pwd)
@@ -104,6 +105,15 @@ for st in "${stages[@]}"; do
   tpbench)
     timeout 400 bash "$here/run.sh" tpbench --json "$out/tpbench.json" --svg "$out/tpbench.svg" --torch-script bench/torch_mlp.py > "$out/tpbench.txt" 2>&1
     tail -12 "$out/tpbench.txt" ;;
+  decode)
+    # Issue 17 (not a default stage): 128 greedy tokens, host loop vs one launch of the device
+    # loop (a conditional WHILE around the whole step), TP 2; tokens must be identical.
+    for cfg in 8b 70b; do for b in 1 8; do
+      LD_LIBRARY_PATH="$here/bin${cb:+:$cb}:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        timeout 300 bash "$here/run.sh" llama --config $cfg --layers 4 --tp 2 --lm-head --decode 128 --batch $b \
+        > "/tmp/tpg-logs/decode_${cfg}_b$b.txt" 2>&1
+      echo "decode $cfg batch $b (rc $?):"; grep -E "^decode|llama" "/tmp/tpg-logs/decode_${cfg}_b$b.txt" | cut -c1-260
+    done; done ;;
   *) echo "unknown stage $st" ;;
   esac
 done

@@ -105,12 +105,18 @@ struct Step {
   tpg_plan *plan = nullptr;
   tpg_graph *graph = nullptr;
   std::vector<tpg_binding> bindings;
-  tpg_slot x = 0, pos_host = 0, logits = 0;
+  tpg_slot x = 0, pos_host = 0, logits = 0, pos = 0;
   std::vector<tpg_slot> k_cache, v_cache;
   void *d_x = nullptr;             // [B, hidden]: in the step's input, out the residual stream
   int *h_pos = nullptr;            // pinned [B]: this step's positions
   float *d_logits = nullptr;       // [R * B * vocab/R] (all-gathered), when vocab > 0
   int split_len = 0, nsplit = 0;   // attention's context split
+  // Set before alloc_step_io / build_step for decode.cc's loops: positions
+  // live in d_pos (device, advanced by the loop's kernel; no memcpy node
+  // from h_pos) and logits stay this rank's vocab slice [B, vocab/R] (no
+  // all-gather: NCCL cannot sit in a conditional body).
+  bool device_loop = false;
+  int *d_pos = nullptr;            // [B], device_loop only
 };
 struct LmHead {                    // the captured cuBLAS call's arguments
   const Rank *rank;

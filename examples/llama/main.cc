@@ -27,6 +27,7 @@
 
 #include "examples/llama/kernels.h"
 #include "examples/llama/llama.h"
+#include "examples/llama/decode.h"
 #include "lib/embedded.h"
 
 extern "C" const tpg_embedded_blob llama_kernels[];  // //examples/llama:device_code
@@ -43,6 +44,7 @@ struct Options {
   tpg_graph_mode mode = TPG_MODE_EXPLICIT;
   bool set_mode = false;
   bool set_layers = false, set_batch = false, set_ctx = false, set_steps = false;
+  int decode = 0, end_token = -1;  // --decode N: decode.h's host loop vs device loop
 };
 
 void usage(FILE *f) {
@@ -72,7 +74,11 @@ void usage(FILE *f) {
                "                    (the same nodes stream-captured) or eager (no graph)\n"
                "  --pdl             programmatic dependent launch (TPG_GRAPH_PDL; the engine's\n"
                "                    kernels wait with griddepcontrol.wait)\n"
-               "  --id-file PATH    under mpirun: where rank 0 leaves the NCCL id\n");
+               "  --id-file PATH    under mpirun: where rank 0 leaves the NCCL id\n"
+               "  --decode N        greedy-decode up to N tokens per sequence, host loop (a launch\n"
+               "                    per token) vs device loop (one launch, a conditional WHILE\n"
+               "                    node); checks the tokens are identical; needs --lm-head\n"
+               "  --end-token T     with --decode: a sequence ends at token T (default: never)\n");
 }
 
 bool parse_int(const char *flag, const char *s, int lo, int hi, int *out) {
@@ -88,10 +94,12 @@ bool parse_int(const char *flag, const char *s, int lo, int hi, int *out) {
 }
 
 int parse(int argc, char **argv, Options *o) {
+  enum { DECODE = 100, ENDTOKEN };  // decode.h's flags
   enum { CONFIG = 1, LAYERS, BATCH, CTX, STEPS, TP, WEIGHTS, OUT, BENCH, SWEEP, LMHEAD, VOCAB, SEED, ITERS, WARMUP,
          IDFILE, PDL, MODE, VERIFY, HELP };
   static const option opts[] = {
       {"config", required_argument, 0, CONFIG}, {"layers", required_argument, 0, LAYERS},
+      {"decode", required_argument, 0, DECODE}, {"end-token", required_argument, 0, ENDTOKEN},
       {"batch", required_argument, 0, BATCH},   {"ctx", required_argument, 0, CTX},
       {"steps", required_argument, 0, STEPS},   {"tp", required_argument, 0, TP},
       {"weights", required_argument, 0, WEIGHTS}, {"out", required_argument, 0, OUT},
@@ -116,6 +124,8 @@ int parse(int argc, char **argv, Options *o) {
           return 2;
         }
         break;
+      case DECODE: if (!parse_int("--decode", optarg, 1, 8192, &o->decode)) return 2; break;
+      case ENDTOKEN: if (!parse_int("--end-token", optarg, 0, 1 << 30, &o->end_token)) return 2; break;
       case LAYERS: if (!parse_int("--layers", optarg, 1, 1000, &c.layers)) return 2; o->set_layers = true; break;
       case BATCH: if (!parse_int("--batch", optarg, 1, 64, &c.batch)) return 2; o->set_batch = true; break;
       case CTX: if (!parse_int("--ctx", optarg, 0, 8191, &c.ctx)) return 2; o->set_ctx = true; break;
@@ -151,6 +161,11 @@ int parse(int argc, char **argv, Options *o) {
     std::fprintf(stderr, "llama: unexpected argument '%s'\n", argv[optind]);
     return 2;
   }
+  if (o->decode && (o->bench || !o->lm_head)) {
+    std::fprintf(stderr, "llama: --decode needs --lm-head (the tokens come from the logits), not --bench\n");
+    return 2;
+  }
+  if (o->decode) c.steps = o->decode;  // the caches' capacity: ctx + N
   if (o->sweep && !o->bench) {
     std::fprintf(stderr, "llama: --sweep needs --bench\n");
     return 2;
@@ -527,6 +542,13 @@ int run_rank(Options &o, int rank, int nranks, int device, const std::string &id
   if (rank == 0)
     std::printf("llama: rank 0 of %d on GPU %d: %.1f MiB of weights (%s)\n", nranks, device, st.w.bytes / 1048576.0,
                 src.dir.empty() ? "random" : src.dir.c_str());
+  if (o.decode) {
+    DecodeOptions d;
+    d.steps = o.decode;
+    d.end_token = o.end_token;
+    CHECK_OK(run_decode(o.c, R, st.w, src, d, &err));
+    return 0;
+  }
   return o.bench ? run_bench(o, st) : run_check(o, st);
 }
 

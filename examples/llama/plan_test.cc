@@ -96,6 +96,69 @@ int main() {
                         want_colls, binds, want_binds);
           expect(nodes == want_nodes && colls == want_colls && binds == want_binds && named, what);
         }
+  // decode.cc's device loop: the step built with device_loop (positions in
+  // device memory, no memcpy node; no all-gather) goes into a WHILE body as
+  // it is; the ordinary step's NCCL all-gather is refused there.
+  for (int R : {1, 2, 8})
+    for (int loop = 0; loop < 2; loop++) {
+      Config c = model(false);
+      c.layers = 2;
+      c.batch = 8;
+      c.ctx = 512;
+      c.steps = 128;
+      c.max_ctx = c.ctx + c.steps;
+      c.vocab = 128256;
+      Rank r;
+      r.rank = 0;
+      r.nranks = R;
+      r.sm_count = 132;
+      r.stub_function = reinterpret_cast<void *>(0x1000);
+      Weights w;
+      w.layers.resize(c.layers);
+      Caches k;
+      k.k.assign(c.layers, nullptr);
+      k.v.assign(c.layers, nullptr);
+      Step s;
+      s.device_loop = loop != 0;
+      LmHead lm{};
+      std::string err;
+      char what[160];
+      std::snprintf(what, sizeof what, "decode %s loop TP %d", loop ? "device" : "host-style", R);
+      if (build_step(c, r, w, k, c.ctx + c.steps, &lm, &s, &err)) {
+        expect(false, std::string(what) + ": " + err);
+        continue;
+      }
+      int nodes = 0, colls = 0, nslots = 0;
+      tpg_plan_stats(s.plan, &nodes, &nslots, &colls);
+      const int want_nodes = loop ? 1 + 9 * c.layers + 1 : 2 + 9 * c.layers + (R > 1 ? 2 : 1);
+      tpg_plan *p = nullptr;
+      tpg_plan_create(&p);
+      for (tpg_slot i = 1; i <= (tpg_slot)nslots; i++) {
+        tpg_slot_info si;
+        tpg_slot got;
+        tpg_plan_slot_info(s.plan, i, &si);
+        tpg_plan_add_slot(p, si.name, si.dtype, si.where, si.count, &got);
+      }
+      tpg_cond cond;
+      tpg_node wn;
+      tpg_plan_add_cond(p, 1, 1, &cond);
+      tpg_conditional_desc cd = TPG_CONDITIONAL_DESC_INIT;
+      cd.type = TPG_COND_WHILE;
+      cd.cond = cond;
+      tpg_plan_add_conditional(p, &cd, nullptr, 0, &wn);
+      tpg_plan_body_begin(p, wn, 0);
+      const tpg_status st = tpg_plan_append(p, s.plan, nullptr);
+      const std::string msg = st == TPG_SUCCESS ? "" : tpg_last_error();
+      const bool want_ok = loop || R == 1;
+      std::snprintf(what + std::strlen(what), sizeof what - std::strlen(what), ": %d nodes (%d), into a WHILE body: %s",
+                    nodes, want_nodes, st == TPG_SUCCESS ? "taken" : msg.c_str());
+      expect(nodes == want_nodes && colls == 2 * c.layers + (!loop && R > 1) &&
+                 (want_ok ? st == TPG_SUCCESS && tpg_plan_validate(p) == TPG_SUCCESS
+                          : msg.find("only an all-reduce may sit") != std::string::npos),
+             what);
+      tpg_plan_destroy(p);
+      tpg_plan_destroy(s.plan);
+    }
   {  // 24 query heads over 8 KV heads: group 3 has no attention kernel.
     Config c = model(false);
     c.heads = 24;

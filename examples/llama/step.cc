@@ -113,6 +113,10 @@ int alloc_step_io(const Config &c, Step *s, std::string *err) {
     *err = "out of memory for the step's x / positions";
     return 1;
   }
+  if (s->device_loop && cudaMalloc(reinterpret_cast<void **>(&s->d_pos), c.batch * sizeof(int)) != cudaSuccess) {
+    *err = "out of memory for the loop's positions";
+    return 1;
+  }
   if (c.vocab > 0 &&
       cudaMalloc(reinterpret_cast<void **>(&s->d_logits), (size_t)c.batch * c.vocab * 4) != cudaSuccess) {
     *err = "out of memory for the logits";
@@ -148,7 +152,8 @@ int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k
   // int32 data lives in TPG_F32 slots: tpgraph only needs its 4-byte width.
   if (b.slot("x", TPG_BF16, DEV, (size_t)B * H, s->d_x, &x) ||
       b.slot("pos_host", TPG_F32, TPG_MEM_HOST, B, s->h_pos, &pos_host) ||
-      b.slot("pos", TPG_F32, SCR, B, nullptr, &pos) || b.slot("h", TPG_BF16, SCR, (size_t)B * H, nullptr, &h) ||
+      (s->device_loop ? b.slot("pos", TPG_F32, DEV, B, s->d_pos, &pos) : b.slot("pos", TPG_F32, SCR, B, nullptr, &pos)) ||
+      b.slot("h", TPG_BF16, SCR, (size_t)B * H, nullptr, &h) ||
       b.slot("qkv", TPG_BF16, SCR, (size_t)B * wqkv, nullptr, &qkv) ||
       b.slot("q", TPG_BF16, SCR, (size_t)B * nq * D, nullptr, &q) ||
       b.slot("attn", TPG_BF16, SCR, (size_t)B * nq * D, nullptr, &attn) ||
@@ -181,9 +186,12 @@ int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k
   }
 
   tpg_node n;
-  TRY(tpg_plan_add_memcpy(s->plan, tpg_view{pos, 0, 0}, tpg_view{pos_host, 0, 0}, B, nullptr, 0, &n));
-  TRY(tpg_plan_set_node_name(s->plan, n, "pos<-host"));
-  b.chain(n);
+  s->pos = pos;
+  if (!s->device_loop) {
+    TRY(tpg_plan_add_memcpy(s->plan, tpg_view{pos, 0, 0}, tpg_view{pos_host, 0, 0}, B, nullptr, 0, &n));
+    TRY(tpg_plan_set_node_name(s->plan, n, "pos<-host"));
+    b.chain(n);
+  }
   const float eps = c.eps, theta = c.theta;
   const float scale_log2 = (float)(1.0 / std::sqrt((double)D) * 1.4426950408889634);
   const int max_ctx = c.max_ctx, split_len = s->split_len, nsplit = s->nsplit;
@@ -275,7 +283,7 @@ int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k
   if (c.vocab > 0) {
     tpg_slot lm_w, logits, logits_all;
     if (b.slot("lm_head", TPG_BF16, DEV, (size_t)vpart * H, w.lm_head, &lm_w)) return 1;
-    if (R == 1) {
+    if (R == 1 || s->device_loop) {
       if (b.slot("logits", TPG_F32, DEV, (size_t)B * vpart, s->d_logits, &logits)) return 1;
       logits_all = logits;
     } else if (b.slot("logits", TPG_F32, SCR, (size_t)B * vpart, nullptr, &logits) ||
@@ -295,7 +303,7 @@ int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k
     TRY(tpg_plan_add_captured(s->plan, &cd, b.dep(), b.ndep(), &n));
     TRY(tpg_plan_set_node_name(s->plan, n, "lm_head"));
     b.chain(n);
-    if (R > 1) {  // rank-major [R][B][V/R]; main.cc puts the vocab slices side by side
+    if (R > 1 && !s->device_loop) {  // rank-major [R][B][V/R]; main.cc puts the vocab slices side by side
       tpg_collective_desc g = TPG_COLLECTIVE_DESC_INIT;
       g.kind = TPG_ALL_GATHER;
       g.send = tpg_view{logits, 0, 0};
@@ -353,6 +361,7 @@ void free_step(Step *s) {
   cudaFree(s->d_x);
   cudaFreeHost(s->h_pos);
   cudaFree(s->d_logits);
+  cudaFree(s->d_pos);
   *s = Step();
 }
 

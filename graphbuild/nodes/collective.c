@@ -135,6 +135,24 @@ static tpg_status check(const tpg_plan *p, const char *fn, const tpg_node_rec *r
   return check_epilogue(p, fn, d);
 }
 
+/* A conditional body holds no NCCL child graph (its capture carries nodes
+ * CUDA refuses there): only an all-reduce, which our kernels can run. */
+static tpg_status in_body(const tpg_plan *p, const char *fn, const tpg_node_rec *n, const char *parent) {
+  (void)p;
+  const tpg_collective_desc *d = &n->u.coll;
+  if (d->kind != TPG_ALL_REDUCE)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                   "desc->kind is %s in the open body of conditional node %s: only an all-reduce may sit in a "
+                   "conditional body (tpgraph's kernels run it; NCCL's child graphs are not allowed there)",
+                   coll_name(d->kind), parent);
+  if (d->algo == TPG_ALGO_NCCL)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                   "desc->algo is TPG_ALGO_NCCL in the open body of conditional node %s: NCCL's child graphs are "
+                   "not allowed in a conditional body; use TPG_ALGO_AUTO, _ONESHOT or _TWOSHOT",
+                   parent);
+  return TPG_SUCCESS;
+}
+
 static int views(const tpg_node_rec *n, tpg_view_use *v) {
   const tpg_collective_desc *d = &n->u.coll;
   int k = 0;
@@ -251,6 +269,25 @@ static tpg_status pick(const tpg_nctx *c) {
   tpg_allreduce_choice ch;
   TPG_TRY(tpg_allreduce_select(g->comm, &g->tune.ar, d->algo, d->count * es, d->send.offset * es,
                                d->recv.offset * es, tpg_nctx_label(c), &ch));
+  if (!ch.kernel && c->n->parent >= 0) {
+    /* In a conditional body NCCL cannot serve: AUTO takes the two-shot
+     * kernel whatever the size (it fails, naming the node, only when the
+     * peer buffers cannot hold the message). */
+    char why[160];
+    snprintf(why, sizeof why, "%s", ch.why);
+    tpg_status rs = TPG_SUCCESS;
+    if (g->comm->nranks >= 2)
+      rs = tpg_allreduce_select(g->comm, &g->tune.ar, TPG_ALGO_TWOSHOT, d->count * es, d->send.offset * es,
+                                d->recv.offset * es, tpg_nctx_label(c), &ch);
+    if (rs != TPG_SUCCESS || !ch.kernel) {
+      char lb[160];
+      if (rs != TPG_SUCCESS) snprintf(why, sizeof why, "%s", tpg_last_error());
+      return TPG_ARG_FAIL("node %s sits in body %d of conditional node %s, where NCCL cannot run, and tpgraph's "
+                          "all-reduce kernels cannot serve it: %s",
+                          tpg_nctx_label(c), c->n->body, tpg_node_label(c->p, c->n->parent, lb, sizeof lb),
+                          why);
+    }
+  }
   if (!ch.kernel) return TPG_SUCCESS;
   tpg_allreduce_args *a = &gn->args.ar;
   memset(a, 0, sizeof *a);
@@ -393,6 +430,12 @@ static void fingerprint(const tpg_plan *p, const tpg_node_rec *n, const tpg_gnod
   const tpg_collective_desc *d = &n->u.coll;
 #define TPG_MIX(v) (*h = (*h ^ (uint64_t)(v)) * 1099511628211ull)
   TPG_MIX(d->kind);
+  /* Where it runs: which body, how deeply nested (a collective inside a
+   * loop on one rank and outside it on another would hang). */
+  int depth = 0;
+  for (int a = n->parent; a >= 0; a = p->nodes[a].parent) depth++;
+  TPG_MIX(depth);
+  TPG_MIX(n->parent >= 0 ? n->body : -1);
   TPG_MIX(d->count);
   TPG_MIX(d->algo);
   TPG_MIX(p->slots[d->send.slot - 1].dtype);
@@ -439,6 +482,7 @@ const tpg_kind_ops tpg_kind_collective = {
     .dot_shape = "doubleoctagon",
     .collective = 1,
     .check = check,
+    .in_body = in_body,
     .views = views,
     .label = label,
     .dot = dot,

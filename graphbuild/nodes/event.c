@@ -70,10 +70,20 @@ static void count(const tpg_gnode *gn, tpg_graph_info *info) {
   info->event_nodes++;
 }
 
+static tpg_status in_body(const tpg_plan *p, const char *fn, const tpg_node_rec *n, const char *parent) {
+  (void)p;
+  (void)n;
+  return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                 "the open body is of conditional node %s: CUDA allows no event record / wait nodes in a conditional body "
+                 "(kernel, memset, memcpy, empty, child-graph and conditional nodes only)",
+                 parent);
+}
+
 const tpg_kind_ops tpg_kind_event = {
     .name = "event",
     .dot_shape = "cds",
     .check = check,
+    .in_body = in_body,
     .views = views,
     .label = label,
     .fill = fill,

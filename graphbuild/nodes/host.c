@@ -54,10 +54,20 @@ static void count(const tpg_gnode *gn, tpg_graph_info *info) {
   info->host_nodes++;
 }
 
+static tpg_status in_body(const tpg_plan *p, const char *fn, const tpg_node_rec *n, const char *parent) {
+  (void)p;
+  (void)n;
+  return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                 "the open body is of conditional node %s: CUDA allows no host nodes in a conditional body "
+                 "(kernel, memset, memcpy, empty, child-graph and conditional nodes only)",
+                 parent);
+}
+
 const tpg_kind_ops tpg_kind_host = {
     .name = "host",
     .dot_shape = "hexagon",
     .check = check,
+    .in_body = in_body,
     .views = views,
     .fill = fill,
     .add = add,

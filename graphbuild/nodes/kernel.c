@@ -60,6 +60,11 @@ static tpg_status check(const tpg_plan *p, const char *fn, const tpg_node_rec *n
                    n->u.kernel.nviews, TPG_MAX_NODE_VIEWS);
   const tpg_arg_rec *a = args_of(n);
   for (int i = 0; i < n->u.kernel.nargs; i++) {
+    if (a[i].kind == TPG_ARG_COND && (a[i].view.offset == 0 || a[i].view.offset > (uint64_t)p->nconds))
+      return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                     "desc->args[%d] is condition %llu: not a condition of this plan (expected 1..%d, from "
+                     "tpg_plan_add_cond)",
+                     i, (unsigned long long)a[i].view.offset, p->nconds);
     if (a[i].kind != TPG_ARG_VIEW) continue;
     char what[48];
     snprintf(what, sizeof what, "desc->args[%d].view", i);
@@ -115,8 +120,24 @@ static void release(tpg_graph *g, tpg_gnode *gn) {
 static tpg_status set_ptrs(const tpg_nctx *c) {
   tpg_kit_args *k = ((kernel_state *)c->gn->ext)->args;
   const tpg_arg_rec *a = args_of(c->n);
-  for (int i = 0; i < c->n->u.kernel.nargs; i++)
+  for (int i = 0; i < c->n->u.kernel.nargs; i++) {
     if (a[i].kind == TPG_ARG_VIEW) tpg_kit_args_set_ptr(k, i, tpg_view_ptr(c->p, c->bind, a[i].view));
+    if (a[i].kind == TPG_ARG_COND) {
+      /* The handle the graph made for this condition (materialize.c): only
+       * an explicit graph has one. */
+      tpg_cond cd = (tpg_cond)a[i].view.offset;
+      const tpg_graph *g = c->g;
+      if (!g->cond_handles || !g->cond_handles[cd - 1])
+        return tpg_err(g->mode == TPG_MODE_EXPLICIT ? TPG_ERROR_INVALID_ARGUMENT : TPG_ERROR_UNSUPPORTED,
+                       "tpg_graph_create",
+                       g->mode == TPG_MODE_EXPLICIT
+                           ? "node %s: args[%d] is condition %u, which no conditional node of the plan uses"
+                           : "node %s: args[%d] is condition %u: conditions need TPG_MODE_EXPLICIT (capture and "
+                             "eager modes have no graph a condition handle could belong to)",
+                       tpg_nctx_label(c), i, (unsigned)cd);
+      tpg_kit_args_set_ptr(k, i, g->cond_handles[cd - 1]);
+    }
+  }
   return TPG_SUCCESS;
 }
 

@@ -7,7 +7,8 @@
 #include "graphbuild/nodes/kind.h"
 
 extern const tpg_kind_ops tpg_kind_gemm, tpg_kind_axpby, tpg_kind_memset, tpg_kind_memcpy, tpg_kind_empty,
-    tpg_kind_collective, tpg_kind_concat, tpg_kind_kernel, tpg_kind_captured, tpg_kind_host, tpg_kind_event;
+    tpg_kind_collective, tpg_kind_concat, tpg_kind_kernel, tpg_kind_captured, tpg_kind_host, tpg_kind_event,
+    tpg_kind_conditional;
 
 static const tpg_kind_ops *const table[TPG_NK_COUNT] = {
     [TPG_NK_GEMM] = &tpg_kind_gemm,
@@ -21,6 +22,7 @@ static const tpg_kind_ops *const table[TPG_NK_COUNT] = {
     [TPG_NK_CAPTURED] = &tpg_kind_captured,
     [TPG_NK_HOST] = &tpg_kind_host,
     [TPG_NK_EVENT] = &tpg_kind_event,
+    [TPG_NK_CONDITIONAL] = &tpg_kind_conditional,
 };
 
 const tpg_kind_ops *tpg_kind(tpg_node_kind k) { return table[k]; }

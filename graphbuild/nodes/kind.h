@@ -52,6 +52,8 @@ typedef struct tpg_view_use {
 typedef struct tpg_gnode {
   CUgraphNode cu[TPG_GNODE_MAX_CU]; /* nodes of the template graph, in add order */
   int ncu;
+  CUgraph *bodies;              /* a conditional node's body graphs (CUDA's array) */
+  int nbodies;
   /* kernel nodes */
   CUDA_KERNEL_NODE_PARAMS kp;
   void *kparams[1];             /* -> args: every kernel takes one struct */
@@ -132,6 +134,10 @@ typedef struct tpg_kind_ops {
   /* Checks a node record as the public builder `fn` filled it (views exist,
    * ranges fit, dtypes, aliasing); messages come from fn and name the argument. */
   tpg_status (*check)(const tpg_plan *p, const char *fn, const tpg_node_rec *n);
+  /* Whether record n may sit in a conditional body (of node `parent`, for
+   * messages): CUDA allows kernel, memset, memcpy, empty, child-graph and
+   * conditional nodes there. NULL: allowed. */
+  tpg_status (*in_body)(const tpg_plan *p, const char *fn, const tpg_node_rec *n, const char *parent);
   /* The slot ranges the node touches into out[TPG_MAX_NODE_VIEWS]; returns the count. */
   int (*views)(const tpg_node_rec *n, tpg_view_use *out);
   /* The default label when the user gave none (NULL: "<name>#<index>"). */

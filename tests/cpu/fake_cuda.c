@@ -48,9 +48,27 @@ static void k_scale2(void **p) {
   for (int i = 0; i < n; i++) y[i] = 2.0f * x[i];
 }
 
+/* Conditions (cuGraphConditionalHandleCreate): handle h is conds[h - 1]. */
+#define MAXCOND 64
+static struct { unsigned value, dflt; int reset; } conds[MAXCOND];
+static int nconds;
+static void cond_write(unsigned long long h, unsigned v) {
+  if (h >= 1 && h <= (unsigned long long)nconds) conds[h - 1].value = v;
+}
+/* cudaGraphSetConditional(h, v[0]) */
+static void k_cond_set(void **p) { cond_write(*(unsigned long long *)p[0], (unsigned)**(int **)p[1]); }
+/* A loop's last step: --ctr[0], and go on while it is positive. */
+static void k_cond_countdown(void **p) {
+  int *ctr = *(int **)p[1];
+  ctr[0]--;
+  cond_write(*(unsigned long long *)p[0], ctr[0] > 0);
+}
+
 static fk kernels[] = {
     {"axpy", 5, {0, 8, 16, 24, 32}, {8, 8, 4, 8, 4}, k_axpy},
     {"scale2", 3, {0, 8, 16}, {8, 8, 4}, k_scale2},
+    {"cond_set", 2, {0, 8}, {8, 8}, k_cond_set},
+    {"cond_countdown", 2, {0, 8}, {8, 8}, k_cond_countdown},
 };
 #define NKERNELS (int)(sizeof kernels / sizeof kernels[0])
 
@@ -76,11 +94,18 @@ typedef struct fnode {
   CUDA_MEMCPY3D cp;
   fgraph *child;                /* owned */
   CUevent ev;
+  /* conditional: its bodies (owned), the handle, the type */
+  fgraph **bodies;
+  int nbodies;
+  unsigned long long cond;
+  CUgraphConditionalNodeType ctype;
 } fnode;
 
 struct fgraph {
   fnode **nodes;
   int n, cap;
+  fnode *parent;                /* a body: the conditional node holding it */
+  int body;                     /* ... and which of its bodies it is       */
 };
 
 typedef struct fexec {
@@ -103,6 +128,8 @@ static void graph_free(fgraph *g) {
   if (!g) return;
   for (int i = 0; i < g->n; i++) {
     graph_free(g->nodes[i]->child);
+    for (int b = 0; b < g->nodes[i]->nbodies; b++) graph_free(g->nodes[i]->bodies[b]);
+    free(g->nodes[i]->bodies);
     free(g->nodes[i]);
   }
   free(g->nodes);
@@ -128,11 +155,19 @@ static void node_copy(fnode *d, const fnode *s) {
   fgraph *owner = d->owner;
   int idx = d->idx;
   graph_free(d->child);
+  for (int b = 0; b < d->nbodies; b++) graph_free(d->bodies[b]);
+  free(d->bodies);
   *d = *s;
   d->owner = owner;
   d->idx = idx;
   for (int i = 0; d->fn && i < d->fn->nparams; i++) d->pptr[i] = d->pbuf + d->fn->off[i];
   d->child = s->child ? graph_clone(s->child) : NULL;
+  d->bodies = s->nbodies ? calloc((size_t)s->nbodies, sizeof *d->bodies) : NULL;
+  for (int b = 0; b < s->nbodies; b++) {
+    d->bodies[b] = graph_clone(s->bodies[b]);
+    d->bodies[b]->parent = d;
+    d->bodies[b]->body = b;
+  }
 }
 
 static fgraph *graph_clone(const fgraph *s) {
@@ -175,6 +210,18 @@ static void node_run(const fnode *n) {
       break;
     }
     case CU_GRAPH_NODE_TYPE_GRAPH: graph_run(n->child); break;
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL: {
+      unsigned v = conds[n->cond - 1].value;
+      if (n->ctype == CU_GRAPH_COND_TYPE_IF) {
+        if (v) graph_run(n->bodies[0]);
+        else if (n->nbodies == 2) graph_run(n->bodies[1]);
+      } else if (n->ctype == CU_GRAPH_COND_TYPE_SWITCH) {
+        if (v < (unsigned)n->nbodies) graph_run(n->bodies[v]);
+      } else {
+        for (int k = 0; k < 100000 && conds[n->cond - 1].value; k++) graph_run(n->bodies[0]);
+      }
+      break;
+    }
     case CU_GRAPH_NODE_TYPE_EVENT_RECORD: counters[C_EVREC]++; break;
     case CU_GRAPH_NODE_TYPE_WAIT_EVENT: counters[C_EVWAIT]++; break;
     default: break;
@@ -515,11 +562,18 @@ static CUresult f_cuGraphExecDestroy(CUgraphExec e) {
   free(x);
   return CUDA_SUCCESS;
 }
-/* The exec's copy of a template node: same index, top level. */
+/* The exec's copy of a template node: same index, in the same body of the
+ * exec's copy of the conditional node that holds it (top level: none). */
 static fnode *exec_node(CUgraphExec e, CUgraphNode n) {
   fexec *x = (fexec *)e;
-  int i = ((fnode *)n)->idx;
-  return i < x->g->n ? x->g->nodes[i] : NULL;
+  const fnode *t = (const fnode *)n;
+  const fgraph *in = x->g;
+  if (t->owner->parent) {
+    fnode *p = exec_node(e, (CUgraphNode)t->owner->parent);
+    if (!p || t->owner->body >= p->nbodies) return NULL;
+    in = p->bodies[t->owner->body];
+  }
+  return t->idx < in->n ? in->nodes[t->idx] : NULL;
 }
 static CUresult f_cuGraphExecKernelNodeSetParams(CUgraphExec e, CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS *kp) {
   fnode *x = exec_node(e, n);
@@ -530,7 +584,9 @@ static CUresult f_cuGraphExecKernelNodeSetParams(CUgraphExec e, CUgraphNode n, c
 static int same_shape(const fgraph *a, const fgraph *b) {
   if (a->n != b->n) return 0;
   for (int i = 0; i < a->n; i++) {
-    if (a->nodes[i]->type != b->nodes[i]->type) return 0;
+    if (a->nodes[i]->type != b->nodes[i]->type || a->nodes[i]->nbodies != b->nodes[i]->nbodies) return 0;
+    for (int k = 0; k < a->nodes[i]->nbodies; k++)
+      if (!same_shape(a->nodes[i]->bodies[k], b->nodes[i]->bodies[k])) return 0;
     if (a->nodes[i]->child && !same_shape(a->nodes[i]->child, b->nodes[i]->child)) return 0;
   }
   return 1;
@@ -555,9 +611,41 @@ static CUresult f_cuGraphExecUpdate(CUgraphExec e, CUgraph g, CUgraphExecUpdateR
   counters[C_EXEC_UPDATE]++;
   return CUDA_SUCCESS;
 }
+static CUresult f_cuGraphConditionalHandleCreate(CUgraphConditionalHandle *h, CUgraph g, CUcontext c, unsigned dflt,
+                                                unsigned flags) {
+  if (!g || c != FAKE_CTX || flags > CU_GRAPH_COND_ASSIGN_DEFAULT || nconds == MAXCOND) return CUDA_ERROR_INVALID_VALUE;
+  conds[nconds].value = conds[nconds].dflt = dflt;
+  conds[nconds].reset = flags == CU_GRAPH_COND_ASSIGN_DEFAULT;
+  *h = (CUgraphConditionalHandle)++nconds;
+  return CUDA_SUCCESS;
+}
+static CUresult f_cuGraphAddNode(CUgraphNode *n, CUgraph g, const CUgraphNode *d, const CUgraphEdgeData *ed, size_t nd,
+                                 CUgraphNodeParams *np) {
+  (void)d, (void)ed, (void)nd;
+  if (np->type != CU_GRAPH_NODE_TYPE_CONDITIONAL) return CUDA_ERROR_NOT_SUPPORTED;
+  CUDA_CONDITIONAL_NODE_PARAMS *cp = &np->conditional;
+  if (cp->handle < 1 || cp->handle > (CUgraphConditionalHandle)nconds || cp->size < 1 || cp->ctx != FAKE_CTX ||
+      (cp->type == CU_GRAPH_COND_TYPE_WHILE && cp->size != 1) || (cp->type == CU_GRAPH_COND_TYPE_IF && cp->size > 2))
+    return CUDA_ERROR_INVALID_VALUE;
+  fnode *x = node_add((fgraph *)g, CU_GRAPH_NODE_TYPE_CONDITIONAL);
+  x->cond = cp->handle;
+  x->ctype = cp->type;
+  x->nbodies = (int)cp->size;
+  x->bodies = calloc(cp->size, sizeof *x->bodies);
+  for (unsigned b = 0; b < cp->size; b++) {
+    x->bodies[b] = graph_new();
+    x->bodies[b]->parent = x;
+    x->bodies[b]->body = (int)b;
+  }
+  cp->phGraph_out = (CUgraph *)x->bodies;
+  *n = (CUgraphNode)x;
+  return CUDA_SUCCESS;
+}
 static CUresult f_cuGraphLaunch(CUgraphExec e, CUstream s) {
   (void)s;
   counters[C_LAUNCH]++;
+  for (int c = 0; c < nconds; c++)
+    if (conds[c].reset) conds[c].value = conds[c].dflt;
   graph_run(((fexec *)e)->g);
   return CUDA_SUCCESS;
 }
@@ -580,7 +668,7 @@ static const struct { const char *name; void *fn; } table[] = {
     F(cuGraphKernelNodeSetParams), F(cuGraphKernelNodeSetAttribute), F(cuGraphHostNodeGetParams),
     F(cuGraphHostNodeSetParams), F(cuGraphChildGraphNodeGetGraph), F(cuGraphInstantiateWithFlags),
     F(cuGraphExecDestroy), F(cuGraphExecKernelNodeSetParams), F(cuGraphExecChildGraphNodeSetParams),
-    F(cuGraphExecUpdate), F(cuGraphLaunch),
+    F(cuGraphExecUpdate), F(cuGraphLaunch), F(cuGraphConditionalHandleCreate), F(cuGraphAddNode),
 };
 #undef F
 

@@ -383,6 +383,157 @@ static void refused_kernel(tpg_module *m, const char *name, int arg3_float, int 
     }                                                        \
   } while (0)
 
+/* Conditional nodes through the driver path (the stand-in runs IF, WHILE
+ * and SWITCH bodies by the value its cond_* kernels set): a WHILE doubling y
+ * until a device counter runs out, an IF/ELSE and a SWITCH (one empty body)
+ * keyed by a device value, rebind of slots used only inside bodies (exec
+ * setters on body nodes), and the refusals: eager / capture mode, update. */
+static tpg_status cond_kernel(tpg_plan *p, tpg_module *m, const char *name, const tpg_arg *a, int na,
+                              const tpg_node *deps, int nd, tpg_node *out) {
+  tpg_kernel_desc d = TPG_KERNEL_DESC_INIT;
+  d.module = m;
+  d.name = name;
+  d.args = a;
+  d.nargs = na;
+  return tpg_plan_add_kernel(p, &d, deps, nd, out);
+}
+
+static int times_equal(const float *y, const float *x, float f) {
+  int bad = 0;
+  for (int i = 0; i < N; i++) bad += y[i] != f * x[i];
+  return bad;
+}
+static int poisoned(const float *y) {
+  int bad = 0;
+  for (int i = 0; i < N; i++) bad += !isnan(y[i]);
+  return bad;
+}
+
+static void test_conditional(tpg_module *m) {
+  tpg_plan *p;
+  MUST_OK(tpg_plan_create(&p));
+  tpg_slot x, y, u, z, ctr, v;
+  MUST_OK(tpg_plan_add_slot(p, "x", TPG_F32, TPG_MEM_DEVICE, N, &x));
+  MUST_OK(tpg_plan_add_slot(p, "y", TPG_F32, TPG_MEM_DEVICE, N, &y));
+  MUST_OK(tpg_plan_add_slot(p, "u", TPG_F32, TPG_MEM_DEVICE, N, &u));
+  MUST_OK(tpg_plan_add_slot(p, "z", TPG_F32, TPG_MEM_DEVICE, N, &z));
+  MUST_OK(tpg_plan_add_slot(p, "ctr", TPG_F32, TPG_MEM_DEVICE, 4, &ctr));
+  MUST_OK(tpg_plan_add_slot(p, "v", TPG_F32, TPG_MEM_DEVICE, 4, &v));
+  tpg_cond cw, ci, cs;
+  MUST_OK(tpg_plan_add_cond(p, 1, 1, &cw));
+  MUST_OK(tpg_plan_add_cond(p, 0, 1, &ci));
+  MUST_OK(tpg_plan_add_cond(p, 9, 1, &cs)); /* no body has 9: the set kernel must win */
+  tpg_conditional_desc cd = TPG_CONDITIONAL_DESC_INIT;
+  tpg_node cp, loop, si, nif, ss, nsw;
+  /* WHILE: y = 2 x, then y = 2 y until --ctr reaches 0. */
+  tpg_arg a0[3] = {tpg_arg_view(y, 0), tpg_arg_view(x, 0), TPG_ARG_VALUE(g_n)};
+  MUST_OK(cond_kernel(p, m, "scale2", a0, 3, NULL, 0, &cp));
+  cd.type = TPG_COND_WHILE;
+  cd.cond = cw;
+  MUST_OK(tpg_plan_add_conditional(p, &cd, &cp, 1, &loop));
+  MUST_OK(tpg_plan_body_begin(p, loop, 0));
+  tpg_node k2;
+  tpg_arg a2[3] = {tpg_arg_view(y, 0), tpg_arg_view(y, 0), TPG_ARG_VALUE(g_n)};
+  MUST_OK(cond_kernel(p, m, "scale2", a2, 3, NULL, 0, &k2));
+  tpg_arg acd[2] = {tpg_arg_cond(cw), tpg_arg_view(ctr, 0)};
+  MUST_OK(cond_kernel(p, m, "cond_countdown", acd, 2, &k2, 1, NULL));
+  MUST_OK(tpg_plan_body_end(p));
+  /* IF / ELSE on v: u = 2 x, or u = axpy(x). */
+  tpg_arg aci[2] = {tpg_arg_cond(ci), tpg_arg_view(v, 0)};
+  MUST_OK(cond_kernel(p, m, "cond_set", aci, 2, NULL, 0, &si));
+  cd.type = TPG_COND_IF;
+  cd.cond = ci;
+  cd.nbodies = 2;
+  MUST_OK(tpg_plan_add_conditional(p, &cd, &si, 1, &nif));
+  MUST_OK(tpg_plan_body_begin(p, nif, 0));
+  tpg_arg au2[3] = {tpg_arg_view(u, 0), tpg_arg_view(x, 0), TPG_ARG_VALUE(g_n)};
+  MUST_OK(cond_kernel(p, m, "scale2", au2, 3, NULL, 0, NULL));
+  MUST_OK(tpg_plan_body_end(p));
+  MUST_OK(tpg_plan_body_begin(p, nif, 1));
+  tpg_arg aax[5] = {tpg_arg_view(u, 0), tpg_arg_view(x, 0), TPG_ARG_VALUE(g_n), TPG_ARG_VALUE(g_a),
+                    TPG_ARG_VALUE(g_b)};
+  MUST_OK(cond_kernel(p, m, "axpy", aax, 5, NULL, 0, NULL));
+  MUST_OK(tpg_plan_body_end(p));
+  /* SWITCH on v: z = axpy(x), z = 2 x, nothing (an empty body). */
+  tpg_arg acs[2] = {tpg_arg_cond(cs), tpg_arg_view(v, 0)};
+  MUST_OK(cond_kernel(p, m, "cond_set", acs, 2, NULL, 0, &ss));
+  cd.type = TPG_COND_SWITCH;
+  cd.cond = cs;
+  cd.nbodies = 3;
+  MUST_OK(tpg_plan_add_conditional(p, &cd, &ss, 1, &nsw));
+  MUST_OK(tpg_plan_body_begin(p, nsw, 0));
+  tpg_arg az[5] = {tpg_arg_view(z, 0), tpg_arg_view(x, 0), TPG_ARG_VALUE(g_n), TPG_ARG_VALUE(g_a),
+                   TPG_ARG_VALUE(g_b)};
+  MUST_OK(cond_kernel(p, m, "axpy", az, 5, NULL, 0, NULL));
+  MUST_OK(tpg_plan_body_end(p));
+  MUST_OK(tpg_plan_body_begin(p, nsw, 1));
+  tpg_arg az2[3] = {tpg_arg_view(z, 0), tpg_arg_view(x, 0), TPG_ARG_VALUE(g_n)};
+  MUST_OK(cond_kernel(p, m, "scale2", az2, 3, NULL, 0, NULL));
+  MUST_OK(tpg_plan_body_end(p));
+
+  float *bx = rnd_buf(11), *bx2 = rnd_buf(12), *by = buf(), *bu = buf(), *bz = buf(), *bz2 = buf();
+  int *bctr = (int *)buf(), *bv = (int *)buf();
+  tpg_binding b[6] = {{x, bx}, {y, by}, {u, bu}, {z, bz}, {ctr, bctr}, {v, bv}};
+  tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
+  cfg.bindings = b;
+  cfg.nbindings = 6;
+  tpg_graph *g = NULL;
+  for (int mode = TPG_MODE_CAPTURE; mode <= TPG_MODE_EAGER; mode++) {
+    cfg.mode = (tpg_graph_mode)mode;
+    CHECK_ST(tpg_graph_create(p, &cfg, &g), TPG_ERROR_UNSUPPORTED, "need TPG_MODE_EXPLICIT");
+    CHECK(g == NULL);
+  }
+  cfg.mode = TPG_MODE_EXPLICIT;
+  CHECK_OK(tpg_graph_create(p, &cfg, &g));
+  if (!g) goto out;
+  for (int key = 0; key < 4; key++) {
+    bctr[0] = 3 + key;
+    bv[0] = key;
+    poison(by);
+    poison(bu);
+    poison(bz);
+    CHECK_OK(tpg_graph_launch(g, NULL));
+    CHECK(bctr[0] == 0);
+    CHECK(times_equal(by, bx, (float)(1 << (4 + key))) == 0); /* the loop ran 3 + key times */
+    CHECK(key ? times_equal(bu, bx, 2.0f) == 0 : wrong_y(bu, bx) == 0);
+    CHECK(key == 0 ? wrong_y(bz, bx) == 0 : key == 1 ? times_equal(bz, bx, 2.0f) == 0 : poisoned(bz) == 0);
+  }
+  /* Rebind x (top-level copy and every body) and z (bodies only): the body
+   * nodes' exec copies take the new addresses. */
+  int ksets = fk_counter(C_EXEC_KSET);
+  tpg_binding nb[2] = {{x, bx2}, {z, bz2}};
+  CHECK_OK(tpg_graph_rebind(g, nb, 2));
+  CHECK(fk_counter(C_EXEC_KSET) - ksets == 5); /* y = 2 x, the IF's 2 bodies, the SWITCH's 2 */
+  bctr[0] = 1;
+  bv[0] = 1;
+  poison(bz);
+  poison(bz2);
+  CHECK_OK(tpg_graph_launch(g, NULL));
+  CHECK(times_equal(by, bx2, 4.0f) == 0);
+  CHECK(times_equal(bu, bx2, 2.0f) == 0);
+  CHECK(times_equal(bz2, bx2, 2.0f) == 0 && poisoned(bz) == 0);
+  CHECK_ST(tpg_graph_update(g, p, NULL, 0), TPG_ERROR_UNSUPPORTED, "a whole-graph update of a plan with conditional");
+  /* CUDA refuses a child graph with conditional nodes: so is a launch into
+   * the engine's capture (which adds the graph as a child). */
+  void *cst = fk_stream();
+  CHECK(fk_begin(cst) == 0);
+  CHECK_ST(tpg_graph_launch(g, (tpg_stream)cst), TPG_ERROR_UNSUPPORTED, "CUDA refuses a child graph holding them");
+  void *cg = fk_end(cst);
+  if (cg) fk_graph_destroy(cg);
+  fk_stream_destroy(cst);
+  CHECK_OK(tpg_graph_destroy(g));
+out:
+  free(bx);
+  free(bx2);
+  free(by);
+  free(bu);
+  free(bz);
+  free(bz2);
+  free(bctr);
+  free(bv);
+  tpg_plan_destroy(p);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: kit_fake_test path/to/libfakecuda.so\n");
@@ -421,6 +572,7 @@ int main(int argc, char **argv) {
   for (int how = 0; how < 3; how++) test_explicit(m, how);
   test_modes(m);
   test_cluster(m);
+  test_conditional(m);
   refused(m, lib_nothing, "node lib: the capture holds no work");
   refused(m, lib_fail, "node lib: the capture callback returned 7");
   refused(m, lib_alloc, "node lib: the captured work allocates device memory");

@@ -1,0 +1,333 @@
+// decode.cc - the host loop and the device loop of decode.h.
+//
+// One plan per loop, both made of the same pieces:
+//   the decode step (step.cc with device_loop: positions in device memory,
+//   each rank's logits its vocab slice), appended with tpg_plan_append;
+//   llama_argmax_part: this rank's best (logit, token) per sequence into its
+//     own entry of cand [B][R][2], zeros elsewhere;
+//   an all-reduce (sum) of cand (our kernel: every rank then holds every
+//     rank's candidate; this is the reduction that keeps the ranks in
+//     lock-step, since the token and the stop decision are computed from it
+//     alike everywhere);
+//   llama_decode_pick: the token, streamed to pinned host memory; done at the
+//     end token; position + 1; x = emb[token] for the next step;
+//   host loop: llama_decode_count (the host reads the token and decides);
+//   device loop: llama_decode_cond sets the WHILE node's condition (go on
+//     while a sequence is unfinished and fewer than N steps were made), and
+//     the whole is the body of that WHILE, after memsets of the counters.
+// The embedding table is a random [vocab, hidden] bf16 tensor (the example
+// has none of its own): what matters here is that the token feeds back.
+#include "examples/llama/decode.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "lib/embedded.h"
+
+extern const tpg_embedded_blob llama_decode_kernels[];
+extern "C" cudaError_t llama_fill_part(void *dst, size_t pitch, size_t rows, size_t cols, size_t whole_cols,
+                                       size_t row0, size_t col0, uint64_t seed, uint32_t tensor, float lo, float hi,
+                                       cudaStream_t stream);
+
+namespace llama {
+namespace {
+
+#define DTRY(call)                                                                \
+  do {                                                                            \
+    tpg_status s_ = (call);                                                       \
+    if (s_ != TPG_SUCCESS) {                                                      \
+      *err = std::string(#call) + ": " + tpg_last_error();                        \
+      return 1;                                                                   \
+    }                                                                             \
+  } while (0)
+#define DCUDA(call)                                                               \
+  do {                                                                            \
+    cudaError_t e_ = (call);                                                      \
+    if (e_ != cudaSuccess) {                                                      \
+      *err = std::string(#call) + ": " + cudaGetErrorString(e_);                  \
+      return 1;                                                                   \
+    }                                                                             \
+  } while (0)
+
+// The loops' own buffers.
+struct Io {
+  tpg_module *mod = nullptr;  // decode_kernels.cu
+  float *cand = nullptr;      // [ncand] device
+  int ncand = 0;
+  int *step = nullptr;        // [4] device: steps made
+  int *done = nullptr;        // [B, rounded up to 4] device
+  int *out = nullptr;         // pinned, mapped: [N * B] tokens, then [4] progress
+  void *emb = nullptr;        // [vocab, hidden] bf16
+  ~Io() {
+    tpg_module_destroy(mod);
+    cudaFree(cand);
+    cudaFree(step);
+    cudaFree(done);
+    cudaFreeHost(out);
+    cudaFree(emb);
+  }
+};
+
+// A loop's plan: the step's slots first (tpg_plan_append keeps slot ids),
+// then the loop's; bindings likewise.
+int build_loop(const Config &c, const Rank &r, const Step &s, const Io &io, const DecodeOptions &o, bool device,
+               tpg_plan **out, std::vector<tpg_binding> *bind, std::string *err) {
+  const int B = c.batch, R = r.nranks, H = c.hidden, vpart = c.vocab / R;
+  tpg_plan *p = nullptr;
+  DTRY(tpg_plan_create(&p));
+  *out = p;
+  int ns = 0, nn = 0;
+  DTRY(tpg_plan_stats(s.plan, &nn, &ns, nullptr));
+  for (tpg_slot i = 1; i <= (tpg_slot)ns; i++) {
+    tpg_slot_info si;
+    tpg_slot got;
+    DTRY(tpg_plan_slot_info(s.plan, i, &si));
+    DTRY(tpg_plan_add_slot(p, si.name, si.dtype, si.where, si.count, &got));
+  }
+  *bind = s.bindings;
+  tpg_slot cand, step, done, outs, emb;
+  const int nd = (B + 3) / 4 * 4;
+  DTRY(tpg_plan_add_slot(p, "dec.cand", TPG_F32, TPG_MEM_DEVICE, io.ncand, &cand));
+  DTRY(tpg_plan_add_slot(p, "dec.step", TPG_F32, TPG_MEM_DEVICE, 4, &step));
+  DTRY(tpg_plan_add_slot(p, "dec.done", TPG_F32, TPG_MEM_DEVICE, nd, &done));
+  DTRY(tpg_plan_add_slot(p, "dec.out", TPG_F32, TPG_MEM_HOST, (size_t)o.steps * B + 4, &outs));
+  DTRY(tpg_plan_add_slot(p, "dec.emb", TPG_BF16, TPG_MEM_DEVICE, (size_t)c.vocab * H, &emb));
+  bind->push_back({cand, io.cand});
+  bind->push_back({step, io.step});
+  bind->push_back({done, io.done});
+  bind->push_back({outs, io.out});
+  bind->push_back({emb, io.emb});
+
+  tpg_node loop = 0, n = 0, prev = 0;
+  tpg_cond cond = 0;
+  if (device) {
+    // Counters zeroed at every launch; the condition is 1 at every launch,
+    // so the body runs at least once (one token always).
+    tpg_node z[2];
+    DTRY(tpg_plan_add_memset(p, tpg_view{step, 0, 0}, 0, 4, nullptr, 0, &z[0]));
+    DTRY(tpg_plan_add_memset(p, tpg_view{done, 0, 0}, 0, nd, nullptr, 0, &z[1]));
+    DTRY(tpg_plan_add_cond(p, 1, 1, &cond));
+    tpg_conditional_desc cd = TPG_CONDITIONAL_DESC_INIT;
+    cd.type = TPG_COND_WHILE;
+    cd.cond = cond;
+    DTRY(tpg_plan_add_conditional(p, &cd, z, 2, &loop));
+    DTRY(tpg_plan_set_node_name(p, loop, "decode.while"));
+    DTRY(tpg_plan_body_begin(p, loop, 0));
+  }
+  std::vector<tpg_node> map(nn);
+  DTRY(tpg_plan_append(p, s.plan, map.data()));
+  prev = map[nn - 1];
+  auto kernel = [&](const char *name, unsigned grid, unsigned block, const std::vector<tpg_arg> &a) -> int {
+    tpg_kernel_desc k = TPG_KERNEL_DESC_INIT;
+    k.module = io.mod;
+    k.name = name;
+    k.grid[0] = grid;
+    k.block[0] = block;
+    k.args = a.data();
+    k.nargs = (int)a.size();
+    DTRY(tpg_plan_add_kernel(p, &k, &prev, 1, &n));
+    DTRY(tpg_plan_set_node_name(p, n, name));
+    prev = n;
+    return 0;
+  };
+  const int rank = r.rank, ncand = io.ncand, end = o.end_token, steps = o.steps;
+  if (kernel("llama_argmax_part", B, 1024,
+             {tpg_arg_view(cand, 0), tpg_arg_view(s.logits, 0), TPG_ARG_VALUE(vpart), TPG_ARG_VALUE(rank),
+              TPG_ARG_VALUE(R), TPG_ARG_VALUE(ncand)}))
+    return 1;
+  if (R > 1) {  // our one-shot kernel (a few hundred bytes); in a body AUTO could not pick NCCL anyway
+    tpg_collective_desc a = TPG_COLLECTIVE_DESC_INIT;
+    a.send = a.recv = tpg_view{cand, 0, 0};
+    a.count = (size_t)ncand;
+    a.algo = TPG_ALGO_ONESHOT;
+    DTRY(tpg_plan_add_collective(p, &a, &prev, 1, &n));
+    DTRY(tpg_plan_set_node_name(p, n, "decode.cand.allreduce"));
+    prev = n;
+  }
+  if (kernel("llama_decode_pick", B, 256,
+             {tpg_arg_view(cand, 0), TPG_ARG_VALUE(R), tpg_arg_view(outs, 0), tpg_arg_view(step, 0),
+              tpg_arg_view(s.pos, 0), tpg_arg_view(done, 0), TPG_ARG_VALUE(end), tpg_arg_view(s.x, 0),
+              tpg_arg_view(emb, 0), TPG_ARG_VALUE(H)}))
+    return 1;
+  const uint64_t progress = (uint64_t)steps * B;
+  if (device) {
+    if (kernel("llama_decode_cond", 1, 32,
+               {tpg_arg_cond(cond), tpg_arg_view(step, 0), tpg_arg_view(done, 0), TPG_ARG_VALUE(B),
+                TPG_ARG_VALUE(steps), tpg_arg_view(outs, progress)}))
+      return 1;
+    DTRY(tpg_plan_body_end(p));
+  } else if (kernel("llama_decode_count", 1, 32,
+                    {tpg_arg_view(step, 0), tpg_arg_view(done, 0), TPG_ARG_VALUE(B), TPG_ARG_VALUE(steps),
+                     tpg_arg_view(outs, progress)})) {
+    return 1;
+  }
+  DTRY(tpg_plan_validate(p));
+  return 0;
+}
+
+int create(const Rank &r, tpg_plan *p, const std::vector<tpg_binding> &b, tpg_graph **g, std::string *err) {
+  tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
+  cfg.device = r.device;
+  cfg.comm = r.comm;
+  cfg.bindings = b.data();
+  cfg.nbindings = (int)b.size();
+  if (r.pdl) cfg.flags |= TPG_GRAPH_PDL;
+  DTRY(tpg_graph_create(p, &cfg, g));
+  return 0;
+}
+
+// The state both loops start from: x = the step-0 input, every position at
+// ctx, counters zero, no tokens. The caches need no reset: a run writes
+// positions ctx, ctx + 1, ... before it reads them, with the same values.
+int reset(const Config &c, const Rank &r, const Source &src, const Step &s, const Io &io, const DecodeOptions &o,
+          std::string *err) {
+  if (load_input(c, src, 0, s.d_x, r.stream, err)) return 1;
+  std::vector<int> pos(c.batch, c.ctx);
+  DCUDA(cudaMemcpyAsync(s.d_pos, pos.data(), pos.size() * sizeof(int), cudaMemcpyHostToDevice, r.stream));
+  DCUDA(cudaMemsetAsync(io.step, 0, 4 * sizeof(int), r.stream));
+  DCUDA(cudaMemsetAsync(io.done, 0, (c.batch + 3) / 4 * 4 * sizeof(int), r.stream));
+  DCUDA(cudaStreamSynchronize(r.stream));
+  std::memset(io.out, 0xff, ((size_t)o.steps * c.batch + 4) * sizeof(int));
+  return 0;
+}
+
+double now_us() {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+int run_decode(const Config &c, const Rank &r, const Weights &w, const Source &src, const DecodeOptions &o,
+               std::string *err) {
+  const int B = c.batch, R = r.nranks, N = o.steps;
+  if (c.vocab <= 0 || !w.lm_head) {
+    *err = "decoding needs the LM head (--vocab)";
+    return 1;
+  }
+  Config cc = c;
+  cc.max_ctx = std::max(c.max_ctx, c.ctx + N);
+  Io io;
+  const tpg_embedded_blob *blob = llama_decode_kernels;
+  DTRY(tpg_module_load(blob->start, (size_t)(blob->end - blob->start), &io.mod));
+  io.ncand = (B * R * 2 + 3) / 4 * 4;
+  DCUDA(cudaMalloc(reinterpret_cast<void **>(&io.cand), io.ncand * sizeof(float)));
+  DCUDA(cudaMalloc(reinterpret_cast<void **>(&io.step), 4 * sizeof(int)));
+  DCUDA(cudaMalloc(reinterpret_cast<void **>(&io.done), (B + 3) / 4 * 4 * sizeof(int)));
+  DCUDA(cudaHostAlloc(reinterpret_cast<void **>(&io.out), ((size_t)N * B + 4) * sizeof(int),
+                      cudaHostAllocMapped | cudaHostAllocPortable));
+  DCUDA(cudaMalloc(&io.emb, (size_t)c.vocab * c.hidden * 2));
+  DCUDA(llama_fill_part(io.emb, c.hidden, c.vocab, c.hidden, c.hidden, 0, 0, c.seed, 0x454d4231u /* "EMB1" */, -1.f,
+                        1.f, r.stream));
+  Caches k;
+  Step s;
+  s.device_loop = true;
+  LmHead lm{};
+  tpg_plan *hp = nullptr, *dp = nullptr;
+  tpg_graph *hg = nullptr, *dg = nullptr;
+  std::vector<tpg_binding> hb, db;
+  int rc = alloc_caches(cc, r, &k, err) || load_caches(cc, r, src, k, err) || alloc_step_io(cc, &s, err) ||
+           build_step(cc, r, w, k, cc.ctx + N, &lm, &s, err) || warm_lm_head(r, w, &lm, &s, err) ||
+           build_loop(cc, r, s, io, o, false, &hp, &hb, err) || build_loop(cc, r, s, io, o, true, &dp, &db, err) ||
+           create(r, hp, hb, &hg, err) || create(r, dp, db, &dg, err);
+  std::vector<int> host_tok, dev_tok;
+  std::vector<double> host_us, dev_us;
+  int host_n = 0, dev_n = 0;
+  double first_seen_us = -1;
+  for (int it = 0; !rc && it <= o.iters; it++) {  // run 0 warms up
+    // Host loop: launch, wait, read the token back, decide.
+    if ((rc = reset(cc, r, src, s, io, o, err))) break;
+    double t0 = now_us();
+    int n = 0;
+    std::vector<char> ended(B, 0);
+    while (n < N) {
+      if (tpg_graph_launch(hg, r.stream) != TPG_SUCCESS || tpg_comm_wait(r.comm, r.stream) != TPG_SUCCESS) {
+        *err = std::string("host loop: ") + tpg_last_error();
+        rc = 1;
+        break;
+      }
+      // The device loop's rule, on the host: stop once every sequence has
+      // made the end token (at any step), or after N steps.
+      bool all = true;
+      for (int b = 0; b < B; b++) {
+        ended[b] |= io.out[(size_t)n * B + b] == o.end_token;
+        all &= ended[b] != 0;
+      }
+      n++;
+      if (all) break;
+    }
+    if (rc) break;
+    if (it) host_us.push_back((now_us() - t0) / n);
+    host_n = n;
+    host_tok.assign(io.out, io.out + (size_t)n * B);
+    // Device loop: one launch; the host watches tokens arrive.
+    if ((rc = reset(cc, r, src, s, io, o, err))) break;
+    t0 = now_us();
+    if (tpg_graph_launch(dg, r.stream) != TPG_SUCCESS) {
+      *err = std::string("device loop: ") + tpg_last_error();
+      rc = 1;
+      break;
+    }
+    volatile int *progress = io.out + (size_t)N * B;
+    double seen = -1;
+    // Watch the first token arrive; then (or after 10 s, in case the loop
+    // hangs) leave the waiting to tpg_comm_wait, which aborts on a lost peer.
+    while (seen < 0 && now_us() - t0 < 1e7 && cudaStreamQuery(r.stream) == cudaErrorNotReady)
+      if (*progress >= 1) seen = now_us() - t0;
+    if (tpg_comm_wait(r.comm, r.stream) != TPG_SUCCESS) {
+      *err = std::string("device loop: ") + tpg_last_error();
+      rc = 1;
+      break;
+    }
+    dev_n = io.out[(size_t)N * B];
+    if (it) {
+      dev_us.push_back((now_us() - t0) / std::max(dev_n, 1));
+      first_seen_us = seen;
+    }
+    dev_tok.assign(io.out, io.out + (size_t)std::max(dev_n, 0) * B);
+    if (dev_n != host_n || dev_tok != host_tok) break;
+  }
+  if (!rc) {
+    size_t diff = 0, first = (size_t)-1;
+    for (size_t i = 0; i < std::min(host_tok.size(), dev_tok.size()); i++)
+      if (host_tok[i] != dev_tok[i] && diff++ == 0) first = i;
+    const bool same = dev_n == host_n && diff == 0;
+    std::sort(host_us.begin(), host_us.end());
+    std::sort(dev_us.begin(), dev_us.end());
+    const double hu = host_us.empty() ? 0 : host_us[host_us.size() / 2];
+    const double du = dev_us.empty() ? 0 : dev_us[dev_us.size() / 2];
+    // us/token: per decode step (B tokens each); tokens/s counts all B.
+    std::printf("decode rank %d: %d layers TP %d batch %d ctx %d: host loop %d steps %.1f us/token (%.0f tokens/s), "
+                "device loop %d steps %.1f us/token (%.0f tokens/s), %.2fx; first token visible to the host %.0f us "
+                "into the device loop; tokens %s (%zu of %zu differ)\n",
+                r.rank, c.layers, R, B, c.ctx, host_n, hu, hu > 0 ? B * 1e6 / hu : 0.0, dev_n, du,
+                du > 0 ? B * 1e6 / du : 0.0, du > 0 ? hu / du : 0.0, first_seen_us, same ? "identical" : "DIFFER",
+                diff, host_tok.size());
+    if (r.rank == 0) {
+      std::printf("decode: tokens of sequence 0:");
+      for (int i = 0; i < std::min(host_n, 16); i++) std::printf(" %d", host_tok[(size_t)i * B]);
+      std::printf("%s\n", host_n > 16 ? " ..." : "");
+    }
+    if (!same) {
+      // A first difference late in the run, after identical steps, points at
+      // a near-tie flipped by a reordered float sum (split-K GEMVs add
+      // partials with atomics); one at step 0 at the loop itself.
+      if (first != (size_t)-1)
+        std::printf("decode rank %d: first difference at step %zu, sequence %zu: host %d, device %d\n", r.rank,
+                    first / B, first % B, host_tok[first], dev_tok[first]);
+      *err = "the device loop's tokens differ from the host loop's";
+      rc = 1;
+    }
+  }
+  if (hg) tpg_graph_destroy(hg);
+  if (dg) tpg_graph_destroy(dg);
+  tpg_plan_destroy(hp);
+  tpg_plan_destroy(dp);
+  free_step(&s);
+  free_caches(&k);
+  return rc;
+}
+
+}  // namespace llama
