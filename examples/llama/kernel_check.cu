@@ -299,6 +299,8 @@ int main() {
   for (int B : {1, 3, 64})
     for (int hidden : {1024, 4096, 8192}) check_rmsnorm(B, hidden);
   check_rmsnorm(2, 8);  // fewer vectors than threads
+  check_rmsnorm(2, 16384);  // the longest row kept in registers (8 vectors per thread)
+  check_rmsnorm(3, 16392);  // one vector longer: the two-pass loop
 
   check_rope(1, 32, 8, 16, {0});
   check_rope(3, 16, 4, 8192, {8191, 1, 4096});
@@ -322,6 +324,12 @@ int main() {
   check_attn(8, 16, 1, 700, rnd_lens(8, 1, 700), 3 * T, 4, true);
   // Near the longest context: 8192 keys in 16 splits.
   check_attn(1, 8, 1, 8192, {8192}, 8 * T, 16, true);
+  // Many splits: the combine's warps take several batches of 8 splits each
+  // and rescale between them (the needle may sit in any batch); 125 of the
+  // 128 splits hold keys.
+  check_attn(1, 8, 1, 8192, {8192}, T, 128, true);
+  check_attn(2, 16, 2, 8192, {8000, 4000}, T, 128, true);
+  check_attn(2, 16, 2, 8192, {8000, 33}, T, 128, false);
 
   std::printf("kernel_check: %d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;

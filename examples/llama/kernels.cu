@@ -63,38 +63,75 @@ __device__ __forceinline__ void pdl_wait() {
 
 }  // namespace
 
+// One block per row. Rows of up to 8 vectors per thread (hidden <= 16384 at
+// 256 threads) stay in registers: every load of x and w is issued before any
+// is used (one memory round trip, not one per loop trip plus a second pass
+// that reads x and w again). Longer rows take the two-pass loop.
 extern "C" __global__ void __launch_bounds__(256)
     llama_rmsnorm(__nv_bfloat16 *y, const __nv_bfloat16 *x, const __nv_bfloat16 *w, int hidden, float eps) {
+  constexpr int kMaxV = 8;
   __shared__ float part[32];
+  const int nv = hidden / 8, t = threadIdx.x, nt = blockDim.x;
+  const bool regs = nv <= kMaxV * nt;
+  const uint4 *wr = reinterpret_cast<const uint4 *>(w);
+  uint4 wv[kMaxV], xv[kMaxV];
   pdl_wait();
-  const int nv = hidden / 8;
   const uint4 *xr = reinterpret_cast<const uint4 *>(x + (size_t)blockIdx.x * hidden);
   float ss = 0.f;
-  for (int i = threadIdx.x; i < nv; i += blockDim.x) {
-    float f[8];
-    unpack8(xr[i], f);
+  if (regs) {
 #pragma unroll
-    for (int j = 0; j < 8; j++) ss += f[j] * f[j];
+    for (int u = 0; u < kMaxV; u++)
+      if (t + u * nt < nv) {
+        xv[u] = xr[t + u * nt];
+        wv[u] = wr[t + u * nt];
+      }
+#pragma unroll
+    for (int u = 0; u < kMaxV; u++)
+      if (t + u * nt < nv) {
+        float f[8];
+        unpack8(xv[u], f);
+#pragma unroll
+        for (int j = 0; j < 8; j++) ss += f[j] * f[j];
+      }
+  } else {
+    for (int i = t; i < nv; i += nt) {
+      float f[8];
+      unpack8(xr[i], f);
+#pragma unroll
+      for (int j = 0; j < 8; j++) ss += f[j] * f[j];
+    }
   }
   ss = warp_sum(ss);
-  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
+  if ((t & 31) == 0) part[t >> 5] = ss;
   __syncthreads();
-  if (threadIdx.x < 32) {
-    float v = threadIdx.x < (blockDim.x + 31) / 32 ? part[threadIdx.x] : 0.f;
+  if (t < 32) {
+    float v = t < (nt + 31) / 32 ? part[t] : 0.f;
     v = warp_sum(v);
-    if (threadIdx.x == 0) part[0] = v;
+    if (t == 0) part[0] = v;
   }
   __syncthreads();
   const float r = rsqrtf(part[0] / (float)hidden + eps);
-  const uint4 *wr = reinterpret_cast<const uint4 *>(w);
   uint4 *yr = reinterpret_cast<uint4 *>(y + (size_t)blockIdx.x * hidden);
-  for (int i = threadIdx.x; i < nv; i += blockDim.x) {
-    float f[8], g[8];
-    unpack8(xr[i], f);
-    unpack8(wr[i], g);
+  if (regs) {
 #pragma unroll
-    for (int j = 0; j < 8; j++) f[j] = f[j] * r * g[j];
-    yr[i] = pack8(f);
+    for (int u = 0; u < kMaxV; u++)
+      if (t + u * nt < nv) {
+        float f[8], g[8];
+        unpack8(xv[u], f);
+        unpack8(wv[u], g);
+#pragma unroll
+        for (int j = 0; j < 8; j++) f[j] = f[j] * r * g[j];
+        yr[t + u * nt] = pack8(f);
+      }
+  } else {
+    for (int i = t; i < nv; i += nt) {
+      float f[8], g[8];
+      unpack8(xr[i], f);
+      unpack8(wr[i], g);
+#pragma unroll
+      for (int j = 0; j < 8; j++) f[j] = f[j] * r * g[j];
+      yr[i] = pack8(f);
+    }
   }
 }
 
@@ -288,22 +325,79 @@ LLAMA_ATTN_DEF(4)
 LLAMA_ATTN_DEF(8)
 LLAMA_ATTN_DEF(16)
 
+// One block per (head, sequence) row, 128 threads = 4 warps. Warp w takes
+// splits w, w+4, ...; lane l owns dims 4l..4l+3 (one 16-byte load per split).
+// Each warp issues kCU splits' loads (o_part and ml_part) before using any,
+// and keeps its own running max, rescaling its sums when the max grows, so
+// the whole row costs about one memory round trip per kCU*4 splits instead of
+// one per split; the 4 warps' (max, sum, o) are merged through shared memory.
+// Same result as sum_s exp2(m_s - m) o_s / sum_s exp2(m_s - m) l_s, up to fp32
+// summation order.
 extern "C" __global__ void __launch_bounds__(128)
     llama_attn_combine(__nv_bfloat16 *out, const float *o_part, const float *ml_part, const int *pos, int nq,
                        int split_len, int nsplit) {
-  const int h = blockIdx.x, b = blockIdx.y, d = threadIdx.x;
+  constexpr int kCU = 8, kW = 4;
+  __shared__ __align__(16) float os[kW][kD];
+  __shared__ float mws[kW], lws[kW];
+  const int h = blockIdx.x, b = blockIdx.y, t = threadIdx.x, w = t >> 5, lane = t & 31;
   pdl_wait();
   const int len = pos[b] + 1;
   const int ns = min(nsplit, (len + split_len - 1) / split_len);
   const size_t row = (size_t)b * nq + h;
-  const float *ml = ml_part + row * nsplit * 2;
-  float m = -INFINITY;
-  for (int s = 0; s < ns; s++) m = fmaxf(m, ml[2 * s]);
-  float l = 0.f, o = 0.f;
-  for (int s = 0; s < ns; s++) {
-    const float wgt = exp2f(ml[2 * s] - m);
-    l += wgt * ml[2 * s + 1];
-    o += wgt * o_part[(row * nsplit + s) * kD + d];
+  const float2 *ml = reinterpret_cast<const float2 *>(ml_part + row * nsplit * 2);
+  const float4 *op = reinterpret_cast<const float4 *>(o_part + row * nsplit * kD) + lane;
+  float m = -INFINITY, l = 0.f;
+  float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int s0 = w; s0 < ns; s0 += kW * kCU) {
+    float2 st[kCU];
+    float4 v[kCU];
+#pragma unroll
+    for (int u = 0; u < kCU; u++) {
+      const int s = s0 + u * kW;
+      if (s < ns) {
+        st[u] = ml[s];
+        v[u] = op[(size_t)s * (kD / 4)];
+      } else {
+        st[u] = make_float2(-INFINITY, 0.f);
+        v[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+    }
+    float mb = st[0].x;  // split s0 < ns holds keys: finite
+#pragma unroll
+    for (int u = 1; u < kCU; u++) mb = fmaxf(mb, st[u].x);
+    const float mnew = fmaxf(m, mb);
+    const float al = exp2f(m - mnew);  // 0 on the first batch (m = -inf)
+    l *= al;
+    o.x *= al;
+    o.y *= al;
+    o.z *= al;
+    o.w *= al;
+#pragma unroll
+    for (int u = 0; u < kCU; u++) {
+      const float wgt = exp2f(st[u].x - mnew);  // 0 for the padding (-inf)
+      l += wgt * st[u].y;
+      o.x += wgt * v[u].x;
+      o.y += wgt * v[u].y;
+      o.z += wgt * v[u].z;
+      o.w += wgt * v[u].w;
+    }
+    m = mnew;
   }
-  out[row * kD + d] = __float2bfloat16_rn(o / l);
+  *reinterpret_cast<float4 *>(&os[w][4 * lane]) = o;
+  if (lane == 0) {
+    mws[w] = m;
+    lws[w] = l;
+  }
+  __syncthreads();
+  float M = mws[0];
+#pragma unroll
+  for (int i = 1; i < kW; i++) M = fmaxf(M, mws[i]);
+  float L = 0.f, O = 0.f;
+#pragma unroll
+  for (int i = 0; i < kW; i++) {
+    const float f = mws[i] == -INFINITY ? 0.f : exp2f(mws[i] - M);  // a warp without splits adds nothing
+    L += f * lws[i];
+    O += f * os[i][t];
+  }
+  out[row * kD + t] = __float2bfloat16_rn(O / L);
 }
