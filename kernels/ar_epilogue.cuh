@@ -50,20 +50,12 @@ TPG_DEV void block_range(uint64_t count, const tpg_ar_epi &e, int b, int nb, uin
   }
 }
 
-// Stores vector gi (elements gi*V ..) of the result from the fp32 sums acc[]:
-// applies bias and residual when an epilogue is set. Only whole vectors reach
-// here when the epilogue is on (count is a multiple of hidden, a multiple of 8).
+// h for vector gi (elements gi*V ..) from the fp32 sums acc[]: + bias +
+// residual, rounded to T. The epilogue must be on; only whole vectors reach
+// here then (count is a multiple of hidden, a multiple of 8).
 template <typename T>
-TPG_DEV void epi_store(const tpg_ar_epi &e, void *recv, uint64_t gi, const float *acc) {
+TPG_DEV uint4 epi_h(const tpg_ar_epi &e, uint64_t gi, const float *acc) {
   constexpr int V = 16 / sizeof(T);
-  uint4 o;
-  T *ot = reinterpret_cast<T *>(&o);
-  if (!epi_on(e)) {
-#pragma unroll
-    for (int k = 0; k < V; k++) ot[k] = dt<T>::from_f(acc[k]);
-    reinterpret_cast<uint4 *>(recv)[gi] = o;
-    return;
-  }
   float h[V];
 #pragma unroll
   for (int k = 0; k < V; k++) h[k] = acc[k];
@@ -75,16 +67,61 @@ TPG_DEV void epi_store(const tpg_ar_epi &e, void *recv, uint64_t gi, const float
     for (int k = 0; k < V; k++) h[k] += dt<T>::to_f(bt[k]);
   }
   if (e.residual) {
-    // Read before residual_out (which may be the same buffer) is written below.
+    // Read before residual_out (which may be the same buffer) is written.
     uint4 rv = reinterpret_cast<const uint4 *>(e.residual)[gi];
     const T *rt = reinterpret_cast<const T *>(&rv);
 #pragma unroll
     for (int k = 0; k < V; k++) h[k] += dt<T>::to_f(rt[k]);
   }
+  uint4 o;
+  T *ot = reinterpret_cast<T *>(&o);
 #pragma unroll
   for (int k = 0; k < V; k++) ot[k] = dt<T>::from_f(h[k]);
+  return o;
+}
+
+// Stores vector gi (elements gi*V ..) of the result from the fp32 sums acc[]:
+// applies bias and residual when an epilogue is set.
+template <typename T>
+TPG_DEV void epi_store(const tpg_ar_epi &e, void *recv, uint64_t gi, const float *acc) {
+  constexpr int V = 16 / sizeof(T);
+  if (!epi_on(e)) {
+    uint4 o;
+    T *ot = reinterpret_cast<T *>(&o);
+#pragma unroll
+    for (int k = 0; k < V; k++) ot[k] = dt<T>::from_f(acc[k]);
+    reinterpret_cast<uint4 *>(recv)[gi] = o;
+    return;
+  }
+  const uint4 o = epi_h<T>(e, gi, acc);
   if (e.residual_out) reinterpret_cast<uint4 *>(e.residual_out)[gi] = o;
   if (!epi_norm(e) || !e.residual_out) reinterpret_cast<uint4 *>(recv)[gi] = o;
+}
+
+// The norm's output vector from h (rounded, as stored) and the weight vector.
+template <typename T>
+TPG_DEV uint4 epi_normed(const uint4 &h, const uint4 &wv, float scale) {
+  constexpr int V = 16 / sizeof(T);
+  uint4 o;
+  const T *t = reinterpret_cast<const T *>(&h), *wt = reinterpret_cast<const T *>(&wv);
+  T *ot = reinterpret_cast<T *>(&o);
+#pragma unroll
+  for (int k = 0; k < V; k++) ot[k] = dt<T>::from_f(dt<T>::to_f(t[k]) * scale * dt<T>::to_f(wt[k]));
+  return o;
+}
+
+// Sum of squares of a vector's V elements.
+template <typename T>
+TPG_DEV float epi_sumsq(const uint4 &h) {
+  constexpr int V = 16 / sizeof(T);
+  const T *t = reinterpret_cast<const T *>(&h);
+  float ss = 0.f;
+#pragma unroll
+  for (int k = 0; k < V; k++) {
+    const float x = dt<T>::to_f(t[k]);
+    ss += x * x;
+  }
+  return ss;
 }
 
 // Sum of v over the block (every thread gets it). Uses red[32] of shared memory.
@@ -112,24 +149,10 @@ TPG_DEV void epi_norm_rows(const tpg_ar_epi &e, void *recv, uint64_t r0, uint64_
   uint4 *dst = reinterpret_cast<uint4 *>(recv);
   for (uint64_t r = r0; r < r1; r++) {
     float ss = 0.f;
-    for (uint64_t j = threadIdx.x; j < vpr; j += blockDim.x) {
-      uint4 v = src[r * vpr + j];  // plain load: written by this block, not read-only data
-      const T *t = reinterpret_cast<const T *>(&v);
-#pragma unroll
-      for (int k = 0; k < V; k++) {
-        const float x = dt<T>::to_f(t[k]);
-        ss += x * x;
-      }
-    }
+    for (uint64_t j = threadIdx.x; j < vpr; j += blockDim.x)
+      ss += epi_sumsq<T>(src[r * vpr + j]);  // plain load: written by this block, not read-only data
     const float scale = rsqrtf(block_sum(ss, red) / (float)e.hidden + e.eps);
-    for (uint64_t j = threadIdx.x; j < vpr; j += blockDim.x) {
-      uint4 v = src[r * vpr + j], wv = w[j], o;
-      const T *t = reinterpret_cast<const T *>(&v), *wt = reinterpret_cast<const T *>(&wv);
-      T *ot = reinterpret_cast<T *>(&o);
-#pragma unroll
-      for (int k = 0; k < V; k++) ot[k] = dt<T>::from_f(dt<T>::to_f(t[k]) * scale * dt<T>::to_f(wt[k]));
-      dst[r * vpr + j] = o;
-    }
+    for (uint64_t j = threadIdx.x; j < vpr; j += blockDim.x) dst[r * vpr + j] = epi_normed<T>(src[r * vpr + j], w[j], scale);
   }
 }
 
