@@ -138,15 +138,41 @@ TPG_DEV float block_sum(float v, float *red) {
 }
 
 // RMSNorm of rows [r0, r1), whose h this block stored (epi_store) before a
-// __syncthreads. Every thread of the block must call it.
+// __syncthreads. Every thread of the block must call it. Rows of up to
+// kMaxV vectors per thread (8192 bf16 at 256 threads: 4) are read once into
+// registers with all loads (the row's and the weight's) issued
+// before any is used: one memory round trip per row instead of one per loop
+// trip and a second pass. Each thread writes only vectors it read itself, so
+// recv may be src (in place).
 template <typename T>
 TPG_DEV void epi_norm_rows(const tpg_ar_epi &e, void *recv, uint64_t r0, uint64_t r1) {
-  constexpr int V = 16 / sizeof(T);
+  constexpr int V = 16 / sizeof(T), kMaxV = 4;  // 4: the two-shot kernel's 512 threads have 128 registers
   __shared__ float red[32];
   const uint64_t vpr = e.hidden / V;
   const uint4 *src = reinterpret_cast<const uint4 *>(e.residual_out ? e.residual_out : recv);
   const uint4 *w = reinterpret_cast<const uint4 *>(e.norm_weight);
   uint4 *dst = reinterpret_cast<uint4 *>(recv);
+  const unsigned t = threadIdx.x, nt = blockDim.x;
+  if (vpr <= (uint64_t)kMaxV * nt) {
+    for (uint64_t r = r0; r < r1; r++) {
+      uint4 hv[kMaxV], wv[kMaxV];
+      float ss = 0.f;
+#pragma unroll
+      for (int u = 0; u < kMaxV; u++)
+        if (t + u * nt < vpr) {
+          hv[u] = src[r * vpr + t + u * nt];  // plain load: written by this block
+          wv[u] = w[t + u * nt];
+        }
+#pragma unroll
+      for (int u = 0; u < kMaxV; u++)
+        if (t + u * nt < vpr) ss += epi_sumsq<T>(hv[u]);
+      const float scale = rsqrtf(block_sum(ss, red) / (float)e.hidden + e.eps);
+#pragma unroll
+      for (int u = 0; u < kMaxV; u++)
+        if (t + u * nt < vpr) dst[r * vpr + t + u * nt] = epi_normed<T>(hv[u], wv[u], scale);
+    }
+    return;
+  }
   for (uint64_t r = r0; r < r1; r++) {
     float ss = 0.f;
     for (uint64_t j = threadIdx.x; j < vpr; j += blockDim.x)

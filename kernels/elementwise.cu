@@ -55,13 +55,13 @@ extern "C" __global__ void __launch_bounds__(256) tpg_axpby(const tpg_axpby_args
 // kernels compute. Without a norm: a grid-stride loop over 16-byte vectors.
 // With a norm: block b owns whole rows [r0, r1) — h for all of them first,
 // then the norm — as in the fused kernels. Rows of up to kMaxV vectors per
-// thread (hidden <= 16384 in bf16 at 256 threads) stay in registers: the
+// thread (hidden <= 8192 in bf16 at 256 threads) stay in registers: the
 // row's loads are all issued before any is used and h is not read back, so a
 // decode row (1 token, 8192 wide) costs about two memory round trips, not one
 // per loop trip and pass.
 template <typename T>
 __device__ void ar_epilogue(const tpg_ar_epilogue_args &a) {
-  constexpr int V = 16 / sizeof(T), kMaxV = 8;
+  constexpr int V = 16 / sizeof(T), kMaxV = 4;
   const uint64_t nvec = a.count / V;  // count is a multiple of hidden, itself of 8
   const uint4 *sum = static_cast<const uint4 *>(a.recv);
   auto acc_of = [](const uint4 &v, float *acc) {
