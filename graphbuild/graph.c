@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "graphbuild/graph.h"
+#include "lib/gemm_tune_device.h"
 
 #define TPG_DESTROY_WAIT_MS 10000
 
@@ -45,6 +46,8 @@ static tpg_status wait_done(tpg_graph *g, const char *fn) {
 
 /* Device objects of the graph; its context must be current. */
 static void release_device(tpg_graph *g) {
+  tpg_gemm_dev_timer_destroy(g->gemm_timer); /* only set while create prepares the nodes */
+  g->gemm_timer = NULL;
   if (g->exec) tpg_cu->cuGraphExecDestroy(g->exec);
   if (g->graph) tpg_cu->cuGraphDestroy(g->graph);
   if (g->nodes && g->plan) tpg_gnodes_free(g, g->nodes, g->plan->nnodes);
@@ -87,7 +90,23 @@ static void graph_free(tpg_graph *g) {
  * the plan uses, owned by the graph. */
 static tpg_status alloc_workspaces(tpg_graph *g) {
   const tpg_plan *p = g->plan;
-  TPG_TRY(tpg_prepare_nodes(g, g->st, p, g->nodes));
+  /* GEMM tuning times only here, at the nodes' first pick; fill, update and
+   * rebind then find every choice in the process cache. */
+  tpg_gemm_tune_cfg tc = TPG_GEMM_TUNE_CFG_INIT;
+  tc.cache_path = g->tune.gemm_tune_cache;
+  memset(&g->gemm_tune, 0, sizeof g->gemm_tune);
+  g->gemm_tune.cfg = tc;
+  g->gemm_tune.budget_us = g->tune.gemm_tune_budget_us;
+  g->gemm_tune.may_time = g->tune.gemm_tune;
+  tpg_status st = tpg_prepare_nodes(g, g->st, p, g->nodes);
+  g->gemm_tune.may_time = 0;
+  g->gemm_tune.cfg.cache_path = NULL; /* borrowed from the config or the environment */
+  tpg_gemm_dev_timer_destroy(g->gemm_timer);
+  g->gemm_timer = NULL;
+  g->info.gemm_tune_us = g->gemm_tune.spent_us;
+  g->info.gemm_tuned = g->gemm_tune.timed;
+  g->info.gemm_tune_cached = g->gemm_tune.cached;
+  TPG_TRY(st);
   for (int i = 0; i < p->nnodes; i++) g->info.workspace_bytes += g->nodes[i].res.workspace_bytes;
   const int sym_graph = g->comm && g->comm->nranks > 1 && (g->flags & TPG_GRAPH_NCCL_SYMMETRIC);
   for (int q = 0; q < p->nslots; q++) {

@@ -14,6 +14,7 @@
 #include "graphbuild/nodes/kind.h"
 #include "graphbuild/state.h"
 #include "lib/comm.h"
+#include "lib/gemm_tune.h"
 
 /* Memory the graph owns for one scratch slot (scratch.c). */
 typedef struct tpg_scratch {
@@ -29,6 +30,9 @@ typedef struct tpg_tuning {
   tpg_allreduce_tuning ar;
   int streamk;                  /* tpg_gemm_select_tma's streamk: 0 never, 1 rule, 2 always */
   int32_t pdl_prefetch;         /* bytes per W row, multiple of 16 */
+  int gemm_tune;                /* 1: time GEMM candidates at creation */
+  const char *gemm_tune_cache;  /* borrowed during create only (cfg or environment) */
+  double gemm_tune_budget_us;   /* per graph */
 } tpg_tuning;
 
 struct tpg_graph {
@@ -50,6 +54,9 @@ struct tpg_graph {
   unsigned flags;
   int pdl;                      /* TPG_GRAPH_PDL in effect: explicit mode, sm_90+ */
   tpg_tuning tune;
+  tpg_gemm_tune_graph gemm_tune;     /* the GEMM tuner's policy and counts (nodes/gemm.c) */
+  struct tpg_gemm_dev_timer *gemm_timer; /* created at the first timing, destroyed once the
+                                            nodes are prepared (create only) */
   tpg_graph_info info;
   int export_stale;             /* an NCCL child was re-captured: the template
                                    no longer matches the exec (export.c) */

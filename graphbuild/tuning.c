@@ -13,6 +13,11 @@
 
 #include "graphbuild/graph.h"
 
+/* Timing one graph's GEMMs may take: 2 s covers a model's tens of distinct
+ * GEMMs at a few ms each (gemm_tune.h); an hour is the most we accept. */
+#define TPG_GEMM_TUNE_BUDGET_DEFAULT_MS 2000
+#define TPG_GEMM_TUNE_BUDGET_MAX_MS 3600000
+
 /* $name as a decimal in [lo, hi] into *out; *out unchanged when unset or empty. */
 static tpg_status env_num(const char *name, unsigned long long lo, unsigned long long hi, unsigned long long *out,
                           const char *fn) {
@@ -70,5 +75,26 @@ tpg_status tpg_tuning_resolve(const tpg_graph_config *cfg, tpg_tuning *t, const 
   v = (unsigned long long)cfg->pdl_prefetch;
   TPG_TRY(env_num("TPG_PDL_PREFETCH", 0, mib, &v, fn));
   t->pdl_prefetch = (int32_t)(v & ~15ull);
+  /* GEMM tuning: off unless asked (the config's TPG_TUNE_*, $TPG_GEMM_TUNE 0/1) */
+  if (cfg->gemm_tune != TPG_TUNE_DEFAULT && cfg->gemm_tune != TPG_TUNE_OFF && cfg->gemm_tune != TPG_TUNE_ON)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "cfg->gemm_tune is %d: expected TPG_TUNE_DEFAULT, TPG_TUNE_OFF "
+                   "or TPG_TUNE_ON", cfg->gemm_tune);
+  v = cfg->gemm_tune == TPG_TUNE_ON;
+  TPG_TRY(env_num("TPG_GEMM_TUNE", 0, 1, &v, fn));
+  t->gemm_tune = (int)v;
+  t->gemm_tune_cache = cfg->gemm_tune_cache;
+  if (cfg->gemm_tune_cache && !cfg->gemm_tune_cache[0])
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "cfg->gemm_tune_cache is \"\": expected a file path or NULL");
+  {
+    const char *env = getenv("TPG_GEMM_TUNE_CACHE");
+    if (env && env[0]) t->gemm_tune_cache = env;
+  }
+  if (cfg->gemm_tune_budget_ms < 0)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "cfg->gemm_tune_budget_ms is %d: expected 0 (the default) or "
+                   "1..%d", cfg->gemm_tune_budget_ms, TPG_GEMM_TUNE_BUDGET_MAX_MS);
+  TPG_TRY(field("gemm_tune_budget_ms", (unsigned long long)cfg->gemm_tune_budget_ms, 1, TPG_GEMM_TUNE_BUDGET_MAX_MS,
+                TPG_GEMM_TUNE_BUDGET_DEFAULT_MS, &v, fn));
+  TPG_TRY(env_num("TPG_GEMM_TUNE_BUDGET_MS", 1, TPG_GEMM_TUNE_BUDGET_MAX_MS, &v, fn));
+  t->gemm_tune_budget_us = 1000.0 * (double)v;
   return TPG_SUCCESS;
 }

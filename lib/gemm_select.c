@@ -5,7 +5,7 @@
  *   rule                        kernel                      grid                         block  smem
  *   m <= 8                      tpg_gemv_<dt>_m8            ceil(n / 16)   [SWIGLU n/8]   256    0
  *   m <= 16                     tpg_gemv_<dt>_m16           ceil(n / 32)   [n/16]         512    0
- *   ... but when that grid is < num_sms (small N, SMs would idle):
+ *   ... but when that grid is < num_sms / 8 (tiny N, SMs would idle):
  *   m <= 8                      tpg_gemv_sk_<dt>_m8         2 * num_sms                   256    0
  *   m <= 16                     tpg_gemv_sk_<dt>_m16        num_sms                       512    0
  *     (stream-K; workspace = 256-byte-rounded uint32 counters per tile + fp32
@@ -35,10 +35,12 @@
 #include "../kernels/tpg_kargs.h"
 
 /* Decode M <= 16: the plain one-tile-per-CTA GEMV, unless its grid would
- * have fewer CTAs than SMs; then the stream-K GEMV (equal W bytes per CTA,
- * partial tiles summed in the workspace). On the five timed shapes (N >= 4096)
- * stream-K measured 3-15% slower than the plain kernel (run 5), so it is only
- * the small-N fallback. TPG_DECODE_STREAMK=0 at build time disables it. */
+ * have fewer CTAs than an eighth of the SMs; then the stream-K GEMV (equal W
+ * bytes per CTA, partial tiles summed in the workspace). The model zoo (H200,
+ * commit f02745a, bench/zoo_rules.py) timed both at grids of 24..128 CTAs
+ * (45 shapes): the plain GEMV won every one, by 4-50%; below 24 CTAs (N <
+ * 384 at M <= 8) nothing was timed, so the stream-K fallback stays there.
+ * TPG_DECODE_STREAMK=0 at build time disables it. */
 #ifndef TPG_DECODE_STREAMK
 #define TPG_DECODE_STREAMK 1
 #endif
@@ -98,7 +100,7 @@ int tpg_gemm_select(int m, int n, int k, int dtype, int epilogue, int sm_arch, i
   out->split_k = 1;
   out->workspace_bytes = 0;
 
-  if (TPG_DECODE_STREAMK && m <= 16 && cdiv(n, (swiglu ? 8 : 16) * (m > 8 ? 2 : 1)) < (unsigned)num_sms) {
+  if (TPG_DECODE_STREAMK && m <= 16 && 8 * cdiv(n, (swiglu ? 8 : 16) * (m > 8 ? 2 : 1)) < (unsigned)num_sms) {
     /* tpg_gemv_sk_<dt>_m8: MT=1, R=1, 256 threads, 2 CTAs/SM;
      * tpg_gemv_sk_<dt>_m16: MT=2, R=2, 512 threads, 1 CTA/SM. */
     const int v16 = m > 8;
@@ -137,25 +139,32 @@ int tpg_gemm_select(int m, int n, int k, int dtype, int epilogue, int sm_arch, i
 }
 
 /* ---------------------------------------------------------------------------
- * tpg_gemm_select_tma: the fast Hopper prefill path (opt-in, see header).
+ * tpg_gemm_select_tma: the Hopper path (sm_90; other architectures get
+ * tpg_gemm_select). Derived from the model zoo (gemm_bench --zoo --cand on one
+ * H200, commit f02745a: 1302 shapes of 8 models at TP 1..8, every candidate
+ * timed): bench/zoo_rules.py holds the same rule in Python and prints its
+ * predicted geometric mean of time / cuBLASLt on the zoo: 1.128, against
+ * 1.115 for the best candidate of every shape and 1.233 for the rule before.
+ * Keep the two in step (the constants below are the script's).
  *
- *   rule                           kernel                         W box rows (BN)
- *   sm_arch != 90 or m <= 16       same as tpg_gemm_select        (no maps)
- *   sm_arch == 90, m > 16          tpg_gemm_sm90tma_<dt>          256
- *                                  tpg_gemm_sm90tma_<dt>_n128     128
- *   BN: the one with the smaller estimated time
- *       waves(BN) * BN * (BN == 128 ? 1.15 : 1),  waves = ceil(tiles / num_sms),
- *   the 1.15 being the measured per-flop cost of the narrower tile (run 3).
- *   Measured (H200, docs/kernels.md): BN=256 for M >= 1024 at N >= 8192;
- *   BN=128 when N/256 tiles leave SMs idle (M <= 256, N <= 8192).
- *   Whole tiles: grid = min(tiles, num_sms), split_k 1, no workspace.
- *   Stream-K, when whole tiles would fill at most a third of the SMs
- *   (streamk = 1; 2 forces it - then with several waves only the last is
- *   split - and 0 forbids it; BN = 128 when there are fewer tiles than
- *   SMs): grid = min(tiles * ceil(k/64), num_sms),
- *   split_k TPG_SPLITK_STREAM, workspace tpg_sk_workspace_bytes(tiles,
- *   grid, BN) (tpg_kargs.h).
- *   block 384, smem 197696 (BN 256) / 197728 (128).
+ *   m <= 8                 the decode GEMV (tpg_gemm_select)
+ *   m <= 16                k > 8192: TMA 64 x 128 stream-K (long rows: one
+ *                          GEMV CTA per 32 W rows starves the SMs of bytes);
+ *                          W rows > 8192: TMA 64 x 128; else the GEMV
+ *   m > 16                 the TMA tile (BM x BN) and split with the lowest
+ *                          modelled cost, BM = 64 only while m <= 256:
+ *     whole tiles:  ceil(tiles / num_sms) * kb * BM * BN * eff
+ *     stream-K:     tiles * kb / num_sms * BM * BN * eff + fix * BM * BN
+ *                   (+ kk * kb * BM * BN * eff when tiles < num_sms)
+ *   kb = ceil(k / 64); tiles over W rows (2n with SwiGLU); eff, fix, kk:
+ *   m <= 64 (weight streaming, 64-row tiles): eff 0.6 (BN 256, 128), 0.8 (64),
+ *     fix 20, kk 0.05; m > 64 (compute): eff 1.0 (128 x 256), 1.2 (128 x 128),
+ *     1.4 (128 x 64), 1.3 (64 x 256), 1.5 (64 x 128), fix 40, kk 0.1.
+ *   streamk: 1 the model decides, 0 whole tiles only, 2 stream-K only (tests).
+ *   Stream-K: grid = min(tiles * kb, num_sms), split_k TPG_SPLITK_STREAM,
+ *   workspace tpg_sk_workspace_bytes(tiles, grid, BN) (tpg_kargs.h); with
+ *   several waves the kernel splits only the last. Whole tiles: grid =
+ *   min(tiles, num_sms), no workspace. block 384; smem as in fill_tma.
  * ------------------------------------------------------------------------- */
 static void fill_map(tpg_tma_encode *e, int rank, const unsigned long long *dims,
                      const unsigned long long *strides, const unsigned *box) {
@@ -226,42 +235,65 @@ static int check_tma_lds(int k, int ldx, int ldw, tpg_tma_encode *x_map, tpg_tma
   return 0;
 }
 
+/* The cost model above for one candidate (relative units). */
+typedef struct tma_eff {
+  int bm, bn;
+  double eff;
+} tma_eff;
+static double tma_cost(int m, int wrows, int k, int num_sms, const tma_eff *e, int sk, double fix, double kk) {
+  const double tiles = (double)cdiv(m, e->bm) * cdiv(wrows, e->bn), kb = cdiv(k, 64), area = (double)e->bm * e->bn;
+  if (sk) return tiles * kb / num_sms * area * e->eff + fix * area + (tiles < num_sms ? kk * kb * area * e->eff : 0.0);
+  return (double)cdiv((long)tiles, num_sms) * kb * area * e->eff;
+}
+
 int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arch, int num_sms, int ldx,
                         int ldw, int streamk, tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map,
                         char *why, size_t whylen) {
+  /* zoo fit (bench/zoo_rules.py: EFF_SMALL, EFF_LARGE; table order breaks ties) */
+  static const tma_eff small[3] = {{64, 256, 0.6}, {64, 128, 0.6}, {64, 64, 0.8}};
+  static const tma_eff large[5] = {{128, 256, 1.0}, {128, 128, 1.2}, {128, 64, 1.4}, {64, 256, 1.3}, {64, 128, 1.5}};
   const int swiglu = epilogue == TPG_EPI_SWIGLU;
-  int rc, bn, sk = 0;
-  unsigned long tiles256, tiles128, w256, w128;
+  int rc, i, s, bm = 0, bn = 0, sk = 0;
+  double best = -1;
   if (x_map) memset(x_map, 0, sizeof *x_map);
   if (w_map) memset(w_map, 0, sizeof *w_map);
   rc = tpg_gemm_select(m, n, k, dtype, epilogue, sm_arch, num_sms, out, why, whylen);
-  if (rc || sm_arch != 90 || m <= 16) return rc;
-  if (check_tma_lds(k, ldx, ldw, x_map, w_map, why, whylen)) return 1;
+  if (rc || sm_arch != 90 || m <= 8) return rc;
   if (num_sms < 1) num_sms = 1;
-  tiles256 = (unsigned long)cdiv(m, 128) * cdiv(n, swiglu ? 128 : 256);
-  tiles128 = (unsigned long)cdiv(m, 128) * cdiv(n, swiglu ? 64 : 128);
-  w256 = (tiles256 + num_sms - 1) / num_sms;
-  w128 = (tiles128 + num_sms - 1) / num_sms;
-  bn = (double)w128 * 128 * 1.15 < (double)w256 * 256 ? 128 : 256;
-  /* Stream-K (streamk = 1) only where whole tiles would fill at most a
-   * third of the SMs in a single wave; then BN = 128. Measured (gemm_bench,
-   * nvidia-h200-x2, commit fb31d40, M = 128): 32 tiles for 132 SMs (7168 ->
-   * 4096) 31.1 us stream-K vs 41.8 whole tiles; 56-112 tiles: 74.7 vs 67.0,
-   * 30.5 vs 27.3, 48.8 vs 47.7, 75.6 vs 78.3 - it runs ~12 us above its
-   * DRAM floor, so only a mostly idle grid gains enough. BN = 128 won at
-   * all 5 M = 128 shapes (31.1 vs 41.6 us at 32 tiles). With several waves
-   * the kernel splits only the last one (streamk = 2 forces that); at M =
-   * 1024 it measured no gain (commit 49d2bf1: 393.8 vs 385.8 us at 8192 ->
-   * 14336, 106.0 vs 100.3, 227.1 vs 209.5; 478.2 vs 339.1 where the last
-   * wave was nearly full), so it is not chosen. Iteration counts are 32-bit
-   * in the kernel. */
   {
-    const unsigned long tiles_bn = bn == 256 ? tiles256 : tiles128;
-    sk = streamk == 2 || (streamk == 1 && tiles_bn * 3 <= (unsigned long)num_sms);
-    if (sk && tiles_bn < (unsigned long)num_sms) bn = 128;
-    if ((bn == 256 ? tiles256 : tiles128) * (unsigned long)cdiv(k, 64) >= 0x7fffffffUL) sk = 0;
+    const long wrows = swiglu ? 2L * n : (long)n;
+    if (m <= 16) {
+      if (k <= 8192 && wrows <= 8192) return 0; /* the GEMV */
+      if (check_tma_lds(k, ldx, ldw, x_map, w_map, why, whylen)) return 1;
+      bm = 64;
+      bn = 128;
+      sk = k > 8192;
+    } else {
+      const tma_eff *tab = m <= 64 ? small : large;
+      const int cnt = m <= 64 ? 3 : 5;
+      const double fix = m <= 64 ? 20.0 : 40.0, kk = m <= 64 ? 0.05 : 0.1;
+      if (check_tma_lds(k, ldx, ldw, x_map, w_map, why, whylen)) return 1;
+      for (i = 0; i < cnt; ++i) {
+        if (tab[i].bm == 64 && m > 256) continue;
+        for (s = 0; s < 2; ++s) {
+          double c;
+          if ((streamk == 0 && s) || (streamk == 2 && !s)) continue;
+          c = tma_cost(m, (int)wrows, k, num_sms, &tab[i], s, fix, kk);
+          if (best < 0 || c < best) {
+            best = c;
+            bm = tab[i].bm;
+            bn = tab[i].bn;
+            sk = s;
+          }
+        }
+      }
+    }
+    if (streamk == 0) sk = 0;
+    if (streamk == 2) sk = 1;
+    /* iteration counts are 32-bit in the kernel */
+    if (sk && (unsigned long)cdiv(m, bm) * cdiv(wrows, bn) * (unsigned long)cdiv(k, 64) >= 0x7fffffffUL) sk = 0;
   }
-  fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, 128, bn, sk, out, x_map, w_map);
+  fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, bm, bn, sk, out, x_map, w_map);
   return 0;
 }
 
@@ -373,7 +405,7 @@ int tpg_gemm_select_variant(int m, int n, int k, int dtype, int epilogue, int sm
  *   m <= 16: both decode GEMVs, 64-row TMA tiles at BN 128 / 64 (weight
  *            streaming through TMA), each whole-tile or stream-K;
  *   m <= 64: the GEMV, 64-row TMA tiles at BN 256 / 128 / 64, and 128-row
- *            BN 128 (today's choice);
+ *            BN 128;
  *   m > 64:  128-row tiles at BN 256 / 128 / 64, and 64-row tiles at BN 256
  *            / 128 while m <= 256;
  * each TMA tile size also with stream-K when its tiles leave the last wave

@@ -55,9 +55,12 @@ typedef struct tpg_tma_encode {
   unsigned box[4];                /* elements                                   */
 } tpg_tma_encode;
 
-/* Like tpg_gemm_select, but on sm_arch 90 for m > 16 it picks the TMA kernels
- * and fills x_map/w_map (rank 0 otherwise). ldx/ldw: leading dimensions.
- * streamk: 0 never, 1 when the cost model says it pays, 2 always (tests):
+/* Like tpg_gemm_select, but on sm_arch 90 for m > 8 it may pick the TMA
+ * kernels (the rule derived from the model zoo, gemm_select.c and
+ * bench/zoo_rules.py) and then fills x_map/w_map (rank 0 otherwise). A pure
+ * function of its arguments: every rank picks the same. ldx/ldw: leading
+ * dimensions. streamk (TMA picks only): 0 never, 1 when the cost model says
+ * it pays, 2 always (tests):
  * stream-K sets split_k = TPG_SPLITK_STREAM and a workspace whose first
  * workspace_zeroed bytes (counters) the kernel leaves zero. */
 int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arch, int num_sms, int ldx,

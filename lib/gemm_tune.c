@@ -395,3 +395,35 @@ tpg_status tpg_gemm_tune_pick(const tpg_gemm_tune_cfg *cfg, const tpg_gemm_key *
   }
   return TPG_SUCCESS;
 }
+
+/* ---- one graph's policy ------------------------------------------------- */
+tpg_status tpg_gemm_tune_graph_pick(tpg_gemm_tune_graph *s, const tpg_gemm_key *key, int ldx, int ldw, int count,
+                                    tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map) {
+  tpg_gemm_tune_cfg c;
+  tpg_gemm_tune_info info;
+  TPG_CHECK_ARG(s != NULL, "s is NULL");
+  TPG_CHECK_ARG(key != NULL, "key is NULL");
+  c = s->cfg;
+  if (c.mode == TPG_GEMM_TUNE_ON) {
+    /* the file once per graph, so that a graph past its budget (or an
+     * update) still finds what other processes timed */
+    if (c.cache_path && !s->file_loaded) {
+      s->file_loaded = 1;
+      (void)tpg_gemm_tune_load(c.cache_path);
+    }
+    if (tpg_gemm_tune_lookup(key, NULL, NULL) != 0) {
+      if (!s->may_time || s->spent_us >= s->budget_us) {
+        c.mode = TPG_GEMM_TUNE_OFF; /* not cached and no time: the heuristic */
+      } else if (s->budget_us - s->spent_us < c.budget_us) {
+        c.budget_us = s->budget_us - s->spent_us;
+      }
+    }
+  }
+  TPG_TRY(tpg_gemm_tune_pick(&c, key, ldx, ldw, out, x_map, w_map, &info));
+  if (count) {
+    s->spent_us += info.tune_us;
+    if (info.source == TPG_GEMM_TUNE_FROM_TIMING) s->timed++;
+    if (info.source == TPG_GEMM_TUNE_FROM_PROCESS || info.source == TPG_GEMM_TUNE_FROM_FILE) s->cached++;
+  }
+  return TPG_SUCCESS;
+}

@@ -88,6 +88,26 @@ tpg_status tpg_gemm_tune_pick(const tpg_gemm_tune_cfg *cfg, const tpg_gemm_key *
                               tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map,
                               tpg_gemm_tune_info *info);
 
+/* ---- one graph's GEMMs (the graph builder's policy, testable on a CPU) ----
+ * A graph times only while it is being created (may_time), within a budget
+ * for the whole graph; GEMMs met after the budget is spent, or outside
+ * creation (a whole-graph update), take what a cache holds, else the
+ * heuristic: an update never re-times. Counts what creation did for
+ * tpg_graph_info. */
+typedef struct tpg_gemm_tune_graph {
+  tpg_gemm_tune_cfg cfg;   /* mode, streamk, cache_path, per-key budget, timer */
+  double budget_us;        /* timing the whole graph may spend              */
+  double spent_us;         /* spent so far                                  */
+  int may_time;            /* 0: caches and the heuristic only               */
+  int file_loaded;         /* cfg.cache_path merged into the process cache   */
+  int timed, cached;       /* GEMMs timed now / found in a cache (counted picks) */
+} tpg_gemm_tune_graph;
+
+/* tpg_gemm_tune_pick under the graph's policy; `count`: add this pick to
+ * timed/cached/spent (the graph counts each node once, at prepare). */
+tpg_status tpg_gemm_tune_graph_pick(tpg_gemm_tune_graph *s, const tpg_gemm_key *key, int ldx, int ldw, int count,
+                                    tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map);
+
 /* Forget the process cache (tests; a device change). */
 void tpg_gemm_tune_reset(void);
 

@@ -721,17 +721,47 @@ typedef struct tpg_graph_config {
   int pdl_prefetch;             /* with TPG_GRAPH_PDL: W bytes per row a decode GEMV
                                    prefetches into L2 before its wait, 0..1 MiB (default
                                    0: measured a loss); $TPG_PDL_PREFETCH            */
+  /* GEMM tuning (appended after pdl_prefetch: a config from a header without
+   * them is smaller, accepted, and reads these as 0).
+   * Off by default: the deterministic selector (derived from the model zoo,
+   * docs/kernels.md) is within a few percent of the best candidate per shape
+   * on H200, picks the same kernels on every rank, and costs nothing at
+   * creation. On: each distinct GEMM (shape, dtype, epilogue, SM count) not
+   * yet in the process cache or the cache file is timed once, during
+   * tpg_graph_create only (a few ms each, within gemm_tune_budget_ms for the
+   * graph); later graphs and, with a file, later processes only look up, so
+   * creation stays fast on a warm cache. Update and rebind never re-time
+   * (rebind keeps each kernel; update takes cached choices, else the
+   * selector's). Ranks time independently and may pick different kernels
+   * (same math, other rounding); a cache file filled beforehand (by one
+   * process, e.g. bench/gemm_tune_bench) makes them agree. With tuning on,
+   * gemm_streamk applies to the selector's candidate only: a timed stream-K
+   * or whole-tile variant wins on its time. */
+  int gemm_tune;                /* TPG_TUNE_DEFAULT (0: off), TPG_TUNE_OFF, TPG_TUNE_ON;
+                                   $TPG_GEMM_TUNE (0 off, 1 on)                       */
+  const char *gemm_tune_cache;  /* borrowed during create: a cache file shared between
+                                   processes (locked, replaced atomically); NULL: the
+                                   process cache only; $TPG_GEMM_TUNE_CACHE           */
+  int gemm_tune_budget_ms;      /* timing one graph may spend, 1..3600000 (default
+                                   2000); GEMMs past it take the selector's kernel;
+                                   $TPG_GEMM_TUNE_BUDGET_MS                           */
 } tpg_graph_config;
 #define TPG_GRAPH_CONFIG_INIT { sizeof(tpg_graph_config) /* size */, TPG_CONFIG_MAGIC /* magic */,              \
                                 TPG_VERSION_CODE /* version */, 0 /* device */, NULL /* comm */,               \
                                 NULL, 0 /* bindings, nbindings */, TPG_MODE_EXPLICIT /* mode */, 0u /* flags */, \
                                 0, 0, 0 /* allreduce_push_max, _twoshot_max, _twoshot_blocks: defaults */,     \
-                                0 /* gemm_streamk: TPG_STREAMK_AUTO */, 0 /* pdl_prefetch: none */ }
+                                0 /* gemm_streamk: TPG_STREAMK_AUTO */, 0 /* pdl_prefetch: none */,            \
+                                0 /* gemm_tune: off */, NULL /* gemm_tune_cache */, 0 /* budget: 2 s */ }
 
 /* tpg_graph_config.gemm_streamk */
-#define TPG_STREAMK_AUTO 0   /* stream-K where whole tiles would fill at most a third of the SMs */
+#define TPG_STREAMK_AUTO 0   /* stream-K where the selector's cost model says it pays (docs/kernels.md) */
 #define TPG_STREAMK_OFF 1    /* never                                                             */
 #define TPG_STREAMK_ALWAYS 2 /* always on the Hopper TMA path (only the last wave is split)       */
+
+/* tpg_graph_config.gemm_tune */
+#define TPG_TUNE_DEFAULT 0   /* today: off                                   */
+#define TPG_TUNE_OFF 1       /* the deterministic selector                   */
+#define TPG_TUNE_ON 2        /* time candidates at creation (see the config) */
 
 /* Experimental: allocate scratch slots that collectives use with ncclMemAlloc
  * and register them as NCCL symmetric windows (every rank, same order, same
@@ -817,6 +847,11 @@ typedef struct tpg_graph_info {
   int captured_nodes;        /* captured library work (child graphs)       */
   int host_nodes;            /* host callbacks                              */
   int event_nodes;           /* event record and wait nodes                 */
+  /* GEMM tuning at creation (cfg->gemm_tune; 0 when off): */
+  double gemm_tune_us;       /* host time spent timing GEMM candidates      */
+  int gemm_tuned;            /* GEMM nodes whose kernel was timed now       */
+  int gemm_tune_cached;      /* GEMM nodes found in the process cache or the
+                                cache file (a second node of one shape too) */
 } tpg_graph_info;
 
 TPG_API tpg_status tpg_graph_info_get(const tpg_graph *graph, tpg_graph_info *out /* OUT */);

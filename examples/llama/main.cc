@@ -490,6 +490,10 @@ int run_rank(Options &o, int rank, int nranks, int device, const std::string &id
   R.attn_fma = o.attn_fma;
   R.mode = o.mode;
   std::string err;
+  if (rank == 0 && !o.out.empty() && mkdir(o.out.c_str(), 0755) != 0 && errno != EEXIST) {
+    std::fprintf(stderr, "llama: --out %s: %s\n", o.out.c_str(), std::strerror(errno));
+    return 1;
+  }
   CHECK_CUDA(cudaSetDevice(device));
   CHECK_CUDA(cudaDeviceGetAttribute(&R.sm_count, cudaDevAttrMultiProcessorCount, device));
   CHECK_CUDA(cudaStreamCreate(&R.stream));  // blocking: ordered after the legacy-stream fills and copies

@@ -1,9 +1,11 @@
 /* gemm.c - the GEMM node kind: y = epilogue(x * w^T), one kernel node.
  *
  * The kernel (and its launch shape, split, workspace) is chosen once per
- * node by tpg_gemm_select_tma for this GPU: prepare picks it to size the
- * workspace, fill picks it again (same inputs, same answer) and refuses a
- * kernel that would need more workspace than prepare allocated. On Hopper
+ * node by tpg_gemm_select_tma for this GPU, or with tuning on by the tuner
+ * (timed at prepare, during creation only): prepare picks it to size the
+ * workspace, fill picks it again (same inputs and, with tuning, a process
+ * cache hit: same answer) and refuses a kernel that would need more
+ * workspace than prepare allocated. On Hopper
  * the kernel reads x and w through tensor maps that hold their base
  * addresses, so setting the pointers re-encodes the maps.
  */
@@ -13,6 +15,7 @@
 #include <string.h>
 
 #include "graphbuild/nodes/common.h"
+#include "lib/gemm_tune_device.h"
 
 /* ---- plan time ---------------------------------------------------------- */
 
@@ -100,13 +103,38 @@ static int gemm_sms(const tpg_graph *g, const tpg_gemm_desc *d) {
   return n >= g->dev.sm_count / 2 ? n : g->dev.sm_count / 2; /* never starve the GEMM itself */
 }
 
-/* The GEMM kernel for a node on this GPU; fails naming the node. */
-static tpg_status pick(const tpg_nctx *c, tpg_kernel_launch *l, tpg_tma_encode *xe, tpg_tma_encode *we) {
+/* The tuner's timer on this graph's device, created at the first GEMM that
+ * needs timing (a graph that finds everything cached allocates nothing) and
+ * destroyed by graph.c once the nodes are prepared. */
+static int time_gemm(void *ctx, const tpg_gemm_key *key, const tpg_gemm_variant *v, const tpg_kernel_launch *launch,
+                     const tpg_tma_encode *x_map, const tpg_tma_encode *w_map, double *us) {
+  tpg_graph *g = ctx;
+  if (!g->gemm_timer && tpg_gemm_dev_timer_create(g->cap_stream, 5, &g->gemm_timer) != TPG_SUCCESS) return 1;
+  return tpg_gemm_dev_time(g->gemm_timer, key, v, launch, x_map, w_map, us);
+}
+
+/* The GEMM kernel for a node on this GPU; fails naming the node. Tuning off:
+ * tpg_gemm_select_tma. On: the tuner's policy (lib/gemm_tune.h): timed only
+ * while the graph is created, cached for every later pick. count: this is
+ * the node's first pick (prepare), counted in tpg_graph_info. */
+static tpg_status pick(const tpg_nctx *c, int count, tpg_kernel_launch *l, tpg_tma_encode *xe, tpg_tma_encode *we) {
   const tpg_gemm_desc *d = &c->n->u.gemm;
+  tpg_graph *g = c->g;
   int kdt = d->dtype == TPG_F16 ? TPG_KDT_F16 : TPG_KDT_BF16;
   char why[256] = {0};
-  if (tpg_gemm_select_tma(d->m, d->n, d->k, kdt, (int)d->epilogue, c->g->dev.sm_arch, gemm_sms(c->g, d), d->k, d->k,
-                          c->g->tune.streamk, l, xe, we, why, sizeof why) != 0)
+  if (g->tune.gemm_tune) {
+    const tpg_gemm_key key = {d->m, d->n, d->k, kdt, (int)d->epilogue, gemm_sms(g, d), g->dev.sm_arch};
+    g->gemm_tune.cfg.mode = TPG_GEMM_TUNE_ON;
+    g->gemm_tune.cfg.streamk = g->tune.streamk;
+    g->gemm_tune.cfg.time_fn = time_gemm;
+    g->gemm_tune.cfg.time_ctx = g;
+    tpg_status st = tpg_gemm_tune_graph_pick(&g->gemm_tune, &key, d->k, d->k, count, l, xe, we);
+    if (st != TPG_SUCCESS)
+      return TPG_ARG_FAIL("node %s: no GEMM kernel for this shape: %s", tpg_nctx_label(c), tpg_last_error());
+    return TPG_SUCCESS;
+  }
+  if (tpg_gemm_select_tma(d->m, d->n, d->k, kdt, (int)d->epilogue, g->dev.sm_arch, gemm_sms(g, d), d->k, d->k,
+                          g->tune.streamk, l, xe, we, why, sizeof why) != 0)
     return TPG_ARG_FAIL("node %s: no GEMM kernel for this shape: %s", tpg_nctx_label(c), why);
   return TPG_SUCCESS;
 }
@@ -116,7 +144,7 @@ static tpg_status pick(const tpg_nctx *c, tpg_kernel_launch *l, tpg_tma_encode *
 static tpg_status prepare(const tpg_nctx *c) {
   tpg_kernel_launch l;
   tpg_tma_encode xe, we;
-  TPG_TRY(pick(c, &l, &xe, &we));
+  TPG_TRY(pick(c, 1, &l, &xe, &we));
   if (l.workspace_bytes == 0 || c->gn->res.workspace_bytes >= l.workspace_bytes) return TPG_SUCCESS;
   size_t bytes = (l.workspace_bytes + 255) & ~(size_t)255;
   CUdeviceptr ws = 0;
@@ -176,7 +204,7 @@ static tpg_status fill(const tpg_nctx *c) {
   tpg_gnode *gn = c->gn;
   tpg_kernel_launch l;
   memset(&gn->args, 0, sizeof gn->args);
-  TPG_TRY(pick(c, &l, &gn->xe, &gn->we));
+  TPG_TRY(pick(c, 0, &l, &gn->xe, &gn->we));
   gn->tma = gn->xe.rank > 0;
   if (l.workspace_bytes > gn->res.workspace_bytes)
     return TPG_ARG_FAIL("node %s: needs %zu bytes of workspace, the graph allocated %zu at creation (a shape "

@@ -112,7 +112,8 @@ class GraphConfig(ctypes.Structure):
     _fields_ = [("size", c_size_t), ("magic", c_uint), ("version", c_int), ("device", c_int), ("comm", c_void_p),
                 ("bindings", ctypes.POINTER(Binding)), ("nbindings", c_int), ("mode", c_int), ("flags", c_uint),
                 ("allreduce_push_max", c_size_t), ("allreduce_twoshot_max", c_size_t),
-                ("allreduce_twoshot_blocks", c_int), ("gemm_streamk", c_int), ("pdl_prefetch", c_int)]
+                ("allreduce_twoshot_blocks", c_int), ("gemm_streamk", c_int), ("pdl_prefetch", c_int),
+                ("gemm_tune", c_int), ("gemm_tune_cache", ctypes.c_char_p), ("gemm_tune_budget_ms", c_int)]
 
 
 class GraphInfo(ctypes.Structure):
@@ -120,7 +121,8 @@ class GraphInfo(ctypes.Structure):
                 ("empty_nodes", c_int), ("child_nodes", c_int), ("workspace_bytes", c_size_t),
                 ("materialize_us", ctypes.c_double), ("instantiate_us", ctypes.c_double),
                 ("programmatic_edges", c_int), ("user_kernel_nodes", c_int), ("captured_nodes", c_int),
-                ("host_nodes", c_int), ("event_nodes", c_int)]
+                ("host_nodes", c_int), ("event_nodes", c_int), ("gemm_tune_us", ctypes.c_double),
+                ("gemm_tuned", c_int), ("gemm_tune_cached", c_int)]
 
 
 class MlpWholeLayer(ctypes.Structure):

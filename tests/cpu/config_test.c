@@ -78,6 +78,22 @@ int main(void) {
   cfg.pdl_prefetch = (1 << 20) + 16;
   CHECK_ST(create(&cfg), TPG_ERROR_INVALID_ARGUMENT, "cfg->pdl_prefetch");
   cfg = base();
+  cfg.gemm_tune = 3;
+  CHECK_ST(create(&cfg), TPG_ERROR_INVALID_ARGUMENT, "cfg->gemm_tune is 3");
+  cfg = base();
+  cfg.gemm_tune_budget_ms = -1;
+  CHECK_ST(create(&cfg), TPG_ERROR_INVALID_ARGUMENT, "cfg->gemm_tune_budget_ms is -1");
+  cfg.gemm_tune_budget_ms = 3600001;
+  CHECK_ST(create(&cfg), TPG_ERROR_INVALID_ARGUMENT, "cfg->gemm_tune_budget_ms is 3600001");
+  cfg = base();
+  cfg.gemm_tune_cache = "";
+  CHECK_ST(create(&cfg), TPG_ERROR_INVALID_ARGUMENT, "cfg->gemm_tune_cache");
+  /* the size before the GEMM tuning fields (through pdl_prefetch) is accepted: they are never read */
+  cfg = base();
+  cfg.size = offsetof(tpg_graph_config, pdl_prefetch) + sizeof(int);
+  cfg.gemm_tune = 99;
+  if (past == TPG_ERROR_NO_DRIVER) CHECK_ST(create(&cfg), past, "");
+  cfg = base();
   cfg.allreduce_push_max = (size_t)1 << 41;
   CHECK_ST(create(&cfg), TPG_ERROR_INVALID_ARGUMENT, "cfg->allreduce_push_max");
   cfg = base();
@@ -86,6 +102,9 @@ int main(void) {
   cfg.allreduce_twoshot_blocks = 64;
   cfg.gemm_streamk = TPG_STREAMK_OFF;
   cfg.pdl_prefetch = 4096;
+  cfg.gemm_tune = TPG_TUNE_ON;
+  cfg.gemm_tune_cache = "/tmp/tpg_config_test_tune.txt";
+  cfg.gemm_tune_budget_ms = 500;
   if (past == TPG_ERROR_NO_DRIVER) CHECK_ST(create(&cfg), past, "");
 
   /* The environment, strictly. */
@@ -93,7 +112,8 @@ int main(void) {
       {"TPG_TWOSHOT_BLOCKS", "12x"}, {"TPG_TWOSHOT_BLOCKS", "0"},     {"TPG_TWOSHOT_BLOCKS", "500"},
       {"TPG_TWOSHOT_BLOCKS", "-3"},  {"TPG_ONESHOT_PUSH_MAX", "2MiB"}, {"TPG_ONESHOT_PUSH_MAX", " 5"},
       {"TPG_TWOSHOT_MAX", "1e6"},    {"TPG_GEMM_STREAMK", "3"},       {"TPG_GEMM_STREAMK", "yes"},
-      {"TPG_PDL_PREFETCH", "99999999999999999999999"},
+      {"TPG_PDL_PREFETCH", "99999999999999999999999"}, {"TPG_GEMM_TUNE", "2"}, {"TPG_GEMM_TUNE", "on"},
+      {"TPG_GEMM_TUNE_BUDGET_MS", "0"}, {"TPG_GEMM_TUNE_BUDGET_MS", "3600001"}, {"TPG_GEMM_TUNE_BUDGET_MS", "1s"},
   };
   cfg = base();
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -105,6 +125,7 @@ int main(void) {
   static const struct { const char *var, *val; } good[] = {
       {"TPG_TWOSHOT_BLOCKS", "96"}, {"TPG_ONESHOT_PUSH_MAX", "2097152"}, {"TPG_TWOSHOT_MAX", "0"},
       {"TPG_GEMM_STREAMK", "0"},    {"TPG_PDL_PREFETCH", "4096"},         {"TPG_GEMM_STREAMK", ""},
+      {"TPG_GEMM_TUNE", "1"},       {"TPG_GEMM_TUNE_BUDGET_MS", "100"},    {"TPG_GEMM_TUNE_CACHE", "/tmp/x"},
   };
   for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
     setenv(good[i].var, good[i].val, 1);

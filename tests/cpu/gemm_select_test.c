@@ -28,43 +28,74 @@ int main(void) {
   /* The Hopper TMA path and its stream-K choice. */
   {
     tpg_tma_encode xe, we;
-    /* M = 128 at 7168 -> 4096: 32 tiles of 128 for 132 SMs: stream-K on
-     * BN 128, whole grid, counters + 2 partial tiles per CTA. */
+    /* The zoo-derived rule (lib/gemm_select.c, bench/zoo_rules.py). M = 128
+     * at 7168 -> 4096: 64 tiles of 128 x 64 for 132 SMs: stream-K, whole
+     * grid, counters + partial slots sized by tpg_sk_workspace_bytes. */
     CHECK(tpg_gemm_select_tma(128, 4096, 7168, TPG_KDT_BF16, TPG_EPI_RESIDUAL, 90, 132, 7168, 7168, 1, &l, &xe, &we,
                               why, sizeof why) == 0);
-    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_n128") == 0 && l.split_k == TPG_SPLITK_STREAM);
-    CHECK(l.grid[0] == 132 && xe.rank == 2 && we.rank == 2 && we.box[1] == 128);
-    CHECK(l.workspace_bytes == tpg_sk_workspace_bytes(32, 132, 128) && l.workspace_zeroed == 256);
-    /* streamk 0: whole tiles, no workspace */
+    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_n64") == 0 && l.split_k == TPG_SPLITK_STREAM);
+    CHECK(l.grid[0] == 132 && xe.rank == 2 && we.rank == 2 && we.box[1] == 64 && xe.box[1] == 128);
+    CHECK(l.workspace_bytes == tpg_sk_workspace_bytes(64, 132, 64) && l.workspace_zeroed == 256);
+    /* streamk 0: whole tiles, no workspace, grid = tiles */
     CHECK(tpg_gemm_select_tma(128, 4096, 7168, TPG_KDT_BF16, TPG_EPI_RESIDUAL, 90, 132, 7168, 7168, 0, &l, &xe, &we,
                               why, sizeof why) == 0);
-    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_n128") == 0 && l.split_k == 1 && l.workspace_bytes == 0);
-    CHECK(l.grid[0] == 32);
-    /* 112 tiles at 8192 -> 14336 fill most SMs: whole tiles (stream-K measured slower) */
+    CHECK(l.split_k == 1 && l.workspace_bytes == 0 && l.workspace_zeroed == 0 && l.grid[0] == 64);
+    /* 112 tiles of 128 x 128 at 8192 -> 14336 fill most SMs: whole tiles */
     CHECK(tpg_gemm_select_tma(128, 14336, 8192, TPG_KDT_BF16, TPG_EPI_BIAS_GELU, 90, 132, 8192, 8192, 1, &l, &xe, &we,
                               why, sizeof why) == 0);
     CHECK(l.split_k == 1 && l.workspace_bytes == 0 && l.grid[0] == 112 && we.box[1] == 128);
-    /* 270 tiles = 2 full waves + 6: whole tiles by default (several waves:
-     * measured no gain); forced, the kernel splits only the last wave */
+    /* 270 tiles = 2 full waves + 6: stream-K over the last wave pays in the
+     * model (the kernel splits only the last wave); forced, the same */
     CHECK(tpg_gemm_select_tma(1152, 3840, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, 1, &l, &xe, &we,
                               why, sizeof why) == 0);
-    CHECK(l.split_k == 1 && l.workspace_bytes == 0 && l.grid[0] == 132);
+    CHECK(l.split_k == TPG_SPLITK_STREAM && l.grid[0] == 132 && we.box[1] == 128);
+    CHECK(l.workspace_bytes == tpg_sk_workspace_bytes(270, 132, 128));
     CHECK(tpg_gemm_select_tma(1152, 3840, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, 2, &l, &xe, &we,
                               why, sizeof why) == 0);
     CHECK(l.split_k == TPG_SPLITK_STREAM && l.grid[0] == 132 && we.box[1] == 128);
     CHECK(l.workspace_bytes == tpg_sk_workspace_bytes(270, 132, 128));
-    /* M = 4096: 1792 tiles: whole tiles */
+    /* M = 4096: 1792 tiles of 128 x 256; streamk 0: whole tiles on the full grid */
     CHECK(tpg_gemm_select_tma(4096, 14336, 8192, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 8192, 8192, 1, &l, &xe, &we,
                               why, sizeof why) == 0);
-    CHECK(l.split_k == 1 && l.workspace_bytes == 0 && l.grid[0] == 132);
-    /* forced on a one-K-block shape: the grid never exceeds tiles x K blocks (2 x 1 on BN 128) */
+    CHECK(l.grid[0] == 132 && we.box[1] == 256 && xe.box[1] == 128);
+    CHECK(tpg_gemm_select_tma(4096, 14336, 8192, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 8192, 8192, 0, &l, &xe, &we,
+                              why, sizeof why) == 0);
+    CHECK(l.split_k == 1 && l.workspace_bytes == 0 && l.grid[0] == 132 && we.box[1] == 256);
+    /* forced on a one-K-block shape: the grid never exceeds tiles x K blocks */
     CHECK(tpg_gemm_select_tma(32, 256, 64, TPG_KDT_F16, TPG_EPI_NONE, 90, 132, 64, 64, 2, &l, &xe, &we, why,
                               sizeof why) == 0);
-    CHECK(l.split_k == TPG_SPLITK_STREAM && l.grid[0] == 2 && we.box[1] == 128 && strstr(l.kernel, "f16") != NULL);
-    /* decode stays on the GEMV, whatever streamk says */
+    CHECK(l.split_k == TPG_SPLITK_STREAM && strstr(l.kernel, "f16") != NULL && xe.box[1] == 64);
+    CHECK(l.grid[0] == (256 / we.box[1]) * 1);
+    /* M <= 8 stays on the GEMV, whatever streamk says; its stream-K twin only
+     * for grids under num_sms / 8 (the zoo: the plain GEMV won at 24..128 CTAs) */
     CHECK(tpg_gemm_select_tma(8, 14336, 8192, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 8192, 8192, 2, &l, &xe, &we, why,
                               sizeof why) == 0);
     CHECK(strstr(l.kernel, "gemv") != NULL && xe.rank == 0 && l.split_k == 1);
+    CHECK(tpg_gemm_select_tma(1, 768, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, 1, &l, &xe, &we, why,
+                              sizeof why) == 0);
+    CHECK(strcmp(l.kernel, "tpg_gemv_bf16_m8") == 0 && l.grid[0] == 48 && l.workspace_bytes == 0);
+    CHECK(tpg_gemm_select_tma(1, 256, 512, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 512, 512, 1, &l, &xe, &we, why,
+                              sizeof why) == 0);
+    CHECK(strcmp(l.kernel, "tpg_gemv_sk_bf16_m8") == 0 && l.workspace_bytes > 0 &&
+          l.workspace_zeroed == l.workspace_bytes);
+    /* M = 9..16: the GEMV, but TMA 64 x 128 for long K (stream-K) or many W rows */
+    CHECK(tpg_gemm_select_tma(16, 4096, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, 1, &l, &xe, &we, why,
+                              sizeof why) == 0);
+    CHECK(strcmp(l.kernel, "tpg_gemv_bf16_m16") == 0 && xe.rank == 0);
+    CHECK(tpg_gemm_select_tma(16, 4096, 16384, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 16384, 16384, 1, &l, &xe, &we, why,
+                              sizeof why) == 0);
+    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_m64_n128") == 0 && l.split_k == TPG_SPLITK_STREAM);
+    CHECK(l.grid[0] == 132 && xe.box[1] == 64 && we.box[1] == 128 && l.workspace_bytes == tpg_sk_workspace_bytes(32, 132, 128));
+    CHECK(tpg_gemm_select_tma(16, 14336, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, 1, &l, &xe, &we, why,
+                              sizeof why) == 0);
+    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_m64_n128") == 0 && l.split_k == 1 && l.grid[0] == 112);
+    /* ... whose leading dimensions the TMA maps must accept */
+    CHECK(tpg_gemm_select_tma(16, 14336, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4000, 4096, 1, &l, &xe, &we, why,
+                              sizeof why) != 0);
+    /* off sm_90 the same shapes take tpg_gemm_select's kernels, no maps */
+    CHECK(tpg_gemm_select_tma(16, 4096, 16384, TPG_KDT_BF16, TPG_EPI_NONE, 89, 128, 16384, 16384, 1, &l, &xe, &we, why,
+                              sizeof why) == 0);
+    CHECK(strstr(l.kernel, "gemv") != NULL && xe.rank == 0);
   }
   /* Forced variants: names round-trip, each candidate selects, refusals name the rule. */
   {

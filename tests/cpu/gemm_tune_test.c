@@ -76,6 +76,78 @@ static void *thread_body(void *p) {
   return NULL;
 }
 
+/* The graph builder's policy (tpg_gemm_tune_graph_pick): times only while
+ * allowed and within the graph's budget, counts timed and cached picks, and
+ * outside creation (an update) takes the cache or the heuristic, never the
+ * timer. */
+static void graph_policy(const char *path) {
+  fake f = {0, "tma_m64_n256", 10.0, 0}; /* not the heuristic's tile */
+  tpg_gemm_tune_graph s;
+  tpg_gemm_tune_cfg c = TPG_GEMM_TUNE_CFG_INIT;
+  tpg_kernel_launch L, H;
+  tpg_tma_encode xm, wm, hx, hw;
+  tpg_gemm_variant v;
+  char why[200];
+  const tpg_gemm_key a = key_of(48, 5120, 1024, TPG_EPI_NONE), b = key_of(96, 5120, 1024, TPG_EPI_NONE),
+                     d = key_of(200, 5120, 1024, TPG_EPI_NONE);
+  unlink(path);
+  tpg_gemm_tune_reset();
+  c.mode = TPG_GEMM_TUNE_ON;
+  c.cache_path = path;
+  c.time_fn = fake_time;
+  c.time_ctx = &f;
+  memset(&s, 0, sizeof s);
+  s.cfg = c;
+  s.budget_us = 1e9;
+  s.may_time = 1;
+  CHECK_ST(tpg_gemm_tune_graph_pick(NULL, &a, 1024, 1024, 1, &L, &xm, &wm), TPG_ERROR_INVALID_ARGUMENT, "s");
+  /* creation: a is timed, a second node of a's shape hits the process cache */
+  CHECK_OK(tpg_gemm_tune_graph_pick(&s, &a, 1024, 1024, 1, &L, &xm, &wm));
+  CHECK(s.timed == 1 && s.cached == 0 && f.calls > 1 && s.spent_us > 0);
+  CHECK(tpg_gemm_tune_lookup(&a, &v, NULL) == 0 && v.kind == TPG_GEMM_VAR_TMA && v.bm == 64 && v.bn == 256);
+  {
+    const int calls = f.calls;
+    CHECK_OK(tpg_gemm_tune_graph_pick(&s, &a, 1024, 1024, 1, &H, &hx, &hw));
+    CHECK(s.timed == 1 && s.cached == 1 && f.calls == calls && memcmp(&L, &H, sizeof L) == 0);
+    /* uncounted picks (fill) change no count */
+    CHECK_OK(tpg_gemm_tune_graph_pick(&s, &a, 1024, 1024, 0, &H, &hx, &hw));
+    CHECK(s.timed == 1 && s.cached == 1 && f.calls == calls);
+    /* past creation (update): b is not cached -> the heuristic, not timed */
+    s.may_time = 0;
+    CHECK_OK(tpg_gemm_tune_graph_pick(&s, &b, 1024, 1024, 1, &L, &xm, &wm));
+    CHECK(tpg_gemm_select_tma(96, 5120, 1024, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 1024, 1024, 1, &H, &hx, &hw, why,
+                              sizeof why) == 0);
+    CHECK(memcmp(&L, &H, sizeof L) == 0 && f.calls == calls && s.timed == 1 && s.cached == 1);
+    CHECK(tpg_gemm_tune_lookup(&b, NULL, NULL) != 0);
+    /* ... and a still comes from the cache */
+    CHECK_OK(tpg_gemm_tune_graph_pick(&s, &a, 1024, 1024, 1, &L, &xm, &wm));
+    CHECK(s.cached == 2 && f.calls == calls && strcmp(L.kernel, "tpg_gemm_sm90tma_bf16_m64") == 0);
+    /* the graph's budget spent: no timing either */
+    s.may_time = 1;
+    s.budget_us = s.spent_us;
+    CHECK_OK(tpg_gemm_tune_graph_pick(&s, &d, 1024, 1024, 1, &L, &xm, &wm));
+    CHECK(f.calls == calls && s.timed == 1 && tpg_gemm_tune_lookup(&d, NULL, NULL) != 0);
+  }
+  /* another process (empty process cache) finds a in the file without timing */
+  tpg_gemm_tune_reset();
+  memset(&s, 0, sizeof s);
+  s.cfg = c;
+  s.budget_us = 1e9;
+  f.calls = 0;
+  CHECK_OK(tpg_gemm_tune_graph_pick(&s, &a, 1024, 1024, 1, &L, &xm, &wm));
+  CHECK(f.calls == 0 && s.cached == 1 && s.timed == 0 && strcmp(L.kernel, "tpg_gemm_sm90tma_bf16_m64") == 0);
+  /* tuning off: the heuristic, nothing counted */
+  memset(&s, 0, sizeof s);
+  s.cfg = c;
+  s.cfg.mode = TPG_GEMM_TUNE_OFF;
+  s.may_time = 1;
+  s.budget_us = 1e9;
+  CHECK_OK(tpg_gemm_tune_graph_pick(&s, &b, 1024, 1024, 1, &L, &xm, &wm));
+  CHECK(f.calls == 0 && s.cached == 0 && s.timed == 0);
+  unlink(path);
+  tpg_gemm_tune_reset();
+}
+
 int main(void) {
   char dir[] = "/tmp/tpg_tune_XXXXXX";
   char path[256], other[256];
@@ -294,6 +366,8 @@ int main(void) {
     tpg_gemm_tune_reset();
     CHECK(tpg_gemm_tune_load(path) == 40);
   }
+
+  graph_policy(path);
 
   /* no temporary or stray files left behind besides the lock files */
   {

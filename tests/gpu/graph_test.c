@@ -23,8 +23,10 @@ static double act(int epi, double v) {
   return v;
 }
 
-/* One GEMM node: fresh random inputs, output poisoned, fp64 reference. */
-static void gemm_case(int M, int N, int K, tpg_dtype dt, tpg_epilogue epi) {
+/* One GEMM node: fresh random inputs, output poisoned, fp64 reference.
+ * tune: 0 the config's default; 1 tuning on, this graph must time its GEMM;
+ * 2 tuning on, it must find it in the process cache (timing nothing). */
+static void gemm_case_t(int M, int N, int K, tpg_dtype dt, tpg_epilogue epi, int tune) {
   int swiglu = epi == TPG_EPILOGUE_SWIGLU;
   int has_bias = epi == TPG_EPILOGUE_BIAS || epi == TPG_EPILOGUE_BIAS_GELU || epi == TPG_EPILOGUE_BIAS_SILU ||
                  swiglu || epi == TPG_EPILOGUE_RESIDUAL;
@@ -74,9 +76,22 @@ static void gemm_case(int M, int N, int K, tpg_dtype dt, tpg_epilogue epi) {
   cfg.device = g_dev;
   cfg.bindings = bind;
   cfg.nbindings = nbind;
+  if (tune) cfg.gemm_tune = TPG_TUNE_ON;
   tpg_graph *gr = NULL;
   tpg_status st = tpg_graph_create(p, &cfg, &gr);
   CHECK_OK(st);
+  const char *env_tune = getenv("TPG_GEMM_TUNE");
+  if (st == TPG_SUCCESS && tune && !(env_tune && !strcmp(env_tune, "0"))) {
+    tpg_graph_info info;
+    CHECK_OK(tpg_graph_info_get(gr, &info));
+    printf("gemm %d x %d x %d tuned: %d timed, %d cached, %.1f ms\n", M, N, K, info.gemm_tuned, info.gemm_tune_cached,
+           info.gemm_tune_us / 1000.0);
+    if (tune == 1) CHECK(info.gemm_tuned == 1 && info.gemm_tune_cached == 0 && info.gemm_tune_us > 0);
+    if (tune == 2) CHECK(info.gemm_tuned == 0 && info.gemm_tune_cached == 1 && info.gemm_tune_us == 0);
+    /* a whole-graph update re-fills the node from the cache (no timing, the
+     * same kernel and workspace); the launch below then checks its result */
+    CHECK_OK(tpg_graph_update(gr, NULL, NULL, 0));
+  }
   if (st == TPG_SUCCESS) {
     CHECK_OK(tpg_graph_launch(gr, NULL));
     CUDA_OK(cudaDeviceSynchronize());
@@ -118,6 +133,8 @@ static void gemm_case(int M, int N, int K, tpg_dtype dt, tpg_epilogue epi) {
   free(hx); free(hw); free(hb); free(hr);
   free(fx); free(fw); free(fb); free(fr); free(fy);
 }
+
+static void gemm_case(int M, int N, int K, tpg_dtype dt, tpg_epilogue epi) { gemm_case_t(M, N, K, dt, epi, 0); }
 
 /* memcpy H2D -> axpby (after a memset) -> memcpy D2H, through an empty join:
  *   b = 1.0; a = in; b = 2a + 3b; out = b  =>  out = 2*in + 3. */
@@ -479,5 +496,17 @@ int main(void) {
   }
   gemm_case(5, 384, 256, TPG_F16, TPG_EPILOGUE_BIAS_GELU);
   gemm_case(300, 384, 256, TPG_F16, TPG_EPILOGUE_BIAS);
+
+  /* GEMM tuning (cfg.gemm_tune): the first graph of a shape times its
+   * candidates, a second graph of that shape finds it in the process cache;
+   * whichever kernel won, the result matches the fp64 reference. Shapes no
+   * case above uses (a run with TPG_GEMM_TUNE=1 tunes those too). Decode,
+   * 64-row, prefill, SwiGLU and a stream-K-prone small grid. */
+  static const int tuned[][4] = {{4, 1536, 768, TPG_EPILOGUE_NONE},     {40, 2048, 512, TPG_EPILOGUE_NONE},
+                                 {128, 1280, 2048, TPG_EPILOGUE_NONE},  {96, 512, 512, TPG_EPILOGUE_SWIGLU},
+                                 {200, 640, 1536, TPG_EPILOGUE_RESIDUAL}};
+  for (size_t s = 0; s < sizeof tuned / sizeof tuned[0]; s++)
+    for (int pass = 1; pass <= 2; pass++)
+      gemm_case_t(tuned[s][0], tuned[s][1], tuned[s][2], TPG_BF16, (tpg_epilogue)tuned[s][3], pass);
   return TPG_TEST_END();
 }

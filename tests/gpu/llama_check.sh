@@ -33,18 +33,20 @@ check() {
   fi
   grep -E "passed|failed|rebind|verify|step [0-9]|FAIL|error|Error" "$work/$name.log" | tail -8 | sed 's/^/    /'
 }
-engine() { if [ ${#run[@]} -gt 0 ]; then "${run[@]}" llama "$@"; else "$bin/llama" "$@"; fi; }
+# The commands as arrays, not shell functions: check runs them under timeout.
+if [ ${#run[@]} -gt 0 ]; then engine=("${run[@]}" llama) kcheck=("${run[@]}" kernel_check)
+else engine=("$bin/llama") kcheck=("$bin/kernel_check"); fi
 
-if [ ${#run[@]} -gt 0 ]; then check kernel_check "${run[@]}" kernel_check; else check kernel_check "$bin/kernel_check"; fi
+check kernel_check "${kcheck[@]}"
 
 # The engine alone on its seeded random model, against its own fp64 host
 # reference (--verify): needs no Python. 8B-like with the LM head; 70B-like
 # with a context crossing 4096.
 for tp in 1 2; do
   [ "$tp" -le "$ngpu" ] || continue
-  check "verify_8b_tp$tp" engine --config 8b --layers 2 --batch 3 --ctx 301 --steps 3 --lm-head --vocab 4096 \
+  check "verify_8b_tp$tp" "${engine[@]}" --config 8b --layers 2 --batch 3 --ctx 301 --steps 3 --lm-head --vocab 4096 \
     --verify --tp "$tp"
-  check "verify_70b_tp$tp" engine --config 70b --layers 1 --batch 2 --ctx 4095 --steps 3 --verify --tp "$tp"
+  check "verify_70b_tp$tp" "${engine[@]}" --config 70b --layers 1 --batch 2 --ctx 4095 --steps 3 --verify --tp "$tp"
 done
 
 # name | gen arguments. 8B-like with the LM head over 3 sequences at an odd
@@ -63,7 +65,7 @@ for c in "${cases[@]}"; do
   for tp in 1 2; do
     [ "$tp" -le "$ngpu" ] || { echo "SKIP ${name}_tp$tp: $ngpu GPU(s)"; continue; }
     mkdir -p "$d/out_tp$tp"
-    check "engine_${name}_tp$tp" engine --weights "$d" --tp "$tp" "${lm[@]}" --verify --out "$d/out_tp$tp"
+    check "engine_${name}_tp$tp" "${engine[@]}" --weights "$d" --tp "$tp" "${lm[@]}" --verify --out "$d/out_tp$tp"
     check "ref_${name}_tp$tp" python3 tests/gpu/llama_ref.py check "$d" "$d/out_tp$tp" --tp "$tp"
   done
 done

@@ -1,0 +1,331 @@
+#!/usr/bin/env python3
+"""zoo_rules.py - the GEMM selector's rule, derived from a gemm_bench zoo run.
+
+Usage: python3 bench/zoo_rules.py ZOO.json [--tree] [--fit] [--cv] [--summary | --picks]
+
+ZOO.json: `gemm_bench --zoo --cand --json` output (every shape of the model
+zoo with ours, cuBLASLt, and every forced candidate's time). Prints, per M
+and overall, the geometric mean of time / cuBLAS for
+  heuristic  what the selector of that run picked (the "kernel" column),
+  rule       rule() below, i.e. what lib/gemm_select.c picks now (it must
+             stay a transcription of this function),
+  best       the fastest candidate of each shape (what tuning could reach),
+and the shapes where the rule loses most to the best candidate.
+--cv refits leaving out each model's own shapes and judges the rule on them.
+--picks prints tests/cpu/gemm_rule_picks.txt (the rule's pick per shape, for
+gemm_rule_test). --summary prints the Markdown tables of docs/performance.md instead.
+--tree prints, per M, a depth-2 tree on (W rows, K) minimizing the summed
+log(time / best): the M <= 16 thresholds of rule() are its M = 16 tree,
+rounded. --fit re-runs the coordinate descent that set the cost model's
+constants (EFF_*, SK_FIX, SK_K) over the grids in FIT_GRID from FIT_START
+and prints what it finds (the table below still uses the constants in the
+file; they are what the fit printed on the H200 zoo of commit f02745a).
+"""
+import collections
+import json
+import math
+import sys
+
+
+# Cost model for m > 16 (relative units): a tile's k-step costs
+# bm * bn * EFF[(bm, bn)]; whole tiles pay ceil(tiles / SMS) waves of K;
+# stream-K pays its exact share of all k-steps plus a fix-up of SK_FIX * bm * bn
+# and, when the tiles alone would not fill the SMs, SK_K of a tile's K again.
+# m <= 64 is weight streaming (64-row tiles only), m > 64 compute: two tables.
+# Fitted on the zoo by coordinate descent over FIT_GRID (--fit).
+SMS = 132
+EFF_SMALL = {(64, 256): 0.6, (64, 128): 0.6, (64, 64): 0.8}
+EFF_LARGE = {(128, 256): 1.0, (128, 128): 1.2, (128, 64): 1.4, (64, 256): 1.3, (64, 128): 1.5}
+SK_FIX = {"small": 20.0, "large": 40.0}
+SK_K = {"small": 0.05, "large": 0.1}
+
+
+# Where the descent starts: a first guess (the old rule's 1.15 for BN 128).
+FIT_START = {
+    "small": ({(64, 256): 1.0, (64, 128): 1.0, (64, 64): 1.0}, 10.0, 0.0),
+    "large": ({(128, 256): 1.0, (128, 128): 1.15, (128, 64): 1.4, (64, 256): 1.3, (64, 128): 1.5}, 10.0, 0.0),
+}
+FIT_GRID = {
+    "small": {(64, 256): [0.6, 0.8, 1.0, 1.2], (64, 128): [0.6, 0.8, 1.0, 1.2, 1.4, 1.7, 2.0, 2.5],
+              (64, 64): [0.8, 1.0, 1.2, 1.4, 1.7, 2.0, 2.5, 3.0, 4.0], "fix": [0, 2, 5, 10, 20, 40, 80, 160],
+              "kk": [0, 0.05, 0.1, 0.2, 0.4]},
+    "large": {(128, 128): [1.0, 1.05, 1.1, 1.15, 1.2, 1.3], (128, 64): [1.1, 1.2, 1.3, 1.4, 1.6, 1.8],
+              (64, 256): [1.0, 1.1, 1.2, 1.3, 1.4, 1.6], (64, 128): [1.1, 1.2, 1.3, 1.4, 1.5, 1.7, 2.0],
+              "fix": [0, 2, 5, 10, 20, 40, 80], "kk": [0, 0.05, 0.1, 0.2]},
+}
+
+
+def cdiv(a, b):
+    return -(-a // b)
+
+
+def tiles_of(m, w, bm, bn):
+    return cdiv(m, bm) * cdiv(w, bn)
+
+
+def cost(m, w, k, bm, bn, sk, eff, fix, kk):
+    tiles = tiles_of(m, w, bm, bn)
+    kb = cdiv(k, 64)
+    e = eff[(bm, bn)]
+    if sk:
+        return tiles * kb / SMS * bm * bn * e + fix * bm * bn + (kk * kb * bm * bn * e if tiles < SMS else 0)
+    return cdiv(tiles, SMS) * kb * bm * bn * e
+
+
+def rule(m, n, k, epi, sms=SMS):
+    """The candidate the selector picks on sm_90: a variant name. n: output
+    columns; W has 2n rows with swiglu (gate and up)."""
+    w = 2 * n if epi == "swiglu" else n  # W rows: what the tiles cover
+    # the GEMV's grid (16 W rows per CTA at m <= 8, 32 above); below an
+    # eighth of the SMs (never in the zoo) its stream-K twin
+    gemv = "gemv_sk" if 8 * cdiv(w, 16 if m <= 8 else 32) < sms else "gemv"
+    if m <= 8:
+        return gemv
+    if m <= 16:
+        if k > 8192:
+            return "tma_m64_n128_sk"
+        return "tma_m64_n128" if w > 8192 else gemv
+    size = "small" if m <= 64 else "large"
+    eff = EFF_SMALL if m <= 64 else EFF_LARGE
+    best = None
+    for (bm, bn) in eff:  # table order breaks ties: the first listed wins
+        if bm == 64 and m > 256:
+            continue
+        for sk in (0, 1):
+            c = cost(m, w, k, bm, bn, sk, eff, SK_FIX[size], SK_K[size])
+            if best is None or c < best[0]:
+                best = (c, "tma_m%d_n%d%s" % (bm, bn, "_sk" if sk else ""))
+    return best[1]
+
+
+def cand_time(row, name):
+    c = {x["kernel"]: x["us"] for x in row["cand"]}
+    if name in c:
+        return c[name]
+    # a stream-K twin is only listed where the last wave is partial; else it
+    # is the whole-tile kernel
+    if name.endswith("_sk") and name[:-3] in c:
+        return c[name[:-3]]
+    return None
+
+
+def gmean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def tree(rows, depth):
+    """Depth-limited tree on (w, k) minimizing summed log(time / best)."""
+    names = sorted({x["kernel"] for r in rows for x in r["cand"]})
+    names = [c for c in names if all(cand_time(r, c) for r in rows)]
+
+    def leaf(rs):
+        return min((sum(math.log(cand_time(r, c) / r["_best"]) for r in rs), c) for c in names)
+
+    def grow(rs, d):
+        loss, c = leaf(rs)
+        best = (loss, c)
+        if d == 0:
+            return best
+        for f in ("_w", "K"):
+            vals = sorted({r[f] for r in rs})
+            for th in vals[1:]:
+                a = [r for r in rs if r[f] < th]
+                b = [r for r in rs if r[f] >= th]
+                if len(a) < 6 or len(b) < 6:
+                    continue
+                ta, tb = grow(a, d - 1), grow(b, d - 1)
+                if ta[0] + tb[0] < best[0] - 0.5:
+                    best = (ta[0] + tb[0], "if %s < %d: (%s) else (%s)" % (f.strip("_"), th, ta[1], tb[1]))
+        return best
+
+    return grow(rows, depth)
+
+
+def fit(rows, quiet=False):
+    """Coordinate descent of the cost model's constants per size class;
+    returns {size: (eff, fix, kk)} and leaves the module's constants as they were."""
+    found = {}
+    for size, eff_name, sel in (("small", "EFF_SMALL", lambda m: 16 < m <= 64),
+                                ("large", "EFF_LARGE", lambda m: m > 64)):
+        rs = [r for r in rows if sel(r["M"])]
+        keep = (dict(globals()[eff_name]), SK_FIX[size], SK_K[size])
+        eff, fix, kk = dict(FIT_START[size][0]), FIT_START[size][1], FIT_START[size][2]
+
+        def score(eff_, fix_, kk_):
+            globals()[eff_name] = eff_
+            SK_FIX[size], SK_K[size] = fix_, kk_
+            return gmean([cand_time(r, rule(r["M"], r["N"], r["K"], r["epi"])) / r["cublas_us"] for r in rs])
+
+        best = score(eff, fix, kk)
+        for _ in range(4):
+            for key, vals in FIT_GRID[size].items():
+                for v in vals:
+                    e2, f2, k2 = dict(eff), fix, kk
+                    if key == "fix":
+                        f2 = v
+                    elif key == "kk":
+                        k2 = v
+                    else:
+                        e2[key] = v
+                    sc = score(e2, f2, k2)
+                    if sc < best:
+                        best, eff, fix, kk = sc, e2, f2, k2
+        if not quiet:
+            print("fit %s (%d shapes): geomean %.3f, eff %s, fix %g, kk %g" % (size, len(rs), best, eff, fix, kk))
+        found[size] = (eff, fix, kk)
+        globals()[eff_name] = keep[0]
+        SK_FIX[size], SK_K[size] = keep[1], keep[2]
+    return found
+
+
+def cross_validate(rows):
+    """Leave one model out: refit without the shapes only that model uses,
+    judge the refitted rule on them (does the fit carry to other models?)."""
+    global EFF_SMALL, EFF_LARGE
+    models = sorted({u.split("/")[0] for r in rows for u in r["users"].split()})
+    for model in models:
+        own = [r for r in rows if all(u.split("/")[0] == model for u in r["users"].split())]
+        if not own:
+            print("%-22s no shapes of its own" % model)
+            continue
+        rest = [r for r in rows if not any(u.split("/")[0] == model for u in r["users"].split())]
+
+        def score():
+            return gmean([cand_time(r, rule(r["M"], r["N"], r["K"], r["epi"])) / r["cublas_us"] for r in own])
+
+        base = score()
+        found = fit(rest, quiet=True)
+        keep = (EFF_SMALL, EFF_LARGE, dict(SK_FIX), dict(SK_K))
+        EFF_SMALL, EFF_LARGE = found["small"][0], found["large"][0]
+        for size in found:
+            SK_FIX[size], SK_K[size] = found[size][1], found[size][2]
+        held = score()
+        EFF_SMALL, EFF_LARGE = keep[0], keep[1]
+        SK_FIX.update(keep[2])
+        SK_K.update(keep[3])
+        print("%-22s %4d own shapes: rule %.3f, refit without them %.3f, best %.3f" % (
+            model, len(own), base, held, gmean([r["_best"] / r["cublas_us"] for r in own])))
+
+
+def summary(rows):
+    """Markdown tables for docs/performance.md: per model x TP, per role x M
+    range (measured selector | rule | best candidate), and the worst shapes."""
+    groups = collections.defaultdict(list)
+    for r in rows:
+        for u in r["users"].split():
+            model, tp, role = u.split("/")
+            groups[("mt", model, tp)].append(r)
+            groups[("role", role, mrange(r["M"]))].append(r)
+
+    def g3(rs):
+        return "%.3f | %.3f | %.3f" % (gmean([r["us"] / r["cublas_us"] for r in rs]),
+                                       gmean([r["_rule"] / r["cublas_us"] for r in rs]),
+                                       gmean([r["_best"] / r["cublas_us"] for r in rs]))
+
+    models = sorted({k[1] for k in groups if k[0] == "mt"})
+    tps = sorted({k[2] for k in groups if k[0] == "mt"}, key=lambda t: int(t[2:]))
+    print("| model | " + " | ".join(tps) + " |")
+    print("|---|" + "---|" * len(tps))
+    for m in models:
+        cells = []
+        for tp in tps:
+            rs = groups.get(("mt", m, tp))
+            cells.append("%.2f / %.2f" % (gmean([r["us"] / r["cublas_us"] for r in rs]),
+                                          gmean([r["_rule"] / r["cublas_us"] for r in rs])) if rs else "-")
+        print("| %s | %s |" % (m, " | ".join(cells)))
+    print()
+    print("| role | M | shapes | measured | rule | best |")
+    print("|---|---|---:|---:|---:|---:|")
+    for role in ("qkv", "o", "gate_up", "up", "down"):
+        for mr in MRANGES:
+            rs = groups.get(("role", role, mr))
+            if rs:
+                print("| %s | %s | %d | %s |" % (role, mr, len(rs), g3(rs)))
+    print()
+    print("| M | shapes | measured | rule | best | rule > 1.05x |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for mr in MRANGES:
+        rs = [r for r in rows if mrange(r["M"]) == mr]
+        print("| %s | %d | %s | %d |" % (mr, len(rs), g3(rs), sum(r["_rule"] > 1.05 * r["cublas_us"] for r in rs)))
+    print()
+    print("| M | N | K | epi | rule picks | us | cuBLAS us | rule/cuBLAS | best candidate |")
+    print("|---:|---:|---:|---|---|---:|---:|---:|---|")
+    for r in sorted(rows, key=lambda r: -r["_rule"] / r["cublas_us"])[:12]:
+        b = min(r["cand"], key=lambda x: x["us"])
+        print("| %d | %d | %d | %s | %s | %.1f | %.1f | %.2f | %s %.1f |" % (
+            r["M"], r["N"], r["K"], r["epi"], rule(r["M"], r["N"], r["K"], r["epi"]), r["_rule"], r["cublas_us"],
+            r["_rule"] / r["cublas_us"], b["kernel"], b["us"]))
+
+
+MRANGES = ("1-8", "16", "32-64", "128-512", "1024-8192")
+
+
+def mrange(m):
+    return "1-8" if m <= 8 else "16" if m <= 16 else "32-64" if m <= 64 else "128-512" if m <= 512 else "1024-8192"
+
+
+EPI_CODES = {"none": 0, "bias": 1, "bias_gelu": 2, "bias_silu": 3, "swiglu": 4, "residual": 5}  # TPG_EPI_*
+
+
+def picks(rows):
+    """`m n k epilogue variant` for the zoo's shapes and a grid around them:
+    tests/cpu/gemm_rule_picks.txt, which gemm_rule_test checks lib/gemm_select.c
+    against (so the C transcription cannot drift from rule())."""
+    shapes = sorted({(r["M"], r["N"], r["K"], r["epi"]) for r in rows})
+    shapes += [(m, n, k, e) for m in (1, 3, 9, 12, 16, 17, 24, 40, 48, 64, 65, 100, 128, 200, 256, 257, 300, 700,
+                                      1500, 3000, 5000, 9000)
+               for n in (128, 256, 1024, 4096, 14336, 30000) for k in (512, 4096, 12288) for e in ("none", "swiglu")]
+    print("# m n k epilogue variant: bench/zoo_rules.py --picks (sm_90, %d SMs)" % SMS)
+    for (m, n, k, e) in shapes:
+        print(m, n, k, EPI_CODES[e], rule(m, n, k, e))
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    zoo = json.load(open(sys.argv[1]))
+    rows = zoo["rows"]
+    if "--picks" in sys.argv:
+        picks(rows)
+        return
+    by_m = collections.defaultdict(list)
+    for r in rows:
+        r["_best"] = min(x["us"] for x in r["cand"]) if r["cand"] else r["us"]
+        r["_w"] = 2 * r["N"] if r["epi"] == "swiglu" else r["N"]
+        t = cand_time(r, rule(r["M"], r["N"], r["K"], r["epi"]))
+        if t is None:
+            sys.exit("rule picks %s for M=%d N=%d K=%d: not a timed candidate" %
+                     (rule(r["M"], r["N"], r["K"], r["epi"]), r["M"], r["N"], r["K"]))
+        r["_rule"] = t
+        by_m[r["M"]].append(r)
+    if "--fit" in sys.argv:
+        fit(rows)
+    if "--cv" in sys.argv:
+        cross_validate(rows)
+    print("device %s, %d SMs, %d shapes" % (zoo.get("device"), zoo.get("sms", 0), len(rows)))
+    print("%6s %6s %10s %8s %8s" % ("M", "shapes", "heuristic", "rule", "best"))
+    for m in sorted(by_m):
+        rs = by_m[m]
+        print("%6d %6d %10.3f %8.3f %8.3f" % (m, len(rs), gmean([r["us"] / r["cublas_us"] for r in rs]),
+                                             gmean([r["_rule"] / r["cublas_us"] for r in rs]),
+                                             gmean([r["_best"] / r["cublas_us"] for r in rs])))
+        if "--tree" in sys.argv:
+            print("        tree:", tree(rs, 2)[1])
+    print("%6s %6d %10.3f %8.3f %8.3f" % ("all", len(rows), gmean([r["us"] / r["cublas_us"] for r in rows]),
+                                         gmean([r["_rule"] / r["cublas_us"] for r in rows]),
+                                         gmean([r["_best"] / r["cublas_us"] for r in rows])))
+    print("shapes > 1.05x cuBLAS: heuristic %d, rule %d, best %d" % (
+        sum(r["us"] > 1.05 * r["cublas_us"] for r in rows), sum(r["_rule"] > 1.05 * r["cublas_us"] for r in rows),
+        sum(r["_best"] > 1.05 * r["cublas_us"] for r in rows)))
+    if "--summary" in sys.argv:
+        summary(rows)
+        return
+    print("rule vs best, worst 10:")
+    for r in sorted(rows, key=lambda r: -r["_rule"] / r["_best"])[:10]:
+        print("  M=%d N=%d K=%d %s: %s %.1f us, best %.1f us (%.2fx)" % (
+            r["M"], r["N"], r["K"], r["epi"], rule(r["M"], r["N"], r["K"], r["epi"]), r["_rule"], r["_best"],
+            r["_rule"] / r["_best"]))
+
+
+if __name__ == "__main__":
+    main()
