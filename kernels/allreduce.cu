@@ -218,57 +218,96 @@ __device__ void lamport(const tpg_allreduce_args &a) {
   tpg::block_range<T>(a.count, a.epi, b, nb, nvec, v0, v1);
   const uint64_t full = a.count / V;
   const uint4 *in = static_cast<const uint4 *>(a.in);
-  for (uint64_t i = v0 + threadIdx.x; i < v1; i += blockDim.x) {
-    uint4 v;
-    if (i < full) v = in[i];
-    else {  // the tail: copy the valid elements, zero the rest
-      v = make_uint4(0, 0, 0, 0);
-      T *t = reinterpret_cast<T *>(&v);
-      const int rem = (int)(a.count - full * V);
+  // A thread's vectors are read U at a time, all loads issued before any
+  // store: with a norm one block owns a whole row (8192 bf16 at batch 1 = 4
+  // vectors per thread), and a load-then-store loop would pay a memory round
+  // trip per vector.
+  const uint64_t bd = blockDim.x;
+  constexpr int U = 4;
+  for (uint64_t i0 = v0 + threadIdx.x; i0 < v1; i0 += bd * U) {
+    uint4 vv[U];
 #pragma unroll
-      for (int k = 0; k < V; k++)
-        if (k < rem) t[k] = static_cast<const T *>(a.in)[full * V + k];
+    for (int u = 0; u < U; u++) {
+      const uint64_t i = i0 + u * bd;
+      if (i >= v1) break;
+      if (i < full) vv[u] = in[i];
+      else {  // the tail: copy the valid elements, zero the rest
+        vv[u] = make_uint4(0, 0, 0, 0);
+        T *t = reinterpret_cast<T *>(&vv[u]);
+        const int rem = (int)(a.count - full * V);
+#pragma unroll
+        for (int k = 0; k < V; k++)
+          if (k < rem) t[k] = static_cast<const T *>(a.in)[full * V + k];
+      }
     }
-    v = unsentinel<T>(v);
-    for (int q = 0; q < R; q++) {
-      uint4 *dst = reinterpret_cast<uint4 *>(static_cast<char *>(a.staging[q]) + buf + a.rank * per_rank);
-      __stcg(dst + i, v);
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const uint64_t i = i0 + u * bd;
+      if (i >= v1) break;
+      const uint4 v = unsentinel<T>(vv[u]);
+      for (int q = 0; q < R; q++) {
+        uint4 *dst = reinterpret_cast<uint4 *>(static_cast<char *>(a.staging[q]) + buf + a.rank * per_rank);
+        __stcg(dst + i, v);
+      }
     }
   }
   uint4 *mine = reinterpret_cast<uint4 *>(static_cast<char *>(a.staging[a.rank]) + buf);
   T *out = static_cast<T *>(a.out);
   const uint64_t deadline = now_ns() + a.timeout_ns;
   bool failed = false;
-  for (uint64_t i = v0 + threadIdx.x; i < v1 && !failed; i += blockDim.x) {
-    float acc[V];
+  // The first read of every slot of UP vectors is issued before waiting on
+  // any of them (same reason); a slot still holding the sentinel is re-read
+  // until it arrives, as before.
+  constexpr int UP = 2;
+  for (uint64_t i0 = v0 + threadIdx.x; i0 < v1 && !failed; i0 += bd * UP) {
+    uint4 pv[UP][TPG_AR_MAX_RANKS];
 #pragma unroll
-    for (int k = 0; k < V; k++) acc[k] = 0.f;
-    for (int q = 0; q < R; q++) {
-      const uint4 *src = mine + (q * per_rank) / 16 + i;
-      uint4 v = ld_volatile(src);
-      uint32_t spins = 0;
-      while (!arrived<T>(v)) {
-        if ((++spins & 1023u) == 0 && give_up(deadline, a.status)) {
-          failed = true;
-          break;
-        }
-        v = ld_volatile(src);
+    for (int u = 0; u < UP; u++) {
+      const uint64_t i = i0 + u * bd;
+      if (i >= v1) break;
+#pragma unroll
+      for (int q = 0; q < TPG_AR_MAX_RANKS; q++) {
+        if (q >= R) break;
+        pv[u][q] = ld_volatile(mine + (q * per_rank) / 16 + i);
       }
-      const T *t = reinterpret_cast<const T *>(&v);
-#pragma unroll
-      for (int k = 0; k < V; k++) acc[k] += tf<T>(t[k]);
     }
-    if (failed) break;
-    if (i < full) {
-      tpg::epi_store<T>(a.epi, out, i, acc);
-    } else {
-      const int rem = (int)(a.count - full * V);
 #pragma unroll
-      for (int k = 0; k < V; k++)
-        if (k < rem) out[full * V + k] = ft<T>(acc[k]);
+    for (int u = 0; u < UP; u++) {
+      const uint64_t i = i0 + u * bd;
+      if (i >= v1) break;
+      float acc[V];
+#pragma unroll
+      for (int k = 0; k < V; k++) acc[k] = 0.f;
+#pragma unroll
+      for (int q = 0; q < TPG_AR_MAX_RANKS; q++) {
+        if (q >= R) break;
+        const uint4 *src = mine + (q * per_rank) / 16 + i;
+        uint4 v = pv[u][q];
+        uint32_t spins = 0;
+        while (!arrived<T>(v)) {
+          if ((++spins & 1023u) == 0 && give_up(deadline, a.status)) {
+            failed = true;
+            break;
+          }
+          v = ld_volatile(src);
+        }
+        if (failed) break;
+        const T *t = reinterpret_cast<const T *>(&v);
+#pragma unroll
+        for (int k = 0; k < V; k++) acc[k] += tf<T>(t[k]);
+      }
+      if (failed) break;
+      if (i < full) {
+        tpg::epi_store<T>(a.epi, out, i, acc);
+      } else {
+        const int rem = (int)(a.count - full * V);
+#pragma unroll
+        for (int k = 0; k < V; k++)
+          if (k < rem) out[full * V + k] = ft<T>(acc[k]);
+      }
+      // Ready for the epoch after next: the sentinel back in every slot read.
+      for (int q = 0; q < R; q++) mine[(q * per_rank) / 16 + i] = make_uint4(0x80008000u, 0x80008000u, 0x80008000u, 0x80008000u);
     }
-    // Ready for the epoch after next: the sentinel back in every slot read.
-    for (int q = 0; q < R; q++) mine[(q * per_rank) / 16 + i] = make_uint4(0x80008000u, 0x80008000u, 0x80008000u, 0x80008000u);
   }
   if (failed) *a.status = 1u;
   const bool any_failed = __syncthreads_or(failed);

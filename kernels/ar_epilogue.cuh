@@ -50,20 +50,12 @@ TPG_DEV void block_range(uint64_t count, const tpg_ar_epi &e, int b, int nb, uin
   }
 }
 
-// Stores vector gi (elements gi*V ..) of the result from the fp32 sums acc[]:
-// applies bias and residual when an epilogue is set. Only whole vectors reach
-// here when the epilogue is on (count is a multiple of hidden, a multiple of 8).
+// h for vector gi (elements gi*V ..) from the fp32 sums acc[]: + bias +
+// residual, rounded to T. The epilogue must be on; only whole vectors reach
+// here then (count is a multiple of hidden, a multiple of 8).
 template <typename T>
-TPG_DEV void epi_store(const tpg_ar_epi &e, void *recv, uint64_t gi, const float *acc) {
+TPG_DEV uint4 epi_h(const tpg_ar_epi &e, uint64_t gi, const float *acc) {
   constexpr int V = 16 / sizeof(T);
-  uint4 o;
-  T *ot = reinterpret_cast<T *>(&o);
-  if (!epi_on(e)) {
-#pragma unroll
-    for (int k = 0; k < V; k++) ot[k] = dt<T>::from_f(acc[k]);
-    reinterpret_cast<uint4 *>(recv)[gi] = o;
-    return;
-  }
   float h[V];
 #pragma unroll
   for (int k = 0; k < V; k++) h[k] = acc[k];
@@ -75,16 +67,61 @@ TPG_DEV void epi_store(const tpg_ar_epi &e, void *recv, uint64_t gi, const float
     for (int k = 0; k < V; k++) h[k] += dt<T>::to_f(bt[k]);
   }
   if (e.residual) {
-    // Read before residual_out (which may be the same buffer) is written below.
+    // Read before residual_out (which may be the same buffer) is written.
     uint4 rv = reinterpret_cast<const uint4 *>(e.residual)[gi];
     const T *rt = reinterpret_cast<const T *>(&rv);
 #pragma unroll
     for (int k = 0; k < V; k++) h[k] += dt<T>::to_f(rt[k]);
   }
+  uint4 o;
+  T *ot = reinterpret_cast<T *>(&o);
 #pragma unroll
   for (int k = 0; k < V; k++) ot[k] = dt<T>::from_f(h[k]);
+  return o;
+}
+
+// Stores vector gi (elements gi*V ..) of the result from the fp32 sums acc[]:
+// applies bias and residual when an epilogue is set.
+template <typename T>
+TPG_DEV void epi_store(const tpg_ar_epi &e, void *recv, uint64_t gi, const float *acc) {
+  constexpr int V = 16 / sizeof(T);
+  if (!epi_on(e)) {
+    uint4 o;
+    T *ot = reinterpret_cast<T *>(&o);
+#pragma unroll
+    for (int k = 0; k < V; k++) ot[k] = dt<T>::from_f(acc[k]);
+    reinterpret_cast<uint4 *>(recv)[gi] = o;
+    return;
+  }
+  const uint4 o = epi_h<T>(e, gi, acc);
   if (e.residual_out) reinterpret_cast<uint4 *>(e.residual_out)[gi] = o;
   if (!epi_norm(e) || !e.residual_out) reinterpret_cast<uint4 *>(recv)[gi] = o;
+}
+
+// The norm's output vector from h (rounded, as stored) and the weight vector.
+template <typename T>
+TPG_DEV uint4 epi_normed(const uint4 &h, const uint4 &wv, float scale) {
+  constexpr int V = 16 / sizeof(T);
+  uint4 o;
+  const T *t = reinterpret_cast<const T *>(&h), *wt = reinterpret_cast<const T *>(&wv);
+  T *ot = reinterpret_cast<T *>(&o);
+#pragma unroll
+  for (int k = 0; k < V; k++) ot[k] = dt<T>::from_f(dt<T>::to_f(t[k]) * scale * dt<T>::to_f(wt[k]));
+  return o;
+}
+
+// Sum of squares of a vector's V elements.
+template <typename T>
+TPG_DEV float epi_sumsq(const uint4 &h) {
+  constexpr int V = 16 / sizeof(T);
+  const T *t = reinterpret_cast<const T *>(&h);
+  float ss = 0.f;
+#pragma unroll
+  for (int k = 0; k < V; k++) {
+    const float x = dt<T>::to_f(t[k]);
+    ss += x * x;
+  }
+  return ss;
 }
 
 // Sum of v over the block (every thread gets it). Uses red[32] of shared memory.
@@ -101,35 +138,47 @@ TPG_DEV float block_sum(float v, float *red) {
 }
 
 // RMSNorm of rows [r0, r1), whose h this block stored (epi_store) before a
-// __syncthreads. Every thread of the block must call it.
+// __syncthreads. Every thread of the block must call it. Rows of up to
+// kMaxV vectors per thread (8192 bf16 at 256 threads: 4) are read once into
+// registers with all loads (the row's and the weight's) issued
+// before any is used: one memory round trip per row instead of one per loop
+// trip and a second pass. Each thread writes only vectors it read itself, so
+// recv may be src (in place).
 template <typename T>
 TPG_DEV void epi_norm_rows(const tpg_ar_epi &e, void *recv, uint64_t r0, uint64_t r1) {
-  constexpr int V = 16 / sizeof(T);
+  constexpr int V = 16 / sizeof(T), kMaxV = 4;  // 4: the two-shot kernel's 512 threads have 128 registers
   __shared__ float red[32];
   const uint64_t vpr = e.hidden / V;
   const uint4 *src = reinterpret_cast<const uint4 *>(e.residual_out ? e.residual_out : recv);
   const uint4 *w = reinterpret_cast<const uint4 *>(e.norm_weight);
   uint4 *dst = reinterpret_cast<uint4 *>(recv);
+  const unsigned t = threadIdx.x, nt = blockDim.x;
+  if (vpr <= (uint64_t)kMaxV * nt) {
+    for (uint64_t r = r0; r < r1; r++) {
+      uint4 hv[kMaxV], wv[kMaxV];
+      float ss = 0.f;
+#pragma unroll
+      for (int u = 0; u < kMaxV; u++)
+        if (t + u * nt < vpr) {
+          hv[u] = src[r * vpr + t + u * nt];  // plain load: written by this block
+          wv[u] = w[t + u * nt];
+        }
+#pragma unroll
+      for (int u = 0; u < kMaxV; u++)
+        if (t + u * nt < vpr) ss += epi_sumsq<T>(hv[u]);
+      const float scale = rsqrtf(block_sum(ss, red) / (float)e.hidden + e.eps);
+#pragma unroll
+      for (int u = 0; u < kMaxV; u++)
+        if (t + u * nt < vpr) dst[r * vpr + t + u * nt] = epi_normed<T>(hv[u], wv[u], scale);
+    }
+    return;
+  }
   for (uint64_t r = r0; r < r1; r++) {
     float ss = 0.f;
-    for (uint64_t j = threadIdx.x; j < vpr; j += blockDim.x) {
-      uint4 v = src[r * vpr + j];  // plain load: written by this block, not read-only data
-      const T *t = reinterpret_cast<const T *>(&v);
-#pragma unroll
-      for (int k = 0; k < V; k++) {
-        const float x = dt<T>::to_f(t[k]);
-        ss += x * x;
-      }
-    }
+    for (uint64_t j = threadIdx.x; j < vpr; j += blockDim.x)
+      ss += epi_sumsq<T>(src[r * vpr + j]);  // plain load: written by this block, not read-only data
     const float scale = rsqrtf(block_sum(ss, red) / (float)e.hidden + e.eps);
-    for (uint64_t j = threadIdx.x; j < vpr; j += blockDim.x) {
-      uint4 v = src[r * vpr + j], wv = w[j], o;
-      const T *t = reinterpret_cast<const T *>(&v), *wt = reinterpret_cast<const T *>(&wv);
-      T *ot = reinterpret_cast<T *>(&o);
-#pragma unroll
-      for (int k = 0; k < V; k++) ot[k] = dt<T>::from_f(dt<T>::to_f(t[k]) * scale * dt<T>::to_f(wt[k]));
-      dst[r * vpr + j] = o;
-    }
+    for (uint64_t j = threadIdx.x; j < vpr; j += blockDim.x) dst[r * vpr + j] = epi_normed<T>(src[r * vpr + j], w[j], scale);
   }
 }
 

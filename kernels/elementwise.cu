@@ -50,39 +50,88 @@ extern "C" __global__ void __launch_bounds__(256) tpg_axpby(const tpg_axpby_args
 }
 
 // tpg_ar_epilogue: the all-reduce epilogue (ar_epilogue.cuh) as its own
-// kernel node, after an NCCL all-reduce has left the sum in recv, so the NCCL
-// path means exactly what our fused kernels compute. Without a norm: a
-// grid-stride loop over 16-byte vectors. With a norm: block b owns whole rows
-// [r0, r1) — h for all of them first, then the norm — as in the fused kernels.
+// kernel node, after an NCCL all-reduce has left the sum in recv (or after
+// the GEMM at one rank), so the NCCL path means exactly what our fused
+// kernels compute. Without a norm: a grid-stride loop over 16-byte vectors.
+// With a norm: block b owns whole rows [r0, r1) — h for all of them first,
+// then the norm — as in the fused kernels. Rows of up to kMaxV vectors per
+// thread (hidden <= 8192 in bf16 at 256 threads) stay in registers: the
+// row's loads are all issued before any is used and h is not read back, so a
+// decode row (1 token, 8192 wide) costs about two memory round trips, not one
+// per loop trip and pass.
 template <typename T>
 __device__ void ar_epilogue(const tpg_ar_epilogue_args &a) {
-  constexpr int V = 16 / sizeof(T);
+  constexpr int V = 16 / sizeof(T), kMaxV = 4;
   const uint64_t nvec = a.count / V;  // count is a multiple of hidden, itself of 8
   const uint4 *sum = static_cast<const uint4 *>(a.recv);
-  auto one = [&](uint64_t j) {
-    uint4 v = sum[j];  // read before epi_store may overwrite it (same thread, same vector)
+  auto acc_of = [](const uint4 &v, float *acc) {
     const T *t = reinterpret_cast<const T *>(&v);
-    float acc[V];
 #pragma unroll
     for (int k = 0; k < V; k++) acc[k] = dt<T>::to_f(t[k]);
+  };
+  auto one = [&](uint64_t j) {
+    uint4 v = sum[j];  // read before epi_store may overwrite it (same thread, same vector)
+    float acc[V];
+    acc_of(v, acc);
     tpg::epi_store<T>(a.epi, a.recv, j, acc);
   };
   if (!tpg::epi_norm(a.epi)) {
+    tpg::pdl_wait();
+    tpg::pdl_launch_dependents();
     for (uint64_t j = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; j < nvec; j += (uint64_t)gridDim.x * blockDim.x)
       one(j);
     return;
   }
   const uint64_t rows = a.count / a.epi.hidden, vpr = a.epi.hidden / V, rpb = (rows + gridDim.x - 1) / gridDim.x;
   const uint64_t r0 = min(rows, rpb * blockIdx.x), r1 = min(rows, r0 + rpb);
-  for (uint64_t j = r0 * vpr + threadIdx.x; j < r1 * vpr; j += blockDim.x) one(j);
-  __syncthreads();
-  tpg::epi_norm_rows<T>(a.epi, a.recv, r0, r1);
+  const unsigned t = threadIdx.x, nt = blockDim.x;
+  const bool regs = vpr <= (uint64_t)kMaxV * nt;
+  const uint4 *w = static_cast<const uint4 *>(a.epi.norm_weight);
+  tpg::pdl_wait();  // before every read: a predecessor may write even the weight
+  tpg::pdl_launch_dependents();
+  if (!regs) {
+    for (uint64_t j = r0 * vpr + t; j < r1 * vpr; j += nt) one(j);
+    __syncthreads();
+    tpg::epi_norm_rows<T>(a.epi, a.recv, r0, r1);
+    return;
+  }
+  uint4 wv[kMaxV];  // in flight with the first row's loads
+#pragma unroll
+  for (int u = 0; u < kMaxV; u++)
+    if (t + u * nt < vpr) wv[u] = w[t + u * nt];
+  __shared__ float red[32];
+  uint4 *recv = static_cast<uint4 *>(a.recv), *rout = static_cast<uint4 *>(a.epi.residual_out);
+  for (uint64_t r = r0; r < r1; r++) {
+    uint4 hv[kMaxV];
+#pragma unroll
+    for (int u = 0; u < kMaxV; u++)
+      if (t + u * nt < vpr) hv[u] = sum[r * vpr + t + u * nt];
+    // No stores in this loop, so the residual (and bias) loads of every u
+    // are in flight together; residual_out may alias residual, so h is
+    // stored only after all of them are read.
+#pragma unroll
+    for (int u = 0; u < kMaxV; u++)
+      if (t + u * nt < vpr) {
+        float acc[V];
+        acc_of(hv[u], acc);
+        hv[u] = tpg::epi_h<T>(a.epi, r * vpr + t + u * nt, acc);
+      }
+    float ss = 0.f;
+#pragma unroll
+    for (int u = 0; u < kMaxV; u++)
+      if (t + u * nt < vpr) {
+        if (rout) rout[r * vpr + t + u * nt] = hv[u];
+        ss += tpg::epi_sumsq<T>(hv[u]);
+      }
+    const float scale = rsqrtf(tpg::block_sum(ss, red) / (float)a.epi.hidden + a.epi.eps);
+#pragma unroll
+    for (int u = 0; u < kMaxV; u++)
+      if (t + u * nt < vpr) recv[r * vpr + t + u * nt] = tpg::epi_normed<T>(hv[u], wv[u], scale);
+  }
 }
 
 extern "C" __global__ void __launch_bounds__(256) tpg_ar_epilogue(const __grid_constant__ tpg_ar_epilogue_args a) {
-  tpg::pdl_wait();
-  tpg::pdl_launch_dependents();
-  switch (a.dtype) {
+  switch (a.dtype) {  // ar_epilogue does the PDL wait and trigger
     case TPG_KDT_F32: ar_epilogue<float>(a); break;
     case TPG_KDT_F16: ar_epilogue<__half>(a); break;
     default: ar_epilogue<__nv_bfloat16>(a); break;

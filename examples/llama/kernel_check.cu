@@ -195,13 +195,13 @@ void check_rope(int B, int nq, int nkv, int max_ctx, const std::vector<int> &pos
 
 typedef void (*attn_fn)(float *, float *, const __nv_bfloat16 *, const __nv_bfloat16 *, const __nv_bfloat16 *,
                         const int *, int, int, int, int, float);
-attn_fn attn_kernel(int G) {
+attn_fn attn_kernel(int G, bool tc) {
   switch (G) {
-    case 1: return llama_attn_g1;
-    case 2: return llama_attn_g2;
-    case 4: return llama_attn_g4;
-    case 8: return llama_attn_g8;
-    case 16: return llama_attn_g16;
+    case 1: return tc ? llama_attn_tc_g1 : llama_attn_g1;
+    case 2: return tc ? llama_attn_tc_g2 : llama_attn_g2;
+    case 4: return tc ? llama_attn_tc_g4 : llama_attn_g4;
+    case 8: return tc ? llama_attn_tc_g8 : llama_attn_g8;
+    case 16: return tc ? llama_attn_tc_g16 : llama_attn_g16;
   }
   std::fprintf(stderr, "no attention kernel for group %d\n", G);
   std::exit(2);
@@ -230,59 +230,63 @@ void check_attn(int B, int nq, int nkv, int max_ctx, const std::vector<int> &len
       }
   __nv_bfloat16 *dq = (__nv_bfloat16 *)up(q), *dk = (__nv_bfloat16 *)up(kc), *dv = (__nv_bfloat16 *)up(vc);
   int *dpos = up(pos);
-  float *dop = poisoned<float>((size_t)B * nq * nsplit * kD), *dml = poisoned<float>((size_t)B * nq * nsplit * 2);
-  __nv_bfloat16 *dout = poisoned<__nv_bfloat16>((size_t)B * nq * kD);
-  attn_kernel(G)<<<dim3(nsplit, nkv, B), 128>>>(dop, dml, dq, dk, dv, dpos, nkv, max_ctx, split_len, nsplit,
-                                                 (float)(scale * 1.4426950408889634));
-  CK(cudaGetLastError());
-  llama_attn_combine<<<dim3(nq, B), 128>>>(dout, dop, dml, dpos, nq, split_len, nsplit);
-  CK(cudaGetLastError());
-  CK(cudaDeviceSynchronize());
-  auto out = down((uint16_t *)dout, (size_t)B * nq * kD);
-  Cmp c;
-  std::vector<double> sc;
-  for (int b = 0; b < B; b++)
-    for (int hq = 0; hq < nq; hq++) {
-      const int h = hq / G;
-      const uint16_t *qq = &q[((size_t)b * nq + hq) * kD];
-      sc.assign(lens[b], 0);
-      double m = -INFINITY;
-      for (int p = 0; p < lens[b]; p++) {
-        const uint16_t *kk = &kc[(((size_t)b * nkv + h) * max_ctx + p) * kD];
-        double d = 0;
-        for (int i = 0; i < kD; i++) d += (double)b2f(qq[i]) * b2f(kk[i]);
-        sc[p] = d * scale;
-        m = std::max(m, sc[p]);
-      }
-      double l = 0;
-      for (int p = 0; p < lens[b]; p++) l += (sc[p] = std::exp(sc[p] - m));
-      for (int i = 0; i < kD; i++) {
-        double o = 0, vmax = 0;
+  // Both first passes (fp32 FMA and tensor cores) on the same data, each
+  // into freshly poisoned partials.
+  for (int tc = 0; tc < 2; tc++) {
+    float *dop = poisoned<float>((size_t)B * nq * nsplit * kD), *dml = poisoned<float>((size_t)B * nq * nsplit * 2);
+    __nv_bfloat16 *dout = poisoned<__nv_bfloat16>((size_t)B * nq * kD);
+    attn_kernel(G, tc)<<<dim3(nsplit, nkv, B), 128>>>(dop, dml, dq, dk, dv, dpos, nkv, max_ctx, split_len, nsplit,
+                                                   (float)(scale * 1.4426950408889634));
+    CK(cudaGetLastError());
+    llama_attn_combine<<<dim3(nq, B), 128>>>(dout, dop, dml, dpos, nq, split_len, nsplit);
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    auto out = down((uint16_t *)dout, (size_t)B * nq * kD);
+    Cmp c;
+    std::vector<double> sc;
+    for (int b = 0; b < B; b++)
+      for (int hq = 0; hq < nq; hq++) {
+        const int h = hq / G;
+        const uint16_t *qq = &q[((size_t)b * nq + hq) * kD];
+        sc.assign(lens[b], 0);
+        double m = -INFINITY;
         for (int p = 0; p < lens[b]; p++) {
-          const double v = b2f(vc[(((size_t)b * nkv + h) * max_ctx + p) * kD + i]);
-          o += sc[p] * v;
-          vmax = std::max(vmax, std::fabs(v));
+          const uint16_t *kk = &kc[(((size_t)b * nkv + h) * max_ctx + p) * kD];
+          double d = 0;
+          for (int i = 0; i < kD; i++) d += (double)b2f(qq[i]) * b2f(kk[i]);
+          sc[p] = d * scale;
+          m = std::max(m, sc[p]);
         }
-        o /= l;
-        // bf16 rounding of the output, plus fp32 scores, exp2f and sums:
-        // errors of order 1e-6 relative per term, bounded by 2^-13 max |v|
-        // (a weight of 1/4097 on a skipped key is 2^-12 max |v|, and the
-        // needle cases make one key carry most of the weight).
-        c.add(b2f(out[((size_t)b * nq + hq) * kD + i]), o, kRound * std::fabs(o) + std::ldexp(vmax, -13));
+        double l = 0;
+        for (int p = 0; p < lens[b]; p++) l += (sc[p] = std::exp(sc[p] - m));
+        for (int i = 0; i < kD; i++) {
+          double o = 0, vmax = 0;
+          for (int p = 0; p < lens[b]; p++) {
+            const double v = b2f(vc[(((size_t)b * nkv + h) * max_ctx + p) * kD + i]);
+            o += sc[p] * v;
+            vmax = std::max(vmax, std::fabs(v));
+          }
+          o /= l;
+          // bf16 rounding of the output, plus fp32 scores, exp2f and sums:
+          // errors of order 1e-6 relative per term, bounded by 2^-13 max |v|
+          // (a weight of 1/4097 on a skipped key is 2^-12 max |v|, and the
+          // needle cases make one key carry most of the weight).
+          c.add(b2f(out[((size_t)b * nq + hq) * kD + i]), o, kRound * std::fabs(o) + std::ldexp(vmax, -13));
+        }
       }
-    }
-  char what[128];
-  int lmin = *std::min_element(lens.begin(), lens.end()), lmax = *std::max_element(lens.begin(), lens.end());
-  std::snprintf(what, sizeof what, "attn B=%d nq=%d nkv=%d len %d..%d split %dx%d%s", B, nq, nkv, lmin, lmax, nsplit,
-                split_len, needle ? " needle" : "");
-  c.report(what, kRound);
+    char what[128];
+    int lmin = *std::min_element(lens.begin(), lens.end()), lmax = *std::max_element(lens.begin(), lens.end());
+    std::snprintf(what, sizeof what, "attn%s B=%d nq=%d nkv=%d len %d..%d split %dx%d%s", tc ? "_tc" : "", B, nq, nkv,
+                  lmin, lmax, nsplit, split_len, needle ? " needle" : "");
+    c.report(what, kRound);
+    CK(cudaFree(dop));
+    CK(cudaFree(dml));
+    CK(cudaFree(dout));
+  }
   CK(cudaFree(dq));
   CK(cudaFree(dk));
   CK(cudaFree(dv));
   CK(cudaFree(dpos));
-  CK(cudaFree(dop));
-  CK(cudaFree(dml));
-  CK(cudaFree(dout));
 }
 
 std::vector<int> rnd_lens(int B, int lo, int hi) {
@@ -299,6 +303,8 @@ int main() {
   for (int B : {1, 3, 64})
     for (int hidden : {1024, 4096, 8192}) check_rmsnorm(B, hidden);
   check_rmsnorm(2, 8);  // fewer vectors than threads
+  check_rmsnorm(2, 16384);  // the longest row kept in registers (8 vectors per thread)
+  check_rmsnorm(3, 16392);  // one vector longer: the two-pass loop
 
   check_rope(1, 32, 8, 16, {0});
   check_rope(3, 16, 4, 8192, {8191, 1, 4096});
@@ -320,8 +326,19 @@ int main() {
   // Many sequences, a grid with more splits than any of them needs.
   check_attn(64, 4, 2, 200, rnd_lens(64, 1, 130), T, 4, false);
   check_attn(8, 16, 1, 700, rnd_lens(8, 1, 700), 3 * T, 4, true);
+  // Long contexts over several splits for the group sizes the cases above
+  // cover only briefly: 16 (a full MMA of query heads), 1 and 2.
+  check_attn(2, 16, 1, 1000, {999, 517}, 2 * T, 8, true);
+  check_attn(3, 8, 8, 500, {200, 77, 500}, T, 8, false);
+  check_attn(2, 8, 4, 500, {300, 129}, 2 * T, 4, true);
   // Near the longest context: 8192 keys in 16 splits.
   check_attn(1, 8, 1, 8192, {8192}, 8 * T, 16, true);
+  // Many splits: the combine's warps take several batches of 8 splits each
+  // and rescale between them (the needle may sit in any batch); 125 of the
+  // 128 splits hold keys.
+  check_attn(1, 8, 1, 8192, {8192}, T, 128, true);
+  check_attn(2, 16, 2, 8192, {8000, 4000}, T, 128, true);
+  check_attn(2, 16, 2, 8192, {8000, 33}, T, 128, false);
 
   std::printf("kernel_check: %d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;

@@ -63,38 +63,75 @@ __device__ __forceinline__ void pdl_wait() {
 
 }  // namespace
 
+// One block per row. Rows of up to 8 vectors per thread (hidden <= 16384 at
+// 256 threads) stay in registers: every load of x and w is issued before any
+// is used (one memory round trip, not one per loop trip plus a second pass
+// that reads x and w again). Longer rows take the two-pass loop.
 extern "C" __global__ void __launch_bounds__(256)
     llama_rmsnorm(__nv_bfloat16 *y, const __nv_bfloat16 *x, const __nv_bfloat16 *w, int hidden, float eps) {
+  constexpr int kMaxV = 8;
   __shared__ float part[32];
+  const int nv = hidden / 8, t = threadIdx.x, nt = blockDim.x;
+  const bool regs = nv <= kMaxV * nt;
+  const uint4 *wr = reinterpret_cast<const uint4 *>(w);
+  uint4 wv[kMaxV], xv[kMaxV];
   pdl_wait();
-  const int nv = hidden / 8;
   const uint4 *xr = reinterpret_cast<const uint4 *>(x + (size_t)blockIdx.x * hidden);
   float ss = 0.f;
-  for (int i = threadIdx.x; i < nv; i += blockDim.x) {
-    float f[8];
-    unpack8(xr[i], f);
+  if (regs) {
 #pragma unroll
-    for (int j = 0; j < 8; j++) ss += f[j] * f[j];
+    for (int u = 0; u < kMaxV; u++)
+      if (t + u * nt < nv) {
+        xv[u] = xr[t + u * nt];
+        wv[u] = wr[t + u * nt];
+      }
+#pragma unroll
+    for (int u = 0; u < kMaxV; u++)
+      if (t + u * nt < nv) {
+        float f[8];
+        unpack8(xv[u], f);
+#pragma unroll
+        for (int j = 0; j < 8; j++) ss += f[j] * f[j];
+      }
+  } else {
+    for (int i = t; i < nv; i += nt) {
+      float f[8];
+      unpack8(xr[i], f);
+#pragma unroll
+      for (int j = 0; j < 8; j++) ss += f[j] * f[j];
+    }
   }
   ss = warp_sum(ss);
-  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
+  if ((t & 31) == 0) part[t >> 5] = ss;
   __syncthreads();
-  if (threadIdx.x < 32) {
-    float v = threadIdx.x < (blockDim.x + 31) / 32 ? part[threadIdx.x] : 0.f;
+  if (t < 32) {
+    float v = t < (nt + 31) / 32 ? part[t] : 0.f;
     v = warp_sum(v);
-    if (threadIdx.x == 0) part[0] = v;
+    if (t == 0) part[0] = v;
   }
   __syncthreads();
   const float r = rsqrtf(part[0] / (float)hidden + eps);
-  const uint4 *wr = reinterpret_cast<const uint4 *>(w);
   uint4 *yr = reinterpret_cast<uint4 *>(y + (size_t)blockIdx.x * hidden);
-  for (int i = threadIdx.x; i < nv; i += blockDim.x) {
-    float f[8], g[8];
-    unpack8(xr[i], f);
-    unpack8(wr[i], g);
+  if (regs) {
 #pragma unroll
-    for (int j = 0; j < 8; j++) f[j] = f[j] * r * g[j];
-    yr[i] = pack8(f);
+    for (int u = 0; u < kMaxV; u++)
+      if (t + u * nt < nv) {
+        float f[8], g[8];
+        unpack8(xv[u], f);
+        unpack8(wv[u], g);
+#pragma unroll
+        for (int j = 0; j < 8; j++) f[j] = f[j] * r * g[j];
+        yr[t + u * nt] = pack8(f);
+      }
+  } else {
+    for (int i = t; i < nv; i += nt) {
+      float f[8], g[8];
+      unpack8(xr[i], f);
+      unpack8(wr[i], g);
+#pragma unroll
+      for (int j = 0; j < 8; j++) f[j] = f[j] * r * g[j];
+      yr[i] = pack8(f);
+    }
   }
 }
 
@@ -288,22 +325,322 @@ LLAMA_ATTN_DEF(4)
 LLAMA_ATTN_DEF(8)
 LLAMA_ATTN_DEF(16)
 
+namespace {
+
+// D += A B, m16n8k16, bf16 inputs, fp32 accumulators (sm_80+).
+__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ uint32_t word(const uint4 &u, int i) {
+  return i == 0 ? u.x : i == 1 ? u.y : i == 2 ? u.z : u.w;
+}
+// (x, y) as bf16x2 (x in the low half) = hi, and the rounding residue as
+// bf16x2 = lo: hi + lo is x, y to about 2^-17 relative, so P V through the
+// bf16 tensor cores keeps the fp32 softmax's precision.
+__device__ __forceinline__ void split2(float x, float y, uint32_t &hi, uint32_t &lo) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
+  const float2 hf = __bfloat1622float2(h);
+  const __nv_bfloat162 l = __floats2bfloat162_rn(x - hf.x, y - hf.y);
+  hi = *reinterpret_cast<const uint32_t *>(&h);
+  lo = *reinterpret_cast<const uint32_t *>(&l);
+}
+
+// The tensor-core form of attn_partial: same block (s, h, b), same outputs.
+// Each of the 4 warps is its own little split: it takes keys base .. base+15
+// for base = start + 16 w, start + 64 + 16 w, ..., keeps its own running
+// (max, sum) per head and its own output, and the 4 are merged at the end,
+// so there is no __syncthreads in the loop. Per 16 keys, with the GQA group as
+// the 16 rows of m16n8k16 (G <= 8: rows G.. are zero queries, never written):
+//   S [16 heads x 16 keys] = Q K^T : 2 n-tiles of 8 keys x 8 k-steps of 16 dims
+//   O [16 heads x 128 dims] += P V : 16 n-tiles of 8 dims x 1 k-step of 16 keys
+// Everything is loaded straight from global memory into fragments, no shared
+// memory: lane (g, tig) = (lane / 4, lane % 4).
+// - Q K^T: the dot product does not care in which order the dims are summed,
+//   so k-step (j, A) takes dims 32j + 8 tig + {0,1 | 2,3} and (j, B) + {4,5 |
+//   6,7} for slots {2tig, 2tig+1 | 2tig+8, 2tig+9}: Q's A fragments and K's B
+//   fragments (key base + 8n + g) are then whole 16-byte loads of 8 dims.
+// - P: S's accumulator layout is P's A-fragment layout (slot j <-> key base + j).
+// - P V: V's B fragment pairs two keys at one dim, so lane (g, tig) loads keys
+//   2tig, 2tig+1, 2tig+8, 2tig+9 at dims 64H + 8g .. +7 (16-byte loads) and
+//   pairs them with byte permutes: n-tile (H, i) column g is dim 64H + 8g + i.
+//   Its accumulator then holds dims 64H + 16 tig + i (c0) and + 8 + i (c1).
+// - P enters as bf16 hi + lo (split2): two MMAs, fp32-softmax precision.
+// The scale is applied to the fp32 scores (q and k enter exactly as stored).
+template <int G>
+__device__ __forceinline__ void attn_partial_tc(float *o_part, float *ml_part, const __nv_bfloat16 *q,
+                                                const __nv_bfloat16 *k_cache, const __nv_bfloat16 *v_cache,
+                                                const int *pos, int nkv, int max_ctx, int split_len, int nsplit,
+                                                float scale_log2) {
+  static_assert(G >= 1 && G <= 16, "the group is the 16 rows of one MMA");
+  constexpr int W = 4, KS = 16, OP = kD + 4;  // warps; keys per warp step; padded rows of the merge
+  __shared__ __align__(16) float osm[W][G][OP];
+  __shared__ float msm[W][G], lsm[W][G];
+  const int s = blockIdx.x, h = blockIdx.y, b = blockIdx.z, t = threadIdx.x;
+  const int w = t >> 5, lane = t & 31, g = lane >> 2, tig = lane & 3;
+  pdl_wait();
+  const int nq = nkv * G;
+  const int len = pos[b] + 1;
+  const int start = s * split_len;
+  if (start >= len) return;  // combine reads only the splits that hold keys
+  const int end = min(len, start + split_len);
+
+  // Q fragments, fixed for the whole split: qa for head g, qb for head g + 8.
+  const __nv_bfloat16 *qg = q + ((size_t)b * nq + (size_t)h * G) * kD;
+  uint4 qa[4], qb[4];
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    const uint4 z = make_uint4(0, 0, 0, 0);
+    qa[j] = g < G ? *reinterpret_cast<const uint4 *>(qg + (size_t)g * kD + 32 * j + 8 * tig) : z;
+    qb[j] = G > 8 ? *reinterpret_cast<const uint4 *>(qg + (size_t)(g + 8) * kD + 32 * j + 8 * tig) : z;
+  }
+  float oacc[2][8][4];
+#pragma unroll
+  for (int H = 0; H < 2; H++)
+#pragma unroll
+    for (int i = 0; i < 8; i++) oacc[H][i][0] = oacc[H][i][1] = oacc[H][i][2] = oacc[H][i][3] = 0.f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;  // rows g, g + 8; l: this lane's keys only
+
+  const size_t head = ((size_t)b * nkv + h) * (size_t)max_ctx * kD;
+  const __nv_bfloat16 *kb = k_cache + head, *vb = v_cache + head;
+  for (int base = start + KS * w; base < end; base += KS * W) {
+    // All 16 loads of the step first (8 KB per warp in flight). Keys at or
+    // past the end load as zeros: their scores are masked, and V rows of 0
+    // keep 0 * garbage out of P V.
+    uint4 kr[2][4], vr[4][2];
+#pragma unroll
+    for (int n = 0; n < 2; n++) {
+      const int key = base + 8 * n + g;
+#pragma unroll
+      for (int j = 0; j < 4; j++)
+        kr[n][j] = key < end ? *reinterpret_cast<const uint4 *>(kb + (size_t)key * kD + 32 * j + 8 * tig)
+                             : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+      const int key = base + 2 * tig + (r & 1) + 8 * (r >> 1);
+#pragma unroll
+      for (int H = 0; H < 2; H++)
+        vr[r][H] = key < end ? *reinterpret_cast<const uint4 *>(vb + (size_t)key * kD + 64 * H + 8 * g)
+                             : make_uint4(0, 0, 0, 0);
+    }
+
+    float sc[2][4];
+#pragma unroll
+    for (int n = 0; n < 2; n++) {
+      sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.f;
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        mma_bf16(sc[n], qa[j].x, qb[j].x, qa[j].y, qb[j].y, kr[n][j].x, kr[n][j].y);
+        mma_bf16(sc[n], qa[j].z, qb[j].z, qa[j].w, qb[j].w, kr[n][j].z, kr[n][j].w);
+      }
+    }
+    // Online softmax (log2 domain). sc[n][c]: row g (c < 2) or g + 8, key
+    // base + 8n + 2tig + (c & 1); the row's 16 keys live in the 4 lanes tig.
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < 2; n++)
+#pragma unroll
+      for (int c = 0; c < 4; c++) {
+        const bool ok = base + 8 * n + 2 * tig + (c & 1) < end;
+        sc[n][c] = ok ? sc[n][c] * scale_log2 : -INFINITY;
+        if (c < 2)
+          mx0 = fmaxf(mx0, sc[n][c]);
+        else
+          mx1 = fmaxf(mx1, sc[n][c]);
+      }
+#pragma unroll
+    for (int o = 1; o <= 2; o <<= 1) {
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, o));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, o));
+    }
+    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);  // key base is valid: finite
+    const float al0 = exp2f(m0 - mn0), al1 = exp2f(m1 - mn1);  // 0 on the first step (m = -inf)
+    m0 = mn0;
+    m1 = mn1;
+    l0 *= al0;
+    l1 *= al1;
+#pragma unroll
+    for (int n = 0; n < 2; n++) {
+      sc[n][0] = exp2f(sc[n][0] - mn0);  // masked keys: exp2(-inf) = 0
+      sc[n][1] = exp2f(sc[n][1] - mn0);
+      sc[n][2] = exp2f(sc[n][2] - mn1);
+      sc[n][3] = exp2f(sc[n][3] - mn1);
+      l0 += sc[n][0] + sc[n][1];
+      l1 += sc[n][2] + sc[n][3];
+    }
+    uint32_t ph[4], pl[4];  // A fragments of P: (row g | g+8) x (keys 2tig.. | 2tig+8..)
+    split2(sc[0][0], sc[0][1], ph[0], pl[0]);
+    split2(sc[0][2], sc[0][3], ph[1], pl[1]);
+    split2(sc[1][0], sc[1][1], ph[2], pl[2]);
+    split2(sc[1][2], sc[1][3], ph[3], pl[3]);
+#pragma unroll
+    for (int H = 0; H < 2; H++)
+#pragma unroll
+      for (int i = 0; i < 8; i++) {
+        float(&o)[4] = oacc[H][i];
+        o[0] *= al0;
+        o[1] *= al0;
+        o[2] *= al1;
+        o[3] *= al1;
+        const uint32_t sel = (i & 1) ? 0x7632u : 0x5410u;
+        const uint32_t b0 = __byte_perm(word(vr[0][H], i >> 1), word(vr[1][H], i >> 1), sel);
+        const uint32_t b1 = __byte_perm(word(vr[2][H], i >> 1), word(vr[3][H], i >> 1), sel);
+        mma_bf16(o, ph[0], ph[1], ph[2], ph[3], b0, b1);
+        mma_bf16(o, pl[0], pl[1], pl[2], pl[3], b0, b1);
+      }
+  }
+  // This warp's (max, sum, output) per head to shared memory; a warp that had
+  // no keys leaves max -inf, sum 0, output 0.
+#pragma unroll
+  for (int o = 1; o <= 2; o <<= 1) {
+    l0 += __shfl_xor_sync(0xffffffffu, l0, o);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, o);
+  }
+#pragma unroll
+  for (int H = 0; H < 2; H++)
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+      const int d = 64 * H + 16 * tig + i;
+      if (g < G) {
+        osm[w][g][d] = oacc[H][i][0];
+        osm[w][g][d + 8] = oacc[H][i][1];
+      }
+      if (G > 8) {
+        osm[w][g + 8][d] = oacc[H][i][2];
+        osm[w][g + 8][d + 8] = oacc[H][i][3];
+      }
+    }
+  if (tig == 0) {
+    if (g < G) {
+      msm[w][g] = m0;
+      lsm[w][g] = l0;
+    }
+    if (G > 8) {
+      msm[w][g + 8] = m1;
+      lsm[w][g + 8] = l1;
+    }
+  }
+  __syncthreads();
+  for (int idx = t; idx < G * kD; idx += blockDim.x) {
+    const int gg = idx / kD, d = idx % kD;
+    float M = msm[0][gg];
+#pragma unroll
+    for (int v = 1; v < W; v++) M = fmaxf(M, msm[v][gg]);  // warp 0 has key start: finite
+    float o = 0.f;
+#pragma unroll
+    for (int v = 0; v < W; v++) o += (msm[v][gg] == -INFINITY ? 0.f : exp2f(msm[v][gg] - M)) * osm[v][gg][d];
+    o_part[(((size_t)b * nq + (size_t)h * G + gg) * nsplit + s) * kD + d] = o;
+  }
+  if (t < G) {
+    float M = msm[0][t];
+#pragma unroll
+    for (int v = 1; v < W; v++) M = fmaxf(M, msm[v][t]);
+    float L = 0.f;
+#pragma unroll
+    for (int v = 0; v < W; v++) L += (msm[v][t] == -INFINITY ? 0.f : exp2f(msm[v][t] - M)) * lsm[v][t];
+    float *ml = ml_part + (((size_t)b * nq + (size_t)h * G + t) * nsplit + s) * 2;
+    ml[0] = M;
+    ml[1] = L;
+  }
+}
+
+}  // namespace
+
+// Registers (ptxas -v, CUDA 13.0, sm_90a): unbounded, 174-184 per thread, so
+// 2 blocks (8 warps) per SM; held to 168 for a third block, i.e. 50% more
+// loads in flight, for 0-24 spilled bytes per thread.
+#define LLAMA_ATTN_TC_MINB(G) 3
+#define LLAMA_ATTN_TC_DEF(G)                                                                                     \
+  extern "C" __global__ void __launch_bounds__(128, LLAMA_ATTN_TC_MINB(G))                                     \
+      llama_attn_tc_g##G(float *o_part, float *ml_part, const __nv_bfloat16 *q, const __nv_bfloat16 *k_cache,  \
+                         const __nv_bfloat16 *v_cache, const int *pos, int nkv, int max_ctx, int split_len,     \
+                         int nsplit, float scale_log2) {                                                        \
+    attn_partial_tc<G>(o_part, ml_part, q, k_cache, v_cache, pos, nkv, max_ctx, split_len, nsplit, scale_log2); \
+  }
+LLAMA_ATTN_TC_DEF(1)
+LLAMA_ATTN_TC_DEF(2)
+LLAMA_ATTN_TC_DEF(4)
+LLAMA_ATTN_TC_DEF(8)
+LLAMA_ATTN_TC_DEF(16)
+
+// One block per (head, sequence) row, 128 threads = 4 warps. Warp w takes
+// splits w, w+4, ...; lane l owns dims 4l..4l+3 (one 16-byte load per split).
+// Each warp issues kCU splits' loads (o_part and ml_part) before using any,
+// and keeps its own running max, rescaling its sums when the max grows, so
+// the whole row costs about one memory round trip per kCU*4 splits instead of
+// one per split; the 4 warps' (max, sum, o) are merged through shared memory.
+// Same result as sum_s exp2(m_s - m) o_s / sum_s exp2(m_s - m) l_s, up to fp32
+// summation order.
 extern "C" __global__ void __launch_bounds__(128)
     llama_attn_combine(__nv_bfloat16 *out, const float *o_part, const float *ml_part, const int *pos, int nq,
                        int split_len, int nsplit) {
-  const int h = blockIdx.x, b = blockIdx.y, d = threadIdx.x;
+  constexpr int kCU = 8, kW = 4;
+  __shared__ __align__(16) float os[kW][kD];
+  __shared__ float mws[kW], lws[kW];
+  const int h = blockIdx.x, b = blockIdx.y, t = threadIdx.x, w = t >> 5, lane = t & 31;
   pdl_wait();
   const int len = pos[b] + 1;
   const int ns = min(nsplit, (len + split_len - 1) / split_len);
   const size_t row = (size_t)b * nq + h;
-  const float *ml = ml_part + row * nsplit * 2;
-  float m = -INFINITY;
-  for (int s = 0; s < ns; s++) m = fmaxf(m, ml[2 * s]);
-  float l = 0.f, o = 0.f;
-  for (int s = 0; s < ns; s++) {
-    const float wgt = exp2f(ml[2 * s] - m);
-    l += wgt * ml[2 * s + 1];
-    o += wgt * o_part[(row * nsplit + s) * kD + d];
+  const float2 *ml = reinterpret_cast<const float2 *>(ml_part + row * nsplit * 2);
+  const float4 *op = reinterpret_cast<const float4 *>(o_part + row * nsplit * kD) + lane;
+  float m = -INFINITY, l = 0.f;
+  float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int s0 = w; s0 < ns; s0 += kW * kCU) {
+    float2 st[kCU];
+    float4 v[kCU];
+#pragma unroll
+    for (int u = 0; u < kCU; u++) {
+      const int s = s0 + u * kW;
+      if (s < ns) {
+        st[u] = ml[s];
+        v[u] = op[(size_t)s * (kD / 4)];
+      } else {
+        st[u] = make_float2(-INFINITY, 0.f);
+        v[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+    }
+    float mb = st[0].x;  // split s0 < ns holds keys: finite
+#pragma unroll
+    for (int u = 1; u < kCU; u++) mb = fmaxf(mb, st[u].x);
+    const float mnew = fmaxf(m, mb);
+    const float al = exp2f(m - mnew);  // 0 on the first batch (m = -inf)
+    l *= al;
+    o.x *= al;
+    o.y *= al;
+    o.z *= al;
+    o.w *= al;
+#pragma unroll
+    for (int u = 0; u < kCU; u++) {
+      const float wgt = exp2f(st[u].x - mnew);  // 0 for the padding (-inf)
+      l += wgt * st[u].y;
+      o.x += wgt * v[u].x;
+      o.y += wgt * v[u].y;
+      o.z += wgt * v[u].z;
+      o.w += wgt * v[u].w;
+    }
+    m = mnew;
   }
-  out[row * kD + d] = __float2bfloat16_rn(o / l);
+  *reinterpret_cast<float4 *>(&os[w][4 * lane]) = o;
+  if (lane == 0) {
+    mws[w] = m;
+    lws[w] = l;
+  }
+  __syncthreads();
+  float M = mws[0];
+#pragma unroll
+  for (int i = 1; i < kW; i++) M = fmaxf(M, mws[i]);
+  float L = 0.f, O = 0.f;
+#pragma unroll
+  for (int i = 0; i < kW; i++) {
+    const float f = mws[i] == -INFINITY ? 0.f : exp2f(mws[i] - M);  // a warp without splits adds nothing
+    L += f * lws[i];
+    O += f * os[i][t];
+  }
+  out[row * kD + t] = __float2bfloat16_rn(O / L);
 }

@@ -58,6 +58,20 @@ LLAMA_ATTN_DECL(4)
 LLAMA_ATTN_DECL(8)
 LLAMA_ATTN_DECL(16)
 
+// The same first pass on tensor cores (mma.sync m16n8k16, sm_80+): same
+// grid, block, arguments and outputs; kernels.cu says how. The engine uses
+// these unless --attn fma.
+#define LLAMA_ATTN_TC_DECL(G)                                                                                  \
+  extern "C" __global__ void llama_attn_tc_g##G(float *o_part, float *ml_part, const __nv_bfloat16 *q,          \
+                                                const __nv_bfloat16 *k_cache, const __nv_bfloat16 *v_cache,     \
+                                                const int *pos, int nkv, int max_ctx, int split_len, int nsplit, \
+                                                float scale_log2);
+LLAMA_ATTN_TC_DECL(1)
+LLAMA_ATTN_TC_DECL(2)
+LLAMA_ATTN_TC_DECL(4)
+LLAMA_ATTN_TC_DECL(8)
+LLAMA_ATTN_TC_DECL(16)
+
 // Second pass: out[b, h*128 + d] = the softmax-weighted sum over the splits
 // that hold keys (ceil((pos[b]+1) / split_len) of them). grid (nq, B), block 128.
 extern "C" __global__ void llama_attn_combine(__nv_bfloat16 *out, const float *o_part, const float *ml_part,

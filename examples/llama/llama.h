@@ -31,6 +31,7 @@ struct Config {
 struct Rank {
   int rank = 0, nranks = 1, device = 0, sm_count = 0;
   bool pdl = false;              // --pdl: TPG_GRAPH_PDL, engine kernels marked pdl
+  bool attn_fma = false;         // --attn fma: llama_attn_g<G>, not llama_attn_tc_g<G>
   tpg_graph_mode mode = TPG_MODE_EXPLICIT;  // --mode (bench only)
   void *stub_function = nullptr; // plan_test only (no GPU): names every engine kernel
                                  // as this CUfunction instead of by name in `module`

@@ -39,7 +39,7 @@ struct Options {
   Config c;
   int tp = 1;
   std::string weights, out, id_file;
-  bool bench = false, sweep = false, lm_head = false, pdl = false, verify = false;
+  bool bench = false, sweep = false, lm_head = false, pdl = false, verify = false, attn_fma = false;
   int vocab = 128256, warmup = 20, iters = 200;
   tpg_graph_mode mode = TPG_MODE_EXPLICIT;
   bool set_mode = false;
@@ -74,6 +74,8 @@ void usage(FILE *f) {
                "                    (the same nodes stream-captured) or eager (no graph)\n"
                "  --pdl             programmatic dependent launch (TPG_GRAPH_PDL; the engine's\n"
                "                    kernels wait with griddepcontrol.wait)\n"
+               "  --attn tc|fma     attention's first pass on tensor cores (default) or the\n"
+               "                    fp32-FMA kernel (both in kernels.cu; kernel_check checks both)\n"
                "  --id-file PATH    under mpirun: where rank 0 leaves the NCCL id\n"
                "  --decode N        greedy-decode up to N tokens per sequence, host loop (a launch\n"
                "                    per token) vs device loop (one launch, a conditional WHILE\n"
@@ -96,7 +98,7 @@ bool parse_int(const char *flag, const char *s, int lo, int hi, int *out) {
 int parse(int argc, char **argv, Options *o) {
   enum { DECODE = 100, ENDTOKEN };  // decode.h's flags
   enum { CONFIG = 1, LAYERS, BATCH, CTX, STEPS, TP, WEIGHTS, OUT, BENCH, SWEEP, LMHEAD, VOCAB, SEED, ITERS, WARMUP,
-         IDFILE, PDL, MODE, VERIFY, HELP };
+         IDFILE, PDL, MODE, VERIFY, ATTN, HELP };
   static const option opts[] = {
       {"config", required_argument, 0, CONFIG}, {"layers", required_argument, 0, LAYERS},
       {"decode", required_argument, 0, DECODE}, {"end-token", required_argument, 0, ENDTOKEN},
@@ -109,6 +111,7 @@ int parse(int argc, char **argv, Options *o) {
       {"warmup", required_argument, 0, WARMUP}, {"id-file", required_argument, 0, IDFILE},
       {"pdl", no_argument, 0, PDL},             {"mode", required_argument, 0, MODE},
       {"verify", no_argument, 0, VERIFY},       {"help", no_argument, 0, HELP},
+      {"attn", required_argument, 0, ATTN},
       {0, 0, 0, 0}};
   int ch, v;
   Config &c = o->c;
@@ -143,6 +146,14 @@ int parse(int argc, char **argv, Options *o) {
       case IDFILE: o->id_file = optarg; break;
       case PDL: o->pdl = true; break;
       case VERIFY: o->verify = true; break;
+      case ATTN:
+        if (!std::strcmp(optarg, "tc") || !std::strcmp(optarg, "fma")) {
+          o->attn_fma = optarg[0] == 'f';
+        } else {
+          std::fprintf(stderr, "llama: --attn '%s': expected tc or fma\n", optarg);
+          return 2;
+        }
+        break;
       case MODE:
         if (!std::strcmp(optarg, "explicit")) o->mode = TPG_MODE_EXPLICIT;
         else if (!std::strcmp(optarg, "capture")) o->mode = TPG_MODE_CAPTURE;
@@ -459,10 +470,10 @@ int run_bench(Options &o, RankState &st) {
     const double floor_us = (st.w.bytes + kv) / bw * 1e6;
     if (R.rank == 0) {
       static const char *const modes[] = {"", " capture", " eager"};
-      std::printf("bench: %s layers %d TP %d%s%s batch %2d ctx %4d: %9.1f us/token  %7.1f us/layer  floor %7.1f us/layer"
+      std::printf("bench: %s layers %d TP %d%s%s%s batch %2d ctx %4d: %9.1f us/token  %7.1f us/layer  floor %7.1f us/layer"
                   "  (%.2fx floor)\n",
                   c.hidden == 8192 ? "70b" : c.hidden == 4096 ? "8b" : "custom", c.layers, R.nranks,
-                  R.pdl ? " pdl" : "", modes[R.mode], c.batch, c.ctx,
+                  R.pdl ? " pdl" : "", modes[R.mode], R.attn_fma ? " attn-fma" : "", c.batch, c.ctx,
                   med_us, med_us / c.layers, floor_us / c.layers, med_us / floor_us);
       char line[512];
       std::snprintf(line, sizeof line,
@@ -491,6 +502,7 @@ int run_rank(Options &o, int rank, int nranks, int device, const std::string &id
   R.nranks = nranks;
   R.device = device;
   R.pdl = o.pdl;
+  R.attn_fma = o.attn_fma;
   R.mode = o.mode;
   std::string err;
   if (rank == 0 && !o.out.empty() && mkdir(o.out.c_str(), 0755) != 0 && errno != EEXIST) {

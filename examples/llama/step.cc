@@ -200,7 +200,7 @@ int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k
                 TPG_ARG_VALUE(eps)},
                r))
     return 1;
-  const std::string attn_name = "llama_attn_g" + std::to_string(G);
+  const std::string attn_name = (r.attn_fma ? "llama_attn_g" : "llama_attn_tc_g") + std::to_string(G);
   for (int i = 0; i < c.layers; i++) {
     const std::string l = "l" + std::to_string(i) + ".";
     tpg_linear_desc qd = TPG_LINEAR_DESC_INIT;

@@ -427,17 +427,19 @@ static void epi_case(tpg_rank *c, tpg_comm *comm, tpg_dtype dt, tpg_collective_a
 /* Every epilogue combination on every algorithm against the CPU reference:
  * decode rows (1 x 8192), a few rows (5 x 4096), fewer rows than blocks with
  * short rows (33 x 1024, 7 x 24), more rows than blocks (300 x 2048: 1.2 MiB
- * of bf16, which AUTO gives to two-shot); bf16 on all, f32 and f16 on two.
+ * of bf16, which AUTO gives to two-shot), rows longer than the standalone
+ * epilogue kernel keeps in registers (2 x 16392: its two-pass path); bf16 on
+ * all, f32 and f16 on two.
  * Then the full epilogue in eager and capture modes, and rebinding bias,
  * residual_out and recv (a kernel-node update, also after NCCL). */
 static void epilogue_test(tpg_rank *c, tpg_comm *comm) {
-  static const size_t shapes[5][2] = {{1, 8192}, {5, 4096}, {33, 1024}, {7, 24}, {300, 2048}};
+  static const size_t shapes[6][2] = {{1, 8192}, {5, 4096}, {33, 1024}, {7, 24}, {300, 2048}, {2, 16392}};
   static const tpg_collective_algo algos[4] = {TPG_ALGO_NCCL, TPG_ALGO_ONESHOT, TPG_ALGO_TWOSHOT, TPG_ALGO_AUTO};
   static const tpg_dtype dts[3] = {TPG_BF16, TPG_F32, TPG_F16};
   int cases = 0;
   const int fail0 = c->fail;
   for (int di = 0; di < 3; di++)
-    for (int si = 0; si < 5; si++) {
+    for (int si = 0; si < 6; si++) {
       if (di > 0 && si != 1 && si != 2) continue;
       for (int ai = 0; ai < 4; ai++)
         for (int bias = 0; bias < 2; bias++)
