@@ -315,8 +315,8 @@ bool verify_close(const char *what, int step, const std::vector<double> &ref, co
 // What tpgraph built: the node kinds, the memory it owns, the build time.
 int print_graph_info(const Step &s) {
   tpg_graph_info gi;
-  if (tpg_graph_info_get(s.graph, &gi) != TPG_SUCCESS) {  // informative only (eager mode has no graph)
-    std::printf("llama: tpg_graph_info_get: %s\n", tpg_last_error());
+  if (tpg_graph_get_info(s.graph, &gi, sizeof gi) != TPG_SUCCESS) {  // informative only (eager mode has no graph)
+    std::printf("llama: tpg_graph_get_info: %s\n", tpg_last_error());
     return 0;
   }
   std::printf("llama: CUDA graph: %d nodes (%d tpgraph kernels, %d engine kernels, %d NCCL child graphs, %d "
