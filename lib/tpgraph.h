@@ -880,11 +880,15 @@ typedef struct tpg_graph_config {
 #define TPG_TUNE_OFF 1       /* the deterministic selector                   */
 #define TPG_TUNE_ON 2        /* time candidates at creation (see the config) */
 
-/* Experimental: allocate scratch slots that collectives use with ncclMemAlloc
- * and register them as NCCL symmetric windows (every rank, same order, same
- * size), so NCCL 2.27+ may pick its symmetric kernels. With NCCL 2.28.9 on
- * 2 x H200 the captured all-reduce then failed with "invalid argument"; off
- * by default until that is understood. */
+/* Experimental, and failing with NCCL 2.28.9: allocate scratch slots that
+ * collectives use with ncclMemAlloc and register them as NCCL symmetric
+ * windows (every rank, same order, same size), so NCCL 2.27+ may pick its
+ * symmetric kernels. Why it fails (probe on 2 x H200, docs/performance.md):
+ * NCCL 2.28.9 refuses ncclCommWindowRegister on a NON-BLOCKING communicator
+ * ("Attempt to use communicator before the previous operation returned
+ * ncclSuccess", then "invalid argument"), and tpg_comm_create makes its
+ * communicators non-blocking so that init has a deadline; on a blocking
+ * communicator the same registration and captured all-reduce work. */
 #define TPG_GRAPH_NCCL_SYMMETRIC 0x1u
 
 /* Opt-in: Programmatic Dependent Launch edges (CUDA 12.3+ graph edge data,
