@@ -246,7 +246,7 @@ int main(int argc, char **argv) {
   }
 
   tpg_runtime_info ri;
-  MUST(tpg_runtime_query(&ri));
+  MUST(tpg_runtime_get_info(&ri, sizeof ri));
   if (ri.device_count < 2) {
     fprintf(stderr, "%s: needs 2+ GPUs (%d visible%s%s)\n", PROG, ri.device_count, ri.driver_error[0] ? ": " : "",
             ri.driver_error);

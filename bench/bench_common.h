@@ -146,10 +146,10 @@ static inline void bench_commit(char *out, size_t cap) {
 static inline void bench_meta_json(FILE *f, const char *prog, int gpus) {
   tpg_runtime_info ri;
   memset(&ri, 0, sizeof ri);
-  tpg_runtime_query(&ri);
+  tpg_runtime_get_info(&ri, sizeof ri);
   tpg_device_info di;
   memset(&di, 0, sizeof di);
-  if (tpg_device_query(0, &di) != TPG_SUCCESS) snprintf(di.name, sizeof di.name, "none");
+  if (tpg_device_get_info(0, &di, sizeof di) != TPG_SUCCESS) snprintf(di.name, sizeof di.name, "none");
   for (char *c = di.name; *c; c++)
     if (*c == '"' || *c == '\\' || (unsigned char)*c < 32) *c = ' ';
   char commit[64], date[32];

@@ -99,7 +99,7 @@ static void *run(void *arg) {
     MUST(tpg_graph_create(p, &cfg, &g));
     v[r] = bench_now_us() - t0;
     tpg_graph_info info;
-    MUST(tpg_graph_info_get(g, &info));
+    MUST(tpg_graph_get_info(g, &info, sizeof info));
     vi[r] = info.instantiate_us;
     j->nodes = info.nodes;
   }
@@ -173,7 +173,7 @@ int main(int argc, char **argv) {
     else { fprintf(stderr, "usage: rebind_bench [--layers N] [--reps N] [--hidden H] [--tokens M] [--json PATH]\n"); return 2; }
   }
   tpg_runtime_info ri;
-  MUST(tpg_runtime_query(&ri));
+  MUST(tpg_runtime_get_info(&ri, sizeof ri));
   if (ri.device_count < 1) {
     fprintf(stderr, "rebind_bench: no GPU: %s\n", ri.driver_error);
     return 1;

@@ -186,7 +186,7 @@ static void run_one(rank_state *st, int si, int ti, int mode) {
   MUST(tpg_graph_create(p, &cfg, &g));
   if (mode == M_PDL && st->rank == 0 && si == 0 && ti == 0) {
     tpg_graph_info gi;
-    MUST(tpg_graph_info_get(g, &gi));
+    MUST(tpg_graph_get_info(g, &gi, sizeof gi));
     fprintf(stderr, "\rtpbench: pdl: %d programmatic edges in a %d-layer graph of %d nodes%s\n", gi.programmatic_edges,
             LAYERS, gi.nodes, gi.programmatic_edges ? "" : " (GPU below sm_90: the flag is ignored)");
   }
@@ -677,7 +677,7 @@ int main(int argc, char **argv) {
     if (svg_path[0] != '/') { snprintf(sbuf, sizeof sbuf, "%s/%s", bwd, svg_path); svg_path = sbuf; }
   }
   tpg_runtime_info ri;
-  MUST(tpg_runtime_query(&ri));
+  MUST(tpg_runtime_get_info(&ri, sizeof ri));
   if (ri.device_count < 1) {
     fprintf(stderr, "tpbench: no GPU here (%s). Run it on a machine with NVIDIA GPUs.\n",
             ri.driver_error[0] ? ri.driver_error : "the driver sees no device");

@@ -217,7 +217,7 @@ int main(int argc, char **argv) {
     else if (!std::strcmp(argv[i], "--tokens")) tokens = std::atoi(argv[i + 1]);
   }
   tpg_runtime_info ri;
-  TPG_OK(tpg_runtime_query(&ri));
+  TPG_OK(tpg_runtime_get_info(&ri, sizeof ri));
   if (ri.device_count < 1) {
     std::fprintf(stderr, "engine: no GPU: %s\n", ri.driver_error);
     return 1;

@@ -158,7 +158,7 @@ static tpg_status check_args(const tpg_plan *plan, const tpg_graph_config *cfg_i
                 cfg->nbindings);
   TPG_TRY(tpg_plan_validate(plan));
   *colls = 0;
-  tpg_plan_stats(plan, NULL, NULL, colls);
+  tpg_plan_get_stats(plan, NULL, NULL, colls);
   if (*colls) {
     TPG_CHECK_ARG(cfg->comm != NULL, "cfg->comm is NULL but the plan has %d collective%s: expected a tpg_comm",
                   *colls, *colls == 1 ? "" : "s");
@@ -333,12 +333,12 @@ tpg_status tpg_graph_launch(tpg_graph *g, tpg_stream stream) {
   return st;
 }
 
-tpg_status tpg_graph_info_get(const tpg_graph *g, tpg_graph_info *out) {
+tpg_status tpg_graph_get_info(const tpg_graph *g, tpg_graph_info *out, size_t size) {
   tpg_err_clear();
   TPG_TRY(graph_check(g, __func__));
-  TPG_CHECK_ARG(out != NULL, "out is NULL: expected a tpg_graph_info to fill");
-  *out = g->info;
-  return TPG_SUCCESS;
+  /* 0.3.0's struct ends with gemm_tune_cached; later fields are appended. */
+  const size_t first = offsetof(tpg_graph_info, gemm_tune_cached) + sizeof(int);
+  return tpg_out_copy(out, size, &g->info, sizeof g->info, first, __func__, "tpg_graph_info");
 }
 
 tpg_status tpg_graph_write_dot(const tpg_graph *g, const char *path) {

@@ -594,18 +594,21 @@ tpg_status tpg_plan_set_node_name(tpg_plan *p, tpg_node node, const char *name) 
 
 /* ---- public accessors for layers built on the API ---------------------- */
 
-tpg_status tpg_plan_slot_info(const tpg_plan *p, tpg_slot slot, tpg_slot_info *out) {
+tpg_status tpg_plan_get_slot_info(const tpg_plan *p, tpg_slot slot, tpg_slot_info *out, size_t size) {
   tpg_err_clear();
   TPG_TRY(tpg_plan_check(p, __func__, "plan"));
   TPG_CHECK_ARG(out != NULL, "out is NULL: expected a tpg_slot_info to fill");
   TPG_CHECK_ARG(slot != TPG_SLOT_NONE && slot <= (tpg_slot)p->nslots,
                 "slot is %u: not a slot of this plan (expected 1..%d)", slot, p->nslots);
   const tpg_slot_rec *s = &p->slots[slot - 1];
-  out->name = s->name;
-  out->dtype = s->dtype;
-  out->where = s->where;
-  out->count = s->count;
-  return TPG_SUCCESS;
+  tpg_slot_info info;
+  memset(&info, 0, sizeof info);
+  info.name = s->name;
+  info.dtype = s->dtype;
+  info.where = s->where;
+  info.count = s->count;
+  return tpg_out_copy(out, size, &info, sizeof info, offsetof(tpg_slot_info, count) + sizeof(size_t), __func__,
+                      "tpg_slot_info");
 }
 
 tpg_status tpg_plan_checkpoint(const tpg_plan *p, tpg_plan_mark *out) {

@@ -80,7 +80,7 @@ tpg_status tpg_plan_validate(const tpg_plan *p) {
   return st;
 }
 
-tpg_status tpg_plan_stats(const tpg_plan *p, int *nodes, int *slots, int *collectives) {
+tpg_status tpg_plan_get_stats(const tpg_plan *p, int *nodes, int *slots, int *collectives) {
   tpg_err_clear();
   TPG_TRY(tpg_plan_check(p, __func__, "plan"));
   int c = 0;

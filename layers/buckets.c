@@ -27,7 +27,7 @@ struct tpg_mlp_buckets {
 
 static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
 
-tpg_status tpg_mlp_slot(const tpg_mlp_desc *desc, const char *name, tpg_slot *out) {
+tpg_status tpg_mlp_find_slot(const tpg_mlp_desc *desc, const char *name, tpg_slot *out) {
   tpg_err_clear();
   TPG_CHECK_ARG(out != NULL, "out is NULL: expected a tpg_slot to set");
   *out = TPG_SLOT_NONE;
@@ -142,7 +142,7 @@ tpg_status tpg_mlp_buckets_pick(tpg_mlp_buckets *b, int tokens, int *bucket_toke
   return TPG_FAIL(TPG_ERROR_INTERNAL, "no bucket for %d tokens", tokens);
 }
 
-tpg_status tpg_mlp_buckets_info(const tpg_mlp_buckets *b, int i, int *count, int *tokens, size_t *device_bytes) {
+tpg_status tpg_mlp_buckets_get_info(const tpg_mlp_buckets *b, int i, int *count, int *tokens, size_t *device_bytes) {
   tpg_err_clear();
   TPG_CHECK_ARG(b != NULL && b->magic == TPG_MAGIC_BUCKETS, "buckets is NULL or not a live tpg_mlp_buckets");
   if (count) *count = b->n;

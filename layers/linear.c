@@ -6,7 +6,7 @@
  *   after that (out of memory) drops what was added: a call either adds the
  *   whole layer or leaves the plan as it was (tpg_plan_checkpoint /
  *   tpg_plan_rollback). Only the public API is used (layers/ sits above
- *   graphbuild/), so views are checked here through tpg_plan_slot_info.
+ *   graphbuild/), so views are checked here through tpg_plan_get_slot_info.
  * - ROW adds bias and residual once, in rank 0's GEMM epilogue, before the
  *   all-reduce (the reduction of the other ranks' plain partials then is the
  *   finished output), as tpg_plan_mlp does.
@@ -34,8 +34,8 @@ static tpg_status check_view(const tpg_plan *p, const char *fn, const char *what
   static const char *nm[] = {"f32", "f16", "bf16"};
   tpg_slot_info si;
   int nslots = 0;
-  if (tpg_plan_slot_info(p, v.slot, &si) != TPG_SUCCESS) {
-    tpg_plan_stats(p, NULL, &nslots, NULL);
+  if (tpg_plan_get_slot_info(p, v.slot, &si, sizeof si) != TPG_SUCCESS) {
+    tpg_plan_get_stats(p, NULL, &nslots, NULL);
     return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "%s.slot is %u: not a slot of this plan (expected 1..%d)", what,
                    v.slot, nslots);
   }

@@ -330,7 +330,7 @@ tpg_status tpg_comm_destroy(tpg_comm *c) {
   return st;
 }
 
-tpg_status tpg_comm_info(const tpg_comm *c, int *rank, int *nranks, int *device) {
+tpg_status tpg_comm_get_info(const tpg_comm *c, int *rank, int *nranks, int *device) {
   tpg_err_clear();
   TPG_CHECK_ARG(c != NULL && c->magic == TPG_MAGIC_COMM, "comm is NULL or not a live tpg_comm");
   if (rank) *rank = c->rank;

@@ -97,7 +97,7 @@ tpg_status tpg_cu_load(void) {
   return TPG_SUCCESS;
 }
 
-/* For tpg_runtime_query: the reason without recording an error. */
+/* For tpg_runtime_get_info: the reason without recording an error. */
 TPG_HIDDEN const char *tpg_cu_why(void);
 const char *tpg_cu_why(void) {
   pthread_once(&g_once, load_once);

@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <string.h>
+
 #include "lib/tpgraph.h"
 
 #if defined(__GNUC__)
@@ -58,6 +60,22 @@ TPG_HIDDEN void tpg_err_clear(void);
 #define TPG_MAGIC_GRAPH 0x47525048u /* GRPH */
 #define TPG_MAGIC_COMM  0x434f4d4du /* COMM */
 #define TPG_MAGIC_DEAD  0xdeadbeefu
+
+/* Hands a filled OUT struct to a caller who said how large theirs is
+ * (sizeof as their header knows it): OUT structs only grow at the end, so an
+ * older, smaller one gets the prefix it knows and a newer, larger one gets
+ * ours with its unknown tail zeroed. `first` is the struct's size in the
+ * version that introduced it: anything smaller is not a struct of ours. */
+static inline tpg_status tpg_out_copy(void *dst, size_t dst_size, const void *src, size_t src_size, size_t first,
+                                      const char *fn, const char *what) {
+  if (!dst) return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "out is NULL: expected a %s to fill", what);
+  if (dst_size < first)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "size is %zu: expected sizeof(%s) (at least %zu)", dst_size, what,
+                   first);
+  memcpy(dst, src, dst_size < src_size ? dst_size : src_size);
+  if (dst_size > src_size) memset((char *)dst + src_size, 0, dst_size - src_size);
+  return TPG_SUCCESS;
+}
 
 /* Monotonic clock in microseconds. */
 TPG_HIDDEN double tpg_now_us(void);

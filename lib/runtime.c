@@ -1,6 +1,6 @@
 /* runtime.c - what the library, the driver, NCCL and each GPU can do.
  *
- * tpg_runtime_query works with no driver at all: it is the call an engine
+ * tpg_runtime_get_info works with no driver at all: it is the call an engine
  * makes first, and the answer "no driver, because ..." is information, not
  * an error.
  */
@@ -14,9 +14,11 @@
 
 TPG_HIDDEN const char *tpg_cu_why(void);
 
-tpg_status tpg_runtime_query(tpg_runtime_info *out) {
-  tpg_err_clear();
-  TPG_CHECK_ARG(out != NULL, "out is NULL: expected a tpg_runtime_info to fill");
+/* The first (0.3.0) size of each OUT struct: callers may pass a larger one. */
+#define RUNTIME_INFO_FIRST (offsetof(tpg_runtime_info, driver_error) + sizeof(((tpg_runtime_info *)0)->driver_error))
+#define DEVICE_INFO_FIRST (offsetof(tpg_device_info, kernels_supported) + sizeof(int))
+
+static void runtime_info(tpg_runtime_info *out) {
   memset(out, 0, sizeof *out);
   out->version = TPG_VERSION_CODE;
   snprintf(out->kernel_archs, sizeof out->kernel_archs, "%s", tpg_kernels_archs);
@@ -25,11 +27,17 @@ tpg_status tpg_runtime_query(tpg_runtime_info *out) {
   const char *why = tpg_cu_why();
   if (why[0]) {
     snprintf(out->driver_error, sizeof out->driver_error, "%s", why);
-    return TPG_SUCCESS;
+    return;
   }
   out->driver_version = tpg_cu->driver_version;
   if (tpg_cu->cuDeviceGetCount(&out->device_count) != CUDA_SUCCESS) out->device_count = 0;
-  return TPG_SUCCESS;
+}
+
+tpg_status tpg_runtime_get_info(tpg_runtime_info *out, size_t size) {
+  tpg_err_clear();
+  tpg_runtime_info info;
+  runtime_info(&info);
+  return tpg_out_copy(out, size, &info, sizeof info, RUNTIME_INFO_FIRST, __func__, "tpg_runtime_info");
 }
 
 /* Does the embedded code run on sm_arch? SASS for the same major and a minor
@@ -53,9 +61,13 @@ static int archs_cover(const char *archs, int sm_arch) {
   return 0;
 }
 
-tpg_status tpg_device_query(int device, tpg_device_info *out) {
+tpg_status tpg_device_get_info(int device, tpg_device_info *out_, size_t size) {
   tpg_err_clear();
-  TPG_CHECK_ARG(out != NULL, "out is NULL: expected a tpg_device_info to fill");
+  TPG_CHECK_ARG(out_ != NULL, "out is NULL: expected a tpg_device_info to fill");
+  TPG_CHECK_ARG(size >= DEVICE_INFO_FIRST, "size is %zu: expected sizeof(tpg_device_info) (at least %zu)", size,
+                DEVICE_INFO_FIRST);
+  memset(out_, 0, size);
+  tpg_device_info info, *out = &info;
   memset(out, 0, sizeof *out);
   tpg_dev d;
   tpg_status st = tpg_dev_open(device, &d);
@@ -75,5 +87,5 @@ tpg_status tpg_device_query(int device, tpg_device_info *out) {
   out->total_memory = mem;
   out->l2_bytes = (size_t)l2;
   out->kernels_supported = archs_cover(tpg_kernels_archs, d.sm_arch);
-  return TPG_SUCCESS;
+  return tpg_out_copy(out_, size, out, sizeof *out, DEVICE_INFO_FIRST, __func__, "tpg_device_info");
 }

@@ -68,9 +68,13 @@ extern "C" {
 /* Version                                                                   */
 
 #define TPG_VERSION_MAJOR 0
-#define TPG_VERSION_MINOR 2 /* 0.2: linear layers, all-reduce epilogue and
-                               two-shot, TPG_GRAPH_PDL; tpg_graph_info grew.
-                               0.x: no ABI promise between minor versions. */
+#define TPG_VERSION_MINOR 3 /* 0.3: node-kind table, the kit (engine kernels,
+                               captured work, host/event nodes, export),
+                               conditional nodes, GEMM tuning; getters renamed
+                               tpg_<object>_get_<what> with a size argument.
+                               0.2: linear layers, all-reduce epilogue.
+                               0.x: no ABI promise between minor versions;
+                               configs, descs and OUT structs only grow. */
 #define TPG_VERSION_PATCH 0
 #define TPG_VERSION_CODE (TPG_VERSION_MAJOR * 10000 + TPG_VERSION_MINOR * 100 + TPG_VERSION_PATCH)
 
@@ -123,8 +127,13 @@ typedef struct tpg_runtime_info {
   char driver_error[256];  /* why the driver could not be used, or ""      */
 } tpg_runtime_info;
 
+/* Getters, all alike: tpg_<object>_get_<what>(object, ..., out, size). An OUT
+ * struct only ever grows at its end, so `size` is sizeof(*out) as the
+ * caller's header knows it: a caller built against an older header gets the
+ * fields it knows, one built against a newer header gets the rest zeroed. */
+
 /* Never fails for lack of a driver: it reports it in driver_error instead. */
-TPG_API tpg_status tpg_runtime_query(tpg_runtime_info *out /* OUT */);
+TPG_API tpg_status tpg_runtime_get_info(tpg_runtime_info *out /* OUT */, size_t size /* sizeof *out */);
 
 typedef struct tpg_device_info {
   char name[96];
@@ -135,7 +144,7 @@ typedef struct tpg_device_info {
   int kernels_supported;   /* 1 if the embedded device code runs here     */
 } tpg_device_info;
 
-TPG_API tpg_status tpg_device_query(int device, tpg_device_info *out /* OUT */);
+TPG_API tpg_status tpg_device_get_info(int device, tpg_device_info *out /* OUT */, size_t size /* sizeof *out */);
 
 /* ------------------------------------------------------------------------ */
 /* Communicators (NCCL)                                                      */
@@ -193,7 +202,7 @@ TPG_API tpg_status tpg_comm_destroy(tpg_comm *comm);
  * number of times. After an abort: destroy the comm's graphs, then the comm
  * (NCCL frees it only once no graph holds it), then build a new one. */
 TPG_API tpg_status tpg_comm_abort(tpg_comm *comm);
-TPG_API tpg_status tpg_comm_info(const tpg_comm *comm, int *rank /* OUT, may be NULL */,
+TPG_API tpg_status tpg_comm_get_info(const tpg_comm *comm, int *rank /* OUT, may be NULL */,
                                  int *nranks /* OUT, may be NULL */, int *device /* OUT, may be NULL */);
 /* Waits for all work on stream with the comm's deadline, polling NCCL for
  * asynchronous errors: a dead or silent peer gives TPG_ERROR_PEER or
@@ -242,7 +251,8 @@ typedef struct tpg_slot_info {
   tpg_memory where;
   size_t count;            /* elements */
 } tpg_slot_info;
-TPG_API tpg_status tpg_plan_slot_info(const tpg_plan *plan, tpg_slot slot, tpg_slot_info *out /* OUT */);
+TPG_API tpg_status tpg_plan_get_slot_info(const tpg_plan *plan, tpg_slot slot, tpg_slot_info *out /* OUT */,
+                                          size_t size /* sizeof *out */);
 
 /* A point in a plan's building, for builders of several nodes (layers): a
  * call that fails part-way rolls the plan back so it is as it was. Opaque. */
@@ -397,7 +407,7 @@ TPG_API tpg_status tpg_plan_set_node_name(tpg_plan *plan, tpg_node node, const c
  * calls it too; it is exposed so plans can be checked without a GPU. */
 TPG_API tpg_status tpg_plan_validate(const tpg_plan *plan);
 
-TPG_API tpg_status tpg_plan_stats(const tpg_plan *plan, int *nodes /* OUT, may be NULL */,
+TPG_API tpg_status tpg_plan_get_stats(const tpg_plan *plan, int *nodes /* OUT, may be NULL */,
                                   int *slots /* OUT, may be NULL */, int *collectives /* OUT, may be NULL */);
 
 /* Graphviz DOT of the plan into buf (cap bytes, NUL-terminated). *needed gets
@@ -671,11 +681,11 @@ TPG_API tpg_status tpg_plan_body_end(tpg_plan *plan);
  * picking a graph with tpg_mlp_buckets_pick). Views keep their slot ids, so
  * src's slots must be plan's first slots: the same names, dtypes and memory
  * kinds in the same order, each no larger than plan's (declare plan's from
- * the largest shape's plan, with tpg_plan_slot_info; plan may have more
+ * the largest shape's plan, with tpg_plan_get_slot_info; plan may have more
  * slots after them). src must have no conditions and no open body; it is
  * not changed. A node CUDA forbids in the open body fails the call, which
  * then leaves plan as it was. nodes (may be NULL): nodes[i] gets the handle
- * in plan of src's node i (tpg_plan_stats(src) counts them), to hang later
+ * in plan of src's node i (tpg_plan_get_stats(src) counts them), to hang later
  * nodes behind appended ones. */
 TPG_API tpg_status tpg_plan_append(tpg_plan *plan, const tpg_plan *src, tpg_node *nodes /* OUT, may be NULL */);
 
@@ -870,11 +880,15 @@ typedef struct tpg_graph_config {
 #define TPG_TUNE_OFF 1       /* the deterministic selector                   */
 #define TPG_TUNE_ON 2        /* time candidates at creation (see the config) */
 
-/* Experimental: allocate scratch slots that collectives use with ncclMemAlloc
- * and register them as NCCL symmetric windows (every rank, same order, same
- * size), so NCCL 2.27+ may pick its symmetric kernels. With NCCL 2.28.9 on
- * 2 x H200 the captured all-reduce then failed with "invalid argument"; off
- * by default until that is understood. */
+/* Experimental, and failing with NCCL 2.28.9: allocate scratch slots that
+ * collectives use with ncclMemAlloc and register them as NCCL symmetric
+ * windows (every rank, same order, same size), so NCCL 2.27+ may pick its
+ * symmetric kernels. Why it fails (probe on 2 x H200, docs/performance.md):
+ * NCCL 2.28.9 refuses ncclCommWindowRegister on a NON-BLOCKING communicator
+ * ("Attempt to use communicator before the previous operation returned
+ * ncclSuccess", then "invalid argument"), and tpg_comm_create makes its
+ * communicators non-blocking so that init has a deadline; on a blocking
+ * communicator the same registration and captured all-reduce work. */
 #define TPG_GRAPH_NCCL_SYMMETRIC 0x1u
 
 /* Opt-in: Programmatic Dependent Launch edges (CUDA 12.3+ graph edge data,
@@ -961,7 +975,7 @@ typedef struct tpg_graph_info {
                                 cache file (a second node of one shape too) */
 } tpg_graph_info;
 
-TPG_API tpg_status tpg_graph_info_get(const tpg_graph *graph, tpg_graph_info *out /* OUT */);
+TPG_API tpg_status tpg_graph_get_info(const tpg_graph *graph, tpg_graph_info *out /* OUT */, size_t size /* sizeof *out */);
 
 /* The graph's CUDA graph (a CUgraph, borrowed: owned by the graph, valid
  * until tpg_graph_destroy), as the next launch runs it: the handle stays the
@@ -1004,10 +1018,10 @@ TPG_API tpg_status tpg_mlp_buckets_pick(tpg_mlp_buckets *b, int tokens, int *buc
                                         tpg_graph **graph /* OUT, borrowed */);
 /* Bucket i (0..count-1, ascending): its size and the device memory its graph
  * took, measured (free memory before and after creating it). */
-TPG_API tpg_status tpg_mlp_buckets_info(const tpg_mlp_buckets *b, int i, int *count /* OUT, may be NULL */,
+TPG_API tpg_status tpg_mlp_buckets_get_info(const tpg_mlp_buckets *b, int i, int *count /* OUT, may be NULL */,
                                         int *tokens /* OUT, may be NULL */, size_t *device_bytes /* OUT, may be NULL */);
 /* The slot id of a named slot of the stack (same in every bucket), for bindings. */
-TPG_API tpg_status tpg_mlp_slot(const tpg_mlp_desc *desc, const char *name, tpg_slot *out /* OUT */);
+TPG_API tpg_status tpg_mlp_find_slot(const tpg_mlp_desc *desc, const char *name, tpg_slot *out /* OUT */);
 
 /* ------------------------------------------------------------------------ */
 /* Tensor-parallel linear layers: pieces to compose engines from            */

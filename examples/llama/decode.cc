@@ -80,11 +80,11 @@ int build_loop(const Config &c, const Rank &r, const Step &s, const Io &io, cons
   DTRY(tpg_plan_create(&p));
   *out = p;
   int ns = 0, nn = 0;
-  DTRY(tpg_plan_stats(s.plan, &nn, &ns, nullptr));
+  DTRY(tpg_plan_get_stats(s.plan, &nn, &ns, nullptr));
   for (tpg_slot i = 1; i <= (tpg_slot)ns; i++) {
     tpg_slot_info si;
     tpg_slot got;
-    DTRY(tpg_plan_slot_info(s.plan, i, &si));
+    DTRY(tpg_plan_get_slot_info(s.plan, i, &si, sizeof si));
     DTRY(tpg_plan_add_slot(p, si.name, si.dtype, si.where, si.count, &got));
   }
   *bind = s.bindings;

@@ -315,8 +315,8 @@ bool verify_close(const char *what, int step, const std::vector<double> &ref, co
 // What tpgraph built: the node kinds, the memory it owns, the build time.
 int print_graph_info(const Step &s) {
   tpg_graph_info gi;
-  if (tpg_graph_info_get(s.graph, &gi) != TPG_SUCCESS) {  // informative only (eager mode has no graph)
-    std::printf("llama: tpg_graph_info_get: %s\n", tpg_last_error());
+  if (tpg_graph_get_info(s.graph, &gi, sizeof gi) != TPG_SUCCESS) {  // informative only (eager mode has no graph)
+    std::printf("llama: tpg_graph_get_info: %s\n", tpg_last_error());
     return 0;
   }
   std::printf("llama: CUDA graph: %d nodes (%d tpgraph kernels, %d engine kernels, %d NCCL child graphs, %d "
@@ -624,7 +624,20 @@ int main(int argc, char **argv) {
   Options o;
   const int pr = parse(argc, argv, &o);
   if (pr) return pr == 1 ? 0 : 2;
+  // Before any CUDA call: without a usable driver or GPU (a CPU build box, CI)
+  // say so plainly, as tpbench does, instead of the CUDA runtime's message.
+  tpg_runtime_info ri;
+  if (tpg_runtime_get_info(&ri, sizeof ri) != TPG_SUCCESS || ri.device_count < 1) {
+    std::fprintf(stderr, "llama: no GPU here (%s). Run it on a machine with NVIDIA GPUs.\n",
+                 ri.driver_error[0] ? ri.driver_error : "the driver sees no device");
+    return 1;
+  }
   const int mpi_size = env_int("OMPI_COMM_WORLD_SIZE", 0), own = env_int("LLAMA_NRANKS", 0);
+  if (mpi_size == 0 && own == 0 && o.tp > ri.device_count) {  // ranks spawned here, one GPU each
+    std::fprintf(stderr, "llama: --tp %d: this machine has %d GPU(s) (run under mpirun to span machines)\n", o.tp,
+                 ri.device_count);
+    return 2;
+  }
   if (mpi_size > 0) {
     if (mpi_size != o.tp) {
       std::fprintf(stderr, "llama: mpirun -np %d but --tp %d: they must agree\n", mpi_size, o.tp);

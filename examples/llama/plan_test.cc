@@ -50,7 +50,7 @@ int plan(const Config &c, int R, std::string *err, int *nodes, int *colls, size_
   LmHead lm{};
   int rc = build_step(c, r, w, k, c.ctx + c.steps, &lm, &s, err);
   if (!rc) {
-    tpg_plan_stats(s.plan, nodes, nullptr, colls);
+    tpg_plan_get_stats(s.plan, nodes, nullptr, colls);
     *binds = s.bindings.size();
     size_t need = 0;
     tpg_plan_dot(s.plan, nullptr, 0, &need);
@@ -129,14 +129,14 @@ int main() {
         continue;
       }
       int nodes = 0, colls = 0, nslots = 0;
-      tpg_plan_stats(s.plan, &nodes, &nslots, &colls);
+      tpg_plan_get_stats(s.plan, &nodes, &nslots, &colls);
       const int want_nodes = loop ? 1 + 9 * c.layers + 1 : 2 + 9 * c.layers + (R > 1 ? 2 : 1);
       tpg_plan *p = nullptr;
       tpg_plan_create(&p);
       for (tpg_slot i = 1; i <= (tpg_slot)nslots; i++) {
         tpg_slot_info si;
         tpg_slot got;
-        tpg_plan_slot_info(s.plan, i, &si);
+        tpg_plan_get_slot_info(s.plan, i, &si, sizeof si);
         tpg_plan_add_slot(p, si.name, si.dtype, si.where, si.count, &got);
       }
       tpg_cond cond;

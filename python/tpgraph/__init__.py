@@ -18,6 +18,8 @@ beside this package, the dynamic loader's path.
 Failures raise TpgError (InvalidArgument is also a ValueError; NoDevice when
 there is no usable GPU) with the library's message.
 """
+import ctypes
+
 from . import _native
 from .comm import Comm, comm_id_create, comm_id_read_file, comm_id_write_file
 from .errors import InvalidArgument, NoDevice, TpgError, check
@@ -40,7 +42,7 @@ def runtime_info():
     """Versions, device count and the embedded kernels' targets; never raises
     for lack of a driver (driver_error says why)."""
     ri = _native.RuntimeInfo()
-    check(_native.fn.runtime_query(ri), "tpg_runtime_query")
+    check(_native.fn.runtime_query(ri, ctypes.sizeof(ri)), "tpg_runtime_get_info")
     return {"version": ri.version, "driver_version": ri.driver_version, "nccl_version": ri.nccl_version,
             "device_count": ri.device_count, "kernel_archs": ri.kernel_archs.decode(),
             "driver_error": ri.driver_error.decode(errors="replace")}
@@ -48,7 +50,7 @@ def runtime_info():
 
 def device_info(device):
     di = _native.DeviceInfo()
-    check(_native.fn.device_query(device, di), "tpg_device_query")
+    check(_native.fn.device_query(device, di, ctypes.sizeof(di)), "tpg_device_get_info")
     return {"name": di.name.decode(errors="replace"), "sm_arch": di.sm_arch, "sm_count": di.sm_count,
             "total_memory": di.total_memory, "l2_bytes": di.l2_bytes, "kernels_supported": bool(di.kernels_supported)}
 

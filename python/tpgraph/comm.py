@@ -56,7 +56,7 @@ class Comm:
     def info(self):
         """{"rank", "nranks", "device"}"""
         r, n, d = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
-        check(_n.fn.comm_info(self.handle, ctypes.byref(r), ctypes.byref(n), ctypes.byref(d)), "tpg_comm_info")
+        check(_n.fn.comm_info(self.handle, ctypes.byref(r), ctypes.byref(n), ctypes.byref(d)), "tpg_comm_get_info")
         return {"rank": r.value, "nranks": n.value, "device": d.value}
 
     def wait(self, stream=None):

@@ -92,7 +92,7 @@ class Graph:
 
     def info(self):
         gi = _n.GraphInfo()
-        check(_n.fn.graph_info(self.handle, ctypes.byref(gi)), "tpg_graph_info_get")
+        check(_n.fn.graph_info(self.handle, ctypes.byref(gi), ctypes.sizeof(gi)), "tpg_graph_get_info")
         return {f: getattr(gi, f) for f, _ in _n.GraphInfo._fields_}
 
     def write_dot(self, path):

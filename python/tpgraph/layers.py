@@ -20,7 +20,7 @@ def mlp_slot(name, **mlp):
     mlp: Plan.mlp's keyword arguments."""
     d = mlp_desc(**mlp)
     out = ctypes.c_uint32()
-    check(_n.fn.mlp_slot(ctypes.byref(d), name.encode(), ctypes.byref(out)), "tpg_mlp_slot")
+    check(_n.fn.mlp_slot(ctypes.byref(d), name.encode(), ctypes.byref(out)), "tpg_mlp_find_slot")
     return out.value
 
 
@@ -92,13 +92,13 @@ class MlpBuckets:
 
     def __len__(self):
         n = ctypes.c_int()
-        check(_n.fn.mlp_buckets_info(self.handle, 0, ctypes.byref(n), None, None), "tpg_mlp_buckets_info")
+        check(_n.fn.mlp_buckets_info(self.handle, 0, ctypes.byref(n), None, None), "tpg_mlp_buckets_get_info")
         return n.value
 
     def info(self, i):
         """{"tokens", "device_bytes"} of bucket i (ascending)."""
         t, b = ctypes.c_int(), ctypes.c_size_t()
-        check(_n.fn.mlp_buckets_info(self.handle, i, None, ctypes.byref(t), ctypes.byref(b)), "tpg_mlp_buckets_info")
+        check(_n.fn.mlp_buckets_info(self.handle, i, None, ctypes.byref(t), ctypes.byref(b)), "tpg_mlp_buckets_get_info")
         return {"tokens": t.value, "device_bytes": b.value}
 
     def close(self):

@@ -135,7 +135,7 @@ class Plan:
     def stats(self):
         """{"nodes", "slots", "collectives"}"""
         a, b, c = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
-        check(_n.fn.plan_stats(self.handle, ctypes.byref(a), ctypes.byref(b), ctypes.byref(c)), "tpg_plan_stats")
+        check(_n.fn.plan_stats(self.handle, ctypes.byref(a), ctypes.byref(b), ctypes.byref(c)), "tpg_plan_get_stats")
         return {"nodes": a.value, "slots": b.value, "collectives": c.value}
 
     def dot(self):

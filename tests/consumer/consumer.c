@@ -56,13 +56,13 @@ int main(void) {
   free(dot);
 
   tpg_runtime_info ri;
-  TRY(tpg_runtime_query(&ri));
+  TRY(tpg_runtime_get_info(&ri, sizeof ri));
   printf("consumer: tpgraph %d, nccl %d, devices %d, kernels %s\n", ri.version, ri.nccl_version,
          ri.device_count, ri.kernel_archs);
   int rc = 0;
   if (ri.device_count == 0) {
     tpg_device_info di;
-    tpg_status s = tpg_device_query(0, &di);
+    tpg_status s = tpg_device_get_info(0, &di, sizeof di);
     const char *msg = tpg_last_error();
     printf("consumer: no GPU: %s: %s\n", tpg_status_string(s), msg);
     if ((s != TPG_ERROR_NO_DRIVER && s != TPG_ERROR_NO_DEVICE) || msg[0] == '\0') rc = 1;

@@ -13,7 +13,7 @@
 
 static int nodes_of(const tpg_plan *p) {
   int n = -1;
-  tpg_plan_stats(p, &n, NULL, NULL);
+  tpg_plan_get_stats(p, &n, NULL, NULL);
   return n;
 }
 static void host_fn(void *u) { (void)u; }
@@ -198,11 +198,11 @@ static tpg_plan *slots_of(const tpg_plan *src, tpg_slot *tokens) {
   tpg_plan *p = NULL;
   int ns = 0;
   CHECK_OK(tpg_plan_create(&p));
-  CHECK_OK(tpg_plan_stats(src, NULL, &ns, NULL));
+  CHECK_OK(tpg_plan_get_stats(src, NULL, &ns, NULL));
   for (tpg_slot s = 1; s <= (tpg_slot)ns; s++) {
     tpg_slot_info si;
     tpg_slot got;
-    CHECK_OK(tpg_plan_slot_info(src, s, &si));
+    CHECK_OK(tpg_plan_get_slot_info(src, s, &si, sizeof si));
     CHECK_OK(tpg_plan_add_slot(p, si.name, si.dtype, si.where, si.count, &got));
   }
   CHECK_OK(tpg_plan_add_slot(p, "tokens", TPG_F32, TPG_MEM_DEVICE, 4, tokens));

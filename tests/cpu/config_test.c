@@ -43,7 +43,7 @@ int main(void) {
   bind[0] = (tpg_binding){a, fake};
   bind[1] = (tpg_binding){b, fake + 32};
   tpg_runtime_info ri;
-  CHECK_OK(tpg_runtime_query(&ri));
+  CHECK_OK(tpg_runtime_get_info(&ri, sizeof ri));
   const tpg_status past = ri.driver_version > 0 ? TPG_SUCCESS : TPG_ERROR_NO_DRIVER; /* what an accepted config meets */
   if (ri.driver_version > 0) printf("config_test: a driver is present; accepted configs may get further\n");
   tpg_graph_config cfg = base();

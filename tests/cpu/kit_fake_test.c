@@ -177,7 +177,7 @@ static void test_explicit(tpg_module *m, int how) {
   if (!g) return;
   CHECK(calls == 1);
   tpg_graph_info info;
-  CHECK_OK(tpg_graph_info_get(g, &info));
+  CHECK_OK(tpg_graph_get_info(g, &info, sizeof info));
   CHECK(info.user_kernel_nodes == 1 && info.captured_nodes == 1 && info.host_nodes == 1 && info.event_nodes == 2);
   CHECK(info.nodes == 5);
   CHECK_OK(tpg_graph_launch(g, NULL));

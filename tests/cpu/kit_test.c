@@ -15,7 +15,7 @@
 
 static int nodes_of(const tpg_plan *p) {
   int n = -1;
-  tpg_plan_stats(p, &n, NULL, NULL);
+  tpg_plan_get_stats(p, &n, NULL, NULL);
   return n;
 }
 

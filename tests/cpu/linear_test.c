@@ -33,13 +33,13 @@ static int has(const char *dot, const char *needle) {
 
 static int nodes_of(const tpg_plan *p) {
   int n = -1;
-  tpg_plan_stats(p, &n, NULL, NULL);
+  tpg_plan_get_stats(p, &n, NULL, NULL);
   return n;
 }
 
 static int colls_of(const tpg_plan *p) {
   int c = -1;
-  tpg_plan_stats(p, NULL, NULL, &c);
+  tpg_plan_get_stats(p, NULL, NULL, &c);
   return c;
 }
 

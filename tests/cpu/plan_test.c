@@ -177,7 +177,7 @@ static void test_nodes_and_bad_inputs(void) {
   CHECK_OK(tpg_plan_set_node_name(p, mm, "layer0.fc2"));
   CHECK_ST(tpg_plan_set_node_name(p, foreign, "x"), TPG_ERROR_INVALID_ARGUMENT, "not a node of this plan");
   int nn = 0, ns = 0, nc = 0;
-  CHECK_OK(tpg_plan_stats(p, &nn, &ns, &nc));
+  CHECK_OK(tpg_plan_get_stats(p, &nn, &ns, &nc));
   CHECK(nc == 1);
   CHECK(ns == 7);
   CHECK_OK(tpg_plan_validate(p));
@@ -342,7 +342,7 @@ static void test_big_plan(void) {
   }
   CHECK(ok);
   int nn = 0;
-  CHECK_OK(tpg_plan_stats(p, &nn, NULL, NULL));
+  CHECK_OK(tpg_plan_get_stats(p, &nn, NULL, NULL));
   CHECK(nn == 192);
   CHECK_OK(tpg_plan_validate(p));
   tpg_plan_destroy(p);
@@ -354,7 +354,7 @@ static void test_mlp(void) {
   tpg_plan *p = (tpg_plan *)0x1;
   CHECK_OK(tpg_plan_mlp(&d, &p));
   int nn = 0, ns = 0, nc = 0;
-  CHECK_OK(tpg_plan_stats(p, &nn, &ns, &nc));
+  CHECK_OK(tpg_plan_get_stats(p, &nn, &ns, &nc));
   CHECK(nn == 4 * 3 + 1 && nc == 4); /* 2 GEMMs + 1 all-reduce per layer, one copy out */
   CHECK(ns == 4 + 4 * 4);
   tpg_slot s;
@@ -363,14 +363,14 @@ static void test_mlp(void) {
   tpg_plan_destroy(p);
   d.tokens = 1024; d.overlap = TPG_OVERLAP_CHUNKED; d.chunks = 4;
   CHECK_OK(tpg_plan_mlp(&d, &p));
-  CHECK_OK(tpg_plan_stats(p, &nn, NULL, &nc));
+  CHECK_OK(tpg_plan_get_stats(p, &nn, NULL, &nc));
   CHECK(nn == 4 * 3 * 4 + 1 && nc == 16);
   size_t need;
   CHECK_OK(tpg_plan_dot(p, NULL, 0, &need));
   tpg_plan_destroy(p);
   d.collectives = 0; /* compute only */
   CHECK_OK(tpg_plan_mlp(&d, &p));
-  CHECK_OK(tpg_plan_stats(p, NULL, NULL, &nc));
+  CHECK_OK(tpg_plan_get_stats(p, NULL, NULL, &nc));
   CHECK(nc == 0);
   tpg_plan_destroy(p);
   tpg_mlp_desc b = d;
@@ -433,7 +433,7 @@ static void test_fuzz_regressions(void) {
   CHECK(p == NULL);
 }
 
-/* tpg_plan_checkpoint / tpg_plan_rollback / tpg_plan_slot_info: what layers
+/* tpg_plan_checkpoint / tpg_plan_rollback / tpg_plan_get_slot_info: what layers
  * built on the public API use to add a group of nodes all-or-nothing. */
 static void test_checkpoint(void) {
   tpg_plan *p, *q;
@@ -445,10 +445,10 @@ static void test_checkpoint(void) {
   CHECK_OK(tpg_plan_add_slot(p, "b", TPG_F32, TPG_MEM_DEVICE, 64, &b));
   CHECK_OK(tpg_plan_add_memset(p, V(a, 0), 0, 64, NULL, 0, &n0));
   tpg_slot_info si;
-  CHECK_OK(tpg_plan_slot_info(p, b, &si));
+  CHECK_OK(tpg_plan_get_slot_info(p, b, &si, sizeof si));
   CHECK(strcmp(si.name, "b") == 0 && si.dtype == TPG_F32 && si.where == TPG_MEM_DEVICE && si.count == 64);
-  CHECK_ST(tpg_plan_slot_info(p, 3, &si), TPG_ERROR_INVALID_ARGUMENT, "slot is 3");
-  CHECK_ST(tpg_plan_slot_info(p, a, NULL), TPG_ERROR_INVALID_ARGUMENT, "out is NULL");
+  CHECK_ST(tpg_plan_get_slot_info(p, 3, &si, sizeof si), TPG_ERROR_INVALID_ARGUMENT, "slot is 3");
+  CHECK_ST(tpg_plan_get_slot_info(p, a, NULL, sizeof(tpg_slot_info)), TPG_ERROR_INVALID_ARGUMENT, "out is NULL");
   tpg_plan_mark m, mq;
   CHECK_OK(tpg_plan_checkpoint(p, &m));
   CHECK_OK(tpg_plan_checkpoint(q, &mq));
@@ -459,7 +459,7 @@ static void test_checkpoint(void) {
   CHECK_ST(tpg_plan_rollback(p, mq), TPG_ERROR_INVALID_ARGUMENT, "not a mark of this plan");
   CHECK_OK(tpg_plan_rollback(p, m));
   int nodes = 0, slots = 0;
-  CHECK_OK(tpg_plan_stats(p, &nodes, &slots, NULL));
+  CHECK_OK(tpg_plan_get_stats(p, &nodes, &slots, NULL));
   CHECK(nodes == 1 && slots == 2);
   CHECK_OK(tpg_plan_validate(p)); /* no edge left to a dropped node */
   tpg_slot found;

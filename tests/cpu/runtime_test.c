@@ -24,10 +24,21 @@ int main(int argc, char **argv) {
   CHECK(strstr(tpg_status_string((tpg_status)-3), "UNKNOWN") != NULL);
   CHECK(tpg_dtype_size(TPG_BF16) == 2 && tpg_dtype_size(TPG_F32) == 4 && tpg_dtype_size((tpg_dtype)9) == 0);
 
-  CHECK_ST(tpg_runtime_query(NULL), TPG_ERROR_INVALID_ARGUMENT, "out is NULL");
+  CHECK_ST(tpg_runtime_get_info(NULL, sizeof(tpg_runtime_info)), TPG_ERROR_INVALID_ARGUMENT, "out is NULL");
   tpg_runtime_info ri;
-  CHECK_OK(tpg_runtime_query(&ri));
+  CHECK_OK(tpg_runtime_get_info(&ri, sizeof ri));
   CHECK(tpg_last_error()[0] == '\0'); /* a success clears the message */
+  /* OUT structs only grow: a caller's size below the first version's is not
+   * ours; a larger one (a newer header) gets its unknown tail zeroed. */
+  CHECK_ST(tpg_runtime_get_info(&ri, 8), TPG_ERROR_INVALID_ARGUMENT, "size is 8");
+  {
+    _Alignas(16) unsigned char big[sizeof(tpg_runtime_info) + 32];
+    memset(big, 0xAA, sizeof big);
+    CHECK_OK(tpg_runtime_get_info((tpg_runtime_info *)(void *)big, sizeof big));
+    int tail_zero = 1;
+    for (size_t i = sizeof(tpg_runtime_info); i < sizeof big; i++) tail_zero &= big[i] == 0;
+    CHECK(tail_zero);
+  }
   CHECK(ri.version == TPG_VERSION_CODE);
   CHECK(ri.nccl_version >= 22000);
   CHECK(strstr(ri.kernel_archs, "sm_") != NULL || strstr(ri.kernel_archs, "compute_") != NULL);
@@ -41,7 +52,7 @@ int main(int argc, char **argv) {
 
   if (!have_driver) {
     tpg_device_info di;
-    CHECK_ST(tpg_device_query(0, &di), TPG_ERROR_NO_DRIVER, stub ? "stub" : "libcuda");
+    CHECK_ST(tpg_device_get_info(0, &di, sizeof di), TPG_ERROR_NO_DRIVER, stub ? "stub" : "libcuda");
 
     /* A valid plan still cannot become a graph: a clear error, no leak. */
     tpg_plan *p;
@@ -145,11 +156,11 @@ int main(int argc, char **argv) {
   CHECK_ST(tpg_graph_launch(NULL, NULL), TPG_ERROR_INVALID_ARGUMENT, "graph is NULL");
   CHECK_ST(tpg_graph_rebind(NULL, NULL, 0), TPG_ERROR_INVALID_ARGUMENT, "graph is NULL");
   CHECK_ST(tpg_graph_update(NULL, NULL, NULL, 0), TPG_ERROR_INVALID_ARGUMENT, "graph is NULL");
-  CHECK_ST(tpg_graph_info_get(NULL, NULL), TPG_ERROR_INVALID_ARGUMENT, "graph is NULL");
+  CHECK_ST(tpg_graph_get_info(NULL, NULL, sizeof(tpg_graph_info)), TPG_ERROR_INVALID_ARGUMENT, "graph is NULL");
   CHECK_ST(tpg_graph_write_dot(NULL, "x"), TPG_ERROR_INVALID_ARGUMENT, "graph is NULL");
   CHECK_ST(tpg_comm_wait(NULL, NULL), TPG_ERROR_INVALID_ARGUMENT, "comm is NULL");
   CHECK_ST(tpg_comm_abort(NULL), TPG_ERROR_INVALID_ARGUMENT, "comm is NULL");
-  CHECK_ST(tpg_comm_info(NULL, NULL, NULL, NULL), TPG_ERROR_INVALID_ARGUMENT, "comm");
+  CHECK_ST(tpg_comm_get_info(NULL, NULL, NULL, NULL), TPG_ERROR_INVALID_ARGUMENT, "comm");
 
   /* Comm ids through a file: round trip, a missing file times out, a short file is refused. */
   char path[256];

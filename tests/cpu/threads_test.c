@@ -2,7 +2,7 @@
  *
  * Eight threads start together (a barrier, so the first calls race): each
  * builds and checks its own plans, makes failing calls whose messages name
- * its own values, and asks tpg_runtime_query, which loads the driver table
+ * its own values, and asks tpg_runtime_get_info, which loads the driver table
  * under pthread_once. Afterwards: every thread saw only its own messages,
  * node handles of plans made on different threads never collide, and a plan
  * built on one thread is usable on another once handed over. Run under
@@ -25,7 +25,7 @@ static tpg_node first_node[NTHREADS][ROUNDS]; /* first node handle of each plan 
 typedef struct {
   int id;
   int bad;                 /* checks that failed on this thread */
-  int driver_error_seen;   /* tpg_runtime_query gave a reason   */
+  int driver_error_seen;   /* tpg_runtime_get_info gave a reason   */
   tpg_plan *handover;      /* built here, used by the main thread */
 } worker;
 
@@ -34,7 +34,7 @@ static void *run(void *arg) {
   char name[32], want[64];
   pthread_barrier_wait(&start);
   tpg_runtime_info ri;
-  if (tpg_runtime_query(&ri) != TPG_SUCCESS) w->bad++;
+  if (tpg_runtime_get_info(&ri, sizeof ri) != TPG_SUCCESS) w->bad++;
   w->driver_error_seen = ri.driver_error[0] != '\0';
   for (int r = 0; r < ROUNDS; r++) {
     tpg_plan *p;
@@ -59,7 +59,7 @@ static void *run(void *arg) {
     if (!strstr(tpg_last_error(), want)) w->bad++;
     /* A success clears only this thread's message. */
     int nodes = 0;
-    if (tpg_plan_stats(p, &nodes, NULL, NULL) != TPG_SUCCESS || nodes != 9 || tpg_last_error()[0]) w->bad++;
+    if (tpg_plan_get_stats(p, &nodes, NULL, NULL) != TPG_SUCCESS || nodes != 9 || tpg_last_error()[0]) w->bad++;
     size_t need = 0;
     if (tpg_plan_dot(p, NULL, 0, &need) != TPG_SUCCESS || need < 16) w->bad++;
     if (r == ROUNDS - 1) w->handover = p;

@@ -789,10 +789,10 @@ static void op_linear_kit(rd *r) {
   if (want_out && ndeps_len > 0 && u8(r) % 4 == 0) outp = &deps[u8(r) % ndeps_len];
   int null_desc = u8(r) % 32 == 0;
   int before = -1, colls = -1, after = -1, colls_after = -1;
-  REQUIRE(CALL(tpg_plan_stats(m->p, &before, NULL, &colls)) == TPG_SUCCESS);
+  REQUIRE(CALL(tpg_plan_get_stats(m->p, &before, NULL, &colls)) == TPG_SUCCESS);
   REQUIRE(before == m->nnodes && colls == m->ncoll);
   tpg_status st = CALL(tpg_plan_add_linear(m->p, null_desc ? NULL : &d, deps, ndeps, outp));
-  REQUIRE(CALL(tpg_plan_stats(m->p, &after, NULL, &colls_after)) == TPG_SUCCESS);
+  REQUIRE(CALL(tpg_plan_get_stats(m->p, &after, NULL, &colls_after)) == TPG_SUCCESS);
   tpg_node out = want_out ? *outp : 0;
   if (st != TPG_SUCCESS) {
     REQUIRE(after == before && colls_after == colls); /* nothing added */
@@ -874,7 +874,7 @@ static void op_stats(rd *r) {
   tpg_plan *p = plan_arg(r, m, &ok);
   int nodes = -1, slots = -1, colls = -1;
   uint8_t mask = u8(r);
-  tpg_status st = CALL(tpg_plan_stats(p, mask & 1 ? &nodes : NULL, mask & 2 ? &slots : NULL, mask & 4 ? &colls : NULL));
+  tpg_status st = CALL(tpg_plan_get_stats(p, mask & 1 ? &nodes : NULL, mask & 2 ? &slots : NULL, mask & 4 ? &colls : NULL));
   REQUIRE((st == TPG_SUCCESS) == ok);
   if (st != TPG_SUCCESS) return;
   if (mask & 1) REQUIRE(nodes == m->nnodes);
@@ -1025,7 +1025,7 @@ static void op_plan_mlp(rd *r) {
   REQUIRE(d.rank >= 0 && d.rank < d.nranks && d.ffn % d.nranks == 0 && (d.ffn / d.nranks) % 8 == 0);
   REQUIRE(CALL(tpg_plan_validate(p)) == TPG_SUCCESS);
   int nodes = 0, slots = 0, colls = 0;
-  REQUIRE(CALL(tpg_plan_stats(p, &nodes, &slots, &colls)) == TPG_SUCCESS);
+  REQUIRE(CALL(tpg_plan_get_stats(p, &nodes, &slots, &colls)) == TPG_SUCCESS);
   int chunks = 1 + (nodes - 1 - colls) / (2 * d.layers) - 1; /* GEMMs come in pairs per layer and chunk */
   REQUIRE(nodes == 2 * d.layers * chunks + colls + 1);
   REQUIRE(colls == ((d.collectives && d.nranks > 1) ? d.layers * chunks : 0));
@@ -1083,7 +1083,7 @@ static void op_mlp_extras(rd *r) {
   static const char *names[] = {"x", "y", "act", "h", "l0.w1", "l0.b2", "l9.w2", "", "nope"};
   const char *nm = names[u8(r) % 9];
   tpg_slot sl = 7;
-  tpg_status st = CALL(tpg_mlp_slot(u8(r) % 16 ? &d : NULL, u8(r) % 16 ? nm : NULL, &sl));
+  tpg_status st = CALL(tpg_mlp_find_slot(u8(r) % 16 ? &d : NULL, u8(r) % 16 ? nm : NULL, &sl));
   if (st != TPG_SUCCESS) REQUIRE(sl == TPG_SLOT_NONE);
   int sizes[4] = {pick_int(r), pick_int(r), 1, d.tokens};
   tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
@@ -1094,7 +1094,7 @@ static void op_mlp_extras(rd *r) {
   int bt = 1;
   tpg_graph *g = (tpg_graph *)fake_plan;
   REQUIRE(CALL(tpg_mlp_buckets_pick(NULL, 1, &bt, &g)) == TPG_ERROR_INVALID_ARGUMENT);
-  REQUIRE(CALL(tpg_mlp_buckets_info(NULL, 0, NULL, NULL, NULL)) == TPG_ERROR_INVALID_ARGUMENT);
+  REQUIRE(CALL(tpg_mlp_buckets_get_info(NULL, 0, NULL, NULL, NULL)) == TPG_ERROR_INVALID_ARGUMENT);
   REQUIRE(CALL(tpg_mlp_buckets_destroy(NULL)) == TPG_SUCCESS);
   tpg_mlp_whole_layer w;
   tpg_mlp_rank_layer o;
@@ -1127,12 +1127,12 @@ static void op_driverless(rd *r) {
     }
     case 1: {
       tpg_device_info di;
-      REQUIRE(CALL(tpg_device_query(pick_int(r), u8(r) % 8 ? &di : NULL)) != TPG_SUCCESS);
+      REQUIRE(CALL(tpg_device_get_info(pick_int(r), u8(r) % 8 ? &di : NULL, sizeof *(u8(r) % 8 ? &di : NULL))) != TPG_SUCCESS);
       break;
     }
     case 2: {
       tpg_runtime_info ri;
-      REQUIRE(CALL(tpg_runtime_query(&ri)) == TPG_SUCCESS);
+      REQUIRE(CALL(tpg_runtime_get_info(&ri, sizeof ri)) == TPG_SUCCESS);
       REQUIRE(ri.driver_version == 0 && ri.device_count == 0 && ri.driver_error[0]);
       break;
     }
@@ -1146,7 +1146,7 @@ static void op_driverless(rd *r) {
       REQUIRE(CALL(tpg_comm_destroy(NULL)) == TPG_SUCCESS);
       REQUIRE(CALL(tpg_comm_abort(NULL)) == TPG_ERROR_INVALID_ARGUMENT);
       REQUIRE(CALL(tpg_comm_wait(NULL, NULL)) == TPG_ERROR_INVALID_ARGUMENT);
-      REQUIRE(CALL(tpg_comm_info(NULL, NULL, NULL, NULL)) == TPG_ERROR_INVALID_ARGUMENT);
+      REQUIRE(CALL(tpg_comm_get_info(NULL, NULL, NULL, NULL)) == TPG_ERROR_INVALID_ARGUMENT);
       break;
     default: {
       int s = (int)u32(r);

@@ -70,7 +70,7 @@ static void replay_test(tpg_rank *c, tpg_comm *comm, tpg_collective_algo algo, s
   RCHECK(c, st == TPG_SUCCESS, "%s n %zu: create: %s", algo_name(algo), n, tpg_last_error());
   if (st != TPG_SUCCESS) return;
   tpg_graph_info info;
-  MUST(tpg_graph_info_get(g, &info));
+  MUST(tpg_graph_get_info(g, &info, sizeof info));
   RCHECK(c, info.kernel_nodes == 2 && info.child_nodes == 0, "%s is a kernel node (%d kernel, %d child)",
          algo_name(algo), info.kernel_nodes, info.child_nodes);
   cudaStream_t s;
@@ -169,7 +169,7 @@ static void mixed_sizes_test(tpg_rank *c, tpg_comm *comm) {
   RCHECK(c, st == TPG_SUCCESS, "mixed sizes: create: %s", tpg_last_error());
   if (st == TPG_SUCCESS) {
     tpg_graph_info info;
-    MUST(tpg_graph_info_get(g, &info));
+    MUST(tpg_graph_get_info(g, &info, sizeof info));
     RCHECK(c, info.kernel_nodes == 2 * K - 1 && info.child_nodes == 1, "mixed: %d kernel nodes, %d child (want %d, 1)",
            info.kernel_nodes, info.child_nodes, 2 * K - 1);
     cudaStream_t s;

@@ -126,7 +126,7 @@ static void while_test(tpg_rank *c, tpg_comm *comm, const tpg_module *m) {
   RCHECK(c, st == TPG_SUCCESS, "create (WHILE): %s", tpg_last_error());
   if (st != TPG_SUCCESS) goto out;
   tpg_graph_info info;
-  MUST(tpg_graph_info_get(g, &info));
+  MUST(tpg_graph_get_info(g, &info, sizeof info));
   RCHECK(c, info.child_nodes == 0 && info.kernel_nodes == 2, "WHILE body: %d child graphs, %d of our kernels "
          "(want 0 and 2: both all-reduces ours)", info.child_nodes, info.kernel_nodes);
   for (int pass = 0; pass < 2; pass++) {
@@ -300,7 +300,7 @@ static void bucket_test(tpg_rank *c, tpg_comm *comm, const tpg_module *m) {
   tpg_plan *p;
   MUST(tpg_plan_create(&p));
   int ns = 0;
-  MUST(tpg_plan_stats(bp[NBUCKETS - 1], NULL, &ns, NULL));
+  MUST(tpg_plan_get_stats(bp[NBUCKETS - 1], NULL, &ns, NULL));
   tpg_binding b[64];
   int nbind = 0;
   void *bufs[64];
@@ -308,7 +308,7 @@ static void bucket_test(tpg_rank *c, tpg_comm *comm, const tpg_module *m) {
   for (tpg_slot s = 1; s <= (tpg_slot)ns; s++) {
     tpg_slot_info si;
     tpg_slot got;
-    MUST(tpg_plan_slot_info(bp[NBUCKETS - 1], s, &si));
+    MUST(tpg_plan_get_slot_info(bp[NBUCKETS - 1], s, &si, sizeof si));
     MUST(tpg_plan_add_slot(p, si.name, si.dtype, si.where, si.count, &got));
     if (si.where == TPG_MEM_SCRATCH) continue;
     float *f = rnd_bf16(1000 + 17 * s + 101 * c->rank, si.count, strcmp(si.name, "x") ? 0.03f : 1.0f);
@@ -358,7 +358,7 @@ static void bucket_test(tpg_rank *c, tpg_comm *comm, const tpg_module *m) {
     size_t host_bytes = 0;
     for (int i = 0; i < NBUCKETS; i++) {
       size_t by = 0;
-      MUST(tpg_mlp_buckets_info(hb, i, NULL, NULL, &by));
+      MUST(tpg_mlp_buckets_get_info(hb, i, NULL, NULL, &by));
       host_bytes += by;
     }
     if (c->rank == 0)

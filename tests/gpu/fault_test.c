@@ -297,7 +297,7 @@ int main(int argc, char **argv) {
   }
   const char *during = argc > 1 && !strcmp(argv[1], "--during") ? "1" : "0";
   tpg_runtime_info ri;
-  MUST(tpg_runtime_query(&ri));
+  MUST(tpg_runtime_get_info(&ri, sizeof ri));
   if (ri.device_count < 2) {
     printf("fault_test: needs 2 GPUs (%d visible): nothing tested\n0 passed, 0 failed\n", ri.device_count);
     return 0;

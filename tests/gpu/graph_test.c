@@ -83,7 +83,7 @@ static void gemm_case_t(int M, int N, int K, tpg_dtype dt, tpg_epilogue epi, int
   const char *env_tune = getenv("TPG_GEMM_TUNE");
   if (st == TPG_SUCCESS && tune && !(env_tune && !strcmp(env_tune, "0"))) {
     tpg_graph_info info;
-    CHECK_OK(tpg_graph_info_get(gr, &info));
+    CHECK_OK(tpg_graph_get_info(gr, &info, sizeof info));
     printf("gemm %d x %d x %d tuned: %d timed, %d cached, %.1f ms\n", M, N, K, info.gemm_tuned, info.gemm_tune_cached,
            info.gemm_tune_us / 1000.0);
     if (tune == 1) CHECK(info.gemm_tuned == 1 && info.gemm_tune_cached == 0 && info.gemm_tune_us > 0);
@@ -189,7 +189,7 @@ static void test_nodes_rebind_update(void) {
   tpg_graph *g;
   MUST(tpg_graph_create(c.p, &cfg, &g));
   tpg_graph_info info;
-  CHECK_OK(tpg_graph_info_get(g, &info));
+  CHECK_OK(tpg_graph_get_info(g, &info, sizeof info));
   CHECK(info.nodes == 5 && info.kernel_nodes == 1 && info.memset_nodes == 1 && info.memcpy_nodes == 2 &&
         info.empty_nodes == 1);
   printf("chain graph: materialize %.1f us, instantiate %.1f us\n", info.materialize_us, info.instantiate_us);
@@ -403,7 +403,7 @@ static void pdl_case(int M, int N, int K, const tpg_device_info *di) {
     CHECK_OK(st);
     if (st != TPG_SUCCESS) continue;
     tpg_graph_info gi;
-    CHECK_OK(tpg_graph_info_get(g, &gi));
+    CHECK_OK(tpg_graph_get_info(g, &gi, sizeof gi));
     /* At least the three kernel->kernel edges of the chain (gemm->gemm,
      * gemm->axpby, axpby->concat) on sm_90; none without the flag, in eager
      * mode or below sm_90. (The first GPU run, with this test's device info
@@ -468,12 +468,12 @@ int main(void) {
   const char *d = getenv("TPG_TEST_DEVICE");
   if (d) g_dev = atoi(d);
   tpg_device_info di;
-  MUST(tpg_device_query(g_dev, &di));
+  MUST(tpg_device_get_info(g_dev, &di, sizeof di));
   printf("device %d: %s sm_%d, %d SMs, %.1f GiB, L2 %zu MiB, kernels %s\n", g_dev, di.name, di.sm_arch, di.sm_count,
          di.total_memory / 1073741824.0, di.l2_bytes >> 20, di.kernels_supported ? "yes" : "NO");
   CHECK(di.kernels_supported);
   tpg_device_info bad; /* a failed query clears its OUT struct: keep di */
-  CHECK_ST(tpg_device_query(999, &bad), TPG_ERROR_NO_DEVICE, "device 999 does not exist");
+  CHECK_ST(tpg_device_get_info(999, &bad, sizeof bad), TPG_ERROR_NO_DEVICE, "device 999 does not exist");
   CUDA_OK(cudaSetDevice(g_dev));
 
   test_nodes_rebind_update();

@@ -136,7 +136,7 @@ static void test_kernels(void) {
   tpg_graph *g = make(p, bind, 4, TPG_MODE_EXPLICIT);
   if (g) {
     tpg_graph_info info;
-    CHECK_OK(tpg_graph_info_get(g, &info));
+    CHECK_OK(tpg_graph_get_info(g, &info, sizeof info));
     printf("kernels: %d nodes, %d engine kernel nodes\n", info.nodes, info.user_kernel_nodes);
     CHECK(info.user_kernel_nodes == 3);
     CHECK_OK(tpg_graph_launch(g, NULL));
@@ -481,7 +481,7 @@ static void test_captured(cublasHandle_t h) {
   if (g) {
     CHECK(u.captures == 1);
     tpg_graph_info info;
-    CHECK_OK(tpg_graph_info_get(g, &info));
+    CHECK_OK(tpg_graph_get_info(g, &info, sizeof info));
     CHECK(info.captured_nodes == 1 && info.user_kernel_nodes == 1);
     CHECK_OK(tpg_graph_launch(g, NULL));
     CUDA_OK(cudaDeviceSynchronize());
@@ -607,7 +607,7 @@ static void test_host_events(void) {
     CHECK(wrong_w == 0 && wrong_y == 0 && count == 3);
     if (mi == 0) {
       tpg_graph_info info;
-      CHECK_OK(tpg_graph_info_get(g, &info));
+      CHECK_OK(tpg_graph_get_info(g, &info, sizeof info));
       CHECK(info.host_nodes == 1 && info.event_nodes == 2);
     }
     CHECK_OK(tpg_graph_destroy(g));
@@ -794,9 +794,9 @@ static void test_modes(cublasHandle_t h) {
 int main(void) {
   const char *dv = getenv("TPG_TEST_DEVICE");
   if (dv) g_dev = atoi(dv);
-  MUST(tpg_device_query(g_dev, &g_di));
+  MUST(tpg_device_get_info(g_dev, &g_di, sizeof g_di));
   tpg_runtime_info ri;
-  MUST(tpg_runtime_query(&ri));
+  MUST(tpg_runtime_get_info(&ri, sizeof ri));
   g_driver = ri.driver_version;
   printf("device %d: %s sm_%d, driver %d\n", g_dev, g_di.name, g_di.sm_arch, g_driver);
   CUDA_OK(cudaSetDevice(g_dev));

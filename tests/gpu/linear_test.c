@@ -215,7 +215,7 @@ static void run_layer(tpg_rank *c, tpg_comm *comm, const spec *s, int T, tpg_gra
   if (st == TPG_SUCCESS) {
     if (mode == TPG_MODE_EXPLICIT && col && s->gather && R > 1 && T > 1) {
       tpg_graph_info info;
-      MUST(tpg_graph_info_get(g, &info));
+      MUST(tpg_graph_get_info(g, &info, sizeof info));
       RCHECK(c, info.nodes == 3 && info.kernel_nodes == 2 && info.child_nodes == 1,
              "%s M=%d: expected GEMM + all-gather + concat (3 nodes, 2 kernels, 1 child), got %d, %d, %d", s->label,
              T, info.nodes, info.kernel_nodes, info.child_nodes);

@@ -215,7 +215,7 @@ static void run_case(tpg_rank *c, tpg_comm *comm, const model *m, const shard *s
     RCHECK(c, e <= 1e-2, "kind %d M %d overlap %d mode %s: rel err %.2e > 1e-2", (int)m->kind, m->M, (int)ov, mname,
            e);
     tpg_graph_info gi;
-    MUST(tpg_graph_info_get(g, &gi));
+    MUST(tpg_graph_get_info(g, &gi, sizeof gi));
     if (c->rank == 0)
       printf("TP=%d %s M=%-3d overlap %-7s mode %-8s: rel err %.2e (tol 1e-2)%s%d%s\n", c->nranks,
              m->kind == TPG_MLP_GELU ? "gelu  " : "swiglu", m->M, ov == TPG_OVERLAP_CHUNKED ? "chunked" : "none", mname,
@@ -225,7 +225,7 @@ static void run_case(tpg_rank *c, tpg_comm *comm, const model *m, const shard *s
        * on sm_90+; the all-reduce -> next GEMV ones too when our kernel runs
        * the all-reduce (not NCCL). None below sm_90. */
       tpg_device_info di;
-      MUST(tpg_device_query(c->rank, &di));
+      MUST(tpg_device_get_info(c->rank, &di, sizeof di));
       if (di.sm_arch >= 90)
         RCHECK(c, gi.programmatic_edges >= L, "pdl on sm_%d: %d programmatic edges, expected >= %d", di.sm_arch,
                gi.programmatic_edges, L);
@@ -312,7 +312,7 @@ static void run_buckets(tpg_rank *c, tpg_comm *comm) {
   cfg.nbindings = bind_all(p, &s, dx, dy, b);
   tpg_plan_destroy(p);
   tpg_slot sx;
-  RCHECK(c, tpg_mlp_slot(&d, "x", &sx) == TPG_SUCCESS && sx == b[0].slot, "tpg_mlp_slot");
+  RCHECK(c, tpg_mlp_find_slot(&d, "x", &sx) == TPG_SUCCESS && sx == b[0].slot, "tpg_mlp_slot");
   int sizes[3] = {16, 1, 16};
   tpg_mlp_buckets *bk = NULL;
   tpg_status st = tpg_mlp_buckets_create(&d, sizes, 3, &cfg, &bk);
@@ -320,9 +320,9 @@ static void run_buckets(tpg_rank *c, tpg_comm *comm) {
   if (st == TPG_SUCCESS) {
     int count = 0, tk = 0;
     size_t bytes = 0;
-    RCHECK(c, tpg_mlp_buckets_info(bk, 0, &count, NULL, NULL) == TPG_SUCCESS && count == 3, "3 buckets");
+    RCHECK(c, tpg_mlp_buckets_get_info(bk, 0, &count, NULL, NULL) == TPG_SUCCESS && count == 3, "3 buckets");
     for (int i = 0; i < count; i++) {
-      MUST(tpg_mlp_buckets_info(bk, i, NULL, &tk, &bytes));
+      MUST(tpg_mlp_buckets_get_info(bk, i, NULL, &tk, &bytes));
       if (c->rank == 0) printf("bucket %d: %d tokens, %zu bytes of device memory (measured)\n", i, tk, bytes);
     }
     tpg_graph *g = NULL;

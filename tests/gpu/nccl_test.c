@@ -144,7 +144,7 @@ static void run_dtype(tpg_rank *c, tpg_comm *comm, tpg_dtype dt, int t, int do_i
   MUST(tpg_plan_add_collective(p, &cd, &k, 1, &rs));
 
   int dev;
-  MUST(tpg_comm_info(comm, NULL, NULL, &dev));
+  MUST(tpg_comm_get_info(comm, NULL, NULL, &dev));
   tpg_binding bind[5];
   tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
   cfg.device = dev;

@@ -117,7 +117,7 @@ static inline int tpg_ranks_main(int argc, char **argv, tpg_rank_fn fn, int defa
     else if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
   }
   tpg_runtime_info ri;
-  MUST(tpg_runtime_query(&ri));
+  MUST(tpg_runtime_get_info(&ri, sizeof ri));
   if (ri.device_count < 1) {
     fprintf(stderr, "no GPU (%s)\n", ri.driver_error);
     return 1;
