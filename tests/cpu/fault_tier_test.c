@@ -31,11 +31,22 @@
 
 typedef struct {
   int rank, nranks, mode, check;
+  int timeout_ms; /* the comm's: short when a peer is expected to fail */
   tpg_comm_id id;
   tpg_status st;
   char msg[1024];
   int wrong; /* result elements that differ from the expected */
 } job;
+
+/* Known defects of graphbuild/ (helper A's; tests/cpu:known_failures_test
+ * reproduces each), counted apart so that this tier stays green until they
+ * are fixed: graph_free (tpg_graph_destroy, and tpg_graph_create's failure
+ * path) frees the graph's host side but skips its device side when
+ * cuCtxPushCurrent fails, and destroy returns success (issue 16, item 7).
+ * A comm destroy whose push fails now fails and is retried by the run (and
+ * comm_fault_test checks that path alone), so a leak after a failed push is
+ * graph_free's. */
+static int known_defect(const char *failed) { return failed && strcmp(failed, "cuCtxPushCurrent") == 0; }
 
 static const char *const mode_name[] = {"explicit", "capture", "eager"};
 
@@ -128,7 +139,7 @@ static void *run_rank(void *arg) {
   cc.device = j->rank;
   cc.rank = j->rank;
   cc.nranks = j->nranks;
-  cc.timeout_ms = 150;
+  cc.timeout_ms = j->timeout_ms;
   STEP(tpg_comm_create(&j->id, &cc, &comm));
   tpg_slot s[8];
   STEP(build_plan(&plan, j->nranks, TPG_ALGO_NCCL, s));
@@ -177,6 +188,15 @@ done:
   tpg_plan_destroy(plan2);
   tpg_plan_destroy(plan);
   tpg_status d3 = tpg_comm_destroy(comm);
+  /* A destroy that failed left the comm intact: the documented recovery is
+   * to call it again (the failure was the injected one). */
+  if (d3 != TPG_SUCCESS && comm) {
+    if (j->st == TPG_SUCCESS) {
+      j->st = d3;
+      snprintf(j->msg, sizeof j->msg, "teardown: %s", tpg_last_error());
+    }
+    d3 = tpg_comm_destroy(comm);
+  }
   tpg_status d = d1 != TPG_SUCCESS ? d1 : d2 != TPG_SUCCESS ? d2 : d3;
   if (j->st == TPG_SUCCESS && d != TPG_SUCCESS) {
     j->st = d;
@@ -198,7 +218,7 @@ static tpg_status run(int nranks, int mode, int check, job jobs[MAX_RANKS]) {
   tpg_status st = tpg_comm_id_create(&id);
   for (int r = 0; r < nranks; r++) {
     memset(&jobs[r], 0, sizeof jobs[r]);
-    jobs[r] = (job){r, nranks, mode, check, id, TPG_SUCCESS, "", 0};
+    jobs[r] = (job){r, nranks, mode, 1, check ? 5000 : 60, id, TPG_SUCCESS, "", 0};
   }
   if (st != TPG_SUCCESS) {
     jobs[0].st = st;
@@ -247,10 +267,131 @@ static void smoke(void) {
     }
 }
 
+/* SQLite's loop over one configuration: fail call k of a run, for every k.
+ * Counts go to the totals printed at the end. */
+static long g_points, g_failed_clean, g_tolerated, g_leaky, g_violations, g_silent, g_known, g_corrupt;
+static char g_tolerated_names[1024];
+
+static void note_tolerated(const char *name) {
+  char key[72];
+  snprintf(key, sizeof key, " %s", name);
+  if (!strstr(g_tolerated_names, key) && strlen(g_tolerated_names) + strlen(key) + 1 < sizeof g_tolerated_names)
+    strcat(g_tolerated_names, key);
+}
+
+static long g_live_before; /* live objects before the run (earlier leaks) */
+
+static int check_after(const char *what, int k, int nranks, job jobs[MAX_RANKS], tpg_status st) {
+  int ok = 1;
+  const char *fired = tpgfake_failed();
+  long v = tpgfake_violations();
+  char why[512];
+  long live = tpgfake_live(why, sizeof why) - g_live_before;
+  if (v) {
+    g_violations += v;
+    fprintf(stderr, "%s, call %d (%s): %ld violations:\n%s", what, k, fired ? fired : "-", v,
+            tpgfake_violation_text());
+    ok = 0;
+  }
+  int known = known_defect(fired);
+  if (live > 0 && known) {
+    g_known++;
+    g_live_before += live;
+    live = 0;
+  }
+  if (live > 0 || tpgfake_pending()) {
+    g_leaky++;
+    g_live_before += live > 0 ? live : 0; /* report each leak once */
+    fprintf(stderr, "%s, call %d (%s): left %ld more live objects: %s\n", what, k, fired ? fired : "-", live, why);
+    ok = 0;
+  }
+  for (int r = 0; r < nranks; r++)
+    if (jobs[r].st != TPG_SUCCESS && strlen(jobs[r].msg) < 8) {
+      g_silent++;
+      fprintf(stderr, "%s, call %d (%s): rank %d failed without a message\n", what, k, fired ? fired : "-", r);
+      ok = 0;
+    }
+  for (int r = 0; r < nranks; r++)
+    if (st == TPG_SUCCESS && jobs[r].wrong) {
+      g_corrupt++;
+      fprintf(stderr, "%s, call %d (%s): rank %d succeeded with %d wrong results\n", what, k, fired ? fired : "-", r,
+              jobs[r].wrong);
+      ok = 0;
+    }
+  if (fired) {
+    g_points++;
+    if (st == TPG_SUCCESS) {
+      g_tolerated++;
+      note_tolerated(fired);
+    } else {
+      g_failed_clean += ok;
+    }
+  }
+  return ok;
+}
+
+static long g_stride2 = 1; /* 2 ranks: every g_stride2-th failure point (sanitizer runs) */
+
+static void loop(int nranks, int mode) {
+  job jobs[MAX_RANKS];
+  char what[64];
+  snprintf(what, sizeof what, "loop %s, %d rank%s", mode_name[mode], nranks, nranks > 1 ? "s" : "");
+  tpgfake_reset();
+  tpg_status st = run(nranks, mode, 1, jobs);
+  long n = tpgfake_calls();
+  CHECK(st == TPG_SUCCESS);
+  CHECK(check_after(what, 0, nranks, jobs, st));
+  if (st != TPG_SUCCESS) return;
+  int bad = 0;
+  for (long k = 1; k <= n; k++) {
+    if (nranks > 1 && (k - 1) % g_stride2) continue;
+    tpgfake_reset();
+    tpgfake_fail_at(k);
+    st = run(nranks, mode, 0, jobs);
+    int ok = check_after(what, (int)k, nranks, jobs, st);
+    CHECK(ok);
+    bad += !ok;
+    /* A clean run still works (and still gives the right results) after it;
+     * with 2 ranks (peers wait out their deadline) after every 8th. */
+    if (nranks > 1 && k % 8 && k != n) continue;
+    tpgfake_reset();
+    st = run(nranks, mode, 1, jobs);
+    int again = st == TPG_SUCCESS && jobs[0].wrong == 0 && check_after(what, -1, nranks, jobs, st);
+    if (!again) fprintf(stderr, "%s: the clean run after failing call %ld failed: %s\n", what, k, jobs[0].msg);
+    CHECK(again);
+  }
+  /* Polling calls fail by name: the first few of each. */
+  static const char *const polls[] = {"cuStreamQuery", "cuEventQuery", "ncclCommGetAsyncError"};
+  for (int p = 0; p < 3; p++)
+    for (long i = 1; i <= 3; i++) {
+      tpgfake_reset();
+      tpgfake_fail_call(polls[p], i);
+      st = run(nranks, mode, 0, jobs);
+      int ok = check_after(what, (int)i, nranks, jobs, st);
+      CHECK(ok);
+      bad += !ok;
+    }
+  printf("%s: %ld failure points%s, %d with a defect\n", what, n, nranks > 1 && g_stride2 > 1 ? " (every few)" : "",
+         bad);
+}
+
 int main(int argc, char **argv) {
   if (tpgfake_setup(argc, argv) != 0) return 2;
   setenv("TPG_FAKE_SYNC_MS", "3000", 0);
   const char *what = argc > 2 ? argv[2] : "smoke";
   if (strcmp(what, "smoke") == 0) smoke();
+  if (strcmp(what, "loop") == 0) {
+    /* [max ranks [modes of 2 ranks, e.g. "0" for explicit only [stride]]] */
+    int max_ranks = argc > 3 ? atoi(argv[3]) : MAX_RANKS;
+    const char *modes2 = argc > 4 ? argv[4] : "012";
+    if (argc > 5 && atol(argv[5]) > 0) g_stride2 = atol(argv[5]);
+    for (int nranks = 1; nranks <= max_ranks && nranks <= MAX_RANKS; nranks++)
+      for (int mode = 0; mode < 3; mode++)
+        if (nranks == 1 || strchr(modes2, '0' + mode)) loop(nranks, mode);
+    printf("fault tier: %ld failure points exercised (%ld failed with a clear error and nothing left, %ld tolerated), "
+           "leaks %ld, bounds violations %ld, silent failures %ld, wrong results %ld, known graphbuild defects %ld\n",
+           g_points, g_failed_clean, g_tolerated, g_leaky, g_violations, g_silent, g_corrupt, g_known);
+    printf("fault tier: failures tolerated (the run succeeded, results right) in:%s\n", g_tolerated_names);
+  }
   return TPG_TEST_END();
 }

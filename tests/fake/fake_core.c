@@ -54,7 +54,7 @@ int fk_inject(const char *name) {
   if (g_verbose) fprintf(stderr, "tpgfake: #%ld %s\n", g_calls, name);
   int fire = 0;
   if (g_fail_at > 0 && g_calls == g_fail_at) fire = 1;
-  if (g_fail_name[0] && strcmp(name, g_fail_name) == 0 && ++g_name_seen == g_name_n) fire = 1;
+  if (g_fail_name[0] && strcmp(name, g_fail_name) == 0 && (++g_name_seen == g_name_n || g_name_n <= 0)) fire = 1;
   if (fire) {
     snprintf(g_failed, sizeof g_failed, "%s", name);
     if (g_verbose) fprintf(stderr, "tpgfake: failing call #%ld %s\n", g_calls, name);
@@ -65,7 +65,7 @@ int fk_inject(const char *name) {
 int fk_inject_poll(const char *name) {
   read_env();
   g_polls++;
-  if (g_fail_name[0] && strcmp(name, g_fail_name) == 0 && ++g_name_seen == g_name_n) {
+  if (g_fail_name[0] && strcmp(name, g_fail_name) == 0 && (++g_name_seen == g_name_n || g_name_n <= 0)) {
     snprintf(g_failed, sizeof g_failed, "%s", name);
     return 1;
   }

@@ -604,12 +604,15 @@ static CUresult fk_cuStreamBeginCapture(CUstream h, CUstreamCaptureMode mode) {
 }
 
 static CUresult fk_cuStreamEndCapture(CUstream h, CUgraph *g) {
-  ENTER("cuStreamEndCapture");
+  /* A failed end still ends the capture (CUDA invalidates it): injected
+   * failures return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED after ending it. */
+  ENTER_NOFAIL();
+  int injected = fk_inject("cuStreamEndCapture");
   STREAM(s, h);
   *g = NULL;
   if (!s->capture) FAIL(CUDA_ERROR_ILLEGAL_STATE);
   fk_graph *cg = s->capture;
-  int bad = s->cap_error;
+  int bad = s->cap_error || injected;
   s->capture = NULL;
   s->cap_error = 0;
   if (bad) {
@@ -971,7 +974,7 @@ static CUresult fk_cuGraphInstantiateWithFlags(CUgraphExec *out, CUgraph h, unsi
     x->n = i + 1;
     x->orig[i] = g->nodes[i];
   }
-  memcpy(x->edges, g->edges, (size_t)g->ne * sizeof *x->edges);
+  if (g->ne) memcpy(x->edges, g->edges, (size_t)g->ne * sizeof *x->edges);
   x->ne = g->ne;
   fk_live_add(FK_EXEC, x);
   *out = (CUgraphExec)x;

@@ -302,10 +302,13 @@ static ncclResult_t coll(const char *name, int kind, const void *send, void *rec
                          ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   ENTER(name);
   COMM(c, comm);
-  if (!c->ready || c->cq->revoked[c->rank]) {
-    fk_violation("%s on a comm that is %s", name, !c->ready ? "not initialized yet" : "revoked");
+  if (!c->ready) {
+    fk_violation("%s on a comm that is not initialized yet", name);
     FAIL(ncclInvalidUsage);
   }
+  /* Revoked (tpg_comm_abort, possibly from another thread just now): NCCL
+   * refuses the call; no misuse on the caller's side. */
+  if (c->cq->revoked[c->rank]) FAIL(ncclInvalidUsage);
   if (!dt_size(dt) || (kind != FK_AG && (op < ncclSum || op > ncclAvg))) FAIL(ncclInvalidArgument);
   if (count && (!send || !recv)) FAIL(ncclInvalidArgument);
   CUresult cr;

@@ -38,7 +38,8 @@ void tpgfake_reset(void);
 /* Fails the k-th injectable call from the last reset (1-based); 0: none. */
 void tpgfake_fail_at(long k);
 /* Fails the n-th call of the named entry point ("cuMemAlloc",
- * "ncclAllReduce", ...) from the last reset; NULL: none. */
+ * "ncclAllReduce", ...) from the last reset; n = 0: every call of it (e.g.
+ * so that every rank fails alike); NULL: none. */
 void tpgfake_fail_call(const char *name, long n);
 /* Injectable calls since the last reset. Polling calls (cuStreamQuery,
  * cuEventQuery, ncclCommGetAsyncError) are not counted: how often they run
