@@ -272,6 +272,34 @@ static void item9(void) {
   tpgfake_free(x);
 }
 
+/* ---- found by graph_fuzz: a binding accepted unchecked ------------------ */
+
+static void binding_unchecked(void) {
+  float *x = tpgfake_dev_alloc(0, N * 4 - 64); /* 16 elements short */
+  tpg_plan *p = NULL;
+  tpg_slot xs;
+  tpg_graph *g = NULL;
+  tpg_plan_create(&p);
+  tpg_plan_add_slot(p, "x", TPG_F32, TPG_MEM_DEVICE, N, &xs);
+  tpg_plan_add_memset(p, (tpg_view){xs, 0, 0}, 0, N, NULL, 0, NULL);
+  tpg_binding b = {xs, x};
+  tpg_graph_config gc = TPG_GRAPH_CONFIG_INIT;
+  gc.bindings = &b;
+  gc.nbindings = 1;
+  tpgfake_reset();
+  tpgfake_fail_call("cuPointerGetAttribute", 3); /* the allocation's range: the size check is skipped */
+  tpg_status st = tpg_graph_create(p, &gc, &g);
+  tpgfake_reset();
+  if (st == TPG_SUCCESS) {
+    tpg_graph_launch(g, NULL);
+    tpg_graph_destroy(g);
+  }
+  CHECK(st != TPG_SUCCESS);
+  CHECK(tpgfake_violations() == 0); /* was: the memset wrote 64 bytes past the buffer */
+  tpg_plan_destroy(p);
+  tpgfake_free(x);
+}
+
 /* ---- item 10: quadratic costs ----------------------------------------------- */
 
 static void item10(void) {
@@ -299,6 +327,7 @@ int main(int argc, char **argv) {
   ITEM("item 7: graph destroy leaks when cuCtxPushCurrent fails") item7();
   ITEM("item 8: overlaps, reserved_, cfg->version accepted") item8();
   ITEM("item 9: messages (internal names, success (0), prefix)") item9();
+  ITEM("graph_fuzz: binding unchecked when the range query fails") binding_unchecked();
   ITEM("item 10: 50k tpg_plan_add_slot in under a second") item10();
   return TPG_TEST_END();
 }

@@ -191,6 +191,7 @@ static CUresult fk_cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
 
 static CUresult fk_cuDevicePrimaryCtxRelease(CUdevice d) {
   ENTER_NOFAIL();
+  fk_trace("cuDevicePrimaryCtxRelease(%p)", (void *)(uintptr_t)d);
   if (!dev_ok(d)) FAIL(CUDA_ERROR_INVALID_DEVICE);
   if (fk_ctxs[d].retains <= 0) {
     fk_violation("cuDevicePrimaryCtxRelease(%d) without a retain", (int)d);
@@ -227,6 +228,7 @@ static CUresult fk_cuCtxPushCurrent(CUcontext c) {
 
 static CUresult fk_cuCtxPopCurrent(CUcontext *c) {
   ENTER_NOFAIL();
+  fk_trace("cuCtxPopCurrent(%p)", (void *)(uintptr_t)c);
   fk_ctx *x = fk_pop();
   if (c) *c = (CUcontext)x;
   if (!x) {
@@ -310,6 +312,7 @@ static CUresult fk_cuMemAlloc(CUdeviceptr *p, size_t bytes) {
 
 static CUresult fk_cuMemFree(CUdeviceptr p) {
   ENTER_NOFAIL();
+  fk_trace("cuMemFree(%p)", (void *)(uintptr_t)p);
   if (fk_mem_free((void *)(uintptr_t)p, FK_MEM_DEVICE) != 0) {
     fk_violation("cuMemFree(0x%llx): not a live device allocation (double free?)", (unsigned long long)p);
     FAIL(CUDA_ERROR_INVALID_VALUE);
@@ -329,6 +332,7 @@ static CUresult fk_cuMemHostAlloc(void **p, size_t bytes, unsigned flags) {
 
 static CUresult fk_cuMemFreeHost(void *p) {
   ENTER_NOFAIL();
+  fk_trace("cuMemFreeHost(%p)", (void *)(uintptr_t)p);
   if (fk_mem_free(p, FK_MEM_HOST) != 0) {
     fk_violation("cuMemFreeHost(%p): not a live pinned allocation (double free?)", p);
     FAIL(CUDA_ERROR_INVALID_VALUE);
@@ -532,6 +536,7 @@ static CUresult fk_cuStreamCreate(CUstream *out, unsigned flags) {
 
 static CUresult fk_cuStreamDestroy(CUstream h) {
   ENTER_NOFAIL();
+  fk_trace("cuStreamDestroy(%p)", (void *)(uintptr_t)h);
   if (!fk_live_has(FK_STREAM, h)) {
     fk_violation("cuStreamDestroy(%p): not a live stream (double destroy?)", (void *)h);
     FAIL(CUDA_ERROR_INVALID_HANDLE);
@@ -637,6 +642,7 @@ static CUresult fk_cuEventCreate(CUevent *e, unsigned flags) {
 
 static CUresult fk_cuEventDestroy(CUevent e) {
   ENTER_NOFAIL();
+  fk_trace("cuEventDestroy(%p)", (void *)(uintptr_t)e);
   if (!fk_live_has(FK_EVENT, e)) {
     fk_violation("cuEventDestroy(%p): not a live event (double destroy?)", (void *)e);
     FAIL(CUDA_ERROR_INVALID_HANDLE);
@@ -769,6 +775,7 @@ static CUresult fk_cuGraphCreate(CUgraph *g, unsigned flags) {
 
 static CUresult fk_cuGraphDestroy(CUgraph h) {
   ENTER_NOFAIL();
+  fk_trace("cuGraphDestroy(%p)", (void *)(uintptr_t)h);
   GRAPH(g, h);
   fk_live_del(FK_GRAPH, g);
   fk_graph_free(g);
@@ -983,6 +990,7 @@ static CUresult fk_cuGraphInstantiateWithFlags(CUgraphExec *out, CUgraph h, unsi
 
 static CUresult fk_cuGraphExecDestroy(CUgraphExec h) {
   ENTER_NOFAIL();
+  fk_trace("cuGraphExecDestroy(%p)", (void *)(uintptr_t)h);
   EXEC(x, h);
   fk_live_del(FK_EXEC, x);
   exec_free(x);
