@@ -211,8 +211,126 @@ done:
   return NULL;
 }
 
+/* The layers on top (tpg_plan_mlp, buckets) and our kernels' argument
+ * blocks: a 2-layer MLP stack (GEMV and tensor-map GEMM kernels, PDL edges)
+ * as a graph and as token buckets, and an all-reduce with the fused
+ * epilogue (bias, residual in place, RMSNorm) by NCCL and by AUTO. The fake
+ * checks every kernel pointer; results are not (kernels do not compute). */
+#define H 64
+#define FFN 256
+static void *run_layers(void *arg) {
+  job *j = arg;
+  j->st = TPG_SUCCESS;
+  j->msg[0] = '\0';
+  tpg_comm *comm = NULL;
+  tpg_plan *plan = NULL, *ep = NULL;
+  tpg_graph *g = NULL, *ge[2] = {NULL, NULL};
+  tpg_mlp_buckets *bk = NULL;
+  void *bufs[32];
+  int nbuf = 0;
+  tpg_binding b[32];
+  int nb = 0;
+  tpg_comm_config cc = TPG_COMM_CONFIG_INIT;
+  cc.device = cc.rank = j->rank;
+  cc.nranks = j->nranks;
+  cc.timeout_ms = j->timeout_ms;
+  STEP(tpg_comm_create(&j->id, &cc, &comm));
+  tpg_mlp_desc d = TPG_MLP_DESC_INIT;
+  d.layers = 2;
+  d.tokens = 128;
+  d.hidden = H;
+  d.ffn = FFN;
+  d.rank = j->rank;
+  d.nranks = j->nranks;
+  STEP(tpg_plan_mlp(&d, &plan));
+  const size_t F = FFN / (size_t)j->nranks;
+  struct { const char *name; size_t count; } sl[] = {
+      {"x", 128 * H}, {"y", 128 * H}, {"l0.w1", F * H}, {"l0.b1", F}, {"l0.w2", H * F}, {"l0.b2", H},
+      {"l1.w1", F * H}, {"l1.b1", F}, {"l1.w2", H * F}, {"l1.b2", H}};
+  for (size_t i = 0; i < sizeof sl / sizeof sl[0]; i++) {
+    STEP(tpg_plan_find_slot(plan, sl[i].name, &b[nb].slot));
+    b[nb].ptr = bufs[nbuf++] = tpgfake_dev_alloc(j->rank, sl[i].count * 2);
+    nb++;
+  }
+  tpg_graph_config gc = TPG_GRAPH_CONFIG_INIT;
+  gc.device = j->rank;
+  gc.comm = comm;
+  gc.bindings = b;
+  gc.nbindings = nb;
+  gc.flags = TPG_GRAPH_PDL;
+  STEP(tpg_graph_create(plan, &gc, &g));
+  tpg_graph_info info;
+  STEP(tpg_graph_info_get(g, &info));
+  if (j->check && info.programmatic_edges == 0) j->wrong++;
+  STEP(tpg_graph_launch(g, NULL));
+  STEP(tpg_comm_wait(comm, NULL));
+  tpg_binding nx = {b[0].slot, bufs[1]}; /* x -> another buffer of the same size */
+  STEP(tpg_graph_rebind(g, &nx, 1));
+  STEP(tpg_graph_launch(g, NULL));
+  STEP(tpg_comm_wait(comm, NULL));
+  char dot[300];
+  const char *t = getenv("TEST_TMPDIR");
+  snprintf(dot, sizeof dot, "%s/tpgfake_%d.dot", t ? t : "/tmp", j->rank);
+  STEP(tpg_graph_write_dot(g, dot));
+  remove(dot);
+  /* Buckets: one graph per token count, the same buffers. */
+  int sizes[3] = {1, 8, 64};
+  gc.flags = 0;
+  STEP(tpg_mlp_buckets_create(&d, sizes, 3, &gc, &bk));
+  int bt = 0;
+  tpg_graph *pick = NULL;
+  STEP(tpg_mlp_buckets_pick(bk, 5, &bt, &pick));
+  if (j->check && bt != 8) j->wrong++;
+  STEP(tpg_graph_launch(pick, NULL));
+  STEP(tpg_comm_wait(comm, NULL));
+  /* The all-reduce epilogue: h = sum + bias + residual; residual = h; recv = rmsnorm(h) * w. */
+  STEP(tpg_plan_create(&ep));
+  tpg_slot es[5];
+  static const char *const en[5] = {"send", "recv", "bias", "res", "normw"};
+  const size_t ec[5] = {16 * H, 16 * H, H, 16 * H, H};
+  for (int i = 0; i < 5; i++) {
+    STEP(tpg_plan_add_slot(ep, en[i], TPG_BF16, TPG_MEM_DEVICE, ec[i], &es[i]));
+    b[nb + i].slot = es[i];
+    b[nb + i].ptr = bufs[nbuf++] = tpgfake_dev_alloc(j->rank, ec[i] * 2);
+  }
+  for (int algo = 0; algo < 2; algo++) {
+    tpg_collective_desc c = TPG_COLLECTIVE_DESC_INIT;
+    c.send.slot = es[0];
+    c.recv.slot = es[1];
+    c.count = 16 * H;
+    c.algo = algo ? TPG_ALGO_NCCL : TPG_ALGO_AUTO;
+    c.hidden = H;
+    c.bias.slot = es[2];
+    c.residual.slot = c.residual_out.slot = es[3];
+    c.norm_weight.slot = es[4];
+    tpg_plan *one = NULL;
+    STEP(tpg_plan_create(&one));
+    tpg_slot tmp;
+    for (int i = 0; i < 5; i++) tpg_plan_add_slot(one, en[i], TPG_BF16, TPG_MEM_DEVICE, ec[i], &tmp);
+    tpg_status ast = tpg_plan_add_collective(one, &c, NULL, 0, NULL);
+    gc.bindings = b + nb;
+    gc.nbindings = 5;
+    if (ast == TPG_SUCCESS) ast = tpg_graph_create(one, &gc, &ge[algo]);
+    tpg_plan_destroy(one);
+    STEP(ast);
+    STEP(tpg_graph_launch(ge[algo], NULL));
+    STEP(tpg_comm_wait(comm, NULL));
+  }
+done:
+  if (j->st != TPG_SUCCESS && !j->msg[0]) snprintf(j->msg, sizeof j->msg, "(no message)");
+  tpg_graph_destroy(ge[0]);
+  tpg_graph_destroy(ge[1]);
+  tpg_mlp_buckets_destroy(bk);
+  tpg_graph_destroy(g);
+  tpg_plan_destroy(plan);
+  tpg_plan_destroy(ep);
+  if (tpg_comm_destroy(comm) != TPG_SUCCESS) tpg_comm_destroy(comm);
+  for (int i = 0; i < nbuf; i++) tpgfake_free(bufs[i]);
+  return NULL;
+}
+
 /* One run over nranks thread ranks; returns the ranks' first failure. */
-static tpg_status run(int nranks, int mode, int check, job jobs[MAX_RANKS]) {
+static tpg_status run_with(void *(*fn)(void *), int nranks, int mode, int check, job jobs[MAX_RANKS]) {
   tpg_comm_id id;
   memset(&id, 0, sizeof id);
   tpg_status st = tpg_comm_id_create(&id);
@@ -226,15 +344,19 @@ static tpg_status run(int nranks, int mode, int check, job jobs[MAX_RANKS]) {
     return st;
   }
   if (nranks == 1) {
-    run_rank(&jobs[0]);
+    fn(&jobs[0]);
   } else {
     pthread_t t[MAX_RANKS];
-    for (int r = 0; r < nranks; r++) pthread_create(&t[r], NULL, run_rank, &jobs[r]);
+    for (int r = 0; r < nranks; r++) pthread_create(&t[r], NULL, fn, &jobs[r]);
     for (int r = 0; r < nranks; r++) pthread_join(t[r], NULL);
   }
   for (int r = 0; r < nranks; r++)
     if (jobs[r].st != TPG_SUCCESS) return jobs[r].st;
   return TPG_SUCCESS;
+}
+
+static tpg_status run(int nranks, int mode, int check, job jobs[MAX_RANKS]) {
+  return run_with(run_rank, nranks, mode, check, jobs);
 }
 
 /* Nothing live, no violation: after every run. */
@@ -265,6 +387,20 @@ static void smoke(void) {
       printf("%s: %s, %ld driver/NCCL calls, %ld kernels checked\n", what, st == TPG_SUCCESS ? "ok" : "FAILED",
              tpgfake_calls(), tpgfake_kernels());
     }
+  for (int nranks = 1; nranks <= MAX_RANKS; nranks++) {
+    job jobs[MAX_RANKS];
+    tpgfake_reset();
+    tpg_status st = run_with(run_layers, nranks, TPG_MODE_EXPLICIT, 1, jobs);
+    char what[64];
+    snprintf(what, sizeof what, "smoke layers (MLP, buckets, epilogue), %d rank%s", nranks, nranks > 1 ? "s" : "");
+    if (st != TPG_SUCCESS)
+      for (int r = 0; r < nranks; r++) fprintf(stderr, "%s: rank %d: %s\n", what, r, jobs[r].msg);
+    CHECK(st == TPG_SUCCESS);
+    for (int r = 0; r < nranks; r++) CHECK(jobs[r].wrong == 0);
+    CHECK(clean_after(what));
+    printf("%s: %s, %ld driver/NCCL calls, %ld kernels checked\n", what, st == TPG_SUCCESS ? "ok" : "FAILED",
+           tpgfake_calls(), tpgfake_kernels());
+  }
 }
 
 /* SQLite's loop over one configuration: fail call k of a run, for every k.
@@ -332,12 +468,13 @@ static int check_after(const char *what, int k, int nranks, job jobs[MAX_RANKS],
 
 static long g_stride2 = 1; /* 2 ranks: every g_stride2-th failure point (sanitizer runs) */
 
-static void loop(int nranks, int mode) {
+static void loop(void *(*fn)(void *), int nranks, int mode) {
   job jobs[MAX_RANKS];
   char what[64];
-  snprintf(what, sizeof what, "loop %s, %d rank%s", mode_name[mode], nranks, nranks > 1 ? "s" : "");
+  snprintf(what, sizeof what, "loop %s%s, %d rank%s", fn == run_layers ? "layers " : "", mode_name[mode], nranks,
+           nranks > 1 ? "s" : "");
   tpgfake_reset();
-  tpg_status st = run(nranks, mode, 1, jobs);
+  tpg_status st = run_with(fn, nranks, mode, 1, jobs);
   long n = tpgfake_calls();
   CHECK(st == TPG_SUCCESS);
   CHECK(check_after(what, 0, nranks, jobs, st));
@@ -347,7 +484,7 @@ static void loop(int nranks, int mode) {
     if (nranks > 1 && (k - 1) % g_stride2) continue;
     tpgfake_reset();
     tpgfake_fail_at(k);
-    st = run(nranks, mode, 0, jobs);
+    st = run_with(fn, nranks, mode, 0, jobs);
     int ok = check_after(what, (int)k, nranks, jobs, st);
     CHECK(ok);
     bad += !ok;
@@ -355,7 +492,7 @@ static void loop(int nranks, int mode) {
      * with 2 ranks (peers wait out their deadline) after every 8th. */
     if (nranks > 1 && k % 8 && k != n) continue;
     tpgfake_reset();
-    st = run(nranks, mode, 1, jobs);
+    st = run_with(fn, nranks, mode, 1, jobs);
     int again = st == TPG_SUCCESS && jobs[0].wrong == 0 && check_after(what, -1, nranks, jobs, st);
     if (!again) fprintf(stderr, "%s: the clean run after failing call %ld failed: %s\n", what, k, jobs[0].msg);
     CHECK(again);
@@ -366,7 +503,7 @@ static void loop(int nranks, int mode) {
     for (long i = 1; i <= 3; i++) {
       tpgfake_reset();
       tpgfake_fail_call(polls[p], i);
-      st = run(nranks, mode, 0, jobs);
+      st = run_with(fn, nranks, mode, 0, jobs);
       int ok = check_after(what, (int)i, nranks, jobs, st);
       CHECK(ok);
       bad += !ok;
@@ -387,7 +524,8 @@ int main(int argc, char **argv) {
     if (argc > 5 && atol(argv[5]) > 0) g_stride2 = atol(argv[5]);
     for (int nranks = 1; nranks <= max_ranks && nranks <= MAX_RANKS; nranks++)
       for (int mode = 0; mode < 3; mode++)
-        if (nranks == 1 || strchr(modes2, '0' + mode)) loop(nranks, mode);
+        if (nranks == 1 || strchr(modes2, '0' + mode)) loop(run_rank, nranks, mode);
+    loop(run_layers, 1, TPG_MODE_EXPLICIT); /* the layers on top, every call of 1 rank */
     printf("fault tier: %ld failure points exercised (%ld failed with a clear error and nothing left, %ld tolerated), "
            "leaks %ld, bounds violations %ld, silent failures %ld, wrong results %ld, known graphbuild defects %ld\n",
            g_points, g_failed_clean, g_tolerated, g_leaky, g_violations, g_silent, g_corrupt, g_known);
