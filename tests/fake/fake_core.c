@@ -135,6 +135,13 @@ int fk_live_del(int kind, const void *p) {
 
 long fk_live_count(int kind) { return g_live[kind].n; }
 
+int fk_live_each(int kind, int (*fn)(const void *obj, const void *arg), const void *arg) {
+  const ptrset *s = &g_live[kind];
+  for (long i = 0; i < s->n; i++)
+    if (fn(s->v[i], arg)) return 1;
+  return 0;
+}
+
 /* ---- memory ---- */
 
 static fk_alloc *g_mem;
@@ -241,19 +248,23 @@ static char g_knames[FK_MAX_KERNELS][64];
 static int g_nkernels;
 
 const fk_kernel *fk_kernel_find(const char *name) {
+  for (int i = 0; i < fk_n_c_kernels; i++)
+    if (strcmp(fk_c_kernels[i].name, name) == 0) return &fk_c_kernels[i];
   for (int i = 0; i < g_nkernels; i++)
     if (strcmp(g_kernels[i].name, name) == 0) return &g_kernels[i];
   for (size_t k = 0; k < sizeof g_kinds / sizeof g_kinds[0]; k++)
     if (strncmp(name, g_kinds[k].prefix, strlen(g_kinds[k].prefix)) == 0) {
       if (g_nkernels == FK_MAX_KERNELS || strlen(name) >= sizeof g_knames[0]) return NULL;
       snprintf(g_knames[g_nkernels], sizeof g_knames[0], "%s", name);
-      g_kernels[g_nkernels] = (fk_kernel){g_knames[g_nkernels], g_kinds[k].type, g_kinds[k].argsz};
+      g_kernels[g_nkernels] = (fk_kernel){.name = g_knames[g_nkernels], .type = g_kinds[k].type, .argsz = g_kinds[k].argsz};
       return &g_kernels[g_nkernels++];
     }
   return NULL;
 }
 
 int fk_kernel_valid(const void *f) {
+  for (int i = 0; i < fk_n_c_kernels; i++)
+    if (f == (const void *)&fk_c_kernels[i]) return 1;
   for (int i = 0; i < g_nkernels; i++)
     if (f == (const void *)&g_kernels[i]) return 1;
   return 0;

@@ -17,54 +17,10 @@
 #include <unistd.h>
 
 #include "lib/cuda_driver.h"
-#include "tests/fake/fake_internal.h"
+#include "tests/fake/fake_entry.h"
+#include "tests/fake/tpgfake.h"
 
 #define FK_TOTAL_MEM ((size_t)141 << 30) /* an H200's 141 GiB, as far as cuMemGetInfo tells */
-
-/* Allocation and creation calls fail as out of memory, everything else with
- * a generic error. */
-static CUresult inj_err(const char *name) {
-  return strstr(name, "Alloc") || strstr(name, "Create") || strstr(name, "Instantiate") || strstr(name, "Retain")
-             ? CUDA_ERROR_OUT_OF_MEMORY
-             : CUDA_ERROR_UNKNOWN;
-}
-
-#define ENTER(name)                                                                   \
-  CUresult r_ = CUDA_SUCCESS;                                                         \
-  fk_lock();                                                                          \
-  if (fk_inject(name)) {                                                              \
-    r_ = inj_err(name);                                                               \
-    goto out;                                                                         \
-  }
-#define ENTER_POLL(name)                                                              \
-  CUresult r_ = CUDA_SUCCESS;                                                         \
-  fk_lock();                                                                          \
-  if (fk_inject_poll(name)) {                                                         \
-    r_ = CUDA_ERROR_UNKNOWN;                                                          \
-    goto out;                                                                         \
-  }
-#define ENTER_NOFAIL() \
-  CUresult r_ = CUDA_SUCCESS; \
-  fk_lock();
-#define FAIL(code)  \
-  do {              \
-    r_ = (code);    \
-    goto out;       \
-  } while (0)
-#define LEAVE   \
-  out:          \
-  fk_unlock();  \
-  return r_;
-#define NEED_CTX(fn)                                                                   \
-  do {                                                                                 \
-    if (!fk_current()) {                                                               \
-      fk_violation("%s without a current context (missing cuCtxPushCurrent?)", fn);   \
-      FAIL(CUDA_ERROR_INVALID_CONTEXT);                                                \
-    }                                                                                  \
-  } while (0)
-#define STREAM(var, h)                              \
-  fk_stream *var = fk_stream_get((h), &r_);         \
-  if (!var) goto out;
 
 static int g_inited;
 
@@ -209,7 +165,7 @@ static CUresult fk_cuDevicePrimaryCtxRelease(CUdevice d) {
   LEAVE
 }
 
-static fk_ctx *ctx_of(CUcontext c) {
+fk_ctx *fk_ctx_of(CUcontext c) {
   for (int d = 0; d < FK_MAX_DEV; d++)
     if ((void *)c == (void *)&fk_ctxs[d]) return &fk_ctxs[d];
   return NULL;
@@ -217,7 +173,7 @@ static fk_ctx *ctx_of(CUcontext c) {
 
 static CUresult fk_cuCtxPushCurrent(CUcontext c) {
   ENTER("cuCtxPushCurrent");
-  fk_ctx *x = ctx_of(c);
+  fk_ctx *x = fk_ctx_of(c);
   if (!x || x->retains <= 0) {
     fk_violation("cuCtxPushCurrent of %p: not a retained primary context", (void *)c);
     FAIL(CUDA_ERROR_INVALID_CONTEXT);
@@ -241,7 +197,7 @@ static CUresult fk_cuCtxPopCurrent(CUcontext *c) {
 static CUresult fk_cuCtxEnablePeerAccess(CUcontext peer, unsigned flags) {
   ENTER("cuCtxEnablePeerAccess");
   NEED_CTX("cuCtxEnablePeerAccess");
-  fk_ctx *me = fk_current(), *p = ctx_of(peer);
+  fk_ctx *me = fk_current(), *p = fk_ctx_of(peer);
   if (!p || p->retains <= 0 || flags) FAIL(CUDA_ERROR_INVALID_VALUE);
   if (p == me) FAIL(CUDA_ERROR_INVALID_DEVICE);
   if (me->peer[p->device]) FAIL(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
@@ -544,6 +500,7 @@ static CUresult fk_cuStreamDestroy(CUstream h) {
   fk_stream *s = (fk_stream *)h;
   if (s->capture) {
     fk_violation("cuStreamDestroy of a stream that is capturing");
+    fk_live_del(FK_GRAPH, s->capture);
     fk_graph_free(s->capture);
   }
   fk_stream_drop(s);
@@ -552,17 +509,17 @@ static CUresult fk_cuStreamDestroy(CUstream h) {
   LEAVE
 }
 
-static long sync_ms(void) {
+long fk_sync_ms(void) {
   const char *e = getenv("TPG_FAKE_SYNC_MS");
   return e && e[0] ? atol(e) : 20000;
 }
 
-static void nap(void) {
+void fk_nap(void) {
   struct timespec ts = {0, 100000};
   nanosleep(&ts, NULL);
 }
 
-static double now_ms(void) {
+double fk_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
@@ -570,18 +527,18 @@ static double now_ms(void) {
 
 static CUresult fk_cuStreamSynchronize(CUstream h) {
   ENTER("cuStreamSynchronize");
-  double deadline = now_ms() + (double)sync_ms();
+  double deadline = fk_now_ms() + (double)fk_sync_ms();
   for (;;) {
     STREAM(s, h);
     if (s->capture) FAIL(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     if (fk_stream_progress(s)) break;
-    if (now_ms() > deadline) {
+    if (fk_now_ms() > deadline) {
       fk_violation("cuStreamSynchronize: stream work still waiting after %ld ms (a collective no peer joined)",
-                   sync_ms());
+                   fk_sync_ms());
       FAIL(CUDA_ERROR_LAUNCH_TIMEOUT);
     }
     fk_unlock();
-    nap();
+    fk_nap();
     fk_lock();
   }
   LEAVE
@@ -603,8 +560,12 @@ static CUresult fk_cuStreamBeginCapture(CUstream h, CUstreamCaptureMode mode) {
   if (s->capture) FAIL(CUDA_ERROR_ILLEGAL_STATE);
   s->capture = fk_graph_new();
   if (!s->capture) FAIL(CUDA_ERROR_OUT_OF_MEMORY);
+  /* Live from the start: the kit adds nodes to a capture in progress
+   * (cuStreamGetCaptureInfo's graph), as the driver allows. */
+  fk_live_add(FK_GRAPH, s->capture);
   s->cap_last = -1;
   s->cap_error = 0;
+  fk_counters[TPGFAKE_C_CAPTURES]++;
   LEAVE
 }
 
@@ -621,10 +582,10 @@ static CUresult fk_cuStreamEndCapture(CUstream h, CUgraph *g) {
   s->capture = NULL;
   s->cap_error = 0;
   if (bad) {
+    fk_live_del(FK_GRAPH, cg);
     fk_graph_free(cg);
     FAIL(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
   }
-  fk_live_add(FK_GRAPH, cg);
   *g = (CUgraph)cg;
   LEAVE
 }
@@ -696,19 +657,19 @@ static CUresult fk_cuEventQuery(CUevent e) {
 
 static CUresult fk_cuEventSynchronize(CUevent e) {
   ENTER("cuEventSynchronize");
-  double deadline = now_ms() + (double)sync_ms();
+  double deadline = fk_now_ms() + (double)fk_sync_ms();
   for (;;) {
     if (!fk_live_has(FK_EVENT, e)) {
       fk_violation("cuEventSynchronize(%p): not a live event", (void *)e);
       FAIL(CUDA_ERROR_INVALID_HANDLE);
     }
     if (event_done((fk_event *)e)) break;
-    if (now_ms() > deadline) {
-      fk_violation("cuEventSynchronize: still waiting after %ld ms", sync_ms());
+    if (fk_now_ms() > deadline) {
+      fk_violation("cuEventSynchronize: still waiting after %ld ms", fk_sync_ms());
       FAIL(CUDA_ERROR_LAUNCH_TIMEOUT);
     }
     fk_unlock();
-    nap();
+    fk_nap();
     fk_lock();
   }
   LEAVE
@@ -716,23 +677,31 @@ static CUresult fk_cuEventSynchronize(CUevent e) {
 
 /* ---- kernels on streams ---- */
 
-static CUresult kernel_node(fk_node *nd, CUfunction f, const unsigned grid[3], const unsigned block[3],
-                            unsigned smem, void **params, void **extra) {
+CUresult fk_kernel_node(fk_node *nd, CUfunction f, const unsigned grid[3], const unsigned block[3],
+                        unsigned smem, void **params, void **extra) {
   if (!fk_kernel_valid(f)) {
     fk_violation("kernel launch with %p: not a function from cuKernelGetFunction", (void *)f);
     return CUDA_ERROR_INVALID_HANDLE;
   }
-  if (!params || !params[0] || extra) {
-    fk_violation("kernel launch without kernelParams[0] (tpgraph's kernels take one struct)");
+  const fk_kernel *k = (const fk_kernel *)(uintptr_t)f;
+  int np = k->nparams ? k->nparams : 1;
+  if (!params || extra) {
+    fk_violation("kernel launch of %s without kernelParams", k->name);
     return CUDA_ERROR_INVALID_VALUE;
   }
+  for (int i = 0; i < np; i++)
+    if (!params[i]) {
+      fk_violation("kernel launch of %s: kernelParams[%d] is NULL", k->name, i);
+      return CUDA_ERROR_INVALID_VALUE;
+    }
   memset(nd, 0, sizeof *nd);
   nd->type = FK_N_KERNEL;
-  nd->kern = (const fk_kernel *)(uintptr_t)f;
+  nd->kern = k;
   memcpy(nd->grid, grid, sizeof nd->grid);
   memcpy(nd->block, block, sizeof nd->block);
   nd->smem = smem;
-  memcpy(nd->args, params[0], nd->kern->argsz);
+  if (!k->nparams) memcpy(nd->args, params[0], k->argsz);
+  for (int i = 0; i < k->nparams; i++) memcpy(nd->args + k->off[i], params[i], k->size[i]);
   return CUDA_SUCCESS;
 }
 
@@ -743,25 +712,12 @@ static CUresult fk_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsign
   STREAM(s, h);
   static fk_node nd; /* big; the lock is held */
   unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
-  r_ = kernel_node(&nd, f, grid, block, smem, params, extra);
+  r_ = fk_kernel_node(&nd, f, grid, block, smem, params, extra);
   if (r_ == CUDA_SUCCESS) r_ = fk_stream_enqueue(s, &nd);
   LEAVE
 }
 
 /* ---- graphs ---- */
-
-#define GRAPH(var, h)                                                        \
-  if (!fk_live_has(FK_GRAPH, (h))) {                                         \
-    fk_violation("%s: graph %p is not a live graph", __func__ + 3, (void *)(h)); \
-    FAIL(CUDA_ERROR_INVALID_HANDLE);                                         \
-  }                                                                          \
-  fk_graph *var = (fk_graph *)(h);
-#define EXEC(var, h)                                                         \
-  if (!fk_live_has(FK_EXEC, (h))) {                                          \
-    fk_violation("%s: exec %p is not a live graph exec", __func__ + 3, (void *)(h)); \
-    FAIL(CUDA_ERROR_INVALID_HANDLE);                                         \
-  }                                                                          \
-  fk_exec *var = (fk_exec *)(h);
 
 static CUresult fk_cuGraphCreate(CUgraph *g, unsigned flags) {
   (void)flags;
@@ -800,12 +756,12 @@ static CUresult fk_cuGraphAddKernelNode(CUgraphNode *out, CUgraph h, const CUgra
   GRAPH(g, h);
   static fk_node n;
   unsigned grid[3] = {p->gridDimX, p->gridDimY, p->gridDimZ}, block[3] = {p->blockDimX, p->blockDimY, p->blockDimZ};
-  r_ = kernel_node(&n, p->func, grid, block, p->sharedMemBytes, p->kernelParams, p->extra);
+  r_ = fk_kernel_node(&n, p->func, grid, block, p->sharedMemBytes, p->kernelParams, p->extra);
   if (r_ == CUDA_SUCCESS) r_ = add_node(out, g, deps, nd, &n);
   LEAVE
 }
 
-static void memset_from(fk_node *n, const CUDA_MEMSET_NODE_PARAMS *m) {
+void fk_memset_from(fk_node *n, const CUDA_MEMSET_NODE_PARAMS *m) {
   memset(n, 0, sizeof *n);
   n->type = FK_N_MEMSET;
   n->dst = m->dst;
@@ -816,7 +772,7 @@ static void memset_from(fk_node *n, const CUDA_MEMSET_NODE_PARAMS *m) {
   n->pitch = m->pitch;
 }
 
-static int memcpy_from(fk_node *n, const CUDA_MEMCPY3D *c) {
+int fk_memcpy_from(fk_node *n, const CUDA_MEMCPY3D *c) {
   if (c->Depth > 1 || c->srcZ || c->dstZ || c->srcLOD || c->dstLOD) return -1; /* not modelled */
   memset(n, 0, sizeof *n);
   n->type = FK_N_MEMCPY;
@@ -833,9 +789,9 @@ static CUresult fk_cuGraphAddMemsetNode(CUgraphNode *out, CUgraph h, const CUgra
                                         const CUDA_MEMSET_NODE_PARAMS *m, CUcontext ctx) {
   ENTER("cuGraphAddMemsetNode");
   GRAPH(g, h);
-  if (!ctx_of(ctx)) FAIL(CUDA_ERROR_INVALID_CONTEXT);
+  if (!fk_ctx_of(ctx)) FAIL(CUDA_ERROR_INVALID_CONTEXT);
   fk_node n;
-  memset_from(&n, m);
+  fk_memset_from(&n, m);
   r_ = add_node(out, g, deps, nd, &n);
   LEAVE
 }
@@ -844,9 +800,9 @@ static CUresult fk_cuGraphAddMemcpyNode(CUgraphNode *out, CUgraph h, const CUgra
                                         const CUDA_MEMCPY3D *c, CUcontext ctx) {
   ENTER("cuGraphAddMemcpyNode");
   GRAPH(g, h);
-  if (!ctx_of(ctx)) FAIL(CUDA_ERROR_INVALID_CONTEXT);
+  if (!fk_ctx_of(ctx)) FAIL(CUDA_ERROR_INVALID_CONTEXT);
   fk_node n;
-  if (memcpy_from(&n, c) != 0) FAIL(CUDA_ERROR_INVALID_VALUE);
+  if (fk_memcpy_from(&n, c) != 0) FAIL(CUDA_ERROR_INVALID_VALUE);
   r_ = add_node(out, g, deps, nd, &n);
   LEAVE
 }
@@ -1004,22 +960,15 @@ static CUresult fk_cuGraphLaunch(CUgraphExec h, CUstream hs) {
   STREAM(s, hs);
   if (s->capture) FAIL(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
   r_ = fk_exec_launch(x, s);
+  if (r_ == CUDA_SUCCESS) fk_counters[TPGFAKE_C_LAUNCH]++;
   LEAVE
 }
 
-static int exec_index(const fk_exec *x, CUgraphNode node, int type) {
+int fk_exec_index(const fk_exec *x, CUgraphNode node, int type) {
   for (int i = 0; i < x->n; i++)
     if (x->orig[i] == (const void *)node) return x->nodes[i]->type == type ? i : -2;
   return -1;
 }
-
-#define EXEC_NODE(idx, x, node, type, fn)                                              \
-  int idx = exec_index((x), (node), (type));                                           \
-  if (idx < 0) {                                                                       \
-    fk_violation("%s: node %p is %s", fn, (void *)(node),                              \
-                 idx == -1 ? "not a node of the exec's template graph" : "of another type"); \
-    FAIL(CUDA_ERROR_INVALID_VALUE);                                                    \
-  }
 
 static CUresult fk_cuGraphExecKernelNodeSetParams(CUgraphExec h, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *p) {
   ENTER("cuGraphExecKernelNodeSetParams");
@@ -1027,8 +976,11 @@ static CUresult fk_cuGraphExecKernelNodeSetParams(CUgraphExec h, CUgraphNode nod
   EXEC_NODE(i, x, node, FK_N_KERNEL, "cuGraphExecKernelNodeSetParams");
   static fk_node n;
   unsigned grid[3] = {p->gridDimX, p->gridDimY, p->gridDimZ}, block[3] = {p->blockDimX, p->blockDimY, p->blockDimZ};
-  r_ = kernel_node(&n, p->func, grid, block, p->sharedMemBytes, p->kernelParams, p->extra);
-  if (r_ == CUDA_SUCCESS) memcpy(x->nodes[i], &n, sizeof n);
+  r_ = fk_kernel_node(&n, p->func, grid, block, p->sharedMemBytes, p->kernelParams, p->extra);
+  if (r_ == CUDA_SUCCESS) {
+    memcpy(x->nodes[i], &n, sizeof n);
+    fk_counters[TPGFAKE_C_EXEC_KSET]++;
+  }
   LEAVE
 }
 
@@ -1037,8 +989,8 @@ static CUresult fk_cuGraphExecMemsetNodeSetParams(CUgraphExec h, CUgraphNode nod
   ENTER("cuGraphExecMemsetNodeSetParams");
   EXEC(x, h);
   EXEC_NODE(i, x, node, FK_N_MEMSET, "cuGraphExecMemsetNodeSetParams");
-  if (!ctx_of(ctx)) FAIL(CUDA_ERROR_INVALID_CONTEXT);
-  memset_from(x->nodes[i], m);
+  if (!fk_ctx_of(ctx)) FAIL(CUDA_ERROR_INVALID_CONTEXT);
+  fk_memset_from(x->nodes[i], m);
   LEAVE
 }
 
@@ -1047,9 +999,9 @@ static CUresult fk_cuGraphExecMemcpyNodeSetParams(CUgraphExec h, CUgraphNode nod
   ENTER("cuGraphExecMemcpyNodeSetParams");
   EXEC(x, h);
   EXEC_NODE(i, x, node, FK_N_MEMCPY, "cuGraphExecMemcpyNodeSetParams");
-  if (!ctx_of(ctx)) FAIL(CUDA_ERROR_INVALID_CONTEXT);
+  if (!fk_ctx_of(ctx)) FAIL(CUDA_ERROR_INVALID_CONTEXT);
   fk_node n;
-  if (memcpy_from(&n, c) != 0) FAIL(CUDA_ERROR_INVALID_VALUE);
+  if (fk_memcpy_from(&n, c) != 0) FAIL(CUDA_ERROR_INVALID_VALUE);
   memcpy(x->nodes[i], &n, sizeof n);
   LEAVE
 }
@@ -1065,6 +1017,7 @@ static CUresult fk_cuGraphExecChildGraphNodeSetParams(CUgraphExec h, CUgraphNode
   if (!nc) FAIL(CUDA_ERROR_OUT_OF_MEMORY);
   fk_graph_free(x->nodes[i]->child);
   x->nodes[i]->child = nc;
+  fk_counters[TPGFAKE_C_EXEC_CHILD]++;
   LEAVE
 }
 
@@ -1103,6 +1056,7 @@ static CUresult fk_cuGraphExecUpdate(CUgraphExec h, CUgraph hg, CUgraphExecUpdat
   }
   free(nn);
   info->result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
+  fk_counters[TPGFAKE_C_EXEC_UPDATE]++;
   LEAVE
 }
 
@@ -1118,10 +1072,11 @@ typedef struct {
                  "fake " #name " does not have the type of PFN_" #name "_v" #ver);                 \
   static const fk_entry fk_entry_##name = {#name, (void *)fk_##name};
 TPG_CU_FUNCS(FK_ENTRY)
+TPG_CU_FUNCS_OPTIONAL(FK_ENTRY)
 #undef FK_ENTRY
 
 #define FK_ROW(name, ver) &fk_entry_##name,
-static const fk_entry *const g_table[] = {TPG_CU_FUNCS(FK_ROW) NULL};
+static const fk_entry *const g_table[] = {TPG_CU_FUNCS(FK_ROW) TPG_CU_FUNCS_OPTIONAL(FK_ROW) NULL};
 #undef FK_ROW
 
 /* Exported to the shim (tests/fake/shim.c), which libcuda_fake.so is. */
@@ -1145,3 +1100,13 @@ CUresult tpgfake_entry_get_proc(const char *sym, void **pfn, int ver, cuuint64_t
 }
 CUresult tpgfake_entry_init(unsigned flags) { return fk_cuInit(flags); }
 CUresult tpgfake_entry_version(int *v) { return fk_cuDriverGetVersion(v); }
+
+/* For tpgfake.h's test-side calls (fake_kit.c). */
+CUresult fk_api_stream_create(CUstream *s) { return fk_cuStreamCreate(s, 0); }
+CUresult fk_api_stream_destroy(CUstream s) { return fk_cuStreamDestroy(s); }
+CUresult fk_api_begin(CUstream s) { return fk_cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL); }
+CUresult fk_api_end(CUstream s, CUgraph *g) { return fk_cuStreamEndCapture(s, g); }
+CUresult fk_api_instantiate(CUgraphExec *x, CUgraph g) { return fk_cuGraphInstantiateWithFlags(x, g, 0); }
+CUresult fk_api_launch(CUgraphExec x, CUstream s) { return fk_cuGraphLaunch(x, s); }
+CUresult fk_api_exec_destroy(CUgraphExec x) { return fk_cuGraphExecDestroy(x); }
+CUresult fk_api_graph_destroy(CUgraph g) { return fk_cuGraphDestroy(g); }

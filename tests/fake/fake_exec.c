@@ -21,6 +21,7 @@
 #include "kernels/tpg_kargs.h"
 #include "kernels/tpg_tma_args.h"
 #include "tests/fake/fake_internal.h"
+#include "tests/fake/tpgfake.h"
 
 /* ---- graphs ---- */
 
@@ -225,6 +226,12 @@ void fk_tmap_encode(void *map, uint64_t base, uint32_t rank, size_t esize, const
   memcpy(map, &t, sizeof t);
 }
 
+static void run_c_kernel(const fk_node *n, const unsigned char *A) {
+  void *p[FK_PARAMS_MAX];
+  for (int i = 0; i < n->kern->nparams; i++) p[i] = (void *)(A + n->kern->off[i]);
+  n->kern->run(p);
+}
+
 static void run_kernel(const fk_node *nd) {
   /* The argument structs need up to 64-byte alignment (tensor maps); node
    * copies live anywhere, so read a copy. Under the lock: one is enough. */
@@ -233,6 +240,10 @@ static void run_kernel(const fk_node *nd) {
   const fk_node *n = nd;
   const fk_kernel *k = n->kern;
   fk_kernel_runs++;
+  if (k->type == FK_K_C) {
+    run_c_kernel(n, A);
+    return;
+  }
   if (!n->grid[0] || !n->grid[1] || !n->grid[2] || !n->block[0] || !n->block[1] || !n->block[2] ||
       (size_t)n->block[0] * n->block[1] * n->block[2] > 1024)
     fk_violation("kernel %s: launch shape grid %ux%ux%u block %ux%ux%u", k->name, n->grid[0], n->grid[1], n->grid[2],
@@ -317,8 +328,17 @@ static void run_memcpy(const fk_node *n) {
 
 /* ---- streams ---- */
 
+long fk_counters[16];
+
 static int run_op(fk_op *op) {
   switch (op->n.type) {
+    case FK_N_HOST:
+      /* Under the lock: a host function may not call the driver (CUDA's rule too). */
+      fk_counters[TPGFAKE_C_HOST]++;
+      op->n.hostfn(op->n.hostdata);
+      return 1;
+    case FK_N_EVREC: fk_counters[TPGFAKE_C_EVREC]++; return 1;
+    case FK_N_EVWAIT: fk_counters[TPGFAKE_C_EVWAIT]++; return 1;
     case FK_N_KERNEL: run_kernel(&op->n); return 1;
     case FK_N_MEMSET: run_memset(&op->n); return 1;
     case FK_N_MEMCPY: run_memcpy(&op->n); return 1;
@@ -436,6 +456,25 @@ static CUresult launch_graph(const fk_node *const *nodes, int n, fk_stream *s) {
   }
   return CUDA_SUCCESS;
 }
+
+static void run_now(const fk_node *const *nodes, int n) {
+  for (int i = 0; i < n; i++) {
+    if (nodes[i]->type == FK_N_CHILD) {
+      run_now((const fk_node *const *)nodes[i]->child->nodes, nodes[i]->child->n);
+      continue;
+    }
+    if (nodes[i]->type == FK_N_COLL) {
+      fk_violation("a graph with a collective run outside a stream");
+      continue;
+    }
+    fk_op op;
+    memset(&op, 0, sizeof op);
+    memcpy(&op.n, nodes[i], sizeof op.n);
+    run_op(&op);
+  }
+}
+
+void fk_graph_run_now(const fk_graph *g) { run_now((const fk_node *const *)g->nodes, g->n); }
 
 CUresult fk_exec_launch(fk_exec *x, fk_stream *s) {
   return launch_graph((const fk_node *const *)x->nodes, x->n, s);

@@ -37,6 +37,8 @@ void fk_live_add(int kind, const void *p);
 int fk_live_has(int kind, const void *p);
 int fk_live_del(int kind, const void *p);
 long fk_live_count(int kind);
+/* 1 if fn(obj, arg) is 1 for some live object of kind. */
+int fk_live_each(int kind, int (*fn)(const void *obj, const void *arg), const void *arg);
 
 /* ---- memory ---- */
 enum { FK_MEM_DEVICE = 0, FK_MEM_HOST = 1, FK_MEM_NCCL = 2 };
@@ -67,18 +69,31 @@ void fk_push(fk_ctx *c);
 fk_ctx *fk_pop(void);
 
 /* ---- kernels ---- */
-enum { FK_K_GEMM, FK_K_GEMM_TMA, FK_K_AXPBY, FK_K_CONCAT, FK_K_AR_EPI, FK_K_ALLREDUCE };
+/* tpgraph's kernels take one argument struct (nparams 0: one parameter of
+ * argsz bytes); FK_K_C are the kit tests' kernels, C functions that compute,
+ * with one parameter each at its offset in the node's argument block. */
+enum { FK_K_GEMM, FK_K_GEMM_TMA, FK_K_AXPBY, FK_K_CONCAT, FK_K_AR_EPI, FK_K_ALLREDUCE, FK_K_C };
+#define FK_PARAMS_MAX 8
 typedef struct fk_kernel {
   const char *name;
   int type;
   size_t argsz;
+  int nparams;
+  size_t off[FK_PARAMS_MAX], size[FK_PARAMS_MAX];
+  void (*run)(void **params);
 } fk_kernel;
+/* The C kernels (fake_kit.c). */
+extern const fk_kernel fk_c_kernels[];
+extern const int fk_n_c_kernels;
 const fk_kernel *fk_kernel_find(const char *name);
 int fk_kernel_valid(const void *f);
 
 /* ---- nodes, graphs, execs ---- */
 typedef struct fk_clique fk_clique;
-enum { FK_N_KERNEL = 1, FK_N_MEMSET, FK_N_MEMCPY, FK_N_EMPTY, FK_N_CHILD, FK_N_COLL, FK_N_EVENT };
+enum { FK_N_KERNEL = 1, FK_N_MEMSET, FK_N_MEMCPY, FK_N_EMPTY, FK_N_CHILD, FK_N_COLL, FK_N_EVENT,
+       /* the kit's: a host function, an event record / wait node of a graph
+        * (no waiting to do: a stream runs in order), a captured allocation */
+       FK_N_HOST, FK_N_EVREC, FK_N_EVWAIT, FK_N_MEMALLOC };
 typedef struct fk_graph fk_graph;
 typedef struct fk_event fk_event;
 typedef struct fk_node {
@@ -104,6 +119,11 @@ typedef struct fk_node {
   /* event record */
   fk_event *ev;
   long ev_gen;
+  /* host function */
+  CUhostFn hostfn;
+  void *hostdata;
+  /* kernel parameters, filled when cuGraphKernelNodeGetParams hands them out */
+  void *pptr[FK_PARAMS_MAX];
 } fk_node;
 
 typedef struct fk_edge {
@@ -150,6 +170,7 @@ struct fk_stream {
   fk_graph *capture;   /* capturing into this graph, or NULL */
   int cap_last;        /* index of the last captured node, -1 none */
   int cap_error;
+  void *cap_dep;       /* the dependency cuStreamGetCaptureInfo handed out */
 };
 
 struct fk_event {
@@ -170,6 +191,10 @@ void fk_event_forget(fk_event *e);
 CUresult fk_exec_launch(fk_exec *x, fk_stream *s);
 long fk_pending_ops(void);
 extern long fk_kernel_runs;
+/* Runs a graph's nodes at once, in order (tpgfake_run_graph). */
+void fk_graph_run_now(const fk_graph *g);
+/* What the kit tests count (tpgfake_counter). */
+extern long fk_counters[16];
 
 /* ---- collectives (fake_nccl.c) ---- */
 /* Runs a collective op: 1 done, 0 waiting for other ranks. */

@@ -65,6 +65,48 @@ void *tpgfake_dev_alloc(int device, size_t bytes);
 void *tpgfake_host_alloc(size_t bytes);
 void tpgfake_free(void *p);
 
+/* ---- for the kit's tests (kit_fake_test): C kernels, captures, graphs ----
+ * The fake knows two C kernels that compute, reachable as any module's
+ * kernels by name: "axpy"(float *y, const float *x, int n, double a, float b):
+ * y = a*x + b, and "scale2"(float *y, const float *x, int n): y = 2x. */
+enum {
+  TPGFAKE_C_LAUNCH,       /* cuGraphLaunch */
+  TPGFAKE_C_EXEC_KSET,    /* cuGraphExecKernelNodeSetParams */
+  TPGFAKE_C_EXEC_CHILD,   /* cuGraphExecChildGraphNodeSetParams */
+  TPGFAKE_C_EXEC_UPDATE,  /* successful cuGraphExecUpdate */
+  TPGFAKE_C_TMPL_KSET,    /* cuGraphKernelNodeSetParams */
+  TPGFAKE_C_CAPTURES,     /* cuStreamBeginCapture */
+  TPGFAKE_C_HOST,         /* host functions run */
+  TPGFAKE_C_EVREC,        /* event record nodes run / external records */
+  TPGFAKE_C_EVWAIT,       /* event wait nodes run / external waits */
+  TPGFAKE_C_CLUSTER_NODE, /* kernel nodes given a 2-CTA cluster */
+  TPGFAKE_C_CLUSTER_LAUNCH /* cuLaunchKernelEx with a 2-CTA cluster */
+};
+long tpgfake_counter(int which);
+/* The C kernel `name` as a CUkernel / CUfunction handle (the same here). */
+void *tpgfake_kernel(const char *name);
+/* Launches C kernel `name` on `stream` (captured when capturing), as a
+ * library would; 0 or the CUresult. */
+int tpgfake_launch(void *stream, const char *name, void **params);
+/* Adds a stream-ordered allocation to the capture on `stream` (what
+ * cudaMallocAsync captures); marks the capture invalidated (what a
+ * synchronize inside a capture does). */
+void tpgfake_capture_alloc(void *stream);
+void tpgfake_capture_invalidate(void *stream);
+/* A stream of device 0, its capture begun / ended (the graph or NULL), a
+ * graph instantiated, an exec run, and their destruction: the driver calls,
+ * made with device 0's context current, for tests that drive captures and
+ * graphs tpgraph gave them. tpgfake_run_graph runs a graph's nodes at once. */
+void *tpgfake_stream(void);
+void tpgfake_stream_destroy(void *stream);
+int tpgfake_begin(void *stream);
+void *tpgfake_end(void *stream);
+void *tpgfake_instantiate(void *graph);
+void tpgfake_exec_launch(void *exec);
+void tpgfake_exec_destroy(void *exec);
+void tpgfake_graph_destroy(void *graph);
+void tpgfake_run_graph(void *graph);
+
 #ifdef __cplusplus
 }
 #endif
