@@ -215,6 +215,14 @@ static CUresult fk_cuLibraryLoadData(CUlibrary *lib, const void *code, CUjit_opt
   (void)jo, (void)jv, (void)nj, (void)lo, (void)lv, (void)nl;
   ENTER("cuLibraryLoadData");
   if (!code || !lib) FAIL(CUDA_ERROR_INVALID_VALUE);
+  /* A cubin, a fatbin (tpgraph's embedded kernels) or a test's "fake..."
+   * module (its kernels are the C kernels of fake_kit.c); anything else is
+   * refused as the driver refuses what it cannot parse. */
+  const unsigned char *im = code;
+  uint32_t magic;
+  memcpy(&magic, im, 4);
+  if (memcmp(im, "\x7f" "ELF", 4) != 0 && magic != 0xba55ed50u && memcmp(im, "fake", 4) != 0)
+    FAIL(CUDA_ERROR_INVALID_IMAGE);
   g_libs++;
   *lib = (CUlibrary)&g_lib_token;
   LEAVE
@@ -248,9 +256,10 @@ static CUresult fk_cuKernelGetFunction(CUfunction *f, CUkernel k) {
 }
 
 static CUresult fk_cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v) {
-  (void)a, (void)v;
   ENTER("cuFuncSetAttribute");
   if (!fk_kernel_valid(f)) FAIL(CUDA_ERROR_INVALID_HANDLE);
+  /* An H200's limit of dynamic shared memory per block. */
+  if (a == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES && (v < 0 || v > 227 * 1024)) FAIL(CUDA_ERROR_INVALID_VALUE);
   LEAVE
 }
 
@@ -732,7 +741,11 @@ static CUresult fk_cuGraphCreate(CUgraph *g, unsigned flags) {
 static CUresult fk_cuGraphDestroy(CUgraph h) {
   ENTER_NOFAIL();
   fk_trace("cuGraphDestroy(%p)", (void *)(uintptr_t)h);
-  GRAPH(g, h);
+  if (!fk_live_has(FK_GRAPH, h)) {
+    fk_violation("cuGraphDestroy: graph %p is not a live graph (double destroy, or a child graph?)", (void *)h);
+    FAIL(CUDA_ERROR_INVALID_HANDLE);
+  }
+  fk_graph *g = (fk_graph *)h;
   fk_live_del(FK_GRAPH, g);
   fk_graph_free(g);
   LEAVE
@@ -1110,3 +1123,5 @@ CUresult fk_api_instantiate(CUgraphExec *x, CUgraph g) { return fk_cuGraphInstan
 CUresult fk_api_launch(CUgraphExec x, CUstream s) { return fk_cuGraphLaunch(x, s); }
 CUresult fk_api_exec_destroy(CUgraphExec x) { return fk_cuGraphExecDestroy(x); }
 CUresult fk_api_graph_destroy(CUgraph g) { return fk_cuGraphDestroy(g); }
+CUresult fk_api_event_create(CUevent *e) { return fk_cuEventCreate(e, 0); }
+CUresult fk_api_event_destroy(CUevent e) { return fk_cuEventDestroy(e); }

@@ -58,8 +58,10 @@ static inline CUresult inj_err(const char *name) {
   fk_stream *var = fk_stream_get((h), &r_);         \
   if (!var) goto out;
 
+/* A graph handle: a live graph, or the child graph of a node of one
+ * (cuGraphChildGraphNodeGetGraph's, which may be read and edited). */
 #define GRAPH(var, h)                                                        \
-  if (!fk_live_has(FK_GRAPH, (h))) {                                         \
+  if (!fk_graph_known(h)) {                                                  \
     fk_violation("%s: graph %p is not a live graph", __func__ + 3, (void *)(h)); \
     FAIL(CUDA_ERROR_INVALID_HANDLE);                                         \
   }                                                                          \
@@ -97,6 +99,7 @@ double fk_now_ms(void);
 
 /* Node handles of the kit's calls: a node of some live graph (fake_kit.c). */
 int fk_node_live(const void *n);
+int fk_graph_known(const void *g);
 /* fake_cuda.c's entry points, for the test-side calls of tpgfake.h. */
 CUresult fk_api_stream_create(CUstream *s);
 CUresult fk_api_stream_destroy(CUstream s);
@@ -106,6 +109,8 @@ CUresult fk_api_instantiate(CUgraphExec *x, CUgraph g);
 CUresult fk_api_launch(CUgraphExec x, CUstream s);
 CUresult fk_api_exec_destroy(CUgraphExec x);
 CUresult fk_api_graph_destroy(CUgraph g);
+CUresult fk_api_event_create(CUevent *e);
+CUresult fk_api_event_destroy(CUevent e);
 
 /* The kit's entry points (fake_kit.c), for the table in fake_cuda.c. */
 #define FK_KIT_FUNCS(X) \

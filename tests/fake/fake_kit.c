@@ -509,6 +509,15 @@ void tpgfake_exec_launch(void *x) { WITH_CTX0(fk_api_launch((CUgraphExec)x, NULL
 void tpgfake_exec_destroy(void *x) { WITH_CTX0(fk_api_exec_destroy((CUgraphExec)x)); }
 void tpgfake_graph_destroy(void *g) { WITH_CTX0(fk_api_graph_destroy((CUgraph)g)); }
 
+void *tpgfake_event(void) {
+  CUevent e = NULL;
+  CUresult r;
+  WITH_CTX0(r = fk_api_event_create(&e));
+  return r == CUDA_SUCCESS ? (void *)e : NULL;
+}
+
+void tpgfake_event_destroy(void *e) { WITH_CTX0(fk_api_event_destroy((CUevent)e)); }
+
 void tpgfake_run_graph(void *g) {
   fk_lock();
   if (fk_live_has(FK_GRAPH, g)) fk_graph_run_now((const fk_graph *)g);
@@ -519,3 +528,14 @@ void tpgfake_run_graph(void *g) {
 /* Used by NODE: is n a node of some live graph? */
 static int graph_has(const void *g, const void *n) { return node_in((const fk_graph *)g, (const fk_node *)n); }
 int fk_node_live(const void *n) { return fk_live_each(FK_GRAPH, graph_has, n); }
+
+/* Used by GRAPH: a live graph, or a child graph inside one. */
+static int child_in(const fk_graph *g, const fk_graph *c) {
+  for (int i = 0; i < g->n; i++)
+    if (g->nodes[i]->type == FK_N_CHILD && (g->nodes[i]->child == c || child_in(g->nodes[i]->child, c))) return 1;
+  return 0;
+}
+static int graph_has_child(const void *g, const void *c) { return child_in((const fk_graph *)g, (const fk_graph *)c); }
+int fk_graph_known(const void *g) {
+  return g && (fk_live_has(FK_GRAPH, g) || fk_live_each(FK_GRAPH, graph_has_child, g));
+}

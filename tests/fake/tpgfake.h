@@ -106,6 +106,9 @@ void tpgfake_exec_launch(void *exec);
 void tpgfake_exec_destroy(void *exec);
 void tpgfake_graph_destroy(void *graph);
 void tpgfake_run_graph(void *graph);
+/* An event of device 0 (a live CUevent for event nodes) and its destruction. */
+void *tpgfake_event(void);
+void tpgfake_event_destroy(void *event);
 
 #ifdef __cplusplus
 }
