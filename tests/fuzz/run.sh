@@ -37,10 +37,10 @@ echo "fuzz: building $out/plan_fuzz with $($cc --version | head -1)"
 # graph_fuzz: the library from source with an embedded-kernel table the fake
 # accepts, the fake driver + NCCL linked in (its nccl* replace libnccl's), and
 # the shim TPG_LIBCUDA loads, which finds the fake in the executable (-rdynamic).
-gsrcs=(lib/*.c graphbuild/*.c tests/fuzz/kernels_fake.c tests/fake/fake_*.c tests/fuzz/graph_fuzz.c)
+gsrcs=(lib/*.c graphbuild/*.c graphbuild/nodes/*.c layers/*.c tests/fuzz/kernels_fake.c tests/fake/fake_*.c tests/fuzz/graph_fuzz.c)
 echo "fuzz: building $out/graph_fuzz"
 "$cc" -std=c11 "${san[@]}" -Wall -Wextra -I. -I"$cuda/include" -I"$nccl/include" "${gsrcs[@]}" -rdynamic \
-  -L"$nccl_lib" -Wl,-rpath,"$nccl_lib" -lnccl -ldl -lpthread -o "$out/graph_fuzz"
+  -L"$nccl_lib" -Wl,-rpath,"$nccl_lib" -lnccl -ldl -lpthread -lm -o "$out/graph_fuzz"
 "$cc" -shared -fPIC -O1 -I"$cuda/include" tests/fake/shim.c -o "$out/libcuda_fake.so"
 export TPG_LIBCUDA="$out/libcuda_fake.so"
 
