@@ -1,12 +1,12 @@
-/* known_failures_test.c - graphbuild defects of issue 16 (items 1, 3, 4, 7,
- * 8, 9, 10), reproduced through the public API with the stand-in driver.
+/* graph_fault_test.c - regression tests of the graphbuild defects of issue
+ * 16 (items 1, 3, 4, 7, 8, 9, 10 and a binding accepted unchecked, found by
+ * graph_fuzz), through the public API on the stand-in driver.
  *
- *   known_failures_test <libcuda_fake.so>
+ *   graph_fault_test <libcuda_fake.so>
  *
- * Each block FAILS on the code as it is (graphbuild/ is being rewritten by
- * another helper), so the target is tagged "manual" and CI skips it; once a
- * fix is merged, its block passes and the lead enables the target (drop the
- * tag). The counts printed per item say which still reproduce.
+ * Each block failed on the code before the redesign (it was
+ * known_failures_test, tagged manual); each line printed says which item
+ * passed ("ok") or fails again ("FAILS").
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
@@ -23,7 +23,7 @@
 static int item_fail;
 #define ITEM(name)                                                                   \
   for (int once_ = (item_fail = tpg_t_fail, 1); once_;                               \
-       once_ = 0, printf("%-58s %s\n", name, tpg_t_fail > item_fail ? "REPRODUCES" : "fixed"))
+       once_ = 0, printf("%-58s %s\n", name, tpg_t_fail > item_fail ? "FAILS" : "ok"))
 
 static double now_s(void) {
   struct timespec ts;
@@ -161,18 +161,40 @@ static tpg_graph *small_graph(float *x, tpg_plan **pp) {
   return g;
 }
 
-/* ---- item 4: double destroy / use after destroy of a graph --------------- */
+/* ---- item 4: double destroy / use after destroy ---------------------------
+ * Graphs, plans and modules are in the live-handle set (lib/handle.h): a
+ * destroyed handle is refused by name before anything is read through it
+ * (under ASan: no heap-use-after-free). Nothing is created in between, so
+ * the freed addresses cannot be handed out again meanwhile. */
 
 static void item4(void) {
   float *x = tpgfake_dev_alloc(0, N * 4);
   tpg_plan *p;
   tpg_graph *g = small_graph(x, &p);
   CHECK_OK(tpg_graph_destroy(g));
-  /* Reads freed memory today (ASan: heap-use-after-free); with glibc the
-   * allocator's own bookkeeping may clobber the magic by luck. */
-  CHECK_ST(tpg_graph_destroy(g), TPG_ERROR_INVALID_ARGUMENT, "not a live tpg_graph");
-  CHECK_ST(tpg_graph_launch(g, NULL), TPG_ERROR_INVALID_ARGUMENT, "not a live tpg_graph");
-  tpg_plan_destroy(p);
+  const char *dead = "graph is not a live tpg_graph";
+  CHECK_ST(tpg_graph_destroy(g), TPG_ERROR_INVALID_ARGUMENT, dead);
+  CHECK_ST(tpg_graph_launch(g, NULL), TPG_ERROR_INVALID_ARGUMENT, dead);
+  tpg_binding b = {1, x};
+  CHECK_ST(tpg_graph_rebind(g, &b, 1), TPG_ERROR_INVALID_ARGUMENT, dead);
+  CHECK_ST(tpg_graph_update(g, NULL, NULL, 0), TPG_ERROR_INVALID_ARGUMENT, dead);
+  void *cg = NULL;
+  CHECK_ST(tpg_graph_export(g, &cg), TPG_ERROR_INVALID_ARGUMENT, dead);
+  tpg_graph_info info;
+  CHECK_ST(tpg_graph_info_get(g, &info), TPG_ERROR_INVALID_ARGUMENT, dead);
+  /* A plan. */
+  CHECK_OK(tpg_plan_destroy(p));
+  tpg_slot s;
+  CHECK_ST(tpg_plan_destroy(p), TPG_ERROR_INVALID_ARGUMENT, "plan is not a live tpg_plan");
+  CHECK_ST(tpg_plan_add_slot(p, "y", TPG_F32, TPG_MEM_DEVICE, 8, &s), TPG_ERROR_INVALID_ARGUMENT,
+           "is not a live tpg_plan");
+  CHECK_ST(tpg_plan_validate(p), TPG_ERROR_INVALID_ARGUMENT, "is not a live tpg_plan");
+  /* A module (the fake's C kernels). */
+  static const char image[] = "fake module";
+  tpg_module *m = NULL;
+  CHECK_OK(tpg_module_load(image, sizeof image, &m));
+  CHECK_OK(tpg_module_destroy(m));
+  CHECK_ST(tpg_module_destroy(m), TPG_ERROR_INVALID_ARGUMENT, "module is not a live tpg_module");
   tpgfake_free(x);
 }
 
@@ -313,8 +335,12 @@ static void item10(void) {
     if (tpg_plan_add_slot(p, name, TPG_F32, TPG_MEM_DEVICE, 16, &s) != TPG_SUCCESS) break;
   }
   double dt = now_s() - t0;
-  printf("  50000 tpg_plan_add_slot: %.2f s (linear would be ~0.05 s; limit 1.0 s)\n", dt);
-  CHECK(dt < 1.0);
+  /* Under valgrind (its preload library) everything runs ~50x slower: the
+   * limit there still catches the quadratic cost (12 s natively for 100k). */
+  const char *pre = getenv("LD_PRELOAD");
+  double limit = pre && strstr(pre, "vgpreload") ? 30.0 : 1.0;
+  printf("  50000 tpg_plan_add_slot: %.2f s (linear would be ~0.05 s; limit %.1f s)\n", dt, limit);
+  CHECK(dt < limit);
   tpg_plan_destroy(p);
 }
 
@@ -323,7 +349,7 @@ int main(int argc, char **argv) {
   ITEM("item 1: all-gather recv too small, EAGER") item1(TPG_MODE_EAGER);
   ITEM("item 1: all-gather recv too small, CAPTURE") item1(TPG_MODE_CAPTURE);
   ITEM("item 3: rebind rollback leaves NCCL child on new buffer") item3();
-  ITEM("item 4: graph double destroy / launch after destroy") item4();
+  ITEM("item 4: double destroy / use after destroy (graph, plan, module)") item4();
   ITEM("item 7: graph destroy leaks when cuCtxPushCurrent fails") item7();
   ITEM("item 8: overlaps, reserved_, cfg->version accepted") item8();
   ITEM("item 9: messages (internal names, success (0), prefix)") item9();
