@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# coverage.sh - line coverage of lib/ and graphbuild/ from the CPU tests.
+# coverage.sh - line coverage of lib/, graphbuild/ (with nodes/) and layers/
+# from the CPU tests.
 #
 #   tests/fake/coverage.sh            prints one line per file and the totals
 #
@@ -8,8 +9,9 @@
 # against them (the fault-tier tests with the fake driver + NCCL, and the
 # embedded-kernel table of tests/fuzz/kernels_fake.c, which the fake accepts),
 # and run as CI runs them: plan, linear, runtime (no driver, and the stub),
-# threads, gemm_select, fake_smoke, comm_fault and the fault loop.
-# The GPU tests and known_failures_test (manual) are not run.
+# threads, gemm_select, kit, state, config, fake_smoke, comm_fault,
+# graph_fault, kit_fake, update_fake, rebind_fake and the fault loop (2 ranks
+# at every 4th point). The GPU tests are not run.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${TPG_COV_OUT:-${TMPDIR:-/tmp}/tpg_cov}
@@ -23,8 +25,10 @@ inc=(-I. -Ilib -I"$cuda/include" -I"$nccl/include")
 cov=(-std=c11 -O0 -g --coverage "${inc[@]}")
 
 objs=()
-for f in lib/*.c graphbuild/*.c; do
-  o="$out/obj/$(basename "${f%.c}").o"
+srcs=(lib/*.c graphbuild/*.c graphbuild/nodes/*.c layers/*.c)
+obj_of() { local n=${1%.c}; echo "$out/obj/${n//\//_}.o"; } # unique names: a file of graphbuild/nodes/ may share a basename with another
+for f in "${srcs[@]}"; do
+  o=$(obj_of "$f")
   gcc "${cov[@]}" -c "$f" -o "$o"
   objs+=("$o")
 done
@@ -47,8 +51,15 @@ link linear_test tests/cpu/linear_test.c
 link runtime_test tests/cpu/runtime_test.c
 link threads_test tests/cpu/threads_test.c
 link gemm_select_test tests/cpu/gemm_select_test.c
+link kit_test tests/cpu/kit_test.c
+link state_test tests/cpu/state_test.c
+link config_test tests/cpu/config_test.c
 link fault_tier_test tests/cpu/fault_tier_test.c "${fake[@]}"
 link comm_fault_test tests/cpu/comm_fault_test.c "${fake[@]}"
+link graph_fault_test tests/cpu/graph_fault_test.c "${fake[@]}"
+link kit_fake_test tests/cpu/kit_fake_test.c "${fake[@]}"
+link update_fake_test tests/cpu/update_fake_test.c "${fake[@]}"
+link rebind_fake_test tests/cpu/rebind_fake_test.c "${fake[@]}"
 
 run() { echo "coverage: $*" >&2; "$@" > "$out/last.log" 2>&1 || { tail -20 "$out/last.log"; echo "coverage: FAILED: $*"; exit 1; }; }
 export TEST_TMPDIR=$out
@@ -58,16 +69,23 @@ run "$out/bin/runtime_test"
 run "$out/bin/runtime_test" "$cuda/lib64/stubs/libcuda.so"
 run "$out/bin/threads_test"
 run "$out/bin/gemm_select_test"
+run "$out/bin/kit_test"
+run "$out/bin/state_test"
+run "$out/bin/config_test"
+run "$out/bin/graph_fault_test" "$out/libcuda_fake.so"
+run "$out/bin/kit_fake_test" "$out/libcuda_fake.so"
+run "$out/bin/update_fake_test" "$out/libcuda_fake.so"
+run "$out/bin/rebind_fake_test" "$out/libcuda_fake.so"
 run "$out/bin/fault_tier_test" "$out/libcuda_fake.so" smoke
 run "$out/bin/comm_fault_test" "$out/libcuda_fake.so"
 run "$out/bin/fault_tier_test" "$out/libcuda_fake.so" loop 2 012 4
 
-report=$(for f in lib/*.c graphbuild/*.c; do gcov -n -o "$out/obj" "$f" 2>/dev/null; done)
+report=$(for f in "${srcs[@]}"; do gcov -n -o "$(obj_of "$f")" "$f" 2>/dev/null; done)
 echo "$report" | awk '
   /^File / { f = $2; gsub(/\x27/, "", f) }
   /^Lines executed:/ {
     split($2, a, ":"); pct = a[2]; sub(/%/, "", pct); n = $4;
-    if (f ~ /^(lib|graphbuild)\/.*\.c$/) {
+    if (f ~ /^(lib|graphbuild|layers)\/.*\.c$/) {
       hit = pct * n / 100; d = f; sub(/\/.*/, "", d);
       H[d] += hit; N[d] += n; TH += hit; TN += n;
       printf "  %-28s %6.1f%% of %4d lines\n", f, pct, n
