@@ -9,7 +9,7 @@
 # against them (the fault-tier tests with the fake driver + NCCL, and the
 # embedded-kernel table of tests/fuzz/kernels_fake.c, which the fake accepts),
 # and run as CI runs them: plan, linear, runtime (no driver, and the stub),
-# threads, gemm_select, kit, state, config, fake_smoke, comm_fault,
+# threads, gemm_select, gemm_tune, kit, state, config, fake_smoke, comm_fault,
 # graph_fault, kit_fake, update_fake, rebind_fake and the fault loop (2 ranks
 # at every 4th point). The GPU tests are not run.
 set -euo pipefail
@@ -54,6 +54,7 @@ link gemm_select_test tests/cpu/gemm_select_test.c
 link kit_test tests/cpu/kit_test.c
 link state_test tests/cpu/state_test.c
 link config_test tests/cpu/config_test.c
+link gemm_tune_test tests/cpu/gemm_tune_test.c
 link fault_tier_test tests/cpu/fault_tier_test.c "${fake[@]}"
 link comm_fault_test tests/cpu/comm_fault_test.c "${fake[@]}"
 link graph_fault_test tests/cpu/graph_fault_test.c "${fake[@]}"
@@ -72,6 +73,7 @@ run "$out/bin/gemm_select_test"
 run "$out/bin/kit_test"
 run "$out/bin/state_test"
 run "$out/bin/config_test"
+run "$out/bin/gemm_tune_test"
 run "$out/bin/graph_fault_test" "$out/libcuda_fake.so"
 run "$out/bin/kit_fake_test" "$out/libcuda_fake.so"
 run "$out/bin/update_fake_test" "$out/libcuda_fake.so"
