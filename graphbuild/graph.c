@@ -76,10 +76,13 @@ static void release_host(tpg_graph *g) {
   free(g);
 }
 
-/* A graph that failed to be created: everything it holds. */
+/* A graph that failed to be created: everything it holds. The caller has
+ * no handle to call destroy again with, so a failed push is tried once more
+ * here (what that second destroy would do); only if that fails too is the
+ * device side lost (found by the fault loop: a push failing in this path). */
 static void graph_free(tpg_graph *g) {
   if (!g) return;
-  if (g->dev.ctx && tpg_dev_push(&g->dev) == TPG_SUCCESS) {
+  if (g->dev.ctx && (tpg_dev_push(&g->dev) == TPG_SUCCESS || tpg_dev_push(&g->dev) == TPG_SUCCESS)) {
     release_device(g);
     tpg_dev_pop();
   }
