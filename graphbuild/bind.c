@@ -2,9 +2,18 @@
  * memory kind, device, alignment, and that the allocation covers the slot
  * (the driver's pointer attributes). Create, rebind and update all use it. */
 #define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "graphbuild/graph.h"
+
+/* A pointer query that failed after the memory type was known: the binding
+ * cannot be checked, so it is refused, naming the binding and the query. */
+static tpg_status query_failed(CUresult r, const char *fn, int index, const char *slot, const char *attr) {
+  char what[160];
+  snprintf(what, sizeof what, "bindings[%d] (slot \"%s\"): cuPointerGetAttribute(%s)", index, slot, attr);
+  return tpg_cu_fail(r, fn, what);
+}
 
 tpg_status tpg_check_binding(const tpg_graph *g, const tpg_plan *p, tpg_slot slot, void *ptr, const char *fn,
                              int index) {
@@ -35,8 +44,9 @@ tpg_status tpg_check_binding(const tpg_graph *g, const tpg_plan *p, tpg_slot slo
                      "bindings[%d].ptr %p for device slot \"%s\" is host memory: expected device memory", index, ptr,
                      s->name);
     int ord = -1;
-    if (tpg_cu->cuPointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, dp) == CUDA_SUCCESS &&
-        ord != g->dev.ordinal)
+    r = tpg_cu->cuPointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, dp);
+    if (r != CUDA_SUCCESS) return query_failed(r, fn, index, s->name, "DEVICE_ORDINAL");
+    if (ord != g->dev.ordinal)
       return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
                      "bindings[%d].ptr %p for slot \"%s\" is memory of device %d: expected device %d", index, ptr,
                      s->name, ord, g->dev.ordinal);
@@ -45,17 +55,20 @@ tpg_status tpg_check_binding(const tpg_graph *g, const tpg_plan *p, tpg_slot slo
                    "bindings[%d].ptr %p for host slot \"%s\" is device memory: expected page-locked host memory",
                    index, ptr, s->name);
   }
+  /* The allocation's range: without it the slot's size cannot be checked,
+   * and a buffer that is too small would be written past its end at launch,
+   * so a failed query refuses the binding (it used to skip the check). */
   CUdeviceptr base = 0;
   size_t size = 0;
-  if (tpg_cu->cuPointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, dp) == CUDA_SUCCESS &&
-      tpg_cu->cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, dp) == CUDA_SUCCESS && size > 0) {
-    size_t avail = (size_t)(base + size - dp);
-    if (avail < bytes)
-      return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
-                     "bindings[%d].ptr %p for slot \"%s\": the allocation has %zu bytes from there, the slot needs "
-                     "%zu",
-                     index, ptr, s->name, avail, bytes);
-  }
+  r = tpg_cu->cuPointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, dp);
+  if (r != CUDA_SUCCESS) return query_failed(r, fn, index, s->name, "RANGE_START_ADDR");
+  r = tpg_cu->cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, dp);
+  if (r != CUDA_SUCCESS) return query_failed(r, fn, index, s->name, "RANGE_SIZE");
+  size_t avail = dp >= base && dp - base <= size ? (size_t)(base + size - dp) : 0;
+  if (avail < bytes)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                   "bindings[%d].ptr %p for slot \"%s\": the allocation has %zu bytes from there, the slot needs %zu",
+                   index, ptr, s->name, avail, bytes);
   return TPG_SUCCESS;
 }
 

@@ -88,7 +88,7 @@ tpg_status tpg_graph_export(const tpg_graph *g, void **cu_graph) {
   TPG_CHECK_ARG(cu_graph != NULL, "cu_graph is NULL: expected a void * (CUgraph) to set");
   *cu_graph = NULL;
   TPG_CHECK_ARG(g != NULL, "graph is NULL: expected a tpg_graph");
-  TPG_CHECK_ARG(g->magic == TPG_MAGIC_GRAPH, "graph is not a live tpg_graph (destroyed or corrupt handle)");
+  TPG_CHECK_ARG(tpg_graph_live(g), "graph is not a live tpg_graph (destroyed or corrupt handle)");
   if (g->mode != TPG_MODE_EXPLICIT)
     return TPG_FAIL(TPG_ERROR_UNSUPPORTED,
                     "the graph is mode %d: only a TPG_MODE_EXPLICIT graph has a CUDA graph to export", (int)g->mode);

@@ -13,13 +13,14 @@
 #include <time.h>
 
 #include "graphbuild/graph.h"
+#include "lib/handle.h"
 #include "lib/gemm_tune_device.h"
 
 #define TPG_DESTROY_WAIT_MS 10000
 
 static tpg_status graph_check(const tpg_graph *g, const char *fn) {
   if (!g) return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "graph is NULL: expected a tpg_graph");
-  if (g->magic != TPG_MAGIC_GRAPH)
+  if (!tpg_graph_live(g))
     return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "graph is not a live tpg_graph (destroyed or corrupt handle)");
   return TPG_SUCCESS;
 }
@@ -71,14 +72,18 @@ static void release_host(tpg_graph *g) {
   free(g->cond_handles);
   tpg_state_free(g->st);
   free(g->nodes);
-  g->magic = TPG_MAGIC_DEAD;
+  tpg_handle_remove(g);
+  tpg_handle_poison(&g->magic);
   free(g);
 }
 
-/* A graph that failed to be created: everything it holds. */
+/* A graph that failed to be created: everything it holds. The caller has
+ * no handle to call destroy again with, so a failed push is tried once more
+ * here (what that second destroy would do); only if that fails too is the
+ * device side lost (found by the fault loop: a push failing in this path). */
 static void graph_free(tpg_graph *g) {
   if (!g) return;
-  if (g->dev.ctx && tpg_dev_push(&g->dev) == TPG_SUCCESS) {
+  if (g->dev.ctx && (tpg_dev_push(&g->dev) == TPG_SUCCESS || tpg_dev_push(&g->dev) == TPG_SUCCESS)) {
     release_device(g);
     tpg_dev_pop();
   }
@@ -200,6 +205,10 @@ static tpg_status create(const tpg_plan *plan, const tpg_graph_config *cfg_in, t
   tpg_graph *g = calloc(1, sizeof *g);
   if (!g) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
   g->magic = TPG_MAGIC_GRAPH;
+  if (tpg_handle_add(g, TPG_MAGIC_GRAPH) != TPG_SUCCESS) {
+    free(g);
+    return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
+  }
   TPG_TRYGOTO(tpg_plan_clone(plan, &g->plan), st, fail);
   const tpg_plan *p = g->plan;
   g->bind = calloc((size_t)(p->nslots ? p->nslots : 1), sizeof *g->bind);

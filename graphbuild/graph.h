@@ -15,6 +15,7 @@
 #include "graphbuild/state.h"
 #include "lib/comm.h"
 #include "lib/gemm_tune.h"
+#include "lib/handle.h"
 
 /* Memory the graph owns for one scratch slot (scratch.c). */
 typedef struct tpg_scratch {
@@ -140,5 +141,11 @@ TPG_HIDDEN tpg_status tpg_launch_into_capture(tpg_graph *g, CUstream stream, int
  * older header's config) overridden by the environment; a malformed or
  * out-of-range value is an error from fn naming the variable or field. */
 TPG_HIDDEN tpg_status tpg_tuning_resolve(const tpg_graph_config *cfg, tpg_tuning *out, const char *fn);
+
+/* A live graph: in the live-handle set (lib/handle.h) before anything is
+ * read through the pointer, so a destroyed handle is refused, never read. */
+static inline int tpg_graph_live(const tpg_graph *g) {
+  return tpg_handle_live(g, TPG_MAGIC_GRAPH) && g->magic == TPG_MAGIC_GRAPH;
+}
 
 #endif

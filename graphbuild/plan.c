@@ -8,6 +8,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "graphbuild/plan.h"
 #include "graphbuild/nodes/kind.h"
+#include "lib/handle.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -29,7 +30,7 @@ static char *dup_str(const char *s) {
 
 tpg_status tpg_plan_check(const tpg_plan *p, const char *fn, const char *arg) {
   if (!p) return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "%s is NULL: expected a tpg_plan", arg);
-  if (p->magic != TPG_MAGIC_PLAN)
+  if (!tpg_handle_live(p, TPG_MAGIC_PLAN) || p->magic != TPG_MAGIC_PLAN)
     return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "%s is not a live tpg_plan (destroyed or corrupt handle)", arg);
   return TPG_SUCCESS;
 }
@@ -42,6 +43,10 @@ tpg_status tpg_plan_create(tpg_plan **out) {
   if (!p) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
   p->magic = TPG_MAGIC_PLAN;
   p->scope = -1;
+  if (tpg_handle_add(p, TPG_MAGIC_PLAN) != TPG_SUCCESS) {
+    free(p);
+    return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
+  }
   p->serial = atomic_fetch_add(&g_plan_serial, 1);
   if (p->serial == 0) p->serial = atomic_fetch_add(&g_plan_serial, 1);
   *out = p;
@@ -60,7 +65,8 @@ static void plan_free(tpg_plan *p) {
   free(p->nodes);
   free(p->conds);
   tpg_plan_drop_indexes(p);
-  p->magic = TPG_MAGIC_DEAD;
+  tpg_handle_remove(p);
+  tpg_handle_poison(&p->magic);
   free(p);
 }
 
@@ -78,6 +84,10 @@ tpg_status tpg_plan_clone(const tpg_plan *src, tpg_plan **out) {
   tpg_plan *p = calloc(1, sizeof *p);
   if (!p) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
   p->magic = TPG_MAGIC_PLAN;
+  if (tpg_handle_add(p, TPG_MAGIC_PLAN) != TPG_SUCCESS) {
+    free(p);
+    return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
+  }
   p->serial = src->serial;
   p->scope = src->scope;
   p->scope_body = src->scope_body;

@@ -52,7 +52,7 @@ static tpg_status check_bindings(const tpg_graph *g, const tpg_plan *p, const tp
 
 static tpg_status graph_usable(tpg_graph *g, const char *fn) {
   if (!g) return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "graph is NULL: expected a tpg_graph");
-  if (g->magic != TPG_MAGIC_GRAPH)
+  if (!tpg_graph_live(g))
     return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "graph is not a live tpg_graph (destroyed or corrupt handle)");
   return TPG_SUCCESS;
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "lib/cuda_driver.h"
+#include "lib/handle.h"
 
 #define TPG_MAX_BUCKETS 32
 
@@ -53,16 +54,32 @@ static size_t free_bytes(int device) {
   return fr;
 }
 
+static int buckets_live(const tpg_mlp_buckets *b) {
+  return tpg_handle_live(b, TPG_MAGIC_BUCKETS) && b->magic == TPG_MAGIC_BUCKETS;
+}
+
+/* As tpg_graph_destroy: a graph whose destroy failed and left it whole (its
+ * context could not be made current) stays in the buckets, which then stay
+ * live too, so that a second call frees what is left instead of leaking it. */
 tpg_status tpg_mlp_buckets_destroy(tpg_mlp_buckets *b) {
   tpg_err_clear();
   if (!b) return TPG_SUCCESS;
-  TPG_CHECK_ARG(b->magic == TPG_MAGIC_BUCKETS, "buckets is not a live tpg_mlp_buckets");
+  TPG_CHECK_ARG(buckets_live(b), "buckets is not a live tpg_mlp_buckets");
   tpg_status st = TPG_SUCCESS;
+  int kept = 0;
   for (int i = 0; i < b->n; i++) {
     tpg_status s = tpg_graph_destroy(b->graph[i]);
     if (s != TPG_SUCCESS && st == TPG_SUCCESS) st = s;
+    if (s != TPG_SUCCESS && tpg_handle_live(b->graph[i], TPG_MAGIC_GRAPH)) {
+      b->tokens[kept] = b->tokens[i];
+      b->bytes[kept] = b->bytes[i];
+      b->graph[kept++] = b->graph[i];
+    }
   }
-  b->magic = TPG_MAGIC_DEAD;
+  b->n = kept;
+  if (kept) return st;
+  tpg_handle_remove(b);
+  tpg_handle_poison(&b->magic);
   free(b);
   return st;
 }
@@ -96,6 +113,10 @@ tpg_status tpg_mlp_buckets_create(const tpg_mlp_desc *desc, const int *sizes, in
   tpg_mlp_buckets *b = calloc(1, sizeof *b);
   if (!b) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
   b->magic = TPG_MAGIC_BUCKETS;
+  if (tpg_handle_add(b, TPG_MAGIC_BUCKETS) != TPG_SUCCESS) {
+    free(b);
+    return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
+  }
   tpg_status st = TPG_SUCCESS;
   for (int i = 0; i < m; i++) {
     tpg_mlp_desc d = *desc;
@@ -118,7 +139,9 @@ tpg_status tpg_mlp_buckets_create(const tpg_mlp_desc *desc, const int *sizes, in
     char msg[1024];
     strncpy(msg, tpg_last_error(), sizeof msg - 1);
     msg[sizeof msg - 1] = '\0';
-    tpg_mlp_buckets_destroy(b);
+    /* A destroy that failed left its graphs whole: once more (the second
+     * call of the documented recovery); the caller has no handle to retry. */
+    if (tpg_mlp_buckets_destroy(b) != TPG_SUCCESS) tpg_mlp_buckets_destroy(b);
     return tpg_err(st, __func__, "%s", msg);
   }
   *out = b;
@@ -127,7 +150,7 @@ tpg_status tpg_mlp_buckets_create(const tpg_mlp_desc *desc, const int *sizes, in
 
 tpg_status tpg_mlp_buckets_pick(tpg_mlp_buckets *b, int tokens, int *bucket_tokens, tpg_graph **graph) {
   tpg_err_clear();
-  TPG_CHECK_ARG(b != NULL && b->magic == TPG_MAGIC_BUCKETS, "buckets is NULL or not a live tpg_mlp_buckets");
+  TPG_CHECK_ARG(b != NULL && buckets_live(b), "buckets is NULL or not a live tpg_mlp_buckets");
   TPG_CHECK_ARG(bucket_tokens != NULL && graph != NULL, "bucket_tokens and graph must not be NULL");
   *graph = NULL;
   *bucket_tokens = 0;
@@ -144,7 +167,7 @@ tpg_status tpg_mlp_buckets_pick(tpg_mlp_buckets *b, int tokens, int *bucket_toke
 
 tpg_status tpg_mlp_buckets_get_info(const tpg_mlp_buckets *b, int i, int *count, int *tokens, size_t *device_bytes) {
   tpg_err_clear();
-  TPG_CHECK_ARG(b != NULL && b->magic == TPG_MAGIC_BUCKETS, "buckets is NULL or not a live tpg_mlp_buckets");
+  TPG_CHECK_ARG(b != NULL && buckets_live(b), "buckets is NULL or not a live tpg_mlp_buckets");
   if (count) *count = b->n;
   TPG_CHECK_ARG(i >= 0 && i < b->n, "i is %d: expected 0..%d", i, b->n - 1);
   if (tokens) *tokens = b->tokens[i];

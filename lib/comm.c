@@ -18,6 +18,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "lib/comm.h"
 
+#include "lib/handle.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -60,7 +62,8 @@ static void abort_comm(tpg_comm *c) {
   /* Our all-reduce kernels poll this word while they wait: set, the ones
    * running stop and the ones still queued in a graph exit at their first
    * wait instead of each sitting out its deadline. */
-  if (c->peer.status_host) *(volatile uint32_t *)c->peer.status_host = 1u;
+  uint32_t *w = atomic_load(&c->abort_word);
+  if (w) __atomic_store_n(w, 1u, __ATOMIC_SEQ_CST);
   if (!c->nccl) return;
   if (!ncclCommRevoke) {
     /* No revoke: abort now if no graph holds the comm, else at destroy (a
@@ -85,9 +88,18 @@ static void release_aborted(tpg_comm *c) {
   c->nccl = NULL;
 }
 
+uint32_t tpg_comm_abort_word(const tpg_comm *c) {
+  uint32_t *w = atomic_load(&((tpg_comm *)c)->abort_word);
+  return w ? __atomic_load_n(w, __ATOMIC_SEQ_CST) : 0u;
+}
+
+/* The handle is one of ours and not destroyed (lib/handle.h): checked before
+ * anything is read through it. */
+static int comm_live(const tpg_comm *c) { return tpg_handle_live(c, TPG_MAGIC_COMM) && c->magic == TPG_MAGIC_COMM; }
+
 tpg_status tpg_comm_check_usable(const tpg_comm *c, const char *fn, const char *argname) {
   if (!c) return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "%s is NULL: expected a tpg_comm", argname);
-  if (c->magic != TPG_MAGIC_COMM)
+  if (!comm_live(c))
     return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "%s is not a live tpg_comm (destroyed or corrupt handle)", argname);
   if (c->aborted)
     return tpg_err(TPG_ERROR_INVALID_STATE, fn,
@@ -135,6 +147,27 @@ tpg_status tpg_comm_id_create(tpg_comm_id *out) {
   return TPG_SUCCESS;
 }
 
+/* The id file: magic, the job's nonce, the id (TPG_ID_FILE_BYTES). The file
+ * is a trust boundary: another user may plant a link or a file at the path,
+ * a FIFO would block a plain read, and a file left by an earlier job holds a
+ * valid-looking id of a job that is gone. So the writer creates a fresh file
+ * it alone can read (O_EXCL | O_NOFOLLOW, mode 0600) and renames it into
+ * place; the reader opens without following links and without blocking, and
+ * accepts only a regular file of this user, mode 0600, of the exact size and
+ * format, written by the same job: TPG_JOB_ID, when set, must match (launchers
+ * give every rank the same one). A file of another job may be replaced by the
+ * right one any moment, so the reader keeps waiting for that until the
+ * deadline; anything else is refused at once. */
+#define TPG_ID_FILE_MAGIC "TPGID01\n"
+#define TPG_ID_FILE_BYTES (8 + 8 + TPG_COMM_ID_BYTES)
+
+static uint64_t job_nonce(void) {
+  const char *e = getenv("TPG_JOB_ID");
+  uint64_t x = 1469598103934665603ull;
+  for (const char *p = e ? e : ""; *p; p++) x = (x ^ (unsigned char)*p) * 1099511628211ull;
+  return x;
+}
+
 tpg_status tpg_comm_id_write_file(const tpg_comm_id *id, const char *path) {
   tpg_err_clear();
   TPG_CHECK_ARG(id != NULL, "id is NULL: expected the tpg_comm_id to write");
@@ -142,12 +175,21 @@ tpg_status tpg_comm_id_write_file(const tpg_comm_id *id, const char *path) {
   char tmp[4096];
   int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
   TPG_CHECK_ARG(n > 0 && (size_t)n < sizeof tmp, "path is longer than %zu bytes", sizeof tmp - 32);
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  if (fd < 0) return TPG_ARG_FAIL("path %s: cannot create %s: %s", path, tmp, strerror(errno));
-  ssize_t w = write(fd, id->bytes, TPG_COMM_ID_BYTES);
-  int e = errno;
-  if (close(fd) != 0 && w == TPG_COMM_ID_BYTES) { w = -1; e = errno; }
-  if (w != TPG_COMM_ID_BYTES) {
+  unsigned char buf[TPG_ID_FILE_BYTES];
+  uint64_t nonce = job_nonce();
+  memcpy(buf, TPG_ID_FILE_MAGIC, 8);
+  memcpy(buf + 8, &nonce, 8);
+  memcpy(buf + 16, id->bytes, TPG_COMM_ID_BYTES);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return TPG_ARG_FAIL("path %s: cannot create %s: %s%s", path, tmp, strerror(errno),
+                        errno == EEXIST ? " (something is already there: refused, it may have been planted)" : "");
+  int e = 0;
+  ssize_t w = -1;
+  if (fchmod(fd, 0600) != 0) e = errno; /* exactly 0600 whatever the umask: the reader insists */
+  else if ((w = write(fd, buf, sizeof buf)) != (ssize_t)sizeof buf) e = w < 0 ? errno : EIO;
+  if (close(fd) != 0 && !e) e = errno;
+  if (e) {
     unlink(tmp);
     return TPG_ARG_FAIL("path %s: write failed: %s", path, strerror(e));
   }
@@ -159,24 +201,78 @@ tpg_status tpg_comm_id_write_file(const tpg_comm_id *id, const char *path) {
   return TPG_SUCCESS;
 }
 
+/* One look at the file: 1 accepted, 0 not there yet (or another job's),
+ * -1 refused (message recorded). */
+static int read_id_once(const char *path, tpg_comm_id *out, int *stale, const char *fn) {
+  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return 0;
+    if (errno == ELOOP) {
+      tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "path %s is a symbolic link: refused (expected the file "
+              "tpg_comm_id_write_file writes)", path);
+      return -1;
+    }
+    tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "path %s: %s", path, strerror(errno));
+    return -1;
+  }
+  struct stat st;
+  unsigned char buf[TPG_ID_FILE_BYTES + 1];
+  ssize_t r = -1;
+  const char *why = NULL;
+  char whybuf[160];
+  if (fstat(fd, &st) != 0) why = strerror(errno);
+  else if (!S_ISREG(st.st_mode))
+    why = S_ISDIR(st.st_mode) ? "is a directory" : S_ISFIFO(st.st_mode) ? "is a FIFO" : "is not a regular file";
+  else if (st.st_uid != geteuid()) {
+    snprintf(whybuf, sizeof whybuf, "is owned by uid %ld, not by this user (uid %ld): refused", (long)st.st_uid,
+             (long)geteuid());
+    why = whybuf;
+  } else if (st.st_size != TPG_ID_FILE_BYTES) {
+    snprintf(whybuf, sizeof whybuf, "holds %lld bytes: expected a %d-byte tpg_comm_id file", (long long)st.st_size,
+             TPG_ID_FILE_BYTES);
+    why = whybuf;
+  } else if ((st.st_mode & 07777) != 0600) {
+    snprintf(whybuf, sizeof whybuf, "has mode 0%o: expected 0600, as tpg_comm_id_write_file makes it",
+             (unsigned)(st.st_mode & 07777));
+    why = whybuf;
+  } else if ((r = read(fd, buf, sizeof buf)) != TPG_ID_FILE_BYTES || memcmp(buf, TPG_ID_FILE_MAGIC, 8) != 0) {
+    why = "is not a tpg_comm_id file (tpg_comm_id_write_file)";
+  }
+  close(fd);
+  if (why) {
+    tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "path %s %s", path, why);
+    return -1;
+  }
+  uint64_t nonce, mine = job_nonce();
+  memcpy(&nonce, buf + 8, 8);
+  if (nonce != mine) {
+    *stale = 1;
+    return 0;
+  }
+  memcpy(out->bytes, buf + 16, TPG_COMM_ID_BYTES);
+  return 1;
+}
+
 tpg_status tpg_comm_id_read_file(const char *path, int timeout_ms, tpg_comm_id *out) {
   tpg_err_clear();
   TPG_CHECK_ARG(path != NULL && path[0], "path is NULL or empty: expected a file path");
   TPG_CHECK_ARG(out != NULL, "out is NULL: expected a tpg_comm_id to fill");
   TPG_CHECK_ARG(timeout_ms >= 0, "timeout_ms is %d: expected >= 0", timeout_ms);
   double deadline = tpg_now_us() + 1000.0 * timeout_ms;
+  int stale = 0;
   for (;;) {
-    int fd = open(path, O_RDONLY);
-    if (fd >= 0) {
-      ssize_t r = read(fd, out->bytes, TPG_COMM_ID_BYTES);
-      close(fd);
-      if (r == TPG_COMM_ID_BYTES) return TPG_SUCCESS;
-      return TPG_ARG_FAIL("path %s holds %zd bytes: expected a %d-byte tpg_comm_id", path, r, TPG_COMM_ID_BYTES);
-    }
-    if (errno != ENOENT) return TPG_ARG_FAIL("path %s: %s", path, strerror(errno));
-    if (tpg_now_us() > deadline)
+    int got = read_id_once(path, out, &stale, __func__);
+    if (got > 0) return TPG_SUCCESS;
+    if (got < 0) return TPG_ERROR_INVALID_ARGUMENT;
+    if (tpg_now_us() > deadline) {
+      if (stale)
+        return TPG_FAIL(TPG_ERROR_TIMEOUT,
+                        "path %s holds the id of another job (its TPG_JOB_ID differs: a stale file?) and no new one "
+                        "appeared within %d ms",
+                        path, timeout_ms);
       return TPG_FAIL(TPG_ERROR_TIMEOUT, "path %s did not appear within %d ms (did rank 0 write it?)", path,
                       timeout_ms);
+    }
     nap_us(10000);
   }
 }
@@ -192,7 +288,7 @@ static tpg_status wait_stream(tpg_comm *c, CUstream s, const char *fn) {
                      c->nranks);
     CUresult q = tpg_cu->cuStreamQuery(s);
     if (q == CUDA_SUCCESS) {
-      if (c->peer.status_host && *(volatile uint32_t *)c->peer.status_host) {
+      if (tpg_comm_abort_word(c)) {
         abort_comm(c);
         return tpg_err(TPG_ERROR_PEER, fn,
                        "a peer did not reach the one-shot all-reduce within %d ms (rank %d of %d); comm aborted",
@@ -221,22 +317,28 @@ static tpg_status wait_stream(tpg_comm *c, CUstream s, const char *fn) {
   }
 }
 
-static void comm_free(tpg_comm *c) {
-  if (!c) return;
-  if (c->nccl) { /* only reached on a failed create: no graphs */
+/* Frees the comm's device side: NCCL comm, peer buffers, scratch, stream.
+ * The comm's context must be current: called between push and pop, so a
+ * context that cannot be made current never makes us skip (leak) these. */
+static void comm_release(tpg_comm *c) {
+  if (c->nccl) { /* on a failed create, or after an abort: no graph holds it */
     atomic_store(&c->aborted, 1);
     release_aborted(c);
   }
-  if (c->dev.ctx) {
-    if (tpg_dev_push(&c->dev) == TPG_SUCCESS) {
-      tpg_peer_free(c);
-      if (c->scratch) tpg_cu->cuMemFree(c->scratch);
-      if (c->stream) tpg_cu->cuStreamDestroy(c->stream);
-      tpg_dev_pop();
-    }
-    tpg_dev_close(&c->dev);
-  }
-  c->magic = TPG_MAGIC_DEAD;
+  if (c->release_peer) c->release_peer(c);
+  c->release_peer = NULL;
+  if (c->scratch) tpg_cu->cuMemFree(c->scratch);
+  if (c->stream) tpg_cu->cuStreamDestroy(c->stream);
+  c->scratch = 0;
+  c->stream = NULL;
+}
+
+/* Frees the host side; the device side is gone (comm_release) or was never made. */
+static void comm_dispose(tpg_comm *c) {
+  if (!c) return;
+  tpg_dev_close(&c->dev);
+  tpg_handle_remove(c);
+  tpg_handle_poison(&c->magic);
   free(c);
 }
 
@@ -257,6 +359,10 @@ tpg_status tpg_comm_create(const tpg_comm_id *id, const tpg_comm_config *cfg, tp
 
   tpg_comm *c = calloc(1, sizeof *c);
   if (!c) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
+  if (tpg_handle_add(c, TPG_MAGIC_COMM) != TPG_SUCCESS) {
+    free(c);
+    return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
+  }
   c->magic = TPG_MAGIC_COMM;
   c->rank = cfg->rank;
   c->nranks = cfg->nranks;
@@ -291,16 +397,17 @@ tpg_status tpg_comm_create(const tpg_comm_id *id, const tpg_comm_config *cfg, tp
   *out = c;
   return TPG_SUCCESS;
 fail_pop:
+  comm_release(c);
   tpg_dev_pop();
 fail:
-  comm_free(c);
+  comm_dispose(c);
   return st;
 }
 
 tpg_status tpg_comm_abort(tpg_comm *c) {
   tpg_err_clear();
   TPG_CHECK_ARG(c != NULL, "comm is NULL: expected a tpg_comm");
-  TPG_CHECK_ARG(c->magic == TPG_MAGIC_COMM, "comm is not a live tpg_comm (destroyed or corrupt handle)");
+  TPG_CHECK_ARG(comm_live(c), "comm is not a live tpg_comm (destroyed or corrupt handle)");
   abort_comm(c);
   return TPG_SUCCESS;
 }
@@ -308,35 +415,66 @@ tpg_status tpg_comm_abort(tpg_comm *c) {
 tpg_status tpg_comm_destroy(tpg_comm *c) {
   tpg_err_clear();
   if (!c) return TPG_SUCCESS;
-  TPG_CHECK_ARG(c->magic == TPG_MAGIC_COMM, "comm is not a live tpg_comm (destroyed or corrupt handle)");
+  TPG_CHECK_ARG(comm_live(c), "comm is not a live tpg_comm (destroyed or corrupt handle)");
   int live = atomic_load(&c->graphs);
   if (live > 0)
     return TPG_FAIL(TPG_ERROR_INVALID_STATE,
                     "%d graph%s still use this comm (NCCL holds a reference per captured graph): destroy them first",
                     live, live == 1 ? "" : "s");
-  tpg_status st = TPG_SUCCESS;
-  if (c->nccl && tpg_dev_push(&c->dev) == TPG_SUCCESS) {
-    if (!atomic_load(&c->aborted)) {
-      /* Finalize under the deadline; a peer that is gone makes settle revoke. */
-      ncclResult_t r = ncclCommFinalize(c->nccl);
-      st = tpg_nccl_settle(c, r, __func__, "ncclCommFinalize");
-    }
-    if (atomic_load(&c->aborted)) release_aborted(c); /* finalize is invalid after a revoke */
-    else ncclCommDestroy(c->nccl);
-    c->nccl = NULL;
-    tpg_dev_pop();
+  /* Without its context nothing device-side can be freed: fail and leave the
+   * comm intact, so that a second destroy can free it, instead of freeing
+   * the host side and leaking the rest. */
+  tpg_status st = tpg_dev_push(&c->dev);
+  if (st != TPG_SUCCESS) {
+    tpg_err_rename(__func__);
+    return st;
   }
-  comm_free(c);
+  if (c->nccl && !atomic_load(&c->aborted)) {
+    /* Finalize under the deadline; a peer that is gone makes settle revoke. */
+    ncclResult_t r = ncclCommFinalize(c->nccl);
+    st = tpg_nccl_settle(c, r, __func__, "ncclCommFinalize");
+  }
+  if (c->nccl && !atomic_load(&c->aborted)) {
+    ncclCommDestroy(c->nccl);
+    c->nccl = NULL;
+  }
+  comm_release(c); /* aborts and frees an NCCL comm still there: finalize is invalid after a revoke */
+  tpg_dev_pop();
+  comm_dispose(c);
   return st;
 }
 
 tpg_status tpg_comm_get_info(const tpg_comm *c, int *rank, int *nranks, int *device) {
   tpg_err_clear();
-  TPG_CHECK_ARG(c != NULL && c->magic == TPG_MAGIC_COMM, "comm is NULL or not a live tpg_comm");
+  TPG_CHECK_ARG(c != NULL && comm_live(c), "comm is NULL or not a live tpg_comm");
   if (rank) *rank = c->rank;
   if (nranks) *nranks = c->nranks;
   if (device) *device = c->dev.ordinal;
   return TPG_SUCCESS;
+}
+
+/* Used by graph creation (the collectives' fingerprint) and by peer setup
+ * (the buffer exchange), so its failures are reported as tpg_graph_create's. */
+tpg_status tpg_comm_allgather_host(tpg_comm *c, const void *mine, void *all, size_t bytes) {
+  CUdeviceptr d = 0;
+  tpg_status st = TPG_SUCCESS;
+  size_t total = bytes * (size_t)c->nranks;
+  const char *fn = "tpg_graph_create";
+  CUresult cr = tpg_cu->cuMemAlloc(&d, total);
+  if (cr != CUDA_SUCCESS) return tpg_cu_fail(cr, fn, "cuMemAlloc(all-gather buffer)");
+  cr = tpg_cu->cuMemcpyHtoD(d + bytes * (size_t)c->rank, mine, bytes);
+  if (cr != CUDA_SUCCESS) {
+    st = tpg_cu_fail(cr, fn, "cuMemcpyHtoD(all-gather buffer)");
+    goto out;
+  }
+  ncclResult_t r = ncclAllGather((void *)(d + bytes * (size_t)c->rank), (void *)d, bytes, ncclUint8, c->nccl, c->stream);
+  TPG_TRYGOTO(tpg_nccl_settle(c, r, fn, "ncclAllGather (exchange between ranks)"), st, out);
+  TPG_TRYGOTO(wait_stream(c, c->stream, fn), st, out);
+  cr = tpg_cu->cuMemcpyDtoH(all, d, total);
+  if (cr != CUDA_SUCCESS) st = tpg_cu_fail(cr, fn, "cuMemcpyDtoH(all-gather buffer)");
+out:
+  tpg_cu->cuMemFree(d);
+  return st;
 }
 
 tpg_status tpg_comm_wait(tpg_comm *c, tpg_stream stream) {

@@ -10,6 +10,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "lib/module.h"
+#include "lib/handle.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -27,7 +28,7 @@ static tpg_status kit_cu_fail(CUresult r, const char *fn, const char *label, con
 
 tpg_status tpg_module_check(const tpg_module *m, const char *fn, const char *what) {
   if (!m) return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "%s is NULL", what);
-  if (m->magic != TPG_MAGIC_MODULE)
+  if (!tpg_handle_live(m, TPG_MAGIC_MODULE) || m->magic != TPG_MAGIC_MODULE)
     return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "%s is not a live tpg_module (destroyed or corrupt handle)", what);
   return TPG_SUCCESS;
 }
@@ -99,6 +100,12 @@ static tpg_status load(const char *fn, void *image, const char *what, tpg_module
                    name ? name : "CUDA error", log[0] ? ": " : "", log);
   }
   m->magic = TPG_MAGIC_MODULE;
+  if (tpg_handle_add(m, TPG_MAGIC_MODULE) != TPG_SUCCESS) {
+    tpg_cu->cuLibraryUnload(m->lib);
+    free(m->image);
+    free(m);
+    return tpg_err(TPG_ERROR_OUT_OF_MEMORY, fn, "out of host memory");
+  }
   *out = m;
   return TPG_SUCCESS;
 }
@@ -159,7 +166,8 @@ tpg_status tpg_module_destroy(tpg_module *m) {
   tpg_err_clear();
   if (!m) return TPG_SUCCESS;
   TPG_TRY(tpg_module_check(m, __func__, "module"));
-  m->magic = TPG_MAGIC_DEAD;
+  tpg_handle_remove(m);
+  tpg_handle_poison(&m->magic);
   CUresult r = tpg_cu->cuLibraryUnload(m->lib);
   free(m->image);
   free(m);

@@ -8,12 +8,27 @@
  * ranks in other processes open the IPC handle. If any rank cannot map any
  * peer (another host, no peer access), a second all-gather makes every rank
  * fall back together, so all ranks always take the same algorithm.
+ *
+ * "Same process" is same host (hostname + boot id), same PID namespace and
+ * same pid: two containers sharing the host network but not the PID
+ * namespace both see pid 1, and must use IPC, not each other's pointers.
+ *
+ * Within one process a rank's buffer is used by its peers directly, so it
+ * must outlive them: a rank that fails or is destroyed first must not free
+ * memory a peer's graph still writes into. Buffers are therefore reference
+ * counted process-wide (one count for the owner, one per peer that mapped
+ * it) and freed by whoever drops the last count, in the owner's context (the
+ * entry keeps the owner's primary context retained until then) — what CUDA
+ * IPC does for mappings across processes.
  */
 #define _GNU_SOURCE
 #include "lib/peer.h"
 
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "lib/comm.h"
@@ -34,8 +49,9 @@ typedef struct {
   uint64_t host;
   int32_t pid, device;
   uint64_t ptr;
+  uint64_t pidns;  /* PID namespace: device and inode of /proc/self/ns/pid */
   CUipcMemHandle ipc;
-  unsigned char pad_[128 - 8 - 8 - 8 - sizeof(CUipcMemHandle)];
+  unsigned char pad_[128 - 8 - 8 - 8 - 8 - sizeof(CUipcMemHandle)];
 } peer_card;
 _Static_assert(sizeof(peer_card) == 128, "peer_card is 128 bytes");
 
@@ -54,25 +70,86 @@ static uint64_t host_hash(void) {
   return x;
 }
 
-/* All-gather `bytes` per rank through the comm, synchronously and bounded. */
-tpg_status tpg_comm_allgather_host(tpg_comm *c, const void *mine, void *all, size_t bytes) {
-  CUdeviceptr d = 0;
-  tpg_status st = TPG_SUCCESS;
-  size_t total = bytes * (size_t)c->nranks;
-  TPG_CUGOTO(cuMemAlloc(&d, total), st, out);
-  TPG_CUGOTO(cuMemcpyHtoD(d + bytes * (size_t)c->rank, mine, bytes), st, out);
-  ncclResult_t r = ncclAllGather((void *)(d + bytes * (size_t)c->rank), (void *)d, bytes, ncclUint8, c->nccl, c->stream);
-  TPG_TRYGOTO(tpg_nccl_settle(c, r, "tpg_peer_setup", "ncclAllGather (peer buffer exchange)"), st, out);
-  TPG_TRYGOTO(tpg_comm_wait(c, (tpg_stream)c->stream), st, out);
-  TPG_CUGOTO(cuMemcpyDtoH(all, d, total), st, out);
-out:
-  if (d) tpg_cu->cuMemFree(d);
-  return st;
+static uint64_t pid_namespace(void) {
+  struct stat st;
+  if (stat("/proc/self/ns/pid", &st) != 0) return 0; /* no procfs: pid + host decide, as before */
+  return ((uint64_t)st.st_dev << 32) ^ (uint64_t)st.st_ino;
 }
 
-tpg_status tpg_peer_setup(tpg_comm *c) {
+int tpg_peer_same_process(uint64_t host_a, int32_t pid_a, uint64_t ns_a, uint64_t host_b, int32_t pid_b,
+                          uint64_t ns_b) {
+  return host_a == host_b && pid_a == pid_b && ns_a == ns_b;
+}
+
+/* ---- process-wide reference counts of the ranks' buffers ---- */
+
+typedef struct shared_buf {
+  struct shared_buf *next;
+  CUdeviceptr ptr;
+  CUdevice dev;     /* owner's device; its primary context is retained */
+  CUcontext ctx;
+  int refs;
+} shared_buf;
+
+static pthread_mutex_t g_sb_mu = PTHREAD_MUTEX_INITIALIZER;
+static shared_buf *g_sb;
+
+/* Registers a new buffer of the current context's device with one count. */
+static tpg_status sb_add(CUdeviceptr ptr, const tpg_dev *d) {
+  shared_buf *b = calloc(1, sizeof *b);
+  if (!b) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
+  CUresult r = tpg_cu->cuDevicePrimaryCtxRetain(&b->ctx, d->dev);
+  if (r != CUDA_SUCCESS) {
+    free(b);
+    return tpg_cu_fail(r, "tpg_graph_create", "cuDevicePrimaryCtxRetain(peer buffer owner)");
+  }
+  b->ptr = ptr;
+  b->dev = d->dev;
+  b->refs = 1;
+  pthread_mutex_lock(&g_sb_mu);
+  b->next = g_sb;
+  g_sb = b;
+  pthread_mutex_unlock(&g_sb_mu);
+  return TPG_SUCCESS;
+}
+
+/* Takes a count on a peer's buffer; 0 if that buffer is already gone. */
+static int sb_ref(CUdeviceptr ptr) {
+  pthread_mutex_lock(&g_sb_mu);
+  shared_buf *b = g_sb;
+  while (b && b->ptr != ptr) b = b->next;
+  if (b) b->refs++;
+  pthread_mutex_unlock(&g_sb_mu);
+  return b != NULL;
+}
+
+/* Drops a count; the last one frees the buffer in its owner's context. */
+static void sb_unref(CUdeviceptr ptr) {
+  pthread_mutex_lock(&g_sb_mu);
+  shared_buf **p = &g_sb, *b = NULL;
+  while (*p && (*p)->ptr != ptr) p = &(*p)->next;
+  if (*p && --(*p)->refs == 0) {
+    b = *p;
+    *p = b->next;
+  }
+  pthread_mutex_unlock(&g_sb_mu);
+  if (!b) return;
+  if (tpg_cu->cuCtxPushCurrent(b->ctx) == CUDA_SUCCESS) {
+    tpg_cu->cuMemFree(b->ptr);
+    CUcontext popped;
+    tpg_cu->cuCtxPopCurrent(&popped);
+  } else {
+    tpg_cu->cuMemFree(b->ptr); /* unified addressing: the pointer names its allocation */
+  }
+  tpg_cu->cuDevicePrimaryCtxRelease(b->dev);
+  free(b);
+}
+
+static void peer_release(tpg_comm *c) { tpg_peer_free(c); }
+
+/* The setup proper; on failure the caller frees whatever it made. */
+static tpg_status peer_setup(tpg_comm *c) {
   tpg_peer *P = &c->peer;
-  if (P->state != 0) return TPG_SUCCESS;
   if (c->nranks < 2 || c->nranks > TPG_AR_MAX_RANKS) {
     P->state = -1;
     snprintf(P->why, sizeof P->why, "%d ranks: the one-shot all-reduce serves 2..%d", c->nranks, TPG_AR_MAX_RANKS);
@@ -82,6 +159,13 @@ tpg_status tpg_peer_setup(tpg_comm *c) {
   P->twoshot_bytes = TPG_PEER_TWOSHOT_BYTES;
   size_t bytes = TPG_PEER_FLAG_BYTES + 4 * P->slot_bytes + 4 * P->twoshot_bytes;
   TPG_CU(cuMemAlloc(&P->local, bytes));
+  tpg_status st = sb_add(P->local, &c->dev);
+  if (st != TPG_SUCCESS) {
+    tpg_cu->cuMemFree(P->local);
+    P->local = 0;
+    return st;
+  }
+  P->local_counted = 1;
   TPG_CU(cuMemAlloc(&P->epochs, 3 * TPG_AR_MAX_BLOCKS * sizeof(uint32_t)));
   TPG_CU(cuMemsetD32(P->local, 0, TPG_PEER_FLAG_BYTES / 4));
   /* The push and two-shot receive areas start as all-sentinel (0x8000 halves). */
@@ -91,13 +175,18 @@ tpg_status tpg_peer_setup(tpg_comm *c) {
   void *hp = NULL;
   TPG_CU(cuMemHostAlloc(&hp, 64, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
   P->status_host = hp;
-  *P->status_host = 0;
+  __atomic_store_n(P->status_host, 0u, __ATOMIC_SEQ_CST);
+  /* Zeroed first, then published: an abort racing with this setup either
+   * sees no word, or a word it raises that nothing clears again. */
+  atomic_store(&c->abort_word, P->status_host);
+  if (atomic_load(&c->aborted)) __atomic_store_n(P->status_host, 1u, __ATOMIC_SEQ_CST);
   TPG_CU(cuMemHostGetDevicePointer(&P->status_dev, hp, 0));
 
   peer_card me, all[TPG_AR_MAX_RANKS];
   memset(&me, 0, sizeof me);
   me.host = host_hash();
   me.pid = (int32_t)getpid();
+  me.pidns = pid_namespace();
   me.device = c->dev.ordinal;
   me.ptr = (uint64_t)P->local;
   int ok = tpg_cu->cuIpcGetMemHandle(&me.ipc, P->local) == CUDA_SUCCESS;
@@ -113,7 +202,7 @@ tpg_status tpg_peer_setup(tpg_comm *c) {
       snprintf(P->why, sizeof P->why, "rank %d is on another machine", q);
       break;
     }
-    if (all[q].pid == me.pid) {
+    if (tpg_peer_same_process(all[q].host, all[q].pid, all[q].pidns, me.host, me.pid, me.pidns)) {
       CUdevice pd;
       CUcontext pctx;
       int can = 0;
@@ -132,7 +221,13 @@ tpg_status tpg_peer_setup(tpg_comm *c) {
                  all[q].device, (int)r);
         break;
       }
+      if (!sb_ref((CUdeviceptr)all[q].ptr)) { /* that rank failed and freed it meanwhile */
+        ok = 0;
+        snprintf(P->why, sizeof P->why, "rank %d's buffer is gone (that rank failed)", q);
+        break;
+      }
       P->base[q] = (void *)(uintptr_t)all[q].ptr;
+      P->counted[q] = 1;
     } else {
       CUdeviceptr m = 0;
       CUresult r = tpg_cu->cuIpcOpenMemHandle(&m, all[q].ipc, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
@@ -159,11 +254,27 @@ tpg_status tpg_peer_setup(tpg_comm *c) {
   return TPG_SUCCESS;
 }
 
+tpg_status tpg_peer_setup(tpg_comm *c) {
+  tpg_peer *P = &c->peer;
+  if (P->state != 0) return TPG_SUCCESS;
+  c->release_peer = peer_release;
+  tpg_status st = peer_setup(c);
+  /* A failed setup leaves nothing behind (state 0: a later graph may try
+   * again), instead of 48 MiB of buffers per attempt. A fallback (state -1)
+   * keeps what it has until destroy: it decided for every rank alike. */
+  if (st != TPG_SUCCESS) tpg_peer_free(c);
+  return st;
+}
+
 void tpg_peer_free(tpg_comm *c) {
   tpg_peer *P = &c->peer;
-  for (int q = 0; q < TPG_AR_MAX_RANKS; q++)
+  for (int q = 0; q < TPG_AR_MAX_RANKS; q++) {
     if (P->ipc_opened[q]) tpg_cu->cuIpcCloseMemHandle((CUdeviceptr)(uintptr_t)P->base[q]);
-  if (P->local) tpg_cu->cuMemFree(P->local);
+    if (P->counted[q]) sb_unref((CUdeviceptr)(uintptr_t)P->base[q]);
+  }
+  atomic_store(&c->abort_word, NULL);
+  if (P->local_counted) sb_unref(P->local);
+  else if (P->local) tpg_cu->cuMemFree(P->local);
   if (P->epochs) tpg_cu->cuMemFree(P->epochs);
   if (P->status_host) tpg_cu->cuMemFreeHost(P->status_host);
   memset(P, 0, sizeof *P);

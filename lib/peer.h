@@ -15,8 +15,11 @@ typedef struct tpg_peer {
   size_t twoshot_bytes;             /* tw: one half of a two-shot area      */
   void *base[TPG_AR_MAX_RANKS];     /* every rank's buffer, as mapped here  */
   int ipc_opened[TPG_AR_MAX_RANKS]; /* base[q] came from cuIpcOpenMemHandle */
+  int counted[TPG_AR_MAX_RANKS];    /* base[q] is a same-process peer's buffer we hold a count on */
+  int local_counted;                /* local is in the process-wide counts  */
   CUdeviceptr epochs;               /* [3][TPG_AR_MAX_BLOCKS] u32: pull, push, two-shot */
-  uint32_t *status_host;            /* host-mapped failure word             */
+  uint32_t *status_host;            /* host-mapped failure word (also the
+                                       comm's abort_word once published)    */
   CUdeviceptr status_dev;
 } tpg_peer;
 
@@ -27,6 +30,10 @@ struct tpg_comm;
  * pointers with peer access inside one). All ranks reach the same state. */
 TPG_HIDDEN tpg_status tpg_peer_setup(struct tpg_comm *c);
 TPG_HIDDEN void tpg_peer_free(struct tpg_comm *c);
+
+/* Two ranks share a process: same host, pid and PID namespace. */
+TPG_HIDDEN int tpg_peer_same_process(uint64_t host_a, int32_t pid_a, uint64_t ns_a, uint64_t host_b, int32_t pid_b,
+                                     uint64_t ns_b);
 
 /* Our all-reduce kernels; the value indexes the epoch counters. */
 typedef enum tpg_peer_kernel { TPG_PEER_PULL = 0, TPG_PEER_PUSH = 1, TPG_PEER_TWOSHOT = 2 } tpg_peer_kernel;

@@ -30,7 +30,14 @@ static void runtime_info(tpg_runtime_info *out) {
     return;
   }
   out->driver_version = tpg_cu->driver_version;
-  if (tpg_cu->cuDeviceGetCount(&out->device_count) != CUDA_SUCCESS) out->device_count = 0;
+  CUresult r = tpg_cu->cuDeviceGetCount(&out->device_count);
+  if (r != CUDA_SUCCESS) {
+    /* Not "0 GPUs" silently: the caller would conclude there are none. */
+    const char *name = NULL;
+    tpg_cu->cuGetErrorName(r, &name);
+    out->device_count = 0;
+    snprintf(out->driver_error, sizeof out->driver_error, "cuDeviceGetCount failed: %s", name ? name : "CUDA error");
+  }
 }
 
 tpg_status tpg_runtime_get_info(tpg_runtime_info *out, size_t size) {

@@ -132,7 +132,10 @@ typedef struct tpg_runtime_info {
  * caller's header knows it: a caller built against an older header gets the
  * fields it knows, one built against a newer header gets the rest zeroed. */
 
-/* Never fails for lack of a driver: it reports it in driver_error instead. */
+/* Never fails for lack of a driver: it reports it in driver_error instead,
+ * and likewise a driver that loads but cannot count its devices
+ * (cuDeviceGetCount failed: device_count 0, driver_error says why), so "no
+ * GPU" is never reported silently for a driver error. */
 TPG_API tpg_status tpg_runtime_get_info(tpg_runtime_info *out /* OUT */, size_t size /* sizeof *out */);
 
 typedef struct tpg_device_info {
@@ -183,9 +186,19 @@ typedef struct tpg_comm_config {
 
 /* On the rank that creates the id (usually rank 0). */
 TPG_API tpg_status tpg_comm_id_create(tpg_comm_id *out /* OUT */);
-/* Writes the id to path atomically (temp file + rename). */
+/* Writes the id to path atomically: a fresh temp file "<path>.tmp.<pid>"
+ * created O_EXCL | O_NOFOLLOW with mode 0600 (whatever the umask), then
+ * renamed over path. The file holds a format tag, a nonce of the job
+ * ($TPG_JOB_ID, when set; give every rank the same) and the id: 144 bytes.
+ * Something already at the temp path (a planted file or link) is refused. */
 TPG_API tpg_status tpg_comm_id_write_file(const tpg_comm_id *id, const char *path);
-/* Waits up to timeout_ms for path to appear, then reads the id. */
+/* Waits up to timeout_ms for path to appear, then reads the id. The file is
+ * a trust boundary: it is opened without following links and without
+ * blocking (a FIFO does not hang), and refused at once with
+ * TPG_ERROR_INVALID_ARGUMENT, naming path and why, unless it is a regular
+ * file of this user, mode 0600, of exactly 144 bytes in the writer's format.
+ * A file whose job nonce differs ($TPG_JOB_ID: a stale file of an earlier
+ * job) is waited past: TPG_ERROR_TIMEOUT says so if no new one appears. */
 TPG_API tpg_status tpg_comm_id_read_file(const char *path, int timeout_ms, tpg_comm_id *out /* OUT */);
 
 TPG_API tpg_status tpg_comm_create(const tpg_comm_id *id, const tpg_comm_config *cfg,
@@ -193,7 +206,11 @@ TPG_API tpg_status tpg_comm_create(const tpg_comm_id *id, const tpg_comm_config 
 /* Finalizes and destroys. Destroy every graph that uses the comm first (NCCL
  * keeps a reference per captured graph); a graph still alive makes this fail
  * with TPG_ERROR_INVALID_STATE and leaves the comm intact. If finalize does not
- * complete within the comm's timeout (a peer is gone), the comm is aborted. */
+ * complete within the comm's timeout (a peer is gone), the comm is aborted.
+ * If the comm's context cannot be made current (cuCtxPushCurrent failed),
+ * nothing is freed: the call fails with that error and the comm stays
+ * intact, so a second call can free it. A destroyed comm is refused
+ * (TPG_ERROR_INVALID_ARGUMENT) without being read. */
 TPG_API tpg_status tpg_comm_destroy(tpg_comm *comm);
 /* Aborts the communicator at once (no peer needed): its in-flight NCCL work
  * stops (ncclCommRevoke), one-shot kernels stop at their deadline, and later
@@ -920,7 +937,11 @@ TPG_API tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config
                                     tpg_graph **out /* OUT, owned */);
 /* Waits for the graph's launches to finish, then frees everything it owns.
  * If its device context cannot be made current, nothing is freed and the
- * error is returned: the graph is intact, call destroy again. */
+ * error is returned: the graph is intact, call destroy again. Any other
+ * failure (the wait) is returned after everything was freed. A destroyed
+ * graph, plan, module, comm or bucket set is refused by every call with
+ * TPG_ERROR_INVALID_ARGUMENT naming it ("... is not a live tpg_graph"),
+ * without reading through the pointer: live handles are kept in a set. */
 TPG_API tpg_status tpg_graph_destroy(tpg_graph *graph);
 
 /* Enqueues one run of the graph on stream (asynchronous). The stream may be
@@ -1012,6 +1033,8 @@ typedef struct tpg_mlp_buckets tpg_mlp_buckets;
 TPG_API tpg_status tpg_mlp_buckets_create(const tpg_mlp_desc *desc, const int *sizes, int nsizes,
                                           const tpg_graph_config *cfg /* bindings by tpg_plan_mlp's slot ids */,
                                           tpg_mlp_buckets **out /* OUT, owned */);
+/* As tpg_graph_destroy: a graph whose destroy failed because its context
+ * could not be made current stays in b, which then stays live: call again. */
 TPG_API tpg_status tpg_mlp_buckets_destroy(tpg_mlp_buckets *b);
 /* The bucket for `tokens` (1..max): its size and graph (borrowed). */
 TPG_API tpg_status tpg_mlp_buckets_pick(tpg_mlp_buckets *b, int tokens, int *bucket_tokens /* OUT */,

@@ -1,6 +1,6 @@
-/* kit_fake_test.c - the kit's driver paths on a CPU, against a stand-in
- * libcuda (tests/cpu/fake_cuda.c: host memory, kernels as C functions,
- * graphs run in order). Runs what kit_test runs on a GPU, minus what only a
+/* kit_fake_test.c - the kit's driver paths on a CPU, against the stand-in
+ * driver of //tests/fake (host memory with bounds checks, kernels as C
+ * functions, graphs run in order, every handle checked, objects counted). Runs what kit_test runs on a GPU, minus what only a
  * real driver can show: engine kernels by module name, CUkernel and
  * CUfunction; arguments checked against the kernel's parameters; a
  * captured node captured, re-captured only when one of its views moves, and
@@ -8,16 +8,17 @@
  * fails; host and event nodes; rebind, whole-graph update, export (the
  * template run by itself must give what the exec gives), launch under
  * capture; eager and capture modes. Every result is compared exactly.
- * ASan / valgrind in CI see the graphs tpgraph creates and destroys here.
+ * ASan / valgrind in CI see the graphs tpgraph creates and destroys here;
+ * at the end nothing may be live in the fake and no violation recorded.
  */
 #define _POSIX_C_SOURCE 200809L
-#include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/fake/tpgfake.h"
 #include "tests/tpg_test.h"
 
 #define MUST_OK(call)                                                                    \
@@ -29,32 +30,24 @@
     }                                                                                    \
   } while (0)
 
-enum { C_LAUNCH, C_EXEC_KSET, C_EXEC_CHILD, C_EXEC_UPDATE, C_TMPL_KSET, C_CAPTURES, C_HOST, C_EVREC, C_EVWAIT,
-       C_CLUSTER_NODE, C_CLUSTER_LAUNCH };
-
-static int (*fk_launch)(void *, const char *, void **);
-static void (*fk_alloc_node)(void *);
-static void (*fk_invalidate)(void *);
-static void (*fk_run_graph)(void *);
-static int (*fk_counter)(int);
-static void *(*fk_stream)(void);
-static void (*fk_stream_destroy)(void *);
-static int (*fk_begin)(void *);
-static void *(*fk_end)(void *);
-static void *(*fk_instantiate)(void *);
-static void (*fk_exec_launch)(void *);
-static void (*fk_exec_destroy)(void *);
-static void (*fk_graph_destroy)(void *);
-static void *(*fk_kernel)(const char *);
+#define C_EXEC_KSET TPGFAKE_C_EXEC_KSET
+#define C_EXEC_CHILD TPGFAKE_C_EXEC_CHILD
+#define C_EXEC_UPDATE TPGFAKE_C_EXEC_UPDATE
+#define C_EVREC TPGFAKE_C_EVREC
+#define C_EVWAIT TPGFAKE_C_EVWAIT
+#define C_CLUSTER_NODE TPGFAKE_C_CLUSTER_NODE
+#define C_CLUSTER_LAUNCH TPGFAKE_C_CLUSTER_LAUNCH
 
 enum { N = 1000 };
 static const int g_n = N;
 static const double g_a = 1.0 / 3.0;
 static const float g_b = 0.25f;
 
+static void *g_ev_rec, *g_ev_wait; /* live events of the fake, for the event nodes */
+
 static float *buf(void) {
-  void *p = NULL;
-  if (posix_memalign(&p, 256, N * 4)) abort();
+  void *p = tpgfake_dev_alloc(0, N * 4);
+  if (!p) abort();
   memset(p, 0xff, N * 4); /* NaN: poisoned */
   return p;
 }
@@ -91,7 +84,7 @@ static int lib_scale(void *user, tpg_stream s, void *const *ptrs, int n) {
   void *z = ptrs[1], *y = ptrs[0];
   int cnt = N;
   void *params[3] = {&z, &y, &cnt};
-  return fk_launch(s, "scale2", params);
+  return tpgfake_launch(s, "scale2", params);
 }
 static int lib_nothing(void *u, tpg_stream s, void *const *p, int n) {
   (void)u, (void)s, (void)p, (void)n;
@@ -102,12 +95,12 @@ static int lib_fail(void *u, tpg_stream s, void *const *p, int n) {
   return 7;
 }
 static int lib_alloc(void *u, tpg_stream s, void *const *p, int n) {
-  fk_alloc_node(s);
+  tpgfake_capture_alloc(s);
   return lib_scale(u, s, p, n);
 }
 static int lib_sync(void *u, tpg_stream s, void *const *p, int n) {
   lib_scale(u, s, p, n);
-  fk_invalidate(s); /* what synchronizing inside a capture does */
+  tpgfake_capture_invalidate(s); /* what synchronizing inside a capture does */
   return 0;
 }
 
@@ -136,8 +129,8 @@ static void make_plan(kplan *k, tpg_module *m, int how, tpg_capture_fn fn) {
   k->args[4] = TPG_ARG_VALUE(g_b);
   tpg_kernel_desc d = TPG_KERNEL_DESC_INIT;
   if (how == 0) { d.module = m; d.name = "axpy"; }
-  if (how == 1) d.cu_kernel = fk_kernel("axpy");
-  if (how == 2) d.cu_function = fk_kernel("axpy");
+  if (how == 1) d.cu_kernel = tpgfake_kernel("axpy");
+  if (how == 2) d.cu_function = tpgfake_kernel("axpy");
   d.grid[0] = 4;
   d.block[0] = 256;
   d.args = k->args;
@@ -151,8 +144,8 @@ static void make_plan(kplan *k, tpg_module *m, int how, tpg_capture_fn fn) {
   MUST_OK(tpg_plan_add_captured(k->p, &cd, &k->k, 1, &k->c));
   MUST_OK(tpg_plan_set_node_name(k->p, k->c, "lib"));
   MUST_OK(tpg_plan_add_host(k->p, host_fn, &host_runs, &k->c, 1, &k->h));
-  MUST_OK(tpg_plan_add_event_record(k->p, (tpg_event)(uintptr_t)0x77, &k->h, 1, &k->r));
-  MUST_OK(tpg_plan_add_event_wait(k->p, (tpg_event)(uintptr_t)0x78, NULL, 0, &k->w));
+  MUST_OK(tpg_plan_add_event_record(k->p, (tpg_event)g_ev_rec, &k->h, 1, &k->r));
+  MUST_OK(tpg_plan_add_event_wait(k->p, (tpg_event)g_ev_wait, NULL, 0, &k->w));
 }
 
 static tpg_graph *make_graph(kplan *k, float *x, float *y, float *z, tpg_graph_mode mode) {
@@ -184,10 +177,10 @@ static void test_explicit(tpg_module *m, int how) {
   CHECK(wrong_y(y, x) == 0 && wrong_z(z, x) == 0 && host_runs == 1);
 
   /* A kernel view moves: an exec kernel-node update, no capture. */
-  int kset = fk_counter(C_EXEC_KSET), child = fk_counter(C_EXEC_CHILD);
+  int kset = tpgfake_counter(C_EXEC_KSET), child = tpgfake_counter(C_EXEC_CHILD);
   tpg_binding b1 = {k.x, x2};
   CHECK_OK(tpg_graph_rebind(g, &b1, 1));
-  CHECK(calls == 1 && fk_counter(C_EXEC_KSET) == kset + 1 && fk_counter(C_EXEC_CHILD) == child);
+  CHECK(calls == 1 && tpgfake_counter(C_EXEC_KSET) == kset + 1 && tpgfake_counter(C_EXEC_CHILD) == child);
   poison(y), poison(z);
   CHECK_OK(tpg_graph_launch(g, NULL));
   CHECK(wrong_y(y, x2) == 0 && wrong_z(z, x2) == 0);
@@ -195,7 +188,7 @@ static void test_explicit(tpg_module *m, int how) {
   /* A view of the captured node moves: captured again, swapped into the exec. */
   tpg_binding b2 = {k.z, z2};
   CHECK_OK(tpg_graph_rebind(g, &b2, 1));
-  CHECK(calls == 2 && fk_counter(C_EXEC_CHILD) == child + 1);
+  CHECK(calls == 2 && tpgfake_counter(C_EXEC_CHILD) == child + 1);
   poison(z), poison(z2);
   CHECK_OK(tpg_graph_launch(g, NULL));
   CHECK(wrong_z(z2, x2) == 0);
@@ -206,52 +199,52 @@ static void test_explicit(tpg_module *m, int how) {
   CHECK_OK(tpg_graph_export(g, &cg));
   CHECK(cg != NULL);
   poison(y), poison(z2);
-  fk_run_graph(cg);
+  tpgfake_run_graph(cg);
   CHECK(wrong_y(y, x2) == 0 && wrong_z(z2, x2) == 0);
 
   /* Launch under the engine's capture: the graph as bound now, one node. */
-  void *s = fk_stream();
-  CHECK(fk_begin(s) == 0);
+  void *s = tpgfake_stream();
+  CHECK(tpgfake_begin(s) == 0);
   CHECK_OK(tpg_graph_launch(g, (tpg_stream)s));
-  void *cap = fk_end(s);
+  void *cap = tpgfake_end(s);
   CHECK(cap != NULL);
-  void *ex = cap ? fk_instantiate(cap) : NULL;
+  void *ex = cap ? tpgfake_instantiate(cap) : NULL;
   tpg_binding b3 = {k.x, x}; /* after the capture: not in its copy */
   CHECK_OK(tpg_graph_rebind(g, &b3, 1));
   poison(y), poison(z2);
-  if (ex) fk_exec_launch(ex);
+  if (ex) tpgfake_exec_launch(ex);
   CHECK(wrong_y(y, x2) == 0 && wrong_z(z2, x2) == 0);
   poison(y), poison(z2);
   CHECK_OK(tpg_graph_launch(g, NULL));
   CHECK(wrong_y(y, x) == 0 && wrong_z(z2, x) == 0);
   /* A capture that was invalidated is refused. */
-  CHECK(fk_begin(s) == 0);
-  fk_invalidate(s);
+  CHECK(tpgfake_begin(s) == 0);
+  tpgfake_capture_invalidate(s);
   CHECK_ST(tpg_graph_launch(g, (tpg_stream)s), TPG_ERROR_INVALID_STATE, "tpg_graph_launch: stream: its capture was invalidated");
-  void *gone = fk_end(s);
+  void *gone = tpgfake_end(s);
   CHECK(gone == NULL);
-  if (ex) fk_exec_destroy(ex);
-  if (cap) fk_graph_destroy(cap);
-  fk_stream_destroy(s);
+  if (ex) tpgfake_exec_destroy(ex);
+  if (cap) tpgfake_graph_destroy(cap);
+  tpgfake_stream_destroy(s);
 
   /* Whole-graph update: everything materialized again (captured again), the
    * template follows. */
-  int upd = fk_counter(C_EXEC_UPDATE);
+  int upd = tpgfake_counter(C_EXEC_UPDATE);
   tpg_binding b4[2] = {{k.x, x3}, {k.z, z}};
   CHECK_OK(tpg_graph_update(g, NULL, b4, 2));
-  CHECK(calls == 3 && fk_counter(C_EXEC_UPDATE) == upd + 1); /* create, the rebind of z, this */
+  CHECK(calls == 3 && tpgfake_counter(C_EXEC_UPDATE) == upd + 1); /* create, the rebind of z, this */
   poison(y), poison(z);
   CHECK_OK(tpg_graph_launch(g, NULL));
   CHECK(wrong_y(y, x3) == 0 && wrong_z(z, x3) == 0);
   poison(y), poison(z);
   CHECK_OK(tpg_graph_export(g, &cg));
-  fk_run_graph(cg);
+  tpgfake_run_graph(cg);
   CHECK(wrong_y(y, x3) == 0 && wrong_z(z, x3) == 0);
   CHECK(host_runs >= 5);
 
   CHECK_OK(tpg_graph_destroy(g));
   tpg_plan_destroy(k.p);
-  free(x), free(x2), free(x3), free(y), free(z), free(z2);
+  tpgfake_free(x), tpgfake_free(x2), tpgfake_free(x3), tpgfake_free(y), tpgfake_free(z), tpgfake_free(z2);
 }
 
 /* Eager and capture modes give the explicit graph's results. */
@@ -262,14 +255,14 @@ static void test_modes(tpg_module *m) {
     make_plan(&k, m, 0, lib_scale);
     float *x = rnd_buf(9), *y = buf(), *z = buf();
     calls = host_runs = 0;
-    int rec = fk_counter(C_EVREC), wait = fk_counter(C_EVWAIT);
+    int rec = tpgfake_counter(C_EVREC), wait = tpgfake_counter(C_EVWAIT);
     tpg_graph *g = make_graph(&k, x, y, z, modes[i]);
     if (!g) continue;
     CHECK_OK(tpg_graph_launch(g, NULL));
     CHECK_OK(tpg_graph_launch(g, NULL));
     CHECK(wrong_y(y, x) == 0 && wrong_z(z, x) == 0 && host_runs == 2);
     CHECK(calls == (modes[i] == TPG_MODE_EAGER ? 2 : 1));
-    CHECK(fk_counter(C_EVREC) == rec + 2 && fk_counter(C_EVWAIT) == wait + 2);
+    CHECK(tpgfake_counter(C_EVREC) == rec + 2 && tpgfake_counter(C_EVWAIT) == wait + 2);
     void *cg = (void *)1;
     CHECK_ST(tpg_graph_export(g, &cg), TPG_ERROR_UNSUPPORTED, "only a TPG_MODE_EXPLICIT graph");
     CHECK(cg == NULL);
@@ -279,11 +272,11 @@ static void test_modes(tpg_module *m) {
       CHECK_OK(tpg_graph_rebind(g, &b, 1));
       CHECK_OK(tpg_graph_launch(g, NULL));
       CHECK(wrong_z(z2, x) == 0);
-      free(z2);
+      tpgfake_free(z2);
     }
     CHECK_OK(tpg_graph_destroy(g));
     tpg_plan_destroy(k.p);
-    free(x), free(y), free(z);
+    tpgfake_free(x), tpgfake_free(y), tpgfake_free(z);
   }
 }
 
@@ -313,16 +306,16 @@ static void test_cluster(tpg_module *m) {
     cfg.bindings = b;
     cfg.nbindings = 2;
     cfg.mode = modes[i];
-    int node0 = fk_counter(C_CLUSTER_NODE), launch0 = fk_counter(C_CLUSTER_LAUNCH);
+    int node0 = tpgfake_counter(C_CLUSTER_NODE), launch0 = tpgfake_counter(C_CLUSTER_LAUNCH);
     tpg_graph *g = NULL;
     CHECK_OK(tpg_graph_create(p, &cfg, &g));
     CHECK_OK(tpg_graph_launch(g, NULL));
     CHECK(wrong_y(by, bx) == 0);
-    if (modes[i] == TPG_MODE_EXPLICIT) CHECK(fk_counter(C_CLUSTER_NODE) == node0 + 1);
-    else CHECK(fk_counter(C_CLUSTER_LAUNCH) == launch0 + 1);
+    if (modes[i] == TPG_MODE_EXPLICIT) CHECK(tpgfake_counter(C_CLUSTER_NODE) == node0 + 1);
+    else CHECK(tpgfake_counter(C_CLUSTER_LAUNCH) == launch0 + 1);
     CHECK_OK(tpg_graph_destroy(g));
     tpg_plan_destroy(p);
-    free(bx), free(by);
+    tpgfake_free(bx), tpgfake_free(by);
   }
 }
 
@@ -338,7 +331,7 @@ static void refused(tpg_module *m, tpg_capture_fn fn, const char *needle) {
   CHECK_ST(tpg_graph_create(k.p, &cfg, &g), TPG_ERROR_INVALID_ARGUMENT, needle);
   CHECK(g == NULL);
   tpg_plan_destroy(k.p);
-  free(x), free(y), free(z);
+  tpgfake_free(x), tpgfake_free(y), tpgfake_free(z);
 }
 
 /* One kernel node whose arguments or launch the driver-side checks refuse. */
@@ -371,17 +364,8 @@ static void refused_kernel(tpg_module *m, const char *name, int arg3_float, int 
   CHECK_ST(tpg_graph_create(p, &cfg, &g), TPG_ERROR_INVALID_ARGUMENT, needle);
   CHECK(g == NULL);
   tpg_plan_destroy(p);
-  free(bx), free(by);
+  tpgfake_free(bx), tpgfake_free(by);
 }
-
-#define LOAD(var, name)                                      \
-  do {                                                       \
-    *(void **)&var = dlsym(lib, name);                       \
-    if (!var) {                                              \
-      fprintf(stderr, "kit_fake_test: %s missing\n", name);  \
-      return 2;                                              \
-    }                                                        \
-  } while (0)
 
 /* Conditional nodes through the driver path (the stand-in runs IF, WHILE
  * and SWITCH bodies by the value its cond_* kernels set): a WHILE doubling y
@@ -500,10 +484,10 @@ static void test_conditional(tpg_module *m) {
   }
   /* Rebind x (top-level copy and every body) and z (bodies only): the body
    * nodes' exec copies take the new addresses. */
-  int ksets = fk_counter(C_EXEC_KSET);
+  int ksets = tpgfake_counter(C_EXEC_KSET);
   tpg_binding nb[2] = {{x, bx2}, {z, bz2}};
   CHECK_OK(tpg_graph_rebind(g, nb, 2));
-  CHECK(fk_counter(C_EXEC_KSET) - ksets == 5); /* y = 2 x, the IF's 2 bodies, the SWITCH's 2 */
+  CHECK(tpgfake_counter(C_EXEC_KSET) - ksets == 5); /* y = 2 x, the IF's 2 bodies, the SWITCH's 2 */
   bctr[0] = 1;
   bv[0] = 1;
   poison(bz);
@@ -515,50 +499,31 @@ static void test_conditional(tpg_module *m) {
   CHECK_ST(tpg_graph_update(g, p, NULL, 0), TPG_ERROR_UNSUPPORTED, "a whole-graph update of a plan with conditional");
   /* CUDA refuses a child graph with conditional nodes: so is a launch into
    * the engine's capture (which adds the graph as a child). */
-  void *cst = fk_stream();
-  CHECK(fk_begin(cst) == 0);
+  void *cst = tpgfake_stream();
+  CHECK(tpgfake_begin(cst) == 0);
   CHECK_ST(tpg_graph_launch(g, (tpg_stream)cst), TPG_ERROR_UNSUPPORTED, "CUDA refuses a child graph holding them");
-  void *cg = fk_end(cst);
-  if (cg) fk_graph_destroy(cg);
-  fk_stream_destroy(cst);
+  void *cg = tpgfake_end(cst);
+  if (cg) tpgfake_graph_destroy(cg);
+  tpgfake_stream_destroy(cst);
   CHECK_OK(tpg_graph_destroy(g));
 out:
-  free(bx);
-  free(bx2);
-  free(by);
-  free(bu);
-  free(bz);
-  free(bz2);
-  free(bctr);
-  free(bv);
+  tpgfake_free(bx);
+  tpgfake_free(bx2);
+  tpgfake_free(by);
+  tpgfake_free(bu);
+  tpgfake_free(bz);
+  tpgfake_free(bz2);
+  tpgfake_free(bctr);
+  tpgfake_free(bv);
   tpg_plan_destroy(p);
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2) {
-    fprintf(stderr, "usage: kit_fake_test path/to/libfakecuda.so\n");
-    return 2;
-  }
-  setenv("TPG_LIBCUDA", argv[1], 1);
-  void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL); /* the very copy tpgraph loads */
-  if (!lib) {
-    fprintf(stderr, "kit_fake_test: %s\n", dlerror());
-    return 2;
-  }
-  LOAD(fk_launch, "fakecu_launch");
-  LOAD(fk_alloc_node, "fakecu_alloc_node");
-  LOAD(fk_invalidate, "fakecu_invalidate");
-  LOAD(fk_run_graph, "fakecu_run_graph");
-  LOAD(fk_counter, "fakecu_counter");
-  LOAD(fk_stream, "fakecu_stream");
-  LOAD(fk_stream_destroy, "fakecu_stream_destroy");
-  LOAD(fk_begin, "fakecu_begin");
-  LOAD(fk_end, "fakecu_end");
-  LOAD(fk_instantiate, "fakecu_instantiate");
-  LOAD(fk_exec_launch, "fakecu_exec_launch");
-  LOAD(fk_exec_destroy, "fakecu_exec_destroy");
-  LOAD(fk_graph_destroy, "fakecu_graph_destroy");
-  LOAD(fk_kernel, "fakecu_kernel");
+  if (tpgfake_setup(argc, argv) != 0) return 2;
+  tpgfake_reset();
+  g_ev_rec = tpgfake_event();
+  g_ev_wait = tpgfake_event();
+  CHECK(g_ev_rec && g_ev_wait);
 
   static const char image[] = "fake module";
   tpg_module *m = NULL;
@@ -582,5 +547,11 @@ int main(int argc, char **argv) {
   refused_kernel(m, "nope", 0, 5, 0, "node attn: the module has no kernel named \"nope\"");
   refused_kernel(m, "axpy", 0, 5, 300 * 1024, "node attn: shared_bytes = 307200 is more dynamic shared memory");
   CHECK_OK(tpg_module_destroy(m));
+  tpgfake_event_destroy(g_ev_rec);
+  tpgfake_event_destroy(g_ev_wait);
+  char why[512];
+  long live = tpgfake_live(why, sizeof why);
+  if (live || tpgfake_violations()) fprintf(stderr, "%ld live (%s)\n%s", live, why, tpgfake_violation_text());
+  CHECK(live == 0 && tpgfake_violations() == 0);
   return TPG_TEST_END();
 }

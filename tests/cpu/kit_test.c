@@ -11,6 +11,7 @@
 
 #include "lib/kit_args.h"
 #include "lib/module.h"
+#include "lib/handle.h"
 #include "tests/tpg_test.h"
 
 static int nodes_of(const tpg_plan *p) {
@@ -216,6 +217,7 @@ static void test_plan_kernel(void) {
   CHECK_OK(tpg_plan_add_slot(p, "h", TPG_F32, TPG_MEM_HOST, 16, &h));
   /* A module handle needs the driver to load; the plan only checks that it is one. */
   static struct tpg_module mod = {TPG_MAGIC_MODULE, NULL};
+  tpg_handle_add(&mod, TPG_MAGIC_MODULE); /* what tpg_module_load does for a loaded one */
   static struct tpg_module dead = {TPG_MAGIC_DEAD, NULL};
   int n = 1024;
   double a = 2;

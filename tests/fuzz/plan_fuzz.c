@@ -41,6 +41,7 @@
 #include <string.h>
 
 #include "lib/module.h" /* a module handle the plan accepts without a driver */
+#include "lib/handle.h"
 #include "lib/tpgraph.h"
 
 /* Small on purpose: bounded per-input cost keeps the exec rate high, and
@@ -1164,6 +1165,13 @@ static struct tpg_module fz_module = {TPG_MAGIC_MODULE, NULL};
 static struct tpg_module fz_dead = {TPG_MAGIC_DEAD, NULL};
 static unsigned char fz_bytes[8192]; /* by-value arguments point in here: any size <= 4096 is readable */
 
+/* Registered as a loaded module is (lib/handle.h), once. */
+static struct tpg_module *fz_live_module(void) {
+  static int added;
+  if (!added) added = tpg_handle_add(&fz_module, TPG_MAGIC_MODULE) == TPG_SUCCESS;
+  return &fz_module;
+}
+
 static int fz_cb(void *u, tpg_stream s, void *const *ptrs, int n) {
   (void)u, (void)s, (void)ptrs, (void)n;
   return 0;
@@ -1199,10 +1207,10 @@ static void op_add_kernel(rd *r) {
     case 1: d.cu_function = (void *)0x2000; break;
     case 2: break;                                           /* none */
     case 3: d.cu_kernel = d.cu_function = (void *)0x3000; break; /* two */
-    case 4: d.module = &fz_module; break;                    /* no name */
+    case 4: d.module = fz_live_module(); break;                    /* no name */
     case 5: d.name = "k"; break;                             /* no module */
     case 6: d.module = &fz_dead; d.name = "k"; break;
-    default: d.module = &fz_module; d.name = u8(r) % 8 ? "kit_kernel" : ""; break;
+    default: d.module = fz_live_module(); d.name = u8(r) % 8 ? "kit_kernel" : ""; break;
   }
   for (int i = 0; i < 3; i++) {
     d.grid[i] = u8(r) % 4 ? 1 + u8(r) % 8 : pick_dim(r);

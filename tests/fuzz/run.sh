@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# run.sh - build the plan-API fuzzer (clang, libFuzzer, ASan + UBSan) and run it.
+# run.sh - build the fuzzers (clang, libFuzzer, ASan + UBSan) and run them.
 #
-#   tests/fuzz/run.sh [seconds]     default 60; 0 only replays the corpus
+#   tests/fuzz/run.sh [seconds]     default 60 each; 0 only replays the corpora
 #
-# First every committed input in tests/fuzz/corpus/ (seeds and past crashers)
-# is replayed: a regression fails at once, whatever the time budget. Then the
-# fuzzer runs for the given time from that corpus. What it learns goes to
-# $TPG_FUZZ_OUT/corpus (not the repository), crashers to $TPG_FUZZ_OUT/;
-# copy a crasher into tests/fuzz/corpus/ once it is fixed.
+# Two harnesses: plan_fuzz (the plan API, no driver) and graph_fuzz (graphs
+# created, launched, rebound, updated and destroyed on the stand-in driver +
+# NCCL of tests/fake, with failures injected; TPG_LIBCUDA points at the fake
+# built here). First every committed input in tests/fuzz/corpus/ (plan_fuzz)
+# and tests/fuzz/graph_corpus/ (graph_fuzz) is replayed: a regression fails
+# at once, whatever the time budget. Then each fuzzer runs for the given time
+# from its corpus. What they learn goes to $TPG_FUZZ_OUT/{corpus,graph_corpus}
+# (not the repository), crashers to $TPG_FUZZ_OUT/; copy a crasher into the
+# committed corpus once it is fixed.
 #
 # Built straight from the C sources, not with Bazel: Bazel 4.2.3's toolchain
 # here is gcc, and libFuzzer is clang's. Needs clang 14+ with its runtimes
@@ -21,7 +25,7 @@ nccl=${NCCL_HOME:-$cuda}
 cc=${CLANG:-clang}
 nccl_lib=$nccl/lib64
 [ -d "$nccl_lib" ] || nccl_lib=$nccl/lib
-mkdir -p "$out/corpus"
+mkdir -p "$out/corpus" "$out/graph_corpus"
 
 san=(-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1)
 # Every C source of the host library: a new file there needs no edit here.
@@ -30,27 +34,45 @@ echo "fuzz: building $out/plan_fuzz with $($cc --version | head -1)"
 "$cc" -std=c11 "${san[@]}" -Wall -Wextra -I. -I"$cuda/include" -I"$nccl/include" "${srcs[@]}" \
   -L"$nccl_lib" -Wl,-rpath,"$nccl_lib" -lnccl -ldl -lpthread -o "$out/plan_fuzz"
 
+# graph_fuzz: the library from source with an embedded-kernel table the fake
+# accepts, the fake driver + NCCL linked in (its nccl* replace libnccl's), and
+# the shim TPG_LIBCUDA loads, which finds the fake in the executable (-rdynamic).
+gsrcs=(lib/*.c graphbuild/*.c graphbuild/nodes/*.c layers/*.c tests/fuzz/kernels_fake.c tests/fake/fake_*.c tests/fuzz/graph_fuzz.c)
+echo "fuzz: building $out/graph_fuzz"
+"$cc" -std=c11 "${san[@]}" -Wall -Wextra -I. -I"$cuda/include" -I"$nccl/include" "${gsrcs[@]}" -rdynamic \
+  -L"$nccl_lib" -Wl,-rpath,"$nccl_lib" -lnccl -ldl -lpthread -lm -o "$out/graph_fuzz"
+"$cc" -shared -fPIC -O1 -I"$cuda/include" tests/fake/shim.c -o "$out/libcuda_fake.so"
+export TPG_LIBCUDA="$out/libcuda_fake.so"
+
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
 shopt -s nullglob
-inputs=(tests/fuzz/corpus/*)
-echo "fuzz: replaying ${#inputs[@]} committed inputs"
-if [ ${#inputs[@]} -gt 0 ]; then
-  "$out/plan_fuzz" -runs=1 "${inputs[@]}" > "$out/replay.log" 2>&1 || { tail -40 "$out/replay.log"; echo "fuzz: corpus replay FAILED"; exit 1; }
-fi
+replay() { # harness corpus-dir
+  local inputs=("$2"/*)
+  echo "fuzz: $1: replaying ${#inputs[@]} committed inputs"
+  if [ ${#inputs[@]} -gt 0 ]; then
+    "$out/$1" -runs=1 "${inputs[@]}" > "$out/replay_$1.log" 2>&1 || { tail -40 "$out/replay_$1.log"; echo "fuzz: $1: corpus replay FAILED"; exit 1; }
+  fi
+}
+replay plan_fuzz tests/fuzz/corpus
+replay graph_fuzz tests/fuzz/graph_corpus
 [ "$secs" -gt 0 ] || { echo "fuzz: replay only: OK"; exit 0; }
 
-echo "fuzz: running for $secs s"
-set +e
-"$out/plan_fuzz" -max_total_time="$secs" -max_len=4096 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-  -artifact_prefix="$out/" "$out/corpus" tests/fuzz/corpus 2>&1 | tee "$out/fuzz.log" | grep -E '^#[0-9]+[[:space:]]+(pulse|DONE)|ERROR|SUMMARY|Test unit|broken promise'
-rc=${PIPESTATUS[0]}
-set -e
-grep -E '^stat::number_of_executed_units|^stat::peak_rss_mb' "$out/fuzz.log" || true
-if [ "$rc" -ne 0 ]; then
-  tail -60 "$out/fuzz.log"
-  echo "fuzz: FAILED (rc $rc); the input is in $out/ (crash-*, leak-*, timeout-*)"
-  exit 1
-fi
+fuzz() { # harness learned-corpus committed-corpus
+  echo "fuzz: $1: running for $secs s"
+  set +e
+  "$out/$1" -max_total_time="$secs" -max_len=4096 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix="$out/" "$2" "$3" 2>&1 | tee "$out/$1.log" | grep -E '^#[0-9]+[[:space:]]+(pulse|DONE)|ERROR|SUMMARY|Test unit|broken promise'
+  local rc=${PIPESTATUS[0]}
+  set -e
+  grep -E '^stat::number_of_executed_units|^stat::peak_rss_mb' "$out/$1.log" || true
+  if [ "$rc" -ne 0 ]; then
+    tail -60 "$out/$1.log"
+    echo "fuzz: $1: FAILED (rc $rc); the input is in $out/ (crash-*, leak-*, timeout-*)"
+    exit 1
+  fi
+}
+fuzz plan_fuzz "$out/corpus" tests/fuzz/corpus
+fuzz graph_fuzz "$out/graph_corpus" tests/fuzz/graph_corpus
 echo "fuzz: OK"
