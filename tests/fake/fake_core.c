@@ -352,9 +352,10 @@ long tpgfake_live(char *why, size_t cap) {
   if (why && cap)
     snprintf(why, cap,
              "%ld device allocations, %ld pinned host allocations, %ld ncclMemAlloc, %ld streams, %ld events, "
-             "%ld graphs, %ld execs, %ld context retains, %ld IPC mappings, %ld NCCL comms, %ld NCCL windows",
+             "%ld graphs, %ld execs, %ld context retains, %ld IPC mappings, %ld NCCL comms, %ld NCCL windows, "
+             "%ld conditional handles",
              dev, host, nccl, k[FK_STREAM], k[FK_EVENT], k[FK_GRAPH], k[FK_EXEC], retains, k[FK_IPC], k[FK_COMM],
-             k[FK_WINDOW]);
+             k[FK_WINDOW], k[FK_COND]);
   fk_unlock();
   return total;
 }

@@ -747,6 +747,7 @@ static CUresult fk_cuGraphDestroy(CUgraph h) {
   }
   fk_graph *g = (fk_graph *)h;
   fk_live_del(FK_GRAPH, g);
+  fk_cond_graph_gone(g);
   fk_graph_free(g);
   LEAVE
 }
@@ -908,7 +909,11 @@ static CUresult fk_cuGraphDebugDotPrint(CUgraph h, const char *path, unsigned fl
   GRAPH(g, h);
   FILE *f = fopen(path, "w");
   if (!f) FAIL(CUDA_ERROR_OPERATING_SYSTEM);
-  static const char *const kind[] = {"?", "kernel", "memset", "memcpy", "empty", "child", "nccl", "event"};
+  static const char *const kind[] = {[0] = "?",          [FK_N_KERNEL] = "kernel", [FK_N_MEMSET] = "memset",
+                                     [FK_N_MEMCPY] = "memcpy", [FK_N_EMPTY] = "empty",   [FK_N_CHILD] = "child",
+                                     [FK_N_COLL] = "nccl",    [FK_N_EVENT] = "event",   [FK_N_HOST] = "host",
+                                     [FK_N_EVREC] = "event record", [FK_N_EVWAIT] = "event wait",
+                                     [FK_N_MEMALLOC] = "mem alloc",  [FK_N_COND] = "conditional"};
   fprintf(f, "digraph tpgfake {\n");
   for (int i = 0; i < g->n; i++)
     fprintf(f, "  n%d [label=\"%s%s%s\"];\n", i, kind[g->nodes[i]->type],
@@ -977,21 +982,24 @@ static CUresult fk_cuGraphLaunch(CUgraphExec h, CUstream hs) {
   LEAVE
 }
 
-int fk_exec_index(const fk_exec *x, CUgraphNode node, int type) {
-  for (int i = 0; i < x->n; i++)
-    if (x->orig[i] == (const void *)node) return x->nodes[i]->type == type ? i : -2;
-  return -1;
+fk_node *fk_exec_node(const fk_exec *x, CUgraphNode node, int type, int *why) {
+  fk_node *n = NULL;
+  for (int i = 0; i < x->n && !n; i++)
+    if (x->orig[i] == (const void *)node) n = x->nodes[i];
+  if (!n) n = fk_cond_exec_node(x, node);
+  *why = !n ? -1 : n->type != type ? -2 : 0;
+  return *why ? NULL : n;
 }
 
 static CUresult fk_cuGraphExecKernelNodeSetParams(CUgraphExec h, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *p) {
   ENTER("cuGraphExecKernelNodeSetParams");
   EXEC(x, h);
-  EXEC_NODE(i, x, node, FK_N_KERNEL, "cuGraphExecKernelNodeSetParams");
+  EXEC_NODE(xn, x, node, FK_N_KERNEL, "cuGraphExecKernelNodeSetParams");
   static fk_node n;
   unsigned grid[3] = {p->gridDimX, p->gridDimY, p->gridDimZ}, block[3] = {p->blockDimX, p->blockDimY, p->blockDimZ};
   r_ = fk_kernel_node(&n, p->func, grid, block, p->sharedMemBytes, p->kernelParams, p->extra);
   if (r_ == CUDA_SUCCESS) {
-    memcpy(x->nodes[i], &n, sizeof n);
+    memcpy(xn, &n, sizeof n);
     fk_counters[TPGFAKE_C_EXEC_KSET]++;
   }
   LEAVE
@@ -1001,9 +1009,9 @@ static CUresult fk_cuGraphExecMemsetNodeSetParams(CUgraphExec h, CUgraphNode nod
                                                   CUcontext ctx) {
   ENTER("cuGraphExecMemsetNodeSetParams");
   EXEC(x, h);
-  EXEC_NODE(i, x, node, FK_N_MEMSET, "cuGraphExecMemsetNodeSetParams");
+  EXEC_NODE(xn, x, node, FK_N_MEMSET, "cuGraphExecMemsetNodeSetParams");
   if (!fk_ctx_of(ctx)) FAIL(CUDA_ERROR_INVALID_CONTEXT);
-  fk_memset_from(x->nodes[i], m);
+  fk_memset_from(xn, m);
   LEAVE
 }
 
@@ -1011,25 +1019,25 @@ static CUresult fk_cuGraphExecMemcpyNodeSetParams(CUgraphExec h, CUgraphNode nod
                                                   CUcontext ctx) {
   ENTER("cuGraphExecMemcpyNodeSetParams");
   EXEC(x, h);
-  EXEC_NODE(i, x, node, FK_N_MEMCPY, "cuGraphExecMemcpyNodeSetParams");
+  EXEC_NODE(xn, x, node, FK_N_MEMCPY, "cuGraphExecMemcpyNodeSetParams");
   if (!fk_ctx_of(ctx)) FAIL(CUDA_ERROR_INVALID_CONTEXT);
   fk_node n;
   if (fk_memcpy_from(&n, c) != 0) FAIL(CUDA_ERROR_INVALID_VALUE);
-  memcpy(x->nodes[i], &n, sizeof n);
+  memcpy(xn, &n, sizeof n);
   LEAVE
 }
 
 static CUresult fk_cuGraphExecChildGraphNodeSetParams(CUgraphExec h, CUgraphNode node, CUgraph child) {
   ENTER("cuGraphExecChildGraphNodeSetParams");
   EXEC(x, h);
-  EXEC_NODE(i, x, node, FK_N_CHILD, "cuGraphExecChildGraphNodeSetParams");
+  EXEC_NODE(xn, x, node, FK_N_CHILD, "cuGraphExecChildGraphNodeSetParams");
   GRAPH(c, child);
   int bad;
-  if (!fk_graph_same_shape(x->nodes[i]->child, c, &bad)) FAIL(CUDA_ERROR_INVALID_VALUE);
+  if (!fk_graph_same_shape(xn->child, c, &bad)) FAIL(CUDA_ERROR_INVALID_VALUE);
   fk_graph *nc = fk_graph_clone(c);
   if (!nc) FAIL(CUDA_ERROR_OUT_OF_MEMORY);
-  fk_graph_free(x->nodes[i]->child);
-  x->nodes[i]->child = nc;
+  fk_graph_free(xn->child);
+  xn->child = nc;
   fk_counters[TPGFAKE_C_EXEC_CHILD]++;
   LEAVE
 }
@@ -1041,9 +1049,10 @@ static CUresult fk_cuGraphExecUpdate(CUgraphExec h, CUgraph hg, CUgraphExecUpdat
   memset(info, 0, sizeof *info);
   int bad = -1, same = g->n == x->n && g->ne == x->ne;
   for (int i = 0; same && i < g->n; i++) {
+    /* Node by node, as fk_graph_same_shape does (children and bodies too). */
+    fk_graph one_g = {.nodes = &g->nodes[i], .n = 1}, one_x = {.nodes = &x->nodes[i], .n = 1};
     int sub;
-    if (g->nodes[i]->type != x->nodes[i]->type ||
-        (g->nodes[i]->type == FK_N_CHILD && !fk_graph_same_shape(g->nodes[i]->child, x->nodes[i]->child, &sub))) {
+    if (!fk_graph_same_shape(&one_g, &one_x, &sub)) {
       same = 0;
       bad = i;
     }

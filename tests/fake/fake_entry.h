@@ -73,11 +73,14 @@ static inline CUresult inj_err(const char *name) {
   }                                                                          \
   fk_exec *var = (fk_exec *)(h);
 
-#define EXEC_NODE(idx, x, node, type, fn)                                              \
-  int idx = fk_exec_index((x), (node), (type));                                           \
-  if (idx < 0) {                                                                       \
+/* var: the exec's copy of template node `node` (top level, or in a body of
+ * a conditional node). */
+#define EXEC_NODE(var, x, node, type, fn)                                              \
+  int var##_why_ = 0;                                                                  \
+  fk_node *var = fk_exec_node((x), (node), (type), &var##_why_);                       \
+  if (!var) {                                                                          \
     fk_violation("%s: node %p is %s", fn, (void *)(node),                              \
-                 idx == -1 ? "not a node of the exec's template graph" : "of another type"); \
+                 var##_why_ == -1 ? "not a node of the exec's template graph" : "of another type"); \
     FAIL(CUDA_ERROR_INVALID_VALUE);                                                    \
   }
 
@@ -91,8 +94,9 @@ CUresult fk_kernel_node(fk_node *nd, CUfunction f, const unsigned grid[3], const
                         void **params, void **extra);
 void fk_memset_from(fk_node *n, const CUDA_MEMSET_NODE_PARAMS *m);
 int fk_memcpy_from(fk_node *n, const CUDA_MEMCPY3D *c);
-/* Index of a template node in an exec: -1 not there, -2 of another type. */
-int fk_exec_index(const fk_exec *x, CUgraphNode node, int type);
+/* The exec's copy of a template node, or NULL with *why -1 (not there) or
+ * -2 (of another type). */
+fk_node *fk_exec_node(const fk_exec *x, CUgraphNode node, int type, int *why);
 long fk_sync_ms(void);
 void fk_nap(void);
 double fk_now_ms(void);
@@ -100,6 +104,8 @@ double fk_now_ms(void);
 /* Node handles of the kit's calls: a node of some live graph (fake_kit.c). */
 int fk_node_live(const void *n);
 int fk_graph_known(const void *g);
+/* Is g top itself, or a child graph or conditional body somewhere inside it? */
+int fk_graph_within(const fk_graph *top, const fk_graph *g);
 /* fake_cuda.c's entry points, for the test-side calls of tpgfake.h. */
 CUresult fk_api_stream_create(CUstream *s);
 CUresult fk_api_stream_destroy(CUstream s);
@@ -139,8 +145,13 @@ CUresult fk_api_event_destroy(CUevent e);
   X(cuEventElapsedTime, 2000) \
   X(cuKernelGetParamInfo, 12040) \
   X(cuFuncGetParamInfo, 12040)
+/* Conditional nodes' entry points (fake_cond.c). */
+#define FK_COND_FUNCS(X) \
+  X(cuGraphConditionalHandleCreate, 12030) \
+  X(cuGraphAddNode, 12030)
 #define FK_DECL(name, ver) __typeof__(*(PFN_##name##_v##ver)0) fk_##name;
 FK_KIT_FUNCS(FK_DECL)
+FK_COND_FUNCS(FK_DECL)
 #undef FK_DECL
 
 #endif

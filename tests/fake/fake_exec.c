@@ -38,14 +38,40 @@ fk_node *fk_node_clone(const fk_node *n) {
       return NULL;
     }
   }
+  if (n->type == FK_N_COND && fk_cond_parts_copy(c, n) != 0) {
+    free(c);
+    return NULL;
+  }
   if (n->type == FK_N_COLL) fk_clique_ref(n->cq, +1);
   return c;
+}
+
+int fk_cond_parts_copy(fk_node *d, const fk_node *s) {
+  d->bodies = calloc((size_t)(s->nbodies > 0 ? s->nbodies : 1), sizeof *d->bodies);
+  if (!d->bodies) return -1;
+  for (int b = 0; b < s->nbodies; b++)
+    if (!(d->bodies[b] = fk_graph_clone(s->bodies[b]))) {
+      for (int k = 0; k < b; k++) fk_graph_free(d->bodies[k]);
+      free(d->bodies);
+      d->bodies = NULL;
+      return -1;
+    }
+  fk_cond_ref(s->cond, +1);
+  return 0;
+}
+
+void fk_cond_parts_free(fk_node *n) {
+  for (int b = 0; b < n->nbodies; b++) fk_graph_free(n->bodies[b]);
+  free(n->bodies);
+  n->bodies = NULL;
+  fk_cond_ref(n->cond, -1);
 }
 
 void fk_node_free(fk_node *n) {
   if (!n) return;
   if (n->type == FK_N_CHILD) fk_graph_free(n->child);
   if (n->type == FK_N_COLL) fk_clique_ref(n->cq, -1);
+  if (n->type == FK_N_COND) fk_cond_parts_free(n);
   free(n);
 }
 
@@ -125,13 +151,22 @@ CUresult fk_graph_add(fk_graph *g, fk_node *n, const CUgraphNode *deps, size_t n
   return CUDA_SUCCESS;
 }
 
+static int cond_same_shape(const fk_node *x, const fk_node *y) {
+  int sub;
+  if (x->ctype != y->ctype || x->nbodies != y->nbodies) return 0;
+  for (int b = 0; b < x->nbodies; b++)
+    if (!fk_graph_same_shape(x->bodies[b], y->bodies[b], &sub)) return 0;
+  return 1;
+}
+
 int fk_graph_same_shape(const fk_graph *a, const fk_graph *b, int *bad) {
   *bad = -1;
   if (a->n != b->n || a->ne != b->ne) return 0;
   for (int i = 0; i < a->n; i++) {
     const fk_node *x = a->nodes[i], *y = b->nodes[i];
     int sub = 0;
-    if (x->type != y->type || (x->type == FK_N_CHILD && !fk_graph_same_shape(x->child, y->child, &sub))) {
+    if (x->type != y->type || (x->type == FK_N_CHILD && !fk_graph_same_shape(x->child, y->child, &sub)) ||
+        (x->type == FK_N_COND && !cond_same_shape(x, y))) {
       *bad = i;
       return 0;
     }
@@ -330,6 +365,35 @@ static void run_memcpy(const fk_node *n) {
 
 long fk_counters[16];
 
+static void run_now(const fk_node *const *nodes, int n);
+
+/* A WHILE whose body never clears its condition would hang a GPU; here it
+ * is a violation after this many rounds. */
+#define FK_WHILE_MAX 100000
+
+/* A conditional node: the body its condition picks, run at once (a body
+ * holds kernels, fills and copies; CUDA refuses collectives and host nodes
+ * there, tpgraph refuses them earlier). */
+static void run_cond(const fk_node *n) {
+  unsigned v;
+  if (!fk_cond_value(n->cond, &v)) return;
+  if (n->ctype == CU_GRAPH_COND_TYPE_IF) {
+    int b = v ? 0 : n->nbodies == 2 ? 1 : -1;
+    if (b >= 0) run_now((const fk_node *const *)n->bodies[b]->nodes, n->bodies[b]->n);
+  } else if (n->ctype == CU_GRAPH_COND_TYPE_SWITCH) {
+    if (v < (unsigned)n->nbodies) run_now((const fk_node *const *)n->bodies[v]->nodes, n->bodies[v]->n);
+  } else {
+    for (long k = 0; v; k++) {
+      if (k == FK_WHILE_MAX) {
+        fk_violation("a WHILE node ran its body %d times and its condition is still set", FK_WHILE_MAX);
+        return;
+      }
+      run_now((const fk_node *const *)n->bodies[0]->nodes, n->bodies[0]->n);
+      if (!fk_cond_value(n->cond, &v)) return;
+    }
+  }
+}
+
 static int run_op(fk_op *op) {
   switch (op->n.type) {
     case FK_N_HOST:
@@ -343,6 +407,7 @@ static int run_op(fk_op *op) {
     case FK_N_MEMSET: run_memset(&op->n); return 1;
     case FK_N_MEMCPY: run_memcpy(&op->n); return 1;
     case FK_N_COLL: return fk_coll_run(op);
+    case FK_N_COND: run_cond(&op->n); return 1;
     case FK_N_EVENT:
       if (op->n.ev && op->n.ev->gen_done < op->n.ev_gen) op->n.ev->gen_done = op->n.ev_gen;
       return 1;
@@ -388,6 +453,7 @@ int fk_stream_progress(fk_stream *s) {
     s->head = op->next;
     if (!s->head) s->tail = NULL;
     if (op->n.type == FK_N_COLL) fk_clique_ref(op->n.cq, -1);
+    if (op->n.type == FK_N_COND) fk_cond_parts_free(&op->n);
     free(op);
   }
   forget(s);
@@ -399,6 +465,7 @@ void fk_stream_drop(fk_stream *s) {
     fk_op *op = s->head;
     s->head = op->next;
     if (op->n.type == FK_N_COLL) fk_clique_ref(op->n.cq, -1);
+    if (op->n.type == FK_N_COND) fk_cond_parts_free(&op->n);
     /* Records behind dropped work count as reached: nothing will run after them. */
     if (op->n.type == FK_N_EVENT && op->n.ev && op->n.ev->gen_done < op->n.ev_gen) op->n.ev->gen_done = op->n.ev_gen;
     free(op);
@@ -437,6 +504,12 @@ CUresult fk_stream_enqueue(fk_stream *s, const fk_node *n) {
   memcpy(&op->n, n, sizeof *n);
   op->n.child = NULL;
   op->seq = -1;
+  /* Its own bodies: an exec update or destroy after the launch must not
+   * change or free what this launch runs. */
+  if (n->type == FK_N_COND && fk_cond_parts_copy(&op->n, n) != 0) {
+    free(op);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   if (n->type == FK_N_COLL) fk_clique_ref(n->cq, +1);
   if (s->tail) s->tail->next = op;
   else s->head = op;
@@ -474,9 +547,15 @@ static void run_now(const fk_node *const *nodes, int n) {
   }
 }
 
-void fk_graph_run_now(const fk_graph *g) { run_now((const fk_node *const *)g->nodes, g->n); }
+void fk_graph_run_now(const fk_graph *g) {
+  fk_cond_launch_reset((const fk_node *const *)g->nodes, g->n);
+  run_now((const fk_node *const *)g->nodes, g->n);
+}
 
+/* The conditions are reset when the launch is enqueued, not when the stream
+ * reaches it: the same unless work ahead waits for a collective. */
 CUresult fk_exec_launch(fk_exec *x, fk_stream *s) {
+  fk_cond_launch_reset((const fk_node *const *)x->nodes, x->n);
   return launch_graph((const fk_node *const *)x->nodes, x->n, s);
 }
 

@@ -32,7 +32,7 @@ void fk_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void fk_violation(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- objects ---- */
-enum { FK_STREAM, FK_EVENT, FK_GRAPH, FK_EXEC, FK_COMM, FK_WINDOW, FK_IPC, FK_RETAIN, FK_NKINDS };
+enum { FK_STREAM, FK_EVENT, FK_GRAPH, FK_EXEC, FK_COMM, FK_WINDOW, FK_IPC, FK_RETAIN, FK_COND, FK_NKINDS };
 void fk_live_add(int kind, const void *p);
 int fk_live_has(int kind, const void *p);
 int fk_live_del(int kind, const void *p);
@@ -93,7 +93,9 @@ typedef struct fk_clique fk_clique;
 enum { FK_N_KERNEL = 1, FK_N_MEMSET, FK_N_MEMCPY, FK_N_EMPTY, FK_N_CHILD, FK_N_COLL, FK_N_EVENT,
        /* the kit's: a host function, an event record / wait node of a graph
         * (no waiting to do: a stream runs in order), a captured allocation */
-       FK_N_HOST, FK_N_EVREC, FK_N_EVWAIT, FK_N_MEMALLOC };
+       FK_N_HOST, FK_N_EVREC, FK_N_EVWAIT, FK_N_MEMALLOC,
+       /* a conditional node (IF / WHILE / SWITCH, fake_cond.c) */
+       FK_N_COND };
 typedef struct fk_graph fk_graph;
 typedef struct fk_event fk_event;
 typedef struct fk_node {
@@ -124,6 +126,11 @@ typedef struct fk_node {
   void *hostdata;
   /* kernel parameters, filled when cuGraphKernelNodeGetParams hands them out */
   void *pptr[FK_PARAMS_MAX];
+  /* conditional: its body graphs (owned, as child is), the condition's
+   * handle (each copy of the node holds a reference on it), the type */
+  fk_graph **bodies;
+  int nbodies, ctype;
+  unsigned long long cond;
 } fk_node;
 
 typedef struct fk_edge {
@@ -154,7 +161,11 @@ void fk_node_free(fk_node *n);
 /* Adds n (owned) after deps; returns 0 or a CUresult. */
 CUresult fk_graph_add(fk_graph *g, fk_node *n, const CUgraphNode *deps, size_t ndeps);
 int fk_graph_index(const fk_graph *g, const void *node);
-/* Same shape: node count, node types, children alike. */
+/* Deep-copies a conditional node's bodies into d (which has s's fields)
+ * and takes a reference on its condition; frees them and drops it. */
+int fk_cond_parts_copy(fk_node *d, const fk_node *s);
+void fk_cond_parts_free(fk_node *n);
+/* Same shape: node count, node types, children and bodies alike. */
 int fk_graph_same_shape(const fk_graph *a, const fk_graph *b, int *bad_index);
 
 /* ---- streams and events ---- */
@@ -195,6 +206,24 @@ extern long fk_kernel_runs;
 void fk_graph_run_now(const fk_graph *g);
 /* What the kit tests count (tpgfake_counter). */
 extern long fk_counters[16];
+
+/* ---- conditions (fake_cond.c) ---- */
+/* A reference on the condition h, taken (+1) or dropped (-1) by each copy
+ * of a conditional node; the last one frees it. */
+void fk_cond_ref(unsigned long long h, int delta);
+/* The condition's value: 1 and *v, or 0 with a violation for a handle that
+ * is not live. */
+int fk_cond_value(unsigned long long h, unsigned *v);
+/* What cudaGraphSetConditional does (the condition kernels). */
+void fk_cond_set(unsigned long long h, unsigned v, const char *who);
+/* At a launch: conditions made with CU_GRAPH_COND_ASSIGN_DEFAULT take their
+ * default, for every conditional node among nodes (bodies and children too). */
+void fk_cond_launch_reset(const fk_node *const *nodes, int n);
+/* cuGraphDestroy: the graph's own references on the conditions made on it. */
+void fk_cond_graph_gone(const fk_graph *g);
+/* The exec's copy of template node `node` inside the bodies of the exec's
+ * conditional nodes, or NULL. */
+fk_node *fk_cond_exec_node(const fk_exec *x, const void *node);
 
 /* ---- collectives (fake_nccl.c) ---- */
 /* Runs a collective op: 1 done, 0 waiting for other ranks. */

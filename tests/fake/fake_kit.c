@@ -38,9 +38,27 @@ static void k_scale2(void **p) {
   for (int i = 0; i < n; i++) y[i] = 2.0f * x[i];
 }
 
+/* cudaGraphSetConditional(h, v[0]) */
+static void k_cond_set(void **p) {
+  unsigned long long h = *(unsigned long long *)p[0];
+  const int *v = *(const int **)p[1];
+  if (fk_check_range((uintptr_t)v, 4, "kernel cond_set: v")) fk_cond_set(h, (unsigned)v[0], "kernel cond_set");
+}
+
+/* A loop's last step: --ctr[0], and go on while it is positive. */
+static void k_cond_countdown(void **p) {
+  unsigned long long h = *(unsigned long long *)p[0];
+  int *ctr = *(int **)p[1];
+  if (!fk_check_range((uintptr_t)ctr, 4, "kernel cond_countdown: ctr")) return;
+  ctr[0]--;
+  fk_cond_set(h, ctr[0] > 0, "kernel cond_countdown");
+}
+
 const fk_kernel fk_c_kernels[] = {
     {"axpy", FK_K_C, 36, 5, {0, 8, 16, 24, 32}, {8, 8, 4, 8, 4}, k_axpy},
     {"scale2", FK_K_C, 20, 3, {0, 8, 16}, {8, 8, 4}, k_scale2},
+    {"cond_set", FK_K_C, 16, 2, {0, 8}, {8, 8}, k_cond_set},
+    {"cond_countdown", FK_K_C, 16, 2, {0, 8}, {8, 8}, k_cond_countdown},
 };
 const int fk_n_c_kernels = (int)(sizeof fk_c_kernels / sizeof fk_c_kernels[0]);
 
@@ -264,10 +282,14 @@ CUresult fk_cuGraphAddEventWaitNode(CUgraphNode *out, CUgraph h, const CUgraphNo
 }
 
 /* A node handle is the node itself; it must belong to a live graph (or to a
- * live graph's child, or to a capture in progress). */
+ * live graph's child or conditional body, or to a capture in progress). */
 static int node_in(const fk_graph *g, const fk_node *n) {
-  for (int i = 0; i < g->n; i++)
-    if (g->nodes[i] == n || (g->nodes[i]->type == FK_N_CHILD && node_in(g->nodes[i]->child, n))) return 1;
+  for (int i = 0; i < g->n; i++) {
+    const fk_node *x = g->nodes[i];
+    if (x == n || (x->type == FK_N_CHILD && node_in(x->child, n))) return 1;
+    for (int b = 0; x->type == FK_N_COND && b < x->nbodies; b++)
+      if (node_in(x->bodies[b], n)) return 1;
+  }
   return 0;
 }
 
@@ -291,7 +313,7 @@ CUresult fk_cuGraphNodeGetType(CUgraphNode h, CUgraphNodeType *t) {
       [FK_N_CHILD] = CU_GRAPH_NODE_TYPE_GRAPH,         [FK_N_COLL] = CU_GRAPH_NODE_TYPE_KERNEL,
       [FK_N_EVENT] = CU_GRAPH_NODE_TYPE_EVENT_RECORD,  [FK_N_HOST] = CU_GRAPH_NODE_TYPE_HOST,
       [FK_N_EVREC] = CU_GRAPH_NODE_TYPE_EVENT_RECORD,  [FK_N_EVWAIT] = CU_GRAPH_NODE_TYPE_WAIT_EVENT,
-      [FK_N_MEMALLOC] = CU_GRAPH_NODE_TYPE_MEM_ALLOC,
+      [FK_N_MEMALLOC] = CU_GRAPH_NODE_TYPE_MEM_ALLOC,  [FK_N_COND] = CU_GRAPH_NODE_TYPE_CONDITIONAL,
   };
   *t = map[n->type];
   LEAVE
@@ -529,12 +551,18 @@ void tpgfake_run_graph(void *g) {
 static int graph_has(const void *g, const void *n) { return node_in((const fk_graph *)g, (const fk_node *)n); }
 int fk_node_live(const void *n) { return fk_live_each(FK_GRAPH, graph_has, n); }
 
-/* Used by GRAPH: a live graph, or a child graph inside one. */
+/* Used by GRAPH: a live graph, or a child graph or conditional body inside
+ * one (tpgraph adds a body's nodes to the graph cuGraphAddNode handed out). */
 static int child_in(const fk_graph *g, const fk_graph *c) {
-  for (int i = 0; i < g->n; i++)
-    if (g->nodes[i]->type == FK_N_CHILD && (g->nodes[i]->child == c || child_in(g->nodes[i]->child, c))) return 1;
+  for (int i = 0; i < g->n; i++) {
+    const fk_node *x = g->nodes[i];
+    if (x->type == FK_N_CHILD && (x->child == c || child_in(x->child, c))) return 1;
+    for (int b = 0; x->type == FK_N_COND && b < x->nbodies; b++)
+      if (x->bodies[b] == c || child_in(x->bodies[b], c)) return 1;
+  }
   return 0;
 }
+int fk_graph_within(const fk_graph *top, const fk_graph *g) { return top == g || child_in(top, g); }
 static int graph_has_child(const void *g, const void *c) { return child_in((const fk_graph *)g, (const fk_graph *)c); }
 int fk_graph_known(const void *g) {
   return g && (fk_live_has(FK_GRAPH, g) || fk_live_each(FK_GRAPH, graph_has_child, g));

@@ -9,7 +9,8 @@
  *   violations  accesses outside a live allocation, invalid or stale handles,
  *               calls without a current context, mismatched collectives
  *   live        objects not released (allocations, streams, events, graphs,
- *               execs, context retains, IPC mappings, comms, windows)
+ *               execs, context retains, IPC mappings, comms, windows,
+ *               conditional handles)
  *   calls       numbered failure points passed since the last tpgfake_reset
  * Environment: TPG_FAKE_DEVICES (GPUs, default 2, at most 8),
  * TPG_FAKE_FAIL ("#k": fail the k-th injectable call; "name:n": the n-th
@@ -66,9 +67,15 @@ void *tpgfake_host_alloc(size_t bytes);
 void tpgfake_free(void *p);
 
 /* ---- for the kit's tests (kit_fake_test): C kernels, captures, graphs ----
- * The fake knows two C kernels that compute, reachable as any module's
- * kernels by name: "axpy"(float *y, const float *x, int n, double a, float b):
- * y = a*x + b, and "scale2"(float *y, const float *x, int n): y = 2x. */
+ * The fake knows C kernels that compute, reachable as any module's kernels
+ * by name: "axpy"(float *y, const float *x, int n, double a, float b):
+ * y = a*x + b, "scale2"(float *y, const float *x, int n): y = 2x, and two
+ * that set a condition of a conditional node (cudaGraphSetConditional):
+ * "cond_set"(handle, const int *v): to v[0], and
+ * "cond_countdown"(handle, int *ctr): --ctr[0], then to ctr[0] > 0.
+ * Conditional nodes run the body their condition picks when the stream
+ * reaches them; conditions made with CU_GRAPH_COND_ASSIGN_DEFAULT take their
+ * default at each launch. */
 enum {
   TPGFAKE_C_LAUNCH,       /* cuGraphLaunch */
   TPGFAKE_C_EXEC_KSET,    /* cuGraphExecKernelNodeSetParams */
