@@ -135,10 +135,10 @@ static void handles(void) {
   /* Under ASan the old magic check read freed memory here. */
   CHECK_ST(tpg_comm_destroy(c), TPG_ERROR_INVALID_ARGUMENT, "not a live tpg_comm");
   CHECK_ST(tpg_comm_abort(c), TPG_ERROR_INVALID_ARGUMENT, "not a live tpg_comm");
-  CHECK_ST(tpg_comm_info(c, NULL, NULL, NULL), TPG_ERROR_INVALID_ARGUMENT, "not a live tpg_comm");
+  CHECK_ST(tpg_comm_get_info(c, NULL, NULL, NULL), TPG_ERROR_INVALID_ARGUMENT, "not a live tpg_comm");
   CHECK_ST(tpg_comm_wait(c, NULL), TPG_ERROR_INVALID_ARGUMENT, "not a live tpg_comm");
   tpg_comm *foreign = (tpg_comm *)&c; /* any pointer that is not a comm */
-  CHECK_ST(tpg_comm_info(foreign, NULL, NULL, NULL), TPG_ERROR_INVALID_ARGUMENT, "not a live tpg_comm");
+  CHECK_ST(tpg_comm_get_info(foreign, NULL, NULL, NULL), TPG_ERROR_INVALID_ARGUMENT, "not a live tpg_comm");
   CHECK(live() == 0);
 }
 
@@ -330,7 +330,7 @@ static void *abort_during_setup(void *arg) {
 int main(int argc, char **argv) {
   if (tpgfake_setup(argc, argv) != 0) return 2;
   tpg_runtime_info ri;
-  CHECK_OK(tpg_runtime_query(&ri));
+  CHECK_OK(tpg_runtime_get_info(&ri, sizeof ri));
   CHECK(ri.driver_error[0] == '\0' && ri.device_count == 2);
 
   id_file();
@@ -341,7 +341,7 @@ int main(int argc, char **argv) {
   /* runtime: a failing cuDeviceGetCount is reported, not "0 GPUs". */
   tpgfake_reset();
   tpgfake_fail_call("cuDeviceGetCount", 1);
-  CHECK_OK(tpg_runtime_query(&ri));
+  CHECK_OK(tpg_runtime_get_info(&ri, sizeof ri));
   CHECK(ri.device_count == 0 && strstr(ri.driver_error, "cuDeviceGetCount") != NULL);
   tpgfake_reset();
 

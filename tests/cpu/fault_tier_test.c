@@ -140,13 +140,13 @@ static void *run_rank(void *arg) {
   float *rsb = tpgfake_dev_alloc(j->rank, N * 4), *host = tpgfake_host_alloc(N * 4);
   tpg_runtime_info ri;
   tpg_device_info di;
-  STEP(tpg_runtime_query(&ri));
+  STEP(tpg_runtime_get_info(&ri, sizeof ri));
   if (ri.driver_error[0]) {
     j->st = TPG_ERROR_NO_DRIVER;
     snprintf(j->msg, sizeof j->msg, "runtime: %s", ri.driver_error);
     goto done;
   }
-  STEP(tpg_device_query(j->rank, &di));
+  STEP(tpg_device_get_info(j->rank, &di, sizeof di));
   if (j->check && (di.sm_arch != 90 || ri.device_count < j->nranks)) j->wrong++;
   tpg_comm_config cc = TPG_COMM_CONFIG_INIT;
   cc.device = j->rank;
@@ -273,7 +273,7 @@ static void *run_layers(void *arg) {
   gc.flags = TPG_GRAPH_PDL;
   STEP(tpg_graph_create(plan, &gc, &g));
   tpg_graph_info info;
-  STEP(tpg_graph_info_get(g, &info));
+  STEP(tpg_graph_get_info(g, &info, sizeof info));
   if (j->check && info.programmatic_edges == 0) j->wrong++;
   STEP(tpg_graph_launch(g, NULL));
   STEP(tpg_comm_wait(comm, NULL));

@@ -181,7 +181,7 @@ static void item4(void) {
   void *cg = NULL;
   CHECK_ST(tpg_graph_export(g, &cg), TPG_ERROR_INVALID_ARGUMENT, dead);
   tpg_graph_info info;
-  CHECK_ST(tpg_graph_info_get(g, &info), TPG_ERROR_INVALID_ARGUMENT, dead);
+  CHECK_ST(tpg_graph_get_info(g, &info, sizeof info), TPG_ERROR_INVALID_ARGUMENT, dead);
   /* A plan. */
   CHECK_OK(tpg_plan_destroy(p));
   tpg_slot s;

@@ -312,7 +312,7 @@ static void run_buckets(tpg_rank *c, tpg_comm *comm) {
   cfg.nbindings = bind_all(p, &s, dx, dy, b);
   tpg_plan_destroy(p);
   tpg_slot sx;
-  RCHECK(c, tpg_mlp_find_slot(&d, "x", &sx) == TPG_SUCCESS && sx == b[0].slot, "tpg_mlp_slot");
+  RCHECK(c, tpg_mlp_find_slot(&d, "x", &sx) == TPG_SUCCESS && sx == b[0].slot, "tpg_mlp_find_slot");
   int sizes[3] = {16, 1, 16};
   tpg_mlp_buckets *bk = NULL;
   tpg_status st = tpg_mlp_buckets_create(&d, sizes, 3, &cfg, &bk);
