@@ -342,6 +342,116 @@ done:
   return NULL;
 }
 
+/* Conditional nodes (issue 17) through the fake's conditional entry points,
+ * one rank, explicit mode: x filled with 1, y = 2x, a WHILE doubling y
+ * until the device counter ctr runs out, an IF / ELSE on the device value v
+ * (u = 2x, or u = x/3 + 1/4), computed by the fake's C kernels and checked
+ * exactly; then x and u rebound (the body nodes' exec copies updated) and
+ * launched again with other ctr and v. */
+static tpg_status add_k(tpg_plan *p, tpg_module *m, const char *name, const tpg_arg *a, int na, const tpg_node *dep,
+                        tpg_node *out) {
+  tpg_kernel_desc d = TPG_KERNEL_DESC_INIT;
+  d.module = m;
+  d.name = name;
+  d.args = a;
+  d.nargs = na;
+  return tpg_plan_add_kernel(p, &d, dep, dep ? 1 : 0, out);
+}
+
+static void *run_cond(void *arg) {
+  job *j = arg;
+  j->st = TPG_SUCCESS;
+  j->msg[0] = '\0';
+  j->wrong = 0;
+  tpg_module *m = NULL;
+  tpg_plan *p = NULL;
+  tpg_graph *g = NULL;
+  float *buf[6] = {NULL};
+  static const char image[] = "fake module";
+  STEP(tpg_module_load(image, sizeof image, &m));
+  STEP(tpg_plan_create(&p));
+  tpg_slot x, y, u, ctr, v;
+  STEP(tpg_plan_add_slot(p, "x", TPG_F32, TPG_MEM_DEVICE, N, &x));
+  STEP(tpg_plan_add_slot(p, "y", TPG_F32, TPG_MEM_DEVICE, N, &y));
+  STEP(tpg_plan_add_slot(p, "u", TPG_F32, TPG_MEM_DEVICE, N, &u));
+  STEP(tpg_plan_add_slot(p, "ctr", TPG_F32, TPG_MEM_DEVICE, 1, &ctr));
+  STEP(tpg_plan_add_slot(p, "v", TPG_F32, TPG_MEM_DEVICE, 1, &v));
+  const int n = N;
+  const double a = 1.0 / 3.0;
+  const float b0 = 0.25f;
+  tpg_cond cw, ci;
+  STEP(tpg_plan_add_cond(p, 1, 1, &cw));
+  STEP(tpg_plan_add_cond(p, 0, 1, &ci));
+  tpg_node ms, k0, loop, si, nif;
+  STEP(tpg_plan_add_memset(p, (tpg_view){x, 0, 0}, 0x3f800000u, N, NULL, 0, &ms));
+  tpg_arg a0[3] = {tpg_arg_view(y, 0), tpg_arg_view(x, 0), TPG_ARG_VALUE(n)};
+  STEP(add_k(p, m, "scale2", a0, 3, &ms, &k0));
+  tpg_conditional_desc cd = TPG_CONDITIONAL_DESC_INIT;
+  cd.type = TPG_COND_WHILE;
+  cd.cond = cw;
+  STEP(tpg_plan_add_conditional(p, &cd, &k0, 1, &loop));
+  STEP(tpg_plan_body_begin(p, loop, 0));
+  tpg_node k2;
+  tpg_arg a2[3] = {tpg_arg_view(y, 0), tpg_arg_view(y, 0), TPG_ARG_VALUE(n)};
+  STEP(add_k(p, m, "scale2", a2, 3, NULL, &k2));
+  tpg_arg acd[2] = {tpg_arg_cond(cw), tpg_arg_view(ctr, 0)};
+  STEP(add_k(p, m, "cond_countdown", acd, 2, &k2, NULL));
+  STEP(tpg_plan_body_end(p));
+  tpg_arg aci[2] = {tpg_arg_cond(ci), tpg_arg_view(v, 0)};
+  STEP(add_k(p, m, "cond_set", aci, 2, &loop, &si));
+  cd.type = TPG_COND_IF;
+  cd.cond = ci;
+  cd.nbodies = 2;
+  STEP(tpg_plan_add_conditional(p, &cd, &si, 1, &nif));
+  STEP(tpg_plan_body_begin(p, nif, 0));
+  tpg_arg au[3] = {tpg_arg_view(u, 0), tpg_arg_view(x, 0), TPG_ARG_VALUE(n)};
+  STEP(add_k(p, m, "scale2", au, 3, NULL, NULL));
+  STEP(tpg_plan_body_end(p));
+  STEP(tpg_plan_body_begin(p, nif, 1));
+  tpg_arg ax[5] = {tpg_arg_view(u, 0), tpg_arg_view(x, 0), TPG_ARG_VALUE(n), TPG_ARG_VALUE(a), TPG_ARG_VALUE(b0)};
+  STEP(add_k(p, m, "axpy", ax, 5, NULL, NULL));
+  STEP(tpg_plan_body_end(p));
+  for (int i = 0; i < 6; i++) {
+    buf[i] = tpgfake_dev_alloc(0, (size_t)N * sizeof(float));
+    if (!buf[i]) {
+      j->st = TPG_ERROR_OUT_OF_MEMORY;
+      snprintf(j->msg, sizeof j->msg, "tpgfake_dev_alloc failed");
+      goto done;
+    }
+  }
+  int *bctr = (int *)buf[3], *bv = (int *)buf[4];
+  tpg_binding bd[5] = {{x, buf[0]}, {y, buf[1]}, {u, buf[2]}, {ctr, bctr}, {v, bv}};
+  tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
+  cfg.bindings = bd;
+  cfg.nbindings = 5;
+  STEP(tpg_graph_create(p, &cfg, &g));
+  const float ax1 = (float)(a * 1.0 + (double)b0);
+  for (int round = 0; round < 2; round++) {
+    if (round == 1) {
+      tpg_binding nb[2] = {{x, buf[5]}, {u, buf[0]}}; /* the old x is the new u */
+      STEP(tpg_graph_rebind(g, nb, 2));
+    }
+    float *bx = buf[round ? 5 : 0], *bu = buf[round ? 0 : 2];
+    memset(buf[1], 0xff, (size_t)N * sizeof(float));
+    memset(bu, 0xff, (size_t)N * sizeof(float));
+    bctr[0] = 3 - round; /* the loop runs 3, then 2 times */
+    bv[0] = 1 - round;   /* IF, then ELSE */
+    /* No collective: the fake's stream runs the work as it is enqueued. */
+    STEP(tpg_graph_launch(g, NULL));
+    if (!j->check) continue;
+    j->wrong += count_wrong(bx, N, 1.0f) + (bctr[0] != 0);
+    j->wrong += count_wrong(buf[1], N, (float)(2 << (3 - round)));
+    j->wrong += count_wrong(bu, N, round ? ax1 : 2.0f);
+  }
+done:
+  if (j->st != TPG_SUCCESS && !j->msg[0]) snprintf(j->msg, sizeof j->msg, "(no message)");
+  graph_destroy(g);
+  tpg_plan_destroy(p);
+  tpg_module_destroy(m);
+  for (int i = 0; i < 6; i++) tpgfake_free(buf[i]);
+  return NULL;
+}
+
 /* One run over nranks thread ranks; returns the ranks' first failure. */
 static tpg_status run_with(void *(*fn)(void *), int nranks, int mode, int check, job jobs[MAX_RANKS]) {
   tpg_comm_id id;
@@ -400,6 +510,18 @@ static void smoke(void) {
       printf("%s: %s, %ld driver/NCCL calls, %ld kernels checked\n", what, st == TPG_SUCCESS ? "ok" : "FAILED",
              tpgfake_calls(), tpgfake_kernels());
     }
+  {
+    job jobs[MAX_RANKS];
+    tpgfake_reset();
+    tpg_status st = run_with(run_cond, 1, TPG_MODE_EXPLICIT, 1, jobs);
+    if (st != TPG_SUCCESS) fprintf(stderr, "smoke conditional nodes: %s\n", jobs[0].msg);
+    CHECK(st == TPG_SUCCESS);
+    CHECK(jobs[0].wrong == 0);
+    CHECK(clean_after("smoke conditional nodes"));
+    printf("smoke conditional nodes (WHILE, IF/ELSE, rebind into bodies), 1 rank: %s, %ld driver/NCCL calls, %ld "
+           "kernels checked\n",
+           st == TPG_SUCCESS ? "ok" : "FAILED", tpgfake_calls(), tpgfake_kernels());
+  }
   for (int nranks = 1; nranks <= MAX_RANKS; nranks++) {
     job jobs[MAX_RANKS];
     tpgfake_reset();
@@ -484,7 +606,8 @@ static long g_stride2 = 1; /* 2 ranks: every g_stride2-th failure point (sanitiz
 static void loop(void *(*fn)(void *), int nranks, int mode) {
   job jobs[MAX_RANKS];
   char what[64];
-  snprintf(what, sizeof what, "loop %s%s, %d rank%s", fn == run_layers ? "layers " : "", mode_name[mode], nranks,
+  snprintf(what, sizeof what, "loop %s%s, %d rank%s", fn == run_layers ? "layers " : fn == run_cond ? "conditional " : "",
+           mode_name[mode], nranks,
            nranks > 1 ? "s" : "");
   tpgfake_reset();
   tpg_status st = run_with(fn, nranks, mode, 1, jobs);
@@ -539,6 +662,7 @@ int main(int argc, char **argv) {
       for (int mode = 0; mode < 3; mode++)
         if (nranks == 1 || strchr(modes2, '0' + mode)) loop(run_rank, nranks, mode);
     loop(run_layers, 1, TPG_MODE_EXPLICIT); /* the layers on top, every call of 1 rank */
+    loop(run_cond, 1, TPG_MODE_EXPLICIT);   /* conditional nodes, every call */
     printf("fault tier: %ld failure points exercised (%ld failed with a clear error and nothing left, %ld tolerated), "
            "leaks %ld, bounds violations %ld, silent failures %ld, wrong results %ld, known graphbuild defects %ld\n",
            g_points, g_failed_clean, g_tolerated, g_leaky, g_violations, g_silent, g_corrupt, g_known);
