@@ -16,6 +16,10 @@ command -v bazel >/dev/null 2>&1 || need+=(bazel-bootstrap)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
 command -v g++ >/dev/null 2>&1 || need+=(g++)
 command -v valgrind >/dev/null 2>&1 || need+=(valgrind)
+# CI's CMake, pkg-config and Python passes (tests/consumer, python/).
+command -v cmake >/dev/null 2>&1 || need+=(cmake)
+command -v pkg-config >/dev/null 2>&1 || need+=(pkgconf)
+python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
 if ! command -v clang >/dev/null 2>&1; then
   need+=(clang libclang-rt-14-dev)
 else
