@@ -752,18 +752,6 @@ static CUresult fk_cuGraphDestroy(CUgraph h) {
   LEAVE
 }
 
-static CUresult add_node(CUgraphNode *out, fk_graph *g, const CUgraphNode *deps, size_t nd, const fk_node *n) {
-  fk_node *c = fk_node_clone(n);
-  if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
-  CUresult r = fk_graph_add(g, c, deps, nd);
-  if (r != CUDA_SUCCESS) {
-    fk_node_free(c);
-    return r;
-  }
-  *out = (CUgraphNode)c;
-  return CUDA_SUCCESS;
-}
-
 static CUresult fk_cuGraphAddKernelNode(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, size_t nd,
                                         const CUDA_KERNEL_NODE_PARAMS *p) {
   ENTER("cuGraphAddKernelNode");
@@ -771,7 +759,7 @@ static CUresult fk_cuGraphAddKernelNode(CUgraphNode *out, CUgraph h, const CUgra
   static fk_node n;
   unsigned grid[3] = {p->gridDimX, p->gridDimY, p->gridDimZ}, block[3] = {p->blockDimX, p->blockDimY, p->blockDimZ};
   r_ = fk_kernel_node(&n, p->func, grid, block, p->sharedMemBytes, p->kernelParams, p->extra);
-  if (r_ == CUDA_SUCCESS) r_ = add_node(out, g, deps, nd, &n);
+  if (r_ == CUDA_SUCCESS) r_ = fk_graph_add_copy(out, g, deps, nd, &n);
   LEAVE
 }
 
@@ -806,7 +794,7 @@ static CUresult fk_cuGraphAddMemsetNode(CUgraphNode *out, CUgraph h, const CUgra
   if (!fk_ctx_of(ctx)) FAIL(CUDA_ERROR_INVALID_CONTEXT);
   fk_node n;
   fk_memset_from(&n, m);
-  r_ = add_node(out, g, deps, nd, &n);
+  r_ = fk_graph_add_copy(out, g, deps, nd, &n);
   LEAVE
 }
 
@@ -817,7 +805,7 @@ static CUresult fk_cuGraphAddMemcpyNode(CUgraphNode *out, CUgraph h, const CUgra
   if (!fk_ctx_of(ctx)) FAIL(CUDA_ERROR_INVALID_CONTEXT);
   fk_node n;
   if (fk_memcpy_from(&n, c) != 0) FAIL(CUDA_ERROR_INVALID_VALUE);
-  r_ = add_node(out, g, deps, nd, &n);
+  r_ = fk_graph_add_copy(out, g, deps, nd, &n);
   LEAVE
 }
 
@@ -827,7 +815,7 @@ static CUresult fk_cuGraphAddEmptyNode(CUgraphNode *out, CUgraph h, const CUgrap
   fk_node n;
   memset(&n, 0, sizeof n);
   n.type = FK_N_EMPTY;
-  r_ = add_node(out, g, deps, nd, &n);
+  r_ = fk_graph_add_copy(out, g, deps, nd, &n);
   LEAVE
 }
 

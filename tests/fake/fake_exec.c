@@ -151,6 +151,18 @@ CUresult fk_graph_add(fk_graph *g, fk_node *n, const CUgraphNode *deps, size_t n
   return CUDA_SUCCESS;
 }
 
+CUresult fk_graph_add_copy(CUgraphNode *out, fk_graph *g, const CUgraphNode *deps, size_t ndeps, const fk_node *n) {
+  fk_node *c = fk_node_clone(n);
+  if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult r = fk_graph_add(g, c, deps, ndeps);
+  if (r != CUDA_SUCCESS) {
+    fk_node_free(c);
+    return r;
+  }
+  *out = (CUgraphNode)c;
+  return CUDA_SUCCESS;
+}
+
 static int cond_same_shape(const fk_node *x, const fk_node *y) {
   int sub;
   if (x->ctype != y->ctype || x->nbodies != y->nbodies) return 0;

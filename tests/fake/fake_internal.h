@@ -160,6 +160,8 @@ fk_node *fk_node_clone(const fk_node *n);
 void fk_node_free(fk_node *n);
 /* Adds n (owned) after deps; returns 0 or a CUresult. */
 CUresult fk_graph_add(fk_graph *g, fk_node *n, const CUgraphNode *deps, size_t ndeps);
+/* Adds a copy of n after deps, *out = the copy; the caller keeps n. */
+CUresult fk_graph_add_copy(CUgraphNode *out, fk_graph *g, const CUgraphNode *deps, size_t ndeps, const fk_node *n);
 int fk_graph_index(const fk_graph *g, const void *node);
 /* Deep-copies a conditional node's bodies into d (which has s's fields)
  * and takes a reference on its condition; frees them and drops it. */

@@ -235,18 +235,6 @@ CUresult fk_cuStreamUpdateCaptureDependencies(CUstream h, CUgraphNode *deps, con
 
 /* ---- graph nodes ---- */
 
-static CUresult add_node(CUgraphNode *out, fk_graph *g, const CUgraphNode *deps, size_t nd, const fk_node *n) {
-  fk_node *c = fk_node_clone(n);
-  if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
-  CUresult r = fk_graph_add(g, c, deps, nd);
-  if (r != CUDA_SUCCESS) {
-    fk_node_free(c);
-    return r;
-  }
-  *out = (CUgraphNode)c;
-  return CUDA_SUCCESS;
-}
-
 CUresult fk_cuGraphAddHostNode(CUgraphNode *out, CUgraph h, const CUgraphNode *deps, size_t nd,
                                const CUDA_HOST_NODE_PARAMS *p) {
   ENTER("cuGraphAddHostNode");
@@ -257,7 +245,7 @@ CUresult fk_cuGraphAddHostNode(CUgraphNode *out, CUgraph h, const CUgraphNode *d
   n.type = FK_N_HOST;
   n.hostfn = p->fn;
   n.hostdata = p->userData;
-  r_ = add_node(out, g, deps, nd, &n);
+  r_ = fk_graph_add_copy(out, g, deps, nd, &n);
   LEAVE
 }
 
@@ -269,7 +257,7 @@ static CUresult event_node(CUgraphNode *out, CUgraph h, const CUgraphNode *deps,
   memset(&n, 0, sizeof n);
   n.type = type;
   n.ev = (fk_event *)e;
-  r_ = add_node(out, g, deps, nd, &n);
+  r_ = fk_graph_add_copy(out, g, deps, nd, &n);
   LEAVE
 }
 
