@@ -46,7 +46,7 @@ static const char *mode_name[NMODES] = {"eager", "captured", "nccl", "symmetric"
 
 static int hid[MAXV] = {8192, 4096}, ffn[MAXV] = {28672, 14336}, nshape = 2;
 static int toks[MAXV] = {1, 16, 128, 1024}, ntok = 4;
-static int TP = 0, LAYERS = 4, REPS = 20, CHUNKS = 2, use_torch = 1;
+static int TP = 0, LAYERS = 4, REPS = 20, CHUNKS = 2, SM_RESERVE = 0, use_torch = 1;
 static int mode_on[NMODES] = {1, 1, 1, 0, 1, 1, 1, 1}; /* symmetric: experimental, --modes to try */
 static tpg_mlp_kind KIND = TPG_MLP_GELU;
 static const char *json_path = "tpbench.json", *svg_path = "tpbench.svg", *torch_script = NULL;
@@ -150,6 +150,7 @@ static void run_one(rank_state *st, int si, int ti, int mode) {
   d.collectives = mode != M_COMPUTE;
   d.overlap = mode == M_OVERLAP ? TPG_OVERLAP_CHUNKED : TPG_OVERLAP_NONE;
   d.chunks = mode == M_OVERLAP ? CHUNKS : 0;
+  d.sm_reserve = mode == M_OVERLAP ? SM_RESERVE : 0;
   d.allreduce = (mode == M_EAGER || mode == M_CAPTURED || mode == M_NCCL || mode == M_SYM) ? TPG_ALGO_NCCL : TPG_ALGO_AUTO;
   tpg_plan *p;
   MUST(tpg_plan_mlp(&d, &p));
@@ -475,8 +476,9 @@ static void write_json(int n) {
   if (!f) { fprintf(stderr, "tpbench: cannot write %s\n", json_path); return; }
   fprintf(f, "{");
   bench_meta_json(f, PROG, n);
-  fprintf(f, ",\n \"tp\": %d, \"layers\": %d, \"reps\": %d, \"kind\": \"%s\", \"dtype\": \"bf16\", \"unit\": \"us per layer\", \"rows\": [\n",
-          n, LAYERS, REPS, KIND == TPG_MLP_GELU ? "gelu" : "swiglu");
+  fprintf(f, ",\n \"tp\": %d, \"layers\": %d, \"reps\": %d, \"kind\": \"%s\", \"dtype\": \"bf16\", \"unit\": \"us per layer\",\n"
+          " \"overlap_chunks\": %d, \"overlap_sm_reserve\": %d, \"rows\": [\n",
+          n, LAYERS, REPS, KIND == TPG_MLP_GELU ? "gelu" : "swiglu", CHUNKS, SM_RESERVE ? SM_RESERVE : 16);
   int first = 1;
   for (int si = 0; si < nshape; si++)
     for (int ti = 0; ti < ntok; ti++) {
@@ -561,6 +563,7 @@ static void usage(FILE *f) {
           "  --kind gelu|swiglu   GeLU (Megatron, with biases) or SwiGLU (Llama, no biases); default gelu\n"
           "  --modes LIST         which modes to run (default all but symmetric)\n"
           "  --chunks N           token chunks of the overlap mode, 2..16 (default 2)\n"
+          "  --sm-reserve N       SMs the overlap mode's GEMMs leave to the all-reduce, 1..64 (default 16)\n"
           "  --json PATH          results (default tpbench.json)\n"
           "  --svg PATH           plot (default tpbench.svg); the PNG goes beside it, same name\n"
           "  --no-png             do not try to convert the SVG\n"
@@ -581,13 +584,13 @@ static int cmp_int(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-  enum { O_HIDDEN = 256, O_FFN, O_TOKENS, O_TP, O_LAYERS, O_REPS, O_CHUNKS, O_JSON, O_SVG, O_TORCH_SCRIPT, O_KIND,
+  enum { O_HIDDEN = 256, O_FFN, O_TOKENS, O_TP, O_LAYERS, O_REPS, O_CHUNKS, O_SM_RESERVE, O_JSON, O_SVG, O_TORCH_SCRIPT, O_KIND,
          O_MODES, O_NO_TORCH, O_NO_PNG };
   static const struct option opts[] = {
       {"hidden", required_argument, NULL, O_HIDDEN}, {"ffn", required_argument, NULL, O_FFN},
       {"tokens", required_argument, NULL, O_TOKENS}, {"tp", required_argument, NULL, O_TP},
       {"layers", required_argument, NULL, O_LAYERS}, {"reps", required_argument, NULL, O_REPS},
-      {"chunks", required_argument, NULL, O_CHUNKS}, {"json", required_argument, NULL, O_JSON},
+      {"chunks", required_argument, NULL, O_CHUNKS}, {"sm-reserve", required_argument, NULL, O_SM_RESERVE}, {"json", required_argument, NULL, O_JSON},
       {"svg", required_argument, NULL, O_SVG},       {"torch-script", required_argument, NULL, O_TORCH_SCRIPT},
       {"kind", required_argument, NULL, O_KIND},     {"modes", required_argument, NULL, O_MODES},
       {"no-torch", no_argument, NULL, O_NO_TORCH},   {"no-png", no_argument, NULL, O_NO_PNG},
@@ -605,6 +608,7 @@ int main(int argc, char **argv) {
       case O_LAYERS: ok = bench_parse_int(PROG, "--layers", optarg, 1, 256, &LAYERS); break;
       case O_REPS: ok = bench_parse_int(PROG, "--reps", optarg, 1, 100000, &REPS); break;
       case O_CHUNKS: ok = bench_parse_int(PROG, "--chunks", optarg, 2, 16, &CHUNKS); break;
+      case O_SM_RESERVE: ok = bench_parse_int(PROG, "--sm-reserve", optarg, 1, 64, &SM_RESERVE); break;
       case O_JSON: json_path = optarg; break;
       case O_SVG: svg_path = optarg; break;
       case O_TORCH_SCRIPT: torch_script = optarg; break;
