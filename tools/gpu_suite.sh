@@ -9,12 +9,15 @@
 #   gemm      gemm_bench --check-only
 #   gemmsan   compute-sanitizer memcheck over gemm_bench --check-only (small shapes)
 #   gemmtime  gemm_bench timing against cuBLAS (JSON), stream-K A/B rows
+#   zoo       gemm_bench --zoo: every model shape, the selected kernel against
+#             cuBLASLt, every epilogue checked (JSON; issue 14)
+#   tuneon    the GPU tests again with on-device GEMM tuning (TPG_GEMM_TUNE=1)
 #   skab      tpbench at 128 and 1024 tokens with stream-K off, then on
 #   ar        allreduce_bench (JSON)
 #   artune    two-shot grid sizes (TPG_TWOSHOT_BLOCKS 96, 128) at 1-8 MiB,
 #             and allreduce_test under the largest
 #   rebind    rebind_bench (JSON)
-#   tpbench   the main job (JSON, SVG)
+#   tpbench   the main job (JSON, SVG); extra flags in TPG_TPBENCH_ARGS
 #   decode    the Llama example, host loop vs device loop (issue 17; not by default)
 # Logs go to $OUT; at most 8 files come back from there, so stages share.
 #   bash .gpu/suite.sh tests fault soak
@@ -72,6 +75,14 @@ for st in "${stages[@]}"; do
   gemm)
     LD_LIBRARY_PATH="${cb:+$cb:}/usr/local/cuda/lib64" timeout 120 bash "$here/run.sh" gemm_bench --check-only > /tmp/tpg-logs/gemm.txt 2>&1
     echo "gemm_bench --check-only: $(grep -m1 'checks:' /tmp/tpg-logs/gemm.txt)" ;;
+  zoo)
+    LD_LIBRARY_PATH="${cb:+$cb:}/usr/local/cuda/lib64" timeout ${TPG_ZOO_TIMEOUT:-330} bash "$here/run.sh" gemm_bench --zoo \
+      --budget-s ${TPG_ZOO_BUDGET:-300} --json "$out/zoo.json" > "$out/zoo.txt" 2>&1
+    echo "gemm_bench --zoo (rc $?):"; grep -E "^zoo|geomean|slower|TB/s" "$out/zoo.txt" | tail -12 ;;
+  tuneon)
+    OUT=/tmp/tpg-logs/tune TPG_GEMM_TUNE=1 LD_LIBRARY_PATH="${cb:+$cb:}/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+      timeout 400 bash "$here/run.sh" > /tmp/tpg-logs/tuneon.txt 2>&1
+    echo "GPU tests with TPG_GEMM_TUNE=1 (rc $?):"; grep -E "PASS|FAIL|passed" /tmp/tpg-logs/tuneon.txt | tail -10 ;;
   gemmsan)
     cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
     ( cd "$here/bin" && LD_LIBRARY_PATH="${cb:+$cb:}/usr/local/cuda/lib64" TPG_CHECK_SMALL=1 timeout 400 "$cs" --tool memcheck \
@@ -103,7 +114,7 @@ for st in "${stages[@]}"; do
     timeout 150 bash "$here/run.sh" rebind_bench --layers 64 --reps 10 --json "$out/rebind.json" > /tmp/tpg-logs/rb.txt 2>&1
     tail -4 /tmp/tpg-logs/rb.txt ;;
   tpbench)
-    timeout 400 bash "$here/run.sh" tpbench --json "$out/tpbench.json" --svg "$out/tpbench.svg" --torch-script bench/torch_mlp.py > "$out/tpbench.txt" 2>&1
+    timeout ${TPG_TPBENCH_TIMEOUT:-400} bash "$here/run.sh" tpbench ${TPG_TPBENCH_ARGS:-} --json "$out/tpbench.json" --svg "$out/tpbench.svg" --torch-script bench/torch_mlp.py > "$out/tpbench.txt" 2>&1
     tail -12 "$out/tpbench.txt" ;;
   decode)
     # Issue 17 (not a default stage): 128 greedy tokens, host loop vs one launch of the device
