@@ -379,6 +379,173 @@ __device__ __forceinline__ void gemv_sk_body(const tpg_gemm_args &a) {
   }
 }
 
+
+/* ---------------------------------------------------------------------------
+ * Split-K variant (tpg_gemv_split_*): grid = (tiles, S). CTA (t, s) streams
+ * row tile t over the s-th of S near-equal contiguous ranges of 32-wide K
+ * chunks, so the launch has tiles * S CTAs whatever N is: the host picks S so
+ * that every SM gets enough CTAs (bytes in flight) and the grid fills whole
+ * waves. Inside a CTA the range is cut into groups of U chunks taken by the
+ * KW warps round-robin; every load is predicated (chunk in range, 8-wide
+ * piece inside K), so a K that is not a multiple of the CTA step costs one
+ * partly empty group, not a serial tail loop. PF: the next group's W and X
+ * are loaded before the current group's mma (more bytes in flight per warp).
+ * Reduction of the S partials: warp 0 of each CTA writes its fp32 tile to its
+ * own workspace slot [t][s] (plain L2 stores), then bumps the tile's counter;
+ * the CTA that brings it to S sums the S slots in a fixed order (s = 0..S-1,
+ * so results are bit-identical run to run), applies the epilogue and resets
+ * the counter to zero. Only the counters need zeroing at allocation.
+ * Workspace: [tiles] uint32 counters (rounded up to 256 bytes), then
+ * [tiles][S][R*MT*4][32] fp32 (tpg_gemv_split_workspace_bytes in
+ * lib/gemm_select.c). S = 1: no workspace, no counter.
+ * ------------------------------------------------------------------------- */
+template <typename T, int MT, int R, int U, int KW, bool PF, int LDF>
+__device__ __forceinline__ void gemv_split_body(const tpg_gemm_args &a) {
+  __shared__ float red[KW / 2][R * MT * 4][32];
+  constexpr int NV = R * MT * 4; /* accumulator values per lane */
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  const int g = lane >> 2, t4 = lane & 3;
+  const int M = a.m, N = a.n, K = a.k;
+  const bool swiglu = a.epilogue == TPG_EPI_SWIGLU;
+  const int t = blockIdx.x, S = gridDim.y, s = blockIdx.y;
+  const int KC = (K + 31) / 32;
+  const int c0 = (int)((long long)s * KC / S), c1 = (int)((long long)(s + 1) * KC / S);
+
+  const T *wp[R][2];
+  int obase[R];
+#pragma unroll
+  for (int rt = 0; rt < R; ++rt) {
+    int r0, r1;
+    if (swiglu) {
+      obase[rt] = (t * R + rt) * 8;
+      const int o = min(obase[rt] + g, N - 1);
+      r0 = o;
+      r1 = N + o;
+    } else {
+      obase[rt] = (t * R + rt) * 16;
+      r0 = min(obase[rt] + g, N - 1);
+      r1 = min(obase[rt] + g + 8, N - 1);
+    }
+    wp[rt][0] = static_cast<const T *>(a.w) + (size_t)r0 * a.ldw + 8 * t4;
+    wp[rt][1] = static_cast<const T *>(a.w) + (size_t)r1 * a.ldw + 8 * t4;
+  }
+  /* PDL prologue as in gemv_body, from this CTA's first chunk */
+  if (a.pdl_prefetch > 0 && w == 0 && t4 == 0 && c0 < c1) {
+    const uint32_t bytes = min((uint32_t)a.pdl_prefetch, (uint32_t)(K - c0 * 32) * (uint32_t)sizeof(T)) & ~15u;
+#pragma unroll
+    for (int rt = 0; rt < R; ++rt) {
+      prefetch_l2_bulk(wp[rt][0] + c0 * 32, bytes);
+      prefetch_l2_bulk(wp[rt][1] + c0 * 32, bytes);
+    }
+  }
+  pdl_wait();
+  pdl_launch_dependents();
+  const T *xp[MT];
+  bool xv[MT];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    const int m = mt * 8 + g;
+    xv[mt] = m < M;
+    xp[mt] = static_cast<const T *>(a.x) + (size_t)min(m, M - 1) * a.ldx + 8 * t4;
+  }
+  float acc[R][MT][4];
+#pragma unroll
+  for (int rt = 0; rt < R; ++rt)
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[rt][mt][i] = 0.f;
+
+  const int G = (c1 - c0 + U - 1) / U; /* groups of U chunks in this CTA's range */
+  auto load = [&](uint4 (&dw)[U][R][2], uint4 (&dx)[U][MT], int grp) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = c0 + grp * U + u;
+      const int k = c * 32;
+      const bool ok = c < c1 && k + 8 * t4 < K;
+#pragma unroll
+      for (int rt = 0; rt < R; ++rt) {
+        dw[u][rt][0] = ok ? ld_w<LDF>(wp[rt][0] + k) : make_uint4(0, 0, 0, 0);
+        dw[u][rt][1] = ok ? ld_w<LDF>(wp[rt][1] + k) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) dx[u][mt] = (ok && xv[mt]) ? ld_keep(xp[mt] + k) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  auto mma_group = [&](const uint4 (&wv)[U][R][2], const uint4 (&x)[U][MT]) {
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int rt = 0; rt < R; ++rt)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma16816<T>(acc[rt][mt], wv[u][rt][0].x, wv[u][rt][1].x, wv[u][rt][0].y, wv[u][rt][1].y, x[u][mt].x, x[u][mt].y);
+          mma16816<T>(acc[rt][mt], wv[u][rt][0].z, wv[u][rt][1].z, wv[u][rt][0].w, wv[u][rt][1].w, x[u][mt].z, x[u][mt].w);
+        }
+  };
+  if constexpr (PF) {
+    uint4 wc[U][R][2], xc[U][MT];
+    if (w < G) load(wc, xc, w);
+    for (int grp = w; grp < G; grp += KW) {
+      uint4 wn[U][R][2], xn[U][MT];
+      const bool more = grp + KW < G;
+      if (more) load(wn, xn, grp + KW);
+      mma_group(wc, xc);
+      if (more) {
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+#pragma unroll
+          for (int rt = 0; rt < R; ++rt) { wc[u][rt][0] = wn[u][rt][0]; wc[u][rt][1] = wn[u][rt][1]; }
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) xc[u][mt] = xn[u][mt];
+        }
+      }
+    }
+  } else {
+    for (int grp = w; grp < G; grp += KW) {
+      uint4 wc[U][R][2], xc[U][MT];
+      load(wc, xc, grp);
+      mma_group(wc, xc);
+    }
+  }
+
+  reduce_warps<MT, R, KW>(acc, red, w, lane);
+  if (w != 0) return;
+  if (S > 1) {
+    unsigned *cnt = static_cast<unsigned *>(a.workspace);
+    float *ws = reinterpret_cast<float *>(static_cast<char *>(a.workspace) + (((size_t)gridDim.x * 4 + 255) & ~(size_t)255));
+    float *tw = ws + (size_t)t * S * NV * 32;
+#pragma unroll
+    for (int rt = 0; rt < R; ++rt)
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) __stcg(tw + ((size_t)s * NV + (rt * MT + mt) * 4 + i) * 32 + lane, acc[rt][mt][i]);
+    __threadfence();
+    __syncwarp();
+    unsigned old = 0;
+    if (lane == 0) old = atomicAdd(cnt + t, 1u);
+    old = __shfl_sync(0xffffffffu, old, 0);
+    if (old != (unsigned)(S - 1)) return;
+    __threadfence();
+#pragma unroll
+    for (int rt = 0; rt < R; ++rt)
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[rt][mt][i] = 0.f;
+    for (int j = 0; j < S; ++j)
+#pragma unroll
+      for (int rt = 0; rt < R; ++rt)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) acc[rt][mt][i] += __ldcg(tw + ((size_t)j * NV + (rt * MT + mt) * 4 + i) * 32 + lane);
+    if (lane == 0) cnt[t] = 0u; /* every contributor has arrived: nobody else touches it in this launch */
+  }
+  store_tile<T, MT, R>(a, acc, obase, g, t4, M, N);
+}
+
 }  // namespace tpg
 
 /* Entry points: tpg_gemv_<dtype>_m<max M>. Block = 32*KW threads (512 for
@@ -413,3 +580,11 @@ TPG_GEMV_SK(tpg_gemv_sk_bf16_m8, __nv_bfloat16, 1, 1, 8, 8, 2)
 TPG_GEMV_SK(tpg_gemv_sk_bf16_m16, __nv_bfloat16, 2, 2, 2, 16, 1)
 TPG_GEMV_SK(tpg_gemv_sk_f16_m8, __half, 1, 1, 8, 8, 2)
 TPG_GEMV_SK(tpg_gemv_sk_f16_m16, __half, 2, 2, 2, 16, 1)
+
+/* Split-K entry points: grid = (tiles, S), S chosen by the selector;
+ * workspace = tpg_gemv_split_workspace_bytes when S > 1 (lib/gemm_select.c).
+ * (MT, R, U, KW warps, PF, min CTAs/SM, LDF) */
+#define TPG_GEMV_SPLIT(NAME, T, MT, R, U, KW, PF, MINB, LDF)                           \
+  extern "C" __global__ void __launch_bounds__(KW * 32, MINB) NAME(const __grid_constant__ tpg_gemm_args a) { \
+    tpg::gemv_split_body<T, MT, R, U, KW, PF, LDF>(a);                                 \
+  }
