@@ -76,9 +76,9 @@ def rule(m, n, k, epi, sms=SMS):
     """The candidate the selector picks on sm_90: a variant name. n: output
     columns; W has 2n rows with swiglu (gate and up)."""
     w = 2 * n if epi == "swiglu" else n  # W rows: what the tiles cover
-    # the GEMV's grid (16 W rows per CTA at m <= 8, 32 above); below an
-    # eighth of the SMs (never in the zoo) its stream-K twin
-    gemv = "gemv_sk" if 8 * cdiv(w, 16 if m <= 8 else 32) < sms else "gemv"
+    # the decode GEMV, split-K with its own rule for the number of K ranges
+    # (gemm_select.c gemv_splits: a launch detail of the "gemv" variant)
+    gemv = "gemv"
     if m <= 8:
         return gemv
     if m <= 16:
