@@ -69,6 +69,10 @@ LV(lv32_r1u1pf, 4, 1, 1, 8, true, 2, 2)
 LV(lv64_r1u2, 8, 1, 2, 8, false, 2, 2)
 LV(lv64_r1u4, 8, 1, 4, 8, false, 1, 2)
 LV(lv64_r1u2pf, 8, 1, 2, 8, true, 1, 2)
+LV(lv32_r2u1pf, 4, 2, 1, 8, true, 2, 2)
+LV(lv64_r2u1, 8, 2, 1, 8, false, 2, 2)
+LV(lv64_r1u1pf, 8, 1, 1, 8, true, 2, 2)
+LV(lv64_r2u2b1, 8, 2, 2, 8, false, 1, 2)
 
 struct Var { const char *name; kfn fn; int maxm, mt, r, threads; int occ; };
 static Var kVars[] = {
@@ -80,6 +84,8 @@ static Var kVars[] = {
     {"s32_r1u4", lv32_r1u4, 32, 4, 1, 256},       {"s32_r2u2", lv32_r2u2, 32, 4, 2, 256},
     {"s32_r1u1pf", lv32_r1u1pf, 32, 4, 1, 256},   {"s64_r1u2", lv64_r1u2, 64, 8, 1, 256},
     {"s64_r1u4", lv64_r1u4, 64, 8, 1, 256},       {"s64_r1u2pf", lv64_r1u2pf, 64, 8, 1, 256},
+    {"s32_r2u1pf", lv32_r2u1pf, 32, 4, 2, 256},   {"s64_r2u1", lv64_r2u1, 64, 8, 2, 256},
+    {"s64_r1u1pf", lv64_r1u1pf, 64, 8, 1, 256},   {"s64_r2u2b1", lv64_r2u2b1, 64, 8, 2, 256},
 };
 static const struct { const char *name; kfn fn; } kLib[] = {
     {"tpg_gemv_bf16_m8", tpg_gemv_bf16_m8},       {"tpg_gemv_bf16_m16", tpg_gemv_bf16_m16},
