@@ -53,39 +53,48 @@ typedef void (*kfn)(const tpg_gemm_args);
   __global__ void __launch_bounds__(KW * 32, MINB) NAME(const __grid_constant__ tpg_gemm_args a) { \
     tpg::gemv_split_body<__nv_bfloat16, MT, R, U, KW, PF, LDF>(a);                    \
   }
+/* the same with the log2(KW)-step tree reduction of the warps (A/B) */
+#define LVT(NAME, MT, R, U, KW, PF, MINB, LDF)                                         \
+  __global__ void __launch_bounds__(KW * 32, MINB) NAME(const __grid_constant__ tpg_gemm_args a) { \
+    tpg::gemv_split_body<__nv_bfloat16, MT, R, U, KW, PF, LDF, false>(a);             \
+  }
+/* the same loading X chunk by chunk before its mmas (fewer registers, larger U) */
+#define LVX(NAME, MT, R, U, KW, PF, MINB, LDF)                                         \
+  __global__ void __launch_bounds__(KW * 32, MINB) NAME(const __grid_constant__ tpg_gemm_args a) { \
+    tpg::gemv_split_body<__nv_bfloat16, MT, R, U, KW, PF, LDF, true, true>(a);        \
+  }
+/* Round 1 (nvidia-h200, ba95ac3) compared 20 configurations; kept: the best
+ * two of each M and the register-saving X-late forms of larger U. */
 LV(lv8_r1u8, 1, 1, 8, 8, false, 2, 2)
-LV(lv8_r1u4pf, 1, 1, 4, 8, true, 2, 2)
-LV(lv8_r2u4, 1, 2, 4, 8, false, 2, 2)
+LVT(lv8_r1u8t, 1, 1, 8, 8, false, 2, 2)
 LV(lv8_r1u8w4, 1, 1, 8, 4, false, 4, 2)
-LV(lv8_r1u4b3, 1, 1, 4, 8, false, 3, 2)
+LVX(lv8_r1u8w4x, 1, 1, 8, 4, false, 4, 2)
 LV(lv16_r1u2b3, 2, 1, 2, 8, false, 3, 2)
-LV(lv16_r2u2w16, 2, 2, 2, 16, false, 1, 0)
-LV(lv16_r1u4, 2, 1, 4, 8, false, 2, 2)
 LV(lv16_r2u4, 2, 2, 4, 8, false, 2, 2)
-LV(lv16_r1u2pf, 2, 1, 2, 8, true, 2, 2)
+LVX(lv16_r1u8x, 2, 1, 8, 8, false, 2, 2)
+LVX(lv16_r1u4x, 2, 1, 4, 8, false, 3, 2)
+LVX(lv16_r2u4x, 2, 2, 4, 8, false, 2, 2)
+LVX(lv16_r1u8w4x, 2, 1, 8, 4, false, 4, 2)
 LV(lv32_r1u4, 4, 1, 4, 8, false, 2, 2)
-LV(lv32_r2u2, 4, 2, 2, 8, false, 2, 2)
-LV(lv32_r1u1pf, 4, 1, 1, 8, true, 2, 2)
+LVX(lv32_r1u8x, 4, 1, 8, 8, false, 2, 2)
+LVX(lv32_r1u4x, 4, 1, 4, 8, false, 2, 2)
+LVX(lv32_r2u4x, 4, 2, 4, 8, false, 2, 2)
 LV(lv64_r1u2, 8, 1, 2, 8, false, 2, 2)
-LV(lv64_r1u4, 8, 1, 4, 8, false, 1, 2)
-LV(lv64_r1u2pf, 8, 1, 2, 8, true, 1, 2)
-LV(lv32_r2u1pf, 4, 2, 1, 8, true, 2, 2)
-LV(lv64_r2u1, 8, 2, 1, 8, false, 2, 2)
-LV(lv64_r1u1pf, 8, 1, 1, 8, true, 2, 2)
-LV(lv64_r2u2b1, 8, 2, 2, 8, false, 1, 2)
+LVX(lv64_r1u4x, 8, 1, 4, 8, false, 2, 2)
+LVX(lv64_r2u4x, 8, 2, 4, 8, false, 1, 2)
+LVX(lv64_r1u8x, 8, 1, 8, 8, false, 1, 2)
 
 struct Var { const char *name; kfn fn; int maxm, mt, r, threads; int occ; };
 static Var kVars[] = {
-    {"s8_r1u8", lv8_r1u8, 8, 1, 1, 256},          {"s8_r1u4pf", lv8_r1u4pf, 8, 1, 1, 256},
-    {"s8_r2u4", lv8_r2u4, 8, 1, 2, 256},          {"s8_r1u8w4", lv8_r1u8w4, 8, 1, 1, 128},     {"s8_r1u4b3", lv8_r1u4b3, 8, 1, 1, 256},
-    {"s16_r1u2b3", lv16_r1u2b3, 16, 2, 1, 256},
-    {"s16_r2u2w16", lv16_r2u2w16, 16, 2, 2, 512}, {"s16_r1u4", lv16_r1u4, 16, 2, 1, 256},
-    {"s16_r2u4", lv16_r2u4, 16, 2, 2, 256},       {"s16_r1u2pf", lv16_r1u2pf, 16, 2, 1, 256},
-    {"s32_r1u4", lv32_r1u4, 32, 4, 1, 256},       {"s32_r2u2", lv32_r2u2, 32, 4, 2, 256},
-    {"s32_r1u1pf", lv32_r1u1pf, 32, 4, 1, 256},   {"s64_r1u2", lv64_r1u2, 64, 8, 1, 256},
-    {"s64_r1u4", lv64_r1u4, 64, 8, 1, 256},       {"s64_r1u2pf", lv64_r1u2pf, 64, 8, 1, 256},
-    {"s32_r2u1pf", lv32_r2u1pf, 32, 4, 2, 256},   {"s64_r2u1", lv64_r2u1, 64, 8, 2, 256},
-    {"s64_r1u1pf", lv64_r1u1pf, 64, 8, 1, 256},   {"s64_r2u2b1", lv64_r2u2b1, 64, 8, 2, 256},
+    {"s8_r1u8", lv8_r1u8, 8, 1, 1, 256},          {"s8_r1u8t", lv8_r1u8t, 8, 1, 1, 256},
+    {"s8_r1u8w4", lv8_r1u8w4, 8, 1, 1, 128},      {"s8_r1u8w4x", lv8_r1u8w4x, 8, 1, 1, 128},
+    {"s16_r1u2b3", lv16_r1u2b3, 16, 2, 1, 256},   {"s16_r2u4", lv16_r2u4, 16, 2, 2, 256},
+    {"s16_r1u8x", lv16_r1u8x, 16, 2, 1, 256},     {"s16_r1u4x", lv16_r1u4x, 16, 2, 1, 256},
+    {"s16_r2u4x", lv16_r2u4x, 16, 2, 2, 256},     {"s16_r1u8w4x", lv16_r1u8w4x, 16, 2, 1, 128},
+    {"s32_r1u4", lv32_r1u4, 32, 4, 1, 256},       {"s32_r1u8x", lv32_r1u8x, 32, 4, 1, 256},
+    {"s32_r1u4x", lv32_r1u4x, 32, 4, 1, 256},     {"s32_r2u4x", lv32_r2u4x, 32, 4, 2, 256},
+    {"s64_r1u2", lv64_r1u2, 64, 8, 1, 256},       {"s64_r1u4x", lv64_r1u4x, 64, 8, 1, 256},
+    {"s64_r2u4x", lv64_r2u4x, 64, 8, 2, 256},     {"s64_r1u8x", lv64_r1u8x, 64, 8, 1, 256},
 };
 static const struct { const char *name; kfn fn; } kLib[] = {
     {"tpg_gemv_bf16_m8", tpg_gemv_bf16_m8},       {"tpg_gemv_bf16_m16", tpg_gemv_bf16_m16},
@@ -179,7 +188,7 @@ int main(int argc, char **argv) {
   uint16_t *W, *X, *Y, *B;
   unsigned *flush, *sink;
   void *ws, *ws_lib, *ltws; /* split slots are left dirty; the library's stream-K GEMV wants zeroed partials */
-  const size_t flush_words = (256u << 20) / 4, ws_bytes = 64u << 20, lt_bytes = 32u << 20;
+  const size_t flush_words = (256u << 20) / 4, ws_bytes = 256u << 20, lt_bytes = 32u << 20;
   CK(cudaMalloc(&W, maxw * 2)); CK(cudaMalloc(&X, 64 * maxk * 2)); CK(cudaMalloc(&Y, 64 * maxn * 4));
   CK(cudaMalloc(&B, maxn * 2)); CK(cudaMalloc(&flush, flush_words * 4)); CK(cudaMalloc(&sink, 4));
   CK(cudaMalloc(&ws, ws_bytes)); CK(cudaMemset(ws, 0, ws_bytes));
@@ -258,19 +267,24 @@ int main(int argc, char **argv) {
         cfgs.push_back({std::string("lib:") + L.kernel, lib_fn(L.kernel), dim3(L.grid[0], L.grid[1], L.grid[2]), L.block[0], ws_lib});
       }
       const int KC = (K + 31) / 32;
+      size_t ws_off = 0; /* each configuration its own zeroed region: counters of one must not land on another's slots */
       for (auto &v : kVars) {
         if (M > v.maxm || (v.maxm > 8 && M <= v.maxm / 2)) continue;
         const int tiles = (N + (swiglu ? 8 : 16) * v.r - 1) / ((swiglu ? 8 : 16) * v.r);
         const int slots = v.occ * g_sms;
-        for (int S : {1, 2, 3, 4, 6, 8, 12, 16}) {
-          if (S > 1 && ((long)tiles * S > 6L * slots || KC / S < 4)) continue;
+        for (int S : {1, 2, 3, 4, 6, 8}) {
+          if (S > 1 && ((long)tiles * S > 4L * slots || KC / S < 4)) continue;
           const size_t need = (((size_t)tiles * 4 + 255) & ~(size_t)255) + (size_t)tiles * S * v.r * v.mt * 4 * 32 * 4;
-          if (need > ws_bytes) continue;
+          if (ws_off + need > ws_bytes) continue;
           char nm[64];
           snprintf(nm, sizeof nm, "%s_s%d", v.name, S);
-          cfgs.push_back({nm, v.fn, dim3(tiles, S), (unsigned)v.threads, ws});
+          cfgs.push_back({nm, v.fn, dim3(tiles, S), (unsigned)v.threads, static_cast<char *>(ws) + ws_off});
+          ws_off += (need + 255) & ~(size_t)255;
         }
       }
+      /* fresh counters for this shape's layouts (the kernels leave their own zero; slots are scratch) */
+      CK(cudaMemset(ws, 0, ws_bytes));
+      CK(cudaMemset(ws_lib, 0, ws_bytes));
       /* checks: every configuration once, Y poisoned, fp64 reference on 48 sampled outputs x all M rows */
       {
         const int ncol = 48;

@@ -57,6 +57,35 @@ __device__ __forceinline__ void reduce_warps(float (&acc)[R][MT][4], float (&red
   }
 }
 
+/* The same sum with one barrier: warps 1..KW-1 park their accumulators in
+ * shared memory, warp 0 adds them in warp order (deterministic). The tree
+ * above pays 2 log2(KW) barriers, each a wait for the slowest warp, at the
+ * end of every CTA, which is on the critical path of a 10 us GEMV. Needs
+ * (KW - 1) * R * MT * 512 bytes of shared memory. */
+template <int MT, int R, int KW>
+__device__ __forceinline__ void reduce_warps_flat(float (&acc)[R][MT][4], float (&red)[KW - 1][R * MT * 4][32], int w,
+                                                  int lane) {
+  if (w > 0) {
+#pragma unroll
+    for (int rt = 0; rt < R; ++rt)
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) red[w - 1][(rt * MT + mt) * 4 + i][lane] = acc[rt][mt][i];
+  }
+  __syncthreads();
+  if (w == 0) {
+#pragma unroll
+    for (int j = 0; j < KW - 1; ++j)
+#pragma unroll
+      for (int rt = 0; rt < R; ++rt)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) acc[rt][mt][i] += red[j][(rt * MT + mt) * 4 + i][lane];
+  }
+}
+
 /* Warp 0's epilogue for its R x MT accumulator tiles. Accumulator c0,c1:
  * W row g, m = 2*t4 + {0,1}; c2,c3: W row g+8 (SWIGLU: gate g, up g+8 of
  * output obase+g). */
@@ -257,9 +286,11 @@ __device__ __forceinline__ void gemv_sk_body(const tpg_gemm_args &a) {
  * [tiles][S][R*MT*4][32] fp32 (tpg_gemv_split_workspace_bytes in
  * lib/gemm_select.c). S = 1: no workspace, no counter.
  * ------------------------------------------------------------------------- */
-template <typename T, int MT, int R, int U, int KW, bool PF, int LDF>
+template <typename T, int MT, int R, int U, int KW, bool PF, int LDF, bool FLATRED = true, bool XLATE = false>
 __device__ __forceinline__ void gemv_split_body(const tpg_gemm_args &a) {
-  __shared__ float red[KW / 2][R * MT * 4][32];
+  /* one-barrier warp reduction where its shared memory stays <= 32 KB */
+  constexpr bool FLAT = FLATRED && (KW - 1) * R * MT * 4 * 32 * 4 <= 32768;
+  __shared__ float red[FLAT ? KW - 1 : KW / 2][R * MT * 4][32];
   constexpr int NV = R * MT * 4; /* accumulator values per lane */
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   const int g = lane >> 2, t4 = lane & 3;
@@ -335,20 +366,37 @@ __device__ __forceinline__ void gemv_split_body(const tpg_gemm_args &a) {
         dw[u][rt][0] = ok ? ld_w<LDF>(wp[rt][0] + k) : make_uint4(0, 0, 0, 0);
         dw[u][rt][1] = ok ? ld_w<LDF>(wp[rt][1] + k) : make_uint4(0, 0, 0, 0);
       }
+      if constexpr (!XLATE) {
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) dx[u][mt] = (ok && xv[mt]) ? ld_keep(xp[mt] + k) : make_uint4(0, 0, 0, 0);
+        for (int mt = 0; mt < MT; ++mt) dx[u][mt] = (ok && xv[mt]) ? ld_keep(xp[mt] + k) : make_uint4(0, 0, 0, 0);
+      }
     }
   };
-  auto mma_group = [&](const uint4 (&wv)[U][R][2], const uint4 (&x)[U][MT]) {
+  /* XLATE: X is not loaded with W but chunk by chunk right before its mmas.
+   * X is re-read by every CTA, so these are L1/L2 hits whose latency the
+   * other warps hide; what it saves is registers: U*MT*4 of them held
+   * across W's DRAM latency, which at M > 8 capped U (bytes in flight). */
+  auto mma_group = [&](const uint4 (&wv)[U][R][2], const uint4 (&x)[U][MT], int grp) {
 #pragma unroll
-    for (int u = 0; u < U; ++u)
+    for (int u = 0; u < U; ++u) {
+      uint4 xl[MT];
+      if constexpr (XLATE) {
+        const int c = c0 + grp * U + u, k = c * 32;
+        const bool ok = c < c1 && k + 8 * t4 < K;
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) xl[mt] = (ok && xv[mt]) ? ld_keep(xp[mt] + k) : make_uint4(0, 0, 0, 0);
+      } else {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) xl[mt] = x[u][mt];
+      }
 #pragma unroll
       for (int rt = 0; rt < R; ++rt)
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          mma16816<T>(acc[rt][mt], wv[u][rt][0].x, wv[u][rt][1].x, wv[u][rt][0].y, wv[u][rt][1].y, x[u][mt].x, x[u][mt].y);
-          mma16816<T>(acc[rt][mt], wv[u][rt][0].z, wv[u][rt][1].z, wv[u][rt][0].w, wv[u][rt][1].w, x[u][mt].z, x[u][mt].w);
+          mma16816<T>(acc[rt][mt], wv[u][rt][0].x, wv[u][rt][1].x, wv[u][rt][0].y, wv[u][rt][1].y, xl[mt].x, xl[mt].y);
+          mma16816<T>(acc[rt][mt], wv[u][rt][0].z, wv[u][rt][1].z, wv[u][rt][0].w, wv[u][rt][1].w, xl[mt].z, xl[mt].w);
         }
+    }
   };
   if constexpr (PF) {
     uint4 wc[U][R][2], xc[U][MT];
@@ -357,7 +405,7 @@ __device__ __forceinline__ void gemv_split_body(const tpg_gemm_args &a) {
       uint4 wn[U][R][2], xn[U][MT];
       const bool more = grp + KW < G;
       if (more) load(wn, xn, grp + KW);
-      mma_group(wc, xc);
+      mma_group(wc, xc, grp);
       if (more) {
 #pragma unroll
         for (int u = 0; u < U; ++u) {
@@ -372,11 +420,12 @@ __device__ __forceinline__ void gemv_split_body(const tpg_gemm_args &a) {
     for (int grp = w; grp < G; grp += KW) {
       uint4 wc[U][R][2], xc[U][MT];
       load(wc, xc, grp);
-      mma_group(wc, xc);
+      mma_group(wc, xc, grp);
     }
   }
 
-  reduce_warps<MT, R, KW>(acc, red, w, lane);
+  if constexpr (FLAT) reduce_warps_flat<MT, R, KW>(acc, red, w, lane);
+  else reduce_warps<MT, R, KW>(acc, red, w, lane);
   if (w != 0) return;
   if (S > 1) {
     unsigned *cnt = static_cast<unsigned *>(a.workspace);
