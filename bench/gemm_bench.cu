@@ -65,6 +65,8 @@ static const struct { const char *name; kfn fn; } kTable[] = {
     {"tpg_gemv_f16_m32", tpg_gemv_f16_m32},   {"tpg_gemv_f16_m64", tpg_gemv_f16_m64},
     {"tpg_gemm_sm90_bf16", tpg_gemm_sm90_bf16}, {"tpg_gemm_sm90_f16", tpg_gemm_sm90_f16},
     {"tpg_gemm_mma_bf16", tpg_gemm_mma_bf16}, {"tpg_gemm_mma_f16", tpg_gemm_mma_f16},
+    {"tpg_gemv_bf16_m8w4", tpg_gemv_bf16_m8w4}, {"tpg_gemv_bf16_m16w4", tpg_gemv_bf16_m16w4},
+    {"tpg_gemv_f16_m8w4", tpg_gemv_f16_m8w4},   {"tpg_gemv_f16_m16w4", tpg_gemv_f16_m16w4},
     {"tpg_gemv_sk_bf16_m8", tpg_gemv_sk_bf16_m8}, {"tpg_gemv_sk_bf16_m16", tpg_gemv_sk_bf16_m16},
     {"tpg_gemv_sk_f16_m8", tpg_gemv_sk_f16_m8},   {"tpg_gemv_sk_f16_m16", tpg_gemv_sk_f16_m16},
 };

@@ -63,41 +63,38 @@ typedef void (*kfn)(const tpg_gemm_args);
   __global__ void __launch_bounds__(KW * 32, MINB) NAME(const __grid_constant__ tpg_gemm_args a) { \
     tpg::gemv_split_body<__nv_bfloat16, MT, R, U, KW, PF, LDF, true, true>(a);        \
   }
-/* Round 1 (nvidia-h200, ba95ac3) compared 20 configurations; kept: the best
- * two of each M and the register-saving X-late forms of larger U. */
-LV(lv8_r1u8, 1, 1, 8, 8, false, 2, 2)
-LVT(lv8_r1u8t, 1, 1, 8, 8, false, 2, 2)
-LV(lv8_r1u8w4, 1, 1, 8, 4, false, 4, 2)
-LVX(lv8_r1u8w4x, 1, 1, 8, 4, false, 4, 2)
-LV(lv16_r1u2b3, 2, 1, 2, 8, false, 3, 2)
-LV(lv16_r2u4, 2, 2, 4, 8, false, 2, 2)
-LVX(lv16_r1u8x, 2, 1, 8, 8, false, 2, 2)
-LVX(lv16_r1u4x, 2, 1, 4, 8, false, 3, 2)
-LVX(lv16_r2u4x, 2, 2, 4, 8, false, 2, 2)
-LVX(lv16_r1u8w4x, 2, 1, 8, 4, false, 4, 2)
-LV(lv32_r1u4, 4, 1, 4, 8, false, 2, 2)
-LVX(lv32_r1u8x, 4, 1, 8, 8, false, 2, 2)
-LVX(lv32_r1u4x, 4, 1, 4, 8, false, 2, 2)
-LVX(lv32_r2u4x, 4, 2, 4, 8, false, 2, 2)
-LV(lv64_r1u2, 8, 1, 2, 8, false, 2, 2)
-LVX(lv64_r1u4x, 8, 1, 4, 8, false, 2, 2)
-LVX(lv64_r2u4x, 8, 2, 4, 8, false, 1, 2)
-LVX(lv64_r1u8x, 8, 1, 8, 8, false, 1, 2)
+/* with NACC accumulator sets (shorter dependent mma chains) */
+#define LVA(NAME, MT, R, U, KW, MINB, XL, NACC)                                        \
+  __global__ void __launch_bounds__(KW * 32, MINB) NAME(const __grid_constant__ tpg_gemm_args a) { \
+    tpg::gemv_split_body<__nv_bfloat16, MT, R, U, KW, false, 2, true, XL, NACC>(a);   \
+  }
+/* Rounds 1-2 (nvidia-h200, ba95ac3 and e7909f2) compared 30 configurations
+ * (docs/kernels.md); the library now has the winners. Round 3: the same with
+ * 2 and 4 accumulator sets. */
+LVA(lv8_a1, 1, 1, 8, 8, 2, false, 1)
+LVA(lv8_a2, 1, 1, 8, 8, 2, false, 2)
+LVA(lv8_a4, 1, 1, 8, 8, 2, false, 4)
+LVA(lv8w4_a1, 1, 1, 8, 4, 4, false, 1)
+LVA(lv8w4_a2, 1, 1, 8, 4, 4, false, 2)
+LVA(lv16_a1, 2, 1, 2, 8, 3, false, 1)
+LVA(lv16_a2, 2, 1, 2, 8, 3, false, 2)
+LVA(lv16w4_a1, 2, 1, 8, 4, 4, true, 1)
+LVA(lv16w4_a2, 2, 1, 8, 4, 4, true, 2)
+LVA(lv16w4_a4, 2, 1, 8, 4, 4, true, 4)
+LVA(lv16x_a2, 2, 1, 4, 8, 3, true, 2)
 
 struct Var { const char *name; kfn fn; int maxm, mt, r, threads; int occ; };
 static Var kVars[] = {
-    {"s8_r1u8", lv8_r1u8, 8, 1, 1, 256},          {"s8_r1u8t", lv8_r1u8t, 8, 1, 1, 256},
-    {"s8_r1u8w4", lv8_r1u8w4, 8, 1, 1, 128},      {"s8_r1u8w4x", lv8_r1u8w4x, 8, 1, 1, 128},
-    {"s16_r1u2b3", lv16_r1u2b3, 16, 2, 1, 256},   {"s16_r2u4", lv16_r2u4, 16, 2, 2, 256},
-    {"s16_r1u8x", lv16_r1u8x, 16, 2, 1, 256},     {"s16_r1u4x", lv16_r1u4x, 16, 2, 1, 256},
-    {"s16_r2u4x", lv16_r2u4x, 16, 2, 2, 256},     {"s16_r1u8w4x", lv16_r1u8w4x, 16, 2, 1, 128},
-    {"s32_r1u4", lv32_r1u4, 32, 4, 1, 256},       {"s32_r1u8x", lv32_r1u8x, 32, 4, 1, 256},
-    {"s32_r1u4x", lv32_r1u4x, 32, 4, 1, 256},     {"s32_r2u4x", lv32_r2u4x, 32, 4, 2, 256},
-    {"s64_r1u2", lv64_r1u2, 64, 8, 1, 256},       {"s64_r1u4x", lv64_r1u4x, 64, 8, 1, 256},
-    {"s64_r2u4x", lv64_r2u4x, 64, 8, 2, 256},     {"s64_r1u8x", lv64_r1u8x, 64, 8, 1, 256},
+    {"s8_r1u8_a1", lv8_a1, 8, 1, 1, 256},        {"s8_r1u8_a2", lv8_a2, 8, 1, 1, 256},
+    {"s8_r1u8_a4", lv8_a4, 8, 1, 1, 256},        {"s8_r1u8w4_a1", lv8w4_a1, 8, 1, 1, 128},
+    {"s8_r1u8w4_a2", lv8w4_a2, 8, 1, 1, 128},    {"s16_r1u2b3_a1", lv16_a1, 16, 2, 1, 256},
+    {"s16_r1u2b3_a2", lv16_a2, 16, 2, 1, 256},   {"s16_r1u8w4x_a1", lv16w4_a1, 16, 2, 1, 128},
+    {"s16_r1u8w4x_a2", lv16w4_a2, 16, 2, 1, 128}, {"s16_r1u8w4x_a4", lv16w4_a4, 16, 2, 1, 128},
+    {"s16_r1u4x_a2", lv16x_a2, 16, 2, 1, 256},
 };
 static const struct { const char *name; kfn fn; } kLib[] = {
     {"tpg_gemv_bf16_m8", tpg_gemv_bf16_m8},       {"tpg_gemv_bf16_m16", tpg_gemv_bf16_m16},
+    {"tpg_gemv_bf16_m8w4", tpg_gemv_bf16_m8w4},   {"tpg_gemv_bf16_m16w4", tpg_gemv_bf16_m16w4},
     {"tpg_gemv_bf16_m32", tpg_gemv_bf16_m32},     {"tpg_gemv_bf16_m64", tpg_gemv_bf16_m64},
     {"tpg_gemv_sk_bf16_m8", tpg_gemv_sk_bf16_m8}, {"tpg_gemv_sk_bf16_m16", tpg_gemv_sk_bf16_m16},
 };
@@ -272,7 +269,7 @@ int main(int argc, char **argv) {
         if (M > v.maxm || (v.maxm > 8 && M <= v.maxm / 2)) continue;
         const int tiles = (N + (swiglu ? 8 : 16) * v.r - 1) / ((swiglu ? 8 : 16) * v.r);
         const int slots = v.occ * g_sms;
-        for (int S : {1, 2, 3, 4, 6, 8}) {
+        for (int S : {1, 2, 3, 4, 6}) {
           if (S > 1 && ((long)tiles * S > 4L * slots || KC / S < 4)) continue;
           const size_t need = (((size_t)tiles * 4 + 255) & ~(size_t)255) + (size_t)tiles * S * v.r * v.mt * 4 * 32 * 4;
           if (ws_off + need > ws_bytes) continue;

@@ -286,7 +286,8 @@ __device__ __forceinline__ void gemv_sk_body(const tpg_gemm_args &a) {
  * [tiles][S][R*MT*4][32] fp32 (tpg_gemv_split_workspace_bytes in
  * lib/gemm_select.c). S = 1: no workspace, no counter.
  * ------------------------------------------------------------------------- */
-template <typename T, int MT, int R, int U, int KW, bool PF, int LDF, bool FLATRED = true, bool XLATE = false>
+template <typename T, int MT, int R, int U, int KW, bool PF, int LDF, bool FLATRED = true, bool XLATE = false,
+          int NACC = 1>
 __device__ __forceinline__ void gemv_split_body(const tpg_gemm_args &a) {
   /* one-barrier warp reduction where its shared memory stays <= 32 KB */
   constexpr bool FLAT = FLATRED && (KW - 1) * R * MT * 4 * 32 * 4 <= 32768;
@@ -346,13 +347,18 @@ __device__ __forceinline__ void gemv_split_body(const tpg_gemm_args &a) {
     xv[mt] = m < M;
     xp[mt] = static_cast<const T *>(a.x) + (size_t)min(m, M - 1) * a.ldx + 8 * t4;
   }
-  float acc[R][MT][4];
+  /* NACC accumulator sets, chunk u of a group adding into set u % NACC: a
+   * group's 2U mmas into one accumulator form a dependent chain (~30 cycles
+   * each) during which this warp has no W loads in flight. */
+  float accs[NACC][R][MT][4];
 #pragma unroll
-  for (int rt = 0; rt < R; ++rt)
+  for (int j = 0; j < NACC; ++j)
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
+    for (int rt = 0; rt < R; ++rt)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) acc[rt][mt][i] = 0.f;
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) accs[j][rt][mt][i] = 0.f;
 
   const int G = (c1 - c0 + U - 1) / U; /* groups of U chunks in this CTA's range */
   auto load = [&](uint4 (&dw)[U][R][2], uint4 (&dx)[U][MT], int grp) {
@@ -393,8 +399,9 @@ __device__ __forceinline__ void gemv_split_body(const tpg_gemm_args &a) {
       for (int rt = 0; rt < R; ++rt)
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          mma16816<T>(acc[rt][mt], wv[u][rt][0].x, wv[u][rt][1].x, wv[u][rt][0].y, wv[u][rt][1].y, xl[mt].x, xl[mt].y);
-          mma16816<T>(acc[rt][mt], wv[u][rt][0].z, wv[u][rt][1].z, wv[u][rt][0].w, wv[u][rt][1].w, xl[mt].z, xl[mt].w);
+          float (&c)[4] = accs[u % NACC][rt][mt];
+          mma16816<T>(c, wv[u][rt][0].x, wv[u][rt][1].x, wv[u][rt][0].y, wv[u][rt][1].y, xl[mt].x, xl[mt].y);
+          mma16816<T>(c, wv[u][rt][0].z, wv[u][rt][1].z, wv[u][rt][0].w, wv[u][rt][1].w, xl[mt].z, xl[mt].w);
         }
     }
   };
@@ -424,6 +431,17 @@ __device__ __forceinline__ void gemv_split_body(const tpg_gemm_args &a) {
     }
   }
 
+  float acc[R][MT][4];
+#pragma unroll
+  for (int rt = 0; rt < R; ++rt)
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        acc[rt][mt][i] = accs[0][rt][mt][i];
+#pragma unroll
+        for (int j = 1; j < NACC; ++j) acc[rt][mt][i] += accs[j][rt][mt][i];
+      }
   if constexpr (FLAT) reduce_warps_flat<MT, R, KW>(acc, red, w, lane);
   else reduce_warps<MT, R, KW>(acc, red, w, lane);
   if (w != 0) return;
@@ -475,22 +493,29 @@ TPG_GEMV_SK(tpg_gemv_sk_bf16_m16, __nv_bfloat16, 2, 2, 2, 16, 1)
 TPG_GEMV_SK(tpg_gemv_sk_f16_m8, __half, 1, 1, 8, 8, 2)
 TPG_GEMV_SK(tpg_gemv_sk_f16_m16, __half, 2, 2, 2, 16, 1)
 
-/* Entry points: tpg_gemv_<dtype>_m<max M>, grid = (tiles, S): tiles =
+/* Entry points: tpg_gemv_<dtype>_m<max M>[w4], grid = (tiles, S): tiles =
  * ceil(N / 16R) (ceil(N / 8R) for SWIGLU), S and the workspace from
- * lib/gemm_select.c (tpg_gemv_split_*), which mirrors these constants.
- * (MT, R, U, KW warps, PF, min CTAs/SM, LDF) */
-#define TPG_GEMV_SPLIT(NAME, T, MT, R, U, KW, PF, MINB, LDF)                           \
+ * lib/gemm_select.c (kGemv, gemv_splits), which mirrors these constants.
+ * (MT, R, U, KW warps, PF, min CTAs/SM, LDF, flat reduction, X late, NACC) */
+#define TPG_GEMV_SPLIT(NAME, T, MT, R, U, KW, MINB, XL)                                 \
   extern "C" __global__ void __launch_bounds__(KW * 32, MINB) NAME(const __grid_constant__ tpg_gemm_args a) { \
-    tpg::gemv_split_body<T, MT, R, U, KW, PF, LDF>(a);                                 \
+    tpg::gemv_split_body<T, MT, R, U, KW, false, 2, true, XL>(a);                      \
   }
-/* Configurations chosen by measurement (docs/kernels.md, gemv_lab). LDF 2:
+/* Configurations chosen by measurement (docs/kernels.md, "Decode GEMV",
+ * gemv_lab rounds 1-2 on an H200): per M class the one or two that were
+ * fastest against cuBLASLt over the zoo's 93 decode shapes. LDF 2 (all):
  * the L2::128B prefetch hint (58.3 us against 60.1 us with L2::256B on
- * 1x8192x14336, run 5). */
-TPG_GEMV_SPLIT(tpg_gemv_bf16_m8, __nv_bfloat16, 1, 1, 8, 8, false, 2, 2)
-TPG_GEMV_SPLIT(tpg_gemv_bf16_m16, __nv_bfloat16, 2, 1, 4, 8, false, 2, 2)
-TPG_GEMV_SPLIT(tpg_gemv_bf16_m32, __nv_bfloat16, 4, 1, 4, 8, false, 2, 2)
-TPG_GEMV_SPLIT(tpg_gemv_bf16_m64, __nv_bfloat16, 8, 1, 2, 8, false, 2, 2)
-TPG_GEMV_SPLIT(tpg_gemv_f16_m8, __half, 1, 1, 8, 8, false, 2, 2)
-TPG_GEMV_SPLIT(tpg_gemv_f16_m16, __half, 2, 1, 4, 8, false, 2, 2)
-TPG_GEMV_SPLIT(tpg_gemv_f16_m32, __half, 4, 1, 4, 8, false, 2, 2)
-TPG_GEMV_SPLIT(tpg_gemv_f16_m64, __half, 8, 1, 2, 8, false, 2, 2)
+ * 1x8192x14336, run 5). w4: 4 warps, 4 CTAs per SM (finer grain: won on
+ * 2N or N >= 4608 / 9216 W rows). X late from m16w4 up. */
+TPG_GEMV_SPLIT(tpg_gemv_bf16_m8, __nv_bfloat16, 1, 1, 8, 8, 2, false)
+TPG_GEMV_SPLIT(tpg_gemv_bf16_m8w4, __nv_bfloat16, 1, 1, 8, 4, 4, false)
+TPG_GEMV_SPLIT(tpg_gemv_bf16_m16, __nv_bfloat16, 2, 1, 2, 8, 3, false)
+TPG_GEMV_SPLIT(tpg_gemv_bf16_m16w4, __nv_bfloat16, 2, 1, 8, 4, 4, true)
+TPG_GEMV_SPLIT(tpg_gemv_bf16_m32, __nv_bfloat16, 4, 1, 4, 8, 2, true)
+TPG_GEMV_SPLIT(tpg_gemv_bf16_m64, __nv_bfloat16, 8, 1, 4, 8, 2, true)
+TPG_GEMV_SPLIT(tpg_gemv_f16_m8, __half, 1, 1, 8, 8, 2, false)
+TPG_GEMV_SPLIT(tpg_gemv_f16_m8w4, __half, 1, 1, 8, 4, 4, false)
+TPG_GEMV_SPLIT(tpg_gemv_f16_m16, __half, 2, 1, 2, 8, 3, false)
+TPG_GEMV_SPLIT(tpg_gemv_f16_m16w4, __half, 2, 1, 8, 4, 4, true)
+TPG_GEMV_SPLIT(tpg_gemv_f16_m32, __half, 4, 1, 4, 8, 2, true)
+TPG_GEMV_SPLIT(tpg_gemv_f16_m64, __half, 8, 1, 4, 8, 2, true)

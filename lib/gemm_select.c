@@ -3,13 +3,15 @@
  * Selection table (constants mirror the kernels; keep them in step):
  *
  *   rule                        kernel                      grid                         block  smem
- *   m <= 8                      tpg_gemv_<dt>_m8            (tiles, S), tiles = ceil(n / 16)  256    0
- *   m <= 16                     tpg_gemv_<dt>_m16             [SWIGLU ceil(n / 8)];           256    0
- *   m <= 32                     tpg_gemv_<dt>_m32             S = gemv_splits() (below)       256    0
- *   m <= 64                     tpg_gemv_<dt>_m64                                             256    0
- *     (split-K GEMV; S > 1: workspace = 256-byte-rounded uint32 counters per
- *      tile, which the kernel leaves zero, then tiles * S fp32 slots of
- *      R*MT*4*32 values, scratch)
+ *   m <= 8                      tpg_gemv_<dt>_m8 (W rows      (tiles, S), tiles =          256    0
+ *                               < 4608) or _m8w4              ceil(n / 16)                 128
+ *   m <= 16                     tpg_gemv_<dt>_m16w4 (W rows     [SWIGLU ceil(n / 8)];        128    0
+ *                               < 9216) or _m16               S = gemv_splits() (below)    256
+ *   m <= 32                     tpg_gemv_<dt>_m32                                           256    0
+ *   m <= 64                     tpg_gemv_<dt>_m64                                           256    0
+ *     (split-K GEMV; W rows = 2n with SWIGLU; S > 1: workspace = 256-byte-
+ *      rounded uint32 counters per tile, which the kernel leaves zero, then
+ *      tiles * S fp32 slots of MT*4*32 values, scratch)
  *   m > 64, sm_arch == 90       tpg_gemm_sm90_<dt>          min(tiles, num_sms)           384    197696
  *                               tiles = ceil(m/128) * ceil(n/256) [SWIGLU ceil(n/128)]
  *   m > 64, other sm_arch >= 80 tpg_gemm_mma_<dt>           (ceil(m/128), ceil(n/128))    256    61440
@@ -42,30 +44,41 @@ static int reject(char *why, size_t whylen, const char *msg) {
 
 static unsigned cdiv(long a, long b) { return (unsigned)((a + b - 1) / b); }
 
-/* The decode GEMV's configurations, one per M class (kernels/gemv.cu entry
- * points tpg_gemv_<dt>_m8/_m16/_m32/_m64; keep in step): X rows per mma
- * tile / 8 (MT), 16-row W tiles per CTA (R), chunks per warp group (U),
- * warps (KW), CTAs per SM (occ, from __launch_bounds__ and ptxas). */
+/* The decode GEMV's configurations (kernels/gemv.cu entry points
+ * tpg_gemv_<dt>_m8, _m8w4, _m16, _m16w4, _m32, _m64; keep in step): X rows
+ * per mma tile / 8 (MT), 16-row W tiles per CTA (R), warps (KW), CTAs per SM
+ * (occ, from __launch_bounds__ and ptxas -v). */
 typedef struct gemv_cfg {
-  int mt, r, u, kw, occ;
+  int mt, r, kw, occ;
   const char *bf16, *f16;
 } gemv_cfg;
-static const gemv_cfg kGemv[4] = {
-    {1, 1, 8, 8, 2, "tpg_gemv_bf16_m8", "tpg_gemv_f16_m8"},
-    {2, 1, 4, 8, 2, "tpg_gemv_bf16_m16", "tpg_gemv_f16_m16"},
-    {4, 1, 4, 8, 2, "tpg_gemv_bf16_m32", "tpg_gemv_f16_m32"},
-    {8, 1, 2, 8, 2, "tpg_gemv_bf16_m64", "tpg_gemv_f16_m64"},
+static const gemv_cfg kGemv[6] = {
+    {1, 1, 8, 2, "tpg_gemv_bf16_m8", "tpg_gemv_f16_m8"},     {1, 1, 4, 4, "tpg_gemv_bf16_m8w4", "tpg_gemv_f16_m8w4"},
+    {2, 1, 8, 3, "tpg_gemv_bf16_m16", "tpg_gemv_f16_m16"},   {2, 1, 4, 4, "tpg_gemv_bf16_m16w4", "tpg_gemv_f16_m16w4"},
+    {4, 1, 8, 2, "tpg_gemv_bf16_m32", "tpg_gemv_f16_m32"},   {8, 1, 8, 2, "tpg_gemv_bf16_m64", "tpg_gemv_f16_m64"},
 };
 #define TPG_GEMV_MAX_SPLITS 16
-static const gemv_cfg *gemv_config(int m) { return &kGemv[m <= 8 ? 0 : m <= 16 ? 1 : m <= 32 ? 2 : 3]; }
+/* Which configuration: by M class, and at M <= 16 by the W rows (2N with
+ * SwiGLU). Fitted on gemv_lab round 2 (H200, commit e7909f2, the zoo's 93
+ * decode shapes; geometric mean of time / cuBLASLt): M = 1 0.954, M = 8 0.975
+ * with the split below 4608 W rows (0.958 / 0.983 with m8 only, 0.966 / 0.986
+ * with m8w4 only); M = 16 1.051 with the split below 9216 (1.062 with m16 only). */
+static const gemv_cfg *gemv_config(int m, int n, int swiglu) {
+  const long wrows = swiglu ? 2L * n : (long)n;
+  if (m <= 8) return &kGemv[wrows < 4608 ? 0 : 1];
+  if (m <= 16) return &kGemv[wrows < 9216 ? 3 : 2];
+  return &kGemv[m <= 32 ? 4 : 5];
+}
 static unsigned gemv_tiles(const gemv_cfg *c, int n, int swiglu) { return cdiv(n, (swiglu ? 8 : 16) * c->r); }
 
 /* How many K ranges (S) the GEMV splits each row tile into: the fewest that
  * give the grid at least GEMV_FILL waves of CTAs on the machine, while every
  * CTA keeps at least GEMV_MIN_CHUNKS 32-wide K chunks (below that the split's
- * fixed costs, a reduction and a counter, outweigh what it streams); at most
- * TPG_GEMV_MAX_SPLITS. */
-#define GEMV_FILL 1.0
+ * fixed costs, a slot write, a counter and the last CTA's sum, outweigh what
+ * it streams); at most TPG_GEMV_MAX_SPLITS. Fitted on the same data: splitting
+ * pays only when the row tiles fill less than half the CTA slots (small N);
+ * GEMV_FILL 1.0 instead cost 5-7% (M = 1: 1.009, M = 16: 1.095). */
+#define GEMV_FILL 0.5
 #define GEMV_MIN_CHUNKS 32
 static int gemv_splits(const gemv_cfg *c, unsigned tiles, int k, int num_sms) {
   const double want = GEMV_FILL * c->occ * num_sms;
@@ -77,7 +90,7 @@ static int gemv_splits(const gemv_cfg *c, unsigned tiles, int k, int num_sms) {
 
 /* Fill `out` for the GEMV with S K ranges. */
 static void gemv_fill(int m, int n, int dtype, int epilogue, int splits, tpg_kernel_launch *out) {
-  const gemv_cfg *c = gemv_config(m);
+  const gemv_cfg *c = gemv_config(m, n, epilogue == TPG_EPI_SWIGLU);
   const size_t tiles = gemv_tiles(c, n, epilogue == TPG_EPI_SWIGLU);
   out->kernel = dtype == TPG_KDT_BF16 ? c->bf16 : c->f16;
   out->grid[0] = (unsigned)tiles;
@@ -132,7 +145,7 @@ int tpg_gemm_select(int m, int n, int k, int dtype, int epilogue, int sm_arch, i
   out->workspace_bytes = 0;
 
   if (m <= 64) {
-    const gemv_cfg *c = gemv_config(m);
+    const gemv_cfg *c = gemv_config(m, n, swiglu);
     gemv_fill(m, n, dtype, epilogue, gemv_splits(c, gemv_tiles(c, n, swiglu), k, num_sms), out);
   } else if (sm_arch == 90) {
     const unsigned tiles = cdiv(m, 128) * cdiv(n, swiglu ? 128 : 256);
@@ -160,10 +173,12 @@ int tpg_gemm_select(int m, int n, int k, int dtype, int epilogue, int sm_arch, i
  * 1.115 for the best candidate of every shape and 1.233 for the rule before.
  * Keep the two in step (the constants below are the script's).
  *
- *   m <= 8                 the decode GEMV (tpg_gemm_select)
- *   m <= 16                k > 8192: TMA 64 x 128 stream-K (long rows: one
- *                          GEMV CTA per 32 W rows starves the SMs of bytes);
- *                          W rows > 8192: TMA 64 x 128; else the GEMV
+ *   m <= 16                the decode GEMV (tpg_gemm_select): the split-K
+ *                          GEMV beat the best TMA candidate on 90 of the 93
+ *                          zoo shapes at M = 16 (gemv_lab round 2 against the
+ *                          zoo's TMA times, each relative to its run's cuBLAS)
+ *   m <= 32, W rows <= 4096 and k <= 8192: the GEMV (same data: geomean
+ *                          1.130 against 1.176 for the TMA rule alone at M = 32)
  *   m > 16                 the TMA tile (BM x BN) and split with the lowest
  *                          modelled cost, BM = 64 only while m <= 256:
  *     whole tiles:  ceil(tiles / num_sms) * kb * BM * BN * eff
@@ -271,17 +286,12 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
   if (x_map) memset(x_map, 0, sizeof *x_map);
   if (w_map) memset(w_map, 0, sizeof *w_map);
   rc = tpg_gemm_select(m, n, k, dtype, epilogue, sm_arch, num_sms, out, why, whylen);
-  if (rc || sm_arch != 90 || m <= 8) return rc;
+  if (rc || sm_arch != 90 || m <= 16) return rc;
   if (num_sms < 1) num_sms = 1;
   {
     const long wrows = swiglu ? 2L * n : (long)n;
-    if (m <= 16) {
-      if (k <= 8192 && wrows <= 8192) return 0; /* the GEMV */
-      if (check_tma_lds(k, ldx, ldw, x_map, w_map, why, whylen)) return 1;
-      bm = 64;
-      bn = 128;
-      sk = k > 8192;
-    } else {
+    if (m <= 32 && wrows <= 4096 && k <= 8192) return 0; /* the GEMV */
+    {
       const tma_eff *tab = m <= 64 ? small : large;
       const int cnt = m <= 64 ? 3 : 5;
       const double fix = m <= 64 ? 20.0 : 40.0, kk = m <= 64 ? 0.05 : 0.1;
@@ -369,7 +379,7 @@ int tpg_gemm_select_variant(int m, int n, int k, int dtype, int epilogue, int sm
   if (num_sms < 1) num_sms = 1;
   switch (v->kind) {
     case TPG_GEMM_VAR_GEMV: {
-      const gemv_cfg *c = gemv_config(m);
+      const gemv_cfg *c = gemv_config(m, n, epilogue == TPG_EPI_SWIGLU);
       const int kc = (int)cdiv(k, 32);
       int splits = v->split;
       if (m > 64) {
@@ -457,7 +467,7 @@ int tpg_gemm_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_
   if (sm_arch != 90 || m < 1) return cnt < cap ? cnt : cap;
   if (m <= 64) {
     /* the GEMV with the rule's K ranges, and with half and twice as many */
-    const gemv_cfg *c = gemv_config(m);
+    const gemv_cfg *c = gemv_config(m, n, swiglu);
     const int s = gemv_splits(c, gemv_tiles(c, n, swiglu), k, num_sms), kc = (int)cdiv(k, 32);
     TPG_ADD(TPG_GEMM_VAR_GEMV, 0, 0, 0);
     if (s / 2 >= 1) {
