@@ -63,34 +63,24 @@ typedef void (*kfn)(const tpg_gemm_args);
   __global__ void __launch_bounds__(KW * 32, MINB) NAME(const __grid_constant__ tpg_gemm_args a) { \
     tpg::gemv_split_body<__nv_bfloat16, MT, R, U, KW, PF, LDF, true, true>(a);        \
   }
-/* with NACC accumulator sets (shorter dependent mma chains) */
-#define LVA(NAME, MT, R, U, KW, MINB, XL, NACC)                                        \
-  __global__ void __launch_bounds__(KW * 32, MINB) NAME(const __grid_constant__ tpg_gemm_args a) { \
-    tpg::gemv_split_body<__nv_bfloat16, MT, R, U, KW, false, 2, true, XL, NACC>(a);   \
-  }
-/* Rounds 1-2 (nvidia-h200, ba95ac3 and e7909f2) compared 30 configurations
- * (docs/kernels.md); the library now has the winners. Round 3: the same with
- * 2 and 4 accumulator sets. */
-LVA(lv8_a1, 1, 1, 8, 8, 2, false, 1)
-LVA(lv8_a2, 1, 1, 8, 8, 2, false, 2)
-LVA(lv8_a4, 1, 1, 8, 8, 2, false, 4)
-LVA(lv8w4_a1, 1, 1, 8, 4, 4, false, 1)
-LVA(lv8w4_a2, 1, 1, 8, 4, 4, false, 2)
-LVA(lv16_a1, 2, 1, 2, 8, 3, false, 1)
-LVA(lv16_a2, 2, 1, 2, 8, 3, false, 2)
-LVA(lv16w4_a1, 2, 1, 8, 4, 4, true, 1)
-LVA(lv16w4_a2, 2, 1, 8, 4, 4, true, 2)
-LVA(lv16w4_a4, 2, 1, 8, 4, 4, true, 4)
-LVA(lv16x_a2, 2, 1, 4, 8, 3, true, 2)
+/* Rounds 1-3 (nvidia-h200, commits ba95ac3, e7909f2, a93acb0) compared 36
+ * configurations (docs/kernels.md, "Decode GEMV: how the configurations were
+ * chosen"); the library has the winners. Kept here: those, and the tree
+ * reduction for A/B. Add a line to try another. */
+LV(lv8, 1, 1, 8, 8, false, 2, 2)
+LVT(lv8t, 1, 1, 8, 8, false, 2, 2)
+LV(lv8w4, 1, 1, 8, 4, false, 4, 2)
+LV(lv16, 2, 1, 2, 8, false, 3, 2)
+LVX(lv16w4x, 2, 1, 8, 4, false, 4, 2)
+LVX(lv32x, 4, 1, 4, 8, false, 2, 2)
+LVX(lv64x, 8, 1, 4, 8, false, 2, 2)
 
 struct Var { const char *name; kfn fn; int maxm, mt, r, threads; int occ; };
 static Var kVars[] = {
-    {"s8_r1u8_a1", lv8_a1, 8, 1, 1, 256},        {"s8_r1u8_a2", lv8_a2, 8, 1, 1, 256},
-    {"s8_r1u8_a4", lv8_a4, 8, 1, 1, 256},        {"s8_r1u8w4_a1", lv8w4_a1, 8, 1, 1, 128},
-    {"s8_r1u8w4_a2", lv8w4_a2, 8, 1, 1, 128},    {"s16_r1u2b3_a1", lv16_a1, 16, 2, 1, 256},
-    {"s16_r1u2b3_a2", lv16_a2, 16, 2, 1, 256},   {"s16_r1u8w4x_a1", lv16w4_a1, 16, 2, 1, 128},
-    {"s16_r1u8w4x_a2", lv16w4_a2, 16, 2, 1, 128}, {"s16_r1u8w4x_a4", lv16w4_a4, 16, 2, 1, 128},
-    {"s16_r1u4x_a2", lv16x_a2, 16, 2, 1, 256},
+    {"s8_r1u8", lv8, 8, 1, 1, 256},          {"s8_r1u8t", lv8t, 8, 1, 1, 256},
+    {"s8_r1u8w4", lv8w4, 8, 1, 1, 128},      {"s16_r1u2b3", lv16, 16, 2, 1, 256},
+    {"s16_r1u8w4x", lv16w4x, 16, 2, 1, 128}, {"s32_r1u4x", lv32x, 32, 4, 1, 256},
+    {"s64_r1u4x", lv64x, 64, 8, 1, 256},
 };
 static const struct { const char *name; kfn fn; } kLib[] = {
     {"tpg_gemv_bf16_m8", tpg_gemv_bf16_m8},       {"tpg_gemv_bf16_m16", tpg_gemv_bf16_m16},
@@ -154,13 +144,15 @@ int main(int argc, char **argv) {
   double budget = 80;
   int reps_max = 15;
   std::vector<int> ms{1, 8, 16, 32, 64};
+  bool graph_only = false;
   for (int i = 1; i < argc; ++i) {
-    if (!strcmp(argv[i], "--budget-s") && i + 1 < argc) budget = atof(argv[++i]);
+    if (!strcmp(argv[i], "--graph")) graph_only = true;
+    else if (!strcmp(argv[i], "--budget-s") && i + 1 < argc) budget = atof(argv[++i]);
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps_max = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--m") && i + 1 < argc) {
       ms.clear();
       for (char *t = strtok(argv[++i], ","); t; t = strtok(nullptr, ",")) ms.push_back(atoi(t));
-    } else { fprintf(stderr, "usage: gemv_lab [--budget-s S] [--reps R] [--m LIST]\n"); return 2; }
+    } else { fprintf(stderr, "usage: gemv_lab [--budget-s S] [--reps R] [--m LIST] [--graph]\n"); return 2; }
   }
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
@@ -237,6 +229,82 @@ int main(int argc, char **argv) {
   /* cuBLASLt as the zoo calls it */
   cublasLtHandle_t lt;
   CKL(cublasLtCreate(&lt));
+
+  /* 2. --graph: what a model's decode step sees. 20 launches back to back in
+   * one CUDA graph, each on another copy of W (copies x W >= 256 MB, so L2
+   * never holds the next one), the library's selection against cuBLASLt and
+   * the streaming read of the same bytes; us per launch, median of 9 graph
+   * launches. Without a launch's own ~4.4 us of event-to-kernel overhead
+   * this is the bandwidth the layer gets. */
+  if (graph_only) {
+    static const int gs[][3] = {{4096, 4096, 0}, {6144, 4096, 0}, {4096, 14336, 0}, {8192, 8192, 0}, {14336, 4096, 4},
+                                {8192, 28672, 0}, {28672, 8192, 4}, {8192, 3584, 0}, {16384, 2048, 0}};
+    cudaStream_t st;
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    printf("graph: 20 launches per graph, W rotated over copies >= 256 MB; us per launch (TB/s of W)\n");
+    printf("    M      N      K epi  kernel                 ours          cuBLASLt      read kernel\n");
+    for (int M : ms)
+      for (auto &g : gs) {
+        const int N = g[0], K = g[1], epi = g[2], nw = epi == TPG_EPI_SWIGLU ? 2 * N : N;
+        const size_t wel = (size_t)nw * K;
+        const int copies = (int)std::min<size_t>(20, std::max<size_t>(2, (256u << 20) / (wel * 2) + 1));
+        if (wel * copies > maxw) continue;
+        tpg_kernel_launch L;
+        char why[200];
+        if (tpg_gemm_select(M, N, K, TPG_KDT_BF16, epi, 90, g_sms, &L, why, sizeof why)) { fprintf(stderr, "%s\n", why); return 2; }
+        const kfn f = lib_fn(L.kernel);
+        tpg_gemm_args a;
+        memset(&a, 0, sizeof a);
+        a.x = X; a.y = Y; a.m = M; a.n = N; a.k = K; a.ldx = K; a.ldw = K; a.ldy = N; a.dtype = TPG_KDT_BF16;
+        a.epilogue = epi; a.split_k = 1; a.workspace = ws_lib;
+        CK(cudaMemset(ws_lib, 0, ws_bytes));
+        cublasLtMatmulDesc_t op; cublasLtMatrixLayout_t la, lb, lc;
+        CKL(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+        { const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+          CKL(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+          CKL(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb)); }
+        CKL(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, K, nw, K));
+        CKL(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, K, M, K));
+        CKL(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, nw, M, nw));
+        cublasLtMatmulPreference_t pref;
+        CKL(cublasLtMatmulPreferenceCreate(&pref));
+        CKL(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &lt_bytes, sizeof lt_bytes));
+        cublasLtMatmulHeuristicResult_t heur;
+        int found = 0;
+        const bool ltok = cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 1, &heur, &found) == CUBLAS_STATUS_SUCCESS && found;
+        cublasLtMatmulPreferenceDestroy(pref);
+        const float one = 1.f, zero = 0.f;
+        double res[3] = {NAN, NAN, NAN};
+        for (int which = 0; which < 3; ++which) {
+          if (which == 1 && !ltok) continue;
+          cudaGraph_t gr;
+          cudaGraphExec_t ge;
+          CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+          for (int i = 0; i < 20; ++i) {
+            const uint16_t *wc = W + (size_t)(i % copies) * wel;
+            if (which == 0) { a.w = wc; f<<<dim3(L.grid[0], L.grid[1], L.grid[2]), L.block[0], 0, st>>>(a); }
+            else if (which == 1) CKL(cublasLtMatmul(lt, op, &one, wc, la, X, lb, &zero, Y, lc, Y, lc, &heur.algo, ltws, lt_bytes, st));
+            else read_kernel<<<g_sms * 2, 512, 0, st>>>((const uint4 *)wc, wel * 2 / 16, sink);
+          }
+          CK(cudaStreamEndCapture(st, &gr));
+          CK(cudaGraphInstantiate(&ge, gr, 0));
+          std::vector<double> t;
+          for (int r = 0; r < 11; ++r) {
+            CK(cudaEventRecord(e0, st)); CK(cudaGraphLaunch(ge, st)); CK(cudaEventRecord(e1, st));
+            CK(cudaEventSynchronize(e1));
+            float ms_; CK(cudaEventElapsedTime(&ms_, e0, e1));
+            if (r >= 2) t.push_back(ms_ * 1e3 / 20);
+          }
+          res[which] = median(t);
+          CK(cudaGraphExecDestroy(ge)); CK(cudaGraphDestroy(gr));
+        }
+        cublasLtMatmulDescDestroy(op); cublasLtMatrixLayoutDestroy(la); cublasLtMatrixLayoutDestroy(lb); cublasLtMatrixLayoutDestroy(lc);
+        const double mb = wel * 2 / 1e6;
+        printf("%5d %6d %6d %3d  %-20s %6.1f (%.2f)  %6.1f (%.2f)  %6.1f (%.2f)\n", M, N, K, epi, L.kernel, res[0],
+               mb / res[0], res[1], mb / res[1], res[2], mb / res[2]);
+      }
+    return 0;
+  }
 
   struct Sum { int M; double lsum_lib = 0, lsum_best = 0; int n = 0, over_lib = 0, over_best = 0, big = 0, big_ok = 0, big_ok_lib = 0; };
   std::vector<Sum> sums;

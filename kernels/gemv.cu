@@ -286,8 +286,7 @@ __device__ __forceinline__ void gemv_sk_body(const tpg_gemm_args &a) {
  * [tiles][S][R*MT*4][32] fp32 (tpg_gemv_split_workspace_bytes in
  * lib/gemm_select.c). S = 1: no workspace, no counter.
  * ------------------------------------------------------------------------- */
-template <typename T, int MT, int R, int U, int KW, bool PF, int LDF, bool FLATRED = true, bool XLATE = false,
-          int NACC = 1>
+template <typename T, int MT, int R, int U, int KW, bool PF, int LDF, bool FLATRED = true, bool XLATE = false>
 __device__ __forceinline__ void gemv_split_body(const tpg_gemm_args &a) {
   /* one-barrier warp reduction where its shared memory stays <= 32 KB */
   constexpr bool FLAT = FLATRED && (KW - 1) * R * MT * 4 * 32 * 4 <= 32768;
@@ -347,18 +346,15 @@ __device__ __forceinline__ void gemv_split_body(const tpg_gemm_args &a) {
     xv[mt] = m < M;
     xp[mt] = static_cast<const T *>(a.x) + (size_t)min(m, M - 1) * a.ldx + 8 * t4;
   }
-  /* NACC accumulator sets, chunk u of a group adding into set u % NACC: a
-   * group's 2U mmas into one accumulator form a dependent chain (~30 cycles
-   * each) during which this warp has no W loads in flight. */
-  float accs[NACC][R][MT][4];
+  /* One accumulator per tile: splitting each group's chain of 2U dependent
+   * mmas over 2 or 4 accumulator sets measured slower (gemv_lab round 3). */
+  float acc[R][MT][4];
 #pragma unroll
-  for (int j = 0; j < NACC; ++j)
+  for (int rt = 0; rt < R; ++rt)
 #pragma unroll
-    for (int rt = 0; rt < R; ++rt)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) accs[j][rt][mt][i] = 0.f;
+      for (int i = 0; i < 4; ++i) acc[rt][mt][i] = 0.f;
 
   const int G = (c1 - c0 + U - 1) / U; /* groups of U chunks in this CTA's range */
   auto load = [&](uint4 (&dw)[U][R][2], uint4 (&dx)[U][MT], int grp) {
@@ -399,9 +395,8 @@ __device__ __forceinline__ void gemv_split_body(const tpg_gemm_args &a) {
       for (int rt = 0; rt < R; ++rt)
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          float (&c)[4] = accs[u % NACC][rt][mt];
-          mma16816<T>(c, wv[u][rt][0].x, wv[u][rt][1].x, wv[u][rt][0].y, wv[u][rt][1].y, xl[mt].x, xl[mt].y);
-          mma16816<T>(c, wv[u][rt][0].z, wv[u][rt][1].z, wv[u][rt][0].w, wv[u][rt][1].w, xl[mt].z, xl[mt].w);
+          mma16816<T>(acc[rt][mt], wv[u][rt][0].x, wv[u][rt][1].x, wv[u][rt][0].y, wv[u][rt][1].y, xl[mt].x, xl[mt].y);
+          mma16816<T>(acc[rt][mt], wv[u][rt][0].z, wv[u][rt][1].z, wv[u][rt][0].w, wv[u][rt][1].w, xl[mt].z, xl[mt].w);
         }
     }
   };
@@ -431,17 +426,6 @@ __device__ __forceinline__ void gemv_split_body(const tpg_gemm_args &a) {
     }
   }
 
-  float acc[R][MT][4];
-#pragma unroll
-  for (int rt = 0; rt < R; ++rt)
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        acc[rt][mt][i] = accs[0][rt][mt][i];
-#pragma unroll
-        for (int j = 1; j < NACC; ++j) acc[rt][mt][i] += accs[j][rt][mt][i];
-      }
   if constexpr (FLAT) reduce_warps_flat<MT, R, KW>(acc, red, w, lane);
   else reduce_warps<MT, R, KW>(acc, red, w, lane);
   if (w != 0) return;
