@@ -177,8 +177,10 @@ int tpg_gemm_select(int m, int n, int k, int dtype, int epilogue, int sm_arch, i
  *                          GEMV beat the best TMA candidate on 90 of the 93
  *                          zoo shapes at M = 16 (gemv_lab round 2 against the
  *                          zoo's TMA times, each relative to its run's cuBLAS)
- *   m <= 32, W rows <= 4096 and k <= 8192: the GEMV (same data: geomean
- *                          1.130 against 1.176 for the TMA rule alone at M = 32)
+ *   m <= 32, W rows <= 4096 and k < 8192: the GEMV (same data: geomean
+ *                          1.128 against 1.176 for the TMA rule alone at M = 32;
+ *                          at K = 8192 the zoo of round 3 (commit a93acb0) had
+ *                          the GEMV 3-9% behind TMA 64 x 64 stream-K)
  *   m > 16                 the TMA tile (BM x BN) and split with the lowest
  *                          modelled cost, BM = 64 only while m <= 256:
  *     whole tiles:  ceil(tiles / num_sms) * kb * BM * BN * eff
@@ -290,7 +292,7 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
   if (num_sms < 1) num_sms = 1;
   {
     const long wrows = swiglu ? 2L * n : (long)n;
-    if (m <= 32 && wrows <= 4096 && k <= 8192) return 0; /* the GEMV */
+    if (m <= 32 && wrows <= 4096 && k < 8192) return 0; /* the GEMV */
     {
       const tma_eff *tab = m <= 64 ? small : large;
       const int cnt = m <= 64 ? 3 : 5;

@@ -97,11 +97,11 @@ int main(void) {
     CHECK(tpg_gemm_select_tma(16, 14336, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, 1, &l, &xe, &we, why,
                               sizeof why) == 0);
     CHECK(strcmp(l.kernel, "tpg_gemv_bf16_m16") == 0 && l.grid[0] == 896 && l.grid[1] == 1 && l.block[0] == 256);
-    /* M = 17..32: the GEMV for few W rows and K <= 8192, else TMA */
-    CHECK(tpg_gemm_select_tma(32, 4096, 8192, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 8192, 8192, 1, &l, &xe, &we, why,
+    /* M = 17..32: the GEMV for few W rows and K < 8192, else TMA */
+    CHECK(tpg_gemm_select_tma(32, 4096, 8184, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 8184, 8184, 1, &l, &xe, &we, why,
                               sizeof why) == 0);
     CHECK(strcmp(l.kernel, "tpg_gemv_bf16_m32") == 0 && xe.rank == 0);
-    CHECK(tpg_gemm_select_tma(32, 4096, 8200, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 8200, 8200, 1, &l, &xe, &we, why,
+    CHECK(tpg_gemm_select_tma(32, 4096, 8192, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 8192, 8192, 1, &l, &xe, &we, why,
                               sizeof why) == 0);
     CHECK(strstr(l.kernel, "sm90tma") != NULL && xe.rank == 2);
     CHECK(tpg_gemm_select_tma(17, 2056, 4096, TPG_KDT_BF16, TPG_EPI_SWIGLU, 90, 132, 4096, 4096, 1, &l, &xe, &we, why,
