@@ -270,9 +270,8 @@ __device__ __forceinline__ void gemv_sk_body(const tpg_gemm_args &a) {
 /* ---------------------------------------------------------------------------
  * The decode GEMV (tpg_gemv_<dt>_m*): grid = (tiles, S). CTA (t, s) streams
  * row tile t over the s-th of S near-equal contiguous ranges of 32-wide K
- * chunks, so the launch has tiles * S CTAs whatever N is: the host picks S so
- * that every SM gets enough CTAs (bytes in flight) and the grid fills whole
- * waves. Inside a CTA the range is cut into groups of U chunks taken by the
+ * chunks, so the launch has tiles * S CTAs whatever N is: the host splits
+ * only when the row tiles alone would leave CTA slots idle (small N). Inside a CTA the range is cut into groups of U chunks taken by the
  * KW warps round-robin; every load is predicated (chunk in range, 8-wide
  * piece inside K), so a K that is not a multiple of the CTA step costs one
  * partly empty group, not a serial tail loop. PF: the next group's W and X
@@ -283,8 +282,9 @@ __device__ __forceinline__ void gemv_sk_body(const tpg_gemm_args &a) {
  * so results are bit-identical run to run), applies the epilogue and resets
  * the counter to zero. Only the counters need zeroing at allocation.
  * Workspace: [tiles] uint32 counters (rounded up to 256 bytes), then
- * [tiles][S][R*MT*4][32] fp32 (tpg_gemv_split_workspace_bytes in
- * lib/gemm_select.c). S = 1: no workspace, no counter.
+ * [tiles][S][R*MT*4][32] fp32 (gemv_fill in lib/gemm_select.c). S = 1: no
+ * workspace, no counter. A workspace serves one (tiles, S): another grid's
+ * counters would land on this one's dirty slots.
  * ------------------------------------------------------------------------- */
 template <typename T, int MT, int R, int U, int KW, bool PF, int LDF, bool FLATRED = true, bool XLATE = false>
 __device__ __forceinline__ void gemv_split_body(const tpg_gemm_args &a) {
@@ -480,13 +480,14 @@ TPG_GEMV_SK(tpg_gemv_sk_f16_m16, __half, 2, 2, 2, 16, 1)
 /* Entry points: tpg_gemv_<dtype>_m<max M>[w4], grid = (tiles, S): tiles =
  * ceil(N / 16R) (ceil(N / 8R) for SWIGLU), S and the workspace from
  * lib/gemm_select.c (kGemv, gemv_splits), which mirrors these constants.
- * (MT, R, U, KW warps, PF, min CTAs/SM, LDF, flat reduction, X late, NACC) */
+ * (MT, R, U, KW warps, min CTAs/SM, X late); all without register prefetch
+ * (PF), with the L2::128B hint (LDF 2) and the one-barrier reduction. */
 #define TPG_GEMV_SPLIT(NAME, T, MT, R, U, KW, MINB, XL)                                 \
   extern "C" __global__ void __launch_bounds__(KW * 32, MINB) NAME(const __grid_constant__ tpg_gemm_args a) { \
     tpg::gemv_split_body<T, MT, R, U, KW, false, 2, true, XL>(a);                      \
   }
-/* Configurations chosen by measurement (docs/kernels.md, "Decode GEMV",
- * gemv_lab rounds 1-2 on an H200): per M class the one or two that were
+/* Configurations chosen by measurement (docs/kernels.md, "Decode GEMV: how
+ * the configurations were chosen", gemv_lab rounds 1-3 on an H200): per M class the one or two that were
  * fastest against cuBLASLt over the zoo's 93 decode shapes. LDF 2 (all):
  * the L2::128B prefetch hint (58.3 us against 60.1 us with L2::256B on
  * 1x8192x14336, run 5). w4: 4 warps, 4 CTAs per SM (finer grain: won on
