@@ -376,7 +376,7 @@ static void check_shape(int M, int N, int K, int dtype, bool pad) {
       if (tpg_gemm_select(M, N, K, dtype, epi, ai < 7 ? arches[ai] : g_arch, g_sms, &L, why, sizeof why)) {
         fprintf(stderr, "select rejected: %s\n", why); exit(2);
       }
-      if (ai == 5) {  /* pass 5: plain decode GEMV for M <= 16 */
+      if (ai == 5) {  /* pass 5: the decode GEMV without K split (gemv_s1) for M <= 16 */
         if (M > 16) continue;
         L = plain_decode(M, N, K, dtype, epi);
       }
