@@ -5,7 +5,7 @@
  * <<<>>>, with the launch configuration from lib/gemm_select.c (linked as C),
  * so what is checked here is exactly what the graph builder will launch.
  *
- *   gemm_bench [--check-only] [--quick] [--json PATH]
+ *   gemm_bench [--check-only] [--quick] [--m LIST] [--json PATH]   (--m: check only these M)
  *   gemm_bench --zoo [--budget-s S] [--models SUBSTR] [--tp LIST] [--m LIST] [--cand] [--json PATH]
  *     (model shapes vs cuBLASLt, bench/gemm_zoo.cuh)
  *
@@ -65,6 +65,8 @@ static const struct { const char *name; kfn fn; } kTable[] = {
     {"tpg_gemv_f16_m32", tpg_gemv_f16_m32},   {"tpg_gemv_f16_m64", tpg_gemv_f16_m64},
     {"tpg_gemm_sm90_bf16", tpg_gemm_sm90_bf16}, {"tpg_gemm_sm90_f16", tpg_gemm_sm90_f16},
     {"tpg_gemm_mma_bf16", tpg_gemm_mma_bf16}, {"tpg_gemm_mma_f16", tpg_gemm_mma_f16},
+    {"tpg_gemv_bf16_m8w4", tpg_gemv_bf16_m8w4}, {"tpg_gemv_bf16_m16w4", tpg_gemv_bf16_m16w4},
+    {"tpg_gemv_f16_m8w4", tpg_gemv_f16_m8w4},   {"tpg_gemv_f16_m16w4", tpg_gemv_f16_m16w4},
     {"tpg_gemv_sk_bf16_m8", tpg_gemv_sk_bf16_m8}, {"tpg_gemv_sk_bf16_m16", tpg_gemv_sk_bf16_m16},
     {"tpg_gemv_sk_f16_m8", tpg_gemv_sk_f16_m8},   {"tpg_gemv_sk_f16_m16", tpg_gemv_sk_f16_m16},
 };
@@ -252,17 +254,19 @@ static void launch_tma(int bn, const tpg_gemm_tma_args &p0, cudaStream_t st = 0,
   CK(cudaGetLastError());
 }
 
-/* The plain (one tile per CTA) decode GEMV, as the selector configures it with
- * TPG_DECODE_STREAMK=0; checked and timed beside the stream-K default. */
-static tpg_kernel_launch plain_decode(int M, int N, int dtype, int epi) {
+/* The decode GEMV without split-K (variant gemv_s1: one CTA per row tile,
+ * whole K); checked and timed beside the selector's split. */
+static tpg_kernel_launch plain_decode(int M, int N, int K, int dtype, int epi) {
   tpg_kernel_launch L;
-  memset(&L, 0, sizeof L);
-  const bool v16 = M > 8, bf16 = dtype == TPG_KDT_BF16;
-  const int rows = (v16 ? 32 : 16) / (epi == TPG_EPI_SWIGLU ? 2 : 1);
-  L.kernel = v16 ? (bf16 ? "tpg_gemv_bf16_m16" : "tpg_gemv_f16_m16") : (bf16 ? "tpg_gemv_bf16_m8" : "tpg_gemv_f16_m8");
-  L.grid[0] = (N + rows - 1) / rows; L.grid[1] = L.grid[2] = 1;
-  L.block[0] = v16 ? 512 : 256; L.block[1] = L.block[2] = 1;
-  L.split_k = 1;
+  tpg_gemm_variant v;
+  char why[200];
+  memset(&v, 0, sizeof v);
+  v.kind = TPG_GEMM_VAR_GEMV;
+  v.split = 1;
+  if (tpg_gemm_select_variant(M, N, K, dtype, epi, g_arch, g_sms, K, K, &v, &L, nullptr, nullptr, why, sizeof why)) {
+    fprintf(stderr, "plain_decode: %s\n", why);
+    exit(2);
+  }
   return L;
 }
 
@@ -372,9 +376,9 @@ static void check_shape(int M, int N, int K, int dtype, bool pad) {
       if (tpg_gemm_select(M, N, K, dtype, epi, ai < 7 ? arches[ai] : g_arch, g_sms, &L, why, sizeof why)) {
         fprintf(stderr, "select rejected: %s\n", why); exit(2);
       }
-      if (ai == 5) {  /* pass 5: plain decode GEMV for M <= 16 */
+      if (ai == 5) {  /* pass 5: the decode GEMV without K split (gemv_s1) for M <= 16 */
         if (M > 16) continue;
-        L = plain_decode(M, N, dtype, epi);
+        L = plain_decode(M, N, K, dtype, epi);
       }
       if (ai == 6 && (g_arch != 90 || M <= 16)) continue;
       std::vector<tpg_gemm_variant> cv;
@@ -536,28 +540,6 @@ static double read_bandwidth(size_t bytes, int copies) {
 
 struct TimeRow { int M, K, N; std::string kernel; double us, cublas_us, tbs, tflops, vs_cublas, vs_floor; };
 
-/* Decode experiments (bench only): other register/prefetch trade-offs of the
- * same gemv body, timed beside the selected kernel on the decode shapes. */
-#define XV(NAME, MT, R, U, KW, PF, MINB, LDF)                                          \
-  __global__ void __launch_bounds__(KW * 32, MINB) NAME(const __grid_constant__ tpg_gemm_args a) { \
-    tpg::gemv_body<__nv_bfloat16, MT, R, U, KW, PF, LDF>(a);                          \
-  }
-XV(xv_m8_u16_b1, 1, 1, 16, 8, false, 1, 0)
-XV(xv_m8_u8_ldf1, 1, 1, 8, 8, false, 2, 1)
-XV(xv_m8_u8_ldf2, 1, 1, 8, 8, false, 2, 2)
-XV(xv_m8_u8_ldf3, 1, 1, 8, 8, false, 2, 3)
-XV(xv_m16_r1u4_b3, 2, 1, 4, 8, false, 3, 0)
-XV(xv_m16_r4u2_b1, 2, 4, 2, 8, false, 1, 0)
-XV(xv_m16_r4u1_kw16, 2, 4, 1, 16, false, 1, 0)
-XV(xv_m16_r2u2_kw16_ldf3, 2, 2, 2, 16, false, 1, 3)
-static const struct { const char *name; kfn fn; int maxm, rows, threads; } kDecodeExp[] = {
-    {"x_m8_u16_b1", xv_m8_u16_b1, 8, 16, 256},       {"x_m8_u8_noL2hint", xv_m8_u8_ldf1, 8, 16, 256},
-    {"x_m8_u8_L2_128B", xv_m8_u8_ldf2, 8, 16, 256},  {"x_m8_u8_evict_first", xv_m8_u8_ldf3, 8, 16, 256},
-    {"x_m16_r1u4_b3", xv_m16_r1u4_b3, 16, 16, 256},  {"x_m16_r4u2_b1", xv_m16_r4u2_b1, 16, 64, 256},
-    {"x_m16_r4u1_kw16", xv_m16_r4u1_kw16, 16, 64, 512},
-    {"x_m16_r2u2_kw16_evict_first", xv_m16_r2u2_kw16_ldf3, 16, 32, 512},
-};
-
 static void time_shape(cublasHandle_t h, int M, int K, int N, int reps, std::vector<TimeRow> &rows,
                        std::vector<TimeRow> &alts) {
   const size_t xb = (size_t)M * K * 2, wb = (size_t)N * K * 2, yb = (size_t)M * N * 2;
@@ -681,15 +663,8 @@ static void time_shape(cublasHandle_t h, int M, int K, int N, int reps, std::vec
     }
   }
   if (M <= 16) {
-    tpg_kernel_launch LP = plain_decode(M, N, TPG_KDT_BF16, TPG_EPI_NONE);
+    tpg_kernel_launch LP = plain_decode(M, N, K, TPG_KDT_BF16, TPG_EPI_NONE);
     alts.push_back(row(std::string("plain:") + LP.kernel, timeit([&](int c) { launch(LP, args(c)); })));
-  }
-  if (M <= 16 && ((K == 8192 && N == 14336) || (K == 4096 && N == 7168))) {
-    for (auto &e : kDecodeExp) {
-      if (M > e.maxm) continue;
-      const unsigned grid = (N + e.rows - 1) / e.rows;
-      alts.push_back(row(e.name, timeit([&](int c) { e.fn<<<grid, e.threads>>>(args(c)); })));
-    }
   }
   for (int c = 0; c < copies; ++c) { cudaFree(X[c]); cudaFree(W[c]); cudaFree(Y[c]); if (WS[c]) cudaFree(WS[c]); }
   cudaEventDestroy(e0); cudaEventDestroy(e1);
@@ -712,7 +687,7 @@ static void profile_mode() {
     if (L.workspace_bytes) { CK(cudaMalloc(&ws, L.workspace_bytes)); CK(cudaMemset(ws, 0, L.workspace_bytes)); }
     a.workspace = ws;
     launch(L, a);
-    if (M <= 16) launch(plain_decode(M, N, TPG_KDT_BF16, 0), a);
+    if (M <= 16) launch(plain_decode(M, N, K, TPG_KDT_BF16, 0), a);
     if (M > 64) {
       tpg_gemm_tma_args p; memset(&p, 0, sizeof p); p.a = a; encode_maps(p, 256);
       launch_tma(256, p);
@@ -756,7 +731,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--list")) { zoo_mode = true; zo.list = true; }
     else {
       fprintf(stderr,
-              "usage: %s [--check-only] [--quick] [--json PATH] [--profile]\n"
+              "usage: %s [--check-only] [--quick] [--m 1,3,...] [--json PATH] [--profile]\n"
               "       %s --zoo [--budget-s S] [--models SUBSTR] [--tp 1,2,4,8] [--m 1,16,...] [--reps N] [--no-check]\n"
               "          [--cand] [--json PATH] [--list]\n", argv[0], argv[0]);
       return 2;
@@ -781,13 +756,14 @@ int main(int argc, char **argv) {
   }
 
   /* ---- checks ---- */
-  const int Ms[] = {1, 3, 9, 16, 17, 64, 255, 1024, 4096};
+  const int Ms[] = {1, 3, 9, 16, 17, 33, 64, 255, 1024, 4096};  /* each decode GEMV class, full and partial */
   const int NK[][2] = {{264, 520}, {1096, 776}, {2056, 4104}};
   auto t0 = std::chrono::steady_clock::now();
   int si = 0;
   const bool small = getenv("TPG_CHECK_SMALL") != nullptr;  /* for compute-sanitizer runs */
   for (int M : Ms)
     for (auto &nk : NK) {
+      if (!zo.ms.empty() && std::find(zo.ms.begin(), zo.ms.end(), M) == zo.ms.end()) continue;  /* --m: these M only */
       if (quick && nk[1] == 4104 && M > 64) continue;
       if (small && (nk[1] == 4104 || M > 255)) continue;
       check_shape(M, nk[0], nk[1], TPG_KDT_BF16, (si++ % 2) == 1);

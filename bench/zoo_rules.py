@@ -76,15 +76,15 @@ def rule(m, n, k, epi, sms=SMS):
     """The candidate the selector picks on sm_90: a variant name. n: output
     columns; W has 2n rows with swiglu (gate and up)."""
     w = 2 * n if epi == "swiglu" else n  # W rows: what the tiles cover
-    # the GEMV's grid (16 W rows per CTA at m <= 8, 32 above); below an
-    # eighth of the SMs (never in the zoo) its stream-K twin
-    gemv = "gemv_sk" if 8 * cdiv(w, 16 if m <= 8 else 32) < sms else "gemv"
-    if m <= 8:
+    # the decode GEMV, split-K with its own rule for the number of K ranges
+    # (gemm_select.c gemv_splits: a launch detail of the "gemv" variant)
+    gemv = "gemv"
+    # M <= 16: the GEMV beat every TMA candidate on 90 of 93 zoo shapes at
+    # M = 16 (gemv_lab round 2, each relative to its own run's cuBLASLt);
+    # M <= 32 with few W rows and K < 8192 too (geomean 1.128 vs 1.176; at
+    # K = 8192 the round-3 zoo had TMA 64 x 64 stream-K 3-9% ahead)
+    if m <= 16 or (m <= 32 and w <= 4096 and k < 8192):
         return gemv
-    if m <= 16:
-        if k > 8192:
-            return "tma_m64_n128_sk"
-        return "tma_m64_n128" if w > 8192 else gemv
     size = "small" if m <= 64 else "large"
     eff = EFF_SMALL if m <= 64 else EFF_LARGE
     best = None

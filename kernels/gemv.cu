@@ -2,10 +2,12 @@
  *
  * Design: at M <= 64 a Linear layer is a weight read (N*K*2 bytes) with at
  * most 64 FLOP per weight byte, so the only goal is to keep enough 16-byte
- * loads of W in flight on every SM. Each warp owns R tiles of 16 W rows and a
- * K slice; a lane loads 16 contiguous bytes (8 k values) of two rows per
- * 32-wide K chunk with ld.global.nc.L1::no_allocate, prefetching the next
- * iteration's W into registers before it computes the current one.
+ * loads of W in flight on every SM, on every SM for the same time. A CTA
+ * owns R tiles of 16 W rows and one of S contiguous K ranges (split-K, grid
+ * = tiles x S, S from the selector: enough CTAs for every SM whatever N is);
+ * its KW warps take groups of U 32-wide K chunks round-robin. A lane loads
+ * 16 contiguous bytes (8 k values) of two rows per chunk with
+ * ld.global.nc.L1::no_allocate, all of a group's loads before its mmas.
  *
  * The dot products run on the tensor cores (mma.sync m16n8k16, W as the A
  * operand, X^T as the B operand, M in the n8 dimension): the FMA pipe could not
@@ -17,9 +19,10 @@
  * for two consecutive mma steps, and load X with the same renumbering. So W
  * goes straight from global memory into mma registers: no shared memory, no
  * shuffles. The K slices of the KW warps of a CTA are summed through shared
- * memory once at the end; there is no split-K across CTAs, so no workspace.
- * A stream-K twin at the end of the file (equal work per CTA, workspace
- * partials) covers small N, where one tile per CTA would leave SMs idle.
+ * memory; the S K ranges of a tile through per-split workspace slots summed
+ * in a fixed order by the last CTA to finish (deterministic).
+ * A stream-K twin (equal work per CTA, fp32 atomics into the workspace)
+ * remains as a tuner candidate for tiny N.
  */
 #include "common.cuh"
 
@@ -54,6 +57,35 @@ __device__ __forceinline__ void reduce_warps(float (&acc)[R][MT][4], float (&red
   }
 }
 
+/* The same sum with one barrier: warps 1..KW-1 park their accumulators in
+ * shared memory, warp 0 adds them in warp order (deterministic). The tree
+ * above pays 2 log2(KW) barriers, each a wait for the slowest warp, at the
+ * end of every CTA, which is on the critical path of a 10 us GEMV. Needs
+ * (KW - 1) * R * MT * 512 bytes of shared memory. */
+template <int MT, int R, int KW>
+__device__ __forceinline__ void reduce_warps_flat(float (&acc)[R][MT][4], float (&red)[KW - 1][R * MT * 4][32], int w,
+                                                  int lane) {
+  if (w > 0) {
+#pragma unroll
+    for (int rt = 0; rt < R; ++rt)
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) red[w - 1][(rt * MT + mt) * 4 + i][lane] = acc[rt][mt][i];
+  }
+  __syncthreads();
+  if (w == 0) {
+#pragma unroll
+    for (int j = 0; j < KW - 1; ++j)
+#pragma unroll
+      for (int rt = 0; rt < R; ++rt)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) acc[rt][mt][i] += red[j][(rt * MT + mt) * 4 + i][lane];
+  }
+}
+
 /* Warp 0's epilogue for its R x MT accumulator tiles. Accumulator c0,c1:
  * W row g, m = 2*t4 + {0,1}; c2,c3: W row g+8 (SWIGLU: gate g, up g+8 of
  * output obase+g). */
@@ -81,151 +113,6 @@ __device__ __forceinline__ void store_tile(const tpg_gemm_args &a, const float (
         }
   });
 }
-
-/* PF: prefetch the next iteration's W and X into registers before computing
- * the current one (more bytes in flight per warp, more registers). */
-template <typename T, int MT, int R, int U, int KW, bool PF, int LDF = 0>
-__device__ __forceinline__ void gemv_body(const tpg_gemm_args &a) {
-  __shared__ float red[KW / 2][R * MT * 4][32];
-  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-  const int g = lane >> 2, t4 = lane & 3;
-  const int M = a.m, N = a.n, K = a.k;
-  const bool swiglu = a.epilogue == TPG_EPI_SWIGLU;
-
-  /* W row pointers for the two fragment rows (g, g+8) of each row tile. */
-  const T *wp[R][2];
-  int obase[R];
-#pragma unroll
-  for (int rt = 0; rt < R; ++rt) {
-    int r0, r1;
-    if (swiglu) {  /* rows g: gate of output obase+g; rows g+8: its up row */
-      obase[rt] = (blockIdx.x * R + rt) * 8;
-      const int o = min(obase[rt] + g, N - 1);
-      r0 = o;
-      r1 = N + o;
-    } else {
-      obase[rt] = (blockIdx.x * R + rt) * 16;
-      r0 = min(obase[rt] + g, N - 1);     /* clamp: rows past N are read, never stored */
-      r1 = min(obase[rt] + g + 8, N - 1);
-    }
-    wp[rt][0] = static_cast<const T *>(a.w) + (size_t)r0 * a.ldw + 8 * t4;
-    wp[rt][1] = static_cast<const T *>(a.w) + (size_t)r1 * a.ldw + 8 * t4;
-  }
-  /* Programmatic dependent launch (TPG_GRAPH_PDL, sm_90+): this grid may be
-   * running while its predecessor (the all-reduce or the other GEMV) still
-   * does. W is not what the predecessor produces, so the first pdl_prefetch
-   * bytes of each of this CTA's W rows go to L2 now (lanes t4 == 0 of warp 0
-   * hold row starts: 16*R rows, one bulk prefetch each); then every block
-   * waits for the predecessor before it reads x or writes y (pdl_wait is the
-   * only exit from here on every path). Dependents may launch once every
-   * block got past the wait: not earlier, so a chain of PDL edges never has
-   * more than the one successor launched ahead, spinning on SM slots. */
-  if (a.pdl_prefetch > 0 && w == 0 && t4 == 0) {
-    const uint32_t bytes = min((uint32_t)a.pdl_prefetch, (uint32_t)K * (uint32_t)sizeof(T)) & ~15u;
-#pragma unroll
-    for (int rt = 0; rt < R; ++rt) {
-      prefetch_l2_bulk(wp[rt][0], bytes);
-      prefetch_l2_bulk(wp[rt][1], bytes);
-    }
-  }
-  pdl_wait();
-  pdl_launch_dependents();
-  const T *xp[MT];
-  bool xv[MT];
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt) {
-    const int m = mt * 8 + g;
-    xv[mt] = m < M;
-    xp[mt] = static_cast<const T *>(a.x) + (size_t)min(m, M - 1) * a.ldx + 8 * t4;
-  }
-
-  float acc[R][MT][4];
-#pragma unroll
-  for (int rt = 0; rt < R; ++rt)
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[rt][mt][i] = 0.f;
-
-  auto mma_chunk = [&](const uint4 (&wv)[R][2], const uint4 (&x)[MT]) {
-#pragma unroll
-    for (int rt = 0; rt < R; ++rt)
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        mma16816<T>(acc[rt][mt], wv[rt][0].x, wv[rt][1].x, wv[rt][0].y, wv[rt][1].y, x[mt].x, x[mt].y);
-        mma16816<T>(acc[rt][mt], wv[rt][0].z, wv[rt][1].z, wv[rt][0].w, wv[rt][1].w, x[mt].z, x[mt].w);
-      }
-  };
-
-  /* Main loop: iteration `it` covers KW*U chunks of 32; warp w takes U
-   * adjacent chunks, so a warp reads 64*U contiguous bytes per row and the
-   * CTA 64*U*KW. */
-  const int step = 32 * U * KW;
-  const int iters = K / step;
-  auto load = [&](uint4 (&dw)[U][R][2], uint4 (&dx)[U][MT], int it) {
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int k = ((it * KW + w) * U + u) * 32;
-#pragma unroll
-      for (int rt = 0; rt < R; ++rt) {
-        dw[u][rt][0] = ld_w<LDF>(wp[rt][0] + k);
-        dw[u][rt][1] = ld_w<LDF>(wp[rt][1] + k);
-      }
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) dx[u][mt] = xv[mt] ? ld_keep(xp[mt] + k) : make_uint4(0, 0, 0, 0);
-    }
-  };
-  if constexpr (PF) {
-    uint4 wc[U][R][2], xc[U][MT];
-    if (iters > 0) load(wc, xc, 0);
-    for (int it = 0; it < iters; ++it) {
-      uint4 wn[U][R][2], xn[U][MT];
-      if (it + 1 < iters) load(wn, xn, it + 1);  /* next W and X in flight while we compute */
-#pragma unroll
-      for (int u = 0; u < U; ++u) mma_chunk(wc[u], xc[u]);
-      if (it + 1 < iters) {
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-#pragma unroll
-          for (int rt = 0; rt < R; ++rt) { wc[u][rt][0] = wn[u][rt][0]; wc[u][rt][1] = wn[u][rt][1]; }
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt) xc[u][mt] = xn[u][mt];
-        }
-      }
-    }
-  } else {
-    /* all of an iteration's loads first, then the mmas; latency is hidden by
-     * the other warps (fewer registers, more CTAs per SM) */
-    for (int it = 0; it < iters; ++it) {
-      uint4 wc[U][R][2], xc[U][MT];
-      load(wc, xc, it);
-#pragma unroll
-      for (int u = 0; u < U; ++u) mma_chunk(wc[u], xc[u]);
-    }
-  }
-  /* K tail (K % step != 0): one chunk at a time, per-lane predicate on the
-   * 8-wide piece (K % 8 == 0, so a piece is all in or all out). */
-  for (int c = iters * KW * U + w; c * 32 < K; c += KW) {
-    const int k = c * 32;
-    const bool ok = k + 8 * t4 < K;
-    uint4 wv[R][2], x[MT];
-#pragma unroll
-    for (int rt = 0; rt < R; ++rt) {
-      wv[rt][0] = ok ? ld_w<LDF>(wp[rt][0] + k) : make_uint4(0, 0, 0, 0);
-      wv[rt][1] = ok ? ld_w<LDF>(wp[rt][1] + k) : make_uint4(0, 0, 0, 0);
-    }
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) x[mt] = (ok && xv[mt]) ? ld_keep(xp[mt] + k) : make_uint4(0, 0, 0, 0);
-    mma_chunk(wv, x);
-  }
-
-  /* Sum the KW warps' partial K slices into warp 0. */
-  reduce_warps<MT, R, KW>(acc, red, w, lane);
-  if (w != 0) return;
-
-  store_tile<T, MT, R>(a, acc, obase, g, t4, M, N);
-}
-
 
 /* ---------------------------------------------------------------------------
  * Stream-K variant (tpg_gemv_sk_*): the same warp-level streaming, but the
@@ -257,7 +144,7 @@ __device__ __forceinline__ void gemv_sk_body(const tpg_gemm_args &a) {
   const long long b1 = min(total, b0 + per);
   unsigned *cnt = static_cast<unsigned *>(a.workspace);
   float *ws = reinterpret_cast<float *>(static_cast<char *>(a.workspace) + (((size_t)ntiles * 4 + 255) & ~(size_t)255));
-  /* PDL prologue, as in gemv_body: the W rows of this CTA's first tile from
+  /* PDL prologue, as in gemv_split_body: the W rows of this CTA's first tile from
    * its first K chunk go to L2, then every block waits for the predecessor
    * (before the workspace atomics, reads of x and stores of y). */
   if (a.pdl_prefetch > 0 && w == 0 && t4 == 0 && b0 < b1) {
@@ -379,29 +266,205 @@ __device__ __forceinline__ void gemv_sk_body(const tpg_gemm_args &a) {
   }
 }
 
-}  // namespace tpg
 
-/* Entry points: tpg_gemv_<dtype>_m<max M>. Block = 32*KW threads (512 for
- * m16, else 256); grid.x = ceil(N / (16*R)) (ceil(N / (8*R)) for SWIGLU):
- * R = 1 for m8, 2 otherwise. lib/gemm_select.c mirrors these constants. */
-#define TPG_GEMV(NAME, T, MT, R, U, KW, PF, MINB, LDF)                                 \
-  extern "C" __global__ void __launch_bounds__(KW * 32, MINB) NAME(const __grid_constant__ tpg_gemm_args a) { \
-    tpg::gemv_body<T, MT, R, U, KW, PF, LDF>(a);                                       \
+/* ---------------------------------------------------------------------------
+ * The decode GEMV (tpg_gemv_<dt>_m*): grid = (tiles, S). CTA (t, s) streams
+ * row tile t over the s-th of S near-equal contiguous ranges of 32-wide K
+ * chunks, so the launch has tiles * S CTAs whatever N is: the host splits
+ * only when the row tiles alone would leave CTA slots idle (small N). Inside a CTA the range is cut into groups of U chunks taken by the
+ * KW warps round-robin; every load is predicated (chunk in range, 8-wide
+ * piece inside K), so a K that is not a multiple of the CTA step costs one
+ * partly empty group, not a serial tail loop. PF: the next group's W and X
+ * are loaded before the current group's mma (more bytes in flight per warp).
+ * Reduction of the S partials: warp 0 of each CTA writes its fp32 tile to its
+ * own workspace slot [t][s] (plain L2 stores), then bumps the tile's counter;
+ * the CTA that brings it to S sums the S slots in a fixed order (s = 0..S-1,
+ * so results are bit-identical run to run), applies the epilogue and resets
+ * the counter to zero. Only the counters need zeroing at allocation.
+ * Workspace: [tiles] uint32 counters (rounded up to 256 bytes), then
+ * [tiles][S][R*MT*4][32] fp32 (gemv_fill in lib/gemm_select.c). S = 1: no
+ * workspace, no counter. A workspace serves one (tiles, S): another grid's
+ * counters would land on this one's dirty slots.
+ * ------------------------------------------------------------------------- */
+template <typename T, int MT, int R, int U, int KW, bool PF, int LDF, bool FLATRED = true, bool XLATE = false>
+__device__ __forceinline__ void gemv_split_body(const tpg_gemm_args &a) {
+  /* one-barrier warp reduction where its shared memory stays <= 32 KB */
+  constexpr bool FLAT = FLATRED && (KW - 1) * R * MT * 4 * 32 * 4 <= 32768;
+  __shared__ float red[FLAT ? KW - 1 : KW / 2][R * MT * 4][32];
+  constexpr int NV = R * MT * 4; /* accumulator values per lane */
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  const int g = lane >> 2, t4 = lane & 3;
+  const int M = a.m, N = a.n, K = a.k;
+  const bool swiglu = a.epilogue == TPG_EPI_SWIGLU;
+  const int t = blockIdx.x, S = gridDim.y, s = blockIdx.y;
+  const int KC = (K + 31) / 32;
+  const int c0 = (int)((long long)s * KC / S), c1 = (int)((long long)(s + 1) * KC / S);
+
+  const T *wp[R][2];
+  int obase[R];
+#pragma unroll
+  for (int rt = 0; rt < R; ++rt) {
+    int r0, r1;
+    if (swiglu) {
+      obase[rt] = (t * R + rt) * 8;
+      const int o = min(obase[rt] + g, N - 1);
+      r0 = o;
+      r1 = N + o;
+    } else {
+      obase[rt] = (t * R + rt) * 16;
+      r0 = min(obase[rt] + g, N - 1);
+      r1 = min(obase[rt] + g + 8, N - 1);
+    }
+    wp[rt][0] = static_cast<const T *>(a.w) + (size_t)r0 * a.ldw + 8 * t4;
+    wp[rt][1] = static_cast<const T *>(a.w) + (size_t)r1 * a.ldw + 8 * t4;
   }
-/* Variants chosen by measurement (docs/kernels.md, runs 2-5): for M <= 8 no
- * register prefetch but 8 chunks (16 loads, 512 contiguous bytes a row) per
- * warp iteration at 2 CTAs/SM, with the L2::128B prefetch hint (LDF 2: 58.3 us
- * against 60.1 us with L2::256B on 1x8192x14336, run 5); for M <= 16 two row
- * tiles (halves the X bytes per W byte) and 16 warps splitting K.
- * (MT, R, U, KW warps, PF, min CTAs/SM, LDF) */
-TPG_GEMV(tpg_gemv_bf16_m8, __nv_bfloat16, 1, 1, 8, 8, false, 2, 2)
-TPG_GEMV(tpg_gemv_bf16_m16, __nv_bfloat16, 2, 2, 2, 16, false, 1, 0)
-TPG_GEMV(tpg_gemv_bf16_m32, __nv_bfloat16, 4, 2, 2, 8, true, 1, 0)
-TPG_GEMV(tpg_gemv_bf16_m64, __nv_bfloat16, 8, 2, 1, 8, true, 1, 0)
-TPG_GEMV(tpg_gemv_f16_m8, __half, 1, 1, 8, 8, false, 2, 2)
-TPG_GEMV(tpg_gemv_f16_m16, __half, 2, 2, 2, 16, false, 1, 0)
-TPG_GEMV(tpg_gemv_f16_m32, __half, 4, 2, 2, 8, true, 1, 0)
-TPG_GEMV(tpg_gemv_f16_m64, __half, 8, 2, 1, 8, true, 1, 0)
+  /* Programmatic dependent launch (TPG_GRAPH_PDL, sm_90+): this grid may be
+   * running while its predecessor (the all-reduce or the other GEMV) still
+   * does. W is not what the predecessor produces, so the first pdl_prefetch
+   * bytes of this CTA's W rows (from its first K chunk) go to L2 now (lanes
+   * t4 == 0 of warp 0 hold row starts: 16*R rows, one bulk prefetch each);
+   * then every block waits for the predecessor before it reads x or writes y
+   * or the workspace (pdl_wait is the only exit from here on every path).
+   * Dependents may launch once every block got past the wait: not earlier,
+   * so a chain of PDL edges never has more than the one successor launched
+   * ahead, spinning on SM slots. */
+  if (a.pdl_prefetch > 0 && w == 0 && t4 == 0 && c0 < c1) {
+    const uint32_t bytes = min((uint32_t)a.pdl_prefetch, (uint32_t)(K - c0 * 32) * (uint32_t)sizeof(T)) & ~15u;
+#pragma unroll
+    for (int rt = 0; rt < R; ++rt) {
+      prefetch_l2_bulk(wp[rt][0] + c0 * 32, bytes);
+      prefetch_l2_bulk(wp[rt][1] + c0 * 32, bytes);
+    }
+  }
+  pdl_wait();
+  pdl_launch_dependents();
+  const T *xp[MT];
+  bool xv[MT];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    const int m = mt * 8 + g;
+    xv[mt] = m < M;
+    xp[mt] = static_cast<const T *>(a.x) + (size_t)min(m, M - 1) * a.ldx + 8 * t4;
+  }
+  /* One accumulator per tile: splitting each group's chain of 2U dependent
+   * mmas over 2 or 4 accumulator sets measured slower (gemv_lab round 3). */
+  float acc[R][MT][4];
+#pragma unroll
+  for (int rt = 0; rt < R; ++rt)
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[rt][mt][i] = 0.f;
+
+  const int G = (c1 - c0 + U - 1) / U; /* groups of U chunks in this CTA's range */
+  auto load = [&](uint4 (&dw)[U][R][2], uint4 (&dx)[U][MT], int grp) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = c0 + grp * U + u;
+      const int k = c * 32;
+      const bool ok = c < c1 && k + 8 * t4 < K;
+#pragma unroll
+      for (int rt = 0; rt < R; ++rt) {
+        dw[u][rt][0] = ok ? ld_w<LDF>(wp[rt][0] + k) : make_uint4(0, 0, 0, 0);
+        dw[u][rt][1] = ok ? ld_w<LDF>(wp[rt][1] + k) : make_uint4(0, 0, 0, 0);
+      }
+      if constexpr (!XLATE) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) dx[u][mt] = (ok && xv[mt]) ? ld_keep(xp[mt] + k) : make_uint4(0, 0, 0, 0);
+      }
+    }
+  };
+  /* XLATE: X is not loaded with W but chunk by chunk right before its mmas.
+   * X is re-read by every CTA, so these are L1/L2 hits whose latency the
+   * other warps hide; what it saves is registers: U*MT*4 of them held
+   * across W's DRAM latency, which at M > 8 capped U (bytes in flight). */
+  auto mma_group = [&](const uint4 (&wv)[U][R][2], const uint4 (&x)[U][MT], int grp) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      uint4 xl[MT];
+      if constexpr (XLATE) {
+        const int c = c0 + grp * U + u, k = c * 32;
+        const bool ok = c < c1 && k + 8 * t4 < K;
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) xl[mt] = (ok && xv[mt]) ? ld_keep(xp[mt] + k) : make_uint4(0, 0, 0, 0);
+      } else {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) xl[mt] = x[u][mt];
+      }
+#pragma unroll
+      for (int rt = 0; rt < R; ++rt)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma16816<T>(acc[rt][mt], wv[u][rt][0].x, wv[u][rt][1].x, wv[u][rt][0].y, wv[u][rt][1].y, xl[mt].x, xl[mt].y);
+          mma16816<T>(acc[rt][mt], wv[u][rt][0].z, wv[u][rt][1].z, wv[u][rt][0].w, wv[u][rt][1].w, xl[mt].z, xl[mt].w);
+        }
+    }
+  };
+  if constexpr (PF) {
+    uint4 wc[U][R][2], xc[U][MT];
+    if (w < G) load(wc, xc, w);
+    for (int grp = w; grp < G; grp += KW) {
+      uint4 wn[U][R][2], xn[U][MT];
+      const bool more = grp + KW < G;
+      if (more) load(wn, xn, grp + KW);
+      mma_group(wc, xc, grp);
+      if (more) {
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+#pragma unroll
+          for (int rt = 0; rt < R; ++rt) { wc[u][rt][0] = wn[u][rt][0]; wc[u][rt][1] = wn[u][rt][1]; }
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) xc[u][mt] = xn[u][mt];
+        }
+      }
+    }
+  } else {
+    for (int grp = w; grp < G; grp += KW) {
+      uint4 wc[U][R][2], xc[U][MT];
+      load(wc, xc, grp);
+      mma_group(wc, xc, grp);
+    }
+  }
+
+  if constexpr (FLAT) reduce_warps_flat<MT, R, KW>(acc, red, w, lane);
+  else reduce_warps<MT, R, KW>(acc, red, w, lane);
+  if (w != 0) return;
+  if (S > 1) {
+    unsigned *cnt = static_cast<unsigned *>(a.workspace);
+    float *ws = reinterpret_cast<float *>(static_cast<char *>(a.workspace) + (((size_t)gridDim.x * 4 + 255) & ~(size_t)255));
+    float *tw = ws + (size_t)t * S * NV * 32;
+#pragma unroll
+    for (int rt = 0; rt < R; ++rt)
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) __stcg(tw + ((size_t)s * NV + (rt * MT + mt) * 4 + i) * 32 + lane, acc[rt][mt][i]);
+    __threadfence();
+    __syncwarp();
+    unsigned old = 0;
+    if (lane == 0) old = atomicAdd(cnt + t, 1u);
+    old = __shfl_sync(0xffffffffu, old, 0);
+    if (old != (unsigned)(S - 1)) return;
+    __threadfence();
+#pragma unroll
+    for (int rt = 0; rt < R; ++rt)
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[rt][mt][i] = 0.f;
+    for (int j = 0; j < S; ++j)
+#pragma unroll
+      for (int rt = 0; rt < R; ++rt)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) acc[rt][mt][i] += __ldcg(tw + ((size_t)j * NV + (rt * MT + mt) * 4 + i) * 32 + lane);
+    if (lane == 0) cnt[t] = 0u; /* every contributor has arrived: nobody else touches it in this launch */
+  }
+  store_tile<T, MT, R>(a, acc, obase, g, t4, M, N);
+}
+
+}  // namespace tpg
 
 /* Stream-K entry points: grid = CTAs_per_SM * SMs (2 for m8, 1 for m16),
  * workspace = tpg_gemv_sk_workspace_bytes (see lib/gemm_select.c). */
@@ -413,3 +476,31 @@ TPG_GEMV_SK(tpg_gemv_sk_bf16_m8, __nv_bfloat16, 1, 1, 8, 8, 2)
 TPG_GEMV_SK(tpg_gemv_sk_bf16_m16, __nv_bfloat16, 2, 2, 2, 16, 1)
 TPG_GEMV_SK(tpg_gemv_sk_f16_m8, __half, 1, 1, 8, 8, 2)
 TPG_GEMV_SK(tpg_gemv_sk_f16_m16, __half, 2, 2, 2, 16, 1)
+
+/* Entry points: tpg_gemv_<dtype>_m<max M>[w4], grid = (tiles, S): tiles =
+ * ceil(N / 16R) (ceil(N / 8R) for SWIGLU), S and the workspace from
+ * lib/gemm_select.c (kGemv, gemv_splits), which mirrors these constants.
+ * (MT, R, U, KW warps, min CTAs/SM, X late); all without register prefetch
+ * (PF), with the L2::128B hint (LDF 2) and the one-barrier reduction. */
+#define TPG_GEMV_SPLIT(NAME, T, MT, R, U, KW, MINB, XL)                                 \
+  extern "C" __global__ void __launch_bounds__(KW * 32, MINB) NAME(const __grid_constant__ tpg_gemm_args a) { \
+    tpg::gemv_split_body<T, MT, R, U, KW, false, 2, true, XL>(a);                      \
+  }
+/* Configurations chosen by measurement (docs/kernels.md, "Decode GEMV: how
+ * the configurations were chosen", gemv_lab rounds 1-3 on an H200): per M class the one or two that were
+ * fastest against cuBLASLt over the zoo's 93 decode shapes. LDF 2 (all):
+ * the L2::128B prefetch hint (58.3 us against 60.1 us with L2::256B on
+ * 1x8192x14336, run 5). w4: 4 warps, 4 CTAs per SM (finer grain: won on
+ * 2N or N >= 4608 / 9216 W rows). X late from m16w4 up. */
+TPG_GEMV_SPLIT(tpg_gemv_bf16_m8, __nv_bfloat16, 1, 1, 8, 8, 2, false)
+TPG_GEMV_SPLIT(tpg_gemv_bf16_m8w4, __nv_bfloat16, 1, 1, 8, 4, 4, false)
+TPG_GEMV_SPLIT(tpg_gemv_bf16_m16, __nv_bfloat16, 2, 1, 2, 8, 3, false)
+TPG_GEMV_SPLIT(tpg_gemv_bf16_m16w4, __nv_bfloat16, 2, 1, 8, 4, 4, true)
+TPG_GEMV_SPLIT(tpg_gemv_bf16_m32, __nv_bfloat16, 4, 1, 4, 8, 2, true)
+TPG_GEMV_SPLIT(tpg_gemv_bf16_m64, __nv_bfloat16, 8, 1, 4, 8, 2, true)
+TPG_GEMV_SPLIT(tpg_gemv_f16_m8, __half, 1, 1, 8, 8, 2, false)
+TPG_GEMV_SPLIT(tpg_gemv_f16_m8w4, __half, 1, 1, 8, 4, 4, false)
+TPG_GEMV_SPLIT(tpg_gemv_f16_m16, __half, 2, 1, 2, 8, 3, false)
+TPG_GEMV_SPLIT(tpg_gemv_f16_m16w4, __half, 2, 1, 8, 4, 4, true)
+TPG_GEMV_SPLIT(tpg_gemv_f16_m32, __half, 4, 1, 4, 8, 2, true)
+TPG_GEMV_SPLIT(tpg_gemv_f16_m64, __half, 8, 1, 4, 8, 2, true)

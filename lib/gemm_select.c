@@ -3,21 +3,21 @@
  * Selection table (constants mirror the kernels; keep them in step):
  *
  *   rule                        kernel                      grid                         block  smem
- *   m <= 8                      tpg_gemv_<dt>_m8            ceil(n / 16)   [SWIGLU n/8]   256    0
- *   m <= 16                     tpg_gemv_<dt>_m16           ceil(n / 32)   [n/16]         512    0
- *   ... but when that grid is < num_sms / 8 (tiny N, SMs would idle):
- *   m <= 8                      tpg_gemv_sk_<dt>_m8         2 * num_sms                   256    0
- *   m <= 16                     tpg_gemv_sk_<dt>_m16        num_sms                       512    0
- *     (stream-K; workspace = 256-byte-rounded uint32 counters per tile + fp32
- *      partials; the caller zeroes it once at allocation, the kernel leaves it
- *      zero after every launch)
- *   m <= 32                     tpg_gemv_<dt>_m32           ceil(n / 32)   [n/16]         256    0
- *   m <= 64                     tpg_gemv_<dt>_m64           ceil(n / 32)   [n/16]         256    0
+ *   m <= 8                      tpg_gemv_<dt>_m8 (W rows      (tiles, S), tiles =          256    0
+ *                               < 4608) or _m8w4              ceil(n / 16)                 128
+ *   m <= 16                     tpg_gemv_<dt>_m16w4 (W rows     [SWIGLU ceil(n / 8)];        128    0
+ *                               < 9216) or _m16               S = gemv_splits() (below)    256
+ *   m <= 32                     tpg_gemv_<dt>_m32                                           256    0
+ *   m <= 64                     tpg_gemv_<dt>_m64                                           256    0
+ *     (split-K GEMV; W rows = 2n with SWIGLU; S > 1: workspace = 256-byte-
+ *      rounded uint32 counters per tile, which the kernel leaves zero, then
+ *      tiles * S fp32 slots of MT*4*32 values, scratch)
  *   m > 64, sm_arch == 90       tpg_gemm_sm90_<dt>          min(tiles, num_sms)           384    197696
  *                               tiles = ceil(m/128) * ceil(n/256) [SWIGLU ceil(n/128)]
  *   m > 64, other sm_arch >= 80 tpg_gemm_mma_<dt>           (ceil(m/128), ceil(n/128))    256    61440
  *                                                           [SWIGLU (ceil(m/128), ceil(n/64))]
- *   <dt> = bf16 | f16. split_k = 1 always; workspace_bytes = 0 except stream-K.
+ *   <dt> = bf16 | f16. split_k = 1 always; workspace_bytes = 0 except the
+ *   split GEMV with S > 1 and stream-K.
  *
  * Why: the decode kernels (M <= 64) are weight-streaming and their M variants
  * only trade registers for the width of the M tile; sm_90a wgmma is the fast
@@ -34,17 +34,6 @@
 
 #include "../kernels/tpg_kargs.h"
 
-/* Decode M <= 16: the plain one-tile-per-CTA GEMV, unless its grid would
- * have fewer CTAs than an eighth of the SMs; then the stream-K GEMV (equal W
- * bytes per CTA, partial tiles summed in the workspace). The model zoo (H200,
- * commit f02745a, bench/zoo_rules.py) timed both at grids of 24..128 CTAs
- * (45 shapes): the plain GEMV won every one, by 4-50%; below 24 CTAs (N <
- * 384 at M <= 8) nothing was timed, so the stream-K fallback stays there.
- * TPG_DECODE_STREAMK=0 at build time disables it. */
-#ifndef TPG_DECODE_STREAMK
-#define TPG_DECODE_STREAMK 1
-#endif
-
 static int reject(char *why, size_t whylen, const char *msg) {
   if (why && whylen) {
     strncpy(why, msg, whylen - 1);
@@ -55,15 +44,70 @@ static int reject(char *why, size_t whylen, const char *msg) {
 
 static unsigned cdiv(long a, long b) { return (unsigned)((a + b - 1) / b); }
 
+/* The decode GEMV's configurations (kernels/gemv.cu entry points
+ * tpg_gemv_<dt>_m8, _m8w4, _m16, _m16w4, _m32, _m64; keep in step): X rows
+ * per mma tile / 8 (MT), 16-row W tiles per CTA (R), warps (KW), CTAs per SM
+ * (occ, from __launch_bounds__ and ptxas -v). */
+typedef struct gemv_cfg {
+  int mt, r, kw, occ;
+  const char *bf16, *f16;
+} gemv_cfg;
+static const gemv_cfg kGemv[6] = {
+    {1, 1, 8, 2, "tpg_gemv_bf16_m8", "tpg_gemv_f16_m8"},     {1, 1, 4, 4, "tpg_gemv_bf16_m8w4", "tpg_gemv_f16_m8w4"},
+    {2, 1, 8, 3, "tpg_gemv_bf16_m16", "tpg_gemv_f16_m16"},   {2, 1, 4, 4, "tpg_gemv_bf16_m16w4", "tpg_gemv_f16_m16w4"},
+    {4, 1, 8, 2, "tpg_gemv_bf16_m32", "tpg_gemv_f16_m32"},   {8, 1, 8, 2, "tpg_gemv_bf16_m64", "tpg_gemv_f16_m64"},
+};
+#define TPG_GEMV_MAX_SPLITS 16
+/* Which configuration: by M class, and at M <= 16 by the W rows (2N with
+ * SwiGLU). Fitted on gemv_lab round 2 (H200, commit e7909f2, the zoo's 93
+ * decode shapes; geometric mean of time / cuBLASLt): M = 1 0.954, M = 8 0.975
+ * with the split below 4608 W rows (0.958 / 0.983 with m8 only, 0.966 / 0.986
+ * with m8w4 only); M = 16 1.051 with the split below 9216 (1.062 with m16 only). */
+static const gemv_cfg *gemv_config(int m, int n, int swiglu) {
+  const long wrows = swiglu ? 2L * n : (long)n;
+  if (m <= 8) return &kGemv[wrows < 4608 ? 0 : 1];
+  if (m <= 16) return &kGemv[wrows < 9216 ? 3 : 2];
+  return &kGemv[m <= 32 ? 4 : 5];
+}
+static unsigned gemv_tiles(const gemv_cfg *c, int n, int swiglu) { return cdiv(n, (swiglu ? 8 : 16) * c->r); }
+
+/* How many K ranges (S) the GEMV splits each row tile into: the fewest that
+ * give the grid at least GEMV_FILL waves of CTAs on the machine, while every
+ * CTA keeps at least GEMV_MIN_CHUNKS 32-wide K chunks (below that the split's
+ * fixed costs, a slot write, a counter and the last CTA's sum, outweigh what
+ * it streams); at most TPG_GEMV_MAX_SPLITS. Fitted on the same data: splitting
+ * pays only when the row tiles fill less than half the CTA slots (small N);
+ * GEMV_FILL 1.0 instead cost 5-7% (M = 1: 1.009, M = 16: 1.095). */
+#define GEMV_FILL 0.5
+#define GEMV_MIN_CHUNKS 32
+static int gemv_splits(const gemv_cfg *c, unsigned tiles, int k, int num_sms) {
+  const double want = GEMV_FILL * c->occ * num_sms;
+  const int kc = (int)cdiv(k, 32);
+  int s = 1;
+  while (s < TPG_GEMV_MAX_SPLITS && (double)tiles * s < want && kc / (s + 1) >= GEMV_MIN_CHUNKS) ++s;
+  return s;
+}
+
+/* Fill `out` for the GEMV with S K ranges. */
+static void gemv_fill(int m, int n, int dtype, int epilogue, int splits, tpg_kernel_launch *out) {
+  const gemv_cfg *c = gemv_config(m, n, epilogue == TPG_EPI_SWIGLU);
+  const size_t tiles = gemv_tiles(c, n, epilogue == TPG_EPI_SWIGLU);
+  out->kernel = dtype == TPG_KDT_BF16 ? c->bf16 : c->f16;
+  out->grid[0] = (unsigned)tiles;
+  out->grid[1] = (unsigned)splits;
+  out->grid[2] = 1;
+  out->block[0] = 32u * (unsigned)c->kw;
+  out->block[1] = out->block[2] = 1;
+  out->smem_bytes = 0; /* static shared memory only, <= 16 KB */
+  out->split_k = 1;
+  out->workspace_zeroed = splits > 1 ? ((tiles * 4 + 255) & ~(size_t)255) : 0;
+  out->workspace_bytes =
+      splits > 1 ? out->workspace_zeroed + tiles * (size_t)splits * (size_t)(c->r * c->mt * 4 * 32 * 4) : 0;
+}
+
 int tpg_gemm_select(int m, int n, int k, int dtype, int epilogue, int sm_arch, int num_sms,
                     tpg_kernel_launch *out, char *why, size_t whylen) {
   char buf[160];
-  static const char *const gemv_bf16[4] = {"tpg_gemv_bf16_m8", "tpg_gemv_bf16_m16",
-                                           "tpg_gemv_bf16_m32", "tpg_gemv_bf16_m64"};
-  static const char *const gemv_f16[4] = {"tpg_gemv_f16_m8", "tpg_gemv_f16_m16",
-                                          "tpg_gemv_f16_m32", "tpg_gemv_f16_m64"};
-  static const int gemv_rows[4] = {16, 32, 32, 32};      /* 16 * R W rows per CTA */
-  static const unsigned gemv_threads[4] = {256, 512, 256, 256}; /* 32 * KW */
   const int bf16 = dtype == TPG_KDT_BF16;
   const int swiglu = epilogue == TPG_EPI_SWIGLU;
 
@@ -100,27 +144,9 @@ int tpg_gemm_select(int m, int n, int k, int dtype, int epilogue, int sm_arch, i
   out->split_k = 1;
   out->workspace_bytes = 0;
 
-  if (TPG_DECODE_STREAMK && m <= 16 && 8 * cdiv(n, (swiglu ? 8 : 16) * (m > 8 ? 2 : 1)) < (unsigned)num_sms) {
-    /* tpg_gemv_sk_<dt>_m8: MT=1, R=1, 256 threads, 2 CTAs/SM;
-     * tpg_gemv_sk_<dt>_m16: MT=2, R=2, 512 threads, 1 CTA/SM. */
-    const int v16 = m > 8;
-    const int mt = v16 ? 2 : 1, r = v16 ? 2 : 1;
-    const size_t tiles = cdiv(n, (swiglu ? 8 : 16) * r);
-    out->kernel = v16 ? (bf16 ? "tpg_gemv_sk_bf16_m16" : "tpg_gemv_sk_f16_m16")
-                      : (bf16 ? "tpg_gemv_sk_bf16_m8" : "tpg_gemv_sk_f16_m8");
-    out->grid[0] = (unsigned)(v16 ? num_sms : 2 * num_sms);
-    out->block[0] = v16 ? 512 : 256;
-    out->smem_bytes = 0;
-    /* counters (zero at allocation; the kernel leaves them zero) + fp32 partials */
-    out->workspace_bytes = ((tiles * 4 + 255) & ~(size_t)255) + tiles * (size_t)(r * mt * 4 * 32 * 4);
-    out->workspace_zeroed = out->workspace_bytes; /* partials too: the GEMV adds into them */
-  } else if (m <= 64) {
-    const int v = m <= 8 ? 0 : m <= 16 ? 1 : m <= 32 ? 2 : 3;
-    const int rows = gemv_rows[v];
-    out->kernel = bf16 ? gemv_bf16[v] : gemv_f16[v];
-    out->grid[0] = cdiv(n, swiglu ? rows / 2 : rows);
-    out->block[0] = gemv_threads[v];
-    out->smem_bytes = 0; /* static shared memory only, <= 32 KB */
+  if (m <= 64) {
+    const gemv_cfg *c = gemv_config(m, n, swiglu);
+    gemv_fill(m, n, dtype, epilogue, gemv_splits(c, gemv_tiles(c, n, swiglu), k, num_sms), out);
   } else if (sm_arch == 90) {
     const unsigned tiles = cdiv(m, 128) * cdiv(n, swiglu ? 128 : 256);
     out->kernel = bf16 ? "tpg_gemm_sm90_bf16" : "tpg_gemm_sm90_f16";
@@ -147,10 +173,14 @@ int tpg_gemm_select(int m, int n, int k, int dtype, int epilogue, int sm_arch, i
  * 1.115 for the best candidate of every shape and 1.233 for the rule before.
  * Keep the two in step (the constants below are the script's).
  *
- *   m <= 8                 the decode GEMV (tpg_gemm_select)
- *   m <= 16                k > 8192: TMA 64 x 128 stream-K (long rows: one
- *                          GEMV CTA per 32 W rows starves the SMs of bytes);
- *                          W rows > 8192: TMA 64 x 128; else the GEMV
+ *   m <= 16                the decode GEMV (tpg_gemm_select): the split-K
+ *                          GEMV beat the best TMA candidate on 90 of the 93
+ *                          zoo shapes at M = 16 (gemv_lab round 2 against the
+ *                          zoo's TMA times, each relative to its run's cuBLAS)
+ *   m <= 32, W rows <= 4096 and k < 8192: the GEMV (same data: geomean
+ *                          1.128 against 1.176 for the TMA rule alone at M = 32;
+ *                          at K = 8192 the zoo of round 3 (commit a93acb0) had
+ *                          the GEMV 3-9% behind TMA 64 x 64 stream-K)
  *   m > 16                 the TMA tile (BM x BN) and split with the lowest
  *                          modelled cost, BM = 64 only while m <= 256:
  *     whole tiles:  ceil(tiles / num_sms) * kb * BM * BN * eff
@@ -258,17 +288,12 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
   if (x_map) memset(x_map, 0, sizeof *x_map);
   if (w_map) memset(w_map, 0, sizeof *w_map);
   rc = tpg_gemm_select(m, n, k, dtype, epilogue, sm_arch, num_sms, out, why, whylen);
-  if (rc || sm_arch != 90 || m <= 8) return rc;
+  if (rc || sm_arch != 90 || m <= 16) return rc;
   if (num_sms < 1) num_sms = 1;
   {
     const long wrows = swiglu ? 2L * n : (long)n;
-    if (m <= 16) {
-      if (k <= 8192 && wrows <= 8192) return 0; /* the GEMV */
-      if (check_tma_lds(k, ldx, ldw, x_map, w_map, why, whylen)) return 1;
-      bm = 64;
-      bn = 128;
-      sk = k > 8192;
-    } else {
+    if (m <= 32 && wrows <= 4096 && k < 8192) return 0; /* the GEMV */
+    {
       const tma_eff *tab = m <= 64 ? small : large;
       const int cnt = m <= 64 ? 3 : 5;
       const double fix = m <= 64 ? 20.0 : 40.0, kk = m <= 64 ? 0.05 : 0.1;
@@ -305,7 +330,9 @@ int tpg_gemm_variant_name(const tpg_gemm_variant *v, char *buf, size_t len) {
   if (!v || !buf || !len) return 1;
   switch (v->kind) {
     case TPG_GEMM_VAR_HEURISTIC: r = snprintf(buf, len, "heuristic"); break;
-    case TPG_GEMM_VAR_GEMV: r = snprintf(buf, len, "gemv"); break;
+    case TPG_GEMM_VAR_GEMV:
+      r = v->split ? snprintf(buf, len, "gemv_s%d", v->split) : snprintf(buf, len, "gemv");
+      break;
     case TPG_GEMM_VAR_GEMV_SK: r = snprintf(buf, len, "gemv_sk"); break;
     case TPG_GEMM_VAR_TMA: r = snprintf(buf, len, "tma_m%d_n%d%s", v->bm, v->bn, v->streamk ? "_sk" : ""); break;
     default: r = snprintf(buf, len, "?"); return 1;
@@ -319,6 +346,12 @@ int tpg_gemm_variant_parse(const char *s, tpg_gemm_variant *v) {
   memset(v, 0, sizeof *v);
   if (!strcmp(s, "heuristic")) { v->kind = TPG_GEMM_VAR_HEURISTIC; return 0; }
   if (!strcmp(s, "gemv")) { v->kind = TPG_GEMM_VAR_GEMV; return 0; }
+  if (sscanf(s, "gemv_s%d%n", &bm, &used) == 1 && s[used] == '\0' && bm >= 1 && bm <= TPG_GEMV_MAX_SPLITS &&
+      s[6] >= '1' && s[6] <= '9') {
+    v->kind = TPG_GEMM_VAR_GEMV;
+    v->split = bm;
+    return 0;
+  }
   if (!strcmp(s, "gemv_sk")) { v->kind = TPG_GEMM_VAR_GEMV_SK; return 0; }
   if (sscanf(s, "tma_m%d_n%d%n", &bm, &bn, &used) == 2 && (bm == 64 || bm == 128) &&
       (bn == 64 || bn == 128 || bn == 256) && (s[used] == '\0' || !strcmp(s + used, "_sk"))) {
@@ -347,34 +380,43 @@ int tpg_gemm_select_variant(int m, int n, int k, int dtype, int epilogue, int sm
   if (rc) return rc;
   if (num_sms < 1) num_sms = 1;
   switch (v->kind) {
-    case TPG_GEMM_VAR_GEMV:
-    case TPG_GEMM_VAR_GEMV_SK: {
-      const int plain = v->kind == TPG_GEMM_VAR_GEMV, swiglu = epilogue == TPG_EPI_SWIGLU;
-      if (m > (plain ? 64 : 16)) {
-        snprintf(buf, sizeof buf, "m=%d: the %s variant needs m <= %d", m, plain ? "gemv" : "gemv_sk", plain ? 64 : 16);
+    case TPG_GEMM_VAR_GEMV: {
+      const gemv_cfg *c = gemv_config(m, n, epilogue == TPG_EPI_SWIGLU);
+      const int kc = (int)cdiv(k, 32);
+      int splits = v->split;
+      if (m > 64) {
+        snprintf(buf, sizeof buf, "m=%d: the gemv variant needs m <= 64", m);
         return reject(why, whylen, buf);
       }
-      if (m > 16) break; /* tpg_gemm_select gave the plain m32 / m64 GEMV */
-      {
-        /* m <= 16: the plain GEMV or its stream-K twin, whichever the
-         * selector's grid rule would not pick (constants as in tpg_gemm_select) */
-        const int v16 = m > 8, bf16 = dtype == TPG_KDT_BF16, r = v16 ? 2 : 1, mt = v16 ? 2 : 1;
-        const size_t tiles = cdiv(n, (swiglu ? 8 : 16) * r);
-        memset(out, 0, sizeof *out);
-        out->grid[1] = out->grid[2] = out->block[1] = out->block[2] = 1;
-        out->split_k = 1;
-        out->block[0] = v16 ? 512 : 256;
-        if (plain) {
-          out->kernel = v16 ? (bf16 ? "tpg_gemv_bf16_m16" : "tpg_gemv_f16_m16") : (bf16 ? "tpg_gemv_bf16_m8" : "tpg_gemv_f16_m8");
-          out->grid[0] = (unsigned)tiles;
-        } else {
-          out->kernel = v16 ? (bf16 ? "tpg_gemv_sk_bf16_m16" : "tpg_gemv_sk_f16_m16")
-                            : (bf16 ? "tpg_gemv_sk_bf16_m8" : "tpg_gemv_sk_f16_m8");
-          out->grid[0] = (unsigned)(v16 ? num_sms : 2 * num_sms);
-          out->workspace_bytes = ((tiles * 4 + 255) & ~(size_t)255) + tiles * (size_t)(r * mt * 4 * 32 * 4);
-          out->workspace_zeroed = out->workspace_bytes;
-        }
+      if (splits < 0 || splits > TPG_GEMV_MAX_SPLITS || splits > kc) {
+        snprintf(buf, sizeof buf, "variant gemv_s%d: K ranges must be 1..%d and at most the %d 32-wide chunks of k=%d",
+                 splits, TPG_GEMV_MAX_SPLITS, kc, k);
+        return reject(why, whylen, buf);
       }
+      if (!splits) splits = gemv_splits(c, gemv_tiles(c, n, epilogue == TPG_EPI_SWIGLU), k, num_sms);
+      memset(out, 0, sizeof *out);
+      gemv_fill(m, n, dtype, epilogue, splits, out);
+      break;
+    }
+    case TPG_GEMM_VAR_GEMV_SK: {
+      /* m <= 16: the stream-K twin (MT, R as below; grid = CTAs/SM x SMs) */
+      const int swiglu = epilogue == TPG_EPI_SWIGLU;
+      const int v16 = m > 8, bf16 = dtype == TPG_KDT_BF16, r = v16 ? 2 : 1, mt = v16 ? 2 : 1;
+      const size_t tiles = cdiv(n, (swiglu ? 8 : 16) * r);
+      if (m > 16) {
+        snprintf(buf, sizeof buf, "m=%d: the gemv_sk variant needs m <= 16", m);
+        return reject(why, whylen, buf);
+      }
+      memset(out, 0, sizeof *out);
+      out->grid[1] = out->grid[2] = out->block[1] = out->block[2] = 1;
+      out->split_k = 1;
+      out->block[0] = v16 ? 512 : 256;
+      out->kernel = v16 ? (bf16 ? "tpg_gemv_sk_bf16_m16" : "tpg_gemv_sk_f16_m16")
+                        : (bf16 ? "tpg_gemv_sk_bf16_m8" : "tpg_gemv_sk_f16_m8");
+      out->grid[0] = (unsigned)(v16 ? num_sms : 2 * num_sms);
+      /* counters (zero at allocation; the kernel leaves them zero) + fp32 partials, which it adds into */
+      out->workspace_bytes = ((tiles * 4 + 255) & ~(size_t)255) + tiles * (size_t)(r * mt * 4 * 32 * 4);
+      out->workspace_zeroed = out->workspace_bytes;
       break;
     }
     case TPG_GEMM_VAR_TMA: {
@@ -414,22 +456,31 @@ int tpg_gemm_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_
                         int cap) {
   int cnt = 0;
   const int swiglu = epilogue == TPG_EPI_SWIGLU;
-  (void)k;
   if (num_sms < 1) num_sms = 1;
 #define TPG_ADD(K_, BM_, BN_, SK_)                                                     \
   do {                                                                                 \
     if (cnt < cap && list) {                                                           \
       list[cnt].kind = (K_); list[cnt].bm = (BM_); list[cnt].bn = (BN_); list[cnt].streamk = (SK_); \
+      list[cnt].split = 0;                                                             \
     }                                                                                  \
     ++cnt;                                                                             \
   } while (0)
   TPG_ADD(TPG_GEMM_VAR_HEURISTIC, 0, 0, 0);
   if (sm_arch != 90 || m < 1) return cnt < cap ? cnt : cap;
-  if (m <= 16) {
+  if (m <= 64) {
+    /* the GEMV with the rule's K ranges, and with half and twice as many */
+    const gemv_cfg *c = gemv_config(m, n, swiglu);
+    const int s = gemv_splits(c, gemv_tiles(c, n, swiglu), k, num_sms), kc = (int)cdiv(k, 32);
     TPG_ADD(TPG_GEMM_VAR_GEMV, 0, 0, 0);
-    TPG_ADD(TPG_GEMM_VAR_GEMV_SK, 0, 0, 0);
-  } else if (m <= 64) {
-    TPG_ADD(TPG_GEMM_VAR_GEMV, 0, 0, 0);
+    if (s / 2 >= 1) {
+      TPG_ADD(TPG_GEMM_VAR_GEMV, 0, 0, 0);
+      if (cnt <= cap && list) list[cnt - 1].split = s / 2;
+    }
+    if (2 * s <= TPG_GEMV_MAX_SPLITS && 2 * s <= kc) {
+      TPG_ADD(TPG_GEMM_VAR_GEMV, 0, 0, 0);
+      if (cnt <= cap && list) list[cnt - 1].split = 2 * s;
+    }
+    if (m <= 16) TPG_ADD(TPG_GEMM_VAR_GEMV_SK, 0, 0, 0);
   }
   {
     static const int bms[2] = {128, 64}, bns[3] = {256, 128, 64};

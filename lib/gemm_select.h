@@ -71,7 +71,8 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
  * A variant names a kernel family and tile instead of letting the heuristic
  * choose. Names (tpg_gemm_variant_name / _parse, stable: they key cache
  * files): "heuristic" (= tpg_gemm_select_tma with streamk 1), "gemv" (the
- * plain decode GEMV, m <= 64), "gemv_sk" (its stream-K twin, m <= 16),
+ * decode GEMV, m <= 64, with the selector's number of K ranges), "gemv_s<S>"
+ * (the same with S K ranges, 1..16), "gemv_sk" (its stream-K twin, m <= 16),
  * "tma_m<BM>_n<BN>[_sk]" (sm_90 TMA kernel, BM 64|128, BN 64|128|256, with
  * stream-K over the last or only wave). */
 enum {
@@ -84,6 +85,7 @@ typedef struct tpg_gemm_variant {
   int kind;     /* TPG_GEMM_VAR_*                                   */
   int bm, bn;   /* TMA: 64|128 X rows, 64|128|256 W rows per tile   */
   int streamk;  /* TMA: 0 whole tiles, 1 stream-K                   */
+  int split;    /* GEMV: K ranges (grid.y), 0: the selector's rule */
 } tpg_gemm_variant;
 
 #define TPG_GEMM_MAX_CANDIDATES 16
@@ -95,7 +97,8 @@ int tpg_gemm_variant_parse(const char *s, tpg_gemm_variant *v);
 
 /* Like tpg_gemm_select_tma, but the kernel family and tile are forced. The
  * shape rules are tpg_gemm_select's; a variant that cannot run the shape is
- * refused with the reason (gemv for m > 64, gemv_sk for m > 16, TMA off
+ * refused with the reason (gemv for m > 64 or more K ranges than 32-wide
+ * chunks of k, gemv_sk for m > 16, TMA off
  * sm_90). Maps are filled for TMA variants (rank 0 otherwise). */
 int tpg_gemm_select_variant(int m, int n, int k, int dtype, int epilogue, int sm_arch, int num_sms, int ldx, int ldw,
                             const tpg_gemm_variant *v, tpg_kernel_launch *out, tpg_tma_encode *x_map,

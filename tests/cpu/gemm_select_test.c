@@ -62,35 +62,53 @@ int main(void) {
                               why, sizeof why) == 0);
     CHECK(l.split_k == 1 && l.workspace_bytes == 0 && l.grid[0] == 132 && we.box[1] == 256);
     /* forced on a one-K-block shape: the grid never exceeds tiles x K blocks */
-    CHECK(tpg_gemm_select_tma(32, 256, 64, TPG_KDT_F16, TPG_EPI_NONE, 90, 132, 64, 64, 2, &l, &xe, &we, why,
+    CHECK(tpg_gemm_select_tma(33, 256, 64, TPG_KDT_F16, TPG_EPI_NONE, 90, 132, 64, 64, 2, &l, &xe, &we, why,
                               sizeof why) == 0);
     CHECK(l.split_k == TPG_SPLITK_STREAM && strstr(l.kernel, "f16") != NULL && xe.box[1] == 64);
     CHECK(l.grid[0] == (256 / we.box[1]) * 1);
-    /* M <= 8 stays on the GEMV, whatever streamk says; its stream-K twin only
-     * for grids under num_sms / 8 (the zoo: the plain GEMV won at 24..128 CTAs) */
+    /* M <= 16 stays on the GEMV, whatever streamk says; 4-warp CTAs from
+     * 4608 W rows; no K split when the row tiles fill half the CTA slots
+     * (896 tiles >= 0.5 x 4 CTAs x 132 SMs) */
     CHECK(tpg_gemm_select_tma(8, 14336, 8192, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 8192, 8192, 2, &l, &xe, &we, why,
                               sizeof why) == 0);
-    CHECK(strstr(l.kernel, "gemv") != NULL && xe.rank == 0 && l.split_k == 1);
+    CHECK(strcmp(l.kernel, "tpg_gemv_bf16_m8w4") == 0 && xe.rank == 0 && l.split_k == 1 && l.grid[0] == 896 &&
+          l.grid[1] == 1 && l.block[0] == 128 && l.workspace_bytes == 0);
+    /* 48 tiles < 132 (half of 2 x 132 slots): K split in 3 ranges (144 CTAs);
+     * counters rounded to 256 bytes, then 48 x 3 slots of 4 x 32 fp32 */
     CHECK(tpg_gemm_select_tma(1, 768, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, 1, &l, &xe, &we, why,
                               sizeof why) == 0);
-    CHECK(strcmp(l.kernel, "tpg_gemv_bf16_m8") == 0 && l.grid[0] == 48 && l.workspace_bytes == 0);
+    CHECK(strcmp(l.kernel, "tpg_gemv_bf16_m8") == 0 && l.grid[0] == 48 && l.grid[1] == 3 && l.block[0] == 256);
+    CHECK(l.workspace_zeroed == 256 && l.workspace_bytes == 256 + 48 * 3 * 4 * 32 * 4);
+    /* K = 512 is 16 chunks: too short to split */
     CHECK(tpg_gemm_select_tma(1, 256, 512, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 512, 512, 1, &l, &xe, &we, why,
                               sizeof why) == 0);
-    CHECK(strcmp(l.kernel, "tpg_gemv_sk_bf16_m8") == 0 && l.workspace_bytes > 0 &&
-          l.workspace_zeroed == l.workspace_bytes);
-    /* M = 9..16: the GEMV, but TMA 64 x 128 for long K (stream-K) or many W rows */
+    CHECK(strcmp(l.kernel, "tpg_gemv_bf16_m8") == 0 && l.grid[0] == 16 && l.grid[1] == 1 && l.workspace_bytes == 0);
+    /* SwiGLU: 8 outputs (gate + up rows) per tile; 2048 W rows */
+    CHECK(tpg_gemm_select(4, 1024, 4096, TPG_KDT_F16, TPG_EPI_SWIGLU, 90, 132, &l, why, sizeof why) == 0);
+    CHECK(strcmp(l.kernel, "tpg_gemv_f16_m8") == 0 && l.grid[0] == 128 && l.grid[1] == 2);
+    /* M = 9..16: the GEMV at any K and N (4-warp CTAs below 9216 W rows) */
     CHECK(tpg_gemm_select_tma(16, 4096, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, 1, &l, &xe, &we, why,
                               sizeof why) == 0);
-    CHECK(strcmp(l.kernel, "tpg_gemv_bf16_m16") == 0 && xe.rank == 0);
+    CHECK(strcmp(l.kernel, "tpg_gemv_bf16_m16w4") == 0 && xe.rank == 0 && l.grid[0] == 256 && l.grid[1] == 2);
+    CHECK(l.workspace_zeroed == 1024 && l.workspace_bytes == 1024 + 256 * 2 * 8 * 32 * 4 && l.block[0] == 128);
     CHECK(tpg_gemm_select_tma(16, 4096, 16384, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 16384, 16384, 1, &l, &xe, &we, why,
                               sizeof why) == 0);
-    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_m64_n128") == 0 && l.split_k == TPG_SPLITK_STREAM);
-    CHECK(l.grid[0] == 132 && xe.box[1] == 64 && we.box[1] == 128 && l.workspace_bytes == tpg_sk_workspace_bytes(32, 132, 128));
+    CHECK(strcmp(l.kernel, "tpg_gemv_bf16_m16w4") == 0 && xe.rank == 0 && l.grid[1] == 2);
     CHECK(tpg_gemm_select_tma(16, 14336, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, 1, &l, &xe, &we, why,
                               sizeof why) == 0);
-    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_m64_n128") == 0 && l.split_k == 1 && l.grid[0] == 112);
+    CHECK(strcmp(l.kernel, "tpg_gemv_bf16_m16") == 0 && l.grid[0] == 896 && l.grid[1] == 1 && l.block[0] == 256);
+    /* M = 17..32: the GEMV for few W rows and K < 8192, else TMA */
+    CHECK(tpg_gemm_select_tma(32, 4096, 8184, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 8184, 8184, 1, &l, &xe, &we, why,
+                              sizeof why) == 0);
+    CHECK(strcmp(l.kernel, "tpg_gemv_bf16_m32") == 0 && xe.rank == 0);
+    CHECK(tpg_gemm_select_tma(32, 4096, 8192, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 8192, 8192, 1, &l, &xe, &we, why,
+                              sizeof why) == 0);
+    CHECK(strstr(l.kernel, "sm90tma") != NULL && xe.rank == 2);
+    CHECK(tpg_gemm_select_tma(17, 2056, 4096, TPG_KDT_BF16, TPG_EPI_SWIGLU, 90, 132, 4096, 4096, 1, &l, &xe, &we, why,
+                              sizeof why) == 0);
+    CHECK(strstr(l.kernel, "sm90tma") != NULL && xe.rank == 2);
     /* ... whose leading dimensions the TMA maps must accept */
-    CHECK(tpg_gemm_select_tma(16, 14336, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4000, 4096, 1, &l, &xe, &we, why,
+    CHECK(tpg_gemm_select_tma(40, 14336, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4000, 4096, 1, &l, &xe, &we, why,
                               sizeof why) != 0);
     /* off sm_90 the same shapes take tpg_gemm_select's kernels, no maps */
     CHECK(tpg_gemm_select_tma(16, 4096, 16384, TPG_KDT_BF16, TPG_EPI_NONE, 89, 128, 16384, 16384, 1, &l, &xe, &we, why,
@@ -164,7 +182,27 @@ int main(void) {
     CHECK(tpg_gemm_variant_parse("gemv", &v) == 0);
     CHECK(tpg_gemm_select_variant(8, 1024, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, &v, &l, &xe, &we, why,
                                   sizeof why) == 0);
-    CHECK(strcmp(l.kernel, "tpg_gemv_bf16_m8") == 0 && l.grid[0] == 64 && l.workspace_bytes == 0 && xe.rank == 0);
+    CHECK(strcmp(l.kernel, "tpg_gemv_bf16_m8") == 0 && l.grid[0] == 64 && l.grid[1] == 3 && xe.rank == 0);
+    CHECK(l.workspace_bytes == 256 + 64 * 3 * 512 && l.workspace_zeroed == 256);
+    /* forced K ranges: names round-trip, too many for K refused by name */
+    CHECK(tpg_gemm_variant_parse("gemv_s3", &v) == 0 && v.kind == TPG_GEMM_VAR_GEMV && v.split == 3);
+    CHECK(tpg_gemm_variant_name(&v, name, sizeof name) == 0 && strcmp(name, "gemv_s3") == 0);
+    CHECK(tpg_gemm_variant_parse("gemv_s0", &v) != 0 && tpg_gemm_variant_parse("gemv_s17", &v) != 0);
+    CHECK(tpg_gemm_variant_parse("gemv_s03", &v) != 0 && tpg_gemm_variant_parse("gemv_s3x", &v) != 0);
+    CHECK(tpg_gemm_variant_parse("gemv_s", &v) != 0 && tpg_gemm_variant_parse("gemv_s+3", &v) != 0);
+    CHECK(tpg_gemm_variant_parse("gemv_s3", &v) == 0);
+    CHECK(tpg_gemm_select_variant(1, 4096, 4096, TPG_KDT_BF16, TPG_EPI_SWIGLU, 90, 132, 4096, 4096, &v, &l, &xe, &we,
+                                  why, sizeof why) == 0);
+    CHECK(strcmp(l.kernel, "tpg_gemv_bf16_m8w4") == 0 && l.grid[0] == 512 && l.grid[1] == 3 && l.block[0] == 128);
+    CHECK(l.workspace_zeroed == 2048 && l.workspace_bytes == 2048 + 512 * 3 * 512);
+    CHECK(tpg_gemm_select_variant(1, 4096, 64, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 64, 64, &v, &l, &xe, &we, why,
+                                  sizeof why) != 0);
+    CHECK(strstr(why, "gemv_s3") != NULL && strstr(why, "k=64") != NULL);
+    CHECK(tpg_gemm_variant_parse("gemv_s1", &v) == 0);
+    CHECK(tpg_gemm_select_variant(16, 4096, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, &v, &l, &xe, &we,
+                                  why, sizeof why) == 0);
+    CHECK(strcmp(l.kernel, "tpg_gemv_bf16_m16w4") == 0 && l.grid[1] == 1 && l.workspace_bytes == 0);
+    CHECK(tpg_gemm_variant_parse("gemv", &v) == 0);
     CHECK(tpg_gemm_select_variant(40, 1024, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, &v, &l, &xe, &we,
                                   why, sizeof why) == 0);
     CHECK(strcmp(l.kernel, "tpg_gemv_bf16_m64") == 0);
