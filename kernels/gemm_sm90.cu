@@ -100,6 +100,29 @@ TPG_DEV void tma_load_2d(uint32_t dst, const void *map, uint32_t bar, int c0, in
   asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];"
                :: "r"(dst), "l"(map), "r"(bar), "r"(c0), "r"(c1) : "memory");
 }
+/* Cluster variants: the same copy multicast to the CTAs of cta_mask, each at
+ * the same CTA-relative smem offset and barrier offset as dst / bar. */
+TPG_DEV void tma_load_2d_mc(uint32_t dst, const void *map, uint32_t bar, int c0, int c1, uint16_t mask) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;"
+               :: "r"(dst), "l"(map), "r"(bar), "r"(c0), "r"(c1), "h"(mask) : "memory");
+}
+TPG_DEV void tma_load_4d_mc(uint32_t dst, const void *map, uint32_t bar, int c0, int c1, int c2, int c3, uint16_t mask) {
+  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3, %4, %5, %6}], [%2], %7;"
+               :: "r"(dst), "l"(map), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "h"(mask) : "memory");
+}
+/* Arrive on the barrier at local address bar in cluster CTA `rank` (itself included). */
+TPG_DEV void mbar_arrive_cluster(uint32_t bar, uint32_t rank) {
+  asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
+               "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}" :: "r"(bar), "r"(rank) : "memory");
+}
+TPG_DEV void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
+}
+TPG_DEV uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
 TPG_DEV void tma_load_4d(uint32_t dst, const void *map, uint32_t bar, int c0, int c1, int c2, int c3) {
   asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], [%2];"
                :: "r"(dst), "l"(map), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory");
@@ -212,31 +235,36 @@ TPG_DEV void wgmma_tile(float (&d)[CW / 2], uint64_t da, uint64_t db, int scale_
  * stores its partial and counts itself in; the one that counts last sums
  * the partials in CTA order (its own read back too), so the result does not
  * depend on which CTA finished last: launches are bit-reproducible. Nothing
- * waits for another CTA, so no co-residency is assumed. */
-template <int ACC>
+ * waits for another CTA, so no co-residency is assumed.
+ * Clusters (CL = 2): work units are pairs of M-tiles (t: the unit), split the
+ * same way for the CTAs of a cluster (me / grid: cluster index / count); each
+ * rank keeps its own counters (t * CL + rank, tiles * CL of them) and slots
+ * (slot * CL + rank), so the workspace is that of CL * tiles tiles and
+ * gridDim.x CTAs. */
+template <int ACC, int CL = 1>
 TPG_DEV bool sk_fixup(const tpg_gemm_args &a, float (&d)[ACC], int t, int tiles, int dp_tiles, int nk,
-                      long long total, int ct) {
+                      long long total, int ct, int me, int grid, int rank) {
   using namespace sm90;
   __shared__ int last;
   constexpr int V = ACC / 4; /* float4 per thread (a slot: BM x BN floats) */
-  const int grid = gridDim.x, me = blockIdx.x;
   const long long tb = (long long)(t - dp_tiles) * nk; /* t's first iteration in the split wave */
   const int c0 = sk_cta_of(tb, total, grid), c1 = sk_cta_of(tb + nk - 1, total, grid);
   uint32_t *ctr = static_cast<uint32_t *>(a.workspace);
-  float4 *part = reinterpret_cast<float4 *>(static_cast<char *>(a.workspace) + (((size_t)tiles * 4 + 255) & ~(size_t)255));
+  float4 *part = reinterpret_cast<float4 *>(static_cast<char *>(a.workspace) + (((size_t)tiles * CL * 4 + 255) & ~(size_t)255));
+  const int ci = t * CL + rank; /* this rank's counter */
   /* CTA c's slot for tile t: CTAs after c0 begin inside t (their first
    * segment, slot 0); c0 uses slot 0 only if its range begins at t. */
   const int slot0 = 2 * c0 + (sk_begin(c0, total, grid) == tb ? 0 : 1);
-  auto slot = [&](int c) { return part + (size_t)(c == c0 ? slot0 : 2 * c) * (V * 256) + ct; };
+  auto slot = [&](int c) { return part + ((size_t)(c == c0 ? slot0 : 2 * c) * CL + rank) * (V * 256) + ct; };
   float4 *mine = slot(me);
 #pragma unroll
   for (int v = 0; v < V; ++v) __stcg(mine + v * 256, make_float4(d[4 * v], d[4 * v + 1], d[4 * v + 2], d[4 * v + 3]));
   __threadfence();
   asm volatile("bar.sync 1, 256;" ::: "memory");
   if (ct == 0) {
-    const uint32_t seen = atomicAdd(ctr + t, 1u);
+    const uint32_t seen = atomicAdd(ctr + ci, 1u);
     last = seen == (uint32_t)(c1 - c0);
-    if (last) ctr[t] = 0; /* every contributor has counted: ready for the next launch */
+    if (last) ctr[ci] = 0; /* every contributor has counted: ready for the next launch */
   }
   asm volatile("bar.sync 1, 256;" ::: "memory");
   if (!last) return false;
@@ -259,12 +287,19 @@ TPG_DEV bool sk_fixup(const tpg_gemm_args &a, float (&d)[ACC], int t, int tiles,
 #endif
 
 /* TMA = false: cp.async producer (raw pointers only). TMA = true: one
- * producer thread issues two tensor-map bulk copies a stage (maps in p). */
-template <typename T, bool TMA, int BN, int BM = 128>
+ * producer thread issues two tensor-map bulk copies a stage (maps in p).
+ * CL = 2 (TMA, BM 128 only): a cluster of two CTAs takes M-tiles 2u and 2u+1
+ * of the same W tile; each CTA loads its own X tile and half of the W tile,
+ * multicast into both CTAs' stage (W box BN/2 rows), so L2 -> SM traffic per
+ * tile drops from (BM + BN) to (BM + BN/2) rows. A stage of one CTA is then
+ * written by both producers: its empty barrier counts the consumer warps of
+ * both CTAs (16), and each full barrier expects the whole stage. */
+template <typename T, bool TMA, int BN, int BM = 128, int CL = 1>
 __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg_gemm_tma_args *p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace sm90;
   static_assert(TMA || BM == 128, "the cp.async producer is written for 128-row tiles");
+  static_assert(CL == 1 || (CL == 2 && TMA && BM == 128), "clusters: TMA, 128-row tiles, 2 CTAs");
   constexpr int STAGES = cfg<BN, BM>::STAGES, STAGE_BYTES = cfg<BN, BM>::STAGE_BYTES;
   constexpr int A_BYTES = cfg<BN, BM>::A_BYTES, CW = cfg<BN, BM>::CW, ACC = cfg<BN, BM>::ACC;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -274,16 +309,22 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(full_bar + 8 * s, TMA ? 1 : 128);  /* expect_tx arrive, or one cp.async arrive a producer thread */
-      mbar_init(empty_bar + 8 * s, 8);            /* lane 0 of each consumer warp releases */
+      mbar_init(empty_bar + 8 * s, 8 * CL);       /* lane 0 of each consumer warp (of each CTA) releases */
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
-  __syncthreads();
+  /* with a cluster, the peer's barriers must be initialised before anything
+   * is multicast into or arrives at them */
+  if constexpr (CL > 1) cluster_sync();
+  else __syncthreads();
+  const int rank = CL > 1 ? (int)cluster_rank() : 0;
+  const int unit0 = (int)blockIdx.x / CL, units = (int)gridDim.x / CL; /* this cluster, clusters */
 
   const int M = a.m, N = a.n, K = a.k;
   const bool swiglu = a.epilogue == TPG_EPI_SWIGLU;
   const int out_n = swiglu ? BN / 2 : BN;  /* outputs a tile produces */
-  const int mt = (M + BM - 1) / BM, nt = (N + out_n - 1) / out_n, tiles = mt * nt;
+  /* tiles here are work units: CL M-tiles of one W tile (a cluster's) */
+  const int mt = (M + BM * CL - 1) / (BM * CL), nt = (N + out_n - 1) / out_n, tiles = mt * nt;
   const int nk = (K + BK - 1) / BK;
   /* The CTA's work as segments: tile t, K blocks [kb0, kb1). Without
    * stream-K, whole tiles t = blockIdx.x, + gridDim.x, ... With it
@@ -293,20 +334,20 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
    * g = (t - dp_tiles) * nk + kb are split evenly: this CTA's [g0, g1),
    * in tile order. With fewer tiles than CTAs that is all of them. */
   const bool sk = TMA && a.split_k == TPG_SPLITK_STREAM && a.workspace != nullptr;
-  const int dp_tiles = sk ? tiles / (int)gridDim.x * (int)gridDim.x : tiles;
+  const int dp_tiles = sk ? tiles / units * units : tiles;
   /* 32-bit iteration counts: the selector keeps tiles * nk < 2^31 */
   const long long total = (long long)(tiles - dp_tiles) * nk;
-  const int g0 = sk ? (int)sk_begin(blockIdx.x, total, gridDim.x) : 0;
-  const int g1 = sk ? (int)sk_begin(blockIdx.x + 1, total, gridDim.x) : 0;
+  const int g0 = sk ? (int)sk_begin(unit0, total, units) : 0;
+  const int g1 = sk ? (int)sk_begin(unit0 + 1, total, units) : 0;
   /* seg.next(): the next segment of this CTA; false when done. */
   struct segs {
-    int g, g1, t, dp_tiles, nk;
+    int g, g1, t, dp_tiles, nk, stride;
     TPG_DEV bool next(int &tile, int &kb0, int &kb1) {
       if (t < dp_tiles) {
         tile = t;
         kb0 = 0;
         kb1 = nk;
-        t += gridDim.x;
+        t += stride;
         return true;
       }
       if (g >= g1) return false;
@@ -318,7 +359,7 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
       return true;
     }
   };
-  const segs seg0 = {g0, g1, (int)blockIdx.x, dp_tiles, nk};
+  const segs seg0 = {g0, g1, unit0, dp_tiles, nk, units};
 
   if (wg == 0) {
     /* ---------------- producer warpgroup ---------------- */
@@ -330,17 +371,28 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
         for (int t, kb0, kb1; sg.next(t, kb0, kb1);) {
           int mb, nb;
           tile_coords(t, mt, nt, mb, nb);
+          mb = mb * CL + rank;
           for (int kb = kb0; kb < kb1; ++kb, ++it) {
             const int s = it % STAGES;
             mbar_wait(empty_bar + 8 * s, ((it / STAGES) & 1) ^ 1);
             const uint32_t st = base + s * STAGE_BYTES, fb = full_bar + 8 * s;
             mbar_expect_tx(fb, STAGE_BYTES);  /* OOB parts of a box count too (zero-filled) */
             tma_load_2d(st, &p->tx, fb, kb * BK, mb * BM);
-            if (swiglu) tma_load_4d(st + A_BYTES, &p->tw, fb, kb * BK, 0, 0, nb * (BN / 16));
-            else tma_load_2d(st + A_BYTES, &p->tw, fb, kb * BK, nb * BN);
+            if constexpr (CL > 1) {
+              /* this rank's half of the W rows, into both CTAs (whole 1024-byte atoms) */
+              const uint32_t wd = st + A_BYTES + rank * (BN / CL) * 128;
+              if (swiglu) tma_load_4d_mc(wd, &p->tw, fb, kb * BK, 0, 0, nb * (BN / 16) + rank * (BN / 16 / CL), 3);
+              else tma_load_2d_mc(wd, &p->tw, fb, kb * BK, nb * BN + rank * (BN / CL), 3);
+            } else {
+              if (swiglu) tma_load_4d(st + A_BYTES, &p->tw, fb, kb * BK, 0, 0, nb * (BN / 16));
+              else tma_load_2d(st + A_BYTES, &p->tw, fb, kb * BK, nb * BN);
+            }
           }
         }
       }
+      /* a cluster CTA must not exit while its peer may still multicast into
+       * it or arrive at its barriers */
+      if constexpr (CL > 1) cluster_sync();
       return;
     }
     const int row = tid >> 3, j = tid & 7;          /* rows row + 16*i, 16-byte chunk j */
@@ -388,6 +440,15 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     const int c = wg - 1, ct = tid - 128 * wg, warp = ct >> 5, lane = ct & 31;
     const int g = lane >> 2, t2 = (lane & 3) * 2;
+    /* a stage is free once every consumer warp of every CTA writing it is done */
+    auto release = [](uint32_t bar) {
+      if constexpr (CL > 1) {
+#pragma unroll
+        for (int r = 0; r < CL; ++r) mbar_arrive_cluster(bar, r);
+      } else {
+        mbar_arrive(bar);
+      }
+    };
     float d[ACC];
 #pragma unroll
     for (int i = 0; i < ACC; ++i) d[i] = 0.f;
@@ -396,6 +457,7 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
     for (int t, kb0, kb1; sg.next(t, kb0, kb1);) {
       int mb, nb;
       tile_coords(t, mt, nt, mb, nb);
+      mb = mb * CL + rank;
       const int m0 = mb * BM, o0 = nb * out_n;
       for (int kb = kb0; kb < kb1; ++kb, ++it) {
         const int s = it % STAGES;
@@ -413,13 +475,15 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
           wgmma_tile<T, CW>(d, da + 2 * kk, db + 2 * kk, (kb != kb0) | (kk != 0));
         wgmma_commit();
         wgmma_wait<1>();  /* the previous stage's wgmmas are done: release it */
-        if (kb > kb0 && lane == 0) mbar_arrive(empty_bar + 8 * ((it - 1) % STAGES));
+        if (kb > kb0 && lane == 0) release(empty_bar + 8 * ((it - 1) % STAGES));
       }
       wgmma_wait<0>();
-      if (lane == 0) mbar_arrive(empty_bar + 8 * ((it - 1) % STAGES));
+      if (lane == 0) release(empty_bar + 8 * ((it - 1) % STAGES));
       /* A tile split across CTAs: only the last contributor to finish goes on
        * to the epilogue, with the whole sum in d. */
-      if (sk && (kb0 != 0 || kb1 != nk) && !sk_fixup<ACC>(a, d, t, tiles, dp_tiles, nk, total, tid - 128)) continue;
+      if (sk && (kb0 != 0 || kb1 != nk) &&
+          !sk_fixup<ACC, CL>(a, d, t, tiles, dp_tiles, nk, total, tid - 128, unit0, units, rank))
+        continue;
 
       /* Epilogue: d[4j+2h], d[4j+2h+1] = row warp*16 + g + 8h, cols 8j + t2 + {0,1}
        * of the consumer's part: rows from 64c (BM 128) or columns from the
@@ -451,6 +515,7 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
         }
       });
     }
+    if constexpr (CL > 1) cluster_sync(); /* see the producer's */
   }
 #else
   __trap();  /* not sm_90a: the selector never launches this kernel here */
@@ -497,3 +562,26 @@ TPG_SM90TMA_BM(tpg_gemm_sm90tma_bf16_m64_n128, __nv_bfloat16, 64, 128)
 TPG_SM90TMA_BM(tpg_gemm_sm90tma_f16_m64_n128, __half, 64, 128)
 TPG_SM90TMA_BM(tpg_gemm_sm90tma_bf16_m64_n64, __nv_bfloat16, 64, 64)
 TPG_SM90TMA_BM(tpg_gemm_sm90tma_f16_m64_n64, __half, 64, 64)
+/* Clusters of two CTAs along M sharing the W tile through TMA multicast
+ * (_c2; BM 128, BN 256 / 128; W box {64, BN/2}, SWIGLU {64, 8, 2, BN/32}).
+ * grid = 2 * min(units, SMs / 2), units = ceil(M/256) * ceil(N/BN) (the
+ * grid must be even: the cluster shape is compiled in); stream-K splits
+ * units over the clusters, workspace tpg_sk_workspace_bytes(2 * units,
+ * grid, BN). */
+/* the sm_80 pass (where these compile to a trap) rejects the attribute */
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+#define TPG_CLUSTER2 __cluster_dims__(2, 1, 1)
+#else
+#define TPG_CLUSTER2
+#endif
+#define TPG_SM90TMA_C2(NAME, T, BN)                                                    \
+  extern "C" __global__ void TPG_CLUSTER2 __launch_bounds__(384, 1)                     \
+      NAME(const __grid_constant__ tpg_gemm_tma_args p) {                              \
+    tpg::pdl_wait();                                                                   \
+    tpg::pdl_launch_dependents();                                                      \
+    tpg::gemm_sm90_body<T, true, BN, 128, 2>(p.a, &p);                                 \
+  }
+TPG_SM90TMA_C2(tpg_gemm_sm90tma_bf16_c2, __nv_bfloat16, 256)
+TPG_SM90TMA_C2(tpg_gemm_sm90tma_f16_c2, __half, 256)
+TPG_SM90TMA_C2(tpg_gemm_sm90tma_bf16_n128_c2, __nv_bfloat16, 128)
+TPG_SM90TMA_C2(tpg_gemm_sm90tma_f16_n128_c2, __half, 128)

@@ -180,9 +180,16 @@ static void fill_map(tpg_tma_encode *e, int rank, const unsigned long long *dims
 
 /* Fill `out` and the two map descriptions for the TMA kernel with BM x BN
  * tiles (whole tiles, or stream-K over min(tiles * K blocks, num_sms) CTAs).
- * The caller has checked the shape and the leading dimensions. */
+ * cl = 2 (bm 128 only): the _c2 kernels, clusters of two CTAs on M-tile
+ * pairs ("units") sharing the W tile by multicast; each CTA loads half of
+ * the W box, the grid is twice the clusters (even), and the stream-K
+ * workspace covers 2 * units tiles. The caller has checked the shape and
+ * the leading dimensions. */
 static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, int ldx, int ldw, int bm, int bn,
-                     int sk, tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map) {
+                     int sk, int cl, tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map) {
+  static const char *const names_c2[2][2] = {/* [bf16][bn 256, 128] */
+                                             {"tpg_gemm_sm90tma_f16_c2", "tpg_gemm_sm90tma_f16_n128_c2"},
+                                             {"tpg_gemm_sm90tma_bf16_c2", "tpg_gemm_sm90tma_bf16_n128_c2"}};
   static const char *const names[2][2][3] = {
       /* [bf16][bm == 64][bn 256, 128, 64] */
       {{"tpg_gemm_sm90tma_f16", "tpg_gemm_sm90tma_f16_n128", "tpg_gemm_sm90tma_f16_n64"},
@@ -190,20 +197,23 @@ static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, 
       {{"tpg_gemm_sm90tma_bf16", "tpg_gemm_sm90tma_bf16_n128", "tpg_gemm_sm90tma_bf16_n64"},
        {"tpg_gemm_sm90tma_bf16_m64", "tpg_gemm_sm90tma_bf16_m64_n128", "tpg_gemm_sm90tma_bf16_m64_n64"}}};
   const int swiglu = epilogue == TPG_EPI_SWIGLU;
-  const unsigned long tiles = (unsigned long)cdiv(m, bm) * cdiv(n, swiglu ? bn / 2 : bn);
+  /* units: what one cluster (one CTA when cl = 1) takes at a time */
+  const unsigned long tiles = (unsigned long)cdiv(m, (long)bm * cl) * cdiv(n, swiglu ? bn / 2 : bn);
   const unsigned long work = sk ? tiles * cdiv(k, 64) : tiles; /* what the grid divides */
+  const unsigned long clusters = (unsigned long)(num_sms / cl > 0 ? num_sms / cl : 1);
   /* the kernel's ring: as many stages as fit 192 KB, at most 8 (gemm_sm90.cu cfg) */
   const unsigned stage = (unsigned)(bm + bn) * 64 * 2, stages = 196608 / stage < 8 ? 196608 / stage : 8;
   memset(out, 0, sizeof *out);
-  out->kernel = names[dtype == TPG_KDT_BF16][bm == 64][bn == 256 ? 0 : bn == 128 ? 1 : 2];
-  out->grid[0] = (unsigned)(work < (unsigned long)num_sms ? work : (unsigned long)num_sms);
+  out->kernel = cl == 2 ? names_c2[dtype == TPG_KDT_BF16][bn == 256 ? 0 : 1]
+                        : names[dtype == TPG_KDT_BF16][bm == 64][bn == 256 ? 0 : bn == 128 ? 1 : 2];
+  out->grid[0] = (unsigned)(cl * (work < clusters ? work : clusters));
   out->grid[1] = out->grid[2] = 1;
   out->block[0] = 384;
   out->block[1] = out->block[2] = 1;
   out->smem_bytes = stages * stage + 1024 + 2 * stages * 8; /* 197696 (128 x 256), 197728 (128 x 128) */
   /* partial slots are sized for 128-row tiles (tpg_sk_workspace_bytes); 64-row tiles use half */
-  out->workspace_bytes = sk ? tpg_sk_workspace_bytes(tiles, out->grid[0], (size_t)bn) : 0;
-  out->workspace_zeroed = sk ? ((tiles * 4 + 255) & ~(size_t)255) : 0;
+  out->workspace_bytes = sk ? tpg_sk_workspace_bytes(tiles * cl, out->grid[0], (size_t)bn) : 0;
+  out->workspace_zeroed = sk ? ((tiles * cl * 4 + 255) & ~(size_t)255) : 0;
   out->split_k = sk ? TPG_SPLITK_STREAM : 1;
   {
     const unsigned long long xd[2] = {(unsigned long long)k, (unsigned long long)m};
@@ -217,12 +227,12 @@ static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, 
     const unsigned long long wd[4] = {(unsigned long long)k, 8, 2, (unsigned long long)n / 8};
     const unsigned long long ws[3] = {(unsigned long long)ldw * 2, (unsigned long long)n * ldw * 2,
                                       (unsigned long long)8 * ldw * 2};
-    const unsigned wb[4] = {64, 8, 2, (unsigned)bn / 16};
+    const unsigned wb[4] = {64, 8, 2, (unsigned)bn / 16 / cl};
     fill_map(w_map, 4, wd, ws, wb);
   } else {
     const unsigned long long wd[2] = {(unsigned long long)k, (unsigned long long)n};
     const unsigned long long ws[1] = {(unsigned long long)ldw * 2};
-    const unsigned wb[2] = {64, (unsigned)bn};
+    const unsigned wb[2] = {64, (unsigned)bn / cl};
     fill_map(w_map, 2, wd, ws, wb);
   }
 }
@@ -293,7 +303,7 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
     /* iteration counts are 32-bit in the kernel */
     if (sk && (unsigned long)cdiv(m, bm) * cdiv(wrows, bn) * (unsigned long)cdiv(k, 64) >= 0x7fffffffUL) sk = 0;
   }
-  fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, bm, bn, sk, out, x_map, w_map);
+  fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, bm, bn, sk, 1, out, x_map, w_map);
   return 0;
 }
 
@@ -307,7 +317,9 @@ int tpg_gemm_variant_name(const tpg_gemm_variant *v, char *buf, size_t len) {
     case TPG_GEMM_VAR_HEURISTIC: r = snprintf(buf, len, "heuristic"); break;
     case TPG_GEMM_VAR_GEMV: r = snprintf(buf, len, "gemv"); break;
     case TPG_GEMM_VAR_GEMV_SK: r = snprintf(buf, len, "gemv_sk"); break;
-    case TPG_GEMM_VAR_TMA: r = snprintf(buf, len, "tma_m%d_n%d%s", v->bm, v->bn, v->streamk ? "_sk" : ""); break;
+    case TPG_GEMM_VAR_TMA:
+      r = snprintf(buf, len, "tma_m%d_n%d%s%s", v->bm, v->bn, v->cluster == 2 ? "_c2" : "", v->streamk ? "_sk" : "");
+      break;
     default: r = snprintf(buf, len, "?"); return 1;
   }
   return r < 0 || (size_t)r >= len;
@@ -321,11 +333,17 @@ int tpg_gemm_variant_parse(const char *s, tpg_gemm_variant *v) {
   if (!strcmp(s, "gemv")) { v->kind = TPG_GEMM_VAR_GEMV; return 0; }
   if (!strcmp(s, "gemv_sk")) { v->kind = TPG_GEMM_VAR_GEMV_SK; return 0; }
   if (sscanf(s, "tma_m%d_n%d%n", &bm, &bn, &used) == 2 && (bm == 64 || bm == 128) &&
-      (bn == 64 || bn == 128 || bn == 256) && (s[used] == '\0' || !strcmp(s + used, "_sk"))) {
+      (bn == 64 || bn == 128 || bn == 256)) {
+    const char *rest = s + used;
+    const int c2 = !strncmp(rest, "_c2", 3);
+    if (c2) rest += 3;
+    if (c2 && (bm != 128 || bn == 64)) return 1;
+    if (rest[0] != '\0' && strcmp(rest, "_sk")) return 1;
     v->kind = TPG_GEMM_VAR_TMA;
     v->bm = bm;
     v->bn = bn;
-    v->streamk = s[used] != '\0';
+    v->cluster = c2 ? 2 : 0;
+    v->streamk = rest[0] != '\0';
     return 0;
   }
   return 1;
@@ -384,13 +402,18 @@ int tpg_gemm_select_variant(int m, int n, int k, int dtype, int epilogue, int sm
         snprintf(buf, sizeof buf, "sm_arch=%d: TMA variants need sm_90 (wgmma, sm_90a image)", sm_arch);
         return reject(why, whylen, buf);
       }
+      const int cl = v->cluster == 2 ? 2 : 1;
       if ((v->bm != 64 && v->bm != 128) || (v->bn != 64 && v->bn != 128 && v->bn != 256))
         return reject(why, whylen, "variant: bm must be 64 or 128, bn 64, 128 or 256");
+      if (v->cluster != 0 && v->cluster != 1 && v->cluster != 2)
+        return reject(why, whylen, "variant: cluster must be 1 or 2");
+      if (cl == 2 && (v->bm != 128 || v->bn == 64))
+        return reject(why, whylen, "variant: cluster 2 needs bm 128 and bn 256 or 128");
       if (check_tma_lds(k, ldx, ldw, x_map, w_map, why, whylen)) return 1;
       tiles = (unsigned long)cdiv(m, v->bm) * cdiv(n, swiglu ? v->bn / 2 : v->bn);
       if (v->streamk && tiles * (unsigned long)cdiv(k, 64) >= 0x7fffffffUL)
         return reject(why, whylen, "variant: stream-K iteration count exceeds 2^31");
-      fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, v->bm, v->bn, v->streamk != 0, out, x_map, w_map);
+      fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, v->bm, v->bn, v->streamk != 0, cl, out, x_map, w_map);
       break;
     }
     default:
@@ -416,13 +439,15 @@ int tpg_gemm_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_
   const int swiglu = epilogue == TPG_EPI_SWIGLU;
   (void)k;
   if (num_sms < 1) num_sms = 1;
-#define TPG_ADD(K_, BM_, BN_, SK_)                                                     \
+#define TPG_ADD_C(K_, BM_, BN_, SK_, CL_)                                              \
   do {                                                                                 \
     if (cnt < cap && list) {                                                           \
       list[cnt].kind = (K_); list[cnt].bm = (BM_); list[cnt].bn = (BN_); list[cnt].streamk = (SK_); \
+      list[cnt].cluster = (CL_);                                                       \
     }                                                                                  \
     ++cnt;                                                                             \
   } while (0)
+#define TPG_ADD(K_, BM_, BN_, SK_) TPG_ADD_C(K_, BM_, BN_, SK_, 0)
   TPG_ADD(TPG_GEMM_VAR_HEURISTIC, 0, 0, 0);
   if (sm_arch != 90 || m < 1) return cnt < cap ? cnt : cap;
   if (m <= 16) {
@@ -445,7 +470,16 @@ int tpg_gemm_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_
         TPG_ADD(TPG_GEMM_VAR_TMA, bm, bn, 0);
         if (tiles % (unsigned long)num_sms) TPG_ADD(TPG_GEMM_VAR_TMA, bm, bn, 1);
       }
+    /* clusters of two along M: only with at least two 128-row M-tiles */
+    if (m > 128)
+      for (j = 0; j < 2; ++j) {
+        const int bn = bns[j];
+        const unsigned long units = (unsigned long)cdiv(m, 256) * cdiv(n, swiglu ? bn / 2 : bn);
+        TPG_ADD_C(TPG_GEMM_VAR_TMA, 128, bn, 0, 2);
+        if (units % (unsigned long)(num_sms / 2 > 0 ? num_sms / 2 : 1)) TPG_ADD_C(TPG_GEMM_VAR_TMA, 128, bn, 1, 2);
+      }
   }
 #undef TPG_ADD
+#undef TPG_ADD_C
   return cnt < cap ? cnt : cap;
 }

@@ -84,6 +84,8 @@ typedef struct tpg_gemm_variant {
   int kind;     /* TPG_GEMM_VAR_*                                   */
   int bm, bn;   /* TMA: 64|128 X rows, 64|128|256 W rows per tile   */
   int streamk;  /* TMA: 0 whole tiles, 1 stream-K                   */
+  int cluster;  /* TMA: 0 one CTA a tile (1 is read the same), 2 clusters of two CTAs
+                   on M-tile pairs (bm 128, bn 256|128; "_c2")       */
 } tpg_gemm_variant;
 
 #define TPG_GEMM_MAX_CANDIDATES 16
