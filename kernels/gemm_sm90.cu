@@ -60,6 +60,11 @@ template <int BN, int BM = 128, int OCC = 1> struct cfg {
   static constexpr int CW = BM == 128 ? BN : BN / 2, ACC = CW / 2;
 };
 constexpr int GROUP_M = 8;
+/* Epilogue stores: 1 = 16 bytes a lane after a quad exchange, 0 = two
+ * outputs a store from the fragment (A/B switch for gemm_bench builds). */
+#ifndef TPG_SM90_EPI16
+#define TPG_SM90_EPI16 1
+#endif
 
 TPG_DEV void tile_coords(int t, int mt, int nt, int &mb, int &nb) {
   const int group = t / (GROUP_M * nt);
@@ -113,10 +118,14 @@ TPG_DEV void tma_load_4d_mc(uint32_t dst, const void *map, uint32_t bar, int c0,
   asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3, %4, %5, %6}], [%2], %7;"
                :: "r"(dst), "l"(map), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "h"(mask) : "memory");
 }
-/* Arrive on the barrier at local address bar in cluster CTA `rank` (itself included). */
+/* Arrive on the barrier at local address bar in cluster CTA `rank` (itself
+ * included). Default (.release.cta) semantics: the arrive only says "this
+ * stage's smem has been read" (wgmma.wait_group already ordered the reads);
+ * .release.cluster made every arrive a cluster-scope fence and halved the
+ * tensor-pipe use (run R1: 51% vs 81%, ncu). */
 TPG_DEV void mbar_arrive_cluster(uint32_t bar, uint32_t rank) {
   asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
-               "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}" :: "r"(bar), "r"(rank) : "memory");
+               "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}" :: "r"(bar), "r"(rank) : "memory");
 }
 TPG_DEV void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
@@ -504,14 +513,24 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
         constexpr int EPI = decltype(ec)::value;
         const int mr = m0 + (BM == 128 ? c * 64 : 0) + warp * 16 + g; /* rows mr, mr + 8 */
         const int oc = o0 + (BM == 128 ? 0 : c * (swiglu ? CW / 2 : CW));
-        if constexpr (EPI == TPG_EPI_F32_PARTIAL) {
+        if constexpr (EPI == TPG_EPI_F32_PARTIAL || !TPG_SM90_EPI16) {
+          /* two outputs (4 or 8 bytes) a store, straight from the fragment */
 #pragma unroll
           for (int h = 0; h < 2; ++h)
             if (mr + 8 * h < M) {
+              if constexpr (EPI == TPG_EPI_SWIGLU) {
 #pragma unroll
-              for (int jj = 0; jj < CW / 8; ++jj) {
-                const int n = oc + jj * 8 + t2;
-                if (n < N) epi_store2<T, EPI>(a, mr + 8 * h, n, d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1], 0.f, 0.f);
+                for (int jj = 0; jj < CW / 8; jj += 2) {
+                  const int n = oc + (jj / 2) * 8 + t2;
+                  if (n < N) epi_store2<T, EPI>(a, mr + 8 * h, n, d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1],
+                                                d[4 * (jj + 1) + 2 * h], d[4 * (jj + 1) + 2 * h + 1]);
+                }
+              } else {
+#pragma unroll
+                for (int jj = 0; jj < CW / 8; ++jj) {
+                  const int n = oc + jj * 8 + t2;
+                  if (n < N) epi_store2<T, EPI>(a, mr + 8 * h, n, d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1], 0.f, 0.f);
+                }
               }
             }
         } else {
@@ -635,7 +654,7 @@ TPG_SM90TMA_BM(tpg_gemm_sm90tma_f16_m64_n64, __half, 64, 64)
 /* Two CTAs an SM (_o2, BM 128 x BN 128, 3 stages, block 288): grid =
  * min(tiles, 2 * SMs) (stream-K: 2 * SMs); smem cfg<128, 128, 2>::SMEM_BYTES (99376). */
 #define TPG_SM90TMA_O2(NAME, T)                                                         \
-  extern "C" __global__ void __maxnreg__(112) NAME(const __grid_constant__ tpg_gemm_tma_args p) { \
+  extern "C" __global__ void __maxnreg__(96) NAME(const __grid_constant__ tpg_gemm_tma_args p) { \
     tpg::pdl_wait();                                                                   \
     tpg::pdl_launch_dependents();                                                      \
     tpg::gemm_sm90_body<T, true, 128, 128, 1, 2>(p.a, &p);                             \
