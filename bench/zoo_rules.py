@@ -35,7 +35,8 @@ import sys
 # Fitted on the zoo by coordinate descent over FIT_GRID (--fit).
 SMS = 132
 EFF_SMALL = {(64, 256): 0.6, (64, 128): 0.6, (64, 64): 0.8}
-EFF_LARGE = {(128, 256): 1.0, (128, 128): 1.2, (128, 64): 1.4, (64, 256): 1.3, (64, 128): 1.5}
+EFF_LARGE = {(128, 256): 1.0, (128, 128): 1.2, (128, 64): 1.4, (64, 256): 1.3, (64, 128): 1.5,
+             (128, 256, 2): 9.0, (128, 128, 2): 9.0}
 SK_FIX = {"small": 20.0, "large": 40.0}
 SK_K = {"small": 0.05, "large": 0.1}
 
@@ -43,7 +44,8 @@ SK_K = {"small": 0.05, "large": 0.1}
 # Where the descent starts: a first guess (the old rule's 1.15 for BN 128).
 FIT_START = {
     "small": ({(64, 256): 1.0, (64, 128): 1.0, (64, 64): 1.0}, 10.0, 0.0),
-    "large": ({(128, 256): 1.0, (128, 128): 1.15, (128, 64): 1.4, (64, 256): 1.3, (64, 128): 1.5}, 10.0, 0.0),
+    "large": ({(128, 256): 1.0, (128, 128): 1.15, (128, 64): 1.4, (64, 256): 1.3, (64, 128): 1.5,
+               (128, 256, 2): 1.0, (128, 128, 2): 1.2}, 10.0, 0.0),
 }
 FIT_GRID = {
     "small": {(64, 256): [0.6, 0.8, 1.0, 1.2], (64, 128): [0.6, 0.8, 1.0, 1.2, 1.4, 1.7, 2.0, 2.5],
@@ -51,6 +53,8 @@ FIT_GRID = {
               "kk": [0, 0.05, 0.1, 0.2, 0.4]},
     "large": {(128, 128): [1.0, 1.05, 1.1, 1.15, 1.2, 1.3], (128, 64): [1.1, 1.2, 1.3, 1.4, 1.6, 1.8],
               (64, 256): [1.0, 1.1, 1.2, 1.3, 1.4, 1.6], (64, 128): [1.1, 1.2, 1.3, 1.4, 1.5, 1.7, 2.0],
+              (128, 256, 2): [0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.2, 9.0],
+              (128, 128, 2): [0.9, 1.0, 1.05, 1.1, 1.15, 1.2, 1.3, 1.5, 9.0],
               "fix": [0, 2, 5, 10, 20, 40, 80], "kk": [0, 0.05, 0.1, 0.2]},
 }
 
@@ -63,13 +67,19 @@ def tiles_of(m, w, bm, bn):
     return cdiv(m, bm) * cdiv(w, bn)
 
 
-def cost(m, w, k, bm, bn, sk, eff, fix, kk):
-    tiles = tiles_of(m, w, bm, bn)
+def cost(m, w, k, key, sk, eff, fix, kk):
+    """key: (bm, bn), or (bm, bn, 2) for the _c2 kernels: clusters of two CTAs
+    on M-tile pairs, so the units are (2 bm) x bn and SMS / 2 of them run at
+    once; each CTA still does a bm x bn tile's k-steps."""
+    bm, bn = key[0], key[1]
+    cl = key[2] if len(key) > 2 else 1
+    tiles = tiles_of(m, w, bm * cl, bn)
+    slots = SMS // cl
     kb = cdiv(k, 64)
-    e = eff[(bm, bn)]
+    e = eff[key]
     if sk:
-        return tiles * kb / SMS * bm * bn * e + fix * bm * bn + (kk * kb * bm * bn * e if tiles < SMS else 0)
-    return cdiv(tiles, SMS) * kb * bm * bn * e
+        return tiles * kb / slots * bm * bn * e + fix * bm * bn + (kk * kb * bm * bn * e if tiles < slots else 0)
+    return cdiv(tiles, slots) * kb * bm * bn * e
 
 
 def rule(m, n, k, epi, sms=SMS):
@@ -88,13 +98,17 @@ def rule(m, n, k, epi, sms=SMS):
     size = "small" if m <= 64 else "large"
     eff = EFF_SMALL if m <= 64 else EFF_LARGE
     best = None
-    for (bm, bn) in eff:  # table order breaks ties: the first listed wins
+    for key in eff:  # table order breaks ties: the first listed wins
+        bm, bn = key[0], key[1]
+        c2 = len(key) > 2
         if bm == 64 and m > 256:
             continue
+        if c2 and m <= 128:  # one M-tile: the pair's second CTA would idle (no such candidate)
+            continue
         for sk in (0, 1):
-            c = cost(m, w, k, bm, bn, sk, eff, SK_FIX[size], SK_K[size])
+            c = cost(m, w, k, key, sk, eff, SK_FIX[size], SK_K[size])
             if best is None or c < best[0]:
-                best = (c, "tma_m%d_n%d%s" % (bm, bn, "_sk" if sk else ""))
+                best = (c, "tma_m%d_n%d%s%s" % (bm, bn, "_c2" if c2 else "", "_sk" if sk else ""))
     return best[1]
 
 
@@ -148,6 +162,9 @@ def fit(rows, quiet=False):
     for size, eff_name, sel in (("small", "EFF_SMALL", lambda m: 16 < m <= 64),
                                 ("large", "EFF_LARGE", lambda m: m > 64)):
         rs = [r for r in rows if sel(r["M"])]
+        if not rs:  # a zoo run without this M range (e.g. --m 128,...): keep its constants
+            found[size] = (dict(globals()[eff_name]), SK_FIX[size], SK_K[size])
+            continue
         keep = (dict(globals()[eff_name]), SK_FIX[size], SK_K[size])
         eff, fix, kk = dict(FIT_START[size][0]), FIT_START[size][1], FIT_START[size][2]
 

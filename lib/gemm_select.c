@@ -242,6 +242,10 @@ static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, 
   }
 }
 
+/* zoo fit of the _c2 kernels (bench/zoo_rules.py EFF_LARGE; see there) */
+#define EFF_C2_256 9.0
+#define EFF_C2_128 9.0
+
 static int check_tma_lds(int k, int ldx, int ldw, tpg_tma_encode *x_map, tpg_tma_encode *w_map, char *why,
                          size_t whylen) {
   if (!x_map || !w_map) return reject(why, whylen, "x_map/w_map are NULL");
@@ -250,25 +254,29 @@ static int check_tma_lds(int k, int ldx, int ldw, tpg_tma_encode *x_map, tpg_tma
   return 0;
 }
 
-/* The cost model above for one candidate (relative units). */
+/* The cost model above for one candidate (relative units). cl = 2: the _c2
+ * kernels, units of two M-tiles, num_sms / 2 of them at once. */
 typedef struct tma_eff {
-  int bm, bn;
+  int bm, bn, cl;
   double eff;
 } tma_eff;
 static double tma_cost(int m, int wrows, int k, int num_sms, const tma_eff *e, int sk, double fix, double kk) {
-  const double tiles = (double)cdiv(m, e->bm) * cdiv(wrows, e->bn), kb = cdiv(k, 64), area = (double)e->bm * e->bn;
-  if (sk) return tiles * kb / num_sms * area * e->eff + fix * area + (tiles < num_sms ? kk * kb * area * e->eff : 0.0);
-  return (double)cdiv((long)tiles, num_sms) * kb * area * e->eff;
+  const int slots = num_sms / e->cl > 0 ? num_sms / e->cl : 1;
+  const double tiles = (double)cdiv(m, (long)e->bm * e->cl) * cdiv(wrows, e->bn), kb = cdiv(k, 64),
+               area = (double)e->bm * e->bn;
+  if (sk) return tiles * kb / slots * area * e->eff + fix * area + (tiles < slots ? kk * kb * area * e->eff : 0.0);
+  return (double)cdiv((long)tiles, slots) * kb * area * e->eff;
 }
 
 int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arch, int num_sms, int ldx,
                         int ldw, int streamk, tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map,
                         char *why, size_t whylen) {
   /* zoo fit (bench/zoo_rules.py: EFF_SMALL, EFF_LARGE; table order breaks ties) */
-  static const tma_eff small[3] = {{64, 256, 0.6}, {64, 128, 0.6}, {64, 64, 0.8}};
-  static const tma_eff large[5] = {{128, 256, 1.0}, {128, 128, 1.2}, {128, 64, 1.4}, {64, 256, 1.3}, {64, 128, 1.5}};
+  static const tma_eff small[3] = {{64, 256, 1, 0.6}, {64, 128, 1, 0.6}, {64, 64, 1, 0.8}};
+  static const tma_eff large[7] = {{128, 256, 1, 1.0}, {128, 128, 1, 1.2}, {128, 64, 1, 1.4}, {64, 256, 1, 1.3},
+                                   {64, 128, 1, 1.5}, {128, 256, 2, EFF_C2_256}, {128, 128, 2, EFF_C2_128}};
   const int swiglu = epilogue == TPG_EPI_SWIGLU;
-  int rc, i, s, bm = 0, bn = 0, sk = 0;
+  int rc, i, s, bm = 0, bn = 0, sk = 0, cl = 1;
   double best = -1;
   if (x_map) memset(x_map, 0, sizeof *x_map);
   if (w_map) memset(w_map, 0, sizeof *w_map);
@@ -285,11 +293,12 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
       sk = k > 8192;
     } else {
       const tma_eff *tab = m <= 64 ? small : large;
-      const int cnt = m <= 64 ? 3 : 5;
+      const int cnt = m <= 64 ? 3 : 7;
       const double fix = m <= 64 ? 20.0 : 40.0, kk = m <= 64 ? 0.05 : 0.1;
       if (check_tma_lds(k, ldx, ldw, x_map, w_map, why, whylen)) return 1;
       for (i = 0; i < cnt; ++i) {
         if (tab[i].bm == 64 && m > 256) continue;
+        if (tab[i].cl == 2 && m <= 128) continue; /* one M-tile: no pair to share W */
         for (s = 0; s < 2; ++s) {
           double c;
           if ((streamk == 0 && s) || (streamk == 2 && !s)) continue;
@@ -298,6 +307,7 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
             best = c;
             bm = tab[i].bm;
             bn = tab[i].bn;
+            cl = tab[i].cl;
             sk = s;
           }
         }
@@ -308,7 +318,7 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
     /* iteration counts are 32-bit in the kernel */
     if (sk && (unsigned long)cdiv(m, bm) * cdiv(wrows, bn) * (unsigned long)cdiv(k, 64) >= 0x7fffffffUL) sk = 0;
   }
-  fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, bm, bn, sk, 1, 1, out, x_map, w_map);
+  fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, bm, bn, sk, cl, 1, out, x_map, w_map);
   return 0;
 }
 
