@@ -48,23 +48,15 @@ constexpr int BK = 64;
  * As many stages as fit 192 KB, at most 8: BM 128 x BN 256 / 128 / 64 -> 4 / 6
  * / 8; BM 64 x BN 256 / 128 / 64 -> 4 / 8 / 8.
  * + 1024 to align the ring to the 1024-byte swizzle atom, + barriers */
-/* OCC = 2: two CTAs an SM (the _o2 kernels, BM 128 x BN 128), so that one
- * CTA's epilogue runs under the other's MMAs: 3 stages (96 KB) each. */
-template <int BN, int BM = 128, int OCC = 1> struct cfg {
+template <int BN, int BM = 128> struct cfg {
   static_assert(BM == 128 || BM == 64, "BM");
   static_assert(BN == 256 || BN == 128 || BN == 64, "BN");
-  static_assert(OCC == 1 || (OCC == 2 && BN == 128 && BM == 128), "OCC");
   static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
-  static constexpr int STAGES = OCC == 2 ? 3 : 196608 / STAGE_BYTES < 8 ? 196608 / STAGE_BYTES : 8;
+  static constexpr int STAGES = 196608 / STAGE_BYTES < 8 ? 196608 / STAGE_BYTES : 8;
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024 + 2 * STAGES * 8;
   static constexpr int CW = BM == 128 ? BN : BN / 2, ACC = CW / 2;
 };
 constexpr int GROUP_M = 8;
-/* Epilogue stores: 1 = 16 bytes a lane after a quad exchange, 0 = two
- * outputs a store from the fragment (A/B switch for gemm_bench builds). */
-#ifndef TPG_SM90_EPI16
-#define TPG_SM90_EPI16 1
-#endif
 
 TPG_DEV void tile_coords(int t, int mt, int nt, int &mb, int &nb) {
   const int group = t / (GROUP_M * nt);
@@ -122,7 +114,8 @@ TPG_DEV void tma_load_4d_mc(uint32_t dst, const void *map, uint32_t bar, int c0,
  * included). Default (.release.cta) semantics: the arrive only says "this
  * stage's smem has been read" (wgmma.wait_group already ordered the reads);
  * .release.cluster made every arrive a cluster-scope fence and halved the
- * tensor-pipe use (run R1: 51% vs 81%, ncu). */
+ * tensor-pipe use (ncu, M=4096 N=6144 K=4096: 51% vs 81% unclustered; 81%
+ * with this). */
 TPG_DEV void mbar_arrive_cluster(uint32_t bar, uint32_t rank) {
   asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
                "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}" :: "r"(bar), "r"(rank) : "memory");
@@ -306,25 +299,18 @@ TPG_DEV bool sk_fixup(const tpg_gemm_args &a, float (&d)[ACC], int t, int tiles,
  * tile drops from (BM + BN) to (BM + BN/2) rows. A stage of one CTA is then
  * written by both producers: its empty barrier counts the consumer warps of
  * both CTAs (16), and each full barrier expects the whole stage. */
-template <typename T, bool TMA, int BN, int BM = 128, int CL = 1, int OCC = 1>
+template <typename T, bool TMA, int BN, int BM = 128, int CL = 1>
 __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg_gemm_tma_args *p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace sm90;
   static_assert(TMA || BM == 128, "the cp.async producer is written for 128-row tiles");
   static_assert(CL == 1 || (CL == 2 && TMA && BM == 128), "clusters: TMA, 128-row tiles, 2 CTAs");
-  using C = cfg<BN, BM, OCC>;
-  constexpr int STAGES = C::STAGES, STAGE_BYTES = C::STAGE_BYTES;
-  constexpr int A_BYTES = C::A_BYTES, CW = C::CW, ACC = C::ACC;
+  constexpr int STAGES = cfg<BN, BM>::STAGES, STAGE_BYTES = cfg<BN, BM>::STAGE_BYTES;
+  constexpr int A_BYTES = cfg<BN, BM>::A_BYTES, CW = cfg<BN, BM>::CW, ACC = cfg<BN, BM>::ACC;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const uint32_t full_bar = base + STAGES * STAGE_BYTES, empty_bar = full_bar + STAGES * 8;
   const int tid = threadIdx.x, wg = tid >> 7;
-  /* OCC 2: 288 threads, consumers warps 0..7 (warpgroups 0, 1: wgmma wants
-   * aligned warpgroups), the producer warp 8 and no setmaxnreg: two CTAs of
-   * 288 threads leave 112 registers a thread, enough for 64 accumulators,
-   * whereas 384-thread CTAs would leave 80 (ptxas needs ~90) */
-  constexpr bool PW = OCC == 2;
-  const bool producer = PW ? tid >= 256 : wg == 0;
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(full_bar + 8 * s, TMA ? 1 : 128);  /* expect_tx arrive, or one cp.async arrive a producer thread */
@@ -380,11 +366,11 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
   };
   const segs seg0 = {g0, g1, unit0, dp_tiles, nk, units};
 
-  if (producer) {
+  if (wg == 0) {
     /* ---------------- producer warpgroup ---------------- */
-    if constexpr (!PW) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if constexpr (TMA) {
-      if (tid == (PW ? 256 : 0)) {
+      if (tid == 0) {
         int it = 0;
         segs sg = seg0;
         for (int t, kb0, kb1; sg.next(t, kb0, kb1);) {
@@ -456,8 +442,8 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
     asm volatile("cp.async.wait_all;" ::: "memory");  /* no copy outlives its thread */
   } else {
     /* ---------------- consumer warpgroups ---------------- */
-    if constexpr (!PW) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-    const int c = PW ? wg : wg - 1, ct = tid - 128 * wg, warp = ct >> 5, lane = ct & 31;
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    const int c = wg - 1, ct = tid - 128 * wg, warp = ct >> 5, lane = ct & 31;
     const int g = lane >> 2, t2 = (lane & 3) * 2;
     /* a stage is free once every consumer warp of every CTA writing it is done */
     auto release = [](uint32_t bar) {
@@ -501,7 +487,7 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
       /* A tile split across CTAs: only the last contributor to finish goes on
        * to the epilogue, with the whole sum in d. */
       if (sk && (kb0 != 0 || kb1 != nk) &&
-          !sk_fixup<ACC, CL>(a, d, t, tiles, dp_tiles, nk, total, tid - (PW ? 0 : 128), unit0, units, rank))
+          !sk_fixup<ACC, CL>(a, d, t, tiles, dp_tiles, nk, total, tid - 128, unit0, units, rank))
         continue;
 
       /* Epilogue: d[4j+2h], d[4j+2h+1] = row warp*16 + g + 8h, cols 8j + t2 + {0,1}
@@ -511,76 +497,25 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
        * small enough for the instruction cache. */
       epi_dispatch(a.epilogue, [&](auto ec) {
         constexpr int EPI = decltype(ec)::value;
-        const int mr = m0 + (BM == 128 ? c * 64 : 0) + warp * 16 + g; /* rows mr, mr + 8 */
-        const int oc = o0 + (BM == 128 ? 0 : c * (swiglu ? CW / 2 : CW));
-        if constexpr (EPI == TPG_EPI_F32_PARTIAL || !TPG_SM90_EPI16) {
-          /* two outputs (4 or 8 bytes) a store, straight from the fragment */
 #pragma unroll
-          for (int h = 0; h < 2; ++h)
-            if (mr + 8 * h < M) {
-              if constexpr (EPI == TPG_EPI_SWIGLU) {
+        for (int h = 0; h < 2; ++h) {
+          const int m = m0 + (BM == 128 ? c * 64 : 0) + warp * 16 + g + 8 * h;
+          const int oc = o0 + (BM == 128 ? 0 : c * (swiglu ? CW / 2 : CW));
+          if (m < M) {
+            if constexpr (EPI == TPG_EPI_SWIGLU) {
 #pragma unroll
-                for (int jj = 0; jj < CW / 8; jj += 2) {
-                  const int n = oc + (jj / 2) * 8 + t2;
-                  if (n < N) epi_store2<T, EPI>(a, mr + 8 * h, n, d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1],
-                                                d[4 * (jj + 1) + 2 * h], d[4 * (jj + 1) + 2 * h + 1]);
-                }
-              } else {
+              for (int jj = 0; jj < CW / 8; jj += 2) {
+                const int n = oc + (jj / 2) * 8 + t2;
+                if (n < N) epi_store2<T, EPI>(a, m, n, d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1],
+                                              d[4 * (jj + 1) + 2 * h], d[4 * (jj + 1) + 2 * h + 1]);
+              }
+            } else {
 #pragma unroll
-                for (int jj = 0; jj < CW / 8; ++jj) {
-                  const int n = oc + jj * 8 + t2;
-                  if (n < N) epi_store2<T, EPI>(a, mr + 8 * h, n, d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1], 0.f, 0.f);
-                }
+              for (int jj = 0; jj < CW / 8; ++jj) {
+                const int n = oc + jj * 8 + t2;
+                if (n < N) epi_store2<T, EPI>(a, m, n, d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1], 0.f, 0.f);
               }
             }
-        } else {
-          /* 16-byte stores: the quad (lanes 4r..4r+3) holds rows mr, mr + 8 of
-           * two 8-column output chunks q, q + 1 as 2 values a lane each; a
-           * 4 x 4 exchange of packed pairs leaves lane q4 with row
-           * mr + 8 * (q4 & 1) of chunk q + (q4 >> 1), whole. Needs y 16-byte
-           * aligned and ldy % 8 == 0 (the graph builder checks y's alignment
-           * and sets ldy = n). residual may alias y: every element is read
-           * (into the packed pair) before the exchange, and written after
-           * it, by the same quad. */
-          constexpr int Q = EPI == TPG_EPI_SWIGLU ? CW / 16 : CW / 8; /* output chunks of 8 */
-          const int q4 = lane & 3, my_m = mr + 8 * (q4 & 1);
-          T *yrow = static_cast<T *>(a.y) + (size_t)my_m * a.ldy;
-#pragma unroll
-          for (int q = 0; q < Q; q += 2) {
-            uint32_t p[4]; /* [2 * dq + h]: chunk q + dq, row mr + 8h */
-#pragma unroll
-            for (int dq = 0; dq < 2; ++dq)
-#pragma unroll
-              for (int h = 0; h < 2; ++h) {
-                const int m = mr + 8 * h, n = oc + (q + dq) * 8 + t2;
-                float v0 = 0.f, v1 = 0.f;
-                if (m < M && n < N) {
-                  if constexpr (EPI == TPG_EPI_SWIGLU) {
-                    const int j = 2 * (q + dq); /* gate block j, its up rows block j + 1 */
-                    v0 = epi_value<T, EPI>(a, m, n, d[4 * j + 2 * h], d[4 * (j + 1) + 2 * h]);
-                    v1 = epi_value<T, EPI>(a, m, n + 1, d[4 * j + 2 * h + 1], d[4 * (j + 1) + 2 * h + 1]);
-                  } else {
-                    const int j = q + dq;
-                    v0 = epi_value<T, EPI>(a, m, n, d[4 * j + 2 * h], 0.f);
-                    v1 = epi_value<T, EPI>(a, m, n + 1, d[4 * j + 2 * h + 1], 0.f);
-                  }
-                }
-                p[2 * dq + h] = dt<T>::pack2(v0, v1);
-              }
-            /* r[s] = lane s's p[q4] (cols 2s, 2s + 1 of my chunk row) */
-            auto pick = [&](int i) { return i == 0 ? p[0] : i == 1 ? p[1] : i == 2 ? p[2] : p[3]; };
-            uint32_t r0 = 0, r1 = 0, r2 = 0, r3 = 0;
-#pragma unroll
-            for (int x = 0; x < 4; ++x) {
-              const int s = q4 ^ x;
-              const uint32_t got = x == 0 ? pick(q4) : __shfl_xor_sync(0xffffffffu, pick(s), x);
-              r0 = s == 0 ? got : r0;
-              r1 = s == 1 ? got : r1;
-              r2 = s == 2 ? got : r2;
-              r3 = s == 3 ? got : r3;
-            }
-            const int n0 = oc + (q + (q4 >> 1)) * 8;
-            if (my_m < M && n0 < N) *reinterpret_cast<uint4 *>(yrow + n0) = make_uint4(r0, r1, r2, r3);
           }
         }
       });
@@ -651,16 +586,6 @@ TPG_SM90TMA_BM(tpg_gemm_sm90tma_f16_m64_n64, __half, 64, 64)
     tpg::pdl_launch_dependents();                                                      \
     tpg::gemm_sm90_body<T, true, BN, 128, 2>(p.a, &p);                                 \
   }
-/* Two CTAs an SM (_o2, BM 128 x BN 128, 3 stages, block 288): grid =
- * min(tiles, 2 * SMs) (stream-K: 2 * SMs); smem cfg<128, 128, 2>::SMEM_BYTES (99376). */
-#define TPG_SM90TMA_O2(NAME, T)                                                         \
-  extern "C" __global__ void __maxnreg__(96) NAME(const __grid_constant__ tpg_gemm_tma_args p) { \
-    tpg::pdl_wait();                                                                   \
-    tpg::pdl_launch_dependents();                                                      \
-    tpg::gemm_sm90_body<T, true, 128, 128, 1, 2>(p.a, &p);                             \
-  }
-TPG_SM90TMA_O2(tpg_gemm_sm90tma_bf16_n128_o2, __nv_bfloat16)
-TPG_SM90TMA_O2(tpg_gemm_sm90tma_f16_n128_o2, __half)
 TPG_SM90TMA_C2(tpg_gemm_sm90tma_bf16_c2, __nv_bfloat16, 256)
 TPG_SM90TMA_C2(tpg_gemm_sm90tma_f16_c2, __half, 256)
 TPG_SM90TMA_C2(tpg_gemm_sm90tma_bf16_n128_c2, __nv_bfloat16, 128)

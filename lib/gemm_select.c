@@ -186,7 +186,7 @@ static void fill_map(tpg_tma_encode *e, int rank, const unsigned long long *dims
  * workspace covers 2 * units tiles. The caller has checked the shape and
  * the leading dimensions. */
 static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, int ldx, int ldw, int bm, int bn,
-                     int sk, int cl, int occ, tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map) {
+                     int sk, int cl, tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map) {
   static const char *const names_c2[2][2] = {/* [bf16][bn 256, 128] */
                                              {"tpg_gemm_sm90tma_f16_c2", "tpg_gemm_sm90tma_f16_n128_c2"},
                                              {"tpg_gemm_sm90tma_bf16_c2", "tpg_gemm_sm90tma_bf16_n128_c2"}};
@@ -200,22 +200,17 @@ static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, 
   /* units: what one cluster (one CTA when cl = 1) takes at a time */
   const unsigned long tiles = (unsigned long)cdiv(m, (long)bm * cl) * cdiv(n, swiglu ? bn / 2 : bn);
   const unsigned long work = sk ? tiles * cdiv(k, 64) : tiles; /* what the grid divides */
-  /* resident at once: clusters (cl = 2), or two CTAs an SM (occ = 2: the _o2
-   * kernels, 128 x 128 tiles, 3 stages, 288 threads) */
-  const unsigned long clusters = (unsigned long)(num_sms / cl > 0 ? num_sms / cl : 1) * (occ == 2 ? 2 : 1);
-  const unsigned ostages = 3;
+  const unsigned long clusters = (unsigned long)(num_sms / cl > 0 ? num_sms / cl : 1); /* resident at once */
   /* the kernel's ring: as many stages as fit 192 KB, at most 8 (gemm_sm90.cu cfg) */
   const unsigned stage = (unsigned)(bm + bn) * 64 * 2, stages = 196608 / stage < 8 ? 196608 / stage : 8;
   memset(out, 0, sizeof *out);
-  out->kernel = cl == 2    ? names_c2[dtype == TPG_KDT_BF16][bn == 256 ? 0 : 1]
-                : occ == 2 ? (dtype == TPG_KDT_BF16 ? "tpg_gemm_sm90tma_bf16_n128_o2" : "tpg_gemm_sm90tma_f16_n128_o2")
-                           : names[dtype == TPG_KDT_BF16][bm == 64][bn == 256 ? 0 : bn == 128 ? 1 : 2];
+  out->kernel = cl == 2 ? names_c2[dtype == TPG_KDT_BF16][bn == 256 ? 0 : 1]
+                        : names[dtype == TPG_KDT_BF16][bm == 64][bn == 256 ? 0 : bn == 128 ? 1 : 2];
   out->grid[0] = (unsigned)(cl * (work < clusters ? work : clusters));
   out->grid[1] = out->grid[2] = 1;
-  out->block[0] = occ == 2 ? 288 : 384;
+  out->block[0] = 384;
   out->block[1] = out->block[2] = 1;
-  /* 197696 (128 x 256), 197728 (128 x 128), 99376 (_o2) */
-  out->smem_bytes = occ == 2 ? ostages * stage + 1024 + 2 * ostages * 8 : stages * stage + 1024 + 2 * stages * 8;
+  out->smem_bytes = stages * stage + 1024 + 2 * stages * 8; /* 197696 (128 x 256), 197728 (128 x 128) */
   /* partial slots are sized for 128-row tiles (tpg_sk_workspace_bytes); 64-row tiles use half */
   out->workspace_bytes = sk ? tpg_sk_workspace_bytes(tiles * cl, out->grid[0], (size_t)bn) : 0;
   out->workspace_zeroed = sk ? ((tiles * cl * 4 + 255) & ~(size_t)255) : 0;
@@ -318,7 +313,7 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
     /* iteration counts are 32-bit in the kernel */
     if (sk && (unsigned long)cdiv(m, bm) * cdiv(wrows, bn) * (unsigned long)cdiv(k, 64) >= 0x7fffffffUL) sk = 0;
   }
-  fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, bm, bn, sk, cl, 1, out, x_map, w_map);
+  fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, bm, bn, sk, cl, out, x_map, w_map);
   return 0;
 }
 
@@ -333,8 +328,7 @@ int tpg_gemm_variant_name(const tpg_gemm_variant *v, char *buf, size_t len) {
     case TPG_GEMM_VAR_GEMV: r = snprintf(buf, len, "gemv"); break;
     case TPG_GEMM_VAR_GEMV_SK: r = snprintf(buf, len, "gemv_sk"); break;
     case TPG_GEMM_VAR_TMA:
-      r = snprintf(buf, len, "tma_m%d_n%d%s%s", v->bm, v->bn, v->cluster == 2 ? "_c2" : v->occ == 2 ? "_o2" : "",
-                   v->streamk ? "_sk" : "");
+      r = snprintf(buf, len, "tma_m%d_n%d%s%s", v->bm, v->bn, v->cluster == 2 ? "_c2" : "", v->streamk ? "_sk" : "");
       break;
     default: r = snprintf(buf, len, "?"); return 1;
   }
@@ -351,16 +345,14 @@ int tpg_gemm_variant_parse(const char *s, tpg_gemm_variant *v) {
   if (sscanf(s, "tma_m%d_n%d%n", &bm, &bn, &used) == 2 && (bm == 64 || bm == 128) &&
       (bn == 64 || bn == 128 || bn == 256)) {
     const char *rest = s + used;
-    const int c2 = !strncmp(rest, "_c2", 3), o2 = !strncmp(rest, "_o2", 3);
-    if (c2 || o2) rest += 3;
+    const int c2 = !strncmp(rest, "_c2", 3);
+    if (c2) rest += 3;
     if (c2 && (bm != 128 || bn == 64)) return 1;
-    if (o2 && (bm != 128 || bn != 128)) return 1;
     if (rest[0] != '\0' && strcmp(rest, "_sk")) return 1;
     v->kind = TPG_GEMM_VAR_TMA;
     v->bm = bm;
     v->bn = bn;
     v->cluster = c2 ? 2 : 0;
-    v->occ = o2 ? 2 : 0;
     v->streamk = rest[0] != '\0';
     return 0;
   }
@@ -427,15 +419,11 @@ int tpg_gemm_select_variant(int m, int n, int k, int dtype, int epilogue, int sm
         return reject(why, whylen, "variant: cluster must be 1 or 2");
       if (cl == 2 && (v->bm != 128 || v->bn == 64))
         return reject(why, whylen, "variant: cluster 2 needs bm 128 and bn 256 or 128");
-      if (v->occ != 0 && v->occ != 1 && v->occ != 2) return reject(why, whylen, "variant: occ must be 1 or 2");
-      if (v->occ == 2 && (cl == 2 || v->bm != 128 || v->bn != 128))
-        return reject(why, whylen, "variant: occ 2 needs bm 128, bn 128 and no cluster");
       if (check_tma_lds(k, ldx, ldw, x_map, w_map, why, whylen)) return 1;
       tiles = (unsigned long)cdiv(m, v->bm) * cdiv(n, swiglu ? v->bn / 2 : v->bn);
       if (v->streamk && tiles * (unsigned long)cdiv(k, 64) >= 0x7fffffffUL)
         return reject(why, whylen, "variant: stream-K iteration count exceeds 2^31");
-      fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, v->bm, v->bn, v->streamk != 0, cl, v->occ == 2 ? 2 : 1, out,
-               x_map, w_map);
+      fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, v->bm, v->bn, v->streamk != 0, cl, out, x_map, w_map);
       break;
     }
     default:
@@ -465,7 +453,7 @@ int tpg_gemm_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_
   do {                                                                                 \
     if (cnt < cap && list) {                                                           \
       list[cnt].kind = (K_); list[cnt].bm = (BM_); list[cnt].bn = (BN_); list[cnt].streamk = (SK_); \
-      list[cnt].cluster = (CL_); list[cnt].occ = 0;                                    \
+      list[cnt].cluster = (CL_);                                                       \
     }                                                                                  \
     ++cnt;                                                                             \
   } while (0)
@@ -500,16 +488,6 @@ int tpg_gemm_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_
         TPG_ADD_C(TPG_GEMM_VAR_TMA, 128, bn, 0, 2);
         if (units % (unsigned long)(num_sms / 2 > 0 ? num_sms / 2 : 1)) TPG_ADD_C(TPG_GEMM_VAR_TMA, 128, bn, 1, 2);
       }
-    /* two 128 x 128 CTAs an SM (one's epilogue under the other's MMAs) */
-    if (m > 64) {
-      const unsigned long tiles = (unsigned long)cdiv(m, 128) * cdiv(n, swiglu ? 64 : 128);
-      TPG_ADD(TPG_GEMM_VAR_TMA, 128, 128, 0);
-      if (cnt <= cap && list) list[cnt - 1].occ = 2;
-      if (tiles % (unsigned long)(2 * num_sms)) {
-        TPG_ADD(TPG_GEMM_VAR_TMA, 128, 128, 1);
-        if (cnt <= cap && list) list[cnt - 1].occ = 2;
-      }
-    }
   }
 #undef TPG_ADD
 #undef TPG_ADD_C

@@ -86,8 +86,6 @@ typedef struct tpg_gemm_variant {
   int streamk;  /* TMA: 0 whole tiles, 1 stream-K                   */
   int cluster;  /* TMA: 0 one CTA a tile (1 is read the same), 2 clusters of two CTAs
                    on M-tile pairs (bm 128, bn 256|128; "_c2")       */
-  int occ;      /* TMA: 0 (or 1) one CTA an SM, 2 two (bm = bn = 128,
-                   "_o2"); not with cluster 2                       */
 } tpg_gemm_variant;
 
 #define TPG_GEMM_MAX_CANDIDATES 20
