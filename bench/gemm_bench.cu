@@ -87,6 +87,10 @@ static kfn_tma find_tma_kernel(const char *name) {
       {"tpg_gemm_sm90tma_f16_c2", tpg_gemm_sm90tma_f16_c2},
       {"tpg_gemm_sm90tma_bf16_n128_c2", tpg_gemm_sm90tma_bf16_n128_c2},
       {"tpg_gemm_sm90tma_f16_n128_c2", tpg_gemm_sm90tma_f16_n128_c2},
+      {"tpg_gemm_sm90tma_bf16_n192", tpg_gemm_sm90tma_bf16_n192},
+      {"tpg_gemm_sm90tma_f16_n192", tpg_gemm_sm90tma_f16_n192},
+      {"tpg_gemm_sm90tma_bf16_n192_c2", tpg_gemm_sm90tma_bf16_n192_c2},
+      {"tpg_gemm_sm90tma_f16_n192_c2", tpg_gemm_sm90tma_f16_n192_c2},
   };
   for (auto &e : more)
     if (!strcmp(name, e.name)) return e.fn;

@@ -187,15 +187,16 @@ static void fill_map(tpg_tma_encode *e, int rank, const unsigned long long *dims
  * the leading dimensions. */
 static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, int ldx, int ldw, int bm, int bn,
                      int sk, int cl, tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map) {
-  static const char *const names_c2[2][2] = {/* [bf16][bn 256, 128] */
-                                             {"tpg_gemm_sm90tma_f16_c2", "tpg_gemm_sm90tma_f16_n128_c2"},
-                                             {"tpg_gemm_sm90tma_bf16_c2", "tpg_gemm_sm90tma_bf16_n128_c2"}};
-  static const char *const names[2][2][3] = {
-      /* [bf16][bm == 64][bn 256, 128, 64] */
-      {{"tpg_gemm_sm90tma_f16", "tpg_gemm_sm90tma_f16_n128", "tpg_gemm_sm90tma_f16_n64"},
-       {"tpg_gemm_sm90tma_f16_m64", "tpg_gemm_sm90tma_f16_m64_n128", "tpg_gemm_sm90tma_f16_m64_n64"}},
-      {{"tpg_gemm_sm90tma_bf16", "tpg_gemm_sm90tma_bf16_n128", "tpg_gemm_sm90tma_bf16_n64"},
-       {"tpg_gemm_sm90tma_bf16_m64", "tpg_gemm_sm90tma_bf16_m64_n128", "tpg_gemm_sm90tma_bf16_m64_n64"}}};
+  static const char *const names_c2[2][3] = {
+      /* [bf16][bn 256, 192, 128] */
+      {"tpg_gemm_sm90tma_f16_c2", "tpg_gemm_sm90tma_f16_n192_c2", "tpg_gemm_sm90tma_f16_n128_c2"},
+      {"tpg_gemm_sm90tma_bf16_c2", "tpg_gemm_sm90tma_bf16_n192_c2", "tpg_gemm_sm90tma_bf16_n128_c2"}};
+  static const char *const names[2][2][4] = {
+      /* [bf16][bm == 64][bn 256, 128, 64, 192 (bm 128 only)] */
+      {{"tpg_gemm_sm90tma_f16", "tpg_gemm_sm90tma_f16_n128", "tpg_gemm_sm90tma_f16_n64", "tpg_gemm_sm90tma_f16_n192"},
+       {"tpg_gemm_sm90tma_f16_m64", "tpg_gemm_sm90tma_f16_m64_n128", "tpg_gemm_sm90tma_f16_m64_n64", NULL}},
+      {{"tpg_gemm_sm90tma_bf16", "tpg_gemm_sm90tma_bf16_n128", "tpg_gemm_sm90tma_bf16_n64", "tpg_gemm_sm90tma_bf16_n192"},
+       {"tpg_gemm_sm90tma_bf16_m64", "tpg_gemm_sm90tma_bf16_m64_n128", "tpg_gemm_sm90tma_bf16_m64_n64", NULL}}};
   const int swiglu = epilogue == TPG_EPI_SWIGLU;
   /* units: what one cluster (one CTA when cl = 1) takes at a time */
   const unsigned long tiles = (unsigned long)cdiv(m, (long)bm * cl) * cdiv(n, swiglu ? bn / 2 : bn);
@@ -204,8 +205,8 @@ static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, 
   /* the kernel's ring: as many stages as fit 192 KB, at most 8 (gemm_sm90.cu cfg) */
   const unsigned stage = (unsigned)(bm + bn) * 64 * 2, stages = 196608 / stage < 8 ? 196608 / stage : 8;
   memset(out, 0, sizeof *out);
-  out->kernel = cl == 2 ? names_c2[dtype == TPG_KDT_BF16][bn == 256 ? 0 : 1]
-                        : names[dtype == TPG_KDT_BF16][bm == 64][bn == 256 ? 0 : bn == 128 ? 1 : 2];
+  out->kernel = cl == 2 ? names_c2[dtype == TPG_KDT_BF16][bn == 256 ? 0 : bn == 192 ? 1 : 2]
+                        : names[dtype == TPG_KDT_BF16][bm == 64][bn == 256 ? 0 : bn == 128 ? 1 : bn == 64 ? 2 : 3];
   out->grid[0] = (unsigned)(cl * (work < clusters ? work : clusters));
   out->grid[1] = out->grid[2] = 1;
   out->block[0] = 384;
@@ -240,6 +241,8 @@ static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, 
 /* zoo fit of the _c2 kernels (bench/zoo_rules.py EFF_LARGE; see there) */
 #define EFF_C2_256 9.0
 #define EFF_C2_128 9.0
+#define EFF_N192 9.0
+#define EFF_C2_192 9.0
 
 static int check_tma_lds(int k, int ldx, int ldw, tpg_tma_encode *x_map, tpg_tma_encode *w_map, char *why,
                          size_t whylen) {
@@ -268,8 +271,9 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
                         char *why, size_t whylen) {
   /* zoo fit (bench/zoo_rules.py: EFF_SMALL, EFF_LARGE; table order breaks ties) */
   static const tma_eff small[3] = {{64, 256, 1, 0.6}, {64, 128, 1, 0.6}, {64, 64, 1, 0.8}};
-  static const tma_eff large[7] = {{128, 256, 1, 1.0}, {128, 128, 1, 1.2}, {128, 64, 1, 1.4}, {64, 256, 1, 1.3},
-                                   {64, 128, 1, 1.5}, {128, 256, 2, EFF_C2_256}, {128, 128, 2, EFF_C2_128}};
+  static const tma_eff large[9] = {{128, 256, 1, 1.0},        {128, 128, 1, 1.2},        {128, 64, 1, 1.4},
+                                   {64, 256, 1, 1.3},         {64, 128, 1, 1.5},         {128, 256, 2, EFF_C2_256},
+                                   {128, 128, 2, EFF_C2_128}, {128, 192, 1, EFF_N192}, {128, 192, 2, EFF_C2_192}};
   const int swiglu = epilogue == TPG_EPI_SWIGLU;
   int rc, i, s, bm = 0, bn = 0, sk = 0, cl = 1;
   double best = -1;
@@ -288,7 +292,7 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
       sk = k > 8192;
     } else {
       const tma_eff *tab = m <= 64 ? small : large;
-      const int cnt = m <= 64 ? 3 : 7;
+      const int cnt = m <= 64 ? 3 : 9;
       const double fix = m <= 64 ? 20.0 : 40.0, kk = m <= 64 ? 0.05 : 0.1;
       if (check_tma_lds(k, ldx, ldw, x_map, w_map, why, whylen)) return 1;
       for (i = 0; i < cnt; ++i) {
@@ -343,7 +347,7 @@ int tpg_gemm_variant_parse(const char *s, tpg_gemm_variant *v) {
   if (!strcmp(s, "gemv")) { v->kind = TPG_GEMM_VAR_GEMV; return 0; }
   if (!strcmp(s, "gemv_sk")) { v->kind = TPG_GEMM_VAR_GEMV_SK; return 0; }
   if (sscanf(s, "tma_m%d_n%d%n", &bm, &bn, &used) == 2 && (bm == 64 || bm == 128) &&
-      (bn == 64 || bn == 128 || bn == 256)) {
+      (bn == 64 || bn == 128 || bn == 256 || (bn == 192 && bm == 128))) {
     const char *rest = s + used;
     const int c2 = !strncmp(rest, "_c2", 3);
     if (c2) rest += 3;
@@ -413,8 +417,9 @@ int tpg_gemm_select_variant(int m, int n, int k, int dtype, int epilogue, int sm
         return reject(why, whylen, buf);
       }
       const int cl = v->cluster == 2 ? 2 : 1;
-      if ((v->bm != 64 && v->bm != 128) || (v->bn != 64 && v->bn != 128 && v->bn != 256))
-        return reject(why, whylen, "variant: bm must be 64 or 128, bn 64, 128 or 256");
+      if ((v->bm != 64 && v->bm != 128) || (v->bn != 64 && v->bn != 128 && v->bn != 256 && v->bn != 192) ||
+          (v->bn == 192 && v->bm != 128))
+        return reject(why, whylen, "variant: bm must be 64 or 128, bn 64, 128 or 256 (or 192 with bm 128)");
       if (v->cluster != 0 && v->cluster != 1 && v->cluster != 2)
         return reject(why, whylen, "variant: cluster must be 1 or 2");
       if (cl == 2 && (v->bm != 128 || v->bn == 64))
@@ -467,12 +472,13 @@ int tpg_gemm_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_
     TPG_ADD(TPG_GEMM_VAR_GEMV, 0, 0, 0);
   }
   {
-    static const int bms[2] = {128, 64}, bns[3] = {256, 128, 64};
+    static const int bms[2] = {128, 64}, bns[4] = {256, 192, 128, 64};
     int i, j;
     for (i = 0; i < 2; ++i)
-      for (j = 0; j < 3; ++j) {
+      for (j = 0; j < 4; ++j) {
         const int bm = bms[i], bn = bns[j];
         unsigned long tiles;
+        if (bn == 192 && (bm != 128 || m <= 64)) continue; /* a 128-row-tile width for prefill */
         if (m <= 16 && (bm != 64 || bn == 256)) continue;
         if (m > 16 && m <= 64 && bm == 128 && bn != 128) continue;
         if (m > 64 && bm == 64 && (m > 256 || bn == 64)) continue;
@@ -482,7 +488,7 @@ int tpg_gemm_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_
       }
     /* clusters of two along M: only with at least two 128-row M-tiles */
     if (m > 128)
-      for (j = 0; j < 2; ++j) {
+      for (j = 0; j < 3; ++j) {
         const int bn = bns[j];
         const unsigned long units = (unsigned long)cdiv(m, 256) * cdiv(n, swiglu ? bn / 2 : bn);
         TPG_ADD_C(TPG_GEMM_VAR_TMA, 128, bn, 0, 2);

@@ -187,6 +187,23 @@ int main(void) {
     CHECK(tpg_gemm_select_variant(512, 512, 4096, TPG_KDT_BF16, TPG_EPI_SWIGLU, 90, 131, 4096, 4096, &v, &l, &xe, &we,
                                   why, sizeof why) == 0);
     CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_c2") == 0 && l.grid[0] == 16 && we.rank == 4 && we.box[3] == 8);
+    /* BN 192: 128-row tiles only; N = 6144 at M = 512: 4 x 32 tiles, 4 stages of 40 KB */
+    CHECK(tpg_gemm_variant_parse("tma_m64_n192", &v) != 0);
+    CHECK(tpg_gemm_variant_parse("tma_m128_n192", &v) == 0 && v.bn == 192);
+    CHECK(tpg_gemm_select_variant(512, 6144, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, &v, &l, &xe, &we,
+                                  why, sizeof why) == 0);
+    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_n192") == 0 && l.grid[0] == 128 && l.smem_bytes == 164928 &&
+          we.box[1] == 192 && xe.box[1] == 128);
+    CHECK(tpg_gemm_variant_parse("tma_m128_n192_c2_sk", &v) == 0 && v.cluster == 2);
+    CHECK(tpg_gemm_select_variant(512, 6144, 4096, TPG_KDT_F16, TPG_EPI_SWIGLU, 90, 132, 4096, 4096, &v, &l, &xe, &we,
+                                  why, sizeof why) == 0);
+    /* SwiGLU: 96 outputs a unit, 2 x 64 units; W box 6 groups of 16 rows (half of 192) */
+    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_f16_n192_c2") == 0 && l.grid[0] == 132 && we.box[3] == 6 &&
+          l.workspace_bytes == tpg_sk_workspace_bytes(256, 132, 192));
+    v.bm = 64;
+    CHECK(tpg_gemm_select_variant(512, 6144, 4096, TPG_KDT_F16, TPG_EPI_NONE, 90, 132, 4096, 4096, &v, &l, &xe, &we,
+                                  why, sizeof why) != 0 && strstr(why, "192") != NULL);
+    v.bm = 128;
     /* no clusters at M <= 128 (one M-tile: the pair's second CTA would idle) */
     {
       const int cnt = tpg_gemm_candidates(128, 4096, 4096, TPG_EPI_NONE, 90, 132, list, TPG_GEMM_MAX_CANDIDATES);
