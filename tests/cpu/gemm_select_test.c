@@ -54,10 +54,13 @@ int main(void) {
                               why, sizeof why) == 0);
     CHECK(l.split_k == TPG_SPLITK_STREAM && l.grid[0] == 132 && we.box[1] == 128);
     CHECK(l.workspace_bytes == tpg_sk_workspace_bytes(270, 132, 128));
-    /* M = 4096: 1792 tiles of 128 x 256; streamk 0: whole tiles on the full grid */
+    /* M = 4096, N = 14336: the cost model takes 2-CTA clusters of 128 x 192 tiles (16 x 75 units on 66
+     * clusters, stream-K over the last wave; each CTA loads half the W box); streamk 0: whole 128 x 256
+     * tiles (1792) on the full grid, as _c2 is stream-K only */
     CHECK(tpg_gemm_select_tma(4096, 14336, 8192, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 8192, 8192, 1, &l, &xe, &we,
                               why, sizeof why) == 0);
-    CHECK(l.grid[0] == 132 && we.box[1] == 256 && xe.box[1] == 128);
+    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_n192_c2") == 0 && l.grid[0] == 132 && we.box[1] == 96 &&
+          xe.box[1] == 128 && l.split_k == TPG_SPLITK_STREAM && l.workspace_bytes == tpg_sk_workspace_bytes(2400, 132, 192));
     CHECK(tpg_gemm_select_tma(4096, 14336, 8192, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 8192, 8192, 0, &l, &xe, &we,
                               why, sizeof why) == 0);
     CHECK(l.split_k == 1 && l.workspace_bytes == 0 && l.grid[0] == 132 && we.box[1] == 256);
