@@ -85,6 +85,14 @@ static kfn_tma find_tma_kernel(const char *name) {
       {"tpg_gemm_sm90tma_f16_m64_n128", tpg_gemm_sm90tma_f16_m64_n128},
       {"tpg_gemm_sm90tma_bf16_m64_n64", tpg_gemm_sm90tma_bf16_m64_n64},
       {"tpg_gemm_sm90tma_f16_m64_n64", tpg_gemm_sm90tma_f16_m64_n64},
+      {"tpg_gemm_sm90tma_bf16_c2", tpg_gemm_sm90tma_bf16_c2},
+      {"tpg_gemm_sm90tma_f16_c2", tpg_gemm_sm90tma_f16_c2},
+      {"tpg_gemm_sm90tma_bf16_n128_c2", tpg_gemm_sm90tma_bf16_n128_c2},
+      {"tpg_gemm_sm90tma_f16_n128_c2", tpg_gemm_sm90tma_f16_n128_c2},
+      {"tpg_gemm_sm90tma_bf16_n192", tpg_gemm_sm90tma_bf16_n192},
+      {"tpg_gemm_sm90tma_f16_n192", tpg_gemm_sm90tma_f16_n192},
+      {"tpg_gemm_sm90tma_bf16_n192_c2", tpg_gemm_sm90tma_bf16_n192_c2},
+      {"tpg_gemm_sm90tma_f16_n192_c2", tpg_gemm_sm90tma_f16_n192_c2},
   };
   for (auto &e : more)
     if (!strcmp(name, e.name)) return e.fn;
@@ -756,7 +764,9 @@ int main(int argc, char **argv) {
   }
 
   /* ---- checks ---- */
-  const int Ms[] = {1, 3, 9, 16, 17, 33, 64, 255, 1024, 4096};  /* each decode GEMV class, full and partial */
+  /* each decode GEMV class, full and partial; 383: three 128-row M-tiles, so a _c2 cluster's second tile is
+     wholly past M */
+  const int Ms[] = {1, 3, 9, 16, 17, 33, 64, 255, 383, 1024, 4096};
   const int NK[][2] = {{264, 520}, {1096, 776}, {2056, 4104}};
   auto t0 = std::chrono::steady_clock::now();
   int si = 0;

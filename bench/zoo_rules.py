@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """zoo_rules.py - the GEMM selector's rule, derived from a gemm_bench zoo run.
 
-Usage: python3 bench/zoo_rules.py ZOO.json [--tree] [--fit] [--cv] [--summary | --picks]
+Usage: python3 bench/zoo_rules.py ZOO.json [--tree] [--fit | --fit-from-rule] [--cv] [--summary | --picks]
 
 ZOO.json: `gemm_bench --zoo --cand --json` output (every shape of the model
 zoo with ours, cuBLASLt, and every forced candidate's time). Prints, per M
@@ -19,7 +19,13 @@ log(time / best): the M <= 16 thresholds of rule() are its M = 16 tree,
 rounded. --fit re-runs the coordinate descent that set the cost model's
 constants (EFF_*, SK_FIX, SK_K) over the grids in FIT_GRID from FIT_START
 and prints what it finds (the table below still uses the constants in the
-file; they are what the fit printed on the H200 zoo of commit f02745a).
+file; they are what the fit printed on the H200 zoo of commit f02745a; the
+m > 64 ones were refitted with --fit-from-rule when the _c2 and BN 192
+kernels were added, on a zoo run that timed them: commit 6a048dc,
+`gemm_bench --zoo --cand --reps 7 --m 128,256,512,1024,2048,4096,8192` with
+`--tp 4,8`, `--tp 2` and `--models llama3-8b --tp 1`, the three JSON files
+merged (504 shapes). The f02745a zoo has no times for those kernels, so
+this script now needs a run with them (--picks still works on any zoo).
 """
 import collections
 import json
@@ -34,16 +40,22 @@ import sys
 # m <= 64 is weight streaming (64-row tiles only), m > 64 compute: two tables.
 # Fitted on the zoo by coordinate descent over FIT_GRID (--fit).
 SMS = 132
+# The _c2 kernels are considered stream-K only: whole-tile _c2 was the best
+# candidate on 18 of 504 shapes (R3) and 2 of 378 (R2), and letting the rule
+# take them fitted worse (1.185 vs 1.182 on R3).
+C2_SK_ONLY = True
 EFF_SMALL = {(64, 256): 0.6, (64, 128): 0.6, (64, 64): 0.8}
-EFF_LARGE = {(128, 256): 1.0, (128, 128): 1.2, (128, 64): 1.4, (64, 256): 1.3, (64, 128): 1.5}
+EFF_LARGE = {(128, 256): 1.0, (128, 128): 1.15, (128, 64): 1.4, (64, 256): 1.3, (64, 128): 1.5,
+             (128, 256, 2): 0.95, (128, 128, 2): 1.05, (128, 192): 1.0, (128, 192, 2): 0.9}
 SK_FIX = {"small": 20.0, "large": 40.0}
-SK_K = {"small": 0.05, "large": 0.1}
+SK_K = {"small": 0.05, "large": 0.0}
 
 
 # Where the descent starts: a first guess (the old rule's 1.15 for BN 128).
 FIT_START = {
     "small": ({(64, 256): 1.0, (64, 128): 1.0, (64, 64): 1.0}, 10.0, 0.0),
-    "large": ({(128, 256): 1.0, (128, 128): 1.15, (128, 64): 1.4, (64, 256): 1.3, (64, 128): 1.5}, 10.0, 0.0),
+    "large": ({(128, 256): 1.0, (128, 128): 1.15, (128, 64): 1.4, (64, 256): 1.3, (64, 128): 1.5,
+               (128, 256, 2): 1.0, (128, 128, 2): 1.2, (128, 192): 1.1, (128, 192, 2): 1.1}, 10.0, 0.0),
 }
 FIT_GRID = {
     "small": {(64, 256): [0.6, 0.8, 1.0, 1.2], (64, 128): [0.6, 0.8, 1.0, 1.2, 1.4, 1.7, 2.0, 2.5],
@@ -51,6 +63,10 @@ FIT_GRID = {
               "kk": [0, 0.05, 0.1, 0.2, 0.4]},
     "large": {(128, 128): [1.0, 1.05, 1.1, 1.15, 1.2, 1.3], (128, 64): [1.1, 1.2, 1.3, 1.4, 1.6, 1.8],
               (64, 256): [1.0, 1.1, 1.2, 1.3, 1.4, 1.6], (64, 128): [1.1, 1.2, 1.3, 1.4, 1.5, 1.7, 2.0],
+              (128, 256, 2): [0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.2, 9.0],
+              (128, 128, 2): [0.9, 1.0, 1.05, 1.1, 1.15, 1.2, 1.3, 1.5, 9.0],
+              (128, 192): [0.9, 1.0, 1.05, 1.1, 1.15, 1.2, 1.3, 1.5, 9.0],
+              (128, 192, 2): [0.9, 1.0, 1.05, 1.1, 1.15, 1.2, 1.3, 1.5, 9.0],
               "fix": [0, 2, 5, 10, 20, 40, 80], "kk": [0, 0.05, 0.1, 0.2]},
 }
 
@@ -63,13 +79,19 @@ def tiles_of(m, w, bm, bn):
     return cdiv(m, bm) * cdiv(w, bn)
 
 
-def cost(m, w, k, bm, bn, sk, eff, fix, kk):
-    tiles = tiles_of(m, w, bm, bn)
+def cost(m, w, k, key, sk, eff, fix, kk):
+    """key: (bm, bn), or (bm, bn, 2) for the _c2 kernels: clusters of two CTAs
+    on M-tile pairs, so the units are (2 bm) x bn and SMS / 2 of them run at
+    once; each CTA still does a bm x bn tile's k-steps."""
+    bm, bn = key[0], key[1]
+    cl = key[2] if len(key) > 2 else 1
+    tiles = tiles_of(m, w, bm * cl, bn)
+    slots = SMS // cl
     kb = cdiv(k, 64)
-    e = eff[(bm, bn)]
+    e = eff[key]
     if sk:
-        return tiles * kb / SMS * bm * bn * e + fix * bm * bn + (kk * kb * bm * bn * e if tiles < SMS else 0)
-    return cdiv(tiles, SMS) * kb * bm * bn * e
+        return tiles * kb / slots * bm * bn * e + fix * bm * bn + (kk * kb * bm * bn * e if tiles < slots else 0)
+    return cdiv(tiles, slots) * kb * bm * bn * e
 
 
 def rule(m, n, k, epi, sms=SMS):
@@ -88,13 +110,19 @@ def rule(m, n, k, epi, sms=SMS):
     size = "small" if m <= 64 else "large"
     eff = EFF_SMALL if m <= 64 else EFF_LARGE
     best = None
-    for (bm, bn) in eff:  # table order breaks ties: the first listed wins
+    for key in eff:  # table order breaks ties: the first listed wins
+        bm, bn = key[0], key[1]
+        c2 = len(key) > 2
         if bm == 64 and m > 256:
             continue
+        if c2 and m <= 128:  # one M-tile: the pair's second CTA would idle (no such candidate)
+            continue
         for sk in (0, 1):
-            c = cost(m, w, k, bm, bn, sk, eff, SK_FIX[size], SK_K[size])
+            if c2 and not sk and C2_SK_ONLY:  # whole-tile _c2 won 2 of 378 shapes (R2): the rule takes it stream-K only
+                continue
+            c = cost(m, w, k, key, sk, eff, SK_FIX[size], SK_K[size])
             if best is None or c < best[0]:
-                best = (c, "tma_m%d_n%d%s" % (bm, bn, "_sk" if sk else ""))
+                best = (c, "tma_m%d_n%d%s%s" % (bm, bn, "_c2" if c2 else "", "_sk" if sk else ""))
     return best[1]
 
 
@@ -141,20 +169,30 @@ def tree(rows, depth):
     return grow(rows, depth)
 
 
-def fit(rows, quiet=False):
+def fit(rows, quiet=False, from_rule=False):
     """Coordinate descent of the cost model's constants per size class;
-    returns {size: (eff, fix, kk)} and leaves the module's constants as they were."""
+    returns {size: (eff, fix, kk)} and leaves the module's constants as they were.
+    from_rule: start from the constants in this file instead of FIT_START
+    (--fit-from-rule: how the _c2 / BN 192 entries were added to a fitted rule)."""
     found = {}
     for size, eff_name, sel in (("small", "EFF_SMALL", lambda m: 16 < m <= 64),
                                 ("large", "EFF_LARGE", lambda m: m > 64)):
         rs = [r for r in rows if sel(r["M"])]
+        if not rs:  # a zoo run without this M range (e.g. --m 128,...): keep its constants
+            found[size] = (dict(globals()[eff_name]), SK_FIX[size], SK_K[size])
+            continue
         keep = (dict(globals()[eff_name]), SK_FIX[size], SK_K[size])
         eff, fix, kk = dict(FIT_START[size][0]), FIT_START[size][1], FIT_START[size][2]
+        if from_rule:
+            eff, fix, kk = dict(keep[0]), keep[1], keep[2]
 
         def score(eff_, fix_, kk_):
             globals()[eff_name] = eff_
             SK_FIX[size], SK_K[size] = fix_, kk_
-            return gmean([cand_time(r, rule(r["M"], r["N"], r["K"], r["epi"])) / r["cublas_us"] for r in rs])
+            ts = [cand_time(r, rule(r["M"], r["N"], r["K"], r["epi"])) for r in rs]
+            if None in ts:  # picks a kernel this run did not time: not a candidate setting
+                return float("inf")
+            return gmean([t / r["cublas_us"] for t, r in zip(ts, rs)])
 
         best = score(eff, fix, kk)
         for _ in range(4):
@@ -300,6 +338,8 @@ def main():
         by_m[r["M"]].append(r)
     if "--fit" in sys.argv:
         fit(rows)
+    if "--fit-from-rule" in sys.argv:
+        fit(rows, from_rule=True)
     if "--cv" in sys.argv:
         cross_validate(rows)
     print("device %s, %d SMs, %d shapes" % (zoo.get("device"), zoo.get("sms", 0), len(rows)))

@@ -50,7 +50,8 @@ constexpr int BK = 64;
  * + 1024 to align the ring to the 1024-byte swizzle atom, + barriers */
 template <int BN, int BM = 128> struct cfg {
   static_assert(BM == 128 || BM == 64, "BM");
-  static_assert(BN == 256 || BN == 128 || BN == 64, "BN");
+  static_assert(BN == 256 || BN == 192 || BN == 128 || BN == 64, "BN");
+  static_assert(BN != 192 || BM == 128, "BN 192: 128-row tiles only");
   static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
   static constexpr int STAGES = 196608 / STAGE_BYTES < 8 ? 196608 / STAGE_BYTES : 8;
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024 + 2 * STAGES * 8;
@@ -100,6 +101,34 @@ TPG_DEV void tma_load_2d(uint32_t dst, const void *map, uint32_t bar, int c0, in
   asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];"
                :: "r"(dst), "l"(map), "r"(bar), "r"(c0), "r"(c1) : "memory");
 }
+/* Cluster variants: the same copy multicast to the CTAs of cta_mask, each at
+ * the same CTA-relative smem offset and barrier offset as dst / bar. */
+TPG_DEV void tma_load_2d_mc(uint32_t dst, const void *map, uint32_t bar, int c0, int c1, uint16_t mask) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;"
+               :: "r"(dst), "l"(map), "r"(bar), "r"(c0), "r"(c1), "h"(mask) : "memory");
+}
+TPG_DEV void tma_load_4d_mc(uint32_t dst, const void *map, uint32_t bar, int c0, int c1, int c2, int c3, uint16_t mask) {
+  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3, %4, %5, %6}], [%2], %7;"
+               :: "r"(dst), "l"(map), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "h"(mask) : "memory");
+}
+/* Arrive on the barrier at local address bar in cluster CTA `rank` (itself
+ * included). Default (.release.cta) semantics: the arrive only says "this
+ * stage's smem has been read" (wgmma.wait_group already ordered the reads);
+ * .release.cluster made every arrive a cluster-scope fence and halved the
+ * tensor-pipe use (ncu, M=4096 N=6144 K=4096: 51% vs 81% unclustered; 81%
+ * with this). */
+TPG_DEV void mbar_arrive_cluster(uint32_t bar, uint32_t rank) {
+  asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
+               "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}" :: "r"(bar), "r"(rank) : "memory");
+}
+TPG_DEV void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
+}
+TPG_DEV uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
 TPG_DEV void tma_load_4d(uint32_t dst, const void *map, uint32_t bar, int c0, int c1, int c2, int c3) {
   asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], [%2];"
                :: "r"(dst), "l"(map), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory");
@@ -129,6 +158,22 @@ TPG_DEV void wgmma_m64n256k16_f16(float (&d)[128], uint64_t da, uint64_t db, int
       "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
       "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, %128, %129, p, 1, 1, 0, 0;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+TPG_DEV void wgmma_m64n192k16_bf16(float (&d)[96], uint64_t da, uint64_t db, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95}, %96, %97, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+TPG_DEV void wgmma_m64n192k16_f16(float (&d)[96], uint64_t da, uint64_t db, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95}, %96, %97, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
       : "l"(da), "l"(db), "r"(scale_d));
 }
 TPG_DEV void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t da, uint64_t db, int scale_d) {
@@ -187,6 +232,9 @@ TPG_DEV void wgmma_tile(float (&d)[CW / 2], uint64_t da, uint64_t db, int scale_
   if constexpr (CW == 256) {
     if constexpr (dt<T>::is_bf16) wgmma_m64n256k16_bf16(d, da, db, scale_d);
     else wgmma_m64n256k16_f16(d, da, db, scale_d);
+  } else if constexpr (CW == 192) {
+    if constexpr (dt<T>::is_bf16) wgmma_m64n192k16_bf16(d, da, db, scale_d);
+    else wgmma_m64n192k16_f16(d, da, db, scale_d);
   } else if constexpr (CW == 128) {
     if constexpr (dt<T>::is_bf16) wgmma_m64n128k16_bf16(d, da, db, scale_d);
     else wgmma_m64n128k16_f16(d, da, db, scale_d);
@@ -212,31 +260,36 @@ TPG_DEV void wgmma_tile(float (&d)[CW / 2], uint64_t da, uint64_t db, int scale_
  * stores its partial and counts itself in; the one that counts last sums
  * the partials in CTA order (its own read back too), so the result does not
  * depend on which CTA finished last: launches are bit-reproducible. Nothing
- * waits for another CTA, so no co-residency is assumed. */
-template <int ACC>
+ * waits for another CTA, so no co-residency is assumed.
+ * Clusters (CL = 2): work units are pairs of M-tiles (t: the unit), split the
+ * same way for the CTAs of a cluster (me / grid: cluster index / count); each
+ * rank keeps its own counters (t * CL + rank, tiles * CL of them) and slots
+ * (slot * CL + rank), so the workspace is that of CL * tiles tiles and
+ * gridDim.x CTAs. */
+template <int ACC, int CL = 1>
 TPG_DEV bool sk_fixup(const tpg_gemm_args &a, float (&d)[ACC], int t, int tiles, int dp_tiles, int nk,
-                      long long total, int ct) {
+                      long long total, int ct, int me, int grid, int rank) {
   using namespace sm90;
   __shared__ int last;
   constexpr int V = ACC / 4; /* float4 per thread (a slot: BM x BN floats) */
-  const int grid = gridDim.x, me = blockIdx.x;
   const long long tb = (long long)(t - dp_tiles) * nk; /* t's first iteration in the split wave */
   const int c0 = sk_cta_of(tb, total, grid), c1 = sk_cta_of(tb + nk - 1, total, grid);
   uint32_t *ctr = static_cast<uint32_t *>(a.workspace);
-  float4 *part = reinterpret_cast<float4 *>(static_cast<char *>(a.workspace) + (((size_t)tiles * 4 + 255) & ~(size_t)255));
+  float4 *part = reinterpret_cast<float4 *>(static_cast<char *>(a.workspace) + (((size_t)tiles * CL * 4 + 255) & ~(size_t)255));
+  const int ci = t * CL + rank; /* this rank's counter */
   /* CTA c's slot for tile t: CTAs after c0 begin inside t (their first
    * segment, slot 0); c0 uses slot 0 only if its range begins at t. */
   const int slot0 = 2 * c0 + (sk_begin(c0, total, grid) == tb ? 0 : 1);
-  auto slot = [&](int c) { return part + (size_t)(c == c0 ? slot0 : 2 * c) * (V * 256) + ct; };
+  auto slot = [&](int c) { return part + ((size_t)(c == c0 ? slot0 : 2 * c) * CL + rank) * (V * 256) + ct; };
   float4 *mine = slot(me);
 #pragma unroll
   for (int v = 0; v < V; ++v) __stcg(mine + v * 256, make_float4(d[4 * v], d[4 * v + 1], d[4 * v + 2], d[4 * v + 3]));
   __threadfence();
   asm volatile("bar.sync 1, 256;" ::: "memory");
   if (ct == 0) {
-    const uint32_t seen = atomicAdd(ctr + t, 1u);
+    const uint32_t seen = atomicAdd(ctr + ci, 1u);
     last = seen == (uint32_t)(c1 - c0);
-    if (last) ctr[t] = 0; /* every contributor has counted: ready for the next launch */
+    if (last) ctr[ci] = 0; /* every contributor has counted: ready for the next launch */
   }
   asm volatile("bar.sync 1, 256;" ::: "memory");
   if (!last) return false;
@@ -259,12 +312,19 @@ TPG_DEV bool sk_fixup(const tpg_gemm_args &a, float (&d)[ACC], int t, int tiles,
 #endif
 
 /* TMA = false: cp.async producer (raw pointers only). TMA = true: one
- * producer thread issues two tensor-map bulk copies a stage (maps in p). */
-template <typename T, bool TMA, int BN, int BM = 128>
+ * producer thread issues two tensor-map bulk copies a stage (maps in p).
+ * CL = 2 (TMA, BM 128 only): a cluster of two CTAs takes M-tiles 2u and 2u+1
+ * of the same W tile; each CTA loads its own X tile and half of the W tile,
+ * multicast into both CTAs' stage (W box BN/2 rows), so L2 -> SM traffic per
+ * tile drops from (BM + BN) to (BM + BN/2) rows. A stage of one CTA is then
+ * written by both producers: its empty barrier counts the consumer warps of
+ * both CTAs (16), and each full barrier expects the whole stage. */
+template <typename T, bool TMA, int BN, int BM = 128, int CL = 1>
 __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg_gemm_tma_args *p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace sm90;
   static_assert(TMA || BM == 128, "the cp.async producer is written for 128-row tiles");
+  static_assert(CL == 1 || (CL == 2 && TMA && BM == 128), "clusters: TMA, 128-row tiles, 2 CTAs");
   constexpr int STAGES = cfg<BN, BM>::STAGES, STAGE_BYTES = cfg<BN, BM>::STAGE_BYTES;
   constexpr int A_BYTES = cfg<BN, BM>::A_BYTES, CW = cfg<BN, BM>::CW, ACC = cfg<BN, BM>::ACC;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -274,16 +334,22 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(full_bar + 8 * s, TMA ? 1 : 128);  /* expect_tx arrive, or one cp.async arrive a producer thread */
-      mbar_init(empty_bar + 8 * s, 8);            /* lane 0 of each consumer warp releases */
+      mbar_init(empty_bar + 8 * s, 8 * CL);       /* lane 0 of each consumer warp (of each CTA) releases */
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
-  __syncthreads();
+  /* with a cluster, the peer's barriers must be initialised before anything
+   * is multicast into or arrives at them */
+  if constexpr (CL > 1) cluster_sync();
+  else __syncthreads();
+  const int rank = CL > 1 ? (int)cluster_rank() : 0;
+  const int unit0 = (int)blockIdx.x / CL, units = (int)gridDim.x / CL; /* this cluster, clusters */
 
   const int M = a.m, N = a.n, K = a.k;
   const bool swiglu = a.epilogue == TPG_EPI_SWIGLU;
   const int out_n = swiglu ? BN / 2 : BN;  /* outputs a tile produces */
-  const int mt = (M + BM - 1) / BM, nt = (N + out_n - 1) / out_n, tiles = mt * nt;
+  /* tiles here are work units: CL M-tiles of one W tile (a cluster's) */
+  const int mt = (M + BM * CL - 1) / (BM * CL), nt = (N + out_n - 1) / out_n, tiles = mt * nt;
   const int nk = (K + BK - 1) / BK;
   /* The CTA's work as segments: tile t, K blocks [kb0, kb1). Without
    * stream-K, whole tiles t = blockIdx.x, + gridDim.x, ... With it
@@ -293,20 +359,20 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
    * g = (t - dp_tiles) * nk + kb are split evenly: this CTA's [g0, g1),
    * in tile order. With fewer tiles than CTAs that is all of them. */
   const bool sk = TMA && a.split_k == TPG_SPLITK_STREAM && a.workspace != nullptr;
-  const int dp_tiles = sk ? tiles / (int)gridDim.x * (int)gridDim.x : tiles;
+  const int dp_tiles = sk ? tiles / units * units : tiles;
   /* 32-bit iteration counts: the selector keeps tiles * nk < 2^31 */
   const long long total = (long long)(tiles - dp_tiles) * nk;
-  const int g0 = sk ? (int)sk_begin(blockIdx.x, total, gridDim.x) : 0;
-  const int g1 = sk ? (int)sk_begin(blockIdx.x + 1, total, gridDim.x) : 0;
+  const int g0 = sk ? (int)sk_begin(unit0, total, units) : 0;
+  const int g1 = sk ? (int)sk_begin(unit0 + 1, total, units) : 0;
   /* seg.next(): the next segment of this CTA; false when done. */
   struct segs {
-    int g, g1, t, dp_tiles, nk;
+    int g, g1, t, dp_tiles, nk, stride;
     TPG_DEV bool next(int &tile, int &kb0, int &kb1) {
       if (t < dp_tiles) {
         tile = t;
         kb0 = 0;
         kb1 = nk;
-        t += gridDim.x;
+        t += stride;
         return true;
       }
       if (g >= g1) return false;
@@ -318,7 +384,7 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
       return true;
     }
   };
-  const segs seg0 = {g0, g1, (int)blockIdx.x, dp_tiles, nk};
+  const segs seg0 = {g0, g1, unit0, dp_tiles, nk, units};
 
   if (wg == 0) {
     /* ---------------- producer warpgroup ---------------- */
@@ -330,17 +396,28 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
         for (int t, kb0, kb1; sg.next(t, kb0, kb1);) {
           int mb, nb;
           tile_coords(t, mt, nt, mb, nb);
+          mb = mb * CL + rank;
           for (int kb = kb0; kb < kb1; ++kb, ++it) {
             const int s = it % STAGES;
             mbar_wait(empty_bar + 8 * s, ((it / STAGES) & 1) ^ 1);
             const uint32_t st = base + s * STAGE_BYTES, fb = full_bar + 8 * s;
             mbar_expect_tx(fb, STAGE_BYTES);  /* OOB parts of a box count too (zero-filled) */
             tma_load_2d(st, &p->tx, fb, kb * BK, mb * BM);
-            if (swiglu) tma_load_4d(st + A_BYTES, &p->tw, fb, kb * BK, 0, 0, nb * (BN / 16));
-            else tma_load_2d(st + A_BYTES, &p->tw, fb, kb * BK, nb * BN);
+            if constexpr (CL > 1) {
+              /* this rank's half of the W rows, into both CTAs (whole 1024-byte atoms) */
+              const uint32_t wd = st + A_BYTES + rank * (BN / CL) * 128;
+              if (swiglu) tma_load_4d_mc(wd, &p->tw, fb, kb * BK, 0, 0, nb * (BN / 16) + rank * (BN / 16 / CL), 3);
+              else tma_load_2d_mc(wd, &p->tw, fb, kb * BK, nb * BN + rank * (BN / CL), 3);
+            } else {
+              if (swiglu) tma_load_4d(st + A_BYTES, &p->tw, fb, kb * BK, 0, 0, nb * (BN / 16));
+              else tma_load_2d(st + A_BYTES, &p->tw, fb, kb * BK, nb * BN);
+            }
           }
         }
       }
+      /* a cluster CTA must not exit while its peer may still multicast into
+       * it or arrive at its barriers */
+      if constexpr (CL > 1) cluster_sync();
       return;
     }
     const int row = tid >> 3, j = tid & 7;          /* rows row + 16*i, 16-byte chunk j */
@@ -388,6 +465,15 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     const int c = wg - 1, ct = tid - 128 * wg, warp = ct >> 5, lane = ct & 31;
     const int g = lane >> 2, t2 = (lane & 3) * 2;
+    /* a stage is free once every consumer warp of every CTA writing it is done */
+    auto release = [](uint32_t bar) {
+      if constexpr (CL > 1) {
+#pragma unroll
+        for (int r = 0; r < CL; ++r) mbar_arrive_cluster(bar, r);
+      } else {
+        mbar_arrive(bar);
+      }
+    };
     float d[ACC];
 #pragma unroll
     for (int i = 0; i < ACC; ++i) d[i] = 0.f;
@@ -396,6 +482,7 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
     for (int t, kb0, kb1; sg.next(t, kb0, kb1);) {
       int mb, nb;
       tile_coords(t, mt, nt, mb, nb);
+      mb = mb * CL + rank;
       const int m0 = mb * BM, o0 = nb * out_n;
       for (int kb = kb0; kb < kb1; ++kb, ++it) {
         const int s = it % STAGES;
@@ -413,13 +500,15 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
           wgmma_tile<T, CW>(d, da + 2 * kk, db + 2 * kk, (kb != kb0) | (kk != 0));
         wgmma_commit();
         wgmma_wait<1>();  /* the previous stage's wgmmas are done: release it */
-        if (kb > kb0 && lane == 0) mbar_arrive(empty_bar + 8 * ((it - 1) % STAGES));
+        if (kb > kb0 && lane == 0) release(empty_bar + 8 * ((it - 1) % STAGES));
       }
       wgmma_wait<0>();
-      if (lane == 0) mbar_arrive(empty_bar + 8 * ((it - 1) % STAGES));
+      if (lane == 0) release(empty_bar + 8 * ((it - 1) % STAGES));
       /* A tile split across CTAs: only the last contributor to finish goes on
        * to the epilogue, with the whole sum in d. */
-      if (sk && (kb0 != 0 || kb1 != nk) && !sk_fixup<ACC>(a, d, t, tiles, dp_tiles, nk, total, tid - 128)) continue;
+      if (sk && (kb0 != 0 || kb1 != nk) &&
+          !sk_fixup<ACC, CL>(a, d, t, tiles, dp_tiles, nk, total, tid - 128, unit0, units, rank))
+        continue;
 
       /* Epilogue: d[4j+2h], d[4j+2h+1] = row warp*16 + g + 8h, cols 8j + t2 + {0,1}
        * of the consumer's part: rows from 64c (BM 128) or columns from the
@@ -451,6 +540,7 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
         }
       });
     }
+    if constexpr (CL > 1) cluster_sync(); /* see the producer's */
   }
 #else
   __trap();  /* not sm_90a: the selector never launches this kernel here */
@@ -489,6 +579,11 @@ TPG_SM90TMA(tpg_gemm_sm90tma_f16_n128, __half, 128)
 /* Candidates for the tuner and gemm_bench A/B (not picked by the heuristic):
  * BN = 64 (more tiles for small N), and 64-row tiles for M <= 64 with BN 256 /
  * 128 / 64 (_m64[_nBN]; X box {64, 64}). */
+/* BN = 192 (4 stages): tile counts between the 256 and 128 ones, for N where
+ * those leave a wave badly filled (e.g. N = 6144 at M = 512: 96 tiles of
+ * 128 x 256 on 132 SMs, 128 of 128 x 192). */
+TPG_SM90TMA(tpg_gemm_sm90tma_bf16_n192, __nv_bfloat16, 192)
+TPG_SM90TMA(tpg_gemm_sm90tma_f16_n192, __half, 192)
 TPG_SM90TMA(tpg_gemm_sm90tma_bf16_n64, __nv_bfloat16, 64)
 TPG_SM90TMA(tpg_gemm_sm90tma_f16_n64, __half, 64)
 TPG_SM90TMA_BM(tpg_gemm_sm90tma_bf16_m64, __nv_bfloat16, 64, 256)
@@ -497,3 +592,28 @@ TPG_SM90TMA_BM(tpg_gemm_sm90tma_bf16_m64_n128, __nv_bfloat16, 64, 128)
 TPG_SM90TMA_BM(tpg_gemm_sm90tma_f16_m64_n128, __half, 64, 128)
 TPG_SM90TMA_BM(tpg_gemm_sm90tma_bf16_m64_n64, __nv_bfloat16, 64, 64)
 TPG_SM90TMA_BM(tpg_gemm_sm90tma_f16_m64_n64, __half, 64, 64)
+/* Clusters of two CTAs along M sharing the W tile through TMA multicast
+ * (_c2; BM 128, BN 256 / 128; W box {64, BN/2}, SWIGLU {64, 8, 2, BN/32}).
+ * grid = 2 * min(units, SMs / 2), units = ceil(M/256) * ceil(N/BN) (the
+ * grid must be even: the cluster shape is compiled in); stream-K splits
+ * units over the clusters, workspace tpg_sk_workspace_bytes(2 * units,
+ * grid, BN). */
+/* the sm_80 pass (where these compile to a trap) rejects the attribute */
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+#define TPG_CLUSTER2 __cluster_dims__(2, 1, 1)
+#else
+#define TPG_CLUSTER2
+#endif
+#define TPG_SM90TMA_C2(NAME, T, BN)                                                    \
+  extern "C" __global__ void TPG_CLUSTER2 __launch_bounds__(384, 1)                     \
+      NAME(const __grid_constant__ tpg_gemm_tma_args p) {                              \
+    tpg::pdl_wait();                                                                   \
+    tpg::pdl_launch_dependents();                                                      \
+    tpg::gemm_sm90_body<T, true, BN, 128, 2>(p.a, &p);                                 \
+  }
+TPG_SM90TMA_C2(tpg_gemm_sm90tma_bf16_c2, __nv_bfloat16, 256)
+TPG_SM90TMA_C2(tpg_gemm_sm90tma_bf16_n192_c2, __nv_bfloat16, 192)
+TPG_SM90TMA_C2(tpg_gemm_sm90tma_f16_n192_c2, __half, 192)
+TPG_SM90TMA_C2(tpg_gemm_sm90tma_f16_c2, __half, 256)
+TPG_SM90TMA_C2(tpg_gemm_sm90tma_bf16_n128_c2, __nv_bfloat16, 128)
+TPG_SM90TMA_C2(tpg_gemm_sm90tma_f16_n128_c2, __half, 128)

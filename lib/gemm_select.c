@@ -171,6 +171,11 @@ int tpg_gemm_select(int m, int n, int k, int dtype, int epilogue, int sm_arch, i
  * timed): bench/zoo_rules.py holds the same rule in Python and prints its
  * predicted geometric mean of time / cuBLASLt on the zoo: 1.128, against
  * 1.115 for the best candidate of every shape and 1.233 for the rule before.
+ * The m > 64 constants were refitted (zoo_rules.py --fit-from-rule) when the
+ * _c2 and BN 192 kernels came in, on a zoo run that timed them (H200, commit
+ * 6a048dc, M = 128..8192, all models at TP 2/4/8 + Llama-3 8B TP 1: 504
+ * shapes): rule 1.182 there, against 1.215 for the previous rule's picks
+ * measured in the same run and 1.163 for the best candidate of each shape.
  * Keep the two in step (the constants below are the script's).
  *
  *   m <= 16                the decode GEMV (tpg_gemm_select): the split-K
@@ -182,14 +187,17 @@ int tpg_gemm_select(int m, int n, int k, int dtype, int epilogue, int sm_arch, i
  *                          at K = 8192 the zoo of round 3 (commit a93acb0) had
  *                          the GEMV 3-9% behind TMA 64 x 64 stream-K)
  *   m > 16                 the TMA tile (BM x BN) and split with the lowest
- *                          modelled cost, BM = 64 only while m <= 256:
- *     whole tiles:  ceil(tiles / num_sms) * kb * BM * BN * eff
- *     stream-K:     tiles * kb / num_sms * BM * BN * eff + fix * BM * BN
- *                   (+ kk * kb * BM * BN * eff when tiles < num_sms)
- *   kb = ceil(k / 64); tiles over W rows (2n with SwiGLU); eff, fix, kk:
+ *                          modelled cost, BM = 64 only while m <= 256, the
+ *                          _c2 clusters only while m > 128 and stream-K:
+ *     whole tiles:  ceil(tiles / slots) * kb * BM * BN * eff
+ *     stream-K:     tiles * kb / slots * BM * BN * eff + fix * BM * BN
+ *                   (+ kk * kb * BM * BN * eff when tiles < slots)
+ *   kb = ceil(k / 64); tiles over W rows (2n with SwiGLU), units of two M-tiles
+ *   for _c2; slots = num_sms (num_sms / 2 for _c2); eff, fix, kk:
  *   m <= 64 (weight streaming, 64-row tiles): eff 0.6 (BN 256, 128), 0.8 (64),
- *     fix 20, kk 0.05; m > 64 (compute): eff 1.0 (128 x 256), 1.2 (128 x 128),
- *     1.4 (128 x 64), 1.3 (64 x 256), 1.5 (64 x 128), fix 40, kk 0.1.
+ *     fix 20, kk 0.05; m > 64 (compute): eff 1.0 (128 x 256), 1.15 (128 x 128),
+ *     1.4 (128 x 64), 1.3 (64 x 256), 1.5 (64 x 128), 1.0 (128 x 192),
+ *     _c2: 0.95 (128 x 256), 1.05 (128 x 128), 0.9 (128 x 192); fix 40, kk 0.
  *   streamk: 1 the model decides, 0 whole tiles only, 2 stream-K only (tests).
  *   Stream-K: grid = min(tiles * kb, num_sms), split_k TPG_SPLITK_STREAM,
  *   workspace tpg_sk_workspace_bytes(tiles, grid, BN) (tpg_kargs.h); with
@@ -210,30 +218,41 @@ static void fill_map(tpg_tma_encode *e, int rank, const unsigned long long *dims
 
 /* Fill `out` and the two map descriptions for the TMA kernel with BM x BN
  * tiles (whole tiles, or stream-K over min(tiles * K blocks, num_sms) CTAs).
- * The caller has checked the shape and the leading dimensions. */
+ * cl = 2 (bm 128 only): the _c2 kernels, clusters of two CTAs on M-tile
+ * pairs ("units") sharing the W tile by multicast; each CTA loads half of
+ * the W box, the grid is twice the clusters (even), and the stream-K
+ * workspace covers 2 * units tiles. The caller has checked the shape and
+ * the leading dimensions. */
 static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, int ldx, int ldw, int bm, int bn,
-                     int sk, tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map) {
-  static const char *const names[2][2][3] = {
-      /* [bf16][bm == 64][bn 256, 128, 64] */
-      {{"tpg_gemm_sm90tma_f16", "tpg_gemm_sm90tma_f16_n128", "tpg_gemm_sm90tma_f16_n64"},
-       {"tpg_gemm_sm90tma_f16_m64", "tpg_gemm_sm90tma_f16_m64_n128", "tpg_gemm_sm90tma_f16_m64_n64"}},
-      {{"tpg_gemm_sm90tma_bf16", "tpg_gemm_sm90tma_bf16_n128", "tpg_gemm_sm90tma_bf16_n64"},
-       {"tpg_gemm_sm90tma_bf16_m64", "tpg_gemm_sm90tma_bf16_m64_n128", "tpg_gemm_sm90tma_bf16_m64_n64"}}};
+                     int sk, int cl, tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map) {
+  static const char *const names_c2[2][3] = {
+      /* [bf16][bn 256, 192, 128] */
+      {"tpg_gemm_sm90tma_f16_c2", "tpg_gemm_sm90tma_f16_n192_c2", "tpg_gemm_sm90tma_f16_n128_c2"},
+      {"tpg_gemm_sm90tma_bf16_c2", "tpg_gemm_sm90tma_bf16_n192_c2", "tpg_gemm_sm90tma_bf16_n128_c2"}};
+  static const char *const names[2][2][4] = {
+      /* [bf16][bm == 64][bn 256, 128, 64, 192 (bm 128 only)] */
+      {{"tpg_gemm_sm90tma_f16", "tpg_gemm_sm90tma_f16_n128", "tpg_gemm_sm90tma_f16_n64", "tpg_gemm_sm90tma_f16_n192"},
+       {"tpg_gemm_sm90tma_f16_m64", "tpg_gemm_sm90tma_f16_m64_n128", "tpg_gemm_sm90tma_f16_m64_n64", NULL}},
+      {{"tpg_gemm_sm90tma_bf16", "tpg_gemm_sm90tma_bf16_n128", "tpg_gemm_sm90tma_bf16_n64", "tpg_gemm_sm90tma_bf16_n192"},
+       {"tpg_gemm_sm90tma_bf16_m64", "tpg_gemm_sm90tma_bf16_m64_n128", "tpg_gemm_sm90tma_bf16_m64_n64", NULL}}};
   const int swiglu = epilogue == TPG_EPI_SWIGLU;
-  const unsigned long tiles = (unsigned long)cdiv(m, bm) * cdiv(n, swiglu ? bn / 2 : bn);
+  /* units: what one cluster (one CTA when cl = 1) takes at a time */
+  const unsigned long tiles = (unsigned long)cdiv(m, (long)bm * cl) * cdiv(n, swiglu ? bn / 2 : bn);
   const unsigned long work = sk ? tiles * cdiv(k, 64) : tiles; /* what the grid divides */
+  const unsigned long clusters = (unsigned long)(num_sms / cl > 0 ? num_sms / cl : 1); /* resident at once */
   /* the kernel's ring: as many stages as fit 192 KB, at most 8 (gemm_sm90.cu cfg) */
   const unsigned stage = (unsigned)(bm + bn) * 64 * 2, stages = 196608 / stage < 8 ? 196608 / stage : 8;
   memset(out, 0, sizeof *out);
-  out->kernel = names[dtype == TPG_KDT_BF16][bm == 64][bn == 256 ? 0 : bn == 128 ? 1 : 2];
-  out->grid[0] = (unsigned)(work < (unsigned long)num_sms ? work : (unsigned long)num_sms);
+  out->kernel = cl == 2 ? names_c2[dtype == TPG_KDT_BF16][bn == 256 ? 0 : bn == 192 ? 1 : 2]
+                        : names[dtype == TPG_KDT_BF16][bm == 64][bn == 256 ? 0 : bn == 128 ? 1 : bn == 64 ? 2 : 3];
+  out->grid[0] = (unsigned)(cl * (work < clusters ? work : clusters));
   out->grid[1] = out->grid[2] = 1;
   out->block[0] = 384;
   out->block[1] = out->block[2] = 1;
   out->smem_bytes = stages * stage + 1024 + 2 * stages * 8; /* 197696 (128 x 256), 197728 (128 x 128) */
   /* partial slots are sized for 128-row tiles (tpg_sk_workspace_bytes); 64-row tiles use half */
-  out->workspace_bytes = sk ? tpg_sk_workspace_bytes(tiles, out->grid[0], (size_t)bn) : 0;
-  out->workspace_zeroed = sk ? ((tiles * 4 + 255) & ~(size_t)255) : 0;
+  out->workspace_bytes = sk ? tpg_sk_workspace_bytes(tiles * cl, out->grid[0], (size_t)bn) : 0;
+  out->workspace_zeroed = sk ? ((tiles * cl * 4 + 255) & ~(size_t)255) : 0;
   out->split_k = sk ? TPG_SPLITK_STREAM : 1;
   {
     const unsigned long long xd[2] = {(unsigned long long)k, (unsigned long long)m};
@@ -247,15 +266,21 @@ static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, 
     const unsigned long long wd[4] = {(unsigned long long)k, 8, 2, (unsigned long long)n / 8};
     const unsigned long long ws[3] = {(unsigned long long)ldw * 2, (unsigned long long)n * ldw * 2,
                                       (unsigned long long)8 * ldw * 2};
-    const unsigned wb[4] = {64, 8, 2, (unsigned)bn / 16};
+    const unsigned wb[4] = {64, 8, 2, (unsigned)bn / 16 / cl};
     fill_map(w_map, 4, wd, ws, wb);
   } else {
     const unsigned long long wd[2] = {(unsigned long long)k, (unsigned long long)n};
     const unsigned long long ws[1] = {(unsigned long long)ldw * 2};
-    const unsigned wb[2] = {64, (unsigned)bn};
+    const unsigned wb[2] = {64, (unsigned)bn / cl};
     fill_map(w_map, 2, wd, ws, wb);
   }
 }
+
+/* zoo fit of the _c2 and BN 192 kernels (bench/zoo_rules.py EFF_LARGE, R3 run) */
+#define EFF_C2_256 0.95
+#define EFF_C2_128 1.05
+#define EFF_N192 1.0
+#define EFF_C2_192 0.9
 
 static int check_tma_lds(int k, int ldx, int ldw, tpg_tma_encode *x_map, tpg_tma_encode *w_map, char *why,
                          size_t whylen) {
@@ -265,25 +290,30 @@ static int check_tma_lds(int k, int ldx, int ldw, tpg_tma_encode *x_map, tpg_tma
   return 0;
 }
 
-/* The cost model above for one candidate (relative units). */
+/* The cost model above for one candidate (relative units). cl = 2: the _c2
+ * kernels, units of two M-tiles, num_sms / 2 of them at once. */
 typedef struct tma_eff {
-  int bm, bn;
+  int bm, bn, cl;
   double eff;
 } tma_eff;
 static double tma_cost(int m, int wrows, int k, int num_sms, const tma_eff *e, int sk, double fix, double kk) {
-  const double tiles = (double)cdiv(m, e->bm) * cdiv(wrows, e->bn), kb = cdiv(k, 64), area = (double)e->bm * e->bn;
-  if (sk) return tiles * kb / num_sms * area * e->eff + fix * area + (tiles < num_sms ? kk * kb * area * e->eff : 0.0);
-  return (double)cdiv((long)tiles, num_sms) * kb * area * e->eff;
+  const int slots = num_sms / e->cl > 0 ? num_sms / e->cl : 1;
+  const double tiles = (double)cdiv(m, (long)e->bm * e->cl) * cdiv(wrows, e->bn), kb = cdiv(k, 64),
+               area = (double)e->bm * e->bn;
+  if (sk) return tiles * kb / slots * area * e->eff + fix * area + (tiles < slots ? kk * kb * area * e->eff : 0.0);
+  return (double)cdiv((long)tiles, slots) * kb * area * e->eff;
 }
 
 int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arch, int num_sms, int ldx,
                         int ldw, int streamk, tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map,
                         char *why, size_t whylen) {
   /* zoo fit (bench/zoo_rules.py: EFF_SMALL, EFF_LARGE; table order breaks ties) */
-  static const tma_eff small[3] = {{64, 256, 0.6}, {64, 128, 0.6}, {64, 64, 0.8}};
-  static const tma_eff large[5] = {{128, 256, 1.0}, {128, 128, 1.2}, {128, 64, 1.4}, {64, 256, 1.3}, {64, 128, 1.5}};
+  static const tma_eff small[3] = {{64, 256, 1, 0.6}, {64, 128, 1, 0.6}, {64, 64, 1, 0.8}};
+  static const tma_eff large[9] = {{128, 256, 1, 1.0},        {128, 128, 1, 1.15},       {128, 64, 1, 1.4},
+                                   {64, 256, 1, 1.3},         {64, 128, 1, 1.5},         {128, 256, 2, EFF_C2_256},
+                                   {128, 128, 2, EFF_C2_128}, {128, 192, 1, EFF_N192}, {128, 192, 2, EFF_C2_192}};
   const int swiglu = epilogue == TPG_EPI_SWIGLU;
-  int rc, i, s, bm = 0, bn = 0, sk = 0;
+  int rc, i, s, bm = 0, bn = 0, sk = 0, cl = 1;
   double best = -1;
   if (x_map) memset(x_map, 0, sizeof *x_map);
   if (w_map) memset(w_map, 0, sizeof *w_map);
@@ -295,19 +325,22 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
     if (m <= 32 && wrows <= 4096 && k < 8192) return 0; /* the GEMV */
     {
       const tma_eff *tab = m <= 64 ? small : large;
-      const int cnt = m <= 64 ? 3 : 5;
-      const double fix = m <= 64 ? 20.0 : 40.0, kk = m <= 64 ? 0.05 : 0.1;
+      const int cnt = m <= 64 ? 3 : 9;
+      const double fix = m <= 64 ? 20.0 : 40.0, kk = m <= 64 ? 0.05 : 0.0;
       if (check_tma_lds(k, ldx, ldw, x_map, w_map, why, whylen)) return 1;
       for (i = 0; i < cnt; ++i) {
         if (tab[i].bm == 64 && m > 256) continue;
+        if (tab[i].cl == 2 && m <= 128) continue; /* one M-tile: no pair to share W */
         for (s = 0; s < 2; ++s) {
           double c;
           if ((streamk == 0 && s) || (streamk == 2 && !s)) continue;
+          if (tab[i].cl == 2 && !s) continue; /* _c2 stream-K only (zoo_rules.py C2_SK_ONLY) */
           c = tma_cost(m, (int)wrows, k, num_sms, &tab[i], s, fix, kk);
           if (best < 0 || c < best) {
             best = c;
             bm = tab[i].bm;
             bn = tab[i].bn;
+            cl = tab[i].cl;
             sk = s;
           }
         }
@@ -318,7 +351,7 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
     /* iteration counts are 32-bit in the kernel */
     if (sk && (unsigned long)cdiv(m, bm) * cdiv(wrows, bn) * (unsigned long)cdiv(k, 64) >= 0x7fffffffUL) sk = 0;
   }
-  fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, bm, bn, sk, out, x_map, w_map);
+  fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, bm, bn, sk, cl, out, x_map, w_map);
   return 0;
 }
 
@@ -334,7 +367,9 @@ int tpg_gemm_variant_name(const tpg_gemm_variant *v, char *buf, size_t len) {
       r = v->split ? snprintf(buf, len, "gemv_s%d", v->split) : snprintf(buf, len, "gemv");
       break;
     case TPG_GEMM_VAR_GEMV_SK: r = snprintf(buf, len, "gemv_sk"); break;
-    case TPG_GEMM_VAR_TMA: r = snprintf(buf, len, "tma_m%d_n%d%s", v->bm, v->bn, v->streamk ? "_sk" : ""); break;
+    case TPG_GEMM_VAR_TMA:
+      r = snprintf(buf, len, "tma_m%d_n%d%s%s", v->bm, v->bn, v->cluster == 2 ? "_c2" : "", v->streamk ? "_sk" : "");
+      break;
     default: r = snprintf(buf, len, "?"); return 1;
   }
   return r < 0 || (size_t)r >= len;
@@ -354,11 +389,17 @@ int tpg_gemm_variant_parse(const char *s, tpg_gemm_variant *v) {
   }
   if (!strcmp(s, "gemv_sk")) { v->kind = TPG_GEMM_VAR_GEMV_SK; return 0; }
   if (sscanf(s, "tma_m%d_n%d%n", &bm, &bn, &used) == 2 && (bm == 64 || bm == 128) &&
-      (bn == 64 || bn == 128 || bn == 256) && (s[used] == '\0' || !strcmp(s + used, "_sk"))) {
+      (bn == 64 || bn == 128 || bn == 256 || (bn == 192 && bm == 128))) {
+    const char *rest = s + used;
+    const int c2 = !strncmp(rest, "_c2", 3);
+    if (c2) rest += 3;
+    if (c2 && (bm != 128 || bn == 64)) return 1;
+    if (rest[0] != '\0' && strcmp(rest, "_sk")) return 1;
     v->kind = TPG_GEMM_VAR_TMA;
     v->bm = bm;
     v->bn = bn;
-    v->streamk = s[used] != '\0';
+    v->cluster = c2 ? 2 : 0;
+    v->streamk = rest[0] != '\0';
     return 0;
   }
   return 1;
@@ -426,13 +467,19 @@ int tpg_gemm_select_variant(int m, int n, int k, int dtype, int epilogue, int sm
         snprintf(buf, sizeof buf, "sm_arch=%d: TMA variants need sm_90 (wgmma, sm_90a image)", sm_arch);
         return reject(why, whylen, buf);
       }
-      if ((v->bm != 64 && v->bm != 128) || (v->bn != 64 && v->bn != 128 && v->bn != 256))
-        return reject(why, whylen, "variant: bm must be 64 or 128, bn 64, 128 or 256");
+      const int cl = v->cluster == 2 ? 2 : 1;
+      if ((v->bm != 64 && v->bm != 128) || (v->bn != 64 && v->bn != 128 && v->bn != 256 && v->bn != 192) ||
+          (v->bn == 192 && v->bm != 128))
+        return reject(why, whylen, "variant: bm must be 64 or 128, bn 64, 128 or 256 (or 192 with bm 128)");
+      if (v->cluster != 0 && v->cluster != 1 && v->cluster != 2)
+        return reject(why, whylen, "variant: cluster must be 1 or 2");
+      if (cl == 2 && (v->bm != 128 || v->bn == 64))
+        return reject(why, whylen, "variant: cluster 2 needs bm 128 and bn 256 or 128");
       if (check_tma_lds(k, ldx, ldw, x_map, w_map, why, whylen)) return 1;
       tiles = (unsigned long)cdiv(m, v->bm) * cdiv(n, swiglu ? v->bn / 2 : v->bn);
       if (v->streamk && tiles * (unsigned long)cdiv(k, 64) >= 0x7fffffffUL)
         return reject(why, whylen, "variant: stream-K iteration count exceeds 2^31");
-      fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, v->bm, v->bn, v->streamk != 0, out, x_map, w_map);
+      fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, v->bm, v->bn, v->streamk != 0, cl, out, x_map, w_map);
       break;
     }
     default:
@@ -457,14 +504,16 @@ int tpg_gemm_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_
   int cnt = 0;
   const int swiglu = epilogue == TPG_EPI_SWIGLU;
   if (num_sms < 1) num_sms = 1;
-#define TPG_ADD(K_, BM_, BN_, SK_)                                                     \
+#define TPG_ADD_C(K_, BM_, BN_, SK_, CL_)                                              \
   do {                                                                                 \
     if (cnt < cap && list) {                                                           \
       list[cnt].kind = (K_); list[cnt].bm = (BM_); list[cnt].bn = (BN_); list[cnt].streamk = (SK_); \
       list[cnt].split = 0;                                                             \
+      list[cnt].cluster = (CL_);                                                       \
     }                                                                                  \
     ++cnt;                                                                             \
   } while (0)
+#define TPG_ADD(K_, BM_, BN_, SK_) TPG_ADD_C(K_, BM_, BN_, SK_, 0)
   TPG_ADD(TPG_GEMM_VAR_HEURISTIC, 0, 0, 0);
   if (sm_arch != 90 || m < 1) return cnt < cap ? cnt : cap;
   if (m <= 64) {
@@ -483,12 +532,13 @@ int tpg_gemm_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_
     if (m <= 16) TPG_ADD(TPG_GEMM_VAR_GEMV_SK, 0, 0, 0);
   }
   {
-    static const int bms[2] = {128, 64}, bns[3] = {256, 128, 64};
+    static const int bms[2] = {128, 64}, bns[4] = {256, 192, 128, 64};
     int i, j;
     for (i = 0; i < 2; ++i)
-      for (j = 0; j < 3; ++j) {
+      for (j = 0; j < 4; ++j) {
         const int bm = bms[i], bn = bns[j];
         unsigned long tiles;
+        if (bn == 192 && (bm != 128 || m <= 64)) continue; /* a 128-row-tile width for prefill */
         if (m <= 16 && (bm != 64 || bn == 256)) continue;
         if (m > 16 && m <= 64 && bm == 128 && bn != 128) continue;
         if (m > 64 && bm == 64 && (m > 256 || bn == 64)) continue;
@@ -496,7 +546,16 @@ int tpg_gemm_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_
         TPG_ADD(TPG_GEMM_VAR_TMA, bm, bn, 0);
         if (tiles % (unsigned long)num_sms) TPG_ADD(TPG_GEMM_VAR_TMA, bm, bn, 1);
       }
+    /* clusters of two along M: only with at least two 128-row M-tiles */
+    if (m > 128)
+      for (j = 0; j < 3; ++j) {
+        const int bn = bns[j];
+        const unsigned long units = (unsigned long)cdiv(m, 256) * cdiv(n, swiglu ? bn / 2 : bn);
+        TPG_ADD_C(TPG_GEMM_VAR_TMA, 128, bn, 0, 2);
+        if (units % (unsigned long)(num_sms / 2 > 0 ? num_sms / 2 : 1)) TPG_ADD_C(TPG_GEMM_VAR_TMA, 128, bn, 1, 2);
+      }
   }
 #undef TPG_ADD
+#undef TPG_ADD_C
   return cnt < cap ? cnt : cap;
 }

@@ -86,9 +86,11 @@ typedef struct tpg_gemm_variant {
   int bm, bn;   /* TMA: 64|128 X rows, 64|128|256 W rows per tile   */
   int streamk;  /* TMA: 0 whole tiles, 1 stream-K                   */
   int split;    /* GEMV: K ranges (grid.y), 0: the selector's rule */
+  int cluster;  /* TMA: 0 one CTA a tile (1 is read the same), 2 clusters of two CTAs
+                   on M-tile pairs (bm 128, bn 256|128; "_c2")       */
 } tpg_gemm_variant;
 
-#define TPG_GEMM_MAX_CANDIDATES 16
+#define TPG_GEMM_MAX_CANDIDATES 20
 
 /* Writes the variant's name; nonzero if it does not fit or kind is unknown. */
 int tpg_gemm_variant_name(const tpg_gemm_variant *v, char *buf, size_t len);

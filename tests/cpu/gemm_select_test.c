@@ -54,10 +54,13 @@ int main(void) {
                               why, sizeof why) == 0);
     CHECK(l.split_k == TPG_SPLITK_STREAM && l.grid[0] == 132 && we.box[1] == 128);
     CHECK(l.workspace_bytes == tpg_sk_workspace_bytes(270, 132, 128));
-    /* M = 4096: 1792 tiles of 128 x 256; streamk 0: whole tiles on the full grid */
+    /* M = 4096, N = 14336: the cost model takes 2-CTA clusters of 128 x 192 tiles (16 x 75 units on 66
+     * clusters, stream-K over the last wave; each CTA loads half the W box); streamk 0: whole 128 x 256
+     * tiles (1792) on the full grid, as _c2 is stream-K only */
     CHECK(tpg_gemm_select_tma(4096, 14336, 8192, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 8192, 8192, 1, &l, &xe, &we,
                               why, sizeof why) == 0);
-    CHECK(l.grid[0] == 132 && we.box[1] == 256 && xe.box[1] == 128);
+    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_n192_c2") == 0 && l.grid[0] == 132 && we.box[1] == 96 &&
+          xe.box[1] == 128 && l.split_k == TPG_SPLITK_STREAM && l.workspace_bytes == tpg_sk_workspace_bytes(2400, 132, 192));
     CHECK(tpg_gemm_select_tma(4096, 14336, 8192, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 8192, 8192, 0, &l, &xe, &we,
                               why, sizeof why) == 0);
     CHECK(l.split_k == 1 && l.workspace_bytes == 0 && l.grid[0] == 132 && we.box[1] == 256);
@@ -145,7 +148,10 @@ int main(void) {
         CHECK(l.grid[0] >= 1 && l.grid[0] <= (l.split_k == TPG_SPLITK_STREAM || strstr(l.kernel, "tma") ? 132u : 1u << 30));
         CHECK(list[i].kind == TPG_GEMM_VAR_HEURISTIC || (list[i].kind == TPG_GEMM_VAR_TMA) == (xe.rank == 2));
         if (list[i].kind == TPG_GEMM_VAR_TMA) {
-          CHECK(xe.box[1] == (unsigned)list[i].bm && (epi == TPG_EPI_SWIGLU ? we.box[3] * 16 : we.box[1]) == (unsigned)list[i].bn);
+          /* _c2: each CTA of the pair loads half of the W tile */
+          const unsigned wrows = (unsigned)list[i].bn / (list[i].cluster == 2 ? 2u : 1u);
+          CHECK(xe.box[1] == (unsigned)list[i].bm && (epi == TPG_EPI_SWIGLU ? we.box[3] * 16 : we.box[1]) == wrows);
+          CHECK(list[i].cluster != 2 || (l.grid[0] % 2 == 0 && strstr(l.kernel, "_c2") != NULL));
           CHECK((l.split_k == TPG_SPLITK_STREAM) == (list[i].streamk != 0));
           CHECK((l.workspace_bytes != 0) == (list[i].streamk != 0));
           CHECK(l.smem_bytes <= 227 * 1024 && l.block[0] == 384);
@@ -178,6 +184,60 @@ int main(void) {
     CHECK(tpg_gemm_select_variant(256, 4096, 4096, TPG_KDT_BF16, TPG_EPI_SWIGLU, 90, 132, 4096, 4096, &v, &l, &xe, &we,
                                   why, sizeof why) == 0);
     CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_n64") == 0 && l.grid[0] == 132 && we.rank == 4 && we.box[3] == 4);
+    /* clusters of two: names round-trip, only 128-row tiles at BN 256 / 128 */
+    CHECK(tpg_gemm_variant_parse("tma_m128_n256_c2_sk", &v) == 0 && v.cluster == 2 && v.streamk == 1 && v.bn == 256);
+    CHECK(tpg_gemm_variant_name(&v, name, sizeof name) == 0 && strcmp(name, "tma_m128_n256_c2_sk") == 0);
+    CHECK(tpg_gemm_variant_parse("tma_m64_n256_c2", &v) != 0);
+    CHECK(tpg_gemm_variant_parse("tma_m128_n64_c2", &v) != 0);
+    CHECK(tpg_gemm_variant_parse("tma_m128_n256_sk_c2", &v) != 0);
+    CHECK(tpg_gemm_variant_parse("tma_m128_n128_c2", &v) == 0 && v.cluster == 2 && v.streamk == 0);
+    /* M = 384: three M-tiles, two units of M-tile pairs; 14336 / 128 = 112 W tiles:
+     * 224 units, grid 2 * 66 (a cluster per SM pair), W box 64 rows */
+    CHECK(tpg_gemm_select_variant(384, 14336, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, &v, &l, &xe, &we,
+                                  why, sizeof why) == 0);
+    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_n128_c2") == 0 && l.grid[0] == 132 && we.box[1] == 64 &&
+          xe.box[1] == 128 && l.split_k == 1 && l.workspace_bytes == 0);
+    /* stream-K: counters and partial slots for both ranks of the 224 units */
+    CHECK(tpg_gemm_variant_parse("tma_m128_n128_c2_sk", &v) == 0);
+    CHECK(tpg_gemm_select_variant(384, 14336, 4096, TPG_KDT_F16, TPG_EPI_NONE, 90, 132, 4096, 4096, &v, &l, &xe, &we,
+                                  why, sizeof why) == 0);
+    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_f16_n128_c2") == 0 && l.split_k == TPG_SPLITK_STREAM &&
+          l.workspace_bytes == tpg_sk_workspace_bytes(448, 132, 128) && l.workspace_zeroed == 1792);
+    /* SwiGLU, BN 256: 128 outputs a unit, W box 8 groups of 16 rows; 8 units on an odd SM count: grid 16 */
+    CHECK(tpg_gemm_variant_parse("tma_m128_n256_c2", &v) == 0);
+    CHECK(tpg_gemm_select_variant(512, 512, 4096, TPG_KDT_BF16, TPG_EPI_SWIGLU, 90, 131, 4096, 4096, &v, &l, &xe, &we,
+                                  why, sizeof why) == 0);
+    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_c2") == 0 && l.grid[0] == 16 && we.rank == 4 && we.box[3] == 8);
+    /* BN 192: 128-row tiles only; N = 6144 at M = 512: 4 x 32 tiles, 4 stages of 40 KB */
+    CHECK(tpg_gemm_variant_parse("tma_m64_n192", &v) != 0);
+    CHECK(tpg_gemm_variant_parse("tma_m128_n192", &v) == 0 && v.bn == 192);
+    CHECK(tpg_gemm_select_variant(512, 6144, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, &v, &l, &xe, &we,
+                                  why, sizeof why) == 0);
+    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_n192") == 0 && l.grid[0] == 128 && l.smem_bytes == 164928 &&
+          we.box[1] == 192 && xe.box[1] == 128);
+    CHECK(tpg_gemm_variant_parse("tma_m128_n192_c2_sk", &v) == 0 && v.cluster == 2);
+    CHECK(tpg_gemm_select_variant(512, 6144, 4096, TPG_KDT_F16, TPG_EPI_SWIGLU, 90, 132, 4096, 4096, &v, &l, &xe, &we,
+                                  why, sizeof why) == 0);
+    /* SwiGLU: 96 outputs a unit, 2 x 64 units; W box 6 groups of 16 rows (half of 192) */
+    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_f16_n192_c2") == 0 && l.grid[0] == 132 && we.box[3] == 6 &&
+          l.workspace_bytes == tpg_sk_workspace_bytes(256, 132, 192));
+    v.bm = 64;
+    CHECK(tpg_gemm_select_variant(512, 6144, 4096, TPG_KDT_F16, TPG_EPI_NONE, 90, 132, 4096, 4096, &v, &l, &xe, &we,
+                                  why, sizeof why) != 0 && strstr(why, "192") != NULL);
+    v.bm = 128;
+    /* no clusters at M <= 128 (one M-tile: the pair's second CTA would idle) */
+    {
+      const int cnt = tpg_gemm_candidates(128, 4096, 4096, TPG_EPI_NONE, 90, 132, list, TPG_GEMM_MAX_CANDIDATES);
+      int i, c2 = 0;
+      for (i = 0; i < cnt; ++i) c2 += list[i].cluster == 2;
+      CHECK(c2 == 0);
+      CHECK(tpg_gemm_candidates(129, 4096, 4096, TPG_EPI_NONE, 90, 132, list, TPG_GEMM_MAX_CANDIDATES) <=
+            TPG_GEMM_MAX_CANDIDATES);
+    }
+    v.cluster = 3;
+    v.kind = TPG_GEMM_VAR_TMA;
+    CHECK(tpg_gemm_select_variant(512, 4096, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, &v, &l, &xe, &we,
+                                  why, sizeof why) != 0 && strstr(why, "cluster") != NULL);
     /* decode pair: plain and stream-K GEMV whatever the grid rule says */
     CHECK(tpg_gemm_variant_parse("gemv", &v) == 0);
     CHECK(tpg_gemm_select_variant(8, 1024, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, &v, &l, &xe, &we, why,
