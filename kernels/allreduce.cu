@@ -202,6 +202,17 @@ __device__ __forceinline__ uint4 ld_volatile(const uint4 *p) {
   return v;
 }
 
+// Polls p until every half/word is data; false at the deadline.
+template <typename T>
+__device__ __forceinline__ bool wait_arrived(const uint4 *p, uint4 &v, uint64_t deadline, const uint32_t *status) {
+  uint32_t spins = 0;
+  while (!arrived<T>(v)) {
+    if ((++spins & 1023u) == 0 && give_up(deadline, status)) return false;
+    v = ld_volatile(p);
+  }
+  return true;
+}
+
 template <typename T>
 __device__ void lamport(const tpg_allreduce_args &a) {
   constexpr int V = 16 / sizeof(T);
@@ -318,6 +329,135 @@ __device__ void lamport(const tpg_allreduce_args &a) {
   if (threadIdx.x == 0) a.epochs[b] = e;
 }
 
+// Push one-shot, second form (tpg_allreduce_push): the same data-as-flag
+// protocol and receive areas as lamport() above, with three changes that
+// matter once a message is large enough to be bandwidth-bound (TP 2 moves the
+// same bytes one-shot as two-shot, in one NVLink crossing instead of two):
+// - a rank's own contribution is read from `in`, never copied into its own
+//   receive slot and polled back: the local copy, its poll and its sentinel
+//   reset were a third of the kernel's L2 traffic;
+// - every store of the message is issued before any poll (phase 1 then
+//   phase 2), so the peers' data is in flight while a thread waits for the
+//   first of it, and the launch shape (grid, block) is the selector's, not a
+//   fixed 64 x 256;
+// - own data is sentinel-filtered like the peers' (-0.0 -> +0.0) and every
+//   rank sums in rank order, so all ranks produce the same bits.
+// Replay safety is lamport()'s argument unchanged: receive buffers alternate
+// by epoch parity, and a peer writes epoch e+2 into the half this rank
+// reads at epoch e only after this rank's kernel for e+1 sent it data.
+template <typename T>
+__device__ __forceinline__ uint4 load_in(const tpg_allreduce_args &a, uint64_t i, uint64_t full) {
+  constexpr int V = 16 / sizeof(T);
+  if (i < full) return static_cast<const uint4 *>(a.in)[i];
+  uint4 v = make_uint4(0, 0, 0, 0);  // the partial last vector: valid elements, zeros after
+  T *t = reinterpret_cast<T *>(&v);
+  const int rem = (int)(a.count - full * V);
+#pragma unroll
+  for (int k = 0; k < V; k++)
+    if (k < rem) t[k] = static_cast<const T *>(a.in)[full * V + k];
+  return v;
+}
+
+template <typename T>
+__device__ void push1(const tpg_allreduce_args &a) {
+  constexpr int V = 16 / sizeof(T);
+  constexpr int MR = TPG_AR_MAX_RANKS;
+  const uint4 SENT = make_uint4(0x80008000u, 0x80008000u, 0x80008000u, 0x80008000u);
+  __shared__ uint32_t s_epoch;
+  const int b = blockIdx.x, nb = gridDim.x, R = a.nranks, me = a.rank;
+  if (threadIdx.x == 0) s_epoch = a.epochs[b] + 1;
+  __syncthreads();
+  const uint32_t e = s_epoch;
+  const uint64_t buf = ((e & 1u) ? a.slot_bytes : 0) / 16;     // in vectors
+  // R-1 slots per receive half, one per peer: rank s's data lands at rank
+  // q in slot (s - q - 1) mod R, so a slot is slot_bytes / (R-1) (the whole
+  // half at TP 2) and no slot is kept for a rank's own data.
+  const uint64_t slotv = ((a.slot_bytes / (R - 1)) & ~15ull) / 16;
+  const uint64_t nvec = (a.count + V - 1) / V, full = a.count / V;
+  uint64_t v0, v1;
+  tpg::block_range<T>(a.count, a.epi, b, nb, nvec, v0, v1);
+  const uint64_t bd = blockDim.x;
+
+  // Phase 1: every vector of this block's range to every peer, U loads in
+  // flight before their stores.
+  constexpr int U = 4;
+  for (uint64_t i0 = v0 + threadIdx.x; i0 < v1; i0 += bd * U) {
+    uint4 vv[U];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const uint64_t i = i0 + u * bd;
+      if (i < v1) vv[u] = unsentinel<T>(load_in<T>(a, i, full));
+    }
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const uint64_t i = i0 + u * bd;
+      if (i >= v1) break;
+#pragma unroll
+      for (int q = 0; q < MR; q++)
+        if (q < R && q != me)
+          __stcg(static_cast<uint4 *>(a.staging[q]) + buf + ((me - q - 1 + R) % R) * slotv + i, vv[u]);
+    }
+  }
+
+  // Phase 2: own data from `in`, the peers' from this rank's receive area.
+  uint4 *mine = static_cast<uint4 *>(a.staging[me]) + buf;
+  T *out = static_cast<T *>(a.out);
+  const uint64_t deadline = now_ns() + a.timeout_ns;
+  bool failed = false;
+  constexpr int UP = 2;
+  for (uint64_t i0 = v0 + threadIdx.x; i0 < v1 && !failed; i0 += bd * UP) {
+    uint4 pv[UP][MR];
+#pragma unroll
+    for (int u = 0; u < UP; u++) {
+      const uint64_t i = i0 + u * bd;
+      if (i >= v1) break;
+#pragma unroll
+      for (int q = 0; q < MR; q++) {
+        if (q >= R) break;
+        pv[u][q] = q == me ? unsentinel<T>(load_in<T>(a, i, full)) : ld_volatile(mine + ((q - me - 1 + R) % R) * slotv + i);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < UP; u++) {
+      const uint64_t i = i0 + u * bd;
+      if (i >= v1 || failed) break;
+      float acc[V];
+#pragma unroll
+      for (int k = 0; k < V; k++) acc[k] = 0.f;
+#pragma unroll
+      for (int q = 0; q < MR; q++) {
+        if (q >= R) break;
+        if (q != me && !wait_arrived<T>(mine + ((q - me - 1 + R) % R) * slotv + i, pv[u][q], deadline, a.status)) {
+          failed = true;
+          break;
+        }
+        const T *t = reinterpret_cast<const T *>(&pv[u][q]);
+#pragma unroll
+        for (int k = 0; k < V; k++) acc[k] += tf<T>(t[k]);
+      }
+      if (failed) break;
+      if (i < full) {
+        tpg::epi_store<T>(a.epi, out, i, acc);
+      } else {
+        const int rem = (int)(a.count - full * V);
+#pragma unroll
+        for (int k = 0; k < V; k++)
+          if (k < rem) out[full * V + k] = ft<T>(acc[k]);
+      }
+#pragma unroll
+      for (int j = 0; j < MR - 1; j++)
+        if (j < R - 1) mine[j * slotv + i] = SENT;  // ready for epoch e+2
+    }
+  }
+  if (failed) *a.status = 1u;
+  const bool any_failed = __syncthreads_or(failed);
+  if (!any_failed && tpg::epi_norm(a.epi)) {
+    const uint64_t vpr = a.epi.hidden / V;
+    tpg::epi_norm_rows<T>(a.epi, out, v0 / vpr, v1 / vpr);
+  }
+  if (threadIdx.x == 0) a.epochs[b] = e;
+}
+
 // Two-shot: reduce-scatter then all-gather, both by remote stores, for
 // messages where one-shot moves too much (push: R copies of the message into
 // every peer; pull: every peer's whole staging read over NVLink with few
@@ -379,17 +519,6 @@ __device__ __forceinline__ void store_result(const tpg_allreduce_args &a, uint64
     const int rem = (int)(a.count - full * V);
     for (int k = 0; k < rem; k++) static_cast<T *>(a.out)[full * V + k] = t[k];
   }
-}
-
-// Polls p until every half/word is data; false at the deadline.
-template <typename T>
-__device__ __forceinline__ bool wait_arrived(const uint4 *p, uint4 &v, uint64_t deadline, const uint32_t *status) {
-  uint32_t spins = 0;
-  while (!arrived<T>(v)) {
-    if ((++spins & 1023u) == 0 && give_up(deadline, status)) return false;
-    v = ld_volatile(p);
-  }
-  return true;
 }
 
 template <typename T>
@@ -528,5 +657,14 @@ extern "C" __global__ void __launch_bounds__(512) tpg_allreduce_twoshot(const __
     case TPG_KDT_F32: twoshot<float>(a); break;
     case TPG_KDT_F16: twoshot<__half>(a); break;
     default: twoshot<__nv_bfloat16>(a); break;
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(512) tpg_allreduce_push(const __grid_constant__ tpg_allreduce_args a) {
+  tpg::pdl_launch_dependents();
+  switch (a.dtype) {
+    case TPG_KDT_F32: push1<float>(a); break;
+    case TPG_KDT_F16: push1<__half>(a); break;
+    default: push1<__nv_bfloat16>(a); break;
   }
 }

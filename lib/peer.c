@@ -40,7 +40,7 @@
  * never see each other's data. Two-shot halves are 8 MiB + 64 KiB: a slot per
  * source rank of (8 MiB + 64 KiB) / R holds a piece of every block of an
  * 8 MiB message plus the per-block padding (kernels/allreduce.cu). */
-#define TPG_PEER_SLOT_BYTES ((size_t)4 << 20) /* pull: messages up to 4 MiB; push: 4 MiB / ranks */
+#define TPG_PEER_SLOT_BYTES ((size_t)4 << 20) /* pull: messages up to 4 MiB; push: 4 MiB / (ranks - 1) */
 #define TPG_PEER_TWOSHOT_BYTES (((size_t)8 << 20) + ((size_t)64 << 10))
 #define TPG_PEER_FLAG_BYTES 4096
 _Static_assert(TPG_AR_MAX_RANKS * TPG_AR_MAX_BLOCKS * 4 <= TPG_PEER_FLAG_BYTES, "the pull kernel's flag array fits");
@@ -281,7 +281,10 @@ void tpg_peer_free(tpg_comm *c) {
 }
 
 size_t tpg_peer_max_pull(const tpg_comm *c) { return c->peer.slot_bytes; }
-size_t tpg_peer_max_push(const tpg_comm *c) { return (c->peer.slot_bytes / (size_t)c->nranks) & ~(size_t)15; }
+/* Push: one slot per peer in each receive half (kernels/allreduce.cu, push1). */
+size_t tpg_peer_max_push(const tpg_comm *c) {
+  return c->nranks > 1 ? (c->peer.slot_bytes / (size_t)(c->nranks - 1)) & ~(size_t)15 : 0;
+}
 /* A two-shot slot (one source rank's) must hold floor(nvec / R) + 64
  * vectors (kernels/allreduce.cu): the largest message is what that allows. */
 size_t tpg_peer_max_twoshot(const tpg_comm *c) {

@@ -74,7 +74,7 @@ tpg_status tpg_allreduce_select(tpg_comm *c, const tpg_allreduce_tuning *t, tpg_
                           algo == TPG_ALGO_ONESHOT ? "ONESHOT" : "TWOSHOT", why);
     return TPG_SUCCESS;
   }
-  static const char *const knames[] = {"tpg_allreduce_oneshot", "tpg_allreduce_lamport", "tpg_allreduce_twoshot"};
+  static const char *const knames[] = {"tpg_allreduce_oneshot", "tpg_allreduce_push", "tpg_allreduce_twoshot"};
   out->k = k;
   out->kernel = knames[k];
   /* Always the kernel's whole grid, empty blocks included: the kernels'
@@ -87,8 +87,8 @@ tpg_status tpg_allreduce_select(tpg_comm *c, const tpg_allreduce_tuning *t, tpg_
    * kernel (two-shot has its own epoch counters, so its grid may differ from
    * the one-shot kernels'); the two-shot grid is a tuning value that must be
    * the same on every rank (the fingerprint compares it). */
-  out->grid = k == TPG_PEER_TWOSHOT ? t->twoshot_blocks : TPG_AR_ONESHOT_BLOCKS;
-  /* Two-shot: 512 threads, so a block keeps more remote stores and polls in flight. */
-  out->block = k == TPG_PEER_TWOSHOT ? 512 : 256;
+  out->grid = k == TPG_PEER_TWOSHOT ? t->twoshot_blocks : k == TPG_PEER_PUSH ? TPG_AR_PUSH_BLOCKS : TPG_AR_ONESHOT_BLOCKS;
+  /* Two-shot and push: 512 threads, so a block keeps more remote stores and polls in flight. */
+  out->block = k == TPG_PEER_PULL ? 256 : 512;
   return TPG_SUCCESS;
 }
