@@ -26,7 +26,7 @@
 #define N 512
 
 typedef struct {
-  int rank;
+  int rank, timeout_ms;
   tpg_comm_id id;
   tpg_status create, run;
   int wrong;
@@ -39,7 +39,7 @@ static void *rank_main(void *arg) {
   tpg_comm_config cc = TPG_COMM_CONFIG_INIT;
   cc.device = cc.rank = j->rank;
   cc.nranks = 2;
-  cc.timeout_ms = 500; /* a failed peer ends the other rank by this deadline */
+  cc.timeout_ms = j->timeout_ms;
   float *in = tpgfake_dev_alloc(j->rank, N * 4), *out = tpgfake_dev_alloc(j->rank, N * 4);
   for (int i = 0; i < N; i++) {
     in[i] = (float)(i % 7) + (float)j->rank * 100.0f;
@@ -104,13 +104,16 @@ static void *rank_main(void *arg) {
   return NULL;
 }
 
-static void run2(job *j) {
+/* timeout_ms: 10 s for the run that must succeed (valgrind serializes the
+ * threads), 0.5 s where a failed peer ends the other rank by the deadline. */
+static void run2(job *j, int timeout_ms) {
   tpg_comm_id id;
   tpg_comm_id_create(&id);
   pthread_t t[2];
   for (int r = 0; r < 2; r++) {
     memset(&j[r], 0, sizeof j[r]);
     j[r].rank = r;
+    j[r].timeout_ms = timeout_ms;
     j[r].id = id;
     pthread_create(&t[r], NULL, rank_main, &j[r]);
   }
@@ -123,7 +126,7 @@ int main(int argc, char **argv) {
   tpgfake_reset();
   long base = tpgfake_live(why, sizeof why);
   job j[2];
-  run2(j);
+  run2(j, 10000);
   for (int r = 0; r < 2; r++) {
     if (j[r].run != TPG_SUCCESS) printf("rank %d: %s\n", r, j[r].msg);
     CHECK(j[r].create == TPG_SUCCESS);
@@ -147,7 +150,7 @@ int main(int argc, char **argv) {
     for (long n = 1; n <= 2; n++) {
       tpgfake_reset();
       tpgfake_fail_call(calls[c], n);
-      run2(j);
+      run2(j, 500);
       clean_errors += j[0].run != TPG_SUCCESS && j[1].run != TPG_SUCCESS;
       long live = tpgfake_live(why, sizeof why) - base;
       if (live && leaks++ < 3) printf("%s #%ld failing: %ld live: %s\n", calls[c], n, live, why);
