@@ -46,6 +46,10 @@ static tpg_status field(const char *name, unsigned long long v, unsigned long lo
 tpg_status tpg_tuning_resolve(const tpg_graph_config *cfg, tpg_tuning *t, const char *fn) {
   const unsigned long long big = (unsigned long long)1 << 40;
   unsigned long long v;
+  /* No config field (tpg_graph_config is ABI): the environment only. */
+  v = TPG_SMALL_MAX_DEFAULT;
+  TPG_TRY(env_num("TPG_ONESHOT_SMALL_MAX", 0, big, &v, fn));
+  t->ar.small_max = (size_t)v;
   TPG_TRY(field("allreduce_push_max", cfg->allreduce_push_max, 1, big, TPG_PUSH_MAX_DEFAULT, &v, fn));
   TPG_TRY(env_num("TPG_ONESHOT_PUSH_MAX", 0, big, &v, fn));
   t->ar.push_max = (size_t)v;

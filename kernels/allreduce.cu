@@ -340,21 +340,32 @@ __device__ void lamport(const tpg_allreduce_args &a) {
 }
 
 // Push one-shot, second form (tpg_allreduce_push): the same data-as-flag
-// protocol and receive areas as lamport() above, with three changes that
-// matter once a message is large enough to be bandwidth-bound (TP 2 moves the
-// same bytes one-shot as two-shot, in one NVLink crossing instead of two):
+// protocol as lamport() above, with these changes, which matter once a
+// message is large enough to be bandwidth-bound (TP 2 moves the same bytes
+// one-shot as two-shot, in one NVLink crossing instead of two):
 // - a rank's own contribution is read from `in`, never copied into its own
 //   receive slot and polled back: the local copy, its poll and its sentinel
 //   reset were a third of the kernel's L2 traffic;
-// - every store of the message is issued before any poll (phase 1 then
-//   phase 2), so the peers' data is in flight while a thread waits for the
-//   first of it, and the launch shape (grid, block) is the selector's, not a
-//   fixed 64 x 256;
+// - every store of a round is issued before any poll, so the peers' data is
+//   in flight while a thread waits for the first of it; the first loads go
+//   out before the epoch is read (they do not depend on it);
 // - own data is sentinel-filtered like the peers' (-0.0 -> +0.0) and every
-//   rank sums in rank order, so all ranks produce the same bits.
-// Replay safety is lamport()'s argument unchanged: receive buffers alternate
-// by epoch parity, and a peer writes epoch e+2 into the half this rank
-// reads at epoch e only after this rank's kernel for e+1 sent it data.
+//   rank sums in rank order, so all ranks produce the same bits;
+// - any size, in rounds. Each receive half holds R-1 slots (one per peer:
+//   rank s's data lands at rank q in slot (s - q - 1) mod R), and block b
+//   owns the window [b*S, (b+1)*S) of every slot, S = slot / grid. A block's
+//   range goes in rounds of S vectors; every block runs the same number of
+//   rounds (that of the longest range), so all per-block epochs stay equal.
+//
+// Why a half is never overwritten while a peer still reads it: round r of
+// block b (epoch e) writes half e&1 of the peer's window b, last read by the
+// peer's block b at epoch e-2. This block sends epoch e only after it has
+// received the peer's epoch e-1 data (the previous round, or the previous
+// kernel, which ended only once all of it arrived), and the peer's block b
+// sent that only after all its threads had read and reset epoch e-2 (a
+// __threadfence and a block barrier between rounds; a kernel boundary
+// between kernels). Windows are per block in every kernel, so only the
+// same block index on the peer ever shares positions with this block.
 template <typename T>
 __device__ __forceinline__ uint4 load_in(const tpg_allreduce_args &a, uint64_t i, uint64_t full) {
   constexpr int V = 16 / sizeof(T);
@@ -368,105 +379,117 @@ __device__ __forceinline__ uint4 load_in(const tpg_allreduce_args &a, uint64_t i
   return v;
 }
 
-template <typename T, bool EARLY = true, int NS = 0>
+// MR: the rank count rounded up to 2, 4 or 8. Per-thread arrays are sized by
+// it; sized for 8 at every R they took registers enough to spill.
+template <typename T, int MR, bool EARLY = true, int NS = 0>
 __device__ void push1(const tpg_allreduce_args &a) {
   constexpr int V = 16 / sizeof(T);
-  constexpr int MR = TPG_AR_MAX_RANKS;
+  constexpr int U = MR <= 4 ? 4 : 2;  // vectors a thread loads before storing them
+  constexpr int UP = MR <= 2 ? 2 : 1;  // vectors a thread polls at once (registers: UP x MR vectors)
   const uint4 SENT = make_uint4(0x80008000u, 0x80008000u, 0x80008000u, 0x80008000u);
   __shared__ uint32_t s_epoch;
   const int b = blockIdx.x, nb = gridDim.x, R = a.nranks, me = a.rank;
-  // R-1 slots per receive half, one per peer: rank s's data lands at rank
-  // q in slot (s - q - 1) mod R, so a slot is slot_bytes / (R-1) (the whole
-  // half at TP 2) and no slot is kept for a rank's own data.
-  const uint64_t slotv = ((a.slot_bytes / (R - 1)) & ~15ull) / 16;
+  const uint64_t slotv = ((a.slot_bytes / (R - 1)) & ~15ull) / 16;  // vectors per peer slot
+  const uint64_t S = slotv / nb;                                       // this block's window
   const uint64_t nvec = (a.count + V - 1) / V, full = a.count / V;
-  uint64_t v0, v1;
+  uint64_t v0, v1, f0, f1;
   tpg::block_range<T>(a.count, a.epi, b, nb, nvec, v0, v1);
+  tpg::block_range<T>(a.count, a.epi, 0, nb, nvec, f0, f1);  // block 0's range is the longest
+  const uint32_t rounds = f1 - f0 <= S ? 1u : (uint32_t)((f1 - f0 + S - 1) / S);
   const uint64_t bd = blockDim.x;
+  uint4 *mine = static_cast<uint4 *>(a.staging[me]) + b * S;
+  T *out = static_cast<T *>(a.out);
 
-  // Phase 1: every vector of this block's range to every peer, U loads in
-  // flight before their stores. The first U loads do not depend on the
-  // epoch, so (EARLY) they are issued before the epoch is read: its load and
-  // the block barrier after it overlap them instead of preceding them.
-  constexpr int U = 4;
   uint4 vv[U];
-  uint64_t i0 = v0 + threadIdx.x;
-  auto load_u = [&](uint64_t base) {
+  auto load_u = [&](uint64_t base, uint64_t end) {
 #pragma unroll
     for (int u = 0; u < U; u++) {
       const uint64_t i = base + u * bd;
-      if (i < v1) vv[u] = unsentinel<T>(load_in<T>(a, i, full));
+      if (i < end) vv[u] = unsentinel<T>(load_in<T>(a, i, full));
     }
   };
-  if (EARLY) load_u(i0);
+  const uint64_t first_end = min(v1, v0 + S);
+  if (EARLY) load_u(v0 + threadIdx.x, first_end);
   if (threadIdx.x == 0) s_epoch = a.epochs[b] + 1;
   __syncthreads();
-  const uint32_t e = s_epoch;
-  const uint64_t buf = ((e & 1u) ? a.slot_bytes : 0) / 16;  // in vectors
-  if (!EARLY) load_u(i0);
-  while (i0 < v1) {
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-      const uint64_t i = i0 + u * bd;
-      if (i >= v1) break;
-#pragma unroll
-      for (int q = 0; q < MR; q++)
-        if (q < R && q != me)
-          __stcg(static_cast<uint4 *>(a.staging[q]) + buf + ((me - q - 1 + R) % R) * slotv + i, vv[u]);
-    }
-    i0 += bd * U;
-    if (i0 < v1) load_u(i0);
-  }
-
-  // Phase 2: own data from `in`, the peers' from this rank's receive area.
-  uint4 *mine = static_cast<uint4 *>(a.staging[me]) + buf;
-  T *out = static_cast<T *>(a.out);
-  const uint64_t deadline = now_ns() + a.timeout_ns;
+  const uint32_t e0 = s_epoch;
+  uint64_t deadline = 0;
   bool failed = false;
-  constexpr int UP = 2;
-  for (uint64_t i0 = v0 + threadIdx.x; i0 < v1 && !failed; i0 += bd * UP) {
-    uint4 pv[UP][MR];
-#pragma unroll
-    for (int u = 0; u < UP; u++) {
-      const uint64_t i = i0 + u * bd;
-      if (i >= v1) break;
-#pragma unroll
-      for (int q = 0; q < MR; q++) {
-        if (q >= R) break;
-        pv[u][q] = q == me ? unsentinel<T>(load_in<T>(a, i, full)) : ld_volatile(mine + ((q - me - 1 + R) % R) * slotv + i);
-      }
+  for (uint32_t r = 0; r < rounds; r++) {
+    const uint32_t e = e0 + r;
+    const uint64_t half = ((e & 1u) ? a.slot_bytes : 0) / 16;  // in vectors
+    const uint64_t r0 = v0 + (uint64_t)r * S, r1 = min(v1, r0 + S);  // this round's vectors
+    if (r > 0) {
+      // The resets of the last round are done (fence: at this GPU's L2,
+      // before the data that lets the peer write into that half again).
+      __threadfence();
+      if (__syncthreads_or(failed)) break;
     }
+    // Phase 1: this round's vectors to every peer.
+    uint64_t i0 = r0 + threadIdx.x;
+    if (!EARLY || r > 0) load_u(i0, r1);
+    while (i0 < r1) {
 #pragma unroll
-    for (int u = 0; u < UP; u++) {
-      const uint64_t i = i0 + u * bd;
-      if (i >= v1 || failed) break;
-      float acc[V];
+      for (int u = 0; u < U; u++) {
+        const uint64_t i = i0 + u * bd;
+        if (i >= r1) break;
 #pragma unroll
-      for (int k = 0; k < V; k++) acc[k] = 0.f;
+        for (int q = 0; q < MR; q++)
+          if (q < R && q != me)
+            __stcg(static_cast<uint4 *>(a.staging[q]) + half + ((me - q - 1 + R) % R) * slotv + b * S + (i - r0),
+                   vv[u]);
+      }
+      i0 += bd * U;
+      if (i0 < r1) load_u(i0, r1);
+    }
+    // Phase 2: own data from `in`, the peers' from this rank's window.
+    if (r == 0) deadline = now_ns() + a.timeout_ns;
+    for (uint64_t j0 = r0 + threadIdx.x; j0 < r1 && !failed; j0 += bd * UP) {
+      uint4 pv[UP][MR];
 #pragma unroll
-      for (int q = 0; q < MR; q++) {
-        if (q >= R) break;
-        uint4 v = pv[u][q];
-        if (q != me) {
-          v = wait_arrived<T, NS>(mine + ((q - me - 1 + R) % R) * slotv + i, v, deadline, a.status, failed);
-          if (failed) break;
+      for (int u = 0; u < UP; u++) {
+        const uint64_t i = j0 + u * bd;
+        if (i >= r1) break;
+#pragma unroll
+        for (int q = 0; q < MR; q++) {
+          if (q >= R) break;
+          pv[u][q] = q == me ? unsentinel<T>(load_in<T>(a, i, full))
+                             : ld_volatile(mine + half + ((q - me - 1 + R) % R) * slotv + (i - r0));
         }
-        const T *t = reinterpret_cast<const T *>(&v);
-#pragma unroll
-        for (int k = 0; k < V; k++) acc[k] += tf<T>(t[k]);
-      }
-      if (failed) break;
-      if (i < full) {
-        tpg::epi_store<T>(a.epi, out, i, acc);
-      } else {
-        const int rem = (int)(a.count - full * V);
-#pragma unroll
-        for (int k = 0; k < V; k++)
-          if (k < rem) out[full * V + k] = ft<T>(acc[k]);
       }
 #pragma unroll
-      for (int j = 0; j < MR - 1; j++)
-        if (j < R - 1) mine[j * slotv + i] = SENT;  // ready for epoch e+2
+      for (int u = 0; u < UP; u++) {
+        const uint64_t i = j0 + u * bd;
+        if (i >= r1 || failed) break;
+        float acc[V];
+#pragma unroll
+        for (int k = 0; k < V; k++) acc[k] = 0.f;
+#pragma unroll
+        for (int q = 0; q < MR; q++) {
+          if (q >= R) break;
+          uint4 v = pv[u][q];
+          if (q != me) {
+            v = wait_arrived<T, NS>(mine + half + ((q - me - 1 + R) % R) * slotv + (i - r0), v, deadline, a.status,
+                                    failed);
+            if (failed) break;
+          }
+          const T *t = reinterpret_cast<const T *>(&v);
+#pragma unroll
+          for (int k = 0; k < V; k++) acc[k] += tf<T>(t[k]);
+        }
+        if (failed) break;
+        if (i < full) {
+          tpg::epi_store<T>(a.epi, out, i, acc);
+        } else {
+          const int rem = (int)(a.count - full * V);
+#pragma unroll
+          for (int k = 0; k < V; k++)
+            if (k < rem) out[full * V + k] = ft<T>(acc[k]);
+        }
+#pragma unroll
+        for (int j = 0; j < MR - 1; j++)
+          if (j < R - 1) mine[half + j * slotv + (i - r0)] = SENT;  // ready for epoch e+2
+      }
     }
   }
   if (failed) *a.status = 1u;
@@ -475,7 +498,7 @@ __device__ void push1(const tpg_allreduce_args &a) {
     const uint64_t vpr = a.epi.hidden / V;
     tpg::epi_norm_rows<T>(a.epi, out, v0 / vpr, v1 / vpr);
   }
-  if (threadIdx.x == 0) a.epochs[b] = e;
+  if (threadIdx.x == 0) a.epochs[b] = e0 + rounds - 1;
 }
 
 // Two-shot: reduce-scatter then all-gather, both by remote stores, for
@@ -678,11 +701,17 @@ extern "C" __global__ void __launch_bounds__(512) tpg_allreduce_twoshot(const __
   }
 }
 
+template <int MR>
+__device__ __forceinline__ void push_by_dtype(const tpg_allreduce_args &a) {
+  switch (a.dtype) {
+    case TPG_KDT_F32: push1<float, MR>(a); break;
+    case TPG_KDT_F16: push1<__half, MR>(a); break;
+    default: push1<__nv_bfloat16, MR>(a); break;
+  }
+}
 extern "C" __global__ void __launch_bounds__(512) tpg_allreduce_push(const __grid_constant__ tpg_allreduce_args a) {
   tpg::pdl_launch_dependents();
-  switch (a.dtype) {
-    case TPG_KDT_F32: push1<float>(a); break;
-    case TPG_KDT_F16: push1<__half>(a); break;
-    default: push1<__nv_bfloat16>(a); break;
-  }
+  if (a.nranks <= 2) push_by_dtype<2>(a);
+  else if (a.nranks <= 4) push_by_dtype<4>(a);
+  else push_by_dtype<TPG_AR_MAX_RANKS>(a);
 }

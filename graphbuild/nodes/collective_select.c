@@ -44,10 +44,12 @@ tpg_status tpg_allreduce_select(tpg_comm *c, const tpg_allreduce_tuning *t, tpg_
   tpg_peer_kernel k = TPG_PEER_PULL;
   if (!why) {
     const size_t cap_push = tpg_peer_max_push(c), cap_pull = tpg_peer_max_pull(c), cap_two = tpg_peer_max_twoshot(c);
+    const size_t cap_small = tpg_peer_max_small(c);
     if (algo == TPG_ALGO_ONESHOT) {
       /* Push for small messages: one NVLink crossing; pull above push_max,
        * where moving R copies of the data costs more than the second one. */
-      if (bytes <= t->push_max && bytes <= cap_push) k = TPG_PEER_PUSH;
+      if (bytes <= t->small_max && bytes <= cap_small) k = TPG_PEER_SMALL;
+      else if (bytes <= t->push_max && bytes <= cap_push) k = TPG_PEER_PUSH;
       else if (bytes <= cap_pull) k = TPG_PEER_PULL;
       else {
         snprintf(out->why, sizeof out->why,
@@ -62,7 +64,8 @@ tpg_status tpg_allreduce_select(tpg_comm *c, const tpg_allreduce_tuning *t, tpg_
         why = out->why;
       }
     } else { /* AUTO */
-      if (bytes <= t->push_max && bytes <= cap_push) k = TPG_PEER_PUSH;
+      if (bytes <= t->small_max && bytes <= cap_small) k = TPG_PEER_SMALL;
+      else if (bytes <= t->push_max && bytes <= cap_push) k = TPG_PEER_PUSH;
       else if (bytes <= t->twoshot_max && bytes <= cap_two) k = TPG_PEER_TWOSHOT;
       else why = "NCCL serves messages of this size best";
     }
@@ -74,7 +77,8 @@ tpg_status tpg_allreduce_select(tpg_comm *c, const tpg_allreduce_tuning *t, tpg_
                           algo == TPG_ALGO_ONESHOT ? "ONESHOT" : "TWOSHOT", why);
     return TPG_SUCCESS;
   }
-  static const char *const knames[] = {"tpg_allreduce_oneshot", "tpg_allreduce_push", "tpg_allreduce_twoshot"};
+  static const char *const knames[] = {"tpg_allreduce_oneshot", "tpg_allreduce_push", "tpg_allreduce_twoshot",
+                                       "tpg_allreduce_lamport"};
   out->k = k;
   out->kernel = knames[k];
   /* Always the kernel's whole grid, empty blocks included: the kernels'
@@ -88,7 +92,8 @@ tpg_status tpg_allreduce_select(tpg_comm *c, const tpg_allreduce_tuning *t, tpg_
    * the one-shot kernels'); the two-shot grid is a tuning value that must be
    * the same on every rank (the fingerprint compares it). */
   out->grid = k == TPG_PEER_TWOSHOT ? t->twoshot_blocks : k == TPG_PEER_PUSH ? TPG_AR_PUSH_BLOCKS : TPG_AR_ONESHOT_BLOCKS;
-  /* Two-shot and push: 512 threads, so a block keeps more remote stores and polls in flight. */
-  out->block = k == TPG_PEER_PULL ? 256 : 512;
+  /* Two-shot and push: 512 threads, so a block keeps more remote stores and
+   * polls in flight; the small push and pull kernels: 256. */
+  out->block = k == TPG_PEER_TWOSHOT || k == TPG_PEER_PUSH ? 512 : 256;
   return TPG_SUCCESS;
 }
