@@ -8,7 +8,8 @@
  * time / ops, over -n launches timed with events after -w warm-up launches
  * (median in the table; p10/p50/p90 in JSON). Bandwidths as nccl-tests
  * defines them: algbw = bytes / time, busbw = algbw * 2(n-1)/n. One-shot
- * serves messages up to 4 MiB (push up to TPG_ONESHOT_PUSH_MAX, pull above),
+ * serves messages up to 4 MiB (push up to TPG_ONESHOT_PUSH_MAX, pull above;
+ * any size by push in rounds when TPG_ONESHOT_PUSH_MAX allows it),
  * two-shot up to 8 MiB ("-" above). The auto column runs TPG_ALGO_AUTO, whose
  * limits TPG_ONESHOT_PUSH_MAX and TPG_TWOSHOT_MAX move (docs/performance.md).
  * Flags: allreduce_bench --help.
@@ -42,9 +43,13 @@ static bench_pcts result[MAXSIZES][NALGO]; /* us per op (rank 0); p50 NAN: not r
 static tpg_comm_id g_id;
 static pthread_barrier_t bar;
 
+/* ONESHOT above 4 MiB: only the push kernel (in rounds), when
+ * TPG_ONESHOT_PUSH_MAX lets it. */
 static int served(int algo, size_t bytes) {
   if (!algo_on[algo]) return 0;
-  if (algos[algo] == TPG_ALGO_ONESHOT && bytes > ((size_t)4 << 20)) return 0;
+  const char *pm = getenv("TPG_ONESHOT_PUSH_MAX");
+  const size_t push_max = pm ? (size_t)strtoull(pm, NULL, 0) : 0;
+  if (algos[algo] == TPG_ALGO_ONESHOT && bytes > ((size_t)4 << 20) && bytes > push_max) return 0;
   if (algos[algo] == TPG_ALGO_TWOSHOT && bytes > ((size_t)8 << 20)) return 0;
   return 1;
 }
