@@ -15,6 +15,8 @@
  *   4M        -   18.6    18.3     31.7    28.5
  *   8M        -   32.7    31.8     45.5    46.4
  *   16M       -   57.4    62.8     75.1    79.9
+ *   32M, 64M: push in rounds 112.6 / 212.9 against NCCL 139.2 / 249.1
+ *   (library, round 4, commit 3ceb517; NCCL symmetric 160.0 / 306.4)
  * (ar_lab's figures where the library does not pick that kernel: small
  * above 256K, push below 512K and from 4M, two-shot at 16M; its chain runs
  * both GPUs from one thread, ~0.2-0.4 us above the library's.) The push kernel
