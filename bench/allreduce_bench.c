@@ -1,5 +1,6 @@
 /* allreduce_bench.c - NCCL in a graph vs tpgraph's all-reduce kernel nodes
- * in a graph (one-shot, two-shot, and what TPG_ALGO_AUTO picks), bf16, on
+ * in a graph (one-shot, two-shot, and what TPG_ALGO_AUTO picks), and NCCL on
+ * symmetric windows (TPG_GRAPH_NCCL_SYMMETRIC), bf16, on
  * every visible GPU (one thread per GPU).
  *
  * Each graph chains --ops all-reduces (alternating between two buffers, so
@@ -7,7 +8,8 @@
  * time / ops, over -n launches timed with events after -w warm-up launches
  * (median in the table; p10/p50/p90 in JSON). Bandwidths as nccl-tests
  * defines them: algbw = bytes / time, busbw = algbw * 2(n-1)/n. One-shot
- * serves messages up to 4 MiB (push up to TPG_ONESHOT_PUSH_MAX, pull above),
+ * serves messages up to 4 MiB (push up to TPG_ONESHOT_PUSH_MAX, pull above;
+ * any size by push in rounds when TPG_ONESHOT_PUSH_MAX allows it),
  * two-shot up to 8 MiB ("-" above). The auto column runs TPG_ALGO_AUTO, whose
  * limits TPG_ONESHOT_PUSH_MAX and TPG_TWOSHOT_MAX move (docs/performance.md).
  * Flags: allreduce_bench --help.
@@ -32,17 +34,22 @@ static const size_t default_sizes[] = {1 << 10, 4 << 10, 16 << 10, 64 << 10, 256
 static size_t sizes[MAXSIZES];
 static int NSIZES;
 static int OPS = 20, REPS = 30, WARMUP = 3, NR;
-enum { NALGO = 4 };
-static const tpg_collective_algo algos[NALGO] = {TPG_ALGO_NCCL, TPG_ALGO_ONESHOT, TPG_ALGO_TWOSHOT, TPG_ALGO_AUTO};
-static const char *algo_name[NALGO] = {"nccl", "oneshot", "twoshot", "auto"};
-static int algo_on[NALGO] = {1, 1, 1, 1};
+enum { NALGO = 5, A_SYM = 1 };
+static const tpg_collective_algo algos[NALGO] = {TPG_ALGO_NCCL, TPG_ALGO_NCCL, TPG_ALGO_ONESHOT, TPG_ALGO_TWOSHOT,
+                                                 TPG_ALGO_AUTO};
+static const char *algo_name[NALGO] = {"nccl", "nccl_sym", "oneshot", "twoshot", "auto"};
+static int algo_on[NALGO] = {1, 1, 1, 1, 1};
 static bench_pcts result[MAXSIZES][NALGO]; /* us per op (rank 0); p50 NAN: not run or not served */
 static tpg_comm_id g_id;
 static pthread_barrier_t bar;
 
+/* ONESHOT above 4 MiB: only the push kernel (in rounds), when
+ * TPG_ONESHOT_PUSH_MAX lets it. */
 static int served(int algo, size_t bytes) {
   if (!algo_on[algo]) return 0;
-  if (algos[algo] == TPG_ALGO_ONESHOT && bytes > ((size_t)4 << 20)) return 0;
+  const char *pm = getenv("TPG_ONESHOT_PUSH_MAX");
+  const size_t push_max = pm ? (size_t)strtoull(pm, NULL, 0) : 0;
+  if (algos[algo] == TPG_ALGO_ONESHOT && bytes > ((size_t)4 << 20) && bytes > push_max) return 0;
   if (algos[algo] == TPG_ALGO_TWOSHOT && bytes > ((size_t)8 << 20)) return 0;
   return 1;
 }
@@ -81,8 +88,11 @@ static void *rank_main(void *arg) {
       tpg_plan *p;
       tpg_slot a, b;
       MUST(tpg_plan_create(&p));
-      MUST(tpg_plan_add_slot(p, "a", TPG_BF16, TPG_MEM_DEVICE, n, &a));
-      MUST(tpg_plan_add_slot(p, "b", TPG_BF16, TPG_MEM_DEVICE, n, &b));
+      /* nccl_sym: the graph's own scratch slots, which it allocates with
+       * ncclMemAlloc and registers as NCCL symmetric windows. */
+      const tpg_memory where = algo == A_SYM ? TPG_MEM_SCRATCH : TPG_MEM_DEVICE;
+      MUST(tpg_plan_add_slot(p, "a", TPG_BF16, where, n, &a));
+      MUST(tpg_plan_add_slot(p, "b", TPG_BF16, where, n, &b));
       tpg_node prev = 0;
       for (int o = 0; o < OPS; o++) {
         tpg_collective_desc cd = TPG_COLLECTIVE_DESC_INIT;
@@ -97,8 +107,9 @@ static void *rank_main(void *arg) {
       tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
       cfg.device = rank;
       cfg.comm = comm;
-      cfg.bindings = bd;
-      cfg.nbindings = 2;
+      cfg.bindings = algo == A_SYM ? NULL : bd;
+      cfg.nbindings = algo == A_SYM ? 0 : 2;
+      cfg.flags = algo == A_SYM ? TPG_GRAPH_NCCL_SYMMETRIC : 0u;
       tpg_graph *g;
       MUST(tpg_graph_create(p, &cfg, &g));
       for (int w = 0; w < WARMUP; w++) MUST(tpg_graph_launch(g, (tpg_stream)s));
@@ -128,11 +139,13 @@ static void *rank_main(void *arg) {
 static void usage(FILE *f) {
   fprintf(f,
           "usage: allreduce_bench [-b MINBYTES] [-e MAXBYTES] [-f FACTOR | -i STEPBYTES] [-n ITERS] [-w WARMUP]\n"
-          "                       [--ops N] [--algos nccl,oneshot,twoshot,auto] [--json PATH] [--help]\n"
+          "                       [--ops N] [--algos nccl,nccl_sym,oneshot,twoshot,auto] [--json PATH] [--help]\n"
           "\n"
           "Times bf16 all-reduces inside CUDA graphs on every visible GPU (2..8, one thread each),\n"
           "side by side for each algorithm tpgraph has:\n"
           "  nccl     ncclAllReduce captured once into a child-graph node\n"
+          "  nccl_sym the same on the graph's scratch buffers registered as NCCL symmetric windows\n"
+          "           (TPG_GRAPH_NCCL_SYMMETRIC; NCCL 2.27+ may then pick its symmetric kernels)\n"
           "  oneshot  tpgraph's one-shot kernel node: every rank reads (or pushes) all peers' data over\n"
           "           NVLink and sums; lowest latency, up to 4 MiB\n"
           "  twoshot  tpgraph's two-shot kernel node: reduce-scatter then all-gather by remote stores;\n"
@@ -149,7 +162,7 @@ static void usage(FILE *f) {
           "  -n, --iters N          timed launches per size and algorithm (default 30; --reps is the same)\n"
           "  -w, --warmup_iters N   untimed launches before them (default 3)\n"
           "      --ops N            chained all-reduces per graph (default 20)\n"
-          "      --algos LIST       which of nccl,oneshot,twoshot,auto to run (default all)\n"
+          "      --algos LIST       which of nccl,nccl_sym,oneshot,twoshot,auto to run (default all)\n"
           "      --json PATH        also write the results, with p10/p50/p90 and the run's metadata\n"
           "      --min, --max       old names of -b, -e\n"
           "  -h, --help             this text\n"
@@ -168,13 +181,13 @@ static int parse_algos(const char *v) {
     for (int a = 0; a < NALGO; a++)
       if (!strcmp(t, algo_name[a])) k = a;
     if (k < 0) {
-      fprintf(stderr, "%s: --algos: unknown algorithm '%s' (expected some of nccl,oneshot,twoshot,auto)\n", PROG, t);
+      fprintf(stderr, "%s: --algos: unknown algorithm '%s' (expected some of nccl,nccl_sym,oneshot,twoshot,auto)\n", PROG, t);
       return 0;
     }
     on[k] = any = 1;
   }
   if (!any) {
-    fprintf(stderr, "%s: --algos: empty list (expected some of nccl,oneshot,twoshot,auto)\n", PROG);
+    fprintf(stderr, "%s: --algos: empty list (expected some of nccl,nccl_sym,oneshot,twoshot,auto)\n", PROG);
     return 0;
   }
   memcpy(algo_on, on, sizeof on);

@@ -12,7 +12,7 @@
  *   explicit  our explicit graph, all-reduce algorithm picked by tpgraph
  *             (the one-shot kernel node up to 4 MiB on one machine)
  *   symmetric explicit, NCCL buffers as symmetric windows (TPG_GRAPH_NCCL_SYMMETRIC;
- *             experimental, only with --modes)
+ *             only with --modes)
  *   pdl       explicit with TPG_GRAPH_PDL: programmatic edges GEMV -> GEMV and
  *             all-reduce -> next GEMV (sm_90+; the same as explicit below)
  *   overlap   our explicit graph, token chunks on separate branches
@@ -47,7 +47,7 @@ static const char *mode_name[NMODES] = {"eager", "captured", "nccl", "symmetric"
 static int hid[MAXV] = {8192, 4096}, ffn[MAXV] = {28672, 14336}, nshape = 2;
 static int toks[MAXV] = {1, 16, 128, 1024}, ntok = 4;
 static int TP = 0, LAYERS = 4, REPS = 20, CHUNKS = 2, SM_RESERVE = 0, use_torch = 1;
-static int mode_on[NMODES] = {1, 1, 1, 0, 1, 1, 1, 1}; /* symmetric: experimental, --modes to try */
+static int mode_on[NMODES] = {1, 1, 1, 0, 1, 1, 1, 1}; /* symmetric: only when named in --modes */
 static tpg_mlp_kind KIND = TPG_MLP_GELU;
 static const char *json_path = "tpbench.json", *svg_path = "tpbench.svg", *torch_script = NULL;
 static const char *PROG = "tpbench";
@@ -543,7 +543,7 @@ static void usage(FILE *f) {
           "  eager      every kernel and ncclAllReduce launched one by one on a stream (TPG_MODE_EAGER)\n"
           "  captured   that sequence stream-captured into a CUDA graph, NCCL all-reduces (TPG_MODE_CAPTURE)\n"
           "  nccl       tpgraph's explicit graph (driver-API nodes), all-reduces as NCCL child graphs\n"
-          "  symmetric  nccl with NCCL symmetric-memory buffers (experimental; only when named in --modes)\n"
+          "  symmetric  nccl with NCCL symmetric-memory buffers (only when named in --modes)\n"
           "  explicit   tpgraph's explicit graph, all-reduce algorithm picked by tpgraph (its one-shot or\n"
           "             two-shot kernel node on one machine, NCCL above 8 MiB)\n"
           "  pdl        explicit with Programmatic Dependent Launch edges (TPG_GRAPH_PDL; sm_90+)\n"

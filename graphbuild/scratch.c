@@ -1,7 +1,8 @@
 /* scratch.c - device memory a graph owns for its scratch slots: cuMemAlloc,
  * or ncclMemAlloc + an NCCL symmetric window for a slot a collective uses
  * when the graph has TPG_GRAPH_NCCL_SYMMETRIC (collective calls: every rank
- * creates the same plan's graph in the same order). Creation allocates;
+ * creates the same plan's graph in the same order; on a non-blocking comm a
+ * registration is only done once the comm says so, see below). Creation allocates;
  * a whole-graph update allocates what grew (never a window) and frees the
  * old after the last launch; destroy frees. */
 #define _POSIX_C_SOURCE 200809L
@@ -23,6 +24,14 @@ tpg_status tpg_scratch_alloc(tpg_graph *g, const tpg_plan *p, int q, size_t byte
     out->bytes = bytes;
     out->how = 2;
     r = ncclCommWindowRegister(g->comm->nccl, ptr, bytes, &out->win, NCCL_WIN_COLL_SYMMETRIC);
+    /* On a non-blocking comm NCCL 2.28.9 returns ncclSuccess here while the
+     * registration (a group job ending in a barrier with every rank, which
+     * writes out->win) still runs: its group end's ncclInProgress is dropped
+     * by the check macro in dev_runtime.cc. Trusting that return made the
+     * next call on the comm fail ("Attempt to use communicator before the
+     * previous operation returned ncclSuccess"). So wait for the comm after
+     * a success as after ncclInProgress; on an idle comm that is one poll. */
+    if (r == ncclSuccess) r = ncclInProgress;
     return tpg_nccl_settle(g->comm, r, __func__, "ncclCommWindowRegister (symmetric)");
   }
   bytes = (bytes + 255) & ~(size_t)255;
@@ -39,7 +48,7 @@ void tpg_scratch_free(tpg_graph *g, tpg_scratch *s) {
    * gone); NCCL frees the window with the comm. */
   if (s->win && g->comm && g->comm->nccl && !g->comm->aborted) {
     ncclResult_t r = ncclCommWindowDeregister(g->comm->nccl, s->win);
-    tpg_nccl_settle(g->comm, r, "tpg_graph_destroy", "ncclCommWindowDeregister");
+    tpg_nccl_settle(g->comm, r == ncclSuccess ? ncclInProgress : r, "tpg_graph_destroy", "ncclCommWindowDeregister");
   }
   if (s->how == 1 && s->ptr) tpg_cu->cuMemFree((CUdeviceptr)(uintptr_t)s->ptr);
   if (s->how == 2 && s->ptr) ncclMemFree(s->ptr);

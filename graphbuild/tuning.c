@@ -46,12 +46,19 @@ static tpg_status field(const char *name, unsigned long long v, unsigned long lo
 tpg_status tpg_tuning_resolve(const tpg_graph_config *cfg, tpg_tuning *t, const char *fn) {
   const unsigned long long big = (unsigned long long)1 << 40;
   unsigned long long v;
+  /* No config field (tpg_graph_config is ABI): the environment only. */
+  v = TPG_SMALL_MAX_DEFAULT;
+  TPG_TRY(env_num("TPG_ONESHOT_SMALL_MAX", 0, big, &v, fn));
+  t->ar.small_max = (size_t)v;
   TPG_TRY(field("allreduce_push_max", cfg->allreduce_push_max, 1, big, TPG_PUSH_MAX_DEFAULT, &v, fn));
   TPG_TRY(env_num("TPG_ONESHOT_PUSH_MAX", 0, big, &v, fn));
   t->ar.push_max = (size_t)v;
   TPG_TRY(field("allreduce_twoshot_max", cfg->allreduce_twoshot_max, 1, big, TPG_TWOSHOT_MAX_DEFAULT, &v, fn));
   TPG_TRY(env_num("TPG_TWOSHOT_MAX", 0, big, &v, fn));
   t->ar.twoshot_max = (size_t)v;
+  v = TPG_ROUNDS_MAX_DEFAULT; /* environment only, as the small limit */
+  TPG_TRY(env_num("TPG_PUSH_ROUNDS_MAX", 0, big, &v, fn));
+  t->ar.rounds_max = (size_t)v;
   if (cfg->allreduce_twoshot_blocks < 0)
     return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "cfg->allreduce_twoshot_blocks is %d: expected 0 (the default) or "
                    "1..%d", cfg->allreduce_twoshot_blocks, TPG_AR_MAX_BLOCKS);

@@ -202,6 +202,27 @@ __device__ __forceinline__ uint4 ld_volatile(const uint4 *p) {
   return v;
 }
 
+// Polls p, starting from the value v already read there, until every
+// half/word is data, and returns it; sets failed at the deadline. By value:
+// taking an element of a per-thread array by reference put the array in
+// local memory (push kernel: a 272-byte stack frame, +0.8 us at 16 KiB).
+// NS > 0: sleep NS ns between polls (fewer loads competing with the
+// arriving data).
+template <typename T, int NS = 0>
+__device__ __forceinline__ uint4 wait_arrived(const uint4 *p, uint4 v, uint64_t deadline, const uint32_t *status,
+                                              bool &failed) {
+  uint32_t spins = 0;
+  while (!arrived<T>(v)) {
+    if ((++spins & 1023u) == 0 && give_up(deadline, status)) {
+      failed = true;
+      break;
+    }
+    if (NS > 0) __nanosleep(NS);
+    v = ld_volatile(p);
+  }
+  return v;
+}
+
 template <typename T>
 __device__ void lamport(const tpg_allreduce_args &a) {
   constexpr int V = 16 / sizeof(T);
@@ -318,6 +339,168 @@ __device__ void lamport(const tpg_allreduce_args &a) {
   if (threadIdx.x == 0) a.epochs[b] = e;
 }
 
+// Push one-shot, second form (tpg_allreduce_push): the same data-as-flag
+// protocol as lamport() above, with these changes, which matter once a
+// message is large enough to be bandwidth-bound (TP 2 moves the same bytes
+// one-shot as two-shot, in one NVLink crossing instead of two):
+// - a rank's own contribution is read from `in`, never copied into its own
+//   receive slot and polled back: the local copy, its poll and its sentinel
+//   reset were a third of the kernel's L2 traffic;
+// - every store of a round is issued before any poll, so the peers' data is
+//   in flight while a thread waits for the first of it; the first loads go
+//   out before the epoch is read (they do not depend on it);
+// - own data is sentinel-filtered like the peers' (-0.0 -> +0.0) and every
+//   rank sums in rank order, so all ranks produce the same bits;
+// - any size, in rounds. Each receive half holds R-1 slots (one per peer:
+//   rank s's data lands at rank q in slot (s - q - 1) mod R), and block b
+//   owns the window [b*S, (b+1)*S) of every slot, S = slot / grid. A block's
+//   range goes in rounds of S vectors; every block runs the same number of
+//   rounds (that of the longest range), so all per-block epochs stay equal.
+//
+// Why a half is never overwritten while a peer still reads it: round r of
+// block b (epoch e) writes half e&1 of the peer's window b, last read by the
+// peer's block b at epoch e-2. This block sends epoch e only after it has
+// received the peer's epoch e-1 data (the previous round, or the previous
+// kernel, which ended only once all of it arrived), and the peer's block b
+// sent that only after all its threads had read and reset epoch e-2 (a
+// __threadfence and a block barrier between rounds; a kernel boundary
+// between kernels). Windows are per block in every kernel, so only the
+// same block index on the peer ever shares positions with this block.
+template <typename T>
+__device__ __forceinline__ uint4 load_in(const tpg_allreduce_args &a, uint64_t i, uint64_t full) {
+  constexpr int V = 16 / sizeof(T);
+  if (i < full) return static_cast<const uint4 *>(a.in)[i];
+  uint4 v = make_uint4(0, 0, 0, 0);  // the partial last vector: valid elements, zeros after
+  T *t = reinterpret_cast<T *>(&v);
+  const int rem = (int)(a.count - full * V);
+#pragma unroll
+  for (int k = 0; k < V; k++)
+    if (k < rem) t[k] = static_cast<const T *>(a.in)[full * V + k];
+  return v;
+}
+
+// MR: the rank count rounded up to 2, 4 or 8. Per-thread arrays are sized by
+// it; sized for 8 at every R they took registers enough to spill.
+template <typename T, int MR, bool EARLY = true, int NS = 0>
+__device__ void push1(const tpg_allreduce_args &a) {
+  constexpr int V = 16 / sizeof(T);
+  constexpr int U = MR <= 4 ? 4 : 2;  // vectors a thread loads before storing them
+  constexpr int UP = MR <= 2 ? 2 : 1;  // vectors a thread polls at once (registers: UP x MR vectors)
+  const uint4 SENT = make_uint4(0x80008000u, 0x80008000u, 0x80008000u, 0x80008000u);
+  __shared__ uint32_t s_epoch;
+  const int b = blockIdx.x, nb = gridDim.x, R = a.nranks, me = a.rank;
+  const uint64_t slotv = ((a.slot_bytes / (R - 1)) & ~15ull) / 16;  // vectors per peer slot
+  const uint64_t S = slotv / nb;                                       // this block's window
+  const uint64_t nvec = (a.count + V - 1) / V, full = a.count / V;
+  uint64_t v0, v1, f0, f1;
+  tpg::block_range<T>(a.count, a.epi, b, nb, nvec, v0, v1);
+  tpg::block_range<T>(a.count, a.epi, 0, nb, nvec, f0, f1);  // block 0's range is the longest
+  const uint32_t rounds = f1 - f0 <= S ? 1u : (uint32_t)((f1 - f0 + S - 1) / S);
+  const uint64_t bd = blockDim.x;
+  uint4 *mine = static_cast<uint4 *>(a.staging[me]) + b * S;
+  T *out = static_cast<T *>(a.out);
+
+  uint4 vv[U];
+  auto load_u = [&](uint64_t base, uint64_t end) {
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const uint64_t i = base + u * bd;
+      if (i < end) vv[u] = unsentinel<T>(load_in<T>(a, i, full));
+    }
+  };
+  const uint64_t first_end = min(v1, v0 + S);
+  if (EARLY) load_u(v0 + threadIdx.x, first_end);
+  if (threadIdx.x == 0) s_epoch = a.epochs[b] + 1;
+  __syncthreads();
+  const uint32_t e0 = s_epoch;
+  uint64_t deadline = 0;
+  bool failed = false;
+  for (uint32_t r = 0; r < rounds; r++) {
+    const uint32_t e = e0 + r;
+    const uint64_t half = ((e & 1u) ? a.slot_bytes : 0) / 16;  // in vectors
+    const uint64_t r0 = v0 + (uint64_t)r * S, r1 = min(v1, r0 + S);  // this round's vectors
+    if (r > 0) {
+      // The resets of the last round are done (fence: at this GPU's L2,
+      // before the data that lets the peer write into that half again).
+      __threadfence();
+      if (__syncthreads_or(failed)) break;
+    }
+    // Phase 1: this round's vectors to every peer.
+    uint64_t i0 = r0 + threadIdx.x;
+    if (!EARLY || r > 0) load_u(i0, r1);
+    while (i0 < r1) {
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        const uint64_t i = i0 + u * bd;
+        if (i >= r1) break;
+#pragma unroll
+        for (int q = 0; q < MR; q++)
+          if (q < R && q != me)
+            __stcg(static_cast<uint4 *>(a.staging[q]) + half + ((me - q - 1 + R) % R) * slotv + b * S + (i - r0),
+                   vv[u]);
+      }
+      i0 += bd * U;
+      if (i0 < r1) load_u(i0, r1);
+    }
+    // Phase 2: own data from `in`, the peers' from this rank's window.
+    if (r == 0) deadline = now_ns() + a.timeout_ns;
+    for (uint64_t j0 = r0 + threadIdx.x; j0 < r1 && !failed; j0 += bd * UP) {
+      uint4 pv[UP][MR];
+#pragma unroll
+      for (int u = 0; u < UP; u++) {
+        const uint64_t i = j0 + u * bd;
+        if (i >= r1) break;
+#pragma unroll
+        for (int q = 0; q < MR; q++) {
+          if (q >= R) break;
+          pv[u][q] = q == me ? unsentinel<T>(load_in<T>(a, i, full))
+                             : ld_volatile(mine + half + ((q - me - 1 + R) % R) * slotv + (i - r0));
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < UP; u++) {
+        const uint64_t i = j0 + u * bd;
+        if (i >= r1 || failed) break;
+        float acc[V];
+#pragma unroll
+        for (int k = 0; k < V; k++) acc[k] = 0.f;
+#pragma unroll
+        for (int q = 0; q < MR; q++) {
+          if (q >= R) break;
+          uint4 v = pv[u][q];
+          if (q != me) {
+            v = wait_arrived<T, NS>(mine + half + ((q - me - 1 + R) % R) * slotv + (i - r0), v, deadline, a.status,
+                                    failed);
+            if (failed) break;
+          }
+          const T *t = reinterpret_cast<const T *>(&v);
+#pragma unroll
+          for (int k = 0; k < V; k++) acc[k] += tf<T>(t[k]);
+        }
+        if (failed) break;
+        if (i < full) {
+          tpg::epi_store<T>(a.epi, out, i, acc);
+        } else {
+          const int rem = (int)(a.count - full * V);
+#pragma unroll
+          for (int k = 0; k < V; k++)
+            if (k < rem) out[full * V + k] = ft<T>(acc[k]);
+        }
+#pragma unroll
+        for (int j = 0; j < MR - 1; j++)
+          if (j < R - 1) mine[half + j * slotv + (i - r0)] = SENT;  // ready for epoch e+2
+      }
+    }
+  }
+  if (failed) *a.status = 1u;
+  const bool any_failed = __syncthreads_or(failed);
+  if (!any_failed && tpg::epi_norm(a.epi)) {
+    const uint64_t vpr = a.epi.hidden / V;
+    tpg::epi_norm_rows<T>(a.epi, out, v0 / vpr, v1 / vpr);
+  }
+  if (threadIdx.x == 0) a.epochs[b] = e0 + rounds - 1;
+}
+
 // Two-shot: reduce-scatter then all-gather, both by remote stores, for
 // messages where one-shot moves too much (push: R copies of the message into
 // every peer; pull: every peer's whole staging read over NVLink with few
@@ -377,19 +560,10 @@ __device__ __forceinline__ void store_result(const tpg_allreduce_args &a, uint64
     tpg::epi_store<T>(a.epi, a.out, gi, acc);
   } else {  // partial last vector (no epilogue is possible then)
     const int rem = (int)(a.count - full * V);
-    for (int k = 0; k < rem; k++) static_cast<T *>(a.out)[full * V + k] = t[k];
+#pragma unroll  // a run-time bound would index t[] dynamically: local memory
+    for (int k = 0; k < V; k++)
+      if (k < rem) static_cast<T *>(a.out)[full * V + k] = t[k];
   }
-}
-
-// Polls p until every half/word is data; false at the deadline.
-template <typename T>
-__device__ __forceinline__ bool wait_arrived(const uint4 *p, uint4 &v, uint64_t deadline, const uint32_t *status) {
-  uint32_t spins = 0;
-  while (!arrived<T>(v)) {
-    if ((++spins & 1023u) == 0 && give_up(deadline, status)) return false;
-    v = ld_volatile(p);
-  }
-  return true;
 }
 
 template <typename T>
@@ -437,11 +611,9 @@ __device__ void twoshot(const tpg_allreduce_args &a) {
 #pragma unroll
     for (int p = 0; p < MR; p++) {
       if (p >= R || failed) continue;
-      if (!wait_arrived<T>(scat + p * slotv + j, v[p], deadline, a.status)) {
-        failed = true;
-        continue;
-      }
-      const T *t = reinterpret_cast<const T *>(&v[p]);
+      const uint4 w = wait_arrived<T>(scat + p * slotv + j, v[p], deadline, a.status, failed);
+      if (failed) continue;
+      const T *t = reinterpret_cast<const T *>(&w);
 #pragma unroll
       for (int k = 0; k < V; k++) acc[k] += tf<T>(t[k]);
     }
@@ -470,13 +642,11 @@ __device__ void twoshot(const tpg_allreduce_args &a) {
 #pragma unroll
     for (int p = 0; p < MR; p++) {
       if (p >= R || p == me || failed) continue;
-      if (!wait_arrived<T>(gath + p * slotv + j, v[p], deadline, a.status)) {
-        failed = true;
-        continue;
-      }
+      const uint4 w = wait_arrived<T>(gath + p * slotv + j, v[p], deadline, a.status, failed);
+      if (failed) continue;
       gath[p * slotv + j] = SENT;
       const uint64_t gi = v0 + p * cpb + j;
-      if (gi < v1) store_result<T>(a, gi, full, v[p]);
+      if (gi < v1) store_result<T>(a, gi, full, w);
     }
   }
   if (failed) *a.status = 1u;
@@ -529,4 +699,19 @@ extern "C" __global__ void __launch_bounds__(512) tpg_allreduce_twoshot(const __
     case TPG_KDT_F16: twoshot<__half>(a); break;
     default: twoshot<__nv_bfloat16>(a); break;
   }
+}
+
+template <int MR>
+__device__ __forceinline__ void push_by_dtype(const tpg_allreduce_args &a) {
+  switch (a.dtype) {
+    case TPG_KDT_F32: push1<float, MR>(a); break;
+    case TPG_KDT_F16: push1<__half, MR>(a); break;
+    default: push1<__nv_bfloat16, MR>(a); break;
+  }
+}
+extern "C" __global__ void __launch_bounds__(512) tpg_allreduce_push(const __grid_constant__ tpg_allreduce_args a) {
+  tpg::pdl_launch_dependents();
+  if (a.nranks <= 2) push_by_dtype<2>(a);
+  else if (a.nranks <= 4) push_by_dtype<4>(a);
+  else push_by_dtype<TPG_AR_MAX_RANKS>(a);
 }

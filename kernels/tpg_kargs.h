@@ -126,6 +126,7 @@ typedef struct tpg_ar_epi {
 #define TPG_AR_MAX_RANKS 8
 #define TPG_AR_MAX_BLOCKS 128   /* epoch counters and flag columns per kernel  */
 #define TPG_AR_ONESHOT_BLOCKS 64 /* the one-shot kernels' fixed grid            */
+#define TPG_AR_PUSH_BLOCKS 128   /* tpg_allreduce_push's fixed grid (x 512 threads) */
 typedef struct tpg_allreduce_args {
   const void *in;       /* count elements, 16-byte aligned (may equal out) */
   void *out;

@@ -25,6 +25,7 @@
 #include "lib/peer.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,16 +34,19 @@
 
 #include "lib/comm.h"
 
-/* Layout of a rank's peer buffer (48.3 MiB per comm and rank):
+/* Layout of a rank's peer buffer (49.3 MiB per comm and rank):
  *   [flags 4 KiB][pull staging 2 x 4 MiB][push receive 2 x 4 MiB]
- *   [two-shot scatter 2 x TW][two-shot gather 2 x TW]
+ *   [two-shot scatter 2 x TW][two-shot gather 2 x TW][small push receive 2 x 512 KiB]
  * Each algorithm has its own areas and epoch counters, so their protocols
  * never see each other's data. Two-shot halves are 8 MiB + 64 KiB: a slot per
  * source rank of (8 MiB + 64 KiB) / R holds a piece of every block of an
  * 8 MiB message plus the per-block padding (kernels/allreduce.cu). */
-#define TPG_PEER_SLOT_BYTES ((size_t)4 << 20) /* pull: messages up to 4 MiB; push: 4 MiB / ranks */
+#define TPG_PEER_SLOT_BYTES ((size_t)4 << 20) /* pull: messages up to 4 MiB; push: rounds of 4 MiB / (ranks - 1) */
 #define TPG_PEER_TWOSHOT_BYTES (((size_t)8 << 20) + ((size_t)64 << 10))
 #define TPG_PEER_FLAG_BYTES 4096
+/* The small push kernel (lamport): a slot per rank, itself included, in each
+ * half: messages up to 512 KiB / ranks (256 KiB at 2 ranks). */
+#define TPG_PEER_SMALL_BYTES ((size_t)512 << 10)
 _Static_assert(TPG_AR_MAX_RANKS * TPG_AR_MAX_BLOCKS * 4 <= TPG_PEER_FLAG_BYTES, "the pull kernel's flag array fits");
 
 typedef struct {
@@ -157,7 +161,8 @@ static tpg_status peer_setup(tpg_comm *c) {
   }
   P->slot_bytes = TPG_PEER_SLOT_BYTES;
   P->twoshot_bytes = TPG_PEER_TWOSHOT_BYTES;
-  size_t bytes = TPG_PEER_FLAG_BYTES + 4 * P->slot_bytes + 4 * P->twoshot_bytes;
+  P->small_bytes = TPG_PEER_SMALL_BYTES;
+  size_t bytes = TPG_PEER_FLAG_BYTES + 4 * P->slot_bytes + 4 * P->twoshot_bytes + 2 * P->small_bytes;
   TPG_CU(cuMemAlloc(&P->local, bytes));
   tpg_status st = sb_add(P->local, &c->dev);
   if (st != TPG_SUCCESS) {
@@ -166,12 +171,12 @@ static tpg_status peer_setup(tpg_comm *c) {
     return st;
   }
   P->local_counted = 1;
-  TPG_CU(cuMemAlloc(&P->epochs, 3 * TPG_AR_MAX_BLOCKS * sizeof(uint32_t)));
+  TPG_CU(cuMemAlloc(&P->epochs, TPG_PEER_NKERNELS * TPG_AR_MAX_BLOCKS * sizeof(uint32_t)));
   TPG_CU(cuMemsetD32(P->local, 0, TPG_PEER_FLAG_BYTES / 4));
-  /* The push and two-shot receive areas start as all-sentinel (0x8000 halves). */
+  /* The push, two-shot and small push areas start as all-sentinel (0x8000 halves). */
   TPG_CU(cuMemsetD32(P->local + TPG_PEER_FLAG_BYTES + 2 * P->slot_bytes, 0x80008000u,
-                     (2 * P->slot_bytes + 4 * P->twoshot_bytes) / 4));
-  TPG_CU(cuMemsetD32(P->epochs, 0, 3 * TPG_AR_MAX_BLOCKS));
+                     (2 * P->slot_bytes + 4 * P->twoshot_bytes + 2 * P->small_bytes) / 4));
+  TPG_CU(cuMemsetD32(P->epochs, 0, TPG_PEER_NKERNELS * TPG_AR_MAX_BLOCKS));
   void *hp = NULL;
   TPG_CU(cuMemHostAlloc(&hp, 64, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
   P->status_host = hp;
@@ -281,7 +286,11 @@ void tpg_peer_free(tpg_comm *c) {
 }
 
 size_t tpg_peer_max_pull(const tpg_comm *c) { return c->peer.slot_bytes; }
-size_t tpg_peer_max_push(const tpg_comm *c) { return (c->peer.slot_bytes / (size_t)c->nranks) & ~(size_t)15; }
+/* Push: any size. Each receive half holds one slot per peer and a message
+ * larger than a slot goes in rounds through per-block windows of it
+ * (kernels/allreduce.cu, push1). */
+size_t tpg_peer_max_push(const tpg_comm *c) { return c->nranks > 1 ? SIZE_MAX : 0; }
+size_t tpg_peer_max_small(const tpg_comm *c) { return (c->peer.small_bytes / (size_t)c->nranks) & ~(size_t)15; }
 /* A two-shot slot (one source rank's) must hold floor(nvec / R) + 64
  * vectors (kernels/allreduce.cu): the largest message is what that allows. */
 size_t tpg_peer_max_twoshot(const tpg_comm *c) {
@@ -293,6 +302,7 @@ void tpg_peer_args(const tpg_comm *c, tpg_peer_kernel k, tpg_allreduce_args *a) 
   const tpg_peer *P = &c->peer;
   size_t off = TPG_PEER_FLAG_BYTES + (k == TPG_PEER_PUSH ? 2 * P->slot_bytes : 0);
   if (k == TPG_PEER_TWOSHOT) off = TPG_PEER_FLAG_BYTES + 4 * P->slot_bytes;
+  if (k == TPG_PEER_SMALL) off = TPG_PEER_FLAG_BYTES + 4 * P->slot_bytes + 4 * P->twoshot_bytes;
   for (int q = 0; q < c->nranks; q++) {
     a->flags[q] = (uint32_t *)P->base[q];
     a->staging[q] = (char *)P->base[q] + off;
@@ -300,7 +310,7 @@ void tpg_peer_args(const tpg_comm *c, tpg_peer_kernel k, tpg_allreduce_args *a) 
   }
   a->epochs = (uint32_t *)(uintptr_t)(P->epochs + (size_t)k * TPG_AR_MAX_BLOCKS * sizeof(uint32_t));
   a->status = (uint32_t *)(uintptr_t)P->status_dev;
-  a->slot_bytes = k == TPG_PEER_TWOSHOT ? P->twoshot_bytes : P->slot_bytes;
+  a->slot_bytes = k == TPG_PEER_TWOSHOT ? P->twoshot_bytes : k == TPG_PEER_SMALL ? P->small_bytes : P->slot_bytes;
   a->timeout_ns = (uint64_t)c->timeout_ms * 1000000ull;
   a->nranks = c->nranks;
   a->rank = c->rank;

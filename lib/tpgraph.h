@@ -344,21 +344,25 @@ typedef enum tpg_collective {
  * serve 2..8 ranks that all map each other's memory (one machine, peer
  * access) and 16-byte aligned send/recv views. */
 typedef enum tpg_collective_algo {
-  TPG_ALGO_AUTO = 0,    /* By size, every rank alike: ONESHOT (its push kernel)
-                           up to 2 MiB where its staging allows (4 MiB / ranks:
-                           2 MiB at 2 ranks, 1 MiB at 4), TWOSHOT up to 8 MiB,
-                           NCCL above, or
+  TPG_ALGO_AUTO = 0,    /* By size, every rank alike: ONESHOT (its small push
+                           kernel up to 256 KiB where its area allows: 512 KiB
+                           / ranks; its push kernel up to 2 MiB and 4 MiB /
+                           ranks), TWOSHOT up to 8 MiB, at 2 ranks the push
+                           kernel in rounds up to 64 MiB, NCCL above, or
                            whenever our kernels cannot serve the node. The
                            limits are set in one place
                            (graphbuild/nodes/collective_select.c) and can be
                            moved for tuning (tpg_graph_config's allreduce_*
-                           fields, or TPG_ONESHOT_PUSH_MAX and TPG_TWOSHOT_MAX
-                           in bytes), read at tpg_graph_create; every rank
-                           must use the same values.                          */
+                           fields, or TPG_ONESHOT_SMALL_MAX,
+                           TPG_ONESHOT_PUSH_MAX, TPG_TWOSHOT_MAX and
+                           TPG_PUSH_ROUNDS_MAX in bytes),
+                           read at tpg_graph_create; every rank must use the
+                           same values.                                       */
   TPG_ALGO_NCCL = 1,    /* NCCL, captured into a child-graph node              */
   TPG_ALGO_ONESHOT = 2, /* tpgraph's one-shot kernel node (push up to
-                           TPG_ONESHOT_PUSH_MAX, 2 MiB by default, pull up to
-                           4 MiB); an error if it cannot serve the node       */
+                           TPG_ONESHOT_PUSH_MAX, 2 MiB by default, any size
+                           below it; pull above, up to 4 MiB); an error if it
+                           cannot serve the node                              */
   TPG_ALGO_TWOSHOT = 3  /* tpgraph's two-shot kernel node (reduce-scatter, then
                            all-gather, by remote stores; up to 8 MiB); an error
                            if it cannot serve the node                         */
@@ -897,15 +901,16 @@ typedef struct tpg_graph_config {
 #define TPG_TUNE_OFF 1       /* the deterministic selector                   */
 #define TPG_TUNE_ON 2        /* time candidates at creation (see the config) */
 
-/* Experimental, and failing with NCCL 2.28.9: allocate scratch slots that
- * collectives use with ncclMemAlloc and register them as NCCL symmetric
- * windows (every rank, same order, same size), so NCCL 2.27+ may pick its
- * symmetric kernels. Why it fails (probe on 2 x H200, docs/performance.md):
- * NCCL 2.28.9 refuses ncclCommWindowRegister on a NON-BLOCKING communicator
- * ("Attempt to use communicator before the previous operation returned
- * ncclSuccess", then "invalid argument"), and tpg_comm_create makes its
- * communicators non-blocking so that init has a deadline; on a blocking
- * communicator the same registration and captured all-reduce work. */
+/* Allocate scratch slots that collectives use with ncclMemAlloc and register
+ * them as NCCL symmetric windows (every rank, same order, same size), so
+ * NCCL 2.27+ may pick its symmetric kernels for the NCCL all-reduces of the
+ * graph (TPG_ALGO_NCCL, or AUTO where NCCL serves). Windows are registered
+ * at tpg_graph_create only (a whole-graph update that grows such a slot is
+ * refused). Registration is collective and bounded by the comm's deadline.
+ * Measured on 2 x H200 (docs/performance.md): faster than plain NCCL up to
+ * 32 KiB and at 2-4 MiB, slower at 64 KiB-1 MiB and 16 MiB; tpgraph's own
+ * kernels beat both up to 8 MiB. NCCL 2.28.9 returns ncclSuccess from the registration on
+ * a non-blocking comm before it is done; tpgraph waits for it. */
 #define TPG_GRAPH_NCCL_SYMMETRIC 0x1u
 
 /* Opt-in: Programmatic Dependent Launch edges (CUDA 12.3+ graph edge data,

@@ -1,13 +1,29 @@
 /* collective_select.c - the all-reduce backend: which kernel serves an
  * all-reduce node and with what launch shape, decided here only.
  *
- * AUTO's size limits: push one-shot up to push_max, two-shot up to
- * twoshot_max, NCCL above. Push wins while a message is small enough that R
- * copies of it cost less than a second NVLink crossing (measured: 1.3-1.9x
- * NCCL up to 1 MiB, docs/performance.md); two-shot sends 2(R-1)/R of the
- * message with no flag round trip; NCCL's ring reaches higher bandwidth on
- * large messages.
- * Push up to 2 MiB (where its staging allows: 4 MiB / ranks): in a layer,
+ * AUTO, by size: the small push kernel (lamport) up to small_max, the push
+ * kernel up to push_max (and 4 MiB / ranks), two-shot up to twoshot_max,
+ * then at 2 ranks the push kernel in rounds up to rounds_max, NCCL above.
+ * Fitted on 2 x H200 (allreduce_bench in the library and tools/probes/
+ * ar_lab.cu, 20 chained bf16 all-reduces, round 3 of 2026-11-30, commit
+ * 7404a06; docs/performance.md), us per all-reduce:
+ *   bytes   small  push  two-shot  NCCL  NCCL symmetric
+ *   16K      3.4   4.6     6.2      6.6     4.4
+ *   256K     4.3   5.2     6.5      8.2     8.4
+ *   512K     6.3   5.7     7.2      9.8    13.5
+ *   2M      12.5  11.3    12.4     26.6    19.5
+ *   4M        -   18.6    18.3     31.7    28.5
+ *   8M        -   32.7    31.8     45.5    46.4
+ *   16M       -   57.4    62.8     75.1    79.9
+ *   32M, 64M: push in rounds 112.6 / 212.9 against NCCL 139.2 / 249.1
+ *   (library, round 4, commit 3ceb517; NCCL symmetric 160.0 / 306.4)
+ * (ar_lab's figures where the library does not pick that kernel: small
+ * above 256K, push below 512K and from 4M, two-shot at 16M; its chain runs
+ * both GPUs from one thread, ~0.2-0.4 us above the library's.) The push kernel
+ * moves R-1 copies of the message, so at R > 2 (not measured here) AUTO
+ * keeps it under 4 MiB / ranks, the limit its staging had before it ran in
+ * rounds, and leaves large messages to two-shot and NCCL.
+ * Earlier reasoning, still true: push up to 2 MiB: in a layer,
  * 8192/28672 at M=128 (a 2 MiB all-reduce after the row-parallel GEMM), the
  * exposed all-reduce measured 18.4 us with push against 24.3 us with
  * two-shot, although two-shot is faster alone (12.7-13.0 vs 14.3 us in
@@ -44,10 +60,12 @@ tpg_status tpg_allreduce_select(tpg_comm *c, const tpg_allreduce_tuning *t, tpg_
   tpg_peer_kernel k = TPG_PEER_PULL;
   if (!why) {
     const size_t cap_push = tpg_peer_max_push(c), cap_pull = tpg_peer_max_pull(c), cap_two = tpg_peer_max_twoshot(c);
+    const size_t cap_small = tpg_peer_max_small(c);
     if (algo == TPG_ALGO_ONESHOT) {
       /* Push for small messages: one NVLink crossing; pull above push_max,
        * where moving R copies of the data costs more than the second one. */
-      if (bytes <= t->push_max && bytes <= cap_push) k = TPG_PEER_PUSH;
+      if (bytes <= t->small_max && bytes <= cap_small) k = TPG_PEER_SMALL;
+      else if (bytes <= t->push_max && bytes <= cap_push) k = TPG_PEER_PUSH;
       else if (bytes <= cap_pull) k = TPG_PEER_PULL;
       else {
         snprintf(out->why, sizeof out->why,
@@ -62,8 +80,11 @@ tpg_status tpg_allreduce_select(tpg_comm *c, const tpg_allreduce_tuning *t, tpg_
         why = out->why;
       }
     } else { /* AUTO */
-      if (bytes <= t->push_max && bytes <= cap_push) k = TPG_PEER_PUSH;
+      const size_t push_r = ((size_t)4 << 20) / (size_t)c->nranks; /* R-1 copies: see the top */
+      if (bytes <= t->small_max && bytes <= cap_small) k = TPG_PEER_SMALL;
+      else if (bytes <= t->push_max && bytes <= push_r && bytes <= cap_push) k = TPG_PEER_PUSH;
       else if (bytes <= t->twoshot_max && bytes <= cap_two) k = TPG_PEER_TWOSHOT;
+      else if (c->nranks == 2 && bytes <= t->rounds_max && bytes <= cap_push) k = TPG_PEER_PUSH;
       else why = "NCCL serves messages of this size best";
     }
   }
@@ -74,7 +95,8 @@ tpg_status tpg_allreduce_select(tpg_comm *c, const tpg_allreduce_tuning *t, tpg_
                           algo == TPG_ALGO_ONESHOT ? "ONESHOT" : "TWOSHOT", why);
     return TPG_SUCCESS;
   }
-  static const char *const knames[] = {"tpg_allreduce_oneshot", "tpg_allreduce_lamport", "tpg_allreduce_twoshot"};
+  static const char *const knames[] = {"tpg_allreduce_oneshot", "tpg_allreduce_push", "tpg_allreduce_twoshot",
+                                       "tpg_allreduce_lamport"};
   out->k = k;
   out->kernel = knames[k];
   /* Always the kernel's whole grid, empty blocks included: the kernels'
@@ -87,8 +109,9 @@ tpg_status tpg_allreduce_select(tpg_comm *c, const tpg_allreduce_tuning *t, tpg_
    * kernel (two-shot has its own epoch counters, so its grid may differ from
    * the one-shot kernels'); the two-shot grid is a tuning value that must be
    * the same on every rank (the fingerprint compares it). */
-  out->grid = k == TPG_PEER_TWOSHOT ? t->twoshot_blocks : TPG_AR_ONESHOT_BLOCKS;
-  /* Two-shot: 512 threads, so a block keeps more remote stores and polls in flight. */
-  out->block = k == TPG_PEER_TWOSHOT ? 512 : 256;
+  out->grid = k == TPG_PEER_TWOSHOT ? t->twoshot_blocks : k == TPG_PEER_PUSH ? TPG_AR_PUSH_BLOCKS : TPG_AR_ONESHOT_BLOCKS;
+  /* Two-shot and push: 512 threads, so a block keeps more remote stores and
+   * polls in flight; the small push and pull kernels: 256. */
+  out->block = k == TPG_PEER_TWOSHOT || k == TPG_PEER_PUSH ? 512 : 256;
   return TPG_SUCCESS;
 }

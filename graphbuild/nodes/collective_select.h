@@ -12,13 +12,16 @@ struct tpg_comm;
 
 /* AUTO's default limits (tpg_graph_config.allreduce_* and the environment
  * move them; collective_select.c says why these values). */
+#define TPG_SMALL_MAX_DEFAULT ((size_t)256 << 10)
 #define TPG_PUSH_MAX_DEFAULT ((size_t)2 << 20)
 #define TPG_TWOSHOT_MAX_DEFAULT ((size_t)8 << 20)
+#define TPG_ROUNDS_MAX_DEFAULT ((size_t)64 << 20)
 #define TPG_TWOSHOT_BLOCKS_DEFAULT 128
 
 /* The resolved tuning of the all-reduce backend. */
 typedef struct tpg_allreduce_tuning {
-  size_t push_max, twoshot_max; /* bytes */
+  size_t small_max, push_max, twoshot_max; /* bytes */
+  size_t rounds_max;            /* bytes: push in rounds above twoshot_max (2 ranks) */
   unsigned twoshot_blocks;      /* 1..TPG_AR_MAX_BLOCKS */
 } tpg_allreduce_tuning;
 

@@ -44,7 +44,33 @@ struct fk_comm {
   fk_clique *cq;
   int rank, ready;
   ncclResult_t async;
+  int nonblocking;
+  /* A window registration still "running" on a non-blocking comm (NCCL
+   * 2.28.9 returns ncclSuccess before its group job ends): polls left
+   * until it ends, and where the window handle is written then. */
+  int reg_polls;
+  ncclWindow_t *reg_out;
+  void *reg_win;
 };
+
+/* What NCCL 2.28.9 does with a call on a non-blocking comm whose previous
+ * operation has not completed: refuses it (ncclCommEnsureReady). tpgraph
+ * must never get here, so it is also a violation. */
+#define COMM_READY(c)                                                                                        if ((c)->reg_polls > 0) {                                                                                    fk_violation("%s: the comm's previous operation (a window registration) has not completed: "                          "\"Attempt to use communicator before the previous operation returned ncclSuccess\"",                    __func__);                                                                                   FAIL(ncclInvalidArgument);                                                                               }
+
+/* A registered window; all of a comm's go with it. */
+typedef struct fk_win {
+  fk_comm *owner;
+  struct fk_win *next;
+} fk_win;
+static fk_win *g_windows;
+static void win_unlink(fk_win *w) {
+  for (fk_win **pw = &g_windows; *pw; pw = &(*pw)->next)
+    if (*pw == w) {
+      *pw = w->next;
+      return;
+    }
+}
 
 enum { FK_AR, FK_AG, FK_RS };
 static fk_clique *g_cliques;
@@ -309,6 +335,7 @@ static ncclResult_t coll(const char *name, int kind, const void *send, void *rec
   /* Revoked (tpg_comm_abort, possibly from another thread just now): NCCL
    * refuses the call; no misuse on the caller's side. */
   if (c->cq->revoked[c->rank]) FAIL(ncclInvalidUsage);
+  COMM_READY(c);
   if (!dt_size(dt) || (kind != FK_AG && (op < ncclSum || op > ncclAvg))) FAIL(ncclInvalidArgument);
   if (count && (!send || !recv)) FAIL(ncclInvalidArgument);
   CUresult cr;
@@ -395,6 +422,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id
   cq->refs++;
   fk_live_add(FK_COMM, c);
   *out = (ncclComm_t)c;
+  c->nonblocking = config && config->blocking == 0;
   if (config && config->blocking == 0) FAIL(ncclInProgress);
   /* Blocking: wait for every rank (no deadline, as NCCL). */
   while (cq->joined < cq->nranks) {
@@ -411,7 +439,11 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *res) {
   ENTER_POLL("ncclCommGetAsyncError");
   COMM(c, comm);
   if (!c->ready && c->cq->joined == c->cq->nranks) c->ready = 1;
-  *res = c->async != ncclSuccess ? c->async : c->ready ? ncclSuccess : ncclInProgress;
+  if (c->reg_polls > 0 && --c->reg_polls == 0) { /* the registration ends now */
+    *c->reg_out = (ncclWindow_t)c->reg_win;
+    c->reg_out = NULL;
+  }
+  *res = c->async != ncclSuccess ? c->async : c->ready && c->reg_polls == 0 ? ncclSuccess : ncclInProgress;
   LEAVE
 }
 
@@ -426,6 +458,17 @@ static void comm_release(fk_comm *c) {
   fk_clique *cq = c->cq;
   cq->comms[c->rank] = NULL;
   cq->revoked[c->rank] = 1; /* the rank is gone: its queued work is dropped */
+  /* NCCL frees a comm's windows with it (what an aborted comm relies on). */
+  for (fk_win **pw = &g_windows; *pw;) {
+    fk_win *w = *pw;
+    if (w->owner != c) {
+      pw = &w->next;
+      continue;
+    }
+    *pw = w->next;
+    fk_live_del(FK_WINDOW, w);
+    free(w);
+  }
   fk_live_del(FK_COMM, c);
   free(c);
   fk_clique_ref(cq, -1);
@@ -498,25 +541,36 @@ ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, nc
   (void)flags;
   ENTER("ncclCommWindowRegister");
   COMM(c, comm);
-  (void)c;
+  COMM_READY(c);
   const fk_alloc *a = fk_mem_find((uintptr_t)buff);
   if (!a || a->kind != FK_MEM_NCCL || !fk_check_range((uintptr_t)buff, size, "ncclCommWindowRegister"))
     FAIL(ncclInvalidArgument);
-  void *w = malloc(1);
+  fk_win *w = calloc(1, sizeof *w);
   if (!w) FAIL(ncclSystemError);
+  w->owner = c;
+  w->next = g_windows;
+  g_windows = w;
   fk_live_add(FK_WINDOW, w);
-  *win = (ncclWindow_t)w;
+  if (c->nonblocking) { /* as NCCL 2.28.9: success now, the window two polls later */
+    *win = NULL;
+    c->reg_polls = 2;
+    c->reg_out = win;
+    c->reg_win = w;
+  } else {
+    *win = (ncclWindow_t)w;
+  }
   LEAVE
 }
 
 ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
   ENTER_NOFAIL();
   COMM(c, comm);
-  (void)c;
+  COMM_READY(c);
   if (!fk_live_del(FK_WINDOW, win)) {
     fk_violation("ncclCommWindowDeregister(%p): not a registered window", (void *)win);
     FAIL(ncclInvalidArgument);
   }
+  win_unlink((fk_win *)win);
   free(win);
   LEAVE
 }

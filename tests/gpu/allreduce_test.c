@@ -38,7 +38,8 @@ static const char *algo_name(int algo) {
   }
 }
 
-static void replay_test(tpg_rank *c, tpg_comm *comm, tpg_collective_algo algo, size_t n, int iters) {
+/* push_max: the config's allreduce_push_max (0: the default). */
+static void replay_test(tpg_rank *c, tpg_comm *comm, tpg_collective_algo algo, size_t n, int iters, size_t push_max) {
   tpg_plan *p;
   tpg_slot sx, sone, sout;
   MUST(tpg_plan_create(&p));
@@ -65,6 +66,7 @@ static void replay_test(tpg_rank *c, tpg_comm *comm, tpg_collective_algo algo, s
   tpg_binding b[3] = {{sx, dx}, {sone, dones}, {sout, dout}};
   tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
   cfg.device = c->rank; cfg.comm = comm; cfg.bindings = b; cfg.nbindings = 3;
+  cfg.allreduce_push_max = push_max;
   tpg_graph *g;
   tpg_status st = tpg_graph_create(p, &cfg, &g);
   RCHECK(c, st == TPG_SUCCESS, "%s n %zu: create: %s", algo_name(algo), n, tpg_last_error());
@@ -115,9 +117,9 @@ static void replay_test(tpg_rank *c, tpg_comm *comm, tpg_collective_algo algo, s
 }
 
 /* All-reduces of six sizes and four algorithms chained in one graph on one
- * comm, replayed with changing inputs: push 1 KiB, two-shot 2 MiB, push
- * 64 KiB, two-shot of 7 elements (padding only, mostly), pull 2 MiB, NCCL
- * 256 KiB. A rank that runs one node ahead must not overwrite what a slower
+ * comm, replayed with changing inputs: small push 1 KiB, two-shot 2 MiB,
+ * small push 64 KiB, two-shot of 7 elements (padding only, mostly), push
+ * 2 MiB, NCCL 256 KiB. A rank that runs one node ahead must not overwrite what a slower
  * peer has not read (each block index advances once per all-reduce of each
  * kernel; each kernel has its own areas). Rank 1 is held back every 7th
  * replay so the ranks drift. */
@@ -186,7 +188,8 @@ static void mixed_sizes_test(tpg_rank *c, tpg_comm *comm) {
     CUDA_OK(cudaMemcpy(&nbad, bad, 4, cudaMemcpyDeviceToHost));
     RCHECK(c, nbad == 0, "mixed sizes: %u wrong elements over %d replays", nbad, iters);
     if (c->rank == 0)
-      printf("push 1 KiB, two-shot 2 MiB, push 64 KiB, two-shot 28 B, pull 2 MiB, NCCL 256 KiB chained: %d replays, "
+      printf("small push 1 KiB, two-shot 2 MiB, small push 64 KiB, two-shot 28 B, push 2 MiB, NCCL 256 KiB chained: "
+             "%d replays, "
              "%u wrong\n", iters, nbad);
     MUST(tpg_graph_destroy(g));
     CUDA_OK(cudaStreamDestroy(s));
@@ -465,9 +468,14 @@ static void rank_body(tpg_rank *c) {
   tpg_comm *comm = tpg_rank_comm(c);
   if (!comm) return;
   if (c->nranks >= 2) {
-    replay_test(c, comm, TPG_ALGO_ONESHOT, 4099, c->iters); /* odd: exercises the tail */
-    replay_test(c, comm, TPG_ALGO_TWOSHOT, 4099, c->iters);
-    replay_test(c, comm, TPG_ALGO_TWOSHOT, 393219, c->iters < 5000 ? c->iters : 5000); /* 1.5 MiB */
+    const int few = c->iters < 5000 ? c->iters : 5000;
+    replay_test(c, comm, TPG_ALGO_ONESHOT, 4099, c->iters, 0); /* small push; odd: exercises the tail */
+    replay_test(c, comm, TPG_ALGO_TWOSHOT, 4099, c->iters, 0);
+    replay_test(c, comm, TPG_ALGO_TWOSHOT, 393219, few, 0);     /* 1.5 MiB */
+    replay_test(c, comm, TPG_ALGO_ONESHOT, 131075, few, 0);     /* push, one round (512 KiB) */
+    /* push in rounds: 6 MiB through 4 MiB receive halves (2 rounds at 2
+     * ranks), replayed with drift: rounds of one launch and the next. */
+    replay_test(c, comm, TPG_ALGO_ONESHOT, 1572867, few < 2000 ? few : 2000, (size_t)16 << 20);
     mixed_sizes_test(c, comm);
     algo_test(c, comm);
     epilogue_test(c, comm);

@@ -1,0 +1,378 @@
+// ar_lab.cu - probe: our all-reduce kernels against NCCL (plain buffers and
+// symmetric windows) at TP 2, in graphs of chained all-reduces, one process
+// driving both GPUs (peer access on). Used to fit the push / two-shot launch
+// shapes and size limits (graphbuild/nodes/collective_select.c) and to check
+// the kernels bit-exactly against an fp64 reference first.
+// Not part of the build: on a 2-GPU machine,
+//   nvcc -arch=sm_90a -O3 -I. -o ar_lab tools/probes/ar_lab.cu -lnccl
+//   NCCL_NVLS_ENABLE=0 ./ar_lab [--ops 20] [--reps 50] [--nosym]
+// It includes kernels/allreduce.cu itself, so it measures the library's kernels.
+#include "kernels/allreduce.cu"
+
+#include <cuda.h>
+#include <nccl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+#include <vector>
+#include <algorithm>
+#include <functional>
+
+#define CK(x)                                                                                        \
+  do {                                                                                               \
+    cudaError_t e_ = (x);                                                                            \
+    if (e_ != cudaSuccess) {                                                                         \
+      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));             \
+      exit(1);                                                                                       \
+    }                                                                                                \
+  } while (0)
+#define NK(x)                                                                                        \
+  do {                                                                                               \
+    ncclResult_t r_ = (x);                                                                           \
+    if (r_ != ncclSuccess) {                                                                         \
+      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, ncclGetErrorString(r_));             \
+      exit(1);                                                                                       \
+    }                                                                                                \
+  } while (0)
+
+enum { R = 2 };
+
+// Reference points, not all-reduces: an empty kernel (the graph's per-node
+// cost) and a plain copy of the message into the peer's scratch (NVLink
+// write bandwidth with no protocol and no waiting).
+// push1 reading the epoch before its first loads (the form before EARLY).
+extern "C" __global__ void __launch_bounds__(512) ar_lab_push_late(const __grid_constant__ tpg_allreduce_args a) {
+  push1<__nv_bfloat16, 2, false>(a);
+}
+// push1 sleeping between polls.
+extern "C" __global__ void __launch_bounds__(512) ar_lab_push_ns100(const __grid_constant__ tpg_allreduce_args a) {
+  push1<__nv_bfloat16, 2, true, 100>(a);
+}
+extern "C" __global__ void __launch_bounds__(512) ar_lab_push_ns400(const __grid_constant__ tpg_allreduce_args a) {
+  push1<__nv_bfloat16, 2, true, 400>(a);
+}
+extern "C" __global__ void ar_lab_nop(const __grid_constant__ tpg_allreduce_args a) {}
+extern "C" __global__ void __launch_bounds__(512) ar_lab_nvl_write(const __grid_constant__ tpg_allreduce_args a) {
+  const uint64_t nvec = a.count / 8;
+  uint4 *dst = reinterpret_cast<uint4 *>(a.flags[1 - a.rank]);
+  const uint4 *src = static_cast<const uint4 *>(a.in);
+  for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < nvec; i += (uint64_t)gridDim.x * blockDim.x)
+    __stcg(dst + i, src[i]);
+}
+static const size_t MAXB = (size_t)16 << 20;             // largest message
+static const size_t SLOT = ((size_t)16 << 20) + (64 << 10);  // one parity half: R slots of MAXB + padding
+static int OPS = 20, REPS = 50;
+
+struct Rank {
+  cudaStream_t s;
+  void *buf[2];
+  char *area;          // [staging 2 x SLOT][gather 2 x SLOT], all sentinel at start
+  uint32_t *epochs;    // [kind][1024]
+  uint32_t *status;    // host-mapped
+  char *scratch;       // peer-written by the nvl_write probe kernel only
+};
+static Rank rk[R];
+
+static tpg_allreduce_args make_args(int r, int kind, const void *in, void *out, size_t count, size_t slot) {
+  tpg_allreduce_args a;
+  memset(&a, 0, sizeof a);
+  a.in = in;
+  a.out = out;
+  for (int q = 0; q < R; q++) {
+    a.staging[q] = rk[q].area;
+    a.gather[q] = rk[q].area + 2 * SLOT;
+    a.flags[q] = reinterpret_cast<uint32_t *>(rk[q].scratch);  // unused by the all-reduce kernels
+  }
+  a.epochs = rk[r].epochs + kind * 1024;
+  a.status = rk[r].status;
+  a.count = count;
+  a.slot_bytes = slot ? slot : SLOT;
+  a.timeout_ns = 2000000000ull;
+  a.dtype = TPG_KDT_BF16;
+  a.nranks = R;
+  a.rank = r;
+  return a;
+}
+
+struct Variant {
+  const char *name;
+  int kind;  // epoch array
+  void (*kern)(tpg_allreduce_args);
+  int grid, block;
+  size_t slot;  // 0: SLOT; the library's 4 MiB makes push run in rounds above 4 MiB at TP 2
+};
+
+static void launch(const Variant &v, int r, const void *in, void *out, size_t count) {
+  tpg_allreduce_args a = make_args(r, v.kind, in, out, count, v.slot);
+  void *args[] = {&a};
+  CK(cudaLaunchKernel((const void *)v.kern, dim3(v.grid), dim3(v.block), args, 0, rk[r].s));
+}
+
+static uint16_t f2bf(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+static double bf2d(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+// Bit-exact check: with 2 ranks the fp32 sum of two bf16 values is exact, so
+// the result must equal the fp64 sum rounded to bf16 (zero's sign aside), and
+// both ranks must agree bit for bit. Outputs are poisoned (NaN) first.
+static int check(const Variant &v, size_t count, int inplace, unsigned seed, double *worst) {
+  std::vector<uint16_t> h[R], o[R];
+  for (int r = 0; r < R; r++) {
+    h[r].resize(count);
+    unsigned x = seed * 2654435761u + r * 40503u + 1;
+    for (size_t i = 0; i < count; i++) {
+      x = x * 1664525u + 1013904223u;
+      float f = ((int)(x >> 9) % 8193 - 4096) / 1024.0f;  // [-4, 4] in 1/1024 steps
+      if ((x & 0xff) == 7) f = -0.0f;                      // the sentinel value as input
+      h[r][i] = f2bf(f);
+    }
+    CK(cudaSetDevice(r));
+    // On the kernels' stream: a pageable cudaMemcpy may return before its DMA
+    // lands, and the legacy stream does not order a non-blocking one (round 2
+    // read the previous inputs' tail in place this way).
+    CK(cudaMemcpyAsync(rk[r].buf[0], h[r].data(), count * 2, cudaMemcpyHostToDevice, rk[r].s));
+    if (!inplace) CK(cudaMemsetAsync(rk[r].buf[1], 0xff, count * 2 + 64, rk[r].s));
+    CK(cudaStreamSynchronize(rk[r].s));
+  }
+  for (int r = 0; r < R; r++) {
+    CK(cudaSetDevice(r));
+    launch(v, r, rk[r].buf[0], inplace ? rk[r].buf[0] : rk[r].buf[1], count);
+  }
+  int bad = 0;
+  for (int r = 0; r < R; r++) {
+    CK(cudaSetDevice(r));
+    CK(cudaStreamSynchronize(rk[r].s));
+    o[r].resize(count + 32);
+    CK(cudaMemcpy(o[r].data(), inplace ? rk[r].buf[0] : rk[r].buf[1], (count + 32) * 2, cudaMemcpyDeviceToHost));
+    if (*rk[r].status) {
+      printf("  %s: rank %d status set (timeout)\n", v.name, r);
+      return 1;
+    }
+  }
+  for (size_t i = 0; i < count; i++) {
+    double ref = 0;
+    for (int r = 0; r < R; r++) ref += bf2d(h[r][i]);
+    uint16_t want = f2bf((float)ref);
+    for (int r = 0; r < R; r++) {
+      uint16_t got = o[r][i];
+      double err = fabs(bf2d(got) - bf2d(want));
+      if (err != err) err = INFINITY;
+      if (err > *worst) *worst = err;
+      const bool zeros = (got & 0x7fff) == 0 && (want & 0x7fff) == 0;
+      if (!zeros && got != want) {
+        if (bad < 3) printf("  %s count %zu: rank %d [%zu] got %04x want %04x\n", v.name, count, r, i, got, want);
+        bad++;
+      }
+    }
+    if (o[0][i] != o[1][i] && bad < 3) {
+      printf("  %s: ranks differ at %zu: %04x %04x\n", v.name, i, o[0][i], o[1][i]);
+      bad++;
+    }
+  }
+  if (!inplace)  // the poison past the end is untouched
+    for (int r = 0; r < R; r++)
+      for (size_t i = count; i < count + 8; i++)
+        if (o[r][i] != 0xffff && bad++ < 3) printf("  %s: rank %d wrote past the end at %zu\n", v.name, r, i);
+  return bad;
+}
+
+static double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Graph of OPS chained ops per rank (alternating two buffers, in place), us per op on rank 0.
+static double time_graph(const std::function<void(int, int)> &capture_ops) {
+  cudaGraph_t g[R];
+  cudaGraphExec_t ge[R];
+  for (int r = 0; r < R; r++) {
+    CK(cudaSetDevice(r));
+    CK(cudaStreamBeginCapture(rk[r].s, cudaStreamCaptureModeRelaxed));
+  }
+  for (int op = 0; op < OPS; op++) capture_ops(op, -1);
+  for (int r = 0; r < R; r++) {
+    CK(cudaSetDevice(r));
+    CK(cudaStreamEndCapture(rk[r].s, &g[r]));
+    CK(cudaGraphInstantiate(&ge[r], g[r], 0));
+  }
+  cudaEvent_t e0[R], e1[R];
+  for (int r = 0; r < R; r++) {
+    CK(cudaSetDevice(r));
+    CK(cudaEventCreate(&e0[r]));
+    CK(cudaEventCreate(&e1[r]));
+  }
+  std::vector<double> t;
+  for (int it = 0; it < REPS + 3; it++) {
+    for (int r = 0; r < R; r++) {
+      CK(cudaSetDevice(r));
+      CK(cudaEventRecord(e0[r], rk[r].s));
+      CK(cudaGraphLaunch(ge[r], rk[r].s));
+      CK(cudaEventRecord(e1[r], rk[r].s));
+    }
+    float ms[R];
+    for (int r = 0; r < R; r++) {
+      CK(cudaSetDevice(r));
+      CK(cudaEventSynchronize(e1[r]));
+      CK(cudaEventElapsedTime(&ms[r], e0[r], e1[r]));
+    }
+    if (it >= 3) t.push_back(1000.0 * ms[0] / OPS);
+  }
+  for (int r = 0; r < R; r++) {
+    CK(cudaSetDevice(r));
+    CK(cudaGraphExecDestroy(ge[r]));
+    CK(cudaGraphDestroy(g[r]));
+    CK(cudaEventDestroy(e0[r]));
+    CK(cudaEventDestroy(e1[r]));
+    if (*rk[r].status) {
+      printf("rank %d: status set during timing\n", r);
+      exit(1);
+    }
+  }
+  return median(t);
+}
+
+int main(int argc, char **argv) {
+  int sym = 1;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--ops") && i + 1 < argc) OPS = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--reps") && i + 1 < argc) REPS = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--nosym")) sym = 0;
+  }
+  for (int r = 0; r < R; r++) {
+    CK(cudaSetDevice(r));
+    CK(cudaDeviceEnablePeerAccess(1 - r, 0));
+    CK(cudaStreamCreateWithFlags(&rk[r].s, cudaStreamNonBlocking));
+    for (int b = 0; b < 2; b++) {
+      CK(cudaMalloc(&rk[r].buf[b], MAXB + 4096));
+      CK(cudaMemset(rk[r].buf[b], 0, MAXB + 4096));
+    }
+    CK(cudaMalloc(&rk[r].area, 4 * SLOT));
+    if (cuMemsetD32((CUdeviceptr)rk[r].area, 0x80008000u, 4 * SLOT / 4) != CUDA_SUCCESS) {
+      fprintf(stderr, "cuMemsetD32 failed\n");
+      return 1;
+    }
+    CK(cudaMalloc(&rk[r].scratch, MAXB));
+    CK(cudaMalloc(&rk[r].epochs, 8 * 1024 * 4));
+    CK(cudaMemset(rk[r].epochs, 0, 8 * 1024 * 4));
+    CK(cudaHostAlloc(&rk[r].status, 64, cudaHostAllocMapped | cudaHostAllocPortable));
+    *rk[r].status = 0;
+    CK(cudaDeviceSynchronize());
+  }
+
+  std::vector<Variant> vs;
+  const size_t LIB = (size_t)4 << 20;  // lib/peer.c's slot
+  vs.push_back({"lamport64x256", 0, tpg_allreduce_lamport, 64, 256, 0});
+  vs.push_back({"twoshot128x512", 1, tpg_allreduce_twoshot, 128, 512, 0});
+  static const int grids[][2] = {{64, 512}, {128, 256}, {128, 512}, {132, 512}, {264, 256}};
+  static char names[32][32];
+  int k = 0;
+  for (auto &gb : grids) {
+    snprintf(names[k], sizeof names[k], "push%dx%d", gb[0], gb[1]);
+    vs.push_back({names[k], 2, tpg_allreduce_push, gb[0], gb[1], LIB});
+    k++;
+  }
+  vs.push_back({"push128x512big", 2, tpg_allreduce_push, 128, 512, 0});  // one round up to 16 MiB
+  vs.push_back({"pushlate128x512", 2, ar_lab_push_late, 128, 512, LIB});
+  vs.push_back({"pushns100_128x512", 2, ar_lab_push_ns100, 128, 512, LIB});
+  const size_t nchecked = vs.size();
+  vs.push_back({"ref:nop132x512", 3, ar_lab_nop, 132, 512, 0});
+  vs.push_back({"ref:nvlwr132x512", 3, ar_lab_nvl_write, 132, 512, 0});
+
+  // Correctness first: sizes with tails, both parities, in place and not.
+  int fails = 0;
+  double worst = 0;
+  static const size_t counts[] = {1, 7, 8, 1000, 65536 + 3, 1 << 20, (1 << 20) + 5, 4 << 20, 8 << 20};
+  for (size_t vi = 0; vi < nchecked; vi++) {
+    const Variant &v = vs[vi];
+    int vf = 0;
+    for (size_t c : counts) {
+      if (c * 2 > MAXB) continue;
+      if (v.kern == tpg_allreduce_lamport && c * 2 > SLOT / R) continue;
+      if (c * 2 > (4u << 20) && !(v.grid == 128 && v.block == 512) && v.grid != 264) continue;  // big sizes: fewer shapes
+      for (int rep = 0; rep < 6; rep++) vf += check(v, c, rep % 3 == 2, (unsigned)(c + rep), &worst);
+    }
+    printf("check %-16s %s\n", v.name, vf ? "FAIL" : "ok");
+    fails += vf;
+  }
+  printf("checks: %d mismatches, worst abs error %.3g (bound: 0, bit-exact vs fp64 rounded)\n", fails, worst);
+
+  // NCCL, blocking comms (single process), plain and symmetric windows.
+  int devs[R] = {0, 1};
+  ncclComm_t comms[R];
+  NK(ncclCommInitAll(comms, R, devs));
+  void *symb[R][2] = {};
+  ncclWindow_t win[R][2] = {};
+  if (sym) {
+    for (int r = 0; r < R; r++) {
+      CK(cudaSetDevice(r));
+      for (int b = 0; b < 2; b++) NK(ncclMemAlloc(&symb[r][b], MAXB));
+    }
+    ncclResult_t rr = ncclGroupStart();
+    for (int r = 0; r < R && rr == ncclSuccess; r++)
+      for (int b = 0; b < 2 && rr == ncclSuccess; b++)
+        rr = ncclCommWindowRegister(comms[r], symb[r][b], MAXB, &win[r][b], NCCL_WIN_COLL_SYMMETRIC);
+    ncclResult_t re = ncclGroupEnd();
+    if (rr != ncclSuccess || re != ncclSuccess) {
+      printf("symmetric windows: registration failed (%s / %s): column skipped\n", ncclGetErrorString(rr),
+             ncclGetErrorString(re));
+      sym = 0;
+    }
+    printf("symmetric windows: %p %p %p %p\n", (void *)win[0][0], (void *)win[0][1], (void *)win[1][0], (void *)win[1][1]);
+  }
+
+  static const size_t sizes[] = {16 << 10, 64 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20};
+  const int NS = sizeof sizes / sizeof sizes[0];
+  const int NV = (int)vs.size();
+  std::vector<std::vector<double>> res(NS, std::vector<double>(NV + 2, NAN));
+  for (int si = 0; si < NS; si++) {
+    const size_t bytes = sizes[si], n = bytes / 2;
+    res[si][0] = time_graph([&](int op, int) {
+      NK(ncclGroupStart());
+      for (int r = 0; r < R; r++)
+        NK(ncclAllReduce(rk[r].buf[op & 1], rk[r].buf[op & 1], n, ncclBfloat16, ncclSum, comms[r], rk[r].s));
+      NK(ncclGroupEnd());
+    });
+    if (sym)
+      res[si][1] = time_graph([&](int op, int) {
+        NK(ncclGroupStart());
+        for (int r = 0; r < R; r++)
+          NK(ncclAllReduce(symb[r][op & 1], symb[r][op & 1], n, ncclBfloat16, ncclSum, comms[r], rk[r].s));
+        NK(ncclGroupEnd());
+      });
+    for (int vi = 0; vi < NV; vi++) {
+      const Variant &v = vs[vi];
+      if (v.kern == tpg_allreduce_lamport && bytes > SLOT / R) continue;
+      res[si][vi + 2] = time_graph([&](int op, int) {
+        for (int r = 0; r < R; r++) {
+          CK(cudaSetDevice(r));
+          launch(v, r, rk[r].buf[op & 1], rk[r].buf[op & 1], n);
+        }
+      });
+    }
+  }
+  printf("\nus per all-reduce, bf16, TP 2, graph of %d chained ops, median of %d launches (rank 0)\n", OPS, REPS);
+  printf("%-16s", "variant");
+  for (int si = 0; si < NS; si++) printf(" %8zuK", sizes[si] >> 10);
+  printf("\n%-16s", "nccl");
+  for (int si = 0; si < NS; si++) printf(" %9.2f", res[si][0]);
+  printf("\n%-16s", "nccl_sym");
+  for (int si = 0; si < NS; si++) printf(" %9.2f", res[si][1]);
+  for (int vi = 0; vi < NV; vi++) {
+    printf("\n%-16s", vs[vi].name);
+    for (int si = 0; si < NS; si++) printf(" %9.2f", res[si][vi + 2]);
+  }
+  printf("\n");
+  // No teardown: destroying comms of one process rank by rank from one thread hangs (h200-pair.md); exit frees.
+  return fails ? 1 : 0;
+}
