@@ -6,7 +6,7 @@
  * so what is checked here is exactly what the graph builder will launch.
  *
  *   gemm_bench [--check-only] [--quick] [--m LIST] [--json PATH]   (--m: check only these M)
- *   gemm_bench --zoo [--budget-s S] [--models SUBSTR] [--tp LIST] [--m LIST] [--cand] [--json PATH]
+ *   gemm_bench --zoo [--budget-s S] [--models SUBSTR] [--tp LIST] [--m LIST] [--cand] [--graph] [--json PATH]
  *     (model shapes vs cuBLASLt, bench/gemm_zoo.cuh)
  *
  * 1. Checks: fresh random inputs per shape, outputs poisoned (0xFF bytes = NaN)
@@ -736,11 +736,12 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) zo.reps = std::max(1, atoi(argv[++i]));
     else if (!strcmp(argv[i], "--no-check")) zo.check = false;
     else if (!strcmp(argv[i], "--cand")) zo.cand = true;
+    else if (!strcmp(argv[i], "--graph")) zo.graph = true;
     else if (!strcmp(argv[i], "--list")) { zoo_mode = true; zo.list = true; }
     else {
       fprintf(stderr,
               "usage: %s [--check-only] [--quick] [--m 1,3,...] [--json PATH] [--profile]\n"
-              "       %s --zoo [--budget-s S] [--models SUBSTR] [--tp 1,2,4,8] [--m 1,16,...] [--reps N] [--no-check]\n"
+              "       %s --zoo [--budget-s S] [--models SUBSTR] [--tp 1,2,4,8] [--m 1,16,...] [--reps N] [--no-check] [--graph]\n"
               "          [--cand] [--json PATH] [--list]\n", argv[0], argv[0]);
       return 2;
     }

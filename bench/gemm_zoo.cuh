@@ -63,6 +63,7 @@ struct Opts {
   int reps = 15;
   bool check = true;
   bool cand = false;           /* also time every forced candidate (A/B) */
+  bool graph = false;          /* M <= 16 also back to back in a CUDA graph */
   bool list = false;           /* print the distinct GEMMs and exit (no GPU) */
 };
 
@@ -178,8 +179,8 @@ struct Lt {
     cublasLtMatmulPreferenceDestroy(pref);
     ok = s == CUBLAS_STATUS_SUCCESS && found > 0;
   }
-  void run(const void *x, const void *w, void *y, void *ws) {
-    CKL(cublasLtMatmul(h, op, &one, w, la, x, lb, &zero, y, lc, y, lc, &heur.algo, ws, kLtWorkspace, 0));
+  void run(const void *x, const void *w, void *y, void *ws, cudaStream_t st = 0) {
+    CKL(cublasLtMatmul(h, op, &one, w, la, x, lb, &zero, y, lc, y, lc, &heur.algo, ws, kLtWorkspace, st));
   }
 };
 
@@ -407,6 +408,7 @@ struct Row {
   int M, N, K, epi;
   std::string kernel, users;
   double us, cublas_us, best_cand_us = 0;
+  double g_us = NAN, g_cublas_us = NAN;  /* --graph: per launch, back to back in a graph */
   std::string best_cand;
   std::vector<std::pair<std::string, double>> cands;
 };
@@ -488,6 +490,62 @@ static int run(const Opts &o, const char *device, const char *json) {
     med.clear();
     for (auto &v : t) med.push_back(median_d(v));
   };
+  /* --graph (M <= 16, the decode GEMMs): the single launches above each pay
+   * a launch's own start-up and tail between two events (an empty kernel
+   * measures ~4.4 us that way), which no decode step pays: its GEMVs run back
+   * to back in one graph. So also time GR launches of ours (each as the
+   * library selects it) and GR of cuBLASLt, each captured into its own graph,
+   * W rotated over copies spanning >= 256 MB of the arena so every launch
+   * reads its weights from HBM, not L2; one L2 flush before each graph
+   * launch, median of 5, time / GR per launch. */
+  const int GR = 20;
+  cudaStream_t gs_st = nullptr;
+  if (o.graph) CK(cudaStreamCreateWithFlags(&gs_st, cudaStreamNonBlocking));
+  auto graph_time = [&](const tpg_gemm_args &a0, size_t nw, double &ours_us, double &cb_us) {
+    const size_t wel = nw * (size_t)a0.k;
+    size_t copies = ((size_t)256 << 20) / (2 * wel) + 2;
+    copies = std::max<size_t>(1, std::min(copies, maxw / wel));
+    std::vector<Ours> os;
+    for (int i = 0; i < GR; ++i) {
+      tpg_gemm_args a = a0;
+      a.w = A.w + (i % copies) * wel;
+      os.push_back(pick_library(A, a));  /* may grow the workspace: all picks before the capture */
+    }
+    cudaGraph_t g[2] = {nullptr, nullptr};
+    cudaGraphExec_t ge[2] = {nullptr, nullptr};
+    const int ng = lt.ok ? 2 : 1;
+    CK(cudaStreamBeginCapture(gs_st, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < GR; ++i) {
+      tpg_gemm_tma_args p = os[i].P;
+      p.a.workspace = A.ws;
+      launch_sel(os[i].L, p, gs_st);
+    }
+    CK(cudaStreamEndCapture(gs_st, &g[0]));
+    if (lt.ok) {
+      CK(cudaStreamBeginCapture(gs_st, cudaStreamCaptureModeThreadLocal));
+      for (int i = 0; i < GR; ++i) lt.run(A.x, A.w + (i % copies) * wel, A.y, A.lt_ws, gs_st);
+      CK(cudaStreamEndCapture(gs_st, &g[1]));
+    }
+    std::vector<double> t[2];
+    for (int j = 0; j < ng; ++j) {
+      CK(cudaGraphInstantiate(&ge[j], g[j], 0));
+      CK(cudaGraphLaunch(ge[j], gs_st));  /* warm-up */
+    }
+    CK(cudaStreamSynchronize(gs_st));
+    for (int r = 0; r < 5; ++r)
+      for (int j = 0; j < ng; ++j) {
+        flush_kernel<<<g_sms * 4, 512, 0, gs_st>>>(A.flush, A.flush_words, A.sink);
+        CK(cudaEventRecord(ev[2], gs_st));
+        CK(cudaGraphLaunch(ge[j], gs_st));
+        CK(cudaEventRecord(ev[3], gs_st));
+        CK(cudaEventSynchronize(ev[3]));
+        float ms_; CK(cudaEventElapsedTime(&ms_, ev[2], ev[3]));
+        t[j].push_back(ms_ * 1e3 / GR);
+      }
+    for (int j = 0; j < ng; ++j) { CK(cudaGraphExecDestroy(ge[j])); CK(cudaGraphDestroy(g[j])); }
+    ours_us = median_d(t[0]);
+    cb_us = lt.ok ? median_d(t[1]) : NAN;
+  };
   std::vector<Row> rows;
   size_t skipped = 0;
   for (auto &g : gs)
@@ -513,8 +571,10 @@ static int run(const Opts &o, const char *device, const char *json) {
         r.cands.push_back({os[i].name, med[i]});
         if (r.best_cand.empty() || med[i] < r.best_cand_us) { r.best_cand = os[i].name; r.best_cand_us = med[i]; }
       }
+      if (o.graph && M <= 16) graph_time(a, (size_t)nw, r.g_us, r.g_cublas_us);
       rows.push_back(r);
     }
+  if (gs_st) CK(cudaStreamDestroy(gs_st));
   lt.release();
   cublasLtDestroy(lt.h);
 
@@ -549,6 +609,24 @@ static int run(const Opts &o, const char *device, const char *json) {
       printf("with the best candidate per shape: geometric mean %.3f, %d shapes over 1.05x\n", exp(lsum_best / n), over_best);
     printf("M <= 16, weights >= 32 MB: %d of %d at >= 3.9 TB/s\n", bw_ok, bw_n);
   }
+  if (o.graph) {
+    double gl = 0;
+    int gn = 0, gbw_n = 0, gbw_ok = 0, gbw_cb = 0, gover = 0;
+    for (auto &r : rows) {
+      if (!std::isfinite(r.g_us)) continue;
+      const int nw = r.N * (r.epi == TPG_EPI_SWIGLU ? 2 : 1);
+      const double wbytes = 2.0 * nw * r.K;
+      if (std::isfinite(r.g_cublas_us)) { gl += log(r.g_us / r.g_cublas_us); ++gn; gover += r.g_us / r.g_cublas_us > 1.05; }
+      if (wbytes >= 32e6) {
+        ++gbw_n;
+        gbw_ok += wbytes / r.g_us / 1e6 >= 3.9;
+        gbw_cb += std::isfinite(r.g_cublas_us) && wbytes / r.g_cublas_us / 1e6 >= 3.9;
+      }
+    }
+    printf("graph mode (M <= 16, %d launches back to back in one CUDA graph, W rotated over >= 256 MB): geometric mean "
+           "ours/cuBLAS %.3f over %d shapes, %d slower than 1.05x; weights >= 32 MB at >= 3.9 TB/s of W: ours %d of %d, "
+           "cuBLAS %d\n", GR, gn ? exp(gl / gn) : NAN, gn, gover, gbw_ok, gbw_n, gbw_cb);
+  }
   if (json) {
     FILE *f = fopen(json, "w");
     if (!f) { fprintf(stderr, "cannot write %s\n", json); }
@@ -558,8 +636,11 @@ static int run(const Opts &o, const char *device, const char *json) {
               device, g_sms, g_streamk, checked_shapes, check_total, cs.run, cs.failed, cs.worst_norm, cs.worst_bound, skipped);
       for (size_t i = 0; i < rows.size(); ++i) {
         auto &r = rows[i];
-        fprintf(f, "%s\n{\"M\":%d,\"N\":%d,\"K\":%d,\"epi\":\"%s\",\"kernel\":\"%s\",\"us\":%.2f,\"cublas_us\":%.2f,\"users\":\"%s\",\"cand\":[",
+        fprintf(f, "%s\n{\"M\":%d,\"N\":%d,\"K\":%d,\"epi\":\"%s\",\"kernel\":\"%s\",\"us\":%.2f,\"cublas_us\":%.2f,\"users\":\"%s\",",
                 i ? "," : "", r.M, r.N, r.K, epi_name[r.epi], r.kernel.c_str(), r.us, r.cublas_us, r.users.c_str());
+        if (std::isfinite(r.g_us))
+          fprintf(f, "\"graph_us\":%.2f,\"graph_cublas_us\":%.2f,", r.g_us, std::isfinite(r.g_cublas_us) ? r.g_cublas_us : -1.0);
+        fprintf(f, "\"cand\":[");
         for (size_t j = 0; j < r.cands.size(); ++j)
           fprintf(f, "%s{\"kernel\":\"%s\",\"us\":%.2f}", j ? "," : "", r.cands[j].first.c_str(), r.cands[j].second);
         fprintf(f, "]}");
