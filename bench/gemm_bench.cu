@@ -39,15 +39,8 @@
 #include "../kernels/gemm_mma.cu"
 #include "../kernels/gemm_sm90.cu"
 #include "../lib/gemm_select.h"
+#include "bench_cuda.cuh"
 
-#define CK(x)                                                                          \
-  do {                                                                                 \
-    cudaError_t e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                           \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      exit(2);                                                                         \
-    }                                                                                  \
-  } while (0)
 #define CKB(x)                                                                         \
   do {                                                                                 \
     cublasStatus_t s_ = (x);                                                           \

@@ -28,23 +28,7 @@
 
 #include "../kernels/gemv.cu"
 #include "../lib/gemm_select.h"
-
-#define CK(x)                                                                          \
-  do {                                                                                 \
-    cudaError_t e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                           \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      exit(2);                                                                         \
-    }                                                                                  \
-  } while (0)
-#define CKL(x)                                                                         \
-  do {                                                                                 \
-    cublasStatus_t s_ = (x);                                                           \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                 \
-      fprintf(stderr, "%s:%d: %s: cublasLt status %d\n", __FILE__, __LINE__, #x, (int)s_); \
-      exit(2);                                                                         \
-    }                                                                                  \
-  } while (0)
+#include "bench_cuda.cuh"
 
 typedef void (*kfn)(const tpg_gemm_args);
 
@@ -106,11 +90,6 @@ __global__ void fill_kernel(uint16_t *p, size_t n, uint32_t seed, float scale) {
     p[i] = *reinterpret_cast<uint16_t *>(&b);
   }
 }
-__global__ void flush_kernel(const unsigned *__restrict__ p, size_t n, unsigned *sink) {
-  unsigned s = 0;
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) s ^= __ldcg(p + i);
-  if (s == 0x9e3779b9u) sink[0] = s;
-}
 __global__ void empty_kernel(int) {}
 /* persistent streaming read: 8 independent 16-byte loads in flight per thread */
 __global__ void __launch_bounds__(512) read_kernel(const uint4 *__restrict__ p, size_t n, unsigned *sink) {
@@ -135,10 +114,6 @@ static const Shape kShapes[] = {
 #include "gemv_lab_shapes.inc"
 };
 
-static double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
 
 int main(int argc, char **argv) {
   double budget = 80;
@@ -177,11 +152,11 @@ int main(int argc, char **argv) {
   uint16_t *W, *X, *Y, *B;
   unsigned *flush, *sink;
   void *ws, *ws_lib, *ltws; /* split slots are left dirty; the library's stream-K GEMV wants zeroed partials */
-  const size_t flush_words = (256u << 20) / 4, ws_bytes = 256u << 20, lt_bytes = 32u << 20;
+  const size_t flush_words = (256u << 20) / 4, ws_bytes = 256u << 20;
   CK(cudaMalloc(&W, maxw * 2)); CK(cudaMalloc(&X, 64 * maxk * 2)); CK(cudaMalloc(&Y, 64 * maxn * 4));
   CK(cudaMalloc(&B, maxn * 2)); CK(cudaMalloc(&flush, flush_words * 4)); CK(cudaMalloc(&sink, 4));
   CK(cudaMalloc(&ws, ws_bytes)); CK(cudaMemset(ws, 0, ws_bytes));
-  CK(cudaMalloc(&ws_lib, ws_bytes)); CK(cudaMemset(ws_lib, 0, ws_bytes)); CK(cudaMalloc(&ltws, lt_bytes));
+  CK(cudaMalloc(&ws_lib, ws_bytes)); CK(cudaMemset(ws_lib, 0, ws_bytes)); CK(cudaMalloc(&ltws, kLtWorkspace));  /* Lt::run passes that size */
   CK(cudaMemset(flush, 1, flush_words * 4));
   fill_kernel<<<4096, 256>>>(W, maxw, 1001, 0.02f);
   fill_kernel<<<1024, 256>>>(X, 64 * maxk, 7, 1.f);
@@ -207,7 +182,7 @@ int main(int argc, char **argv) {
       }
     CK(cudaGetLastError());
     std::vector<double> med;
-    for (auto &v : t) med.push_back(median(v));
+    for (auto &v : t) med.push_back(median_d(v));
     return med;
   };
 
@@ -258,22 +233,11 @@ int main(int argc, char **argv) {
         a.x = X; a.y = Y; a.m = M; a.n = N; a.k = K; a.ldx = K; a.ldw = K; a.ldy = N; a.dtype = TPG_KDT_BF16;
         a.epilogue = epi; a.split_k = 1; a.workspace = ws_lib;
         CK(cudaMemset(ws_lib, 0, ws_bytes));
-        cublasLtMatmulDesc_t op; cublasLtMatrixLayout_t la, lb, lc;
-        CKL(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-        { const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-          CKL(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-          CKL(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb)); }
-        CKL(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, K, nw, K));
-        CKL(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, K, M, K));
-        CKL(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, nw, M, nw));
-        cublasLtMatmulPreference_t pref;
-        CKL(cublasLtMatmulPreferenceCreate(&pref));
-        CKL(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &lt_bytes, sizeof lt_bytes));
-        cublasLtMatmulHeuristicResult_t heur;
-        int found = 0;
-        const bool ltok = cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 1, &heur, &found) == CUBLAS_STATUS_SUCCESS && found;
-        cublasLtMatmulPreferenceDestroy(pref);
-        const float one = 1.f, zero = 0.f;
+        /* cuBLASLt without its bias epilogue here: the graph rows compare W streaming */
+        Lt blas;
+        blas.h = lt;
+        blas.setup(M, nw, K, TPG_EPI_NONE, nullptr);
+        const bool ltok = blas.ok;
         double res[3] = {NAN, NAN, NAN};
         for (int which = 0; which < 3; ++which) {
           if (which == 1 && !ltok) continue;
@@ -283,7 +247,7 @@ int main(int argc, char **argv) {
           for (int i = 0; i < 20; ++i) {
             const uint16_t *wc = W + (size_t)(i % copies) * wel;
             if (which == 0) { a.w = wc; f<<<dim3(L.grid[0], L.grid[1], L.grid[2]), L.block[0], 0, st>>>(a); }
-            else if (which == 1) CKL(cublasLtMatmul(lt, op, &one, wc, la, X, lb, &zero, Y, lc, Y, lc, &heur.algo, ltws, lt_bytes, st));
+            else if (which == 1) blas.run(X, wc, Y, ltws, st);
             else read_kernel<<<g_sms * 2, 512, 0, st>>>((const uint4 *)wc, wel * 2 / 16, sink);
           }
           CK(cudaStreamEndCapture(st, &gr));
@@ -295,10 +259,10 @@ int main(int argc, char **argv) {
             float ms_; CK(cudaEventElapsedTime(&ms_, e0, e1));
             if (r >= 2) t.push_back(ms_ * 1e3 / 20);
           }
-          res[which] = median(t);
+          res[which] = median_d(t);
           CK(cudaGraphExecDestroy(ge)); CK(cudaGraphDestroy(gr));
         }
-        cublasLtMatmulDescDestroy(op); cublasLtMatrixLayoutDestroy(la); cublasLtMatrixLayoutDestroy(lb); cublasLtMatrixLayoutDestroy(lc);
+        blas.release();
         const double mb = wel * 2 / 1e6;
         printf("%5d %6d %6d %3d  %-20s %6.1f (%.2f)  %6.1f (%.2f)  %6.1f (%.2f)\n", M, N, K, epi, L.kernel, res[0],
                mb / res[0], res[1], mb / res[1], res[2], mb / res[2]);
@@ -408,32 +372,15 @@ int main(int argc, char **argv) {
       }
       std::vector<std::function<void()>> fns;
       for (auto &c : cfgs) fns.push_back([a, &c] { tpg_gemm_args b = a; b.workspace = c.ws; c.fn<<<c.grid, c.threads>>>(b); });
-      cublasLtMatmulDesc_t op; cublasLtMatrixLayout_t la, lb, lc;
-      CKL(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-      { const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-        CKL(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-        CKL(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-        cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_DEFAULT;
-        if (epi == TPG_EPI_BIAS) e = CUBLASLT_EPILOGUE_BIAS;
-        if (epi == TPG_EPI_BIAS_GELU) e = CUBLASLT_EPILOGUE_GELU_BIAS;
-        CKL(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e));
-        if (e != CUBLASLT_EPILOGUE_DEFAULT) { const void *bp = B; CKL(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp)); } }
-      CKL(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, K, nw, K));
-      CKL(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, K, M, K));
-      CKL(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, nw, M, nw));
-      cublasLtMatmulPreference_t pref;
-      CKL(cublasLtMatmulPreferenceCreate(&pref));
-      CKL(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &lt_bytes, sizeof lt_bytes));
-      cublasLtMatmulHeuristicResult_t heur;
-      int found = 0;
-      const bool ltok = cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 1, &heur, &found) == CUBLAS_STATUS_SUCCESS && found;
-      cublasLtMatmulPreferenceDestroy(pref);
-      const float one = 1.f, zero = 0.f;
-      if (ltok) fns.push_back([&] { CKL(cublasLtMatmul(lt, op, &one, W, la, X, lb, &zero, Y, lc, Y, lc, &heur.algo, ltws, lt_bytes, 0)); });
+      Lt blas;
+      blas.h = lt;
+      blas.setup(M, nw, K, epi, B);
+      const bool ltok = blas.ok;
+      if (ltok) fns.push_back([&] { blas.run(X, W, Y, ltws); });
       const double wbytes = (double)nw * K * 2;
       const int reps = std::max(5, std::min(reps_max, (int)(30e-3 / std::max(wbytes / 4e12, 1e-6) / fns.size())));
       auto med = time_all(fns, reps);
-      cublasLtMatmulDescDestroy(op); cublasLtMatrixLayoutDestroy(la); cublasLtMatrixLayoutDestroy(lb); cublasLtMatrixLayoutDestroy(lc);
+      blas.release();
       const double cb = ltok ? med.back() : NAN;
       size_t bi = 1;
       for (size_t i = 1; i < cfgs.size(); ++i) if (med[i] < med[bi]) bi = i;
