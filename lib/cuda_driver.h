@@ -14,7 +14,35 @@
 
 #include "lib/internal.h"
 
-/* X(name, abi version of its PFN_ typedef in cudaTypedefs.h) */
+/* Each list: X(name, abi version of its PFN_ typedef in cudaTypedefs.h).
+ * The kit's entry points (lib/module.c, lib/capture.c, its node kinds,
+ * export, launch under capture): a list of their own because the stand-in
+ * driver (tests/fake/fake_entry.h) declares exactly these across files. */
+#define TPG_CU_FUNCS_KIT(X) \
+  X(cuCtxGetCurrent, 4000) \
+  X(cuFuncGetAttribute, 2020) \
+  X(cuLaunchKernelEx, 11060) \
+  X(cuLaunchHostFunc, 10000) \
+  X(cuStreamWaitEvent, 3020) \
+  X(cuGraphAddHostNode, 10000) \
+  X(cuGraphAddEventRecordNode, 11010) \
+  X(cuGraphAddEventWaitNode, 11010) \
+  X(cuGraphNodeGetType, 10000) \
+  X(cuGraphKernelNodeGetParams, 12000) \
+  X(cuGraphKernelNodeSetParams, 12000) \
+  X(cuGraphMemsetNodeGetParams, 10000) \
+  X(cuGraphMemsetNodeSetParams, 10000) \
+  X(cuGraphMemcpyNodeGetParams, 10000) \
+  X(cuGraphMemcpyNodeSetParams, 10000) \
+  X(cuGraphHostNodeGetParams, 10000) \
+  X(cuGraphHostNodeSetParams, 10000) \
+  X(cuGraphChildGraphNodeGetGraph, 10000) \
+  X(cuStreamGetCaptureInfo, 12030) \
+  X(cuStreamUpdateCaptureDependencies, 12030) \
+  X(cuEventRecordWithFlags, 11010) \
+  X(cuGraphKernelNodeSetAttribute, 11000) \
+/* end */
+
 #define TPG_CU_FUNCS(X) \
   X(cuInit, 2000) \
   X(cuDriverGetVersion, 2020) \
@@ -87,29 +115,7 @@
   X(cuMemsetD32, 3020) \
   X(cuGraphAddDependencies, 12030) /* with CUgraphEdgeData: TPG_GRAPH_PDL */ \
   X(cuGraphGetEdges, 12030) \
-  /* the kit (lib/module.c, lib/capture.c, its node kinds, export, launch under capture) */ \
-  X(cuCtxGetCurrent, 4000) \
-  X(cuFuncGetAttribute, 2020) \
-  X(cuLaunchKernelEx, 11060) \
-  X(cuLaunchHostFunc, 10000) \
-  X(cuStreamWaitEvent, 3020) \
-  X(cuGraphAddHostNode, 10000) \
-  X(cuGraphAddEventRecordNode, 11010) \
-  X(cuGraphAddEventWaitNode, 11010) \
-  X(cuGraphNodeGetType, 10000) \
-  X(cuGraphKernelNodeGetParams, 12000) \
-  X(cuGraphKernelNodeSetParams, 12000) \
-  X(cuGraphMemsetNodeGetParams, 10000) \
-  X(cuGraphMemsetNodeSetParams, 10000) \
-  X(cuGraphMemcpyNodeGetParams, 10000) \
-  X(cuGraphMemcpyNodeSetParams, 10000) \
-  X(cuGraphHostNodeGetParams, 10000) \
-  X(cuGraphHostNodeSetParams, 10000) \
-  X(cuGraphChildGraphNodeGetGraph, 10000) \
-  X(cuStreamGetCaptureInfo, 12030) \
-  X(cuStreamUpdateCaptureDependencies, 12030) \
-  X(cuEventRecordWithFlags, 11010) \
-  X(cuGraphKernelNodeSetAttribute, 11000) \
+  TPG_CU_FUNCS_KIT(X) \
 /* end */
 
 /* Entry points newer than the oldest driver accepted: NULL in the table when

@@ -118,30 +118,10 @@ CUresult fk_api_graph_destroy(CUgraph g);
 CUresult fk_api_event_create(CUevent *e);
 CUresult fk_api_event_destroy(CUevent e);
 
-/* The kit's entry points (fake_kit.c), for the table in fake_cuda.c. */
+/* The entry points fake_kit.c defines, for the table in fake_cuda.c: the
+ * library's kit list (lib/cuda_driver.h) and three more it implements. */
 #define FK_KIT_FUNCS(X) \
-  X(cuCtxGetCurrent, 4000) \
-  X(cuFuncGetAttribute, 2020) \
-  X(cuLaunchKernelEx, 11060) \
-  X(cuLaunchHostFunc, 10000) \
-  X(cuStreamWaitEvent, 3020) \
-  X(cuGraphAddHostNode, 10000) \
-  X(cuGraphAddEventRecordNode, 11010) \
-  X(cuGraphAddEventWaitNode, 11010) \
-  X(cuGraphNodeGetType, 10000) \
-  X(cuGraphKernelNodeGetParams, 12000) \
-  X(cuGraphKernelNodeSetParams, 12000) \
-  X(cuGraphMemsetNodeGetParams, 10000) \
-  X(cuGraphMemsetNodeSetParams, 10000) \
-  X(cuGraphMemcpyNodeGetParams, 10000) \
-  X(cuGraphMemcpyNodeSetParams, 10000) \
-  X(cuGraphHostNodeGetParams, 10000) \
-  X(cuGraphHostNodeSetParams, 10000) \
-  X(cuGraphChildGraphNodeGetGraph, 10000) \
-  X(cuStreamGetCaptureInfo, 12030) \
-  X(cuStreamUpdateCaptureDependencies, 12030) \
-  X(cuEventRecordWithFlags, 11010) \
-  X(cuGraphKernelNodeSetAttribute, 11000) \
+  TPG_CU_FUNCS_KIT(X) \
   X(cuEventElapsedTime, 2000) \
   X(cuKernelGetParamInfo, 12040) \
   X(cuFuncGetParamInfo, 12040)
