@@ -114,6 +114,23 @@ __device__ __forceinline__ void store_tile(const tpg_gemm_args &a, const float (
   });
 }
 
+/* The W rows lane group g reads in 16-row tile `rt` (global index): rows
+ * rt*16 + g and + 8, or with SwiGLU output rt*8 + g's gate row and its up
+ * row N + that; clamped into range (the stores skip what is past N).
+ * obase: the tile's first output. One definition for every body, so the
+ * prefetch, the stream-K and the split kernels read the same rows. */
+TPG_DEV void w_rows(int rt, int g, int N, bool swiglu, int &obase, int &r0, int &r1) {
+  if (swiglu) {
+    obase = rt * 8;
+    r0 = min(obase + g, N - 1);
+    r1 = N + r0;
+  } else {
+    obase = rt * 16;
+    r0 = min(obase + g, N - 1);
+    r1 = min(obase + g + 8, N - 1);
+  }
+}
+
 /* ---------------------------------------------------------------------------
  * Stream-K variant (tpg_gemv_sk_*): the same warp-level streaming, but the
  * grid is sized to the machine (selector: CTAs_per_SM * SMs) and the linear
@@ -153,14 +170,8 @@ __device__ __forceinline__ void gemv_sk_body(const tpg_gemm_args &a) {
     const uint32_t bytes = min((uint32_t)a.pdl_prefetch, left) & ~15u;
 #pragma unroll
     for (int rt = 0; rt < R; ++rt) {
-      int r0, r1;
-      if (swiglu) {
-        r0 = min((t * R + rt) * 8 + g, N - 1);
-        r1 = N + r0;
-      } else {
-        r0 = min((t * R + rt) * 16 + g, N - 1);
-        r1 = min((t * R + rt) * 16 + g + 8, N - 1);
-      }
+      int ob, r0, r1;
+      w_rows(t * R + rt, g, N, swiglu, ob, r0, r1);
       prefetch_l2_bulk(static_cast<const T *>(a.w) + (size_t)r0 * a.ldw + c0 * 32, bytes);
       prefetch_l2_bulk(static_cast<const T *>(a.w) + (size_t)r1 * a.ldw + c0 * 32, bytes);
     }
@@ -185,16 +196,7 @@ __device__ __forceinline__ void gemv_sk_body(const tpg_gemm_args &a) {
 #pragma unroll
     for (int rt = 0; rt < R; ++rt) {
       int r0, r1;
-      if (swiglu) {
-        obase[rt] = (t * R + rt) * 8;
-        const int o = min(obase[rt] + g, N - 1);
-        r0 = o;
-        r1 = N + o;
-      } else {
-        obase[rt] = (t * R + rt) * 16;
-        r0 = min(obase[rt] + g, N - 1);
-        r1 = min(obase[rt] + g + 8, N - 1);
-      }
+      w_rows(t * R + rt, g, N, swiglu, obase[rt], r0, r1);
       wp[rt][0] = static_cast<const T *>(a.w) + (size_t)r0 * a.ldw + 8 * t4;
       wp[rt][1] = static_cast<const T *>(a.w) + (size_t)r1 * a.ldw + 8 * t4;
     }
@@ -305,16 +307,7 @@ __device__ __forceinline__ void gemv_split_body(const tpg_gemm_args &a) {
 #pragma unroll
   for (int rt = 0; rt < R; ++rt) {
     int r0, r1;
-    if (swiglu) {
-      obase[rt] = (t * R + rt) * 8;
-      const int o = min(obase[rt] + g, N - 1);
-      r0 = o;
-      r1 = N + o;
-    } else {
-      obase[rt] = (t * R + rt) * 16;
-      r0 = min(obase[rt] + g, N - 1);
-      r1 = min(obase[rt] + g + 8, N - 1);
-    }
+    w_rows(t * R + rt, g, N, swiglu, obase[rt], r0, r1);
     wp[rt][0] = static_cast<const T *>(a.w) + (size_t)r0 * a.ldw + 8 * t4;
     wp[rt][1] = static_cast<const T *>(a.w) + (size_t)r1 * a.ldw + 8 * t4;
   }
