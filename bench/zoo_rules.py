@@ -37,27 +37,35 @@ import sys
 # bm * bn * EFF[(bm, bn)]; whole tiles pay ceil(tiles / SMS) waves of K;
 # stream-K pays its exact share of all k-steps plus a fix-up of SK_FIX * bm * bn
 # and, when the tiles alone would not fill the SMs, SK_K of a tile's K again.
-# m <= 64 is weight streaming (64-row tiles only), m > 64 compute: two tables.
+# m <= 64 is weight streaming (64-row tiles only), m > 64 compute; m <= 32 has
+# its own table (EFF_TINY: refitted with --fit-from-rule on the zoo of commit
+# 0364843, M = 32 predicted 1.106 against 1.129 with the m <= 64 constants,
+# which picked 64 x 64 tiles where 64 x 128 won most M = 32 shapes).
 # Fitted on the zoo by coordinate descent over FIT_GRID (--fit).
 SMS = 132
 # The _c2 kernels are considered stream-K only: whole-tile _c2 was the best
 # candidate on 18 of 504 shapes (R3) and 2 of 378 (R2), and letting the rule
 # take them fitted worse (1.185 vs 1.182 on R3).
 C2_SK_ONLY = True
+EFF_TINY = {(64, 256): 0.6, (64, 128): 0.6, (64, 64): 1.4}
 EFF_SMALL = {(64, 256): 0.6, (64, 128): 0.6, (64, 64): 0.8}
 EFF_LARGE = {(128, 256): 1.0, (128, 128): 1.15, (128, 64): 1.4, (64, 256): 1.3, (64, 128): 1.5,
              (128, 256, 2): 0.95, (128, 128, 2): 1.05, (128, 192): 1.0, (128, 192, 2): 0.9}
-SK_FIX = {"small": 20.0, "large": 40.0}
-SK_K = {"small": 0.05, "large": 0.0}
+SK_FIX = {"tiny": 40.0, "small": 20.0, "large": 40.0}
+SK_K = {"tiny": 0.1, "small": 0.05, "large": 0.0}
 
 
 # Where the descent starts: a first guess (the old rule's 1.15 for BN 128).
 FIT_START = {
+    "tiny": ({(64, 256): 1.0, (64, 128): 1.0, (64, 64): 1.0}, 10.0, 0.0),
     "small": ({(64, 256): 1.0, (64, 128): 1.0, (64, 64): 1.0}, 10.0, 0.0),
     "large": ({(128, 256): 1.0, (128, 128): 1.15, (128, 64): 1.4, (64, 256): 1.3, (64, 128): 1.5,
                (128, 256, 2): 1.0, (128, 128, 2): 1.2, (128, 192): 1.1, (128, 192, 2): 1.1}, 10.0, 0.0),
 }
 FIT_GRID = {
+    "tiny": {(64, 256): [0.6, 0.8, 1.0, 1.2], (64, 128): [0.6, 0.8, 1.0, 1.2, 1.4, 1.7, 2.0, 2.5],
+             (64, 64): [0.8, 1.0, 1.2, 1.4, 1.7, 2.0, 2.5, 3.0, 4.0], "fix": [0, 2, 5, 10, 20, 40, 80, 160],
+             "kk": [0, 0.05, 0.1, 0.2, 0.4]},
     "small": {(64, 256): [0.6, 0.8, 1.0, 1.2], (64, 128): [0.6, 0.8, 1.0, 1.2, 1.4, 1.7, 2.0, 2.5],
               (64, 64): [0.8, 1.0, 1.2, 1.4, 1.7, 2.0, 2.5, 3.0, 4.0], "fix": [0, 2, 5, 10, 20, 40, 80, 160],
               "kk": [0, 0.05, 0.1, 0.2, 0.4]},
@@ -107,8 +115,8 @@ def rule(m, n, k, epi, sms=SMS):
     # K = 8192 the round-3 zoo had TMA 64 x 64 stream-K 3-9% ahead)
     if m <= 16 or (m <= 32 and w <= 4096 and k < 8192):
         return gemv
-    size = "small" if m <= 64 else "large"
-    eff = EFF_SMALL if m <= 64 else EFF_LARGE
+    size = "tiny" if m <= 32 else "small" if m <= 64 else "large"
+    eff = EFF_TINY if m <= 32 else EFF_SMALL if m <= 64 else EFF_LARGE
     best = None
     for key in eff:  # table order breaks ties: the first listed wins
         bm, bn = key[0], key[1]
@@ -175,7 +183,8 @@ def fit(rows, quiet=False, from_rule=False):
     from_rule: start from the constants in this file instead of FIT_START
     (--fit-from-rule: how the _c2 / BN 192 entries were added to a fitted rule)."""
     found = {}
-    for size, eff_name, sel in (("small", "EFF_SMALL", lambda m: 16 < m <= 64),
+    for size, eff_name, sel in (("tiny", "EFF_TINY", lambda m: 16 < m <= 32),
+                                ("small", "EFF_SMALL", lambda m: 32 < m <= 64),
                                 ("large", "EFF_LARGE", lambda m: m > 64)):
         rs = [r for r in rows if sel(r["M"])]
         if not rs:  # a zoo run without this M range (e.g. --m 128,...): keep its constants
@@ -219,7 +228,7 @@ def fit(rows, quiet=False, from_rule=False):
 def cross_validate(rows):
     """Leave one model out: refit without the shapes only that model uses,
     judge the refitted rule on them (does the fit carry to other models?)."""
-    global EFF_SMALL, EFF_LARGE
+    global EFF_TINY, EFF_SMALL, EFF_LARGE
     models = sorted({u.split("/")[0] for r in rows for u in r["users"].split()})
     for model in models:
         own = [r for r in rows if all(u.split("/")[0] == model for u in r["users"].split())]
@@ -233,12 +242,12 @@ def cross_validate(rows):
 
         base = score()
         found = fit(rest, quiet=True)
-        keep = (EFF_SMALL, EFF_LARGE, dict(SK_FIX), dict(SK_K))
-        EFF_SMALL, EFF_LARGE = found["small"][0], found["large"][0]
+        keep = (EFF_SMALL, EFF_LARGE, dict(SK_FIX), dict(SK_K), EFF_TINY)
+        EFF_TINY, EFF_SMALL, EFF_LARGE = found["tiny"][0], found["small"][0], found["large"][0]
         for size in found:
             SK_FIX[size], SK_K[size] = found[size][1], found[size][2]
         held = score()
-        EFF_SMALL, EFF_LARGE = keep[0], keep[1]
+        EFF_SMALL, EFF_LARGE, EFF_TINY = keep[0], keep[1], keep[4]
         SK_FIX.update(keep[2])
         SK_K.update(keep[3])
         print("%-22s %4d own shapes: rule %.3f, refit without them %.3f, best %.3f" % (
