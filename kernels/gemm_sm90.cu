@@ -45,16 +45,23 @@ constexpr int BK = 64;
  * 64-row half and all BN columns. BM = 64 (small M: a 128-row tile would be
  * half zeros): both consumers share the 64 rows and each takes BN/2 columns.
  * CW = W rows one consumer multiplies, ACC = its fp32 accumulators a thread.
- * As many stages as fit 192 KB, at most 8: BM 128 x BN 256 / 128 / 64 -> 4 / 6
- * / 8; BM 64 x BN 256 / 128 / 64 -> 4 / 8 / 8.
+ * Stages: BM 128 x BN 256 / 192 / 128 / 64 -> 4 / 4 / 6 / 9; BM 64 x BN 256 /
+ * 128 / 64 -> 4 / 9 / 13 (RING below).
  * + 1024 to align the ring to the 1024-byte swizzle atom, + barriers */
 template <int BN, int BM = 128> struct cfg {
   static_assert(BM == 128 || BM == 64, "BM");
   static_assert(BN == 256 || BN == 192 || BN == 128 || BN == 64, "BN");
   static_assert(BN != 192 || BM == 128, "BN 192: 128-row tiles only");
   static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
-  static constexpr int STAGES = 196608 / STAGE_BYTES < 8 ? 196608 / STAGE_BYTES : 8;
+  /* Stages of 24 KB or less (BM 64 x BN 64 / 128, BM 128 x BN 64: the small-M
+   * weight-streaming tiles) get a 216 KB ring and up to 16 stages: 13 / 9 / 9
+   * instead of 8 / 8 / 8, so more bytes are in flight per SM (cuBLASLt's
+   * kernels for these shapes run 10-16 stages: ncu, R1). The prefill tiles
+   * keep the 192 KB ring they were measured with. */
+  static constexpr int RING = STAGE_BYTES <= 24576 ? 221184 : 196608, MAX_STAGES = STAGE_BYTES <= 24576 ? 16 : 8;
+  static constexpr int STAGES = RING / STAGE_BYTES < MAX_STAGES ? RING / STAGE_BYTES : MAX_STAGES;
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024 + 2 * STAGES * 8;
+  static_assert(SMEM_BYTES <= 227 * 1024, "dynamic shared memory per block");
   static constexpr int CW = BM == 128 ? BN : BN / 2, ACC = CW / 2;
 };
 constexpr int GROUP_M = 8;
@@ -76,6 +83,23 @@ TPG_DEV long long sk_begin(int c, long long total, int grid) { return total * c 
 TPG_DEV int sk_cta_of(long long g, long long total, int grid) {  /* the CTA whose range holds g */
   return (int)(((g + 1) * grid + total - 1) / total) - 1;
 }
+
+/* Development timeline (built only with -DTPG_SM90_TRACE, by gemm_bench's
+ * trace build; never in the library): %globaltimer stamps per CTA, so a run
+ * shows where a short GEMM's time goes (start-up, first data, main loop,
+ * stream-K fixup, epilogue) instead of guessing from totals. */
+#ifdef TPG_SM90_TRACE
+constexpr int TRACE_CTAS = 1024, TRACE_POINTS = 8;
+__device__ unsigned long long trace_buf[TRACE_CTAS][TRACE_POINTS];
+TPG_DEV void trace(int i) {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  if (blockIdx.x < TRACE_CTAS) trace_buf[blockIdx.x][i] = t;
+}
+#define TPG_TRACE(i) ::tpg::sm90::trace(i)
+#else
+#define TPG_TRACE(i) ((void)0)
+#endif
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 TPG_DEV void mbar_init(uint32_t bar, int count) {
@@ -296,15 +320,40 @@ TPG_DEV bool sk_fixup(const tpg_gemm_args &a, float (&d)[ACC], int t, int tiles,
   __threadfence();
 #pragma unroll
   for (int i = 0; i < ACC; ++i) d[i] = 0.f;
-  for (int c = c0; c <= c1; ++c) {
-    const float4 *p = slot(c);
+  if constexpr (V >= 16) {
+    for (int c = c0; c <= c1; ++c) {
+      const float4 *p = slot(c);
 #pragma unroll
-    for (int v = 0; v < V; ++v) {
-      /* 8 loads in flight at a time: all 32 at once would need 128 more
-       * registers than the accumulators leave (ptxas spilled) */
-      if (v % 8 == 0) asm volatile("" ::: "memory");
-      const float4 q = __ldcg(p + v * 256);
-      d[4 * v] += q.x; d[4 * v + 1] += q.y; d[4 * v + 2] += q.z; d[4 * v + 3] += q.w;
+      for (int v = 0; v < V; ++v) {
+        /* 8 loads in flight at a time: all 32 at once would need 128 more
+         * registers than the accumulators leave (ptxas spilled) */
+        if (v % 8 == 0) asm volatile("" ::: "memory");
+        const float4 q = __ldcg(p + v * 256);
+        d[4 * v] += q.x; d[4 * v + 1] += q.y; d[4 * v + 2] += q.z; d[4 * v + 3] += q.w;
+      }
+    }
+  } else {
+    /* small tiles (64 x 64 / 128 rows): G contributors' slots loaded at once
+     * (32 float4 in flight) instead of one L2 round trip per contributor, then
+     * added in CTA order as above, so the sum is the same bit for bit */
+    constexpr int G = 32 / V;
+    for (int c = c0; c <= c1; c += G) {
+      float4 q[G][V];
+#pragma unroll
+      for (int j = 0; j < G; ++j)
+        if (c + j <= c1) {
+          const float4 *p = slot(c + j);
+#pragma unroll
+          for (int v = 0; v < V; ++v) q[j][v] = __ldcg(p + v * 256);
+        }
+#pragma unroll
+      for (int j = 0; j < G; ++j)
+        if (c + j <= c1) {
+#pragma unroll
+          for (int v = 0; v < V; ++v) {
+            d[4 * v] += q[j][v].x; d[4 * v + 1] += q[j][v].y; d[4 * v + 2] += q[j][v].z; d[4 * v + 3] += q[j][v].w;
+          }
+        }
     }
   }
   return true;
@@ -319,19 +368,32 @@ TPG_DEV bool sk_fixup(const tpg_gemm_args &a, float (&d)[ACC], int t, int tiles,
  * tile drops from (BM + BN) to (BM + BN/2) rows. A stage of one CTA is then
  * written by both producers: its empty barrier counts the consumer warps of
  * both CTAs (16), and each full barrier expects the whole stage. */
-template <typename T, bool TMA, int BN, int BM = 128, int CL = 1>
+/* CN (with CL = 2; "_cn2" kernels): the cluster pairs N-tiles 2u and 2u+1
+ * of the same M-tile instead, so X is what the two CTAs share: each loads
+ * half of the X rows (box BM/2) into both, and its own whole W tile. For
+ * small M with narrow tiles X is as many bytes a stage as W (64 x 64) or
+ * half of them (128 x 64), and every N-tile re-reads it from L2. */
+template <typename T, bool TMA, int BN, int BM = 128, int CL = 1, bool CN = false>
 __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg_gemm_tma_args *p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace sm90;
   static_assert(TMA || BM == 128, "the cp.async producer is written for 128-row tiles");
-  static_assert(CL == 1 || (CL == 2 && TMA && BM == 128), "clusters: TMA, 128-row tiles, 2 CTAs");
+  static_assert(CL == 1 || (CL == 2 && TMA), "clusters: TMA, 2 CTAs");
+  static_assert(!CN || CL == 2, "CN: pairs of N-tiles");
   constexpr int STAGES = cfg<BN, BM>::STAGES, STAGE_BYTES = cfg<BN, BM>::STAGE_BYTES;
   constexpr int A_BYTES = cfg<BN, BM>::A_BYTES, CW = cfg<BN, BM>::CW, ACC = cfg<BN, BM>::ACC;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const uint32_t full_bar = base + STAGES * STAGE_BYTES, empty_bar = full_bar + STAGES * 8;
   const int tid = threadIdx.x, wg = tid >> 7;
+  if (tid == 0) TPG_TRACE(0); /* entry */
   if (tid == 0) {
+    /* the maps live in the kernel parameters; fetching them now overlaps the
+     * first copies' descriptor fetch with the barrier set-up */
+    if constexpr (TMA) {
+      asm volatile("prefetch.tensormap [%0];" :: "l"(&p->tx) : "memory");
+      asm volatile("prefetch.tensormap [%0];" :: "l"(&p->tw) : "memory");
+    }
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(full_bar + 8 * s, TMA ? 1 : 128);  /* expect_tx arrive, or one cp.async arrive a producer thread */
       mbar_init(empty_bar + 8 * s, 8 * CL);       /* lane 0 of each consumer warp (of each CTA) releases */
@@ -348,8 +410,10 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
   const int M = a.m, N = a.n, K = a.k;
   const bool swiglu = a.epilogue == TPG_EPI_SWIGLU;
   const int out_n = swiglu ? BN / 2 : BN;  /* outputs a tile produces */
-  /* tiles here are work units: CL M-tiles of one W tile (a cluster's) */
-  const int mt = (M + BM * CL - 1) / (BM * CL), nt = (N + out_n - 1) / out_n, tiles = mt * nt;
+  /* tiles here are work units: CL M-tiles of one W tile (a cluster's), or
+   * with CN CL N-tiles of one X tile */
+  constexpr int CLM = CN ? 1 : CL, CLN = CN ? CL : 1;
+  const int mt = (M + BM * CLM - 1) / (BM * CLM), nt = (N + out_n * CLN - 1) / (out_n * CLN), tiles = mt * nt;
   const int nk = (K + BK - 1) / BK;
   /* The CTA's work as segments: tile t, K blocks [kb0, kb1). Without
    * stream-K, whole tiles t = blockIdx.x, + gridDim.x, ... With it
@@ -396,19 +460,28 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
         for (int t, kb0, kb1; sg.next(t, kb0, kb1);) {
           int mb, nb;
           tile_coords(t, mt, nt, mb, nb);
-          mb = mb * CL + rank;
+          mb = mb * CLM + (CN ? 0 : rank);
+          nb = nb * CLN + (CN ? rank : 0);
           for (int kb = kb0; kb < kb1; ++kb, ++it) {
             const int s = it % STAGES;
             mbar_wait(empty_bar + 8 * s, ((it / STAGES) & 1) ^ 1);
             const uint32_t st = base + s * STAGE_BYTES, fb = full_bar + 8 * s;
+            if (it == 0) TPG_TRACE(1); /* first copy issued */
             mbar_expect_tx(fb, STAGE_BYTES);  /* OOB parts of a box count too (zero-filled) */
-            tma_load_2d(st, &p->tx, fb, kb * BK, mb * BM);
-            if constexpr (CL > 1) {
+            if constexpr (CN) {
+              /* this rank's half of the X rows, into both CTAs (BM/2 rows: whole
+               * 1024-byte atoms); the W tile is this CTA's own */
+              tma_load_2d_mc(st + rank * (BM / 2) * 128, &p->tx, fb, kb * BK, mb * BM + rank * (BM / 2), 3);
+              if (swiglu) tma_load_4d(st + A_BYTES, &p->tw, fb, kb * BK, 0, 0, nb * (BN / 16));
+              else tma_load_2d(st + A_BYTES, &p->tw, fb, kb * BK, nb * BN);
+            } else if constexpr (CL > 1) {
+              tma_load_2d(st, &p->tx, fb, kb * BK, mb * BM);
               /* this rank's half of the W rows, into both CTAs (whole 1024-byte atoms) */
               const uint32_t wd = st + A_BYTES + rank * (BN / CL) * 128;
               if (swiglu) tma_load_4d_mc(wd, &p->tw, fb, kb * BK, 0, 0, nb * (BN / 16) + rank * (BN / 16 / CL), 3);
               else tma_load_2d_mc(wd, &p->tw, fb, kb * BK, nb * BN + rank * (BN / CL), 3);
             } else {
+              tma_load_2d(st, &p->tx, fb, kb * BK, mb * BM);
               if (swiglu) tma_load_4d(st + A_BYTES, &p->tw, fb, kb * BK, 0, 0, nb * (BN / 16));
               else tma_load_2d(st + A_BYTES, &p->tw, fb, kb * BK, nb * BN);
             }
@@ -482,11 +555,13 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
     for (int t, kb0, kb1; sg.next(t, kb0, kb1);) {
       int mb, nb;
       tile_coords(t, mt, nt, mb, nb);
-      mb = mb * CL + rank;
+      mb = mb * CLM + (CN ? 0 : rank);
+      nb = nb * CLN + (CN ? rank : 0);
       const int m0 = mb * BM, o0 = nb * out_n;
       for (int kb = kb0; kb < kb1; ++kb, ++it) {
         const int s = it % STAGES;
         mbar_wait(full_bar + 8 * s, (it / STAGES) & 1);
+        if (it == 0 && ct == 0) TPG_TRACE(2); /* first stage landed */
         /* cp.async writes are generic-proxy writes; wgmma reads through the async proxy */
         if constexpr (!TMA) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         const uint32_t st = base + s * STAGE_BYTES;
@@ -503,12 +578,16 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
         if (kb > kb0 && lane == 0) release(empty_bar + 8 * ((it - 1) % STAGES));
       }
       wgmma_wait<0>();
+      if (ct == 0) TPG_TRACE(3); /* (last) segment's main loop done */
       if (lane == 0) release(empty_bar + 8 * ((it - 1) % STAGES));
       /* A tile split across CTAs: only the last contributor to finish goes on
        * to the epilogue, with the whole sum in d. */
       if (sk && (kb0 != 0 || kb1 != nk) &&
-          !sk_fixup<ACC, CL>(a, d, t, tiles, dp_tiles, nk, total, tid - 128, unit0, units, rank))
+          !sk_fixup<ACC, CL>(a, d, t, tiles, dp_tiles, nk, total, tid - 128, unit0, units, rank)) {
+        if (ct == 0) TPG_TRACE(4);
         continue;
+      }
+      if (ct == 0) TPG_TRACE(4); /* fixup done (or none) */
 
       /* Epilogue: d[4j+2h], d[4j+2h+1] = row warp*16 + g + 8h, cols 8j + t2 + {0,1}
        * of the consumer's part: rows from 64c (BM 128) or columns from the
@@ -540,6 +619,7 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
         }
       });
     }
+    if (ct == 0) TPG_TRACE(5); /* consumer 0 done */
     if constexpr (CL > 1) cluster_sync(); /* see the producer's */
   }
 #else
@@ -553,8 +633,8 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
  * a tile (64 with _m64), BN = 256 W rows a tile (128 / 64 with the suffix).
  * grid = min(tiles, SMs), tiles = ceil(M/BM) * ceil(N/BN) (ceil(N/(BN/2)) for
  * SWIGLU); block 384; dynamic smem tpg::sm90::cfg<BN, BM>::SMEM_BYTES
- * (197696 for BN=256, 197728 for BN=128, 197760 for BN=64; BM 64: 164928 /
- * 197760 / 132224). The tma kernels take tpg_gemm_tma_args (tensor maps
+ * (197696 for BN=256, 197728 for BN=128, 222352 for BN=64; BM 64: 164928 /
+ * 222352 / 214224). The tma kernels take tpg_gemm_tma_args (tensor maps
  * encoded on the host, box {64, BM} for X, {64, BN} for W; see
  * tpg_tma_args.h). */
 #define TPG_SM90(NAME, T, TMA, BN)                                                     \
@@ -617,3 +697,36 @@ TPG_SM90TMA_C2(tpg_gemm_sm90tma_f16_n192_c2, __half, 192)
 TPG_SM90TMA_C2(tpg_gemm_sm90tma_f16_c2, __half, 256)
 TPG_SM90TMA_C2(tpg_gemm_sm90tma_bf16_n128_c2, __nv_bfloat16, 128)
 TPG_SM90TMA_C2(tpg_gemm_sm90tma_f16_n128_c2, __half, 128)
+/* Clusters of two along N sharing the X tile (_cn2; see gemm_sm90_body's
+ * CN): X box {64, BM/2}, W box {64, BN} (SWIGLU {64, 8, 2, BN/16}); grid and
+ * workspace as _c2 with units = ceil(M/BM) * ceil(N/(2 BN)). Candidates for
+ * M <= 256 with narrow tiles, where X is re-read once per N-tile. */
+#define TPG_SM90TMA_CN2(NAME, T, BM, BN)                                               \
+  extern "C" __global__ void TPG_CLUSTER2 __launch_bounds__(384, 1)                     \
+      NAME(const __grid_constant__ tpg_gemm_tma_args p) {                              \
+    tpg::pdl_wait();                                                                   \
+    tpg::pdl_launch_dependents();                                                      \
+    tpg::gemm_sm90_body<T, true, BN, BM, 2, true>(p.a, &p);                            \
+  }
+TPG_SM90TMA_CN2(tpg_gemm_sm90tma_bf16_m64_n64_cn2, __nv_bfloat16, 64, 64)
+TPG_SM90TMA_CN2(tpg_gemm_sm90tma_f16_m64_n64_cn2, __half, 64, 64)
+TPG_SM90TMA_CN2(tpg_gemm_sm90tma_bf16_m64_n128_cn2, __nv_bfloat16, 64, 128)
+TPG_SM90TMA_CN2(tpg_gemm_sm90tma_f16_m64_n128_cn2, __half, 64, 128)
+TPG_SM90TMA_CN2(tpg_gemm_sm90tma_bf16_n64_cn2, __nv_bfloat16, 128, 64)
+TPG_SM90TMA_CN2(tpg_gemm_sm90tma_f16_n64_cn2, __half, 128, 64)
+TPG_SM90TMA_CN2(tpg_gemm_sm90tma_bf16_n128_cn2, __nv_bfloat16, 128, 128)
+TPG_SM90TMA_CN2(tpg_gemm_sm90tma_f16_n128_cn2, __half, 128, 128)
+/* _c2 with 64-row tiles (M = 65..256): the pair's two 64-row M-tiles share
+ * the W tile as the 128-row _c2 do (cuBLASLt runs 64-token tiles in clusters
+ * at M = 128: ncu, R1). */
+#define TPG_SM90TMA_M64_C2(NAME, T, BN)                                                \
+  extern "C" __global__ void TPG_CLUSTER2 __launch_bounds__(384, 1)                     \
+      NAME(const __grid_constant__ tpg_gemm_tma_args p) {                              \
+    tpg::pdl_wait();                                                                   \
+    tpg::pdl_launch_dependents();                                                      \
+    tpg::gemm_sm90_body<T, true, BN, 64, 2>(p.a, &p);                                  \
+  }
+TPG_SM90TMA_M64_C2(tpg_gemm_sm90tma_bf16_m64_n64_c2, __nv_bfloat16, 64)
+TPG_SM90TMA_M64_C2(tpg_gemm_sm90tma_f16_m64_n64_c2, __half, 64)
+TPG_SM90TMA_M64_C2(tpg_gemm_sm90tma_bf16_m64_n128_c2, __nv_bfloat16, 128)
+TPG_SM90TMA_M64_C2(tpg_gemm_sm90tma_f16_m64_n128_c2, __half, 128)

@@ -227,7 +227,17 @@ static void fill_map(tpg_tma_encode *e, int rank, const unsigned long long *dims
  * workspace covers 2 * units tiles. The caller has checked the shape and
  * the leading dimensions. */
 static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, int ldx, int ldw, int bm, int bn,
-                     int sk, int cl, tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map) {
+                     int sk, int cl, int cn, tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map) {
+  static const char *const names_c2_m64[2][2] = {
+      /* [bf16][bn == 128] */
+      {"tpg_gemm_sm90tma_f16_m64_n64_c2", "tpg_gemm_sm90tma_f16_m64_n128_c2"},
+      {"tpg_gemm_sm90tma_bf16_m64_n64_c2", "tpg_gemm_sm90tma_bf16_m64_n128_c2"}};
+  static const char *const names_cn2[2][2][2] = {
+      /* [bf16][bm == 64][bn == 128] */
+      {{"tpg_gemm_sm90tma_f16_n64_cn2", "tpg_gemm_sm90tma_f16_n128_cn2"},
+       {"tpg_gemm_sm90tma_f16_m64_n64_cn2", "tpg_gemm_sm90tma_f16_m64_n128_cn2"}},
+      {{"tpg_gemm_sm90tma_bf16_n64_cn2", "tpg_gemm_sm90tma_bf16_n128_cn2"},
+       {"tpg_gemm_sm90tma_bf16_m64_n64_cn2", "tpg_gemm_sm90tma_bf16_m64_n128_cn2"}}};
   static const char *const names_c2[2][3] = {
       /* [bf16][bn 256, 192, 128] */
       {"tpg_gemm_sm90tma_f16_c2", "tpg_gemm_sm90tma_f16_n192_c2", "tpg_gemm_sm90tma_f16_n128_c2"},
@@ -240,13 +250,19 @@ static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, 
        {"tpg_gemm_sm90tma_bf16_m64", "tpg_gemm_sm90tma_bf16_m64_n128", "tpg_gemm_sm90tma_bf16_m64_n64", NULL}}};
   const int swiglu = epilogue == TPG_EPI_SWIGLU;
   /* units: what one cluster (one CTA when cl = 1) takes at a time */
-  const unsigned long tiles = (unsigned long)cdiv(m, (long)bm * cl) * cdiv(n, swiglu ? bn / 2 : bn);
+  /* cn: the cluster's two CTAs take N-tiles 2u, 2u+1 of one M-tile (_cn2) */
+  const int clm = cn ? 1 : cl, cln = cn ? cl : 1;
+  const unsigned long tiles = (unsigned long)cdiv(m, (long)bm * clm) * cdiv(n, (long)(swiglu ? bn / 2 : bn) * cln);
   const unsigned long work = sk ? tiles * cdiv(k, 64) : tiles; /* what the grid divides */
   const unsigned long clusters = (unsigned long)(num_sms / cl > 0 ? num_sms / cl : 1); /* resident at once */
   /* the kernel's ring: as many stages as fit 192 KB, at most 8 (gemm_sm90.cu cfg) */
-  const unsigned stage = (unsigned)(bm + bn) * 64 * 2, stages = 196608 / stage < 8 ? 196608 / stage : 8;
+  /* (stages of <= 24 KB: a 216 KB ring, at most 16 stages) */
+  const unsigned stage = (unsigned)(bm + bn) * 64 * 2, ring = stage <= 24576 ? 221184 : 196608,
+                 maxs = stage <= 24576 ? 16 : 8, stages = ring / stage < maxs ? ring / stage : maxs;
   memset(out, 0, sizeof *out);
-  out->kernel = cl == 2 ? names_c2[dtype == TPG_KDT_BF16][bn == 256 ? 0 : bn == 192 ? 1 : 2]
+  out->kernel = cn ? names_cn2[dtype == TPG_KDT_BF16][bm == 64][bn == 128]
+              : cl == 2 && bm == 64 ? names_c2_m64[dtype == TPG_KDT_BF16][bn == 128]
+              : cl == 2 ? names_c2[dtype == TPG_KDT_BF16][bn == 256 ? 0 : bn == 192 ? 1 : 2]
                         : names[dtype == TPG_KDT_BF16][bm == 64][bn == 256 ? 0 : bn == 128 ? 1 : bn == 64 ? 2 : 3];
   out->grid[0] = (unsigned)(cl * (work < clusters ? work : clusters));
   out->grid[1] = out->grid[2] = 1;
@@ -260,7 +276,7 @@ static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, 
   {
     const unsigned long long xd[2] = {(unsigned long long)k, (unsigned long long)m};
     const unsigned long long xs[1] = {(unsigned long long)ldx * 2};
-    const unsigned xb[2] = {64, (unsigned)bm};
+    const unsigned xb[2] = {64, (unsigned)(bm / cln)}; /* _cn2: each CTA loads half the X rows, multicast */
     fill_map(x_map, 2, xd, xs, xb);
   }
   if (swiglu) {
@@ -269,12 +285,12 @@ static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, 
     const unsigned long long wd[4] = {(unsigned long long)k, 8, 2, (unsigned long long)n / 8};
     const unsigned long long ws[3] = {(unsigned long long)ldw * 2, (unsigned long long)n * ldw * 2,
                                       (unsigned long long)8 * ldw * 2};
-    const unsigned wb[4] = {64, 8, 2, (unsigned)bn / 16 / cl};
+    const unsigned wb[4] = {64, 8, 2, (unsigned)bn / 16 / clm};
     fill_map(w_map, 4, wd, ws, wb);
   } else {
     const unsigned long long wd[2] = {(unsigned long long)k, (unsigned long long)n};
     const unsigned long long ws[1] = {(unsigned long long)ldw * 2};
-    const unsigned wb[2] = {64, (unsigned)bn / cl};
+    const unsigned wb[2] = {64, (unsigned)bn / clm};
     fill_map(w_map, 2, wd, ws, wb);
   }
 }
@@ -358,7 +374,7 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
     /* iteration counts are 32-bit in the kernel */
     if (sk && (unsigned long)cdiv(m, bm) * cdiv(wrows, bn) * (unsigned long)cdiv(k, 64) >= 0x7fffffffUL) sk = 0;
   }
-  fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, bm, bn, sk, cl, out, x_map, w_map);
+  fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, bm, bn, sk, cl, 0, out, x_map, w_map);
   return 0;
 }
 
@@ -375,7 +391,8 @@ int tpg_gemm_variant_name(const tpg_gemm_variant *v, char *buf, size_t len) {
       break;
     case TPG_GEMM_VAR_GEMV_SK: r = snprintf(buf, len, "gemv_sk"); break;
     case TPG_GEMM_VAR_TMA:
-      r = snprintf(buf, len, "tma_m%d_n%d%s%s", v->bm, v->bn, v->cluster == 2 ? "_c2" : "", v->streamk ? "_sk" : "");
+      r = snprintf(buf, len, "tma_m%d_n%d%s%s", v->bm, v->bn,
+                   v->cluster == 2 ? (v->cluster_n ? "_cn2" : "_c2") : "", v->streamk ? "_sk" : "");
       break;
     default: r = snprintf(buf, len, "?"); return 1;
   }
@@ -398,14 +415,17 @@ int tpg_gemm_variant_parse(const char *s, tpg_gemm_variant *v) {
   if (sscanf(s, "tma_m%d_n%d%n", &bm, &bn, &used) == 2 && (bm == 64 || bm == 128) &&
       (bn == 64 || bn == 128 || bn == 256 || (bn == 192 && bm == 128))) {
     const char *rest = s + used;
-    const int c2 = !strncmp(rest, "_c2", 3);
+    const int c2 = !strncmp(rest, "_c2", 3), cn2 = !strncmp(rest, "_cn2", 4);
     if (c2) rest += 3;
-    if (c2 && (bm != 128 || bn == 64)) return 1;
+    if (cn2) rest += 4;
+    if (c2 && (bm != 128 || bn == 64) && !(bm == 64 && (bn == 64 || bn == 128))) return 1;
+    if (cn2 && bn != 64 && bn != 128) return 1;
     if (rest[0] != '\0' && strcmp(rest, "_sk")) return 1;
     v->kind = TPG_GEMM_VAR_TMA;
     v->bm = bm;
     v->bn = bn;
-    v->cluster = c2 ? 2 : 0;
+    v->cluster = c2 || cn2 ? 2 : 0;
+    v->cluster_n = cn2;
     v->streamk = rest[0] != '\0';
     return 0;
   }
@@ -480,13 +500,16 @@ int tpg_gemm_select_variant(int m, int n, int k, int dtype, int epilogue, int sm
         return reject(why, whylen, "variant: bm must be 64 or 128, bn 64, 128 or 256 (or 192 with bm 128)");
       if (v->cluster != 0 && v->cluster != 1 && v->cluster != 2)
         return reject(why, whylen, "variant: cluster must be 1 or 2");
-      if (cl == 2 && (v->bm != 128 || v->bn == 64))
-        return reject(why, whylen, "variant: cluster 2 needs bm 128 and bn 256 or 128");
+      if (cl == 2 && !v->cluster_n && (v->bm != 128 || v->bn == 64) && !(v->bm == 64 && v->bn != 256))
+        return reject(why, whylen, "variant: cluster 2 needs bm 128 and bn 256, 192 or 128, or bm 64 and bn 128 or 64");
+      if (v->cluster_n && (cl != 2 || (v->bn != 64 && v->bn != 128)))
+        return reject(why, whylen, "variant: cluster_n needs cluster 2 and bn 64 or 128");
       if (check_tma_lds(k, ldx, ldw, x_map, w_map, why, whylen)) return 1;
       tiles = (unsigned long)cdiv(m, v->bm) * cdiv(n, swiglu ? v->bn / 2 : v->bn);
       if (v->streamk && tiles * (unsigned long)cdiv(k, 64) >= 0x7fffffffUL)
         return reject(why, whylen, "variant: stream-K iteration count exceeds 2^31");
-      fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, v->bm, v->bn, v->streamk != 0, cl, out, x_map, w_map);
+      fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, v->bm, v->bn, v->streamk != 0, cl, v->cluster_n != 0, out,
+               x_map, w_map);
       break;
     }
     default:
@@ -516,7 +539,8 @@ int tpg_gemm_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_
     if (cnt < cap && list) {                                                           \
       list[cnt].kind = (K_); list[cnt].bm = (BM_); list[cnt].bn = (BN_); list[cnt].streamk = (SK_); \
       list[cnt].split = 0;                                                             \
-      list[cnt].cluster = (CL_);                                                       \
+      list[cnt].cluster = (CL_) ? 2 : 0;                                               \
+      list[cnt].cluster_n = (CL_) == 3;                                                \
     }                                                                                  \
     ++cnt;                                                                             \
   } while (0)
@@ -560,6 +584,23 @@ int tpg_gemm_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_
         const unsigned long units = (unsigned long)cdiv(m, 256) * cdiv(n, swiglu ? bn / 2 : bn);
         TPG_ADD_C(TPG_GEMM_VAR_TMA, 128, bn, 0, 2);
         if (units % (unsigned long)(num_sms / 2 > 0 ? num_sms / 2 : 1)) TPG_ADD_C(TPG_GEMM_VAR_TMA, 128, bn, 1, 2);
+      }
+    /* 64-row M-tile pairs sharing W (64 < m <= 256) */
+    if (m > 64 && m <= 256)
+      for (j = 2; j < 4; ++j) {
+        const int bn = bns[j];
+        const unsigned long units = (unsigned long)cdiv(m, 128) * cdiv(n, swiglu ? bn / 2 : bn);
+        TPG_ADD_C(TPG_GEMM_VAR_TMA, 64, bn, 0, 2);
+        if (units % (unsigned long)(num_sms / 2 > 0 ? num_sms / 2 : 1)) TPG_ADD_C(TPG_GEMM_VAR_TMA, 64, bn, 1, 2);
+      }
+    /* clusters of two along N sharing X (_cn2, CL_ 3): narrow tiles at small M,
+     * where every N-tile re-reads the X tile from L2 */
+    if (m > 16 && m <= 256)
+      for (j = 2; j < 4; ++j) {
+        const int bn = bns[j], bm = m <= 64 ? 64 : 128;
+        const unsigned long units = (unsigned long)cdiv(m, bm) * cdiv(n, (swiglu ? bn / 2 : bn) * 2L);
+        TPG_ADD_C(TPG_GEMM_VAR_TMA, bm, bn, 0, 3);
+        if (units % (unsigned long)(num_sms / 2 > 0 ? num_sms / 2 : 1)) TPG_ADD_C(TPG_GEMM_VAR_TMA, bm, bn, 1, 3);
       }
   }
 #undef TPG_ADD

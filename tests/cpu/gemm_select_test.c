@@ -148,10 +148,12 @@ int main(void) {
         CHECK(l.grid[0] >= 1 && l.grid[0] <= (l.split_k == TPG_SPLITK_STREAM || strstr(l.kernel, "tma") ? 132u : 1u << 30));
         CHECK(list[i].kind == TPG_GEMM_VAR_HEURISTIC || (list[i].kind == TPG_GEMM_VAR_TMA) == (xe.rank == 2));
         if (list[i].kind == TPG_GEMM_VAR_TMA) {
-          /* _c2: each CTA of the pair loads half of the W tile */
-          const unsigned wrows = (unsigned)list[i].bn / (list[i].cluster == 2 ? 2u : 1u);
-          CHECK(xe.box[1] == (unsigned)list[i].bm && (epi == TPG_EPI_SWIGLU ? we.box[3] * 16 : we.box[1]) == wrows);
-          CHECK(list[i].cluster != 2 || (l.grid[0] % 2 == 0 && strstr(l.kernel, "_c2") != NULL));
+          /* _c2: each CTA of the pair loads half of the W tile; _cn2: half of the X tile */
+          const unsigned wrows = (unsigned)list[i].bn / (list[i].cluster == 2 && !list[i].cluster_n ? 2u : 1u);
+          const unsigned xrows = (unsigned)list[i].bm / (list[i].cluster_n ? 2u : 1u);
+          CHECK(xe.box[1] == xrows && (epi == TPG_EPI_SWIGLU ? we.box[3] * 16 : we.box[1]) == wrows);
+          CHECK(list[i].cluster != 2 ||
+                (l.grid[0] % 2 == 0 && strstr(l.kernel, list[i].cluster_n ? "_cn2" : "_c2") != NULL));
           CHECK((l.split_k == TPG_SPLITK_STREAM) == (list[i].streamk != 0));
           CHECK((l.workspace_bytes != 0) == (list[i].streamk != 0));
           CHECK(l.smem_bytes <= 227 * 1024 && l.block[0] == 384);
@@ -172,7 +174,7 @@ int main(void) {
     CHECK(tpg_gemm_variant_parse("tma_m64_n128", &v) == 0);
     CHECK(tpg_gemm_select_variant(32, 7168, 4096, TPG_KDT_F16, TPG_EPI_NONE, 90, 132, 4096, 4096, &v, &l, &xe, &we,
                                   why, sizeof why) == 0);
-    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_f16_m64_n128") == 0 && l.grid[0] == 56 && l.smem_bytes == 197760);
+    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_f16_m64_n128") == 0 && l.grid[0] == 56 && l.smem_bytes == 222352);
     CHECK(xe.box[0] == 64 && xe.box[1] == 64 && we.box[1] == 128 && l.split_k == 1 && l.workspace_bytes == 0);
     /* stream-K on it: all SMs, counters for 56 tiles */
     CHECK(tpg_gemm_variant_parse("tma_m64_n128_sk", &v) == 0);
@@ -229,11 +231,43 @@ int main(void) {
     {
       const int cnt = tpg_gemm_candidates(128, 4096, 4096, TPG_EPI_NONE, 90, 132, list, TPG_GEMM_MAX_CANDIDATES);
       int i, c2 = 0;
-      for (i = 0; i < cnt; ++i) c2 += list[i].cluster == 2;
+      for (i = 0; i < cnt; ++i) c2 += list[i].cluster == 2 && !list[i].cluster_n && list[i].bm == 128;
       CHECK(c2 == 0);
       CHECK(tpg_gemm_candidates(129, 4096, 4096, TPG_EPI_NONE, 90, 132, list, TPG_GEMM_MAX_CANDIDATES) <=
             TPG_GEMM_MAX_CANDIDATES);
     }
+    /* _cn2: pairs of N-tiles sharing X; each CTA loads half the X rows and its whole W tile */
+    CHECK(tpg_gemm_variant_parse("tma_m64_n64_cn2_sk", &v) == 0 && v.cluster == 2 && v.cluster_n == 1 && v.streamk == 1);
+    CHECK(tpg_gemm_select_variant(64, 4096, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, &v, &l, &xe, &we, why,
+                                  sizeof why) == 0);
+    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_m64_n64_cn2") == 0 && l.grid[0] == 132 && xe.box[1] == 32 &&
+          we.box[1] == 64 && l.split_k == TPG_SPLITK_STREAM);
+    /* 32 units (pairs of 64-wide N-tiles) of 64 K blocks: 2 * 32 tiles' counters */
+    CHECK(l.workspace_zeroed == 256);
+    CHECK(tpg_gemm_variant_parse("tma_m128_n128_cn2", &v) == 0 && v.cluster_n == 1 && v.streamk == 0);
+    CHECK(tpg_gemm_select_variant(100, 4096, 4096, TPG_KDT_F16, TPG_EPI_SWIGLU, 90, 132, 4096, 4096, &v, &l, &xe, &we,
+                                  why, sizeof why) == 0);
+    /* SwiGLU: 64 outputs a tile, 2 tiles a unit: 32 units */
+    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_f16_n128_cn2") == 0 && l.grid[0] == 64 && xe.box[1] == 64 &&
+          we.box[3] == 8);
+    CHECK(tpg_gemm_variant_parse("tma_m64_n256_cn2", &v) != 0);
+    /* _c2 with 64-row tiles: the pair's M-tiles share W, each CTA loading half of it */
+    CHECK(tpg_gemm_variant_parse("tma_m64_n64_c2_sk", &v) == 0 && v.cluster == 2 && v.cluster_n == 0);
+    CHECK(tpg_gemm_select_variant(128, 4096, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, &v, &l, &xe, &we, why,
+                                  sizeof why) == 0);
+    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_m64_n64_c2") == 0 && l.grid[0] == 132 && xe.box[1] == 64 &&
+          we.box[1] == 32);
+    CHECK(tpg_gemm_variant_parse("tma_m64_n256_c2", &v) != 0);
+    memset(&v, 0, sizeof v);
+    v.kind = TPG_GEMM_VAR_TMA;
+    v.bm = 64;
+    v.bn = 64;
+    v.cluster_n = 1; /* without cluster 2 */
+    CHECK(tpg_gemm_select_variant(64, 4096, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, &v, &l, &xe, &we,
+                                  why, sizeof why) != 0 && strstr(why, "cluster_n") != NULL);
+    v.cluster_n = 0;
+    v.bm = 128;
+    v.bn = 256;
     v.cluster = 3;
     v.kind = TPG_GEMM_VAR_TMA;
     CHECK(tpg_gemm_select_variant(512, 4096, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, &v, &l, &xe, &we,
