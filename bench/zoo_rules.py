@@ -51,24 +51,40 @@ EFF_TINY = {(64, 256): 0.6, (64, 128): 0.6, (64, 64): 1.4}
 EFF_SMALL = {(64, 256): 0.6, (64, 128): 0.6, (64, 64): 0.8}
 EFF_LARGE = {(128, 256): 1.0, (128, 128): 1.15, (128, 64): 1.4, (64, 256): 1.3, (64, 128): 1.5,
              (128, 256, 2): 0.95, (128, 128, 2): 1.05, (128, 192): 1.0, (128, 192, 2): 0.9}
-SK_FIX = {"tiny": 40.0, "small": 20.0, "large": 40.0}
-SK_K = {"tiny": 0.1, "small": 0.05, "large": 0.0}
+# 64 < m <= 256 ("mid") has its own table, where the 64-row _c2 pairs and the
+# _cn2 pairs (N-tiles sharing X) are candidates; 9.0 = never picked.
+EFF_MID = dict(list(EFF_LARGE.items()) + [((64, 128, 2), 9.0), ((64, 64, 2), 9.0), ((128, 128, "n2"), 9.0),
+                                            ((128, 64, "n2"), 9.0)])
+EFF_TINY.update({(64, 128, "n2"): 9.0, (64, 64, "n2"): 9.0})
+EFF_SMALL.update({(64, 128, "n2"): 9.0, (64, 64, "n2"): 9.0})
+SK_FIX = {"tiny": 40.0, "small": 20.0, "mid": 40.0, "large": 40.0}
+SK_K = {"tiny": 0.1, "small": 0.05, "mid": 0.0, "large": 0.0}
 
 
 # Where the descent starts: a first guess (the old rule's 1.15 for BN 128).
 FIT_START = {
     "tiny": ({(64, 256): 1.0, (64, 128): 1.0, (64, 64): 1.0}, 10.0, 0.0),
     "small": ({(64, 256): 1.0, (64, 128): 1.0, (64, 64): 1.0}, 10.0, 0.0),
+    "mid": (dict(EFF_MID), 40.0, 0.0),
     "large": ({(128, 256): 1.0, (128, 128): 1.15, (128, 64): 1.4, (64, 256): 1.3, (64, 128): 1.5,
                (128, 256, 2): 1.0, (128, 128, 2): 1.2, (128, 192): 1.1, (128, 192, 2): 1.1}, 10.0, 0.0),
 }
 FIT_GRID = {
     "tiny": {(64, 256): [0.6, 0.8, 1.0, 1.2], (64, 128): [0.6, 0.8, 1.0, 1.2, 1.4, 1.7, 2.0, 2.5],
              (64, 64): [0.8, 1.0, 1.2, 1.4, 1.7, 2.0, 2.5, 3.0, 4.0], "fix": [0, 2, 5, 10, 20, 40, 80, 160],
+             (64, 128, "n2"): [0.4, 0.5, 0.6, 0.8, 1.0, 1.2, 9.0], (64, 64, "n2"): [0.6, 0.8, 1.0, 1.2, 1.4, 1.7, 9.0],
              "kk": [0, 0.05, 0.1, 0.2, 0.4]},
     "small": {(64, 256): [0.6, 0.8, 1.0, 1.2], (64, 128): [0.6, 0.8, 1.0, 1.2, 1.4, 1.7, 2.0, 2.5],
               (64, 64): [0.8, 1.0, 1.2, 1.4, 1.7, 2.0, 2.5, 3.0, 4.0], "fix": [0, 2, 5, 10, 20, 40, 80, 160],
+              (64, 128, "n2"): [0.4, 0.5, 0.6, 0.8, 1.0, 1.2, 9.0], (64, 64, "n2"): [0.6, 0.8, 1.0, 1.2, 1.4, 1.7, 9.0],
               "kk": [0, 0.05, 0.1, 0.2, 0.4]},
+    "mid": {(128, 128): [1.0, 1.05, 1.1, 1.15, 1.2, 1.3], (128, 64): [1.1, 1.2, 1.3, 1.4, 1.6, 1.8],
+            (64, 256): [1.0, 1.1, 1.2, 1.3, 1.4, 1.6], (64, 128): [1.1, 1.2, 1.3, 1.4, 1.5, 1.7, 2.0],
+            (128, 256, 2): [0.8, 0.9, 0.95, 1.0, 1.1, 9.0], (128, 128, 2): [0.9, 1.0, 1.05, 1.1, 1.2, 9.0],
+            (128, 192): [0.9, 1.0, 1.1, 1.2, 9.0], (128, 192, 2): [0.9, 1.0, 1.1, 1.2, 9.0],
+            (64, 128, 2): [0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 1.5, 9.0], (64, 64, 2): [0.8, 1.0, 1.2, 1.4, 1.7, 2.0, 9.0],
+            (128, 128, "n2"): [0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 9.0], (128, 64, "n2"): [0.9, 1.0, 1.1, 1.2, 1.4, 1.6, 9.0],
+            "fix": [0, 2, 5, 10, 20, 40, 80], "kk": [0, 0.05, 0.1, 0.2]},
     "large": {(128, 128): [1.0, 1.05, 1.1, 1.15, 1.2, 1.3], (128, 64): [1.1, 1.2, 1.3, 1.4, 1.6, 1.8],
               (64, 256): [1.0, 1.1, 1.2, 1.3, 1.4, 1.6], (64, 128): [1.1, 1.2, 1.3, 1.4, 1.5, 1.7, 2.0],
               (128, 256, 2): [0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.2, 9.0],
@@ -92,8 +108,9 @@ def cost(m, w, k, key, sk, eff, fix, kk):
     on M-tile pairs, so the units are (2 bm) x bn and SMS / 2 of them run at
     once; each CTA still does a bm x bn tile's k-steps."""
     bm, bn = key[0], key[1]
-    cl = key[2] if len(key) > 2 else 1
-    tiles = tiles_of(m, w, bm * cl, bn)
+    along_n = len(key) > 2 and key[2] == "n2"  # _cn2: pairs of N-tiles (2 bn W rows a unit)
+    cl = 2 if len(key) > 2 else 1
+    tiles = tiles_of(m, w, bm, bn * cl) if along_n else tiles_of(m, w, bm * cl, bn)
     slots = SMS // cl
     kb = cdiv(k, 64)
     e = eff[key]
@@ -115,22 +132,25 @@ def rule(m, n, k, epi, sms=SMS):
     # K = 8192 the round-3 zoo had TMA 64 x 64 stream-K 3-9% ahead)
     if m <= 16 or (m <= 32 and w <= 4096 and k < 8192):
         return gemv
-    size = "tiny" if m <= 32 else "small" if m <= 64 else "large"
-    eff = EFF_TINY if m <= 32 else EFF_SMALL if m <= 64 else EFF_LARGE
+    size = "tiny" if m <= 32 else "small" if m <= 64 else "mid" if m <= 256 else "large"
+    eff = {"tiny": EFF_TINY, "small": EFF_SMALL, "mid": EFF_MID, "large": EFF_LARGE}[size]
     best = None
     for key in eff:  # table order breaks ties: the first listed wins
         bm, bn = key[0], key[1]
-        c2 = len(key) > 2
+        if eff[key] >= 9.0:  # "never": the fixed cost alone would otherwise pick a small tile
+            continue
+        cn2 = len(key) > 2 and key[2] == "n2"
+        c2 = len(key) > 2 and not cn2
         if bm == 64 and m > 256:
             continue
-        if c2 and m <= 128:  # one M-tile: the pair's second CTA would idle (no such candidate)
+        if c2 and m <= bm:  # one M-tile: the pair's second CTA would idle (no such candidate)
             continue
         for sk in (0, 1):
-            if c2 and not sk and C2_SK_ONLY:  # whole-tile _c2 won 2 of 378 shapes (R2): the rule takes it stream-K only
+            if c2 and bm == 128 and not sk and C2_SK_ONLY:  # whole-tile _c2 won 2 of 378 shapes (R2): the rule takes it stream-K only
                 continue
             c = cost(m, w, k, key, sk, eff, SK_FIX[size], SK_K[size])
             if best is None or c < best[0]:
-                best = (c, "tma_m%d_n%d%s%s" % (bm, bn, "_c2" if c2 else "", "_sk" if sk else ""))
+                best = (c, "tma_m%d_n%d%s%s" % (bm, bn, "_c2" if c2 else "_cn2" if cn2 else "", "_sk" if sk else ""))
     return best[1]
 
 
@@ -185,7 +205,8 @@ def fit(rows, quiet=False, from_rule=False):
     found = {}
     for size, eff_name, sel in (("tiny", "EFF_TINY", lambda m: 16 < m <= 32),
                                 ("small", "EFF_SMALL", lambda m: 32 < m <= 64),
-                                ("large", "EFF_LARGE", lambda m: m > 64)):
+                                ("mid", "EFF_MID", lambda m: 64 < m <= 256),
+                                ("large", "EFF_LARGE", lambda m: m > 256)):
         rs = [r for r in rows if sel(r["M"])]
         if not rs:  # a zoo run without this M range (e.g. --m 128,...): keep its constants
             found[size] = (dict(globals()[eff_name]), SK_FIX[size], SK_K[size])

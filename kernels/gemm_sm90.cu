@@ -45,21 +45,20 @@ constexpr int BK = 64;
  * 64-row half and all BN columns. BM = 64 (small M: a 128-row tile would be
  * half zeros): both consumers share the 64 rows and each takes BN/2 columns.
  * CW = W rows one consumer multiplies, ACC = its fp32 accumulators a thread.
- * Stages: BM 128 x BN 256 / 192 / 128 / 64 -> 4 / 4 / 6 / 9; BM 64 x BN 256 /
- * 128 / 64 -> 4 / 9 / 13 (RING below).
+ * As many stages as fit 192 KB, at most 8: BM 128 x BN 256 / 192 / 128 / 64 ->
+ * 4 / 4 / 6 / 8; BM 64 x BN 256 / 128 / 64 -> 4 / 8 / 8.
  * + 1024 to align the ring to the 1024-byte swizzle atom, + barriers */
 template <int BN, int BM = 128> struct cfg {
   static_assert(BM == 128 || BM == 64, "BM");
   static_assert(BN == 256 || BN == 192 || BN == 128 || BN == 64, "BN");
   static_assert(BN != 192 || BM == 128, "BN 192: 128-row tiles only");
   static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
-  /* Stages of 24 KB or less (BM 64 x BN 64 / 128, BM 128 x BN 64: the small-M
-   * weight-streaming tiles) get a 216 KB ring and up to 16 stages: 13 / 9 / 9
-   * instead of 8 / 8 / 8, so more bytes are in flight per SM (cuBLASLt's
-   * kernels for these shapes run 10-16 stages: ncu, R1). The prefill tiles
-   * keep the 192 KB ring they were measured with. */
-  static constexpr int RING = STAGE_BYTES <= 24576 ? 221184 : 196608, MAX_STAGES = STAGE_BYTES <= 24576 ? 16 : 8;
-  static constexpr int STAGES = RING / STAGE_BYTES < MAX_STAGES ? RING / STAGE_BYTES : MAX_STAGES;
+  /* A 216 KB ring with up to 16 stages for the small tiles (13 / 9 / 9 instead
+   * of 8, as cuBLASLt's kernels for these shapes run 10-16) was slower on
+   * every shape tried (sm90b R2: e.g. 64 x 4096 x 14336 with 64 x 128 tiles
+   * 73.0 us against 62.3, 128 x 3584 x 18944 with 128 x 64 95.5 against 81.0):
+   * the stage count is not what these kernels lack. */
+  static constexpr int STAGES = 196608 / STAGE_BYTES < 8 ? 196608 / STAGE_BYTES : 8;
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024 + 2 * STAGES * 8;
   static_assert(SMEM_BYTES <= 227 * 1024, "dynamic shared memory per block");
   static constexpr int CW = BM == 128 ? BN : BN / 2, ACC = CW / 2;
@@ -388,12 +387,6 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
   const int tid = threadIdx.x, wg = tid >> 7;
   if (tid == 0) TPG_TRACE(0); /* entry */
   if (tid == 0) {
-    /* the maps live in the kernel parameters; fetching them now overlaps the
-     * first copies' descriptor fetch with the barrier set-up */
-    if constexpr (TMA) {
-      asm volatile("prefetch.tensormap [%0];" :: "l"(&p->tx) : "memory");
-      asm volatile("prefetch.tensormap [%0];" :: "l"(&p->tw) : "memory");
-    }
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(full_bar + 8 * s, TMA ? 1 : 128);  /* expect_tx arrive, or one cp.async arrive a producer thread */
       mbar_init(empty_bar + 8 * s, 8 * CL);       /* lane 0 of each consumer warp (of each CTA) releases */
@@ -633,8 +626,8 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
  * a tile (64 with _m64), BN = 256 W rows a tile (128 / 64 with the suffix).
  * grid = min(tiles, SMs), tiles = ceil(M/BM) * ceil(N/BN) (ceil(N/(BN/2)) for
  * SWIGLU); block 384; dynamic smem tpg::sm90::cfg<BN, BM>::SMEM_BYTES
- * (197696 for BN=256, 197728 for BN=128, 222352 for BN=64; BM 64: 164928 /
- * 222352 / 214224). The tma kernels take tpg_gemm_tma_args (tensor maps
+ * (197696 for BN=256, 197728 for BN=128, 197760 for BN=64; BM 64: 164928 /
+ * 197760 / 132224). The tma kernels take tpg_gemm_tma_args (tensor maps
  * encoded on the host, box {64, BM} for X, {64, BN} for W; see
  * tpg_tma_args.h). */
 #define TPG_SM90(NAME, T, TMA, BN)                                                     \

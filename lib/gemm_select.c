@@ -256,9 +256,7 @@ static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, 
   const unsigned long work = sk ? tiles * cdiv(k, 64) : tiles; /* what the grid divides */
   const unsigned long clusters = (unsigned long)(num_sms / cl > 0 ? num_sms / cl : 1); /* resident at once */
   /* the kernel's ring: as many stages as fit 192 KB, at most 8 (gemm_sm90.cu cfg) */
-  /* (stages of <= 24 KB: a 216 KB ring, at most 16 stages) */
-  const unsigned stage = (unsigned)(bm + bn) * 64 * 2, ring = stage <= 24576 ? 221184 : 196608,
-                 maxs = stage <= 24576 ? 16 : 8, stages = ring / stage < maxs ? ring / stage : maxs;
+  const unsigned stage = (unsigned)(bm + bn) * 64 * 2, stages = 196608 / stage < 8 ? 196608 / stage : 8;
   memset(out, 0, sizeof *out);
   out->kernel = cn ? names_cn2[dtype == TPG_KDT_BF16][bm == 64][bn == 128]
               : cl == 2 && bm == 64 ? names_c2_m64[dtype == TPG_KDT_BF16][bn == 128]
@@ -310,15 +308,17 @@ static int check_tma_lds(int k, int ldx, int ldw, tpg_tma_encode *x_map, tpg_tma
 }
 
 /* The cost model above for one candidate (relative units). cl = 2: the _c2
- * kernels, units of two M-tiles, num_sms / 2 of them at once. */
+ * kernels, units of two M-tiles, num_sms / 2 of them at once; cl = 3: the
+ * _cn2 kernels, units of two N-tiles (2 BN W rows), num_sms / 2 at once. */
 typedef struct tma_eff {
   int bm, bn, cl;
   double eff;
 } tma_eff;
 static double tma_cost(int m, int wrows, int k, int num_sms, const tma_eff *e, int sk, double fix, double kk) {
-  const int slots = num_sms / e->cl > 0 ? num_sms / e->cl : 1;
-  const double tiles = (double)cdiv(m, (long)e->bm * e->cl) * cdiv(wrows, e->bn), kb = cdiv(k, 64),
-               area = (double)e->bm * e->bn;
+  const int pair = e->cl > 1 ? 2 : 1, slots = num_sms / pair > 0 ? num_sms / pair : 1;
+  const double tiles = e->cl == 3 ? (double)cdiv(m, e->bm) * cdiv(wrows, 2L * e->bn)
+                                  : (double)cdiv(m, (long)e->bm * pair) * cdiv(wrows, e->bn),
+               kb = cdiv(k, 64), area = (double)e->bm * e->bn;
   if (sk) return tiles * kb / slots * area * e->eff + fix * area + (tiles < slots ? kk * kb * area * e->eff : 0.0);
   return (double)cdiv((long)tiles, slots) * kb * area * e->eff;
 }
@@ -335,6 +335,16 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
   static const tma_eff large[9] = {{128, 256, 1, 1.0},        {128, 128, 1, 1.15},       {128, 64, 1, 1.4},
                                    {64, 256, 1, 1.3},         {64, 128, 1, 1.5},         {128, 256, 2, EFF_C2_256},
                                    {128, 128, 2, EFF_C2_128}, {128, 192, 1, EFF_N192}, {128, 192, 2, EFF_C2_192}};
+  /* 64 < m <= 256 (zoo_rules.py EFF_MID): the large table so far */
+  static const tma_eff mid[9] = {{128, 256, 1, 1.0},        {128, 128, 1, 1.15},       {128, 64, 1, 1.4},
+                                 {64, 256, 1, 1.3},         {64, 128, 1, 1.5},         {128, 256, 2, EFF_C2_256},
+                                 {128, 128, 2, EFF_C2_128}, {128, 192, 1, EFF_N192}, {128, 192, 2, EFF_C2_192}};
+  /* per class: table, entries, fix, kk (zoo_rules.py SK_FIX, SK_K) */
+  static const struct {
+    const tma_eff *tab;
+    int cnt;
+    double fix, kk;
+  } cls[4] = {{tiny, 3, 40.0, 0.1}, {small, 3, 20.0, 0.05}, {mid, 9, 40.0, 0.0}, {large, 9, 40.0, 0.0}};
   const int swiglu = epilogue == TPG_EPI_SWIGLU;
   int rc, i, s, bm = 0, bn = 0, sk = 0, cl = 1;
   double best = -1;
@@ -347,17 +357,18 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
     const long wrows = swiglu ? 2L * n : (long)n;
     if (m <= 32 && wrows <= 4096 && k < 8192) return 0; /* the GEMV */
     {
-      const tma_eff *tab = m <= 32 ? tiny : m <= 64 ? small : large;
-      const int cnt = m <= 64 ? 3 : 9;
-      const double fix = m <= 32 ? 40.0 : m <= 64 ? 20.0 : 40.0, kk = m <= 32 ? 0.1 : m <= 64 ? 0.05 : 0.0;
+      const int ci = m <= 32 ? 0 : m <= 64 ? 1 : m <= 256 ? 2 : 3;
+      const tma_eff *tab = cls[ci].tab;
+      const int cnt = cls[ci].cnt;
+      const double fix = cls[ci].fix, kk = cls[ci].kk;
       if (check_tma_lds(k, ldx, ldw, x_map, w_map, why, whylen)) return 1;
       for (i = 0; i < cnt; ++i) {
         if (tab[i].bm == 64 && m > 256) continue;
-        if (tab[i].cl == 2 && m <= 128) continue; /* one M-tile: no pair to share W */
+        if (tab[i].cl == 2 && m <= tab[i].bm) continue; /* one M-tile: no pair to share W */
         for (s = 0; s < 2; ++s) {
           double c;
           if ((streamk == 0 && s) || (streamk == 2 && !s)) continue;
-          if (tab[i].cl == 2 && !s) continue; /* _c2 stream-K only (zoo_rules.py C2_SK_ONLY) */
+          if (tab[i].cl == 2 && tab[i].bm == 128 && !s) continue; /* _c2 stream-K only (zoo_rules.py C2_SK_ONLY) */
           c = tma_cost(m, (int)wrows, k, num_sms, &tab[i], s, fix, kk);
           if (best < 0 || c < best) {
             best = c;
@@ -374,7 +385,7 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
     /* iteration counts are 32-bit in the kernel */
     if (sk && (unsigned long)cdiv(m, bm) * cdiv(wrows, bn) * (unsigned long)cdiv(k, 64) >= 0x7fffffffUL) sk = 0;
   }
-  fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, bm, bn, sk, cl, 0, out, x_map, w_map);
+  fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, bm, bn, sk, cl > 1 ? 2 : 1, cl == 3, out, x_map, w_map);
   return 0;
 }
 
@@ -502,6 +513,10 @@ int tpg_gemm_select_variant(int m, int n, int k, int dtype, int epilogue, int sm
         return reject(why, whylen, "variant: cluster must be 1 or 2");
       if (cl == 2 && !v->cluster_n && (v->bm != 128 || v->bn == 64) && !(v->bm == 64 && v->bn != 256))
         return reject(why, whylen, "variant: cluster 2 needs bm 128 and bn 256, 192 or 128, or bm 64 and bn 128 or 64");
+      if (cl == 2 && !v->cluster_n && v->bm == 64 && epilogue == TPG_EPI_SWIGLU)
+        return reject(why, whylen,
+                      "variant: 64-row _c2 with SwiGLU is not offered (tma_m64_n64_c2_sk gave NaN outputs at "
+                      "255 x 1096 x 776 on the GPU check, cause not found)");
       if (v->cluster_n && (cl != 2 || (v->bn != 64 && v->bn != 128)))
         return reject(why, whylen, "variant: cluster_n needs cluster 2 and bn 64 or 128");
       if (check_tma_lds(k, ldx, ldw, x_map, w_map, why, whylen)) return 1;
@@ -585,8 +600,9 @@ int tpg_gemm_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_
         TPG_ADD_C(TPG_GEMM_VAR_TMA, 128, bn, 0, 2);
         if (units % (unsigned long)(num_sms / 2 > 0 ? num_sms / 2 : 1)) TPG_ADD_C(TPG_GEMM_VAR_TMA, 128, bn, 1, 2);
       }
-    /* 64-row M-tile pairs sharing W (64 < m <= 256) */
-    if (m > 64 && m <= 256)
+    /* 64-row M-tile pairs sharing W (64 < m <= 256; not with SwiGLU: see
+     * tpg_gemm_select_variant) */
+    if (m > 64 && m <= 256 && !swiglu)
       for (j = 2; j < 4; ++j) {
         const int bn = bns[j];
         const unsigned long units = (unsigned long)cdiv(m, 128) * cdiv(n, swiglu ? bn / 2 : bn);

@@ -174,7 +174,7 @@ int main(void) {
     CHECK(tpg_gemm_variant_parse("tma_m64_n128", &v) == 0);
     CHECK(tpg_gemm_select_variant(32, 7168, 4096, TPG_KDT_F16, TPG_EPI_NONE, 90, 132, 4096, 4096, &v, &l, &xe, &we,
                                   why, sizeof why) == 0);
-    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_f16_m64_n128") == 0 && l.grid[0] == 56 && l.smem_bytes == 222352);
+    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_f16_m64_n128") == 0 && l.grid[0] == 56 && l.smem_bytes == 197760);
     CHECK(xe.box[0] == 64 && xe.box[1] == 64 && we.box[1] == 128 && l.split_k == 1 && l.workspace_bytes == 0);
     /* stream-K on it: all SMs, counters for 56 tiles */
     CHECK(tpg_gemm_variant_parse("tma_m64_n128_sk", &v) == 0);
@@ -257,6 +257,8 @@ int main(void) {
                                   sizeof why) == 0);
     CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_m64_n64_c2") == 0 && l.grid[0] == 132 && xe.box[1] == 64 &&
           we.box[1] == 32);
+    CHECK(tpg_gemm_select_variant(128, 4096, 4096, TPG_KDT_BF16, TPG_EPI_SWIGLU, 90, 132, 4096, 4096, &v, &l, &xe, &we,
+                                  why, sizeof why) != 0 && strstr(why, "SwiGLU") != NULL);
     CHECK(tpg_gemm_variant_parse("tma_m64_n256_c2", &v) != 0);
     memset(&v, 0, sizeof v);
     v.kind = TPG_GEMM_VAR_TMA;
