@@ -330,21 +330,26 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
   /* m <= 32 on its own (zoo_rules.py EFF_TINY): with 64-row tiles half of X is
    * zero fill and the 64 x 64 tile's fixed costs weigh more; sharing m <= 64's
    * constants picked 64 x 64 where 64 x 128 won most M = 32 shapes */
-  static const tma_eff tiny[3] = {{64, 256, 1, 0.6}, {64, 128, 1, 0.6}, {64, 64, 1, 1.4}};
-  static const tma_eff small[3] = {{64, 256, 1, 0.6}, {64, 128, 1, 0.6}, {64, 64, 1, 0.8}};
+  /* cl 3: the _cn2 pairs (N-tiles sharing X); eff >= 9: never picked */
+  static const tma_eff tiny[5] = {{64, 256, 1, 0.6}, {64, 128, 1, 0.6}, {64, 64, 1, 1.4}, {64, 128, 3, 9.0},
+                                  {64, 64, 3, 9.0}};
+  static const tma_eff small[5] = {{64, 256, 1, 0.6}, {64, 128, 1, 0.6}, {64, 64, 1, 0.8}, {64, 128, 3, 9.0},
+                                   {64, 64, 3, 9.0}};
   static const tma_eff large[9] = {{128, 256, 1, 1.0},        {128, 128, 1, 1.15},       {128, 64, 1, 1.4},
                                    {64, 256, 1, 1.3},         {64, 128, 1, 1.5},         {128, 256, 2, EFF_C2_256},
                                    {128, 128, 2, EFF_C2_128}, {128, 192, 1, EFF_N192}, {128, 192, 2, EFF_C2_192}};
-  /* 64 < m <= 256 (zoo_rules.py EFF_MID): the large table so far */
-  static const tma_eff mid[9] = {{128, 256, 1, 1.0},        {128, 128, 1, 1.15},       {128, 64, 1, 1.4},
-                                 {64, 256, 1, 1.3},         {64, 128, 1, 1.5},         {128, 256, 2, EFF_C2_256},
-                                 {128, 128, 2, EFF_C2_128}, {128, 192, 1, EFF_N192}, {128, 192, 2, EFF_C2_192}};
+  /* 64 < m <= 256 (zoo_rules.py EFF_MID): the large table plus the 64-row _c2 and the _cn2 pairs */
+  static const tma_eff mid[13] = {{128, 256, 1, 1.0},        {128, 128, 1, 1.15},       {128, 64, 1, 1.4},
+                                  {64, 256, 1, 1.3},         {64, 128, 1, 1.5},         {128, 256, 2, EFF_C2_256},
+                                  {128, 128, 2, EFF_C2_128}, {128, 192, 1, EFF_N192},   {128, 192, 2, EFF_C2_192},
+                                  {64, 128, 2, 9.0},         {64, 64, 2, 9.0},          {128, 128, 3, 9.0},
+                                  {128, 64, 3, 9.0}};
   /* per class: table, entries, fix, kk (zoo_rules.py SK_FIX, SK_K) */
   static const struct {
     const tma_eff *tab;
     int cnt;
     double fix, kk;
-  } cls[4] = {{tiny, 3, 40.0, 0.1}, {small, 3, 20.0, 0.05}, {mid, 9, 40.0, 0.0}, {large, 9, 40.0, 0.0}};
+  } cls[4] = {{tiny, 5, 40.0, 0.1}, {small, 5, 20.0, 0.05}, {mid, 13, 40.0, 0.0}, {large, 9, 40.0, 0.0}};
   const int swiglu = epilogue == TPG_EPI_SWIGLU;
   int rc, i, s, bm = 0, bn = 0, sk = 0, cl = 1;
   double best = -1;
@@ -363,8 +368,10 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
       const double fix = cls[ci].fix, kk = cls[ci].kk;
       if (check_tma_lds(k, ldx, ldw, x_map, w_map, why, whylen)) return 1;
       for (i = 0; i < cnt; ++i) {
+        if (tab[i].eff >= 9.0) continue;
         if (tab[i].bm == 64 && m > 256) continue;
         if (tab[i].cl == 2 && m <= tab[i].bm) continue; /* one M-tile: no pair to share W */
+        if (tab[i].cl == 2 && tab[i].bm == 64 && swiglu) continue; /* not offered (tpg_gemm_select_variant) */
         for (s = 0; s < 2; ++s) {
           double c;
           if ((streamk == 0 && s) || (streamk == 2 && !s)) continue;
