@@ -188,7 +188,9 @@ int tpg_gemm_select(int m, int n, int k, int dtype, int epilogue, int sm_arch, i
  *                          the GEMV 3-9% behind TMA 64 x 64 stream-K)
  *   m > 16                 the TMA tile (BM x BN) and split with the lowest
  *                          modelled cost, BM = 64 only while m <= 256, the
- *                          _c2 clusters only while m > 128 and stream-K:
+ *                          128-row _c2 clusters only while m > 128 and
+ *                          stream-K, the 64-row _c2 only for 64 < m <= 128
+ *                          and not with SwiGLU:
  *     whole tiles:  ceil(tiles / slots) * kb * BM * BN * eff
  *     stream-K:     tiles * kb / slots * BM * BN * eff + fix * BM * BN
  *                   (+ kk * kb * BM * BN * eff when tiles < slots)
@@ -198,9 +200,14 @@ int tpg_gemm_select(int m, int n, int k, int dtype, int epilogue, int sm_arch, i
  *     the zoo of commit 0364843: M = 32 predicted 1.106 against 1.129 with the
  *     m <= 64 constants; best candidate 1.095);
  *   m <= 64 (weight streaming, 64-row tiles): eff 0.6 (BN 256, 128), 0.8 (64),
- *     fix 20, kk 0.05; m > 64 (compute): eff 1.0 (128 x 256), 1.15 (128 x 128),
- *     1.4 (128 x 64), 1.3 (64 x 256), 1.5 (64 x 128), 1.0 (128 x 192),
- *     _c2: 0.95 (128 x 256), 1.05 (128 x 128), 0.9 (128 x 192); fix 40, kk 0.
+ *     fix 20, kk 0.1 (0.05 before the sm90b R3 zoo run); m > 128 (compute):
+ *     eff 1.0 (128 x 256), 1.15 (128 x 128), 1.4 (128 x 64), 1.3 (64 x 256),
+ *     1.5 (64 x 128), 1.0 (128 x 192), _c2: 0.95 (128 x 256), 1.05 (128 x
+ *     128), 0.9 (128 x 192); fix 40, kk 0; 64 < m <= 128: the same but 1.1
+ *     (128 x 128), _c2 1.0 (128 x 128), 64-row _c2 1.3 (BN 128) / 2.0 (BN
+ *     64), kk 0.05 (sm90b R3 zoo run, M = 128: predicted 1.192 against 1.224
+ *     with the m > 128 table, best candidate 1.170). The _cn2 kernels are
+ *     candidates only (never paid in that run: cl 3, eff 9 = never).
  *   streamk: 1 the model decides, 0 whole tiles only, 2 stream-K only (tests).
  *   Stream-K: grid = min(tiles * kb, num_sms), split_k TPG_SPLITK_STREAM,
  *   workspace tpg_sk_workspace_bytes(tiles, grid, BN) (tpg_kargs.h); with
@@ -338,18 +345,20 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
   static const tma_eff large[9] = {{128, 256, 1, 1.0},        {128, 128, 1, 1.15},       {128, 64, 1, 1.4},
                                    {64, 256, 1, 1.3},         {64, 128, 1, 1.5},         {128, 256, 2, EFF_C2_256},
                                    {128, 128, 2, EFF_C2_128}, {128, 192, 1, EFF_N192}, {128, 192, 2, EFF_C2_192}};
-  /* 64 < m <= 256 (zoo_rules.py EFF_MID): the large table plus the 64-row _c2 and the _cn2 pairs */
-  static const tma_eff mid[13] = {{128, 256, 1, 1.0},        {128, 128, 1, 1.15},       {128, 64, 1, 1.4},
-                                  {64, 256, 1, 1.3},         {64, 128, 1, 1.5},         {128, 256, 2, EFF_C2_256},
-                                  {128, 128, 2, EFF_C2_128}, {128, 192, 1, EFF_N192},   {128, 192, 2, EFF_C2_192},
-                                  {64, 128, 2, 9.0},         {64, 64, 2, 9.0},          {128, 128, 3, 9.0},
+  /* 64 < m <= 128 (zoo_rules.py EFF_MID, refitted on the sm90b R3 zoo run): the
+   * large table with 128 x 128 and its _c2 at 1.1 / 1.0, plus the 64-row _c2
+   * pairs; the _cn2 pairs never paid (9.0) */
+  static const tma_eff mid[13] = {{128, 256, 1, 1.0},      {128, 128, 1, 1.1},      {128, 64, 1, 1.4},
+                                  {64, 256, 1, 1.3},       {64, 128, 1, 1.5},       {128, 256, 2, EFF_C2_256},
+                                  {128, 128, 2, 1.0},      {128, 192, 1, EFF_N192}, {128, 192, 2, EFF_C2_192},
+                                  {64, 128, 2, 1.3},       {64, 64, 2, 2.0},        {128, 128, 3, 9.0},
                                   {128, 64, 3, 9.0}};
   /* per class: table, entries, fix, kk (zoo_rules.py SK_FIX, SK_K) */
   static const struct {
     const tma_eff *tab;
     int cnt;
     double fix, kk;
-  } cls[4] = {{tiny, 5, 40.0, 0.1}, {small, 5, 20.0, 0.05}, {mid, 13, 40.0, 0.0}, {large, 9, 40.0, 0.0}};
+  } cls[4] = {{tiny, 5, 40.0, 0.1}, {small, 5, 20.0, 0.1}, {mid, 13, 40.0, 0.05}, {large, 9, 40.0, 0.0}};
   const int swiglu = epilogue == TPG_EPI_SWIGLU;
   int rc, i, s, bm = 0, bn = 0, sk = 0, cl = 1;
   double best = -1;
@@ -362,7 +371,7 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
     const long wrows = swiglu ? 2L * n : (long)n;
     if (m <= 32 && wrows <= 4096 && k < 8192) return 0; /* the GEMV */
     {
-      const int ci = m <= 32 ? 0 : m <= 64 ? 1 : m <= 256 ? 2 : 3;
+      const int ci = m <= 32 ? 0 : m <= 64 ? 1 : m <= 128 ? 2 : 3;
       const tma_eff *tab = cls[ci].tab;
       const int cnt = cls[ci].cnt;
       const double fix = cls[ci].fix, kk = cls[ci].kk;

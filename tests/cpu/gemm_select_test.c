@@ -29,17 +29,24 @@ int main(void) {
   {
     tpg_tma_encode xe, we;
     /* The zoo-derived rule (lib/gemm_select.c, bench/zoo_rules.py). M = 128
-     * at 7168 -> 4096: 64 tiles of 128 x 64 for 132 SMs: stream-K, whole
-     * grid, counters + partial slots sized by tpg_sk_workspace_bytes. */
+     * at 7168 -> 4096: 64 units of two 64 x 64 tiles sharing W (64-row _c2),
+     * 128 CTAs: whole tiles, no workspace. Stream-K forced: the whole grid and
+     * a workspace. */
     CHECK(tpg_gemm_select_tma(128, 4096, 7168, TPG_KDT_BF16, TPG_EPI_RESIDUAL, 90, 132, 7168, 7168, 1, &l, &xe, &we,
                               why, sizeof why) == 0);
-    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_n64") == 0 && l.split_k == TPG_SPLITK_STREAM);
-    CHECK(l.grid[0] == 132 && xe.rank == 2 && we.rank == 2 && we.box[1] == 64 && xe.box[1] == 128);
-    CHECK(l.workspace_bytes == tpg_sk_workspace_bytes(64, 132, 64) && l.workspace_zeroed == 256);
+    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_m64_n64_c2") == 0 && l.split_k == 1 && l.workspace_bytes == 0);
+    CHECK(l.grid[0] == 128 && xe.rank == 2 && we.rank == 2 && we.box[1] == 32 && xe.box[1] == 64);
+    CHECK(tpg_gemm_select_tma(128, 4096, 7168, TPG_KDT_BF16, TPG_EPI_RESIDUAL, 90, 132, 7168, 7168, 2, &l, &xe, &we,
+                              why, sizeof why) == 0);
+    CHECK(l.split_k == TPG_SPLITK_STREAM && l.grid[0] == 132 && l.workspace_bytes > 0 && l.workspace_zeroed > 0);
+    /* SwiGLU has no 64-row _c2: 128 x 4096 x 4096 takes a plain tile */
+    CHECK(tpg_gemm_select_tma(128, 4096, 4096, TPG_KDT_BF16, TPG_EPI_SWIGLU, 90, 132, 4096, 4096, 1, &l, &xe, &we,
+                              why, sizeof why) == 0);
+    CHECK(strstr(l.kernel, "_c2") == NULL);
     /* streamk 0: whole tiles, no workspace, grid = tiles */
     CHECK(tpg_gemm_select_tma(128, 4096, 7168, TPG_KDT_BF16, TPG_EPI_RESIDUAL, 90, 132, 7168, 7168, 0, &l, &xe, &we,
                               why, sizeof why) == 0);
-    CHECK(l.split_k == 1 && l.workspace_bytes == 0 && l.workspace_zeroed == 0 && l.grid[0] == 64);
+    CHECK(l.split_k == 1 && l.workspace_bytes == 0 && l.workspace_zeroed == 0 && l.grid[0] == 128);
     /* 112 tiles of 128 x 128 at 8192 -> 14336 fill most SMs: whole tiles */
     CHECK(tpg_gemm_select_tma(128, 14336, 8192, TPG_KDT_BF16, TPG_EPI_BIAS_GELU, 90, 132, 8192, 8192, 1, &l, &xe, &we,
                               why, sizeof why) == 0);
