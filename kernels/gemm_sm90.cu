@@ -397,8 +397,14 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
   const int dp_tiles = sk ? tiles / units * units : tiles;
   /* 32-bit iteration counts: the selector keeps tiles * nk < 2^31 */
   const long long total = (long long)(tiles - dp_tiles) * nk;
-  const int g0 = sk ? (int)sk_begin(unit0, total, units) : 0;
-  const int g1 = sk ? (int)sk_begin(unit0 + 1, total, units) : 0;
+  /* The split wave goes to the first sgrid CTAs, at least one iteration each:
+   * with fewer iterations than CTAs (e.g. 1 leftover unit x 16 K-blocks on 66
+   * clusters) splitting over all of them left CTAs with empty ranges between
+   * a tile's contributors, which the fix-up counted and waited for: the tile
+   * was never written (gemm_bench --check-only, sm90b R2). */
+  const int sgrid = total < units ? (int)total : units;
+  const int g0 = sk && unit0 < sgrid ? (int)sk_begin(unit0, total, sgrid) : 0;
+  const int g1 = sk && unit0 < sgrid ? (int)sk_begin(unit0 + 1, total, sgrid) : 0;
   /* seg.next(): the next segment of this CTA; false when done. */
   struct segs {
     int g, g1, t, dp_tiles, nk, stride;
@@ -554,7 +560,7 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
       /* A tile split across CTAs: only the last contributor to finish goes on
        * to the epilogue, with the whole sum in d. */
       if (sk && (kb0 != 0 || kb1 != nk) &&
-          !sk_fixup<ACC, CL>(a, d, t, tiles, dp_tiles, nk, total, tid - 128, unit0, units, rank)) {
+          !sk_fixup<ACC, CL>(a, d, t, tiles, dp_tiles, nk, total, tid - 128, unit0, sgrid, rank)) {
         if (ct == 0) TPG_TRACE(4);
         continue;
       }
