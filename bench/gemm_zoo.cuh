@@ -56,6 +56,7 @@ struct Opts {
   bool cand = false;           /* also time every forced candidate (A/B) */
   bool graph = false;          /* M <= 16 also back to back in a CUDA graph */
   bool list = false;           /* print the distinct GEMMs and exit (no GPU) */
+  bool trace = false;          /* --trace: per-CTA timeline of each TMA launch (trace build only) */
 };
 
 static std::vector<Gemm> build_gemms(const Opts &o) {
@@ -347,6 +348,42 @@ struct Row {
   std::vector<std::pair<std::string, double>> cands;
 };
 
+/* --trace (a build with -DTPG_SM90_TRACE, bench/build.sh trace): one launch
+ * after the L2 flush, then per-CTA %globaltimer stamps (gemm_sm90.cu) relative
+ * to the earliest CTA entry: median / max over CTAs of entry, first copy
+ * issued, first stage landed, main loop done, fixup done, consumer done. */
+template <typename F>
+static void trace_launch(unsigned ctas, F launch, int M, int N, int K, const char *name, double event_us) {
+#ifdef TPG_SM90_TRACE
+  using tpg::sm90::TRACE_CTAS;
+  using tpg::sm90::TRACE_POINTS;
+  static unsigned long long h[TRACE_CTAS][TRACE_POINTS];
+  memset(h, 0, sizeof h);
+  CK(cudaMemcpyToSymbol(tpg::sm90::trace_buf, h, sizeof h));
+  launch();
+  CK(cudaDeviceSynchronize());
+  CK(cudaMemcpyFromSymbol(h, tpg::sm90::trace_buf, sizeof h));
+  const unsigned n = std::min<unsigned>(ctas, TRACE_CTAS);
+  unsigned long long t0 = ~0ull;
+  for (unsigned c = 0; c < n; ++c) if (h[c][0]) t0 = std::min(t0, h[c][0]);
+  printf("trace M=%d N=%d K=%d %-22s ctas=%u event=%.1fus |", M, N, K, name, ctas, event_us);
+  static const char *pt[6] = {"entry", "1st_copy", "1st_data", "loop_end", "fixup", "done"};
+  for (int i = 0; i < 6; ++i) {
+    std::vector<double> v;
+    for (unsigned c = 0; c < n; ++c) if (h[c][i]) v.push_back((h[c][i] - t0) * 1e-3);
+    std::sort(v.begin(), v.end());
+    if (v.empty()) printf(" %s -", pt[i]);
+    else printf(" %s %.2f/%.2f", pt[i], v[v.size() / 2], v.back());
+  }
+  printf("\n");
+#else
+  (void)ctas; (void)launch; (void)M; (void)N; (void)K; (void)name; (void)event_us;
+  static bool said = false;
+  if (!said) fprintf(stderr, "--trace: this gemm_bench was built without -DTPG_SM90_TRACE\n");
+  said = true;
+#endif
+}
+
 static int run(const Opts &o, const char *device, const char *json) {
   const auto t_start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count(); };
@@ -506,6 +543,11 @@ static int run(const Opts &o, const char *device, const char *json) {
         if (r.best_cand.empty() || med[i] < r.best_cand_us) { r.best_cand = os[i].name; r.best_cand_us = med[i]; }
       }
       if (o.graph && M <= 16) graph_time(a, (size_t)nw, r.g_us, r.g_cublas_us);
+      if (o.trace)
+        for (size_t i = 0; i < os.size(); ++i) {
+          flush();
+          trace_launch(os[i].L.grid[0], [&] { run_ours(A, os[i]); }, M, g.N, g.K, os[i].name.c_str(), med[i]);
+        }
       rows.push_back(r);
     }
   if (gs_st) CK(cudaStreamDestroy(gs_st));

@@ -37,30 +37,64 @@ import sys
 # bm * bn * EFF[(bm, bn)]; whole tiles pay ceil(tiles / SMS) waves of K;
 # stream-K pays its exact share of all k-steps plus a fix-up of SK_FIX * bm * bn
 # and, when the tiles alone would not fill the SMs, SK_K of a tile's K again.
-# m <= 64 is weight streaming (64-row tiles only), m > 64 compute: two tables.
+# m <= 64 is weight streaming (64-row tiles only), m > 64 compute; m <= 32 has
+# its own table (EFF_TINY: refitted with --fit-from-rule on the zoo of commit
+# 0364843, M = 32 predicted 1.106 against 1.129 with the m <= 64 constants,
+# which picked 64 x 64 tiles where 64 x 128 won most M = 32 shapes).
 # Fitted on the zoo by coordinate descent over FIT_GRID (--fit).
 SMS = 132
 # The _c2 kernels are considered stream-K only: whole-tile _c2 was the best
 # candidate on 18 of 504 shapes (R3) and 2 of 378 (R2), and letting the rule
 # take them fitted worse (1.185 vs 1.182 on R3).
 C2_SK_ONLY = True
+EFF_TINY = {(64, 256): 0.6, (64, 128): 0.6, (64, 64): 1.4}
 EFF_SMALL = {(64, 256): 0.6, (64, 128): 0.6, (64, 64): 0.8}
 EFF_LARGE = {(128, 256): 1.0, (128, 128): 1.15, (128, 64): 1.4, (64, 256): 1.3, (64, 128): 1.5,
              (128, 256, 2): 0.95, (128, 128, 2): 1.05, (128, 192): 1.0, (128, 192, 2): 0.9}
-SK_FIX = {"small": 20.0, "large": 40.0}
-SK_K = {"small": 0.05, "large": 0.0}
+# 64 < m <= 128 ("mid") has its own table, where the 64-row _c2 pairs and the
+# _cn2 pairs (N-tiles sharing X) are candidates; 9.0 = never picked. Fitted
+# with --fit-from-rule on the sm90b R3 zoo run (commit a512629's kernels,
+# `gemm_bench --zoo --cand --m 32,64,128,256 --reps 7`, 372 shapes) over
+# M = 128 and 256: M = 128 1.224 -> 1.192 there, but M = 256 1.216 -> 1.227,
+# so the table stops at 128 and M = 256 keeps the large one (the two old
+# entries that moved, 128 x 128 and its _c2, also help on the 0364843 zoo:
+# 1.241 -> 1.238 over M = 128..256); the _cn2 pairs never paid (9.0), here or
+# at M <= 64; small's kk 0.05 -> 0.1 helped on both runs (M = 64: 1.114 ->
+# 1.110 and 1.124 -> 1.122).
+EFF_MID = dict(list(EFF_LARGE.items()) + [((64, 128, 2), 1.3), ((64, 64, 2), 2.0), ((128, 128, "n2"), 9.0),
+                                            ((128, 64, "n2"), 9.0)])
+EFF_MID[(128, 128)] = 1.1
+EFF_MID[(128, 128, 2)] = 1.0
+EFF_TINY.update({(64, 128, "n2"): 9.0, (64, 64, "n2"): 9.0})
+EFF_SMALL.update({(64, 128, "n2"): 9.0, (64, 64, "n2"): 9.0})
+SK_FIX = {"tiny": 40.0, "small": 20.0, "mid": 40.0, "large": 40.0}
+SK_K = {"tiny": 0.1, "small": 0.1, "mid": 0.05, "large": 0.0}
 
 
 # Where the descent starts: a first guess (the old rule's 1.15 for BN 128).
 FIT_START = {
+    "tiny": ({(64, 256): 1.0, (64, 128): 1.0, (64, 64): 1.0}, 10.0, 0.0),
     "small": ({(64, 256): 1.0, (64, 128): 1.0, (64, 64): 1.0}, 10.0, 0.0),
+    "mid": (dict(EFF_MID), 40.0, 0.0),
     "large": ({(128, 256): 1.0, (128, 128): 1.15, (128, 64): 1.4, (64, 256): 1.3, (64, 128): 1.5,
                (128, 256, 2): 1.0, (128, 128, 2): 1.2, (128, 192): 1.1, (128, 192, 2): 1.1}, 10.0, 0.0),
 }
 FIT_GRID = {
+    "tiny": {(64, 256): [0.6, 0.8, 1.0, 1.2], (64, 128): [0.6, 0.8, 1.0, 1.2, 1.4, 1.7, 2.0, 2.5],
+             (64, 64): [0.8, 1.0, 1.2, 1.4, 1.7, 2.0, 2.5, 3.0, 4.0], "fix": [0, 2, 5, 10, 20, 40, 80, 160],
+             (64, 128, "n2"): [0.4, 0.5, 0.6, 0.8, 1.0, 1.2, 9.0], (64, 64, "n2"): [0.6, 0.8, 1.0, 1.2, 1.4, 1.7, 9.0],
+             "kk": [0, 0.05, 0.1, 0.2, 0.4]},
     "small": {(64, 256): [0.6, 0.8, 1.0, 1.2], (64, 128): [0.6, 0.8, 1.0, 1.2, 1.4, 1.7, 2.0, 2.5],
               (64, 64): [0.8, 1.0, 1.2, 1.4, 1.7, 2.0, 2.5, 3.0, 4.0], "fix": [0, 2, 5, 10, 20, 40, 80, 160],
+              (64, 128, "n2"): [0.4, 0.5, 0.6, 0.8, 1.0, 1.2, 9.0], (64, 64, "n2"): [0.6, 0.8, 1.0, 1.2, 1.4, 1.7, 9.0],
               "kk": [0, 0.05, 0.1, 0.2, 0.4]},
+    "mid": {(128, 128): [1.0, 1.05, 1.1, 1.15, 1.2, 1.3], (128, 64): [1.1, 1.2, 1.3, 1.4, 1.6, 1.8],
+            (64, 256): [1.0, 1.1, 1.2, 1.3, 1.4, 1.6], (64, 128): [1.1, 1.2, 1.3, 1.4, 1.5, 1.7, 2.0],
+            (128, 256, 2): [0.8, 0.9, 0.95, 1.0, 1.1, 9.0], (128, 128, 2): [0.9, 1.0, 1.05, 1.1, 1.2, 9.0],
+            (128, 192): [0.9, 1.0, 1.1, 1.2, 9.0], (128, 192, 2): [0.9, 1.0, 1.1, 1.2, 9.0],
+            (64, 128, 2): [0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 1.5, 9.0], (64, 64, 2): [0.8, 1.0, 1.2, 1.4, 1.7, 2.0, 9.0],
+            (128, 128, "n2"): [0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 9.0], (128, 64, "n2"): [0.9, 1.0, 1.1, 1.2, 1.4, 1.6, 9.0],
+            "fix": [0, 2, 5, 10, 20, 40, 80], "kk": [0, 0.05, 0.1, 0.2]},
     "large": {(128, 128): [1.0, 1.05, 1.1, 1.15, 1.2, 1.3], (128, 64): [1.1, 1.2, 1.3, 1.4, 1.6, 1.8],
               (64, 256): [1.0, 1.1, 1.2, 1.3, 1.4, 1.6], (64, 128): [1.1, 1.2, 1.3, 1.4, 1.5, 1.7, 2.0],
               (128, 256, 2): [0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.2, 9.0],
@@ -84,8 +118,9 @@ def cost(m, w, k, key, sk, eff, fix, kk):
     on M-tile pairs, so the units are (2 bm) x bn and SMS / 2 of them run at
     once; each CTA still does a bm x bn tile's k-steps."""
     bm, bn = key[0], key[1]
-    cl = key[2] if len(key) > 2 else 1
-    tiles = tiles_of(m, w, bm * cl, bn)
+    along_n = len(key) > 2 and key[2] == "n2"  # _cn2: pairs of N-tiles (2 bn W rows a unit)
+    cl = 2 if len(key) > 2 else 1
+    tiles = tiles_of(m, w, bm, bn * cl) if along_n else tiles_of(m, w, bm * cl, bn)
     slots = SMS // cl
     kb = cdiv(k, 64)
     e = eff[key]
@@ -107,22 +142,27 @@ def rule(m, n, k, epi, sms=SMS):
     # K = 8192 the round-3 zoo had TMA 64 x 64 stream-K 3-9% ahead)
     if m <= 16 or (m <= 32 and w <= 4096 and k < 8192):
         return gemv
-    size = "small" if m <= 64 else "large"
-    eff = EFF_SMALL if m <= 64 else EFF_LARGE
+    size = "tiny" if m <= 32 else "small" if m <= 64 else "mid" if m <= 128 else "large"
+    eff = {"tiny": EFF_TINY, "small": EFF_SMALL, "mid": EFF_MID, "large": EFF_LARGE}[size]
     best = None
     for key in eff:  # table order breaks ties: the first listed wins
         bm, bn = key[0], key[1]
-        c2 = len(key) > 2
+        if eff[key] >= 9.0:  # "never": the fixed cost alone would otherwise pick a small tile
+            continue
+        cn2 = len(key) > 2 and key[2] == "n2"
+        c2 = len(key) > 2 and not cn2
         if bm == 64 and m > 256:
             continue
-        if c2 and m <= 128:  # one M-tile: the pair's second CTA would idle (no such candidate)
+        if c2 and m <= bm:  # one M-tile: the pair's second CTA would idle (no such candidate)
+            continue
+        if c2 and bm == 64 and epi == "swiglu":  # not offered (a GPU check failure, gemm_select.c)
             continue
         for sk in (0, 1):
-            if c2 and not sk and C2_SK_ONLY:  # whole-tile _c2 won 2 of 378 shapes (R2): the rule takes it stream-K only
+            if c2 and bm == 128 and not sk and C2_SK_ONLY:  # whole-tile _c2 won 2 of 378 shapes (R2): the rule takes it stream-K only
                 continue
             c = cost(m, w, k, key, sk, eff, SK_FIX[size], SK_K[size])
             if best is None or c < best[0]:
-                best = (c, "tma_m%d_n%d%s%s" % (bm, bn, "_c2" if c2 else "", "_sk" if sk else ""))
+                best = (c, "tma_m%d_n%d%s%s" % (bm, bn, "_c2" if c2 else "_cn2" if cn2 else "", "_sk" if sk else ""))
     return best[1]
 
 
@@ -175,8 +215,10 @@ def fit(rows, quiet=False, from_rule=False):
     from_rule: start from the constants in this file instead of FIT_START
     (--fit-from-rule: how the _c2 / BN 192 entries were added to a fitted rule)."""
     found = {}
-    for size, eff_name, sel in (("small", "EFF_SMALL", lambda m: 16 < m <= 64),
-                                ("large", "EFF_LARGE", lambda m: m > 64)):
+    for size, eff_name, sel in (("tiny", "EFF_TINY", lambda m: 16 < m <= 32),
+                                ("small", "EFF_SMALL", lambda m: 32 < m <= 64),
+                                ("mid", "EFF_MID", lambda m: 64 < m <= 128),
+                                ("large", "EFF_LARGE", lambda m: m > 256)):
         rs = [r for r in rows if sel(r["M"])]
         if not rs:  # a zoo run without this M range (e.g. --m 128,...): keep its constants
             found[size] = (dict(globals()[eff_name]), SK_FIX[size], SK_K[size])
@@ -219,7 +261,7 @@ def fit(rows, quiet=False, from_rule=False):
 def cross_validate(rows):
     """Leave one model out: refit without the shapes only that model uses,
     judge the refitted rule on them (does the fit carry to other models?)."""
-    global EFF_SMALL, EFF_LARGE
+    global EFF_TINY, EFF_SMALL, EFF_MID, EFF_LARGE
     models = sorted({u.split("/")[0] for r in rows for u in r["users"].split()})
     for model in models:
         own = [r for r in rows if all(u.split("/")[0] == model for u in r["users"].split())]
@@ -233,12 +275,12 @@ def cross_validate(rows):
 
         base = score()
         found = fit(rest, quiet=True)
-        keep = (EFF_SMALL, EFF_LARGE, dict(SK_FIX), dict(SK_K))
-        EFF_SMALL, EFF_LARGE = found["small"][0], found["large"][0]
+        keep = (EFF_SMALL, EFF_LARGE, dict(SK_FIX), dict(SK_K), EFF_TINY, EFF_MID)
+        EFF_TINY, EFF_SMALL, EFF_MID, EFF_LARGE = found["tiny"][0], found["small"][0], found["mid"][0], found["large"][0]
         for size in found:
             SK_FIX[size], SK_K[size] = found[size][1], found[size][2]
         held = score()
-        EFF_SMALL, EFF_LARGE = keep[0], keep[1]
+        EFF_SMALL, EFF_LARGE, EFF_TINY, EFF_MID = keep[0], keep[1], keep[4], keep[5]
         SK_FIX.update(keep[2])
         SK_K.update(keep[3])
         print("%-22s %4d own shapes: rule %.3f, refit without them %.3f, best %.3f" % (

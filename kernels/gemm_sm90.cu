@@ -45,16 +45,22 @@ constexpr int BK = 64;
  * 64-row half and all BN columns. BM = 64 (small M: a 128-row tile would be
  * half zeros): both consumers share the 64 rows and each takes BN/2 columns.
  * CW = W rows one consumer multiplies, ACC = its fp32 accumulators a thread.
- * As many stages as fit 192 KB, at most 8: BM 128 x BN 256 / 128 / 64 -> 4 / 6
- * / 8; BM 64 x BN 256 / 128 / 64 -> 4 / 8 / 8.
+ * As many stages as fit 192 KB, at most 8: BM 128 x BN 256 / 192 / 128 / 64 ->
+ * 4 / 4 / 6 / 8; BM 64 x BN 256 / 128 / 64 -> 4 / 8 / 8.
  * + 1024 to align the ring to the 1024-byte swizzle atom, + barriers */
 template <int BN, int BM = 128> struct cfg {
   static_assert(BM == 128 || BM == 64, "BM");
   static_assert(BN == 256 || BN == 192 || BN == 128 || BN == 64, "BN");
   static_assert(BN != 192 || BM == 128, "BN 192: 128-row tiles only");
   static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
+  /* A 216 KB ring with up to 16 stages for the small tiles (13 / 9 / 9 instead
+   * of 8, as cuBLASLt's kernels for these shapes run 10-16) was slower on
+   * every shape tried (sm90b R2: e.g. 64 x 4096 x 14336 with 64 x 128 tiles
+   * 73.0 us against 62.3, 128 x 3584 x 18944 with 128 x 64 95.5 against 81.0):
+   * the stage count is not what these kernels lack. */
   static constexpr int STAGES = 196608 / STAGE_BYTES < 8 ? 196608 / STAGE_BYTES : 8;
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024 + 2 * STAGES * 8;
+  static_assert(SMEM_BYTES <= 227 * 1024, "dynamic shared memory per block");
   static constexpr int CW = BM == 128 ? BN : BN / 2, ACC = CW / 2;
 };
 constexpr int GROUP_M = 8;
@@ -76,6 +82,23 @@ TPG_DEV long long sk_begin(int c, long long total, int grid) { return total * c 
 TPG_DEV int sk_cta_of(long long g, long long total, int grid) {  /* the CTA whose range holds g */
   return (int)(((g + 1) * grid + total - 1) / total) - 1;
 }
+
+/* Development timeline (built only with -DTPG_SM90_TRACE, by gemm_bench's
+ * trace build; never in the library): %globaltimer stamps per CTA, so a run
+ * shows where a short GEMM's time goes (start-up, first data, main loop,
+ * stream-K fixup, epilogue) instead of guessing from totals. */
+#ifdef TPG_SM90_TRACE
+constexpr int TRACE_CTAS = 1024, TRACE_POINTS = 8;
+__device__ unsigned long long trace_buf[TRACE_CTAS][TRACE_POINTS];
+TPG_DEV void trace(int i) {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  if (blockIdx.x < TRACE_CTAS) trace_buf[blockIdx.x][i] = t;
+}
+#define TPG_TRACE(i) ::tpg::sm90::trace(i)
+#else
+#define TPG_TRACE(i) ((void)0)
+#endif
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 TPG_DEV void mbar_init(uint32_t bar, int count) {
@@ -307,6 +330,9 @@ TPG_DEV bool sk_fixup(const tpg_gemm_args &a, float (&d)[ACC], int t, int tiles,
       d[4 * v] += q.x; d[4 * v + 1] += q.y; d[4 * v + 2] += q.z; d[4 * v + 3] += q.w;
     }
   }
+  /* (Loading several contributors' slots at once for the small tiles, same
+   * order of the sums, did not move the fix-up's time in the sm90b R2
+   * timeline: removed.) */
   return true;
 }
 #endif
@@ -319,18 +345,25 @@ TPG_DEV bool sk_fixup(const tpg_gemm_args &a, float (&d)[ACC], int t, int tiles,
  * tile drops from (BM + BN) to (BM + BN/2) rows. A stage of one CTA is then
  * written by both producers: its empty barrier counts the consumer warps of
  * both CTAs (16), and each full barrier expects the whole stage. */
-template <typename T, bool TMA, int BN, int BM = 128, int CL = 1>
+/* CN (with CL = 2; "_cn2" kernels): the cluster pairs N-tiles 2u and 2u+1
+ * of the same M-tile instead, so X is what the two CTAs share: each loads
+ * half of the X rows (box BM/2) into both, and its own whole W tile. For
+ * small M with narrow tiles X is as many bytes a stage as W (64 x 64) or
+ * half of them (128 x 64), and every N-tile re-reads it from L2. */
+template <typename T, bool TMA, int BN, int BM = 128, int CL = 1, bool CN = false>
 __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg_gemm_tma_args *p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace sm90;
   static_assert(TMA || BM == 128, "the cp.async producer is written for 128-row tiles");
-  static_assert(CL == 1 || (CL == 2 && TMA && BM == 128), "clusters: TMA, 128-row tiles, 2 CTAs");
+  static_assert(CL == 1 || (CL == 2 && TMA), "clusters: TMA, 2 CTAs");
+  static_assert(!CN || CL == 2, "CN: pairs of N-tiles");
   constexpr int STAGES = cfg<BN, BM>::STAGES, STAGE_BYTES = cfg<BN, BM>::STAGE_BYTES;
   constexpr int A_BYTES = cfg<BN, BM>::A_BYTES, CW = cfg<BN, BM>::CW, ACC = cfg<BN, BM>::ACC;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const uint32_t full_bar = base + STAGES * STAGE_BYTES, empty_bar = full_bar + STAGES * 8;
   const int tid = threadIdx.x, wg = tid >> 7;
+  if (tid == 0) TPG_TRACE(0); /* entry */
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(full_bar + 8 * s, TMA ? 1 : 128);  /* expect_tx arrive, or one cp.async arrive a producer thread */
@@ -348,8 +381,10 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
   const int M = a.m, N = a.n, K = a.k;
   const bool swiglu = a.epilogue == TPG_EPI_SWIGLU;
   const int out_n = swiglu ? BN / 2 : BN;  /* outputs a tile produces */
-  /* tiles here are work units: CL M-tiles of one W tile (a cluster's) */
-  const int mt = (M + BM * CL - 1) / (BM * CL), nt = (N + out_n - 1) / out_n, tiles = mt * nt;
+  /* tiles here are work units: CL M-tiles of one W tile (a cluster's), or
+   * with CN CL N-tiles of one X tile */
+  constexpr int CLM = CN ? 1 : CL, CLN = CN ? CL : 1;
+  const int mt = (M + BM * CLM - 1) / (BM * CLM), nt = (N + out_n * CLN - 1) / (out_n * CLN), tiles = mt * nt;
   const int nk = (K + BK - 1) / BK;
   /* The CTA's work as segments: tile t, K blocks [kb0, kb1). Without
    * stream-K, whole tiles t = blockIdx.x, + gridDim.x, ... With it
@@ -362,8 +397,14 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
   const int dp_tiles = sk ? tiles / units * units : tiles;
   /* 32-bit iteration counts: the selector keeps tiles * nk < 2^31 */
   const long long total = (long long)(tiles - dp_tiles) * nk;
-  const int g0 = sk ? (int)sk_begin(unit0, total, units) : 0;
-  const int g1 = sk ? (int)sk_begin(unit0 + 1, total, units) : 0;
+  /* The split wave goes to the first sgrid CTAs, at least one iteration each:
+   * with fewer iterations than CTAs (e.g. 1 leftover unit x 16 K-blocks on 66
+   * clusters) splitting over all of them left CTAs with empty ranges between
+   * a tile's contributors, which the fix-up counted and waited for: the tile
+   * was never written (gemm_bench --check-only, sm90b R2). */
+  const int sgrid = total < units ? (int)total : units;
+  const int g0 = sk && unit0 < sgrid ? (int)sk_begin(unit0, total, sgrid) : 0;
+  const int g1 = sk && unit0 < sgrid ? (int)sk_begin(unit0 + 1, total, sgrid) : 0;
   /* seg.next(): the next segment of this CTA; false when done. */
   struct segs {
     int g, g1, t, dp_tiles, nk, stride;
@@ -396,19 +437,28 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
         for (int t, kb0, kb1; sg.next(t, kb0, kb1);) {
           int mb, nb;
           tile_coords(t, mt, nt, mb, nb);
-          mb = mb * CL + rank;
+          mb = mb * CLM + (CN ? 0 : rank);
+          nb = nb * CLN + (CN ? rank : 0);
           for (int kb = kb0; kb < kb1; ++kb, ++it) {
             const int s = it % STAGES;
             mbar_wait(empty_bar + 8 * s, ((it / STAGES) & 1) ^ 1);
             const uint32_t st = base + s * STAGE_BYTES, fb = full_bar + 8 * s;
+            if (it == 0) TPG_TRACE(1); /* first copy issued */
             mbar_expect_tx(fb, STAGE_BYTES);  /* OOB parts of a box count too (zero-filled) */
-            tma_load_2d(st, &p->tx, fb, kb * BK, mb * BM);
-            if constexpr (CL > 1) {
+            if constexpr (CN) {
+              /* this rank's half of the X rows, into both CTAs (BM/2 rows: whole
+               * 1024-byte atoms); the W tile is this CTA's own */
+              tma_load_2d_mc(st + rank * (BM / 2) * 128, &p->tx, fb, kb * BK, mb * BM + rank * (BM / 2), 3);
+              if (swiglu) tma_load_4d(st + A_BYTES, &p->tw, fb, kb * BK, 0, 0, nb * (BN / 16));
+              else tma_load_2d(st + A_BYTES, &p->tw, fb, kb * BK, nb * BN);
+            } else if constexpr (CL > 1) {
+              tma_load_2d(st, &p->tx, fb, kb * BK, mb * BM);
               /* this rank's half of the W rows, into both CTAs (whole 1024-byte atoms) */
               const uint32_t wd = st + A_BYTES + rank * (BN / CL) * 128;
               if (swiglu) tma_load_4d_mc(wd, &p->tw, fb, kb * BK, 0, 0, nb * (BN / 16) + rank * (BN / 16 / CL), 3);
               else tma_load_2d_mc(wd, &p->tw, fb, kb * BK, nb * BN + rank * (BN / CL), 3);
             } else {
+              tma_load_2d(st, &p->tx, fb, kb * BK, mb * BM);
               if (swiglu) tma_load_4d(st + A_BYTES, &p->tw, fb, kb * BK, 0, 0, nb * (BN / 16));
               else tma_load_2d(st + A_BYTES, &p->tw, fb, kb * BK, nb * BN);
             }
@@ -482,11 +532,13 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
     for (int t, kb0, kb1; sg.next(t, kb0, kb1);) {
       int mb, nb;
       tile_coords(t, mt, nt, mb, nb);
-      mb = mb * CL + rank;
+      mb = mb * CLM + (CN ? 0 : rank);
+      nb = nb * CLN + (CN ? rank : 0);
       const int m0 = mb * BM, o0 = nb * out_n;
       for (int kb = kb0; kb < kb1; ++kb, ++it) {
         const int s = it % STAGES;
         mbar_wait(full_bar + 8 * s, (it / STAGES) & 1);
+        if (it == 0 && ct == 0) TPG_TRACE(2); /* first stage landed */
         /* cp.async writes are generic-proxy writes; wgmma reads through the async proxy */
         if constexpr (!TMA) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         const uint32_t st = base + s * STAGE_BYTES;
@@ -503,12 +555,16 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
         if (kb > kb0 && lane == 0) release(empty_bar + 8 * ((it - 1) % STAGES));
       }
       wgmma_wait<0>();
+      if (ct == 0) TPG_TRACE(3); /* (last) segment's main loop done */
       if (lane == 0) release(empty_bar + 8 * ((it - 1) % STAGES));
       /* A tile split across CTAs: only the last contributor to finish goes on
        * to the epilogue, with the whole sum in d. */
       if (sk && (kb0 != 0 || kb1 != nk) &&
-          !sk_fixup<ACC, CL>(a, d, t, tiles, dp_tiles, nk, total, tid - 128, unit0, units, rank))
+          !sk_fixup<ACC, CL>(a, d, t, tiles, dp_tiles, nk, total, tid - 128, unit0, sgrid, rank)) {
+        if (ct == 0) TPG_TRACE(4);
         continue;
+      }
+      if (ct == 0) TPG_TRACE(4); /* fixup done (or none) */
 
       /* Epilogue: d[4j+2h], d[4j+2h+1] = row warp*16 + g + 8h, cols 8j + t2 + {0,1}
        * of the consumer's part: rows from 64c (BM 128) or columns from the
@@ -540,6 +596,7 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
         }
       });
     }
+    if (ct == 0) TPG_TRACE(5); /* consumer 0 done */
     if constexpr (CL > 1) cluster_sync(); /* see the producer's */
   }
 #else
@@ -617,3 +674,36 @@ TPG_SM90TMA_C2(tpg_gemm_sm90tma_f16_n192_c2, __half, 192)
 TPG_SM90TMA_C2(tpg_gemm_sm90tma_f16_c2, __half, 256)
 TPG_SM90TMA_C2(tpg_gemm_sm90tma_bf16_n128_c2, __nv_bfloat16, 128)
 TPG_SM90TMA_C2(tpg_gemm_sm90tma_f16_n128_c2, __half, 128)
+/* Clusters of two along N sharing the X tile (_cn2; see gemm_sm90_body's
+ * CN): X box {64, BM/2}, W box {64, BN} (SWIGLU {64, 8, 2, BN/16}); grid and
+ * workspace as _c2 with units = ceil(M/BM) * ceil(N/(2 BN)). Candidates for
+ * M <= 256 with narrow tiles, where X is re-read once per N-tile. */
+#define TPG_SM90TMA_CN2(NAME, T, BM, BN)                                               \
+  extern "C" __global__ void TPG_CLUSTER2 __launch_bounds__(384, 1)                     \
+      NAME(const __grid_constant__ tpg_gemm_tma_args p) {                              \
+    tpg::pdl_wait();                                                                   \
+    tpg::pdl_launch_dependents();                                                      \
+    tpg::gemm_sm90_body<T, true, BN, BM, 2, true>(p.a, &p);                            \
+  }
+TPG_SM90TMA_CN2(tpg_gemm_sm90tma_bf16_m64_n64_cn2, __nv_bfloat16, 64, 64)
+TPG_SM90TMA_CN2(tpg_gemm_sm90tma_f16_m64_n64_cn2, __half, 64, 64)
+TPG_SM90TMA_CN2(tpg_gemm_sm90tma_bf16_m64_n128_cn2, __nv_bfloat16, 64, 128)
+TPG_SM90TMA_CN2(tpg_gemm_sm90tma_f16_m64_n128_cn2, __half, 64, 128)
+TPG_SM90TMA_CN2(tpg_gemm_sm90tma_bf16_n64_cn2, __nv_bfloat16, 128, 64)
+TPG_SM90TMA_CN2(tpg_gemm_sm90tma_f16_n64_cn2, __half, 128, 64)
+TPG_SM90TMA_CN2(tpg_gemm_sm90tma_bf16_n128_cn2, __nv_bfloat16, 128, 128)
+TPG_SM90TMA_CN2(tpg_gemm_sm90tma_f16_n128_cn2, __half, 128, 128)
+/* _c2 with 64-row tiles (M = 65..256): the pair's two 64-row M-tiles share
+ * the W tile as the 128-row _c2 do (cuBLASLt runs 64-token tiles in clusters
+ * at M = 128: ncu, R1). */
+#define TPG_SM90TMA_M64_C2(NAME, T, BN)                                                \
+  extern "C" __global__ void TPG_CLUSTER2 __launch_bounds__(384, 1)                     \
+      NAME(const __grid_constant__ tpg_gemm_tma_args p) {                              \
+    tpg::pdl_wait();                                                                   \
+    tpg::pdl_launch_dependents();                                                      \
+    tpg::gemm_sm90_body<T, true, BN, 64, 2>(p.a, &p);                                  \
+  }
+TPG_SM90TMA_M64_C2(tpg_gemm_sm90tma_bf16_m64_n64_c2, __nv_bfloat16, 64)
+TPG_SM90TMA_M64_C2(tpg_gemm_sm90tma_f16_m64_n64_c2, __half, 64)
+TPG_SM90TMA_M64_C2(tpg_gemm_sm90tma_bf16_m64_n128_c2, __nv_bfloat16, 128)
+TPG_SM90TMA_M64_C2(tpg_gemm_sm90tma_f16_m64_n128_c2, __half, 128)

@@ -188,16 +188,26 @@ int tpg_gemm_select(int m, int n, int k, int dtype, int epilogue, int sm_arch, i
  *                          the GEMV 3-9% behind TMA 64 x 64 stream-K)
  *   m > 16                 the TMA tile (BM x BN) and split with the lowest
  *                          modelled cost, BM = 64 only while m <= 256, the
- *                          _c2 clusters only while m > 128 and stream-K:
+ *                          128-row _c2 clusters only while m > 128 and
+ *                          stream-K, the 64-row _c2 only for 64 < m <= 128
+ *                          and not with SwiGLU:
  *     whole tiles:  ceil(tiles / slots) * kb * BM * BN * eff
  *     stream-K:     tiles * kb / slots * BM * BN * eff + fix * BM * BN
  *                   (+ kk * kb * BM * BN * eff when tiles < slots)
  *   kb = ceil(k / 64); tiles over W rows (2n with SwiGLU), units of two M-tiles
  *   for _c2; slots = num_sms (num_sms / 2 for _c2); eff, fix, kk:
+ *   m <= 32: eff 0.6 (BN 256, 128), 1.4 (64), fix 40, kk 0.1 (refitted alone on
+ *     the zoo of commit 0364843: M = 32 predicted 1.106 against 1.129 with the
+ *     m <= 64 constants; best candidate 1.095);
  *   m <= 64 (weight streaming, 64-row tiles): eff 0.6 (BN 256, 128), 0.8 (64),
- *     fix 20, kk 0.05; m > 64 (compute): eff 1.0 (128 x 256), 1.15 (128 x 128),
- *     1.4 (128 x 64), 1.3 (64 x 256), 1.5 (64 x 128), 1.0 (128 x 192),
- *     _c2: 0.95 (128 x 256), 1.05 (128 x 128), 0.9 (128 x 192); fix 40, kk 0.
+ *     fix 20, kk 0.1 (0.05 before the sm90b R3 zoo run); m > 128 (compute):
+ *     eff 1.0 (128 x 256), 1.15 (128 x 128), 1.4 (128 x 64), 1.3 (64 x 256),
+ *     1.5 (64 x 128), 1.0 (128 x 192), _c2: 0.95 (128 x 256), 1.05 (128 x
+ *     128), 0.9 (128 x 192); fix 40, kk 0; 64 < m <= 128: the same but 1.1
+ *     (128 x 128), _c2 1.0 (128 x 128), 64-row _c2 1.3 (BN 128) / 2.0 (BN
+ *     64), kk 0.05 (sm90b R3 zoo run, M = 128: predicted 1.192 against 1.224
+ *     with the m > 128 table, best candidate 1.170). The _cn2 kernels are
+ *     candidates only (never paid in that run: cl 3, eff 9 = never).
  *   streamk: 1 the model decides, 0 whole tiles only, 2 stream-K only (tests).
  *   Stream-K: grid = min(tiles * kb, num_sms), split_k TPG_SPLITK_STREAM,
  *   workspace tpg_sk_workspace_bytes(tiles, grid, BN) (tpg_kargs.h); with
@@ -224,7 +234,17 @@ static void fill_map(tpg_tma_encode *e, int rank, const unsigned long long *dims
  * workspace covers 2 * units tiles. The caller has checked the shape and
  * the leading dimensions. */
 static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, int ldx, int ldw, int bm, int bn,
-                     int sk, int cl, tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map) {
+                     int sk, int cl, int cn, tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map) {
+  static const char *const names_c2_m64[2][2] = {
+      /* [bf16][bn == 128] */
+      {"tpg_gemm_sm90tma_f16_m64_n64_c2", "tpg_gemm_sm90tma_f16_m64_n128_c2"},
+      {"tpg_gemm_sm90tma_bf16_m64_n64_c2", "tpg_gemm_sm90tma_bf16_m64_n128_c2"}};
+  static const char *const names_cn2[2][2][2] = {
+      /* [bf16][bm == 64][bn == 128] */
+      {{"tpg_gemm_sm90tma_f16_n64_cn2", "tpg_gemm_sm90tma_f16_n128_cn2"},
+       {"tpg_gemm_sm90tma_f16_m64_n64_cn2", "tpg_gemm_sm90tma_f16_m64_n128_cn2"}},
+      {{"tpg_gemm_sm90tma_bf16_n64_cn2", "tpg_gemm_sm90tma_bf16_n128_cn2"},
+       {"tpg_gemm_sm90tma_bf16_m64_n64_cn2", "tpg_gemm_sm90tma_bf16_m64_n128_cn2"}}};
   static const char *const names_c2[2][3] = {
       /* [bf16][bn 256, 192, 128] */
       {"tpg_gemm_sm90tma_f16_c2", "tpg_gemm_sm90tma_f16_n192_c2", "tpg_gemm_sm90tma_f16_n128_c2"},
@@ -237,13 +257,17 @@ static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, 
        {"tpg_gemm_sm90tma_bf16_m64", "tpg_gemm_sm90tma_bf16_m64_n128", "tpg_gemm_sm90tma_bf16_m64_n64", NULL}}};
   const int swiglu = epilogue == TPG_EPI_SWIGLU;
   /* units: what one cluster (one CTA when cl = 1) takes at a time */
-  const unsigned long tiles = (unsigned long)cdiv(m, (long)bm * cl) * cdiv(n, swiglu ? bn / 2 : bn);
+  /* cn: the cluster's two CTAs take N-tiles 2u, 2u+1 of one M-tile (_cn2) */
+  const int clm = cn ? 1 : cl, cln = cn ? cl : 1;
+  const unsigned long tiles = (unsigned long)cdiv(m, (long)bm * clm) * cdiv(n, (long)(swiglu ? bn / 2 : bn) * cln);
   const unsigned long work = sk ? tiles * cdiv(k, 64) : tiles; /* what the grid divides */
   const unsigned long clusters = (unsigned long)(num_sms / cl > 0 ? num_sms / cl : 1); /* resident at once */
   /* the kernel's ring: as many stages as fit 192 KB, at most 8 (gemm_sm90.cu cfg) */
   const unsigned stage = (unsigned)(bm + bn) * 64 * 2, stages = 196608 / stage < 8 ? 196608 / stage : 8;
   memset(out, 0, sizeof *out);
-  out->kernel = cl == 2 ? names_c2[dtype == TPG_KDT_BF16][bn == 256 ? 0 : bn == 192 ? 1 : 2]
+  out->kernel = cn ? names_cn2[dtype == TPG_KDT_BF16][bm == 64][bn == 128]
+              : cl == 2 && bm == 64 ? names_c2_m64[dtype == TPG_KDT_BF16][bn == 128]
+              : cl == 2 ? names_c2[dtype == TPG_KDT_BF16][bn == 256 ? 0 : bn == 192 ? 1 : 2]
                         : names[dtype == TPG_KDT_BF16][bm == 64][bn == 256 ? 0 : bn == 128 ? 1 : bn == 64 ? 2 : 3];
   out->grid[0] = (unsigned)(cl * (work < clusters ? work : clusters));
   out->grid[1] = out->grid[2] = 1;
@@ -257,7 +281,7 @@ static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, 
   {
     const unsigned long long xd[2] = {(unsigned long long)k, (unsigned long long)m};
     const unsigned long long xs[1] = {(unsigned long long)ldx * 2};
-    const unsigned xb[2] = {64, (unsigned)bm};
+    const unsigned xb[2] = {64, (unsigned)(bm / cln)}; /* _cn2: each CTA loads half the X rows, multicast */
     fill_map(x_map, 2, xd, xs, xb);
   }
   if (swiglu) {
@@ -266,12 +290,12 @@ static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, 
     const unsigned long long wd[4] = {(unsigned long long)k, 8, 2, (unsigned long long)n / 8};
     const unsigned long long ws[3] = {(unsigned long long)ldw * 2, (unsigned long long)n * ldw * 2,
                                       (unsigned long long)8 * ldw * 2};
-    const unsigned wb[4] = {64, 8, 2, (unsigned)bn / 16 / cl};
+    const unsigned wb[4] = {64, 8, 2, (unsigned)bn / 16 / clm};
     fill_map(w_map, 4, wd, ws, wb);
   } else {
     const unsigned long long wd[2] = {(unsigned long long)k, (unsigned long long)n};
     const unsigned long long ws[1] = {(unsigned long long)ldw * 2};
-    const unsigned wb[2] = {64, (unsigned)bn / cl};
+    const unsigned wb[2] = {64, (unsigned)bn / clm};
     fill_map(w_map, 2, wd, ws, wb);
   }
 }
@@ -291,15 +315,17 @@ static int check_tma_lds(int k, int ldx, int ldw, tpg_tma_encode *x_map, tpg_tma
 }
 
 /* The cost model above for one candidate (relative units). cl = 2: the _c2
- * kernels, units of two M-tiles, num_sms / 2 of them at once. */
+ * kernels, units of two M-tiles, num_sms / 2 of them at once; cl = 3: the
+ * _cn2 kernels, units of two N-tiles (2 BN W rows), num_sms / 2 at once. */
 typedef struct tma_eff {
   int bm, bn, cl;
   double eff;
 } tma_eff;
 static double tma_cost(int m, int wrows, int k, int num_sms, const tma_eff *e, int sk, double fix, double kk) {
-  const int slots = num_sms / e->cl > 0 ? num_sms / e->cl : 1;
-  const double tiles = (double)cdiv(m, (long)e->bm * e->cl) * cdiv(wrows, e->bn), kb = cdiv(k, 64),
-               area = (double)e->bm * e->bn;
+  const int pair = e->cl > 1 ? 2 : 1, slots = num_sms / pair > 0 ? num_sms / pair : 1;
+  const double tiles = e->cl == 3 ? (double)cdiv(m, e->bm) * cdiv(wrows, 2L * e->bn)
+                                  : (double)cdiv(m, (long)e->bm * pair) * cdiv(wrows, e->bn),
+               kb = cdiv(k, 64), area = (double)e->bm * e->bn;
   if (sk) return tiles * kb / slots * area * e->eff + fix * area + (tiles < slots ? kk * kb * area * e->eff : 0.0);
   return (double)cdiv((long)tiles, slots) * kb * area * e->eff;
 }
@@ -308,10 +334,31 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
                         int ldw, int streamk, tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map,
                         char *why, size_t whylen) {
   /* zoo fit (bench/zoo_rules.py: EFF_SMALL, EFF_LARGE; table order breaks ties) */
-  static const tma_eff small[3] = {{64, 256, 1, 0.6}, {64, 128, 1, 0.6}, {64, 64, 1, 0.8}};
+  /* m <= 32 on its own (zoo_rules.py EFF_TINY): with 64-row tiles half of X is
+   * zero fill and the 64 x 64 tile's fixed costs weigh more; sharing m <= 64's
+   * constants picked 64 x 64 where 64 x 128 won most M = 32 shapes */
+  /* cl 3: the _cn2 pairs (N-tiles sharing X); eff >= 9: never picked */
+  static const tma_eff tiny[5] = {{64, 256, 1, 0.6}, {64, 128, 1, 0.6}, {64, 64, 1, 1.4}, {64, 128, 3, 9.0},
+                                  {64, 64, 3, 9.0}};
+  static const tma_eff small[5] = {{64, 256, 1, 0.6}, {64, 128, 1, 0.6}, {64, 64, 1, 0.8}, {64, 128, 3, 9.0},
+                                   {64, 64, 3, 9.0}};
   static const tma_eff large[9] = {{128, 256, 1, 1.0},        {128, 128, 1, 1.15},       {128, 64, 1, 1.4},
                                    {64, 256, 1, 1.3},         {64, 128, 1, 1.5},         {128, 256, 2, EFF_C2_256},
                                    {128, 128, 2, EFF_C2_128}, {128, 192, 1, EFF_N192}, {128, 192, 2, EFF_C2_192}};
+  /* 64 < m <= 128 (zoo_rules.py EFF_MID, refitted on the sm90b R3 zoo run): the
+   * large table with 128 x 128 and its _c2 at 1.1 / 1.0, plus the 64-row _c2
+   * pairs; the _cn2 pairs never paid (9.0) */
+  static const tma_eff mid[13] = {{128, 256, 1, 1.0},      {128, 128, 1, 1.1},      {128, 64, 1, 1.4},
+                                  {64, 256, 1, 1.3},       {64, 128, 1, 1.5},       {128, 256, 2, EFF_C2_256},
+                                  {128, 128, 2, 1.0},      {128, 192, 1, EFF_N192}, {128, 192, 2, EFF_C2_192},
+                                  {64, 128, 2, 1.3},       {64, 64, 2, 2.0},        {128, 128, 3, 9.0},
+                                  {128, 64, 3, 9.0}};
+  /* per class: table, entries, fix, kk (zoo_rules.py SK_FIX, SK_K) */
+  static const struct {
+    const tma_eff *tab;
+    int cnt;
+    double fix, kk;
+  } cls[4] = {{tiny, 5, 40.0, 0.1}, {small, 5, 20.0, 0.1}, {mid, 13, 40.0, 0.05}, {large, 9, 40.0, 0.0}};
   const int swiglu = epilogue == TPG_EPI_SWIGLU;
   int rc, i, s, bm = 0, bn = 0, sk = 0, cl = 1;
   double best = -1;
@@ -324,17 +371,20 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
     const long wrows = swiglu ? 2L * n : (long)n;
     if (m <= 32 && wrows <= 4096 && k < 8192) return 0; /* the GEMV */
     {
-      const tma_eff *tab = m <= 64 ? small : large;
-      const int cnt = m <= 64 ? 3 : 9;
-      const double fix = m <= 64 ? 20.0 : 40.0, kk = m <= 64 ? 0.05 : 0.0;
+      const int ci = m <= 32 ? 0 : m <= 64 ? 1 : m <= 128 ? 2 : 3;
+      const tma_eff *tab = cls[ci].tab;
+      const int cnt = cls[ci].cnt;
+      const double fix = cls[ci].fix, kk = cls[ci].kk;
       if (check_tma_lds(k, ldx, ldw, x_map, w_map, why, whylen)) return 1;
       for (i = 0; i < cnt; ++i) {
+        if (tab[i].eff >= 9.0) continue;
         if (tab[i].bm == 64 && m > 256) continue;
-        if (tab[i].cl == 2 && m <= 128) continue; /* one M-tile: no pair to share W */
+        if (tab[i].cl == 2 && m <= tab[i].bm) continue; /* one M-tile: no pair to share W */
+        if (tab[i].cl == 2 && tab[i].bm == 64 && swiglu) continue; /* not offered (tpg_gemm_select_variant) */
         for (s = 0; s < 2; ++s) {
           double c;
           if ((streamk == 0 && s) || (streamk == 2 && !s)) continue;
-          if (tab[i].cl == 2 && !s) continue; /* _c2 stream-K only (zoo_rules.py C2_SK_ONLY) */
+          if (tab[i].cl == 2 && tab[i].bm == 128 && !s) continue; /* _c2 stream-K only (zoo_rules.py C2_SK_ONLY) */
           c = tma_cost(m, (int)wrows, k, num_sms, &tab[i], s, fix, kk);
           if (best < 0 || c < best) {
             best = c;
@@ -351,7 +401,7 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
     /* iteration counts are 32-bit in the kernel */
     if (sk && (unsigned long)cdiv(m, bm) * cdiv(wrows, bn) * (unsigned long)cdiv(k, 64) >= 0x7fffffffUL) sk = 0;
   }
-  fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, bm, bn, sk, cl, out, x_map, w_map);
+  fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, bm, bn, sk, cl > 1 ? 2 : 1, cl == 3, out, x_map, w_map);
   return 0;
 }
 
@@ -368,7 +418,8 @@ int tpg_gemm_variant_name(const tpg_gemm_variant *v, char *buf, size_t len) {
       break;
     case TPG_GEMM_VAR_GEMV_SK: r = snprintf(buf, len, "gemv_sk"); break;
     case TPG_GEMM_VAR_TMA:
-      r = snprintf(buf, len, "tma_m%d_n%d%s%s", v->bm, v->bn, v->cluster == 2 ? "_c2" : "", v->streamk ? "_sk" : "");
+      r = snprintf(buf, len, "tma_m%d_n%d%s%s", v->bm, v->bn,
+                   v->cluster == 2 ? (v->cluster_n ? "_cn2" : "_c2") : "", v->streamk ? "_sk" : "");
       break;
     default: r = snprintf(buf, len, "?"); return 1;
   }
@@ -391,14 +442,17 @@ int tpg_gemm_variant_parse(const char *s, tpg_gemm_variant *v) {
   if (sscanf(s, "tma_m%d_n%d%n", &bm, &bn, &used) == 2 && (bm == 64 || bm == 128) &&
       (bn == 64 || bn == 128 || bn == 256 || (bn == 192 && bm == 128))) {
     const char *rest = s + used;
-    const int c2 = !strncmp(rest, "_c2", 3);
+    const int c2 = !strncmp(rest, "_c2", 3), cn2 = !strncmp(rest, "_cn2", 4);
     if (c2) rest += 3;
-    if (c2 && (bm != 128 || bn == 64)) return 1;
+    if (cn2) rest += 4;
+    if (c2 && (bm != 128 || bn == 64) && !(bm == 64 && (bn == 64 || bn == 128))) return 1;
+    if (cn2 && bn != 64 && bn != 128) return 1;
     if (rest[0] != '\0' && strcmp(rest, "_sk")) return 1;
     v->kind = TPG_GEMM_VAR_TMA;
     v->bm = bm;
     v->bn = bn;
-    v->cluster = c2 ? 2 : 0;
+    v->cluster = c2 || cn2 ? 2 : 0;
+    v->cluster_n = cn2;
     v->streamk = rest[0] != '\0';
     return 0;
   }
@@ -473,13 +527,20 @@ int tpg_gemm_select_variant(int m, int n, int k, int dtype, int epilogue, int sm
         return reject(why, whylen, "variant: bm must be 64 or 128, bn 64, 128 or 256 (or 192 with bm 128)");
       if (v->cluster != 0 && v->cluster != 1 && v->cluster != 2)
         return reject(why, whylen, "variant: cluster must be 1 or 2");
-      if (cl == 2 && (v->bm != 128 || v->bn == 64))
-        return reject(why, whylen, "variant: cluster 2 needs bm 128 and bn 256 or 128");
+      if (cl == 2 && !v->cluster_n && (v->bm != 128 || v->bn == 64) && !(v->bm == 64 && v->bn != 256))
+        return reject(why, whylen, "variant: cluster 2 needs bm 128 and bn 256, 192 or 128, or bm 64 and bn 128 or 64");
+      if (cl == 2 && !v->cluster_n && v->bm == 64 && epilogue == TPG_EPI_SWIGLU)
+        return reject(why, whylen,
+                      "variant: 64-row _c2 with SwiGLU is not offered (tma_m64_n64_c2_sk gave NaN outputs at "
+                      "255 x 1096 x 776 on the GPU check, cause not found)");
+      if (v->cluster_n && (cl != 2 || (v->bn != 64 && v->bn != 128)))
+        return reject(why, whylen, "variant: cluster_n needs cluster 2 and bn 64 or 128");
       if (check_tma_lds(k, ldx, ldw, x_map, w_map, why, whylen)) return 1;
       tiles = (unsigned long)cdiv(m, v->bm) * cdiv(n, swiglu ? v->bn / 2 : v->bn);
       if (v->streamk && tiles * (unsigned long)cdiv(k, 64) >= 0x7fffffffUL)
         return reject(why, whylen, "variant: stream-K iteration count exceeds 2^31");
-      fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, v->bm, v->bn, v->streamk != 0, cl, out, x_map, w_map);
+      fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, v->bm, v->bn, v->streamk != 0, cl, v->cluster_n != 0, out,
+               x_map, w_map);
       break;
     }
     default:
@@ -509,7 +570,8 @@ int tpg_gemm_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_
     if (cnt < cap && list) {                                                           \
       list[cnt].kind = (K_); list[cnt].bm = (BM_); list[cnt].bn = (BN_); list[cnt].streamk = (SK_); \
       list[cnt].split = 0;                                                             \
-      list[cnt].cluster = (CL_);                                                       \
+      list[cnt].cluster = (CL_) ? 2 : 0;                                               \
+      list[cnt].cluster_n = (CL_) == 3;                                                \
     }                                                                                  \
     ++cnt;                                                                             \
   } while (0)
@@ -553,6 +615,24 @@ int tpg_gemm_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_
         const unsigned long units = (unsigned long)cdiv(m, 256) * cdiv(n, swiglu ? bn / 2 : bn);
         TPG_ADD_C(TPG_GEMM_VAR_TMA, 128, bn, 0, 2);
         if (units % (unsigned long)(num_sms / 2 > 0 ? num_sms / 2 : 1)) TPG_ADD_C(TPG_GEMM_VAR_TMA, 128, bn, 1, 2);
+      }
+    /* 64-row M-tile pairs sharing W (64 < m <= 256; not with SwiGLU: see
+     * tpg_gemm_select_variant) */
+    if (m > 64 && m <= 256 && !swiglu)
+      for (j = 2; j < 4; ++j) {
+        const int bn = bns[j];
+        const unsigned long units = (unsigned long)cdiv(m, 128) * cdiv(n, swiglu ? bn / 2 : bn);
+        TPG_ADD_C(TPG_GEMM_VAR_TMA, 64, bn, 0, 2);
+        if (units % (unsigned long)(num_sms / 2 > 0 ? num_sms / 2 : 1)) TPG_ADD_C(TPG_GEMM_VAR_TMA, 64, bn, 1, 2);
+      }
+    /* clusters of two along N sharing X (_cn2, CL_ 3): narrow tiles at small M,
+     * where every N-tile re-reads the X tile from L2 */
+    if (m > 16 && m <= 256)
+      for (j = 2; j < 4; ++j) {
+        const int bn = bns[j], bm = m <= 64 ? 64 : 128;
+        const unsigned long units = (unsigned long)cdiv(m, bm) * cdiv(n, (swiglu ? bn / 2 : bn) * 2L);
+        TPG_ADD_C(TPG_GEMM_VAR_TMA, bm, bn, 0, 3);
+        if (units % (unsigned long)(num_sms / 2 > 0 ? num_sms / 2 : 1)) TPG_ADD_C(TPG_GEMM_VAR_TMA, bm, bn, 1, 3);
       }
   }
 #undef TPG_ADD

@@ -87,10 +87,12 @@ typedef struct tpg_gemm_variant {
   int streamk;  /* TMA: 0 whole tiles, 1 stream-K                   */
   int split;    /* GEMV: K ranges (grid.y), 0: the selector's rule */
   int cluster;  /* TMA: 0 one CTA a tile (1 is read the same), 2 clusters of two CTAs
-                   on M-tile pairs (bm 128, bn 256|128; "_c2")       */
+                   on M-tile pairs (bm 128, bn 256|192|128, or bm 64, bn 128|64; "_c2") */
+  int cluster_n; /* TMA with cluster 2: 1 = the pair is two N-tiles sharing the
+                   X tile instead (bm 64|128, bn 64|128; "_cn2")     */
 } tpg_gemm_variant;
 
-#define TPG_GEMM_MAX_CANDIDATES 20
+#define TPG_GEMM_MAX_CANDIDATES 32
 
 /* Writes the variant's name; nonzero if it does not fit or kind is unknown. */
 int tpg_gemm_variant_name(const tpg_gemm_variant *v, char *buf, size_t len);

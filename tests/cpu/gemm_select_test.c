@@ -29,17 +29,24 @@ int main(void) {
   {
     tpg_tma_encode xe, we;
     /* The zoo-derived rule (lib/gemm_select.c, bench/zoo_rules.py). M = 128
-     * at 7168 -> 4096: 64 tiles of 128 x 64 for 132 SMs: stream-K, whole
-     * grid, counters + partial slots sized by tpg_sk_workspace_bytes. */
+     * at 7168 -> 4096: 64 units of two 64 x 64 tiles sharing W (64-row _c2),
+     * 128 CTAs: whole tiles, no workspace. Stream-K forced: the whole grid and
+     * a workspace. */
     CHECK(tpg_gemm_select_tma(128, 4096, 7168, TPG_KDT_BF16, TPG_EPI_RESIDUAL, 90, 132, 7168, 7168, 1, &l, &xe, &we,
                               why, sizeof why) == 0);
-    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_n64") == 0 && l.split_k == TPG_SPLITK_STREAM);
-    CHECK(l.grid[0] == 132 && xe.rank == 2 && we.rank == 2 && we.box[1] == 64 && xe.box[1] == 128);
-    CHECK(l.workspace_bytes == tpg_sk_workspace_bytes(64, 132, 64) && l.workspace_zeroed == 256);
+    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_m64_n64_c2") == 0 && l.split_k == 1 && l.workspace_bytes == 0);
+    CHECK(l.grid[0] == 128 && xe.rank == 2 && we.rank == 2 && we.box[1] == 32 && xe.box[1] == 64);
+    CHECK(tpg_gemm_select_tma(128, 4096, 7168, TPG_KDT_BF16, TPG_EPI_RESIDUAL, 90, 132, 7168, 7168, 2, &l, &xe, &we,
+                              why, sizeof why) == 0);
+    CHECK(l.split_k == TPG_SPLITK_STREAM && l.grid[0] == 132 && l.workspace_bytes > 0 && l.workspace_zeroed > 0);
+    /* SwiGLU has no 64-row _c2: 128 x 4096 x 4096 takes a plain tile */
+    CHECK(tpg_gemm_select_tma(128, 4096, 4096, TPG_KDT_BF16, TPG_EPI_SWIGLU, 90, 132, 4096, 4096, 1, &l, &xe, &we,
+                              why, sizeof why) == 0);
+    CHECK(strstr(l.kernel, "_c2") == NULL);
     /* streamk 0: whole tiles, no workspace, grid = tiles */
     CHECK(tpg_gemm_select_tma(128, 4096, 7168, TPG_KDT_BF16, TPG_EPI_RESIDUAL, 90, 132, 7168, 7168, 0, &l, &xe, &we,
                               why, sizeof why) == 0);
-    CHECK(l.split_k == 1 && l.workspace_bytes == 0 && l.workspace_zeroed == 0 && l.grid[0] == 64);
+    CHECK(l.split_k == 1 && l.workspace_bytes == 0 && l.workspace_zeroed == 0 && l.grid[0] == 128);
     /* 112 tiles of 128 x 128 at 8192 -> 14336 fill most SMs: whole tiles */
     CHECK(tpg_gemm_select_tma(128, 14336, 8192, TPG_KDT_BF16, TPG_EPI_BIAS_GELU, 90, 132, 8192, 8192, 1, &l, &xe, &we,
                               why, sizeof why) == 0);
@@ -148,10 +155,12 @@ int main(void) {
         CHECK(l.grid[0] >= 1 && l.grid[0] <= (l.split_k == TPG_SPLITK_STREAM || strstr(l.kernel, "tma") ? 132u : 1u << 30));
         CHECK(list[i].kind == TPG_GEMM_VAR_HEURISTIC || (list[i].kind == TPG_GEMM_VAR_TMA) == (xe.rank == 2));
         if (list[i].kind == TPG_GEMM_VAR_TMA) {
-          /* _c2: each CTA of the pair loads half of the W tile */
-          const unsigned wrows = (unsigned)list[i].bn / (list[i].cluster == 2 ? 2u : 1u);
-          CHECK(xe.box[1] == (unsigned)list[i].bm && (epi == TPG_EPI_SWIGLU ? we.box[3] * 16 : we.box[1]) == wrows);
-          CHECK(list[i].cluster != 2 || (l.grid[0] % 2 == 0 && strstr(l.kernel, "_c2") != NULL));
+          /* _c2: each CTA of the pair loads half of the W tile; _cn2: half of the X tile */
+          const unsigned wrows = (unsigned)list[i].bn / (list[i].cluster == 2 && !list[i].cluster_n ? 2u : 1u);
+          const unsigned xrows = (unsigned)list[i].bm / (list[i].cluster_n ? 2u : 1u);
+          CHECK(xe.box[1] == xrows && (epi == TPG_EPI_SWIGLU ? we.box[3] * 16 : we.box[1]) == wrows);
+          CHECK(list[i].cluster != 2 ||
+                (l.grid[0] % 2 == 0 && strstr(l.kernel, list[i].cluster_n ? "_cn2" : "_c2") != NULL));
           CHECK((l.split_k == TPG_SPLITK_STREAM) == (list[i].streamk != 0));
           CHECK((l.workspace_bytes != 0) == (list[i].streamk != 0));
           CHECK(l.smem_bytes <= 227 * 1024 && l.block[0] == 384);
@@ -229,11 +238,45 @@ int main(void) {
     {
       const int cnt = tpg_gemm_candidates(128, 4096, 4096, TPG_EPI_NONE, 90, 132, list, TPG_GEMM_MAX_CANDIDATES);
       int i, c2 = 0;
-      for (i = 0; i < cnt; ++i) c2 += list[i].cluster == 2;
+      for (i = 0; i < cnt; ++i) c2 += list[i].cluster == 2 && !list[i].cluster_n && list[i].bm == 128;
       CHECK(c2 == 0);
       CHECK(tpg_gemm_candidates(129, 4096, 4096, TPG_EPI_NONE, 90, 132, list, TPG_GEMM_MAX_CANDIDATES) <=
             TPG_GEMM_MAX_CANDIDATES);
     }
+    /* _cn2: pairs of N-tiles sharing X; each CTA loads half the X rows and its whole W tile */
+    CHECK(tpg_gemm_variant_parse("tma_m64_n64_cn2_sk", &v) == 0 && v.cluster == 2 && v.cluster_n == 1 && v.streamk == 1);
+    CHECK(tpg_gemm_select_variant(64, 4096, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, &v, &l, &xe, &we, why,
+                                  sizeof why) == 0);
+    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_m64_n64_cn2") == 0 && l.grid[0] == 132 && xe.box[1] == 32 &&
+          we.box[1] == 64 && l.split_k == TPG_SPLITK_STREAM);
+    /* 32 units (pairs of 64-wide N-tiles) of 64 K blocks: 2 * 32 tiles' counters */
+    CHECK(l.workspace_zeroed == 256);
+    CHECK(tpg_gemm_variant_parse("tma_m128_n128_cn2", &v) == 0 && v.cluster_n == 1 && v.streamk == 0);
+    CHECK(tpg_gemm_select_variant(100, 4096, 4096, TPG_KDT_F16, TPG_EPI_SWIGLU, 90, 132, 4096, 4096, &v, &l, &xe, &we,
+                                  why, sizeof why) == 0);
+    /* SwiGLU: 64 outputs a tile, 2 tiles a unit: 32 units */
+    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_f16_n128_cn2") == 0 && l.grid[0] == 64 && xe.box[1] == 64 &&
+          we.box[3] == 8);
+    CHECK(tpg_gemm_variant_parse("tma_m64_n256_cn2", &v) != 0);
+    /* _c2 with 64-row tiles: the pair's M-tiles share W, each CTA loading half of it */
+    CHECK(tpg_gemm_variant_parse("tma_m64_n64_c2_sk", &v) == 0 && v.cluster == 2 && v.cluster_n == 0);
+    CHECK(tpg_gemm_select_variant(128, 4096, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, &v, &l, &xe, &we, why,
+                                  sizeof why) == 0);
+    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_m64_n64_c2") == 0 && l.grid[0] == 132 && xe.box[1] == 64 &&
+          we.box[1] == 32);
+    CHECK(tpg_gemm_select_variant(128, 4096, 4096, TPG_KDT_BF16, TPG_EPI_SWIGLU, 90, 132, 4096, 4096, &v, &l, &xe, &we,
+                                  why, sizeof why) != 0 && strstr(why, "SwiGLU") != NULL);
+    CHECK(tpg_gemm_variant_parse("tma_m64_n256_c2", &v) != 0);
+    memset(&v, 0, sizeof v);
+    v.kind = TPG_GEMM_VAR_TMA;
+    v.bm = 64;
+    v.bn = 64;
+    v.cluster_n = 1; /* without cluster 2 */
+    CHECK(tpg_gemm_select_variant(64, 4096, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, &v, &l, &xe, &we,
+                                  why, sizeof why) != 0 && strstr(why, "cluster_n") != NULL);
+    v.cluster_n = 0;
+    v.bm = 128;
+    v.bn = 256;
     v.cluster = 3;
     v.kind = TPG_GEMM_VAR_TMA;
     CHECK(tpg_gemm_select_variant(512, 4096, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, &v, &l, &xe, &we,
