@@ -60,6 +60,148 @@ extern "C" __global__ void __launch_bounds__(512) ar_lab_nvl_write(const __grid_
   for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < nvec; i += (uint64_t)gridDim.x * blockDim.x)
     __stcg(dst + i, src[i]);
 }
+// ---- Round-1 probes (issue 14, 2 MiB): bulk (TMA) stores to the peer ----
+__device__ __forceinline__ uint32_t smem_u32(const void *p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void bulk_s2g(void *dst, const void *src_smem, uint32_t bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(smem_u32(src_smem)),
+               "r"(bytes)
+               : "memory");
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+// Copies n vectors of `in` from v (unsentinel'd) to dst[0..n) through shared
+// memory and bulk stores: CH vectors a chunk, NB buffers. Thread 0 issues.
+template <int CH, int NB>
+__device__ __forceinline__ void bulk_send(uint4 (*sm)[CH], uint32_t &k, const tpg_allreduce_args &a, uint64_t v,
+                                          uint64_t n, uint4 *dst, uint64_t full) {
+  for (uint64_t c = 0; c < n; c += CH, k++) {
+    const int buf = k % NB;
+    if (k >= NB) {
+      if (threadIdx.x == 0) bulk_wait_read<NB - 1>();
+      __syncthreads();
+    }
+    const uint64_t m = min((uint64_t)CH, n - c);
+    for (uint64_t t = threadIdx.x; t < m; t += blockDim.x) sm[buf][t] = unsentinel<__nv_bfloat16>(load_in<__nv_bfloat16>(a, v + c + t, full));
+    fence_async_smem();
+    __syncthreads();
+    if (threadIdx.x == 0) bulk_s2g(dst + c, sm[buf], (uint32_t)(m * 16));
+  }
+}
+
+// Raw write floor with bulk stores (no protocol), CH x NB shared buffers.
+template <int CH, int NB>
+__device__ void nvl_bulk(const tpg_allreduce_args &a) {
+  __shared__ __align__(128) uint4 sm[NB][CH];
+  const uint64_t nvec = a.count / 8;
+  const uint64_t per = (nvec + gridDim.x - 1) / gridDim.x;
+  const uint64_t v0 = min(nvec, per * blockIdx.x), v1 = min(nvec, v0 + per);
+  uint4 *dst = reinterpret_cast<uint4 *>(a.flags[1 - a.rank]);
+  uint32_t k = 0;
+  bulk_send<CH, NB>(sm, k, a, v0, v1 - v0, dst + v0, nvec);
+  if (threadIdx.x == 0) bulk_wait_read<0>();
+}
+extern "C" __global__ void __launch_bounds__(512) ar_lab_nvl_bulk1k(const __grid_constant__ tpg_allreduce_args a) {
+  nvl_bulk<1024, 2>(a);
+}
+extern "C" __global__ void __launch_bounds__(512) ar_lab_nvl_bulk256(const __grid_constant__ tpg_allreduce_args a) {
+  nvl_bulk<256, 4>(a);
+}
+
+// push1 (bf16, 2 ranks) with phase 1 as bulk stores of the block's window.
+template <int CH, int NB>
+__device__ void push_bulk(const tpg_allreduce_args &a) {
+  typedef __nv_bfloat16 T;
+  constexpr int V = 8, UP = 2;
+  __shared__ __align__(128) uint4 sm[NB][CH];
+  const uint4 SENT = make_uint4(0x80008000u, 0x80008000u, 0x80008000u, 0x80008000u);
+  __shared__ uint32_t s_epoch;
+  const int b = blockIdx.x, nb = gridDim.x, me = a.rank, peer = 1 - a.rank;
+  const uint64_t slotv = (a.slot_bytes & ~15ull) / 16;
+  const uint64_t S = slotv / nb;
+  const uint64_t nvec = (a.count + V - 1) / V, full = a.count / V;
+  uint64_t v0, v1, f0, f1;
+  tpg::block_range<T>(a.count, a.epi, b, nb, nvec, v0, v1);
+  tpg::block_range<T>(a.count, a.epi, 0, nb, nvec, f0, f1);
+  const uint32_t rounds = f1 - f0 <= S ? 1u : (uint32_t)((f1 - f0 + S - 1) / S);
+  uint4 *mine = static_cast<uint4 *>(a.staging[me]) + b * S;
+  uint4 *theirs = static_cast<uint4 *>(a.staging[peer]) + b * S;
+  T *out = static_cast<T *>(a.out);
+  if (threadIdx.x == 0) s_epoch = a.epochs[b] + 1;
+  __syncthreads();
+  const uint32_t e0 = s_epoch;
+  uint64_t deadline = 0;
+  bool failed = false;
+  uint32_t k = 0;
+  for (uint32_t r = 0; r < rounds; r++) {
+    const uint32_t e = e0 + r;
+    const uint64_t half = ((e & 1u) ? a.slot_bytes : 0) / 16;
+    const uint64_t r0 = v0 + (uint64_t)r * S, r1 = min(v1, r0 + S);
+    if (r > 0) {
+      __threadfence();
+      fence_async_smem();
+      if (__syncthreads_or(failed)) break;
+    }
+    if (r1 > r0) bulk_send<CH, NB>(sm, k, a, r0, r1 - r0, theirs + half, full);
+    if (r == 0) deadline = now_ns() + a.timeout_ns;
+    for (uint64_t j0 = r0 + threadIdx.x; j0 < r1 && !failed; j0 += blockDim.x * UP) {
+      uint4 pown[UP], ppeer[UP];  // separate arrays: indexing by rank put them in local memory
+#pragma unroll
+      for (int u = 0; u < UP; u++) {
+        const uint64_t i = j0 + u * blockDim.x;
+        if (i >= r1) break;
+        pown[u] = unsentinel<T>(load_in<T>(a, i, full));
+        ppeer[u] = ld_volatile(mine + half + (i - r0));
+      }
+#pragma unroll
+      for (int u = 0; u < UP; u++) {
+        const uint64_t i = j0 + u * blockDim.x;
+        if (i >= r1 || failed) break;
+        ppeer[u] = wait_arrived<T>(mine + half + (i - r0), ppeer[u], deadline, a.status, failed);
+        if (failed) break;
+        float acc[V];
+#pragma unroll
+        for (int kk = 0; kk < V; kk++) acc[kk] = 0.f;
+        {  // two fp32 addends: a + b == b + a, so both ranks get the same bits in any order
+          const T *t0 = reinterpret_cast<const T *>(&pown[u]);
+          const T *t1 = reinterpret_cast<const T *>(&ppeer[u]);
+#pragma unroll
+          for (int kk = 0; kk < V; kk++) acc[kk] += tf<T>(t0[kk]) + tf<T>(t1[kk]);
+        }
+        if (i < full) {
+          tpg::epi_store<T>(a.epi, out, i, acc);
+        } else {
+          const int rem = (int)(a.count - full * V);
+#pragma unroll
+          for (int kk = 0; kk < V; kk++)
+            if (kk < rem) out[full * V + kk] = ft<T>(acc[kk]);
+        }
+        mine[half + (i - r0)] = SENT;
+      }
+    }
+  }
+  if (threadIdx.x == 0) bulk_wait_read<0>();
+  if (failed) *a.status = 1u;
+  const bool any_failed = __syncthreads_or(failed);
+  if (!any_failed && tpg::epi_norm(a.epi)) {
+    const uint64_t vpr = a.epi.hidden / V;
+    tpg::epi_norm_rows<T>(a.epi, out, v0 / vpr, v1 / vpr);
+  }
+  if (threadIdx.x == 0) a.epochs[b] = e0 + rounds - 1;
+}
+extern "C" __global__ void __launch_bounds__(512) ar_lab_push_bulk1k(const __grid_constant__ tpg_allreduce_args a) {
+  push_bulk<1024, 2>(a);
+}
+extern "C" __global__ void __launch_bounds__(512) ar_lab_push_bulk256(const __grid_constant__ tpg_allreduce_args a) {
+  push_bulk<256, 4>(a);
+}
+
 static const size_t MAXB = (size_t)16 << 20;             // largest message
 static const size_t SLOT = ((size_t)16 << 20) + (64 << 10);  // one parity half: R slots of MAXB + padding
 static int OPS = 20, REPS = 50;
@@ -283,11 +425,19 @@ int main(int argc, char **argv) {
     k++;
   }
   vs.push_back({"push128x512big", 2, tpg_allreduce_push, 128, 512, 0});  // one round up to 16 MiB
-  vs.push_back({"pushlate128x512", 2, ar_lab_push_late, 128, 512, LIB});
-  vs.push_back({"pushns100_128x512", 2, ar_lab_push_ns100, 128, 512, LIB});
+  vs.push_back({"pbulk1k128x512", 2, ar_lab_push_bulk1k, 128, 512, LIB});
+  vs.push_back({"pbulk1k64x512", 4, ar_lab_push_bulk1k, 64, 512, LIB});
+  vs.push_back({"pbulk256_128x256", 5, ar_lab_push_bulk256, 128, 256, LIB});
+  vs.push_back({"pbulk256_264x256", 6, ar_lab_push_bulk256, 264, 256, LIB});
   const size_t nchecked = vs.size();
   vs.push_back({"ref:nop132x512", 3, ar_lab_nop, 132, 512, 0});
   vs.push_back({"ref:nvlwr132x512", 3, ar_lab_nvl_write, 132, 512, 0});
+  vs.push_back({"ref:nvlwr264x512", 3, ar_lab_nvl_write, 264, 512, 0});
+  vs.push_back({"ref:nvlwr528x256", 3, ar_lab_nvl_write, 528, 256, 0});
+  vs.push_back({"ref:bulk1k64", 3, ar_lab_nvl_bulk1k, 64, 512, 0});
+  vs.push_back({"ref:bulk1k132", 3, ar_lab_nvl_bulk1k, 132, 512, 0});
+  vs.push_back({"ref:bulk256_132", 3, ar_lab_nvl_bulk256, 132, 256, 0});
+  vs.push_back({"ref:bulk256_264", 3, ar_lab_nvl_bulk256, 264, 256, 0});
 
   // Correctness first: sizes with tails, both parities, in place and not.
   int fails = 0;
