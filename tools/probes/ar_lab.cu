@@ -202,6 +202,20 @@ extern "C" __global__ void __launch_bounds__(512) ar_lab_push_bulk256(const __gr
   push_bulk<256, 4>(a);
 }
 
+// push1 as the secondary of programmatic dependent launch: the blocks become
+// resident and wait while the previous node drains (how much of the fixed
+// per-node cost is launch).
+extern "C" __global__ void __launch_bounds__(512) ar_lab_push_pdl(const __grid_constant__ tpg_allreduce_args a) {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  push1<__nv_bfloat16, 2>(a);
+}
+extern "C" __global__ void __launch_bounds__(512) ar_lab_push_bulk_pdl(const __grid_constant__ tpg_allreduce_args a) {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  push_bulk<1024, 2>(a);
+}
+
 static const size_t MAXB = (size_t)16 << 20;             // largest message
 static const size_t SLOT = ((size_t)16 << 20) + (64 << 10);  // one parity half: R slots of MAXB + padding
 static int OPS = 20, REPS = 50;
@@ -243,12 +257,26 @@ struct Variant {
   void (*kern)(tpg_allreduce_args);
   int grid, block;
   size_t slot;  // 0: SLOT; the library's 4 MiB makes push run in rounds above 4 MiB at TP 2
+  int pdl;      // launched with programmatic stream serialization
 };
 
 static void launch(const Variant &v, int r, const void *in, void *out, size_t count) {
   tpg_allreduce_args a = make_args(r, v.kind, in, out, count, v.slot);
   void *args[] = {&a};
-  CK(cudaLaunchKernel((const void *)v.kern, dim3(v.grid), dim3(v.block), args, 0, rk[r].s));
+  if (!v.pdl) {
+    CK(cudaLaunchKernel((const void *)v.kern, dim3(v.grid), dim3(v.block), args, 0, rk[r].s));
+    return;
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(v.grid);
+  cfg.blockDim = dim3(v.block);
+  cfg.stream = rk[r].s;
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = 1;
+  CK(cudaLaunchKernelExC(&cfg, (const void *)v.kern, args));
 }
 
 static uint16_t f2bf(float f) {
@@ -429,6 +457,8 @@ int main(int argc, char **argv) {
   vs.push_back({"pbulk1k64x512", 4, ar_lab_push_bulk1k, 64, 512, LIB});
   vs.push_back({"pbulk256_128x256", 5, ar_lab_push_bulk256, 128, 256, LIB});
   vs.push_back({"pbulk256_264x256", 6, ar_lab_push_bulk256, 264, 256, LIB});
+  vs.push_back({"pushpdl128x512", 2, ar_lab_push_pdl, 128, 512, LIB, 1});
+  vs.push_back({"pbulkpdl128x512", 2, ar_lab_push_bulk_pdl, 128, 512, LIB, 1});
   const size_t nchecked = vs.size();
   vs.push_back({"ref:nop132x512", 3, ar_lab_nop, 132, 512, 0});
   vs.push_back({"ref:nvlwr132x512", 3, ar_lab_nvl_write, 132, 512, 0});
