@@ -124,9 +124,10 @@ typedef struct tpg_ar_epi {
  * two-shot kernel uses staging[] as its scatter area and gather[] as its
  * gather area, each two halves of slot_bytes. */
 #define TPG_AR_MAX_RANKS 8
-#define TPG_AR_MAX_BLOCKS 128   /* epoch counters and flag columns per kernel  */
+#define TPG_AR_MAX_BLOCKS 128   /* flag columns per kernel; two-shot's grid limit */
+#define TPG_AR_EPOCHS 512       /* epoch counters per kernel (>= every grid)    */
 #define TPG_AR_ONESHOT_BLOCKS 64 /* the one-shot kernels' fixed grid            */
-#define TPG_AR_PUSH_BLOCKS 128   /* tpg_allreduce_push's fixed grid (x 512 threads) */
+#define TPG_AR_PUSH_BLOCKS 264   /* tpg_allreduce_push's fixed grid (x 256 threads: 2 per SM) */
 typedef struct tpg_allreduce_args {
   const void *in;       /* count elements, 16-byte aligned (may equal out) */
   void *out;

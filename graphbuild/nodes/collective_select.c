@@ -110,8 +110,10 @@ tpg_status tpg_allreduce_select(tpg_comm *c, const tpg_allreduce_tuning *t, tpg_
    * the one-shot kernels'); the two-shot grid is a tuning value that must be
    * the same on every rank (the fingerprint compares it). */
   out->grid = k == TPG_PEER_TWOSHOT ? t->twoshot_blocks : k == TPG_PEER_PUSH ? TPG_AR_PUSH_BLOCKS : TPG_AR_ONESHOT_BLOCKS;
-  /* Two-shot and push: 512 threads, so a block keeps more remote stores and
-   * polls in flight; the small push and pull kernels: 256. */
-  out->block = k == TPG_PEER_TWOSHOT || k == TPG_PEER_PUSH ? 512 : 256;
+  /* Two-shot: 512 threads, so a block keeps more remote stores and polls in
+   * flight. Push: 264 x 256 (two blocks per SM, each sending its window by
+   * bulk copies while its threads poll; ar_lab, 2026-11-30 rounds 1-2, see
+   * docs/performance.md). The small push and pull kernels: 256. */
+  out->block = k == TPG_PEER_TWOSHOT ? 512 : 256;
   return TPG_SUCCESS;
 }

@@ -38,155 +38,119 @@
 
 enum { R = 2 };
 
-// Reference points, not all-reduces: an empty kernel (the graph's per-node
-// cost) and a plain copy of the message into the peer's scratch (NVLink
-// write bandwidth with no protocol and no waiting).
-// push1 reading the epoch before its first loads (the form before EARLY).
-extern "C" __global__ void __launch_bounds__(512) ar_lab_push_late(const __grid_constant__ tpg_allreduce_args a) {
-  push1<__nv_bfloat16, 2, false>(a);
-}
-// push1 sleeping between polls.
-extern "C" __global__ void __launch_bounds__(512) ar_lab_push_ns100(const __grid_constant__ tpg_allreduce_args a) {
-  push1<__nv_bfloat16, 2, true, 100>(a);
-}
-extern "C" __global__ void __launch_bounds__(512) ar_lab_push_ns400(const __grid_constant__ tpg_allreduce_args a) {
-  push1<__nv_bfloat16, 2, true, 400>(a);
-}
-extern "C" __global__ void ar_lab_nop(const __grid_constant__ tpg_allreduce_args a) {}
-extern "C" __global__ void __launch_bounds__(512) ar_lab_nvl_write(const __grid_constant__ tpg_allreduce_args a) {
-  const uint64_t nvec = a.count / 8;
-  uint4 *dst = reinterpret_cast<uint4 *>(a.flags[1 - a.rank]);
-  const uint4 *src = static_cast<const uint4 *>(a.in);
-  for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < nvec; i += (uint64_t)gridDim.x * blockDim.x)
-    __stcg(dst + i, src[i]);
-}
-// ---- Round-1 probes (issue 14, 2 MiB): bulk (TMA) stores to the peer ----
-__device__ __forceinline__ uint32_t smem_u32(const void *p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void bulk_s2g(void *dst, const void *src_smem, uint32_t bytes) {
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(smem_u32(src_smem)),
-               "r"(bytes)
-               : "memory");
-  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void bulk_wait_read() {
-  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
-}
-__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
-
-// Copies n vectors of `in` from v (unsentinel'd) to dst[0..n) through shared
-// memory and bulk stores: CH vectors a chunk, NB buffers. Thread 0 issues.
-template <int CH, int NB>
-__device__ __forceinline__ void bulk_send(uint4 (*sm)[CH], uint32_t &k, const tpg_allreduce_args &a, uint64_t v,
-                                          uint64_t n, uint4 *dst, uint64_t full) {
-  for (uint64_t c = 0; c < n; c += CH, k++) {
-    const int buf = k % NB;
-    if (k >= NB) {
-      if (threadIdx.x == 0) bulk_wait_read<NB - 1>();
-      __syncthreads();
-    }
-    const uint64_t m = min((uint64_t)CH, n - c);
-    for (uint64_t t = threadIdx.x; t < m; t += blockDim.x) sm[buf][t] = unsentinel<__nv_bfloat16>(load_in<__nv_bfloat16>(a, v + c + t, full));
-    fence_async_smem();
-    __syncthreads();
-    if (threadIdx.x == 0) bulk_s2g(dst + c, sm[buf], (uint32_t)(m * 16));
-  }
-}
-
-// Raw write floor with bulk stores (no protocol), CH x NB shared buffers.
-template <int CH, int NB>
-__device__ void nvl_bulk(const tpg_allreduce_args &a) {
-  __shared__ __align__(128) uint4 sm[NB][CH];
-  const uint64_t nvec = a.count / 8;
-  const uint64_t per = (nvec + gridDim.x - 1) / gridDim.x;
-  const uint64_t v0 = min(nvec, per * blockIdx.x), v1 = min(nvec, v0 + per);
-  uint4 *dst = reinterpret_cast<uint4 *>(a.flags[1 - a.rank]);
-  uint32_t k = 0;
-  bulk_send<CH, NB>(sm, k, a, v0, v1 - v0, dst + v0, nvec);
-  if (threadIdx.x == 0) bulk_wait_read<0>();
-}
-extern "C" __global__ void __launch_bounds__(512) ar_lab_nvl_bulk1k(const __grid_constant__ tpg_allreduce_args a) {
-  nvl_bulk<1024, 2>(a);
-}
-extern "C" __global__ void __launch_bounds__(512) ar_lab_nvl_bulk256(const __grid_constant__ tpg_allreduce_args a) {
-  nvl_bulk<256, 4>(a);
-}
-
-// push1 (bf16, 2 ranks) with phase 1 as bulk stores of the block's window.
-template <int CH, int NB>
-__device__ void push_bulk(const tpg_allreduce_args &a) {
-  typedef __nv_bfloat16 T;
-  constexpr int V = 8, UP = 2;
-  __shared__ __align__(128) uint4 sm[NB][CH];
+// The push kernel's earlier form (each thread stores its vectors into the
+// peer's slot with st.global), kept here for the A/B against the bulk form.
+template <typename T, int MR, bool EARLY = true, int NS = 0>
+__device__ void push_st1(const tpg_allreduce_args &a) {
+  constexpr int V = 16 / sizeof(T);
+  constexpr int U = MR <= 4 ? 4 : 2;  // vectors a thread loads before storing them
+  constexpr int UP = MR <= 2 ? 2 : 1;  // vectors a thread polls at once (registers: UP x MR vectors)
   const uint4 SENT = make_uint4(0x80008000u, 0x80008000u, 0x80008000u, 0x80008000u);
   __shared__ uint32_t s_epoch;
-  const int b = blockIdx.x, nb = gridDim.x, me = a.rank, peer = 1 - a.rank;
-  const uint64_t slotv = (a.slot_bytes & ~15ull) / 16;
-  const uint64_t S = slotv / nb;
+  const int b = blockIdx.x, nb = gridDim.x, R = a.nranks, me = a.rank;
+  const uint64_t slotv = ((a.slot_bytes / (R - 1)) & ~15ull) / 16;  // vectors per peer slot
+  const uint64_t S = slotv / nb;                                       // this block's window
   const uint64_t nvec = (a.count + V - 1) / V, full = a.count / V;
   uint64_t v0, v1, f0, f1;
   tpg::block_range<T>(a.count, a.epi, b, nb, nvec, v0, v1);
-  tpg::block_range<T>(a.count, a.epi, 0, nb, nvec, f0, f1);
+  tpg::block_range<T>(a.count, a.epi, 0, nb, nvec, f0, f1);  // block 0's range is the longest
   const uint32_t rounds = f1 - f0 <= S ? 1u : (uint32_t)((f1 - f0 + S - 1) / S);
+  const uint64_t bd = blockDim.x;
   uint4 *mine = static_cast<uint4 *>(a.staging[me]) + b * S;
-  uint4 *theirs = static_cast<uint4 *>(a.staging[peer]) + b * S;
   T *out = static_cast<T *>(a.out);
+
+  uint4 vv[U];
+  auto load_u = [&](uint64_t base, uint64_t end) {
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const uint64_t i = base + u * bd;
+      if (i < end) vv[u] = unsentinel<T>(load_in<T>(a, i, full));
+    }
+  };
+  const uint64_t first_end = min(v1, v0 + S);
+  if (EARLY) load_u(v0 + threadIdx.x, first_end);
   if (threadIdx.x == 0) s_epoch = a.epochs[b] + 1;
   __syncthreads();
   const uint32_t e0 = s_epoch;
   uint64_t deadline = 0;
   bool failed = false;
-  uint32_t k = 0;
   for (uint32_t r = 0; r < rounds; r++) {
     const uint32_t e = e0 + r;
-    const uint64_t half = ((e & 1u) ? a.slot_bytes : 0) / 16;
-    const uint64_t r0 = v0 + (uint64_t)r * S, r1 = min(v1, r0 + S);
+    const uint64_t half = ((e & 1u) ? a.slot_bytes : 0) / 16;  // in vectors
+    const uint64_t r0 = v0 + (uint64_t)r * S, r1 = min(v1, r0 + S);  // this round's vectors
     if (r > 0) {
+      // The resets of the last round are done (fence: at this GPU's L2,
+      // before the data that lets the peer write into that half again).
       __threadfence();
-      fence_async_smem();
       if (__syncthreads_or(failed)) break;
     }
-    if (r1 > r0) bulk_send<CH, NB>(sm, k, a, r0, r1 - r0, theirs + half, full);
+    // Phase 1: this round's vectors to every peer.
+    uint64_t i0 = r0 + threadIdx.x;
+    if (!EARLY || r > 0) load_u(i0, r1);
+    while (i0 < r1) {
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        const uint64_t i = i0 + u * bd;
+        if (i >= r1) break;
+#pragma unroll
+        for (int q = 0; q < MR; q++)
+          if (q < R && q != me)
+            __stcg(static_cast<uint4 *>(a.staging[q]) + half + ((me - q - 1 + R) % R) * slotv + b * S + (i - r0),
+                   vv[u]);
+      }
+      i0 += bd * U;
+      if (i0 < r1) load_u(i0, r1);
+    }
+    // Phase 2: own data from `in`, the peers' from this rank's window.
     if (r == 0) deadline = now_ns() + a.timeout_ns;
-    for (uint64_t j0 = r0 + threadIdx.x; j0 < r1 && !failed; j0 += blockDim.x * UP) {
-      uint4 pown[UP], ppeer[UP];  // separate arrays: indexing by rank put them in local memory
+    for (uint64_t j0 = r0 + threadIdx.x; j0 < r1 && !failed; j0 += bd * UP) {
+      uint4 pv[UP][MR];
 #pragma unroll
       for (int u = 0; u < UP; u++) {
-        const uint64_t i = j0 + u * blockDim.x;
+        const uint64_t i = j0 + u * bd;
         if (i >= r1) break;
-        pown[u] = unsentinel<T>(load_in<T>(a, i, full));
-        ppeer[u] = ld_volatile(mine + half + (i - r0));
+#pragma unroll
+        for (int q = 0; q < MR; q++) {
+          if (q >= R) break;
+          pv[u][q] = q == me ? unsentinel<T>(load_in<T>(a, i, full))
+                             : ld_volatile(mine + half + ((q - me - 1 + R) % R) * slotv + (i - r0));
+        }
       }
 #pragma unroll
       for (int u = 0; u < UP; u++) {
-        const uint64_t i = j0 + u * blockDim.x;
+        const uint64_t i = j0 + u * bd;
         if (i >= r1 || failed) break;
-        ppeer[u] = wait_arrived<T>(mine + half + (i - r0), ppeer[u], deadline, a.status, failed);
-        if (failed) break;
         float acc[V];
 #pragma unroll
-        for (int kk = 0; kk < V; kk++) acc[kk] = 0.f;
-        {  // two fp32 addends: a + b == b + a, so both ranks get the same bits in any order
-          const T *t0 = reinterpret_cast<const T *>(&pown[u]);
-          const T *t1 = reinterpret_cast<const T *>(&ppeer[u]);
+        for (int k = 0; k < V; k++) acc[k] = 0.f;
 #pragma unroll
-          for (int kk = 0; kk < V; kk++) acc[kk] += tf<T>(t0[kk]) + tf<T>(t1[kk]);
+        for (int q = 0; q < MR; q++) {
+          if (q >= R) break;
+          uint4 v = pv[u][q];
+          if (q != me) {
+            v = wait_arrived<T, NS>(mine + half + ((q - me - 1 + R) % R) * slotv + (i - r0), v, deadline, a.status,
+                                    failed);
+            if (failed) break;
+          }
+          const T *t = reinterpret_cast<const T *>(&v);
+#pragma unroll
+          for (int k = 0; k < V; k++) acc[k] += tf<T>(t[k]);
         }
+        if (failed) break;
         if (i < full) {
           tpg::epi_store<T>(a.epi, out, i, acc);
         } else {
           const int rem = (int)(a.count - full * V);
 #pragma unroll
-          for (int kk = 0; kk < V; kk++)
-            if (kk < rem) out[full * V + kk] = ft<T>(acc[kk]);
+          for (int k = 0; k < V; k++)
+            if (k < rem) out[full * V + k] = ft<T>(acc[k]);
         }
-        mine[half + (i - r0)] = SENT;
+#pragma unroll
+        for (int j = 0; j < MR - 1; j++)
+          if (j < R - 1) mine[half + j * slotv + (i - r0)] = SENT;  // ready for epoch e+2
       }
     }
   }
-  if (threadIdx.x == 0) bulk_wait_read<0>();
   if (failed) *a.status = 1u;
   const bool any_failed = __syncthreads_or(failed);
   if (!any_failed && tpg::epi_norm(a.epi)) {
@@ -195,25 +159,38 @@ __device__ void push_bulk(const tpg_allreduce_args &a) {
   }
   if (threadIdx.x == 0) a.epochs[b] = e0 + rounds - 1;
 }
-extern "C" __global__ void __launch_bounds__(512) ar_lab_push_bulk1k(const __grid_constant__ tpg_allreduce_args a) {
-  push_bulk<1024, 2>(a);
-}
-extern "C" __global__ void __launch_bounds__(512) ar_lab_push_bulk256(const __grid_constant__ tpg_allreduce_args a) {
-  push_bulk<256, 4>(a);
-}
 
+extern "C" __global__ void __launch_bounds__(512) ar_lab_push_st(const __grid_constant__ tpg_allreduce_args a) {
+  push_st1<__nv_bfloat16, 2>(a);
+}
+// The library's push with other chunk shapes.
+extern "C" __global__ void __launch_bounds__(512) ar_lab_push_c128x8(const __grid_constant__ tpg_allreduce_args a) {
+  push_by_ranks<128, 8>(a);
+}
+extern "C" __global__ void __launch_bounds__(512) ar_lab_push_c512x2(const __grid_constant__ tpg_allreduce_args a) {
+  push_by_ranks<512, 2>(a);
+}
+extern "C" __global__ void __launch_bounds__(512) ar_lab_push_c1024x2(const __grid_constant__ tpg_allreduce_args a) {
+  push_by_ranks<1024, 2>(a);
+}
+// Reference points, not all-reduces: an empty kernel (the graph's per-node
+// cost) and a plain copy of the message into the peer's scratch (NVLink
+// write bandwidth with no protocol and no waiting).
+extern "C" __global__ void ar_lab_nop(const __grid_constant__ tpg_allreduce_args a) {}
+extern "C" __global__ void __launch_bounds__(512) ar_lab_nvl_write(const __grid_constant__ tpg_allreduce_args a) {
+  const uint64_t nvec = a.count / 8;
+  uint4 *dst = reinterpret_cast<uint4 *>(a.flags[1 - a.rank]);
+  const uint4 *src = static_cast<const uint4 *>(a.in);
+  for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < nvec; i += (uint64_t)gridDim.x * blockDim.x)
+    __stcg(dst + i, src[i]);
+}
 // push1 as the secondary of programmatic dependent launch: the blocks become
 // resident and wait while the previous node drains (how much of the fixed
 // per-node cost is launch).
 extern "C" __global__ void __launch_bounds__(512) ar_lab_push_pdl(const __grid_constant__ tpg_allreduce_args a) {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   asm volatile("griddepcontrol.wait;" ::: "memory");
-  push1<__nv_bfloat16, 2>(a);
-}
-extern "C" __global__ void __launch_bounds__(512) ar_lab_push_bulk_pdl(const __grid_constant__ tpg_allreduce_args a) {
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  push_bulk<1024, 2>(a);
+  push_by_ranks<256, 4>(a);
 }
 
 static const size_t MAXB = (size_t)16 << 20;             // largest message
@@ -444,30 +421,24 @@ int main(int argc, char **argv) {
   const size_t LIB = (size_t)4 << 20;  // lib/peer.c's slot
   vs.push_back({"lamport64x256", 0, tpg_allreduce_lamport, 64, 256, 0});
   vs.push_back({"twoshot128x512", 1, tpg_allreduce_twoshot, 128, 512, 0});
-  static const int grids[][2] = {{64, 512}, {128, 256}, {128, 512}, {132, 512}, {264, 256}};
+  vs.push_back({"st128x512", 2, ar_lab_push_st, 128, 512, LIB});  // the merged tree's push
+  vs.push_back({"st264x256", 2, ar_lab_push_st, 264, 256, LIB});
+  static const int grids[][2] = {{132, 256}, {264, 256}, {264, 128}, {528, 128}, {132, 512}};
   static char names[32][32];
   int k = 0;
   for (auto &gb : grids) {
     snprintf(names[k], sizeof names[k], "push%dx%d", gb[0], gb[1]);
-    vs.push_back({names[k], 2, tpg_allreduce_push, gb[0], gb[1], LIB});
+    vs.push_back({names[k], 4, tpg_allreduce_push, gb[0], gb[1], LIB});
     k++;
   }
-  vs.push_back({"push128x512big", 2, tpg_allreduce_push, 128, 512, 0});  // one round up to 16 MiB
-  vs.push_back({"pbulk1k128x512", 2, ar_lab_push_bulk1k, 128, 512, LIB});
-  vs.push_back({"pbulk1k64x512", 4, ar_lab_push_bulk1k, 64, 512, LIB});
-  vs.push_back({"pbulk256_128x256", 5, ar_lab_push_bulk256, 128, 256, LIB});
-  vs.push_back({"pbulk256_264x256", 6, ar_lab_push_bulk256, 264, 256, LIB});
-  vs.push_back({"pushpdl128x512", 2, ar_lab_push_pdl, 128, 512, LIB, 1});
-  vs.push_back({"pbulkpdl128x512", 2, ar_lab_push_bulk_pdl, 128, 512, LIB, 1});
+  vs.push_back({"c128x8_264x256", 4, ar_lab_push_c128x8, 264, 256, LIB});
+  vs.push_back({"c512x2_264x512", 4, ar_lab_push_c512x2, 264, 512, LIB});
+  vs.push_back({"c1024x2_128x512", 4, ar_lab_push_c1024x2, 128, 512, LIB});
+  vs.push_back({"push264x256big", 4, tpg_allreduce_push, 264, 256, 0});  // one round up to 16 MiB
+  vs.push_back({"pushpdl264x256", 4, ar_lab_push_pdl, 264, 256, LIB, 1});
   const size_t nchecked = vs.size();
   vs.push_back({"ref:nop132x512", 3, ar_lab_nop, 132, 512, 0});
   vs.push_back({"ref:nvlwr132x512", 3, ar_lab_nvl_write, 132, 512, 0});
-  vs.push_back({"ref:nvlwr264x512", 3, ar_lab_nvl_write, 264, 512, 0});
-  vs.push_back({"ref:nvlwr528x256", 3, ar_lab_nvl_write, 528, 256, 0});
-  vs.push_back({"ref:bulk1k64", 3, ar_lab_nvl_bulk1k, 64, 512, 0});
-  vs.push_back({"ref:bulk1k132", 3, ar_lab_nvl_bulk1k, 132, 512, 0});
-  vs.push_back({"ref:bulk256_132", 3, ar_lab_nvl_bulk256, 132, 256, 0});
-  vs.push_back({"ref:bulk256_264", 3, ar_lab_nvl_bulk256, 264, 256, 0});
 
   // Correctness first: sizes with tails, both parities, in place and not.
   int fails = 0;
