@@ -716,6 +716,7 @@ __device__ void twoshot(const tpg_allreduce_args &a) {
 // CTAs never keep one of ours (or, by the same argument on the peer, a
 // peer's) from being scheduled.
 extern "C" __global__ void __launch_bounds__(256) tpg_allreduce_lamport(const __grid_constant__ tpg_allreduce_args a) {
+  tpg::pdl_wait();  // a programmatic secondary: the previous node has completed past here
   tpg::pdl_launch_dependents();
   switch (a.dtype) {
     case TPG_KDT_F32: lamport<float>(a); break;
@@ -725,6 +726,7 @@ extern "C" __global__ void __launch_bounds__(256) tpg_allreduce_lamport(const __
 }
 
 extern "C" __global__ void __launch_bounds__(256) tpg_allreduce_oneshot(const __grid_constant__ tpg_allreduce_args a) {
+  tpg::pdl_wait();  // a programmatic secondary: the previous node has completed past here
   tpg::pdl_launch_dependents();
   switch (a.dtype) {
     case TPG_KDT_F32: oneshot<float>(a); break;
@@ -734,6 +736,7 @@ extern "C" __global__ void __launch_bounds__(256) tpg_allreduce_oneshot(const __
 }
 
 extern "C" __global__ void __launch_bounds__(512) tpg_allreduce_twoshot(const __grid_constant__ tpg_allreduce_args a) {
+  tpg::pdl_wait();  // a programmatic secondary: the previous node has completed past here
   tpg::pdl_launch_dependents();
   switch (a.dtype) {
     case TPG_KDT_F32: twoshot<float>(a); break;
@@ -761,6 +764,7 @@ __device__ __forceinline__ void push_by_ranks(const tpg_allreduce_args &a) {
 // buffers: at 2 MiB on 264 blocks a block's ~8 KiB leaves in two bulk
 // copies (ar_lab: 256 x 4 ahead of 1024 x 2).
 extern "C" __global__ void __launch_bounds__(512) tpg_allreduce_push(const __grid_constant__ tpg_allreduce_args a) {
+  tpg::pdl_wait();  // a programmatic secondary: the previous node has completed past here
   tpg::pdl_launch_dependents();
   push_by_ranks<256, 4>(a);
 }
