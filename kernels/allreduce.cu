@@ -415,7 +415,16 @@ __device__ __forceinline__ void fence_async_global() { TPG_BULK_ASM("fence.proxy
 // CH x NB: the shared chunk buffers of the send phase (vectors, buffers),
 // sm: the kernel's one such array (declared there: a __shared__ array here
 // would be one per dtype and rank-count instance, 9 x the memory).
-template <typename T, int MR, int CH, int NB>
+// OWN_SM: phase 2 takes this rank's own vectors from the chunk buffers
+// (still there when the round fits in them) instead of reading `in` again.
+// Which of a rank's R-1 receive slots serves a peer: x mod R, x in [1, 2R).
+// At 2 ranks there is one slot: no integer division per vector.
+template <int MR> __device__ __forceinline__ int peer_slot(int x, int R) { return MR == 2 ? 0 : x % R; }
+
+// WAIT_ALL: end by waiting for the bulk stores to complete, not only to
+// have read shared memory (ar_lab's A/B; a completion wait would also hang
+// on a peer whose memory is gone).
+template <typename T, int MR, int CH, int NB, bool OWN_SM = false, bool WAIT_ALL = false>
 __device__ void push1(const tpg_allreduce_args &a, uint4 (*sm)[CH]) {
   constexpr int V = 16 / sizeof(T);
   constexpr int UP = MR <= 2 ? 2 : 1;  // vectors a thread polls at once (registers: UP x MR vectors)
@@ -443,6 +452,8 @@ __device__ void push1(const tpg_allreduce_args &a, uint4 (*sm)[CH]) {
     const uint32_t e = e0 + r;
     const uint64_t half = ((e & 1u) ? a.slot_bytes : 0) / 16;  // in vectors
     const uint64_t r0 = v0 + (uint64_t)r * S, r1 = min(v1, r0 + S);  // this round's vectors
+    const uint32_t k0 = k;  // the round's first chunk
+    (void)k0;
     if (r > 0) {
       // The resets of the last round are done (fences: at this GPU's L2,
       // and ordered before the bulk stores that let the peer write into
@@ -459,7 +470,7 @@ __device__ void push1(const tpg_allreduce_args &a, uint4 (*sm)[CH]) {
       const uint4 v = unsentinel<T>(load_in<T>(a, i, full));
       for (int q = 0; q < MR; q++)
         if (q < R && q != me)
-          __stcg(static_cast<uint4 *>(a.staging[q]) + half + ((me - q - 1 + R) % R) * slotv + b * S + (i - r0), v);
+          __stcg(static_cast<uint4 *>(a.staging[q]) + half + peer_slot<MR>(me - q - 1 + R, R) * slotv + b * S + (i - r0), v);
     }
 #else
     for (uint64_t c = r0; c < r1; c += CH, k++) {
@@ -475,14 +486,20 @@ __device__ void push1(const tpg_allreduce_args &a, uint4 (*sm)[CH]) {
       if (threadIdx.x == 0) {
         for (int q = 0; q < MR; q++)
           if (q < R && q != me)
-            bulk_store(static_cast<uint4 *>(a.staging[q]) + half + ((me - q - 1 + R) % R) * slotv + b * S + (c - r0),
+            bulk_store(static_cast<uint4 *>(a.staging[q]) + half + peer_slot<MR>(me - q - 1 + R, R) * slotv + b * S + (c - r0),
                        sm[buf], (uint32_t)(m * 16));
         bulk_commit();
       }
     }
 #endif
-    // Phase 2: own data from `in`, the peers' from this rank's window.
+    // Phase 2: own data from `in` (or the chunk buffers), the peers' from
+    // this rank's window.
     if (r == 0) deadline = now_ns() + a.timeout_ns;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const bool own_sm = OWN_SM && r1 - r0 <= (uint64_t)CH * NB;
+#else
+    const bool own_sm = false;
+#endif
     for (uint64_t j0 = r0 + threadIdx.x; j0 < r1 && !failed; j0 += bd * UP) {
       uint4 pv[UP][MR];
 #pragma unroll
@@ -492,8 +509,8 @@ __device__ void push1(const tpg_allreduce_args &a, uint4 (*sm)[CH]) {
 #pragma unroll
         for (int q = 0; q < MR; q++) {
           if (q >= R) break;
-          pv[u][q] = q == me ? unsentinel<T>(load_in<T>(a, i, full))
-                             : ld_volatile(mine + half + ((q - me - 1 + R) % R) * slotv + (i - r0));
+          pv[u][q] = q == me ? (own_sm ? sm[(k0 + (i - r0) / CH) % NB][(i - r0) % CH] : unsentinel<T>(load_in<T>(a, i, full)))
+                             : ld_volatile(mine + half + peer_slot<MR>(q - me - 1 + R, R) * slotv + (i - r0));
         }
       }
 #pragma unroll
@@ -508,7 +525,7 @@ __device__ void push1(const tpg_allreduce_args &a, uint4 (*sm)[CH]) {
           if (q >= R) break;
           uint4 v = pv[u][q];
           if (q != me) {
-            v = wait_arrived<T>(mine + half + ((q - me - 1 + R) % R) * slotv + (i - r0), v, deadline, a.status, failed);
+            v = wait_arrived<T>(mine + half + peer_slot<MR>(q - me - 1 + R, R) * slotv + (i - r0), v, deadline, a.status, failed);
             if (failed) break;
           }
           const T *t = reinterpret_cast<const T *>(&v);
@@ -530,9 +547,13 @@ __device__ void push1(const tpg_allreduce_args &a, uint4 (*sm)[CH]) {
       }
     }
   }
-  // Shared memory must outlive the copies that read it; and the kernel ends
-  // with its stores performed, as the st.global form did.
-  if (threadIdx.x == 0) bulk_wait_all();
+  // Shared memory must outlive the copies that read it. Their writes need
+  // no wait: the peer polls for them, and the grid's completion performs
+  // them like any store.
+  if (threadIdx.x == 0) {
+    if (WAIT_ALL) bulk_wait_all();
+    else bulk_wait_read<0>();
+  }
   if (failed) *a.status = 1u;
   const bool any_failed = __syncthreads_or(failed);
   if (!any_failed && tpg::epi_norm(a.epi)) {
@@ -745,20 +766,20 @@ extern "C" __global__ void __launch_bounds__(512) tpg_allreduce_twoshot(const __
   }
 }
 
-template <int MR, int CH, int NB>
+template <int MR, int CH, int NB, bool OWN_SM, bool WAIT_ALL>
 __device__ __forceinline__ void push_by_dtype(const tpg_allreduce_args &a, uint4 (*sm)[CH]) {
   switch (a.dtype) {
-    case TPG_KDT_F32: push1<float, MR, CH, NB>(a, sm); break;
-    case TPG_KDT_F16: push1<__half, MR, CH, NB>(a, sm); break;
-    default: push1<__nv_bfloat16, MR, CH, NB>(a, sm); break;
+    case TPG_KDT_F32: push1<float, MR, CH, NB, OWN_SM, WAIT_ALL>(a, sm); break;
+    case TPG_KDT_F16: push1<__half, MR, CH, NB, OWN_SM, WAIT_ALL>(a, sm); break;
+    default: push1<__nv_bfloat16, MR, CH, NB, OWN_SM, WAIT_ALL>(a, sm); break;
   }
 }
-template <int CH, int NB>
+template <int CH, int NB, bool OWN_SM = false, bool WAIT_ALL = false>
 __device__ __forceinline__ void push_by_ranks(const tpg_allreduce_args &a) {
   __shared__ __align__(128) uint4 sm[NB][CH];
-  if (a.nranks <= 2) push_by_dtype<2, CH, NB>(a, sm);
-  else if (a.nranks <= 4) push_by_dtype<4, CH, NB>(a, sm);
-  else push_by_dtype<TPG_AR_MAX_RANKS, CH, NB>(a, sm);
+  if (a.nranks <= 2) push_by_dtype<2, CH, NB, OWN_SM, WAIT_ALL>(a, sm);
+  else if (a.nranks <= 4) push_by_dtype<4, CH, NB, OWN_SM, WAIT_ALL>(a, sm);
+  else push_by_dtype<TPG_AR_MAX_RANKS, CH, NB, OWN_SM, WAIT_ALL>(a, sm);
 }
 // Chunks of 256 vectors (4 KiB, one per thread of a 256-thread block), 4
 // buffers: at 2 MiB on 264 blocks a block's ~8 KiB leaves in two bulk
