@@ -429,7 +429,7 @@ __device__ void push1(const tpg_allreduce_args &a, uint4 (*sm)[CH]) {
   constexpr int V = 16 / sizeof(T);
   constexpr int UP = MR <= 2 ? 2 : 1;  // vectors a thread polls at once (registers: UP x MR vectors)
   const uint4 SENT = make_uint4(0x80008000u, 0x80008000u, 0x80008000u, 0x80008000u);
-  __shared__ uint32_t s_epoch;
+  __shared__ uint32_t s_epoch, s_dead;
   const int b = blockIdx.x, nb = gridDim.x, R = a.nranks, me = a.rank;
   const uint64_t slotv = ((a.slot_bytes / (R - 1)) & ~15ull) / 16;  // vectors per peer slot
   const uint64_t S = slotv / nb;                                       // this block's window
@@ -441,8 +441,21 @@ __device__ void push1(const tpg_allreduce_args &a, uint4 (*sm)[CH]) {
   const uint64_t bd = blockDim.x;
   uint4 *mine = static_cast<uint4 *>(a.staging[me]) + b * S;
   T *out = static_cast<T *>(a.out);
-  if (threadIdx.x == 0) s_epoch = a.epochs[b] + 1;
+  // The last epoch counter, past every block of the grid, is the comm's
+  // "an earlier push failed" word in device memory: read beside the epoch
+  // (no extra latency), it lets every later push end at once, sending
+  // nothing and polling nothing, where reading the host-mapped status word
+  // would cost a PCIe round trip per launch. fault_test --during (a peer
+  // killed in a chain of 4000 1 MiB all-reduces) took 11.6 s to error out
+  // without it, over its 9 s bound: each later launch still sent its bulk
+  // copies towards the dead peer and polled until the status check.
+  uint32_t *dead = nb < TPG_AR_EPOCHS ? a.epochs + (TPG_AR_EPOCHS - 1) : nullptr;
+  if (threadIdx.x == 0) {
+    s_epoch = a.epochs[b] + 1;
+    s_dead = dead ? *dead : 0u;
+  }
   __syncthreads();
+  if (s_dead) return;  // the status word is already set (it is sticky)
   const uint32_t e0 = s_epoch;
   uint64_t deadline = 0;
   bool failed = false;
@@ -500,39 +513,55 @@ __device__ void push1(const tpg_allreduce_args &a, uint4 (*sm)[CH]) {
 #else
     const bool own_sm = false;
 #endif
+    // Own and peers' vectors in separate arrays, every index a compile-time
+    // constant: choosing between them by rank at run time (q == me) cost
+    // ~0.4 us at 2 MiB against this form (ar_lab round 3: 10.68 vs 10.24).
     for (uint64_t j0 = r0 + threadIdx.x; j0 < r1 && !failed; j0 += bd * UP) {
-      uint4 pv[UP][MR];
+      uint4 own[UP], pv[UP][MR - 1];  // pv[u][j]: slot j, peer (me + 1 + j) mod R
 #pragma unroll
       for (int u = 0; u < UP; u++) {
         const uint64_t i = j0 + u * bd;
         if (i >= r1) break;
+        own[u] = own_sm ? sm[(k0 + (i - r0) / CH) % NB][(i - r0) % CH] : unsentinel<T>(load_in<T>(a, i, full));
 #pragma unroll
-        for (int q = 0; q < MR; q++) {
-          if (q >= R) break;
-          pv[u][q] = q == me ? (own_sm ? sm[(k0 + (i - r0) / CH) % NB][(i - r0) % CH] : unsentinel<T>(load_in<T>(a, i, full)))
-                             : ld_volatile(mine + half + peer_slot<MR>(q - me - 1 + R, R) * slotv + (i - r0));
-        }
+        for (int j = 0; j < MR - 1; j++)
+          if (j < R - 1) pv[u][j] = ld_volatile(mine + half + j * slotv + (i - r0));
       }
 #pragma unroll
       for (int u = 0; u < UP; u++) {
         const uint64_t i = j0 + u * bd;
         if (i >= r1 || failed) break;
+#pragma unroll
+        for (int j = 0; j < MR - 1; j++) {
+          if (j >= R - 1) break;
+          pv[u][j] = wait_arrived<T>(mine + half + j * slotv + (i - r0), pv[u][j], deadline, a.status, failed);
+          if (failed) break;
+        }
+        if (failed) break;
+        // Summed in rank order on every rank (the same bits everywhere):
+        // peers below me sit in slots R-1-me .. R-2, those above in 0 .. R-2-me.
         float acc[V];
 #pragma unroll
         for (int kk = 0; kk < V; kk++) acc[kk] = 0.f;
 #pragma unroll
-        for (int q = 0; q < MR; q++) {
-          if (q >= R) break;
-          uint4 v = pv[u][q];
-          if (q != me) {
-            v = wait_arrived<T>(mine + half + peer_slot<MR>(q - me - 1 + R, R) * slotv + (i - r0), v, deadline, a.status, failed);
-            if (failed) break;
+        for (int j = 0; j < MR - 1; j++)
+          if (j < R - 1 && j >= R - 1 - me) {
+            const T *t = reinterpret_cast<const T *>(&pv[u][j]);
+#pragma unroll
+            for (int kk = 0; kk < V; kk++) acc[kk] += tf<T>(t[kk]);
           }
-          const T *t = reinterpret_cast<const T *>(&v);
+        {
+          const T *t = reinterpret_cast<const T *>(&own[u]);
 #pragma unroll
           for (int kk = 0; kk < V; kk++) acc[kk] += tf<T>(t[kk]);
         }
-        if (failed) break;
+#pragma unroll
+        for (int j = 0; j < MR - 1; j++)
+          if (j < R - 1 - me) {
+            const T *t = reinterpret_cast<const T *>(&pv[u][j]);
+#pragma unroll
+            for (int kk = 0; kk < V; kk++) acc[kk] += tf<T>(t[kk]);
+          }
         if (i < full) {
           tpg::epi_store<T>(a.epi, out, i, acc);
         } else {
@@ -554,7 +583,10 @@ __device__ void push1(const tpg_allreduce_args &a, uint4 (*sm)[CH]) {
     if (WAIT_ALL) bulk_wait_all();
     else bulk_wait_read<0>();
   }
-  if (failed) *a.status = 1u;
+  if (failed) {
+    *a.status = 1u;
+    if (dead) *dead = 1u;
+  }
   const bool any_failed = __syncthreads_or(failed);
   if (!any_failed && tpg::epi_norm(a.epi)) {
     const uint64_t vpr = a.epi.hidden / V;

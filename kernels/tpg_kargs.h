@@ -134,7 +134,8 @@ typedef struct tpg_allreduce_args {
   void *staging[TPG_AR_MAX_RANKS];   /* every rank's staging, mapped here  */
   uint32_t *flags[TPG_AR_MAX_RANKS]; /* every rank's flag array            */
   void *gather[TPG_AR_MAX_RANKS];    /* two-shot: every rank's gather area */
-  uint32_t *epochs;     /* this rank: one counter per block                */
+  uint32_t *epochs;     /* this rank: TPG_AR_EPOCHS counters, one per block;
+                           push: the last one says an earlier push failed */
   uint32_t *status;     /* host-mapped: set to 1 when a peer never came    */
   uint64_t count;
   uint64_t slot_bytes;

@@ -48,7 +48,7 @@
  * half: messages up to 512 KiB / ranks (256 KiB at 2 ranks). */
 #define TPG_PEER_SMALL_BYTES ((size_t)512 << 10)
 _Static_assert(TPG_AR_MAX_RANKS * TPG_AR_MAX_BLOCKS * 4 <= TPG_PEER_FLAG_BYTES, "the pull kernel's flag array fits");
-_Static_assert(TPG_AR_PUSH_BLOCKS <= TPG_AR_EPOCHS && TPG_AR_ONESHOT_BLOCKS <= TPG_AR_EPOCHS &&
+_Static_assert(TPG_AR_PUSH_BLOCKS < TPG_AR_EPOCHS /* the last: push's failed word */ && TPG_AR_ONESHOT_BLOCKS <= TPG_AR_EPOCHS &&
                    TPG_AR_MAX_BLOCKS <= TPG_AR_EPOCHS,
                "every grid has an epoch counter per block");
 

@@ -543,10 +543,8 @@ int main(int argc, char **argv) {
   std::vector<Variant> vs;
   const size_t LIB = (size_t)4 << 20;  // lib/peer.c's slot
   vs.push_back({"st264x256", 2, ar_lab_push_st, 264, 256, LIB});  // the merged tree's push kernel, its best shape
-  vs.push_back({"r1bulk264x256", 4, ar_lab_r1bulk, 264, 256, LIB});
   vs.push_back({"push264x256", 4, tpg_allreduce_push, 264, 256, LIB});  // the library's
-  vs.push_back({"waitall264x256", 4, ar_lab_push_waitall, 264, 256, LIB});
-  vs.push_back({"bf16r2_264x256", 4, ar_lab_push_bf16r2, 264, 256, LIB});
+  vs.push_back({"r1bulk264x256", 4, ar_lab_r1bulk, 264, 256, LIB});
   vs.push_back({"ownsm264x256", 4, ar_lab_push_ownsm, 264, 256, LIB});
   vs.push_back({"pushpdl264x256", 4, ar_lab_push_pdl, 264, 256, LIB, 1});
   const size_t nchecked = vs.size();
