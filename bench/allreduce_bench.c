@@ -34,6 +34,7 @@ static const size_t default_sizes[] = {1 << 10, 4 << 10, 16 << 10, 64 << 10, 256
 static size_t sizes[MAXSIZES];
 static int NSIZES;
 static int OPS = 20, REPS = 30, WARMUP = 3, NR;
+static unsigned PDL; /* --pdl: TPG_GRAPH_PDL on every graph */
 enum { NALGO = 5, A_SYM = 1 };
 static const tpg_collective_algo algos[NALGO] = {TPG_ALGO_NCCL, TPG_ALGO_NCCL, TPG_ALGO_ONESHOT, TPG_ALGO_TWOSHOT,
                                                  TPG_ALGO_AUTO};
@@ -109,7 +110,7 @@ static void *rank_main(void *arg) {
       cfg.comm = comm;
       cfg.bindings = algo == A_SYM ? NULL : bd;
       cfg.nbindings = algo == A_SYM ? 0 : 2;
-      cfg.flags = algo == A_SYM ? TPG_GRAPH_NCCL_SYMMETRIC : 0u;
+      cfg.flags = (algo == A_SYM ? TPG_GRAPH_NCCL_SYMMETRIC : 0u) | PDL;
       tpg_graph *g;
       MUST(tpg_graph_create(p, &cfg, &g));
       for (int w = 0; w < WARMUP; w++) MUST(tpg_graph_launch(g, (tpg_stream)s));
@@ -139,7 +140,7 @@ static void *rank_main(void *arg) {
 static void usage(FILE *f) {
   fprintf(f,
           "usage: allreduce_bench [-b MINBYTES] [-e MAXBYTES] [-f FACTOR | -i STEPBYTES] [-n ITERS] [-w WARMUP]\n"
-          "                       [--ops N] [--algos nccl,nccl_sym,oneshot,twoshot,auto] [--json PATH] [--help]\n"
+          "                       [--ops N] [--algos nccl,nccl_sym,oneshot,twoshot,auto] [--pdl] [--json PATH] [--help]\n"
           "\n"
           "Times bf16 all-reduces inside CUDA graphs on every visible GPU (2..8, one thread each),\n"
           "side by side for each algorithm tpgraph has:\n"
@@ -163,6 +164,8 @@ static void usage(FILE *f) {
           "  -w, --warmup_iters N   untimed launches before them (default 3)\n"
           "      --ops N            chained all-reduces per graph (default 20)\n"
           "      --algos LIST       which of nccl,nccl_sym,oneshot,twoshot,auto to run (default all)\n"
+          "      --pdl              graphs with TPG_GRAPH_PDL: each of our all-reduce kernels launches while\n"
+          "                         the one before it drains (programmatic edges; sm_90+)\n"
           "      --json PATH        also write the results, with p10/p50/p90 and the run's metadata\n"
           "      --min, --max       old names of -b, -e\n"
           "  -h, --help             this text\n"
@@ -198,7 +201,7 @@ int main(int argc, char **argv) {
   const char *json = NULL;
   size_t minb = 1 << 10, maxb = (size_t)64 << 20, stepb = 0;
   int factor = 0, sweep = 0;
-  enum { O_OPS = 256, O_ALGOS, O_JSON, O_REPS };
+  enum { O_OPS = 256, O_ALGOS, O_JSON, O_REPS, O_PDL };
   static const struct option opts[] = {
       {"minbytes", required_argument, NULL, 'b'}, {"maxbytes", required_argument, NULL, 'e'},
       {"min", required_argument, NULL, 'b'},      {"max", required_argument, NULL, 'e'},
@@ -206,6 +209,7 @@ int main(int argc, char **argv) {
       {"iters", required_argument, NULL, 'n'},    {"reps", required_argument, NULL, 'n'},
       {"warmup_iters", required_argument, NULL, 'w'}, {"ops", required_argument, NULL, O_OPS},
       {"algos", required_argument, NULL, O_ALGOS}, {"json", required_argument, NULL, O_JSON},
+      {"pdl", no_argument, NULL, O_PDL},
       {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
   opterr = 0;
   int c, li;
@@ -220,6 +224,7 @@ int main(int argc, char **argv) {
       case 'w': ok = bench_parse_int(PROG, "-w/--warmup_iters", optarg, 0, 1000000, &WARMUP); break;
       case O_OPS: ok = bench_parse_int(PROG, "--ops", optarg, 1, 10000, &OPS); break;
       case O_ALGOS: ok = parse_algos(optarg); break;
+      case O_PDL: PDL = TPG_GRAPH_PDL; break;
       case O_JSON: json = optarg; break;
       case 'h': usage(stdout); return 0;
       case ':':

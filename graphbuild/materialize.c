@@ -84,10 +84,11 @@ tpg_status tpg_fill_nodes(tpg_graph *g, const tpg_state *st, const tpg_plan *p, 
  *   by an ordinary edge still runs after A (B cannot complete before A did).
  *   The GEMVs issue only an L2 bulk prefetch of their W rows before the
  *   wait: a hint that writes no registers, correct whatever A writes.
- * - B is not an all-reduce kernel: those write peer-visible staging and
- *   flags whose epoch protocol assumes the previous node has finished, and
- *   run in place (in == out); they stay behind ordinary edges. They are
- *   primaries, and trigger their dependents first thing (allreduce.cu), so
+ * - Our all-reduce kernels (not NCCL's child graphs) are secondaries too:
+ *   their epoch protocol assumes the previous node has finished, and they
+ *   run in place (in == out), so each waits (griddepcontrol.wait) before
+ *   anything else, and only the launch moves earlier. They are primaries,
+ *   and trigger their dependents right after that wait (allreduce.cu), so
  *   the next layer's GEMV pulls its weights into L2 during the all-reduce.
  * Primaries that are GEMM/elementwise kernels trigger after their own wait
  * (griddepcontrol.launch_dependents), so at most one grid of a chain is

@@ -379,15 +379,57 @@ __device__ __forceinline__ uint4 load_in(const tpg_allreduce_args &a, uint64_t i
   return v;
 }
 
+// Bulk (TMA) stores from shared memory into a peer's memory: one thread
+// hands the copy engine a whole chunk, the block's other warps go on to
+// poll. ar_lab (round 1 of 2026-11-30, 2 x H200): push with its send phase
+// as bulk stores took 10.2-10.7 us at 2 MiB against 11.3-11.6 with each
+// thread storing its vectors (st.global to the peer), though a bare bulk
+// copy of 2 MiB to the peer is slower than bare st (9.0 vs 7.1 us): what
+// wins is that no warp stalls issuing remote stores while data arrives.
+// sm_90+ only (the sm_80 image has no bulk copies: no-ops there, unused).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define TPG_BULK_ASM(...) asm volatile(__VA_ARGS__)
+#else
+#define TPG_BULK_ASM(...) ((void)0)
+#endif
+__device__ __forceinline__ void bulk_store(void *dst, const void *src_smem, uint32_t bytes) {
+  TPG_BULK_ASM("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst),
+               "r"(static_cast<uint32_t>(__cvta_generic_to_shared(src_smem))), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { TPG_BULK_ASM("cp.async.bulk.commit_group;" ::: "memory"); }
+// Until at most N committed groups still read their shared source.
+template <int N> __device__ __forceinline__ void bulk_wait_read() {
+  TPG_BULK_ASM("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+// Until every committed group has completed (its writes performed).
+__device__ __forceinline__ void bulk_wait_all() { TPG_BULK_ASM("cp.async.bulk.wait_group 0;" ::: "memory"); }
+// Generic-proxy writes to shared memory before the bulk copies that read them.
+__device__ __forceinline__ void fence_async_shared() { TPG_BULK_ASM("fence.proxy.async.shared::cta;" ::: "memory"); }
+// Generic-proxy writes to global memory (the sentinel resets) before later
+// bulk stores of this thread's block (the data that lets a peer write there).
+__device__ __forceinline__ void fence_async_global() { TPG_BULK_ASM("fence.proxy.async.global;" ::: "memory"); }
+
 // MR: the rank count rounded up to 2, 4 or 8. Per-thread arrays are sized by
 // it; sized for 8 at every R they took registers enough to spill.
-template <typename T, int MR, bool EARLY = true, int NS = 0>
-__device__ void push1(const tpg_allreduce_args &a) {
+// CH x NB: the shared chunk buffers of the send phase (vectors, buffers),
+// sm: the kernel's one such array (declared there: a __shared__ array here
+// would be one per dtype and rank-count instance, 9 x the memory).
+// OWN_SM: phase 2 takes this rank's own vectors from the chunk buffers
+// (still there when the round fits in them) instead of reading `in` again.
+// Which of a rank's R-1 receive slots serves a peer: x mod R, x in [1, 2R).
+// At 2 ranks there is one slot: no integer division per vector.
+template <int MR> __device__ __forceinline__ int peer_slot(int x, int R) { return MR == 2 ? 0 : x % R; }
+
+// WAIT_ALL: end by waiting for the bulk stores to complete, not only to
+// have read shared memory (ar_lab's A/B; a completion wait would also hang
+// on a peer whose memory is gone).
+template <typename T, int MR, int CH, int NB, bool OWN_SM = false, bool WAIT_ALL = false>
+__device__ void push1(const tpg_allreduce_args &a, uint4 (*sm)[CH]) {
   constexpr int V = 16 / sizeof(T);
-  constexpr int U = MR <= 4 ? 4 : 2;  // vectors a thread loads before storing them
   constexpr int UP = MR <= 2 ? 2 : 1;  // vectors a thread polls at once (registers: UP x MR vectors)
   const uint4 SENT = make_uint4(0x80008000u, 0x80008000u, 0x80008000u, 0x80008000u);
-  __shared__ uint32_t s_epoch;
+  __shared__ uint32_t s_epoch, s_dead;
   const int b = blockIdx.x, nb = gridDim.x, R = a.nranks, me = a.rank;
   const uint64_t slotv = ((a.slot_bytes / (R - 1)) & ~15ull) / 16;  // vectors per peer slot
   const uint64_t S = slotv / nb;                                       // this block's window
@@ -399,92 +441,134 @@ __device__ void push1(const tpg_allreduce_args &a) {
   const uint64_t bd = blockDim.x;
   uint4 *mine = static_cast<uint4 *>(a.staging[me]) + b * S;
   T *out = static_cast<T *>(a.out);
-
-  uint4 vv[U];
-  auto load_u = [&](uint64_t base, uint64_t end) {
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-      const uint64_t i = base + u * bd;
-      if (i < end) vv[u] = unsentinel<T>(load_in<T>(a, i, full));
-    }
-  };
-  const uint64_t first_end = min(v1, v0 + S);
-  if (EARLY) load_u(v0 + threadIdx.x, first_end);
-  if (threadIdx.x == 0) s_epoch = a.epochs[b] + 1;
+  // The last epoch counter, past every block of the grid, is the comm's
+  // "an earlier push failed" word in device memory: read beside the epoch
+  // (no extra latency), it lets every later push end at once, sending
+  // nothing and polling nothing, where reading the host-mapped status word
+  // would cost a PCIe round trip per launch. fault_test --during (a peer
+  // killed in a chain of 4000 1 MiB all-reduces) took 11.6 s to error out
+  // without it, over its 9 s bound: each later launch still sent its bulk
+  // copies towards the dead peer and polled until the status check.
+  uint32_t *dead = nb < TPG_AR_EPOCHS ? a.epochs + (TPG_AR_EPOCHS - 1) : nullptr;
+  if (threadIdx.x == 0) {
+    s_epoch = a.epochs[b] + 1;
+    s_dead = dead ? *dead : 0u;
+  }
   __syncthreads();
+  if (s_dead) return;  // the status word is already set (it is sticky)
   const uint32_t e0 = s_epoch;
   uint64_t deadline = 0;
   bool failed = false;
+  uint32_t k = 0;  // chunks sent so far (chunk k uses buffer k % NB)
+  (void)k;
   for (uint32_t r = 0; r < rounds; r++) {
     const uint32_t e = e0 + r;
     const uint64_t half = ((e & 1u) ? a.slot_bytes : 0) / 16;  // in vectors
     const uint64_t r0 = v0 + (uint64_t)r * S, r1 = min(v1, r0 + S);  // this round's vectors
+    const uint32_t k0 = k;  // the round's first chunk
+    (void)k0;
     if (r > 0) {
-      // The resets of the last round are done (fence: at this GPU's L2,
-      // before the data that lets the peer write into that half again).
+      // The resets of the last round are done (fences: at this GPU's L2,
+      // and ordered before the bulk stores that let the peer write into
+      // that half again).
       __threadfence();
+      fence_async_global();
       if (__syncthreads_or(failed)) break;
     }
-    // Phase 1: this round's vectors to every peer.
-    uint64_t i0 = r0 + threadIdx.x;
-    if (!EARLY || r > 0) load_u(i0, r1);
-    while (i0 < r1) {
-#pragma unroll
-      for (int u = 0; u < U; u++) {
-        const uint64_t i = i0 + u * bd;
-        if (i >= r1) break;
-#pragma unroll
+    // Phase 1: this round's vectors, sentinel-filtered, through shared
+    // memory in chunks to every peer's slot for this rank (below sm_90,
+    // which has no bulk copies: each thread stores its vectors itself).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+    for (uint64_t i = r0 + threadIdx.x; i < r1; i += bd) {
+      const uint4 v = unsentinel<T>(load_in<T>(a, i, full));
+      for (int q = 0; q < MR; q++)
+        if (q < R && q != me)
+          __stcg(static_cast<uint4 *>(a.staging[q]) + half + peer_slot<MR>(me - q - 1 + R, R) * slotv + b * S + (i - r0), v);
+    }
+#else
+    for (uint64_t c = r0; c < r1; c += CH, k++) {
+      const int buf = k % NB;
+      if (k >= NB) {  // the buffer's previous bulk stores have read it
+        if (threadIdx.x == 0) bulk_wait_read<NB - 1>();
+        __syncthreads();
+      }
+      const uint64_t m = min((uint64_t)CH, r1 - c);
+      for (uint64_t t = threadIdx.x; t < m; t += bd) sm[buf][t] = unsentinel<T>(load_in<T>(a, c + t, full));
+      fence_async_shared();
+      __syncthreads();
+      if (threadIdx.x == 0) {
         for (int q = 0; q < MR; q++)
           if (q < R && q != me)
-            __stcg(static_cast<uint4 *>(a.staging[q]) + half + ((me - q - 1 + R) % R) * slotv + b * S + (i - r0),
-                   vv[u]);
+            bulk_store(static_cast<uint4 *>(a.staging[q]) + half + peer_slot<MR>(me - q - 1 + R, R) * slotv + b * S + (c - r0),
+                       sm[buf], (uint32_t)(m * 16));
+        bulk_commit();
       }
-      i0 += bd * U;
-      if (i0 < r1) load_u(i0, r1);
     }
-    // Phase 2: own data from `in`, the peers' from this rank's window.
+#endif
+    // Phase 2: own data from `in` (or the chunk buffers), the peers' from
+    // this rank's window.
     if (r == 0) deadline = now_ns() + a.timeout_ns;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const bool own_sm = OWN_SM && r1 - r0 <= (uint64_t)CH * NB;
+#else
+    const bool own_sm = false;
+#endif
+    // Own and peers' vectors in separate arrays, every index a compile-time
+    // constant: choosing between them by rank at run time (q == me) cost
+    // ~0.4 us at 2 MiB against this form (ar_lab round 3: 10.68 vs 10.24).
     for (uint64_t j0 = r0 + threadIdx.x; j0 < r1 && !failed; j0 += bd * UP) {
-      uint4 pv[UP][MR];
+      uint4 own[UP], pv[UP][MR - 1];  // pv[u][j]: slot j, peer (me + 1 + j) mod R
 #pragma unroll
       for (int u = 0; u < UP; u++) {
         const uint64_t i = j0 + u * bd;
         if (i >= r1) break;
+        own[u] = own_sm ? sm[(k0 + (i - r0) / CH) % NB][(i - r0) % CH] : unsentinel<T>(load_in<T>(a, i, full));
 #pragma unroll
-        for (int q = 0; q < MR; q++) {
-          if (q >= R) break;
-          pv[u][q] = q == me ? unsentinel<T>(load_in<T>(a, i, full))
-                             : ld_volatile(mine + half + ((q - me - 1 + R) % R) * slotv + (i - r0));
-        }
+        for (int j = 0; j < MR - 1; j++)
+          if (j < R - 1) pv[u][j] = ld_volatile(mine + half + j * slotv + (i - r0));
       }
 #pragma unroll
       for (int u = 0; u < UP; u++) {
         const uint64_t i = j0 + u * bd;
         if (i >= r1 || failed) break;
-        float acc[V];
 #pragma unroll
-        for (int k = 0; k < V; k++) acc[k] = 0.f;
-#pragma unroll
-        for (int q = 0; q < MR; q++) {
-          if (q >= R) break;
-          uint4 v = pv[u][q];
-          if (q != me) {
-            v = wait_arrived<T, NS>(mine + half + ((q - me - 1 + R) % R) * slotv + (i - r0), v, deadline, a.status,
-                                    failed);
-            if (failed) break;
-          }
-          const T *t = reinterpret_cast<const T *>(&v);
-#pragma unroll
-          for (int k = 0; k < V; k++) acc[k] += tf<T>(t[k]);
+        for (int j = 0; j < MR - 1; j++) {
+          if (j >= R - 1) break;
+          pv[u][j] = wait_arrived<T>(mine + half + j * slotv + (i - r0), pv[u][j], deadline, a.status, failed);
+          if (failed) break;
         }
         if (failed) break;
+        // Summed in rank order on every rank (the same bits everywhere):
+        // peers below me sit in slots R-1-me .. R-2, those above in 0 .. R-2-me.
+        float acc[V];
+#pragma unroll
+        for (int kk = 0; kk < V; kk++) acc[kk] = 0.f;
+#pragma unroll
+        for (int j = 0; j < MR - 1; j++)
+          if (j < R - 1 && j >= R - 1 - me) {
+            const T *t = reinterpret_cast<const T *>(&pv[u][j]);
+#pragma unroll
+            for (int kk = 0; kk < V; kk++) acc[kk] += tf<T>(t[kk]);
+          }
+        {
+          const T *t = reinterpret_cast<const T *>(&own[u]);
+#pragma unroll
+          for (int kk = 0; kk < V; kk++) acc[kk] += tf<T>(t[kk]);
+        }
+#pragma unroll
+        for (int j = 0; j < MR - 1; j++)
+          if (j < R - 1 - me) {
+            const T *t = reinterpret_cast<const T *>(&pv[u][j]);
+#pragma unroll
+            for (int kk = 0; kk < V; kk++) acc[kk] += tf<T>(t[kk]);
+          }
         if (i < full) {
           tpg::epi_store<T>(a.epi, out, i, acc);
         } else {
           const int rem = (int)(a.count - full * V);
 #pragma unroll
-          for (int k = 0; k < V; k++)
-            if (k < rem) out[full * V + k] = ft<T>(acc[k]);
+          for (int kk = 0; kk < V; kk++)
+            if (kk < rem) out[full * V + kk] = ft<T>(acc[kk]);
         }
 #pragma unroll
         for (int j = 0; j < MR - 1; j++)
@@ -492,7 +576,17 @@ __device__ void push1(const tpg_allreduce_args &a) {
       }
     }
   }
-  if (failed) *a.status = 1u;
+  // Shared memory must outlive the copies that read it. Their writes need
+  // no wait: the peer polls for them, and the grid's completion performs
+  // them like any store.
+  if (threadIdx.x == 0) {
+    if (WAIT_ALL) bulk_wait_all();
+    else bulk_wait_read<0>();
+  }
+  if (failed) {
+    *a.status = 1u;
+    if (dead) *dead = 1u;
+  }
   const bool any_failed = __syncthreads_or(failed);
   if (!any_failed && tpg::epi_norm(a.epi)) {
     const uint64_t vpr = a.epi.hidden / V;
@@ -675,6 +769,7 @@ __device__ void twoshot(const tpg_allreduce_args &a) {
 // CTAs never keep one of ours (or, by the same argument on the peer, a
 // peer's) from being scheduled.
 extern "C" __global__ void __launch_bounds__(256) tpg_allreduce_lamport(const __grid_constant__ tpg_allreduce_args a) {
+  tpg::pdl_wait();  // a programmatic secondary: the previous node has completed past here
   tpg::pdl_launch_dependents();
   switch (a.dtype) {
     case TPG_KDT_F32: lamport<float>(a); break;
@@ -684,6 +779,7 @@ extern "C" __global__ void __launch_bounds__(256) tpg_allreduce_lamport(const __
 }
 
 extern "C" __global__ void __launch_bounds__(256) tpg_allreduce_oneshot(const __grid_constant__ tpg_allreduce_args a) {
+  tpg::pdl_wait();  // a programmatic secondary: the previous node has completed past here
   tpg::pdl_launch_dependents();
   switch (a.dtype) {
     case TPG_KDT_F32: oneshot<float>(a); break;
@@ -693,6 +789,7 @@ extern "C" __global__ void __launch_bounds__(256) tpg_allreduce_oneshot(const __
 }
 
 extern "C" __global__ void __launch_bounds__(512) tpg_allreduce_twoshot(const __grid_constant__ tpg_allreduce_args a) {
+  tpg::pdl_wait();  // a programmatic secondary: the previous node has completed past here
   tpg::pdl_launch_dependents();
   switch (a.dtype) {
     case TPG_KDT_F32: twoshot<float>(a); break;
@@ -701,17 +798,26 @@ extern "C" __global__ void __launch_bounds__(512) tpg_allreduce_twoshot(const __
   }
 }
 
-template <int MR>
-__device__ __forceinline__ void push_by_dtype(const tpg_allreduce_args &a) {
+template <int MR, int CH, int NB, bool OWN_SM, bool WAIT_ALL>
+__device__ __forceinline__ void push_by_dtype(const tpg_allreduce_args &a, uint4 (*sm)[CH]) {
   switch (a.dtype) {
-    case TPG_KDT_F32: push1<float, MR>(a); break;
-    case TPG_KDT_F16: push1<__half, MR>(a); break;
-    default: push1<__nv_bfloat16, MR>(a); break;
+    case TPG_KDT_F32: push1<float, MR, CH, NB, OWN_SM, WAIT_ALL>(a, sm); break;
+    case TPG_KDT_F16: push1<__half, MR, CH, NB, OWN_SM, WAIT_ALL>(a, sm); break;
+    default: push1<__nv_bfloat16, MR, CH, NB, OWN_SM, WAIT_ALL>(a, sm); break;
   }
 }
+template <int CH, int NB, bool OWN_SM = false, bool WAIT_ALL = false>
+__device__ __forceinline__ void push_by_ranks(const tpg_allreduce_args &a) {
+  __shared__ __align__(128) uint4 sm[NB][CH];
+  if (a.nranks <= 2) push_by_dtype<2, CH, NB, OWN_SM, WAIT_ALL>(a, sm);
+  else if (a.nranks <= 4) push_by_dtype<4, CH, NB, OWN_SM, WAIT_ALL>(a, sm);
+  else push_by_dtype<TPG_AR_MAX_RANKS, CH, NB, OWN_SM, WAIT_ALL>(a, sm);
+}
+// Chunks of 256 vectors (4 KiB, one per thread of a 256-thread block), 4
+// buffers: at 2 MiB on 264 blocks a block's ~8 KiB leaves in two bulk
+// copies (ar_lab: 256 x 4 ahead of 1024 x 2).
 extern "C" __global__ void __launch_bounds__(512) tpg_allreduce_push(const __grid_constant__ tpg_allreduce_args a) {
+  tpg::pdl_wait();  // a programmatic secondary: the previous node has completed past here
   tpg::pdl_launch_dependents();
-  if (a.nranks <= 2) push_by_dtype<2>(a);
-  else if (a.nranks <= 4) push_by_dtype<4>(a);
-  else push_by_dtype<TPG_AR_MAX_RANKS>(a);
+  push_by_ranks<256, 4>(a);
 }

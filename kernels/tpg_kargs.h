@@ -124,16 +124,18 @@ typedef struct tpg_ar_epi {
  * two-shot kernel uses staging[] as its scatter area and gather[] as its
  * gather area, each two halves of slot_bytes. */
 #define TPG_AR_MAX_RANKS 8
-#define TPG_AR_MAX_BLOCKS 128   /* epoch counters and flag columns per kernel  */
+#define TPG_AR_MAX_BLOCKS 128   /* flag columns per kernel; two-shot's grid limit */
+#define TPG_AR_EPOCHS 512       /* epoch counters per kernel (>= every grid)    */
 #define TPG_AR_ONESHOT_BLOCKS 64 /* the one-shot kernels' fixed grid            */
-#define TPG_AR_PUSH_BLOCKS 128   /* tpg_allreduce_push's fixed grid (x 512 threads) */
+#define TPG_AR_PUSH_BLOCKS 264   /* tpg_allreduce_push's fixed grid (x 256 threads: 2 per SM) */
 typedef struct tpg_allreduce_args {
   const void *in;       /* count elements, 16-byte aligned (may equal out) */
   void *out;
   void *staging[TPG_AR_MAX_RANKS];   /* every rank's staging, mapped here  */
   uint32_t *flags[TPG_AR_MAX_RANKS]; /* every rank's flag array            */
   void *gather[TPG_AR_MAX_RANKS];    /* two-shot: every rank's gather area */
-  uint32_t *epochs;     /* this rank: one counter per block                */
+  uint32_t *epochs;     /* this rank: TPG_AR_EPOCHS counters, one per block;
+                           push: the last one says an earlier push failed */
   uint32_t *status;     /* host-mapped: set to 1 when a peer never came    */
   uint64_t count;
   uint64_t slot_bytes;

@@ -48,6 +48,9 @@
  * half: messages up to 512 KiB / ranks (256 KiB at 2 ranks). */
 #define TPG_PEER_SMALL_BYTES ((size_t)512 << 10)
 _Static_assert(TPG_AR_MAX_RANKS * TPG_AR_MAX_BLOCKS * 4 <= TPG_PEER_FLAG_BYTES, "the pull kernel's flag array fits");
+_Static_assert(TPG_AR_PUSH_BLOCKS < TPG_AR_EPOCHS /* the last: push's failed word */ && TPG_AR_ONESHOT_BLOCKS <= TPG_AR_EPOCHS &&
+                   TPG_AR_MAX_BLOCKS <= TPG_AR_EPOCHS,
+               "every grid has an epoch counter per block");
 
 typedef struct {
   uint64_t host;
@@ -171,12 +174,12 @@ static tpg_status peer_setup(tpg_comm *c) {
     return st;
   }
   P->local_counted = 1;
-  TPG_CU(cuMemAlloc(&P->epochs, TPG_PEER_NKERNELS * TPG_AR_MAX_BLOCKS * sizeof(uint32_t)));
+  TPG_CU(cuMemAlloc(&P->epochs, TPG_PEER_NKERNELS * TPG_AR_EPOCHS * sizeof(uint32_t)));
   TPG_CU(cuMemsetD32(P->local, 0, TPG_PEER_FLAG_BYTES / 4));
   /* The push, two-shot and small push areas start as all-sentinel (0x8000 halves). */
   TPG_CU(cuMemsetD32(P->local + TPG_PEER_FLAG_BYTES + 2 * P->slot_bytes, 0x80008000u,
                      (2 * P->slot_bytes + 4 * P->twoshot_bytes + 2 * P->small_bytes) / 4));
-  TPG_CU(cuMemsetD32(P->epochs, 0, TPG_PEER_NKERNELS * TPG_AR_MAX_BLOCKS));
+  TPG_CU(cuMemsetD32(P->epochs, 0, TPG_PEER_NKERNELS * TPG_AR_EPOCHS));
   void *hp = NULL;
   TPG_CU(cuMemHostAlloc(&hp, 64, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
   P->status_host = hp;
@@ -308,7 +311,7 @@ void tpg_peer_args(const tpg_comm *c, tpg_peer_kernel k, tpg_allreduce_args *a) 
     a->staging[q] = (char *)P->base[q] + off;
     if (k == TPG_PEER_TWOSHOT) a->gather[q] = (char *)P->base[q] + off + 2 * P->twoshot_bytes;
   }
-  a->epochs = (uint32_t *)(uintptr_t)(P->epochs + (size_t)k * TPG_AR_MAX_BLOCKS * sizeof(uint32_t));
+  a->epochs = (uint32_t *)(uintptr_t)(P->epochs + (size_t)k * TPG_AR_EPOCHS * sizeof(uint32_t));
   a->status = (uint32_t *)(uintptr_t)P->status_dev;
   a->slot_bytes = k == TPG_PEER_TWOSHOT ? P->twoshot_bytes : k == TPG_PEER_SMALL ? P->small_bytes : P->slot_bytes;
   a->timeout_ns = (uint64_t)c->timeout_ms * 1000000ull;

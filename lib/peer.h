@@ -19,7 +19,7 @@ typedef struct tpg_peer {
   int ipc_opened[TPG_AR_MAX_RANKS]; /* base[q] came from cuIpcOpenMemHandle */
   int counted[TPG_AR_MAX_RANKS];    /* base[q] is a same-process peer's buffer we hold a count on */
   int local_counted;                /* local is in the process-wide counts  */
-  CUdeviceptr epochs;               /* [4][TPG_AR_MAX_BLOCKS] u32: pull, push, two-shot, small push */
+  CUdeviceptr epochs;               /* [4][TPG_AR_EPOCHS] u32: pull, push, two-shot, small push */
   uint32_t *status_host;            /* host-mapped failure word (also the
                                        comm's abort_word once published)    */
   CUdeviceptr status_dev;

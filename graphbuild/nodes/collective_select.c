@@ -4,19 +4,24 @@
  * AUTO, by size: the small push kernel (lamport) up to small_max, the push
  * kernel up to push_max (and 4 MiB / ranks), two-shot up to twoshot_max,
  * then at 2 ranks the push kernel in rounds up to rounds_max, NCCL above.
- * Fitted on 2 x H200 (allreduce_bench in the library and tools/probes/
- * ar_lab.cu, 20 chained bf16 all-reduces, round 3 of 2026-11-30, commit
- * 7404a06; docs/performance.md), us per all-reduce:
+ * Re-fitted on 2 x H200 after push became bulk copies on 264 x 256
+ * (tools/probes/ar_lab.cu, 20 chained bf16 all-reduces, one thread driving
+ * both GPUs, round 2 of 2026-11-30 session 3, commit 81e7e14;
+ * docs/performance.md), us per all-reduce:
  *   bytes   small  push  two-shot  NCCL  NCCL symmetric
- *   16K      3.4   4.6     6.2      6.6     4.4
- *   256K     4.3   5.2     6.5      8.2     8.4
- *   512K     6.3   5.7     7.2      9.8    13.5
- *   2M      12.5  11.3    12.4     26.6    19.5
- *   4M        -   18.6    18.3     31.7    28.5
- *   8M        -   32.7    31.8     45.5    46.4
- *   16M       -   57.4    62.8     75.1    79.9
- *   32M, 64M: push in rounds 112.6 / 212.9 against NCCL 139.2 / 249.1
- *   (library, round 4, commit 3ceb517; NCCL symmetric 160.0 / 306.4)
+ *   16K      3.5   4.3     6.3      7.6     5.4
+ *   256K     4.3   5.0     6.7      9.4     9.5
+ *   512K     6.1   5.8     7.3     11.1    14.5
+ *   1M       8.9   7.2     8.2     14.9    16.9
+ *   2M      12.2  11.0    12.4     28.0    20.3
+ *   4M      22.7  20.0    18.1     32.9    29.0
+ *   8M      44.2  33.3    31.9     46.3    46.3
+ *   16M       -   59.7    62.7     75.9    81.2
+ * The limits stand as fitted before (small to 256K, push to 2M, two-shot
+ * to 8M, push in rounds from 16M); the same figures from the merged tree's
+ * st.global push (commit 7404a06): 4.6 / 5.2 / 5.7 / - / 11.3 / 18.6 / 32.7 /
+ * 57.4. 32M, 64M: push in rounds 112.6 / 212.9 against NCCL 139.2 / 249.1
+ *   (library, round 4 of session 2, commit 3ceb517; NCCL symmetric 160.0 / 306.4)
  * (ar_lab's figures where the library does not pick that kernel: small
  * above 256K, push below 512K and from 4M, two-shot at 16M; its chain runs
  * both GPUs from one thread, ~0.2-0.4 us above the library's.) The push kernel
@@ -110,8 +115,10 @@ tpg_status tpg_allreduce_select(tpg_comm *c, const tpg_allreduce_tuning *t, tpg_
    * the one-shot kernels'); the two-shot grid is a tuning value that must be
    * the same on every rank (the fingerprint compares it). */
   out->grid = k == TPG_PEER_TWOSHOT ? t->twoshot_blocks : k == TPG_PEER_PUSH ? TPG_AR_PUSH_BLOCKS : TPG_AR_ONESHOT_BLOCKS;
-  /* Two-shot and push: 512 threads, so a block keeps more remote stores and
-   * polls in flight; the small push and pull kernels: 256. */
-  out->block = k == TPG_PEER_TWOSHOT || k == TPG_PEER_PUSH ? 512 : 256;
+  /* Two-shot: 512 threads, so a block keeps more remote stores and polls in
+   * flight. Push: 264 x 256 (two blocks per SM, each sending its window by
+   * bulk copies while its threads poll; ar_lab, 2026-11-30 rounds 1-2, see
+   * docs/performance.md). The small push and pull kernels: 256. */
+  out->block = k == TPG_PEER_TWOSHOT ? 512 : 256;
   return TPG_SUCCESS;
 }

@@ -338,7 +338,7 @@ static void run_kernel(const fk_node *nd) {
           need(k, "flags[q]", a->flags[q], TPG_AR_MAX_RANKS * TPG_AR_MAX_BLOCKS * 4);
           if (strstr(k->name, "twoshot")) need(k, "gather[q]", a->gather[q], 2 * a->slot_bytes);
         }
-      need(k, "epochs", a->epochs, TPG_AR_MAX_BLOCKS * 4);
+      need(k, "epochs", a->epochs, TPG_AR_EPOCHS * 4);
       need(k, "status", a->status, 4);
       check_epi(k, &a->epi, a->count, es);
       break;

@@ -38,20 +38,266 @@
 
 enum { R = 2 };
 
+// The push kernel's earlier form (each thread stores its vectors into the
+// peer's slot with st.global), kept here for the A/B against the bulk form.
+template <typename T, int MR, bool EARLY = true, int NS = 0>
+__device__ void push_st1(const tpg_allreduce_args &a) {
+  constexpr int V = 16 / sizeof(T);
+  constexpr int U = MR <= 4 ? 4 : 2;  // vectors a thread loads before storing them
+  constexpr int UP = MR <= 2 ? 2 : 1;  // vectors a thread polls at once (registers: UP x MR vectors)
+  const uint4 SENT = make_uint4(0x80008000u, 0x80008000u, 0x80008000u, 0x80008000u);
+  __shared__ uint32_t s_epoch;
+  const int b = blockIdx.x, nb = gridDim.x, R = a.nranks, me = a.rank;
+  const uint64_t slotv = ((a.slot_bytes / (R - 1)) & ~15ull) / 16;  // vectors per peer slot
+  const uint64_t S = slotv / nb;                                       // this block's window
+  const uint64_t nvec = (a.count + V - 1) / V, full = a.count / V;
+  uint64_t v0, v1, f0, f1;
+  tpg::block_range<T>(a.count, a.epi, b, nb, nvec, v0, v1);
+  tpg::block_range<T>(a.count, a.epi, 0, nb, nvec, f0, f1);  // block 0's range is the longest
+  const uint32_t rounds = f1 - f0 <= S ? 1u : (uint32_t)((f1 - f0 + S - 1) / S);
+  const uint64_t bd = blockDim.x;
+  uint4 *mine = static_cast<uint4 *>(a.staging[me]) + b * S;
+  T *out = static_cast<T *>(a.out);
+
+  uint4 vv[U];
+  auto load_u = [&](uint64_t base, uint64_t end) {
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const uint64_t i = base + u * bd;
+      if (i < end) vv[u] = unsentinel<T>(load_in<T>(a, i, full));
+    }
+  };
+  const uint64_t first_end = min(v1, v0 + S);
+  if (EARLY) load_u(v0 + threadIdx.x, first_end);
+  if (threadIdx.x == 0) s_epoch = a.epochs[b] + 1;
+  __syncthreads();
+  const uint32_t e0 = s_epoch;
+  uint64_t deadline = 0;
+  bool failed = false;
+  for (uint32_t r = 0; r < rounds; r++) {
+    const uint32_t e = e0 + r;
+    const uint64_t half = ((e & 1u) ? a.slot_bytes : 0) / 16;  // in vectors
+    const uint64_t r0 = v0 + (uint64_t)r * S, r1 = min(v1, r0 + S);  // this round's vectors
+    if (r > 0) {
+      // The resets of the last round are done (fence: at this GPU's L2,
+      // before the data that lets the peer write into that half again).
+      __threadfence();
+      if (__syncthreads_or(failed)) break;
+    }
+    // Phase 1: this round's vectors to every peer.
+    uint64_t i0 = r0 + threadIdx.x;
+    if (!EARLY || r > 0) load_u(i0, r1);
+    while (i0 < r1) {
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        const uint64_t i = i0 + u * bd;
+        if (i >= r1) break;
+#pragma unroll
+        for (int q = 0; q < MR; q++)
+          if (q < R && q != me)
+            __stcg(static_cast<uint4 *>(a.staging[q]) + half + ((me - q - 1 + R) % R) * slotv + b * S + (i - r0),
+                   vv[u]);
+      }
+      i0 += bd * U;
+      if (i0 < r1) load_u(i0, r1);
+    }
+    // Phase 2: own data from `in`, the peers' from this rank's window.
+    if (r == 0) deadline = now_ns() + a.timeout_ns;
+    for (uint64_t j0 = r0 + threadIdx.x; j0 < r1 && !failed; j0 += bd * UP) {
+      uint4 pv[UP][MR];
+#pragma unroll
+      for (int u = 0; u < UP; u++) {
+        const uint64_t i = j0 + u * bd;
+        if (i >= r1) break;
+#pragma unroll
+        for (int q = 0; q < MR; q++) {
+          if (q >= R) break;
+          pv[u][q] = q == me ? unsentinel<T>(load_in<T>(a, i, full))
+                             : ld_volatile(mine + half + ((q - me - 1 + R) % R) * slotv + (i - r0));
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < UP; u++) {
+        const uint64_t i = j0 + u * bd;
+        if (i >= r1 || failed) break;
+        float acc[V];
+#pragma unroll
+        for (int k = 0; k < V; k++) acc[k] = 0.f;
+#pragma unroll
+        for (int q = 0; q < MR; q++) {
+          if (q >= R) break;
+          uint4 v = pv[u][q];
+          if (q != me) {
+            v = wait_arrived<T, NS>(mine + half + ((q - me - 1 + R) % R) * slotv + (i - r0), v, deadline, a.status,
+                                    failed);
+            if (failed) break;
+          }
+          const T *t = reinterpret_cast<const T *>(&v);
+#pragma unroll
+          for (int k = 0; k < V; k++) acc[k] += tf<T>(t[k]);
+        }
+        if (failed) break;
+        if (i < full) {
+          tpg::epi_store<T>(a.epi, out, i, acc);
+        } else {
+          const int rem = (int)(a.count - full * V);
+#pragma unroll
+          for (int k = 0; k < V; k++)
+            if (k < rem) out[full * V + k] = ft<T>(acc[k]);
+        }
+#pragma unroll
+        for (int j = 0; j < MR - 1; j++)
+          if (j < R - 1) mine[half + j * slotv + (i - r0)] = SENT;  // ready for epoch e+2
+      }
+    }
+  }
+  if (failed) *a.status = 1u;
+  const bool any_failed = __syncthreads_or(failed);
+  if (!any_failed && tpg::epi_norm(a.epi)) {
+    const uint64_t vpr = a.epi.hidden / V;
+    tpg::epi_norm_rows<T>(a.epi, out, v0 / vpr, v1 / vpr);
+  }
+  if (threadIdx.x == 0) a.epochs[b] = e0 + rounds - 1;
+}
+
+extern "C" __global__ void __launch_bounds__(512) ar_lab_push_st(const __grid_constant__ tpg_allreduce_args a) {
+  push_st1<__nv_bfloat16, 2>(a);
+}
+// Round 1's bulk push (bf16, 2 ranks only), the form the library's push1 grew from: A/B.
+__device__ __forceinline__ uint32_t smem_u32(const void *p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void bulk_s2g(void *dst, const void *src_smem, uint32_t bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(smem_u32(src_smem)),
+               "r"(bytes)
+               : "memory");
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void lab_bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+// Copies n vectors of `in` from v (unsentinel'd) to dst[0..n) through shared
+// memory and bulk stores: CH vectors a chunk, NB buffers. Thread 0 issues.
+template <int CH, int NB>
+__device__ __forceinline__ void bulk_send(uint4 (*sm)[CH], uint32_t &k, const tpg_allreduce_args &a, uint64_t v,
+                                          uint64_t n, uint4 *dst, uint64_t full) {
+  for (uint64_t c = 0; c < n; c += CH, k++) {
+    const int buf = k % NB;
+    if (k >= NB) {
+      if (threadIdx.x == 0) lab_bulk_wait_read<NB - 1>();
+      __syncthreads();
+    }
+    const uint64_t m = min((uint64_t)CH, n - c);
+    for (uint64_t t = threadIdx.x; t < m; t += blockDim.x) sm[buf][t] = unsentinel<__nv_bfloat16>(load_in<__nv_bfloat16>(a, v + c + t, full));
+    fence_async_smem();
+    __syncthreads();
+    if (threadIdx.x == 0) bulk_s2g(dst + c, sm[buf], (uint32_t)(m * 16));
+  }
+}
+
+// push1 (bf16, 2 ranks) with phase 1 as bulk stores of the block's window.
+template <int CH, int NB>
+__device__ void lab_push_bulk(const tpg_allreduce_args &a) {
+  typedef __nv_bfloat16 T;
+  constexpr int V = 8, UP = 2;
+  __shared__ __align__(128) uint4 sm[NB][CH];
+  const uint4 SENT = make_uint4(0x80008000u, 0x80008000u, 0x80008000u, 0x80008000u);
+  __shared__ uint32_t s_epoch;
+  const int b = blockIdx.x, nb = gridDim.x, me = a.rank, peer = 1 - a.rank;
+  const uint64_t slotv = (a.slot_bytes & ~15ull) / 16;
+  const uint64_t S = slotv / nb;
+  const uint64_t nvec = (a.count + V - 1) / V, full = a.count / V;
+  uint64_t v0, v1, f0, f1;
+  tpg::block_range<T>(a.count, a.epi, b, nb, nvec, v0, v1);
+  tpg::block_range<T>(a.count, a.epi, 0, nb, nvec, f0, f1);
+  const uint32_t rounds = f1 - f0 <= S ? 1u : (uint32_t)((f1 - f0 + S - 1) / S);
+  uint4 *mine = static_cast<uint4 *>(a.staging[me]) + b * S;
+  uint4 *theirs = static_cast<uint4 *>(a.staging[peer]) + b * S;
+  T *out = static_cast<T *>(a.out);
+  if (threadIdx.x == 0) s_epoch = a.epochs[b] + 1;
+  __syncthreads();
+  const uint32_t e0 = s_epoch;
+  uint64_t deadline = 0;
+  bool failed = false;
+  uint32_t k = 0;
+  for (uint32_t r = 0; r < rounds; r++) {
+    const uint32_t e = e0 + r;
+    const uint64_t half = ((e & 1u) ? a.slot_bytes : 0) / 16;
+    const uint64_t r0 = v0 + (uint64_t)r * S, r1 = min(v1, r0 + S);
+    if (r > 0) {
+      __threadfence();
+      fence_async_smem();
+      if (__syncthreads_or(failed)) break;
+    }
+    if (r1 > r0) bulk_send<CH, NB>(sm, k, a, r0, r1 - r0, theirs + half, full);
+    if (r == 0) deadline = now_ns() + a.timeout_ns;
+    for (uint64_t j0 = r0 + threadIdx.x; j0 < r1 && !failed; j0 += blockDim.x * UP) {
+      uint4 pown[UP], ppeer[UP];  // separate arrays: indexing by rank put them in local memory
+#pragma unroll
+      for (int u = 0; u < UP; u++) {
+        const uint64_t i = j0 + u * blockDim.x;
+        if (i >= r1) break;
+        pown[u] = unsentinel<T>(load_in<T>(a, i, full));
+        ppeer[u] = ld_volatile(mine + half + (i - r0));
+      }
+#pragma unroll
+      for (int u = 0; u < UP; u++) {
+        const uint64_t i = j0 + u * blockDim.x;
+        if (i >= r1 || failed) break;
+        ppeer[u] = wait_arrived<T>(mine + half + (i - r0), ppeer[u], deadline, a.status, failed);
+        if (failed) break;
+        float acc[V];
+#pragma unroll
+        for (int kk = 0; kk < V; kk++) acc[kk] = 0.f;
+        {  // two fp32 addends: a + b == b + a, so both ranks get the same bits in any order
+          const T *t0 = reinterpret_cast<const T *>(&pown[u]);
+          const T *t1 = reinterpret_cast<const T *>(&ppeer[u]);
+#pragma unroll
+          for (int kk = 0; kk < V; kk++) acc[kk] += tf<T>(t0[kk]) + tf<T>(t1[kk]);
+        }
+        if (i < full) {
+          tpg::epi_store<T>(a.epi, out, i, acc);
+        } else {
+          const int rem = (int)(a.count - full * V);
+#pragma unroll
+          for (int kk = 0; kk < V; kk++)
+            if (kk < rem) out[full * V + kk] = ft<T>(acc[kk]);
+        }
+        mine[half + (i - r0)] = SENT;
+      }
+    }
+  }
+  if (threadIdx.x == 0) lab_bulk_wait_read<0>();
+  if (failed) *a.status = 1u;
+  const bool any_failed = __syncthreads_or(failed);
+  if (!any_failed && tpg::epi_norm(a.epi)) {
+    const uint64_t vpr = a.epi.hidden / V;
+    tpg::epi_norm_rows<T>(a.epi, out, v0 / vpr, v1 / vpr);
+  }
+  if (threadIdx.x == 0) a.epochs[b] = e0 + rounds - 1;
+}
+extern "C" __global__ void __launch_bounds__(512) ar_lab_r1bulk(const __grid_constant__ tpg_allreduce_args a) {
+  lab_push_bulk<256, 4>(a);
+}
+// The library's push with its options switched.
+extern "C" __global__ void __launch_bounds__(512) ar_lab_push_waitall(const __grid_constant__ tpg_allreduce_args a) {
+  push_by_ranks<256, 4, false, true>(a);
+}
+// The library's push1 alone (bf16, 2 ranks): does the one kernel for every
+// dtype and rank count cost anything?
+extern "C" __global__ void __launch_bounds__(256) ar_lab_push_bf16r2(const __grid_constant__ tpg_allreduce_args a) {
+  __shared__ __align__(128) uint4 sm[4][256];
+  push1<__nv_bfloat16, 2, 256, 4>(a, sm);
+}
+extern "C" __global__ void __launch_bounds__(512) ar_lab_push_ownsm(const __grid_constant__ tpg_allreduce_args a) {
+  push_by_ranks<256, 4, true, false>(a);
+}
 // Reference points, not all-reduces: an empty kernel (the graph's per-node
 // cost) and a plain copy of the message into the peer's scratch (NVLink
 // write bandwidth with no protocol and no waiting).
-// push1 reading the epoch before its first loads (the form before EARLY).
-extern "C" __global__ void __launch_bounds__(512) ar_lab_push_late(const __grid_constant__ tpg_allreduce_args a) {
-  push1<__nv_bfloat16, 2, false>(a);
-}
-// push1 sleeping between polls.
-extern "C" __global__ void __launch_bounds__(512) ar_lab_push_ns100(const __grid_constant__ tpg_allreduce_args a) {
-  push1<__nv_bfloat16, 2, true, 100>(a);
-}
-extern "C" __global__ void __launch_bounds__(512) ar_lab_push_ns400(const __grid_constant__ tpg_allreduce_args a) {
-  push1<__nv_bfloat16, 2, true, 400>(a);
-}
 extern "C" __global__ void ar_lab_nop(const __grid_constant__ tpg_allreduce_args a) {}
 extern "C" __global__ void __launch_bounds__(512) ar_lab_nvl_write(const __grid_constant__ tpg_allreduce_args a) {
   const uint64_t nvec = a.count / 8;
@@ -60,6 +306,15 @@ extern "C" __global__ void __launch_bounds__(512) ar_lab_nvl_write(const __grid_
   for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < nvec; i += (uint64_t)gridDim.x * blockDim.x)
     __stcg(dst + i, src[i]);
 }
+// push1 as the secondary of programmatic dependent launch: the blocks become
+// resident and wait while the previous node drains (how much of the fixed
+// per-node cost is launch).
+extern "C" __global__ void __launch_bounds__(512) ar_lab_push_pdl(const __grid_constant__ tpg_allreduce_args a) {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  push_by_ranks<256, 4>(a);
+}
+
 static const size_t MAXB = (size_t)16 << 20;             // largest message
 static const size_t SLOT = ((size_t)16 << 20) + (64 << 10);  // one parity half: R slots of MAXB + padding
 static int OPS = 20, REPS = 50;
@@ -101,12 +356,26 @@ struct Variant {
   void (*kern)(tpg_allreduce_args);
   int grid, block;
   size_t slot;  // 0: SLOT; the library's 4 MiB makes push run in rounds above 4 MiB at TP 2
+  int pdl;      // launched with programmatic stream serialization
 };
 
 static void launch(const Variant &v, int r, const void *in, void *out, size_t count) {
   tpg_allreduce_args a = make_args(r, v.kind, in, out, count, v.slot);
   void *args[] = {&a};
-  CK(cudaLaunchKernel((const void *)v.kern, dim3(v.grid), dim3(v.block), args, 0, rk[r].s));
+  if (!v.pdl) {
+    CK(cudaLaunchKernel((const void *)v.kern, dim3(v.grid), dim3(v.block), args, 0, rk[r].s));
+    return;
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(v.grid);
+  cfg.blockDim = dim3(v.block);
+  cfg.stream = rk[r].s;
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = 1;
+  CK(cudaLaunchKernelExC(&cfg, (const void *)v.kern, args));
 }
 
 static uint16_t f2bf(float f) {
@@ -243,11 +512,12 @@ static double time_graph(const std::function<void(int, int)> &capture_ops) {
 }
 
 int main(int argc, char **argv) {
-  int sym = 1;
+  int sym = 1, quick = 0;  // --quick: checks up to 1 M elements, times 256 KiB - 4 MiB
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--ops") && i + 1 < argc) OPS = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) REPS = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--nosym")) sym = 0;
+    else if (!strcmp(argv[i], "--quick")) quick = 1;
   }
   for (int r = 0; r < R; r++) {
     CK(cudaSetDevice(r));
@@ -272,19 +542,11 @@ int main(int argc, char **argv) {
 
   std::vector<Variant> vs;
   const size_t LIB = (size_t)4 << 20;  // lib/peer.c's slot
-  vs.push_back({"lamport64x256", 0, tpg_allreduce_lamport, 64, 256, 0});
-  vs.push_back({"twoshot128x512", 1, tpg_allreduce_twoshot, 128, 512, 0});
-  static const int grids[][2] = {{64, 512}, {128, 256}, {128, 512}, {132, 512}, {264, 256}};
-  static char names[32][32];
-  int k = 0;
-  for (auto &gb : grids) {
-    snprintf(names[k], sizeof names[k], "push%dx%d", gb[0], gb[1]);
-    vs.push_back({names[k], 2, tpg_allreduce_push, gb[0], gb[1], LIB});
-    k++;
-  }
-  vs.push_back({"push128x512big", 2, tpg_allreduce_push, 128, 512, 0});  // one round up to 16 MiB
-  vs.push_back({"pushlate128x512", 2, ar_lab_push_late, 128, 512, LIB});
-  vs.push_back({"pushns100_128x512", 2, ar_lab_push_ns100, 128, 512, LIB});
+  vs.push_back({"st264x256", 2, ar_lab_push_st, 264, 256, LIB});  // the merged tree's push kernel, its best shape
+  vs.push_back({"push264x256", 4, tpg_allreduce_push, 264, 256, LIB});  // the library's
+  vs.push_back({"r1bulk264x256", 4, ar_lab_r1bulk, 264, 256, LIB});
+  vs.push_back({"ownsm264x256", 4, ar_lab_push_ownsm, 264, 256, LIB});
+  vs.push_back({"pushpdl264x256", 4, ar_lab_push_pdl, 264, 256, LIB, 1});
   const size_t nchecked = vs.size();
   vs.push_back({"ref:nop132x512", 3, ar_lab_nop, 132, 512, 0});
   vs.push_back({"ref:nvlwr132x512", 3, ar_lab_nvl_write, 132, 512, 0});
@@ -297,7 +559,7 @@ int main(int argc, char **argv) {
     const Variant &v = vs[vi];
     int vf = 0;
     for (size_t c : counts) {
-      if (c * 2 > MAXB) continue;
+      if (c * 2 > MAXB || (quick && c > (1u << 20) + 5)) continue;
       if (v.kern == tpg_allreduce_lamport && c * 2 > SLOT / R) continue;
       if (c * 2 > (4u << 20) && !(v.grid == 128 && v.block == 512) && v.grid != 264) continue;  // big sizes: fewer shapes
       for (int rep = 0; rep < 6; rep++) vf += check(v, c, rep % 3 == 2, (unsigned)(c + rep), &worst);
@@ -337,6 +599,7 @@ int main(int argc, char **argv) {
   std::vector<std::vector<double>> res(NS, std::vector<double>(NV + 2, NAN));
   for (int si = 0; si < NS; si++) {
     const size_t bytes = sizes[si], n = bytes / 2;
+    if (quick && (bytes < (256u << 10) || bytes > (4u << 20))) continue;
     res[si][0] = time_graph([&](int op, int) {
       NK(ncclGroupStart());
       for (int r = 0; r < R; r++)
