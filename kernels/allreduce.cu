@@ -595,117 +595,6 @@ __device__ void push1(const tpg_allreduce_args &a, uint4 (*sm)[CH]) {
   if (threadIdx.x == 0) a.epochs[b] = e0 + rounds - 1;
 }
 
-// push1 at exactly 2 ranks, written out for them: one peer, one slot, own
-// and peer vectors side by side, a + b summed (fp32 addition commutes, so
-// both ranks get the same bits). The same protocol, rounds, failed word
-// and epilogue as push1. Why a second body: ar_lab measured this form
-// (bf16) 0.4-0.5 us faster at 2 MiB than push1's general body instantiated
-// for bf16 at 2 ranks (rounds 3 and 4 of session 3: 10.24 / 10.28 against
-// 10.68-10.82), with no difference we could name in the source.
-template <typename T, int CH, int NB>
-__device__ void push2(const tpg_allreduce_args &a, uint4 (*sm)[CH]) {
-  constexpr int V = 16 / sizeof(T), UP = 2;
-  const uint4 SENT = make_uint4(0x80008000u, 0x80008000u, 0x80008000u, 0x80008000u);
-  __shared__ uint32_t s_epoch2, s_dead2;
-  const int b = blockIdx.x, nb = gridDim.x, me = a.rank, peer = 1 - a.rank;
-  const uint64_t slotv = (a.slot_bytes & ~15ull) / 16;
-  const uint64_t S = slotv / nb;
-  const uint64_t nvec = (a.count + V - 1) / V, full = a.count / V;
-  uint64_t v0, v1, f0, f1;
-  tpg::block_range<T>(a.count, a.epi, b, nb, nvec, v0, v1);
-  tpg::block_range<T>(a.count, a.epi, 0, nb, nvec, f0, f1);
-  const uint32_t rounds = f1 - f0 <= S ? 1u : (uint32_t)((f1 - f0 + S - 1) / S);
-  uint4 *mine = static_cast<uint4 *>(a.staging[me]) + b * S;
-  uint4 *theirs = static_cast<uint4 *>(a.staging[peer]) + b * S;
-  T *out = static_cast<T *>(a.out);
-  uint32_t *dead = nb < TPG_AR_EPOCHS ? a.epochs + (TPG_AR_EPOCHS - 1) : nullptr;  // as in push1
-  if (threadIdx.x == 0) {
-    s_epoch2 = a.epochs[b] + 1;
-    s_dead2 = dead ? *dead : 0u;
-  }
-  __syncthreads();
-  if (s_dead2) return;
-  const uint32_t e0 = s_epoch2;
-  uint64_t deadline = 0;
-  bool failed = false;
-  uint32_t k = 0;
-  (void)k;
-  (void)sm;
-  for (uint32_t r = 0; r < rounds; r++) {
-    const uint32_t e = e0 + r;
-    const uint64_t half = ((e & 1u) ? a.slot_bytes : 0) / 16;
-    const uint64_t r0 = v0 + (uint64_t)r * S, r1 = min(v1, r0 + S);
-    if (r > 0) {
-      __threadfence();
-      fence_async_global();
-      if (__syncthreads_or(failed)) break;
-    }
-    uint4 *dst = theirs + half;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-    for (uint64_t i = r0 + threadIdx.x; i < r1; i += blockDim.x) __stcg(dst + (i - r0), unsentinel<T>(load_in<T>(a, i, full)));
-#else
-    for (uint64_t c = 0; c < r1 - r0; c += CH, k++) {
-      const int buf = k % NB;
-      if (k >= NB) {
-        if (threadIdx.x == 0) bulk_wait_read<NB - 1>();
-        __syncthreads();
-      }
-      const uint64_t m = min((uint64_t)CH, r1 - r0 - c);
-      for (uint64_t t = threadIdx.x; t < m; t += blockDim.x) sm[buf][t] = unsentinel<T>(load_in<T>(a, r0 + c + t, full));
-      fence_async_shared();
-      __syncthreads();
-      if (threadIdx.x == 0) {
-        bulk_store(dst + c, sm[buf], (uint32_t)(m * 16));
-        bulk_commit();
-      }
-    }
-#endif
-    if (r == 0) deadline = now_ns() + a.timeout_ns;
-    for (uint64_t j0 = r0 + threadIdx.x; j0 < r1 && !failed; j0 += blockDim.x * UP) {
-      uint4 pown[UP], ppeer[UP];
-#pragma unroll
-      for (int u = 0; u < UP; u++) {
-        const uint64_t i = j0 + u * blockDim.x;
-        if (i >= r1) break;
-        pown[u] = unsentinel<T>(load_in<T>(a, i, full));
-        ppeer[u] = ld_volatile(mine + half + (i - r0));
-      }
-#pragma unroll
-      for (int u = 0; u < UP; u++) {
-        const uint64_t i = j0 + u * blockDim.x;
-        if (i >= r1 || failed) break;
-        ppeer[u] = wait_arrived<T>(mine + half + (i - r0), ppeer[u], deadline, a.status, failed);
-        if (failed) break;
-        float acc[V];
-        const T *t0 = reinterpret_cast<const T *>(&pown[u]);
-        const T *t1 = reinterpret_cast<const T *>(&ppeer[u]);
-#pragma unroll
-        for (int kk = 0; kk < V; kk++) acc[kk] = 0.f + (tf<T>(t0[kk]) + tf<T>(t1[kk]));
-        if (i < full) {
-          tpg::epi_store<T>(a.epi, out, i, acc);
-        } else {
-          const int rem = (int)(a.count - full * V);
-#pragma unroll
-          for (int kk = 0; kk < V; kk++)
-            if (kk < rem) out[full * V + kk] = ft<T>(acc[kk]);
-        }
-        mine[half + (i - r0)] = SENT;  // ready for epoch e+2
-      }
-    }
-  }
-  if (threadIdx.x == 0) bulk_wait_read<0>();
-  if (failed) {
-    *a.status = 1u;
-    if (dead) *dead = 1u;
-  }
-  const bool any_failed = __syncthreads_or(failed);
-  if (!any_failed && tpg::epi_norm(a.epi)) {
-    const uint64_t vpr = a.epi.hidden / V;
-    tpg::epi_norm_rows<T>(a.epi, out, v0 / vpr, v1 / vpr);
-  }
-  if (threadIdx.x == 0) a.epochs[b] = e0 + rounds - 1;
-}
-
 // Two-shot: reduce-scatter then all-gather, both by remote stores, for
 // messages where one-shot moves too much (push: R copies of the message into
 // every peer; pull: every peer's whole staging read over NVLink with few
@@ -917,18 +806,10 @@ __device__ __forceinline__ void push_by_dtype(const tpg_allreduce_args &a, uint4
     default: push1<__nv_bfloat16, MR, CH, NB, OWN_SM, WAIT_ALL>(a, sm); break;
   }
 }
-// TWO: push2 at exactly 2 ranks (the library's); ar_lab turns it off to
-// time push1's general body there.
-template <int CH, int NB, bool OWN_SM = false, bool WAIT_ALL = false, bool TWO = true>
+template <int CH, int NB, bool OWN_SM = false, bool WAIT_ALL = false>
 __device__ __forceinline__ void push_by_ranks(const tpg_allreduce_args &a) {
   __shared__ __align__(128) uint4 sm[NB][CH];
-  if (TWO && a.nranks == 2) {
-    switch (a.dtype) {
-      case TPG_KDT_F32: push2<float, CH, NB>(a, sm); break;
-      case TPG_KDT_F16: push2<__half, CH, NB>(a, sm); break;
-      default: push2<__nv_bfloat16, CH, NB>(a, sm); break;
-    }
-  } else if (a.nranks <= 2) push_by_dtype<2, CH, NB, OWN_SM, WAIT_ALL>(a, sm);
+  if (a.nranks <= 2) push_by_dtype<2, CH, NB, OWN_SM, WAIT_ALL>(a, sm);
   else if (a.nranks <= 4) push_by_dtype<4, CH, NB, OWN_SM, WAIT_ALL>(a, sm);
   else push_by_dtype<TPG_AR_MAX_RANKS, CH, NB, OWN_SM, WAIT_ALL>(a, sm);
 }

@@ -293,11 +293,7 @@ extern "C" __global__ void __launch_bounds__(256) ar_lab_push_bf16r2(const __gri
   push1<__nv_bfloat16, 2, 256, 4>(a, sm);
 }
 extern "C" __global__ void __launch_bounds__(512) ar_lab_push_ownsm(const __grid_constant__ tpg_allreduce_args a) {
-  push_by_ranks<256, 4, true, false, false>(a);
-}
-// push1's general body at 2 ranks (the library runs push2 there).
-extern "C" __global__ void __launch_bounds__(512) ar_lab_push_gen(const __grid_constant__ tpg_allreduce_args a) {
-  push_by_ranks<256, 4, false, false, false>(a);
+  push_by_ranks<256, 4, true, false>(a);
 }
 // Reference points, not all-reduces: an empty kernel (the graph's per-node
 // cost) and a plain copy of the message into the peer's scratch (NVLink
@@ -549,7 +545,7 @@ int main(int argc, char **argv) {
   vs.push_back({"st264x256", 2, ar_lab_push_st, 264, 256, LIB});  // the merged tree's push kernel, its best shape
   vs.push_back({"push264x256", 4, tpg_allreduce_push, 264, 256, LIB});  // the library's
   vs.push_back({"r1bulk264x256", 4, ar_lab_r1bulk, 264, 256, LIB});
-  vs.push_back({"gen264x256", 4, ar_lab_push_gen, 264, 256, LIB});
+  vs.push_back({"ownsm264x256", 4, ar_lab_push_ownsm, 264, 256, LIB});
   vs.push_back({"pushpdl264x256", 4, ar_lab_push_pdl, 264, 256, LIB, 1});
   const size_t nchecked = vs.size();
   vs.push_back({"ref:nop132x512", 3, ar_lab_nop, 132, 512, 0});
