@@ -915,14 +915,17 @@ typedef struct tpg_graph_config {
 
 /* Opt-in: Programmatic Dependent Launch edges (CUDA 12.3+ graph edge data,
  * sm_90+). An edge from one of our kernel nodes (GEMM, axpby, concat, our
- * all-reduce, the epilogue after an NCCL all-reduce) to a GEMM, axpby or
- * concat node becomes programmatic: the later kernel is launched while the
+ * all-reduce, the epilogue after an NCCL all-reduce) to a GEMM, axpby,
+ * concat or our all-reduce kernel node becomes programmatic: the later
+ * kernel is launched while the
  * earlier one still runs, its blocks get resident, then wait in every block
  * for the earlier kernel's completion and memory flush before they touch
  * anything. Results are the same as without the flag; it hides part of the
  * ~0.8 us launch gap of each dependent kernel node (measured on 2 x H200,
- * TP=2: 0.6 us per layer at M=1, ~1%; docs/performance.md). Edges into all-reduce
- * kernels, NCCL child graphs, memcpy, memset and empty nodes stay ordinary.
+ * TP=2: 0.6 us per layer at M=1, ~1%; docs/performance.md). Our all-reduce
+ * kernels wait before anything else, so for them only the launch moves
+ * earlier. Edges into NCCL child graphs, the epilogue after them, memcpy,
+ * memset and empty nodes stay ordinary.
  * Ignored (ordinary edges, tpg_graph_info.programmatic_edges = 0) on GPUs
  * below sm_90 and in TPG_MODE_CAPTURE / TPG_MODE_EAGER. Rebind and update
  * keep the edges. cfg->pdl_prefetch or $TPG_PDL_PREFETCH (bytes per W row,
