@@ -58,6 +58,37 @@ __device__ __forceinline__ bool give_up(uint64_t deadline, const uint32_t *statu
 template <typename T> __device__ __forceinline__ float tf(T v) { return tpg::dt<T>::to_f(v); }
 template <typename T> __device__ __forceinline__ T ft(float v) { return tpg::dt<T>::from_f(v); }
 
+// Vector i of the input; the partial last vector (i == full) holds its valid
+// elements and zeros after them. Every kernel reads its input this way.
+template <typename T>
+__device__ __forceinline__ uint4 load_in(const tpg_allreduce_args &a, uint64_t i, uint64_t full) {
+  constexpr int V = 16 / sizeof(T);
+  if (i < full) return static_cast<const uint4 *>(a.in)[i];
+  uint4 v = make_uint4(0, 0, 0, 0);  // the partial last vector: valid elements, zeros after
+  T *t = reinterpret_cast<T *>(&v);
+  const int rem = (int)(a.count - full * V);
+#pragma unroll
+  for (int k = 0; k < V; k++)
+    if (k < rem) t[k] = static_cast<const T *>(a.in)[full * V + k];
+  return v;
+}
+
+// Vector i of the result from its fp32 sums: through the epilogue, or for the
+// partial last vector (no epilogue is possible then) its valid elements only.
+template <typename T>
+__device__ __forceinline__ void store_acc(const tpg_allreduce_args &a, T *out, uint64_t i, uint64_t full,
+                                          const float (&acc)[16 / sizeof(T)]) {
+  constexpr int V = 16 / sizeof(T);
+  if (i < full) {
+    tpg::epi_store<T>(a.epi, out, i, acc);
+  } else {
+    const int rem = (int)(a.count - full * V);
+#pragma unroll
+    for (int k = 0; k < V; k++)
+      if (k < rem) out[full * V + k] = ft<T>(acc[k]);
+  }
+}
+
 template <typename T>
 __device__ void oneshot(const tpg_allreduce_args &a) {
   constexpr int V = 16 / sizeof(T);  // elements per 16-byte vector
@@ -238,7 +269,6 @@ __device__ void lamport(const tpg_allreduce_args &a) {
   uint64_t v0, v1;
   tpg::block_range<T>(a.count, a.epi, b, nb, nvec, v0, v1);
   const uint64_t full = a.count / V;
-  const uint4 *in = static_cast<const uint4 *>(a.in);
   // A thread's vectors are read U at a time, all loads issued before any
   // store: with a norm one block owns a whole row (8192 bf16 at batch 1 = 4
   // vectors per thread), and a load-then-store loop would pay a memory round
@@ -251,15 +281,7 @@ __device__ void lamport(const tpg_allreduce_args &a) {
     for (int u = 0; u < U; u++) {
       const uint64_t i = i0 + u * bd;
       if (i >= v1) break;
-      if (i < full) vv[u] = in[i];
-      else {  // the tail: copy the valid elements, zero the rest
-        vv[u] = make_uint4(0, 0, 0, 0);
-        T *t = reinterpret_cast<T *>(&vv[u]);
-        const int rem = (int)(a.count - full * V);
-#pragma unroll
-        for (int k = 0; k < V; k++)
-          if (k < rem) t[k] = static_cast<const T *>(a.in)[full * V + k];
-      }
+      vv[u] = load_in<T>(a, i, full);
     }
 #pragma unroll
     for (int u = 0; u < U; u++) {
@@ -318,14 +340,7 @@ __device__ void lamport(const tpg_allreduce_args &a) {
         for (int k = 0; k < V; k++) acc[k] += tf<T>(t[k]);
       }
       if (failed) break;
-      if (i < full) {
-        tpg::epi_store<T>(a.epi, out, i, acc);
-      } else {
-        const int rem = (int)(a.count - full * V);
-#pragma unroll
-        for (int k = 0; k < V; k++)
-          if (k < rem) out[full * V + k] = ft<T>(acc[k]);
-      }
+      store_acc<T>(a, out, i, full, acc);
       // Ready for the epoch after next: the sentinel back in every slot read.
       for (int q = 0; q < R; q++) mine[(q * per_rank) / 16 + i] = make_uint4(0x80008000u, 0x80008000u, 0x80008000u, 0x80008000u);
     }
@@ -366,18 +381,6 @@ __device__ void lamport(const tpg_allreduce_args &a) {
 // __threadfence and a block barrier between rounds; a kernel boundary
 // between kernels). Windows are per block in every kernel, so only the
 // same block index on the peer ever shares positions with this block.
-template <typename T>
-__device__ __forceinline__ uint4 load_in(const tpg_allreduce_args &a, uint64_t i, uint64_t full) {
-  constexpr int V = 16 / sizeof(T);
-  if (i < full) return static_cast<const uint4 *>(a.in)[i];
-  uint4 v = make_uint4(0, 0, 0, 0);  // the partial last vector: valid elements, zeros after
-  T *t = reinterpret_cast<T *>(&v);
-  const int rem = (int)(a.count - full * V);
-#pragma unroll
-  for (int k = 0; k < V; k++)
-    if (k < rem) t[k] = static_cast<const T *>(a.in)[full * V + k];
-  return v;
-}
 
 // Bulk (TMA) stores from shared memory into a peer's memory: one thread
 // hands the copy engine a whole chunk, the block's other warps go on to
@@ -562,14 +565,7 @@ __device__ void push1(const tpg_allreduce_args &a, uint4 (*sm)[CH]) {
 #pragma unroll
             for (int kk = 0; kk < V; kk++) acc[kk] += tf<T>(t[kk]);
           }
-        if (i < full) {
-          tpg::epi_store<T>(a.epi, out, i, acc);
-        } else {
-          const int rem = (int)(a.count - full * V);
-#pragma unroll
-          for (int kk = 0; kk < V; kk++)
-            if (kk < rem) out[full * V + kk] = ft<T>(acc[kk]);
-        }
+        store_acc<T>(a, out, i, full, acc);
 #pragma unroll
         for (int j = 0; j < MR - 1; j++)
           if (j < R - 1) mine[half + j * slotv + (i - r0)] = SENT;  // ready for epoch e+2
@@ -630,16 +626,7 @@ __device__ void push1(const tpg_allreduce_args &a, uint4 (*sm)[CH]) {
 //   blocks (see materialize.c), as for the one-shot kernels.
 template <typename T>
 __device__ __forceinline__ uint4 load_piece(const tpg_allreduce_args &a, uint64_t gi, uint64_t v1, uint64_t full) {
-  constexpr int V = 16 / sizeof(T);
-  if (gi >= v1) return make_uint4(0, 0, 0, 0);  // padding
-  if (gi < full) return static_cast<const uint4 *>(a.in)[gi];
-  uint4 v = make_uint4(0, 0, 0, 0);  // the partial last vector: valid elements, zeros after
-  T *t = reinterpret_cast<T *>(&v);
-  const int rem = (int)(a.count - full * V);
-#pragma unroll
-  for (int k = 0; k < V; k++)
-    if (k < rem) t[k] = static_cast<const T *>(a.in)[full * V + k];
-  return v;
+  return gi >= v1 ? make_uint4(0, 0, 0, 0) : load_in<T>(a, gi, full);  // padding past v1
 }
 
 // Writes vector gi of the result (the rounded sum r) through the epilogue.
