@@ -789,9 +789,10 @@ int main(int argc, char **argv) {
   }
 
   /* ---- checks ---- */
-  /* each decode GEMV class, full and partial; 383: three 128-row M-tiles, so a _c2 cluster's second tile is
+  /* each decode GEMV class, full and partial; 100: the swapped tiles' token pairs (_sw _c2) with a partial
+     second pair; 383: three 128-row M-tiles, so a _c2 cluster's second tile is
      wholly past M */
-  const int Ms[] = {1, 3, 9, 16, 17, 33, 64, 255, 383, 1024, 4096};
+  const int Ms[] = {1, 3, 9, 16, 17, 33, 64, 100, 255, 383, 1024, 4096};
   const int NK[][2] = {{264, 520}, {1096, 776}, {2056, 4104}};
   auto t0 = std::chrono::steady_clock::now();
   int si = 0;

@@ -49,7 +49,7 @@ constexpr int BK = 64;
  * 4 / 4 / 6 / 8; BM 64 x BN 256 / 128 / 64 -> 4 / 8 / 8.
  * + 1024 to align the ring to the 1024-byte swizzle atom, + barriers */
 template <int BN, int BM = 128> struct cfg {
-  static_assert(BM == 128 || BM == 64, "BM");
+  static_assert(BM == 128 || BM == 64 || BM == 32 || BM == 16, "BM (32 and 16: swapped tiles only)");
   static_assert(BN == 256 || BN == 192 || BN == 128 || BN == 64, "BN");
   static_assert(BN != 192 || BM == 128, "BN 192: 128-row tiles only");
   static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
@@ -62,6 +62,16 @@ template <int BN, int BM = 128> struct cfg {
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024 + 2 * STAGES * 8;
   static_assert(SMEM_BYTES <= 227 * 1024, "dynamic shared memory per block");
   static constexpr int CW = BM == 128 ? BN : BN / 2, ACC = CW / 2;
+};
+/* Swapped tiles (SW, gemm_sm90_body): W rows are the wgmma M side and the
+ * BM tokens its N side. BN >= 128: consumer c multiplies W rows
+ * [c BN/2, (c+1) BN/2) as MW = BN/128 m64 blocks by all BM tokens; BN 64:
+ * both take the 64 W rows, consumer c tokens [c BM/2, (c+1) BM/2). TN = the
+ * wgmma N, ACC = fp32 accumulators a thread. */
+template <int BN, int BM> struct swcfg {
+  static_assert(BN == 256 || BN == 128 || BN == 64, "swapped BN");
+  static_assert(BM == 64 || BM == 32 || BM == 16, "swapped BM");
+  static constexpr int MW = BN >= 128 ? BN / 128 : 1, TN = BN >= 128 ? BM : BM / 2, ACC = MW * TN / 2;
 };
 constexpr int GROUP_M = 8;
 
@@ -249,6 +259,41 @@ TPG_DEV void wgmma_m64n32k16_f16(float (&d)[16], uint64_t da, uint64_t db, int s
       : "l"(da), "l"(db), "r"(scale_d));
 }
 
+/* N = 16 and 8: the swapped tiles' token side (16- and 32-token tiles split
+ * over the two consumers; see gemm_sm90_body's SW) */
+TPG_DEV void wgmma_m64n16k16_bf16(float (&d)[8], uint64_t da, uint64_t db, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7}, %8, %9, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+TPG_DEV void wgmma_m64n16k16_f16(float (&d)[8], uint64_t da, uint64_t db, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7}, %8, %9, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+TPG_DEV void wgmma_m64n8k16_bf16(float (&d)[4], uint64_t da, uint64_t db, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3}, %4, %5, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+TPG_DEV void wgmma_m64n8k16_f16(float (&d)[4], uint64_t da, uint64_t db, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 "
+      "{%0,%1,%2,%3}, %4, %5, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+
 /* One m64nCWk16 step: CW = the W rows (columns of the output) one consumer covers. */
 template <typename T, int CW>
 TPG_DEV void wgmma_tile(float (&d)[CW / 2], uint64_t da, uint64_t db, int scale_d) {
@@ -264,10 +309,16 @@ TPG_DEV void wgmma_tile(float (&d)[CW / 2], uint64_t da, uint64_t db, int scale_
   } else if constexpr (CW == 64) {
     if constexpr (dt<T>::is_bf16) wgmma_m64n64k16_bf16(d, da, db, scale_d);
     else wgmma_m64n64k16_f16(d, da, db, scale_d);
-  } else {
-    static_assert(CW == 32, "CW");
+  } else if constexpr (CW == 32) {
     if constexpr (dt<T>::is_bf16) wgmma_m64n32k16_bf16(d, da, db, scale_d);
     else wgmma_m64n32k16_f16(d, da, db, scale_d);
+  } else if constexpr (CW == 16) {
+    if constexpr (dt<T>::is_bf16) wgmma_m64n16k16_bf16(d, da, db, scale_d);
+    else wgmma_m64n16k16_f16(d, da, db, scale_d);
+  } else {
+    static_assert(CW == 8, "CW");
+    if constexpr (dt<T>::is_bf16) wgmma_m64n8k16_bf16(d, da, db, scale_d);
+    else wgmma_m64n8k16_f16(d, da, db, scale_d);
   }
 }
 #endif
@@ -350,15 +401,26 @@ TPG_DEV bool sk_fixup(const tpg_gemm_args &a, float (&d)[ACC], int t, int tiles,
  * half of the X rows (box BM/2) into both, and its own whole W tile. For
  * small M with narrow tiles X is as many bytes a stage as W (64 x 64) or
  * half of them (128 x 64), and every N-tile re-reads it from L2. */
-template <typename T, bool TMA, int BN, int BM = 128, int CL = 1, bool CN = false>
+/* SW ("_sw" kernels): the same stages, but the consumers swap the wgmma
+ * operands: the W tile is the A side (64-row blocks) and the BM tokens the
+ * N side, so a tile can be 16 or 32 tokens wide with no zero rows (wgmma's
+ * M is 64; the unswapped 64-row tile is half zeros at M = 32) and small M
+ * gets twice the tiles without splitting K. The producer and the smem
+ * layout are unchanged: X box {64, BM} first, then W box {64, BN}. */
+template <bool SW, int BN, int BM> struct acc_of { static constexpr int v = sm90::cfg<BN, BM>::ACC; };
+template <int BN, int BM> struct acc_of<true, BN, BM> { static constexpr int v = sm90::swcfg<BN, BM>::ACC; };
+
+template <typename T, bool TMA, int BN, int BM = 128, int CL = 1, bool CN = false, bool SW = false>
 __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg_gemm_tma_args *p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace sm90;
   static_assert(TMA || BM == 128, "the cp.async producer is written for 128-row tiles");
   static_assert(CL == 1 || (CL == 2 && TMA), "clusters: TMA, 2 CTAs");
   static_assert(!CN || CL == 2, "CN: pairs of N-tiles");
+  static_assert(!SW || (TMA && !CN), "SW: TMA kernels, no N-tile pairs");
+  static_assert(SW || BM >= 64, "BM 32 and 16: swapped tiles only");
   constexpr int STAGES = cfg<BN, BM>::STAGES, STAGE_BYTES = cfg<BN, BM>::STAGE_BYTES;
-  constexpr int A_BYTES = cfg<BN, BM>::A_BYTES, CW = cfg<BN, BM>::CW, ACC = cfg<BN, BM>::ACC;
+  constexpr int A_BYTES = cfg<BN, BM>::A_BYTES, CW = cfg<BN, BM>::CW, ACC = acc_of<SW, BN, BM>::v;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const uint32_t full_bar = base + STAGES * STAGE_BYTES, empty_bar = full_bar + STAGES * 8;
@@ -542,6 +604,22 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
         /* cp.async writes are generic-proxy writes; wgmma reads through the async proxy */
         if constexpr (!TMA) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         const uint32_t st = base + s * STAGE_BYTES;
+        if constexpr (SW) {
+          /* A = W rows (this consumer's BN/2, or all 64 with BN 64), B = the
+           * tokens (all BM, or this consumer's BM/2 with BN 64); both offsets
+           * are whole 1024-byte swizzle atoms (8 rows) */
+          constexpr int MW = swcfg<BN, BM>::MW, TN = swcfg<BN, BM>::TN;
+          const uint64_t dw = make_desc(st + A_BYTES + (BN >= 128 ? c * (BN / 2) * 128 : 0));
+          const uint64_t dx = make_desc(st + (BN >= 128 ? 0 : c * (BM / 2) * 128));
+          wgmma_fence();
+#pragma unroll
+          for (int kk = 0; kk < BK / 16; ++kk)
+#pragma unroll
+            for (int mw = 0; mw < MW; ++mw)
+              wgmma_tile<T, TN>(*reinterpret_cast<float(*)[TN / 2]>(d + mw * (TN / 2)),
+                                dw + mw * ((64 * 128) >> 4) + 2 * kk, dx + 2 * kk, (kb != kb0) | (kk != 0));
+          wgmma_commit();
+        } else {
         /* BM 128: consumer c takes X rows 64c.. and all W rows; BM 64: the
          * same X rows and W rows CW*c.. (CW*128 bytes: whole swizzle atoms) */
         const uint64_t da = make_desc(st + (BM == 128 ? c * (64 * 128) : 0));
@@ -551,6 +629,7 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
         for (int kk = 0; kk < BK / 16; ++kk)
           wgmma_tile<T, CW>(d, da + 2 * kk, db + 2 * kk, (kb != kb0) | (kk != 0));
         wgmma_commit();
+        }
         wgmma_wait<1>();  /* the previous stage's wgmmas are done: release it */
         if (kb > kb0 && lane == 0) release(empty_bar + 8 * ((it - 1) % STAGES));
       }
@@ -571,6 +650,49 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
        * outputs of W rows CW*c.. (BM 64; SwiGLU: CW/2 outputs).
        * One compile-time epilogue per branch keeps the code that a tile runs
        * small enough for the instruction cache. */
+      if constexpr (SW) {
+        /* d[mw TN/2 + 4j + 2h + e] = W row wr + g + 8h of the tile (wr below),
+         * token 8j + t2 + e of this consumer's. With SwiGLU the W rows come in
+         * 16-row groups (8 gate rows, then the same outputs' 8 up rows), so
+         * h = 0 holds a gate value and h = 1 its up value: output wr/2 + g. */
+        constexpr int MW = swcfg<BN, BM>::MW, TN = swcfg<BN, BM>::TN;
+        const int tk0 = m0 + (BN >= 128 ? 0 : c * (BM / 2));
+        epi_dispatch(a.epilogue, [&](auto ec) {
+          constexpr int EPI = decltype(ec)::value;
+#pragma unroll
+          for (int mw = 0; mw < MW; ++mw) {
+            const int wr = (BN >= 128 ? c * (BN / 2) : 0) + mw * 64 + warp * 16;
+            const float *dm = d + mw * (TN / 2);
+            if constexpr (EPI == TPG_EPI_SWIGLU) {
+              const int n = o0 + wr / 2 + g;
+              if (n < N) {
+#pragma unroll
+                for (int j = 0; j < TN / 8; ++j)
+#pragma unroll
+                  for (int e = 0; e < 2; ++e) {
+                    const int m = tk0 + 8 * j + t2 + e;
+                    if (m < M) epi_store1<T, EPI>(a, m, n, dm[4 * j + e], dm[4 * j + 2 + e]);
+                  }
+              }
+            } else {
+#pragma unroll
+              for (int h = 0; h < 2; ++h) {
+                const int n = o0 + wr + g + 8 * h;
+                if (n < N) {
+#pragma unroll
+                  for (int j = 0; j < TN / 8; ++j)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                      const int m = tk0 + 8 * j + t2 + e;
+                      if (m < M) epi_store1<T, EPI>(a, m, n, dm[4 * j + 2 * h + e], 0.f);
+                    }
+                }
+              }
+            }
+          }
+        });
+        continue;
+      }
       epi_dispatch(a.epilogue, [&](auto ec) {
         constexpr int EPI = decltype(ec)::value;
 #pragma unroll
@@ -707,3 +829,40 @@ TPG_SM90TMA_M64_C2(tpg_gemm_sm90tma_bf16_m64_n64_c2, __nv_bfloat16, 64)
 TPG_SM90TMA_M64_C2(tpg_gemm_sm90tma_f16_m64_n64_c2, __half, 64)
 TPG_SM90TMA_M64_C2(tpg_gemm_sm90tma_bf16_m64_n128_c2, __nv_bfloat16, 128)
 TPG_SM90TMA_M64_C2(tpg_gemm_sm90tma_f16_m64_n128_c2, __half, 128)
+/* Swapped tiles (_sw<BM>_n<BN>; see gemm_sm90_body's SW): BM = 16, 32 or 64
+ * tokens by BN = 64, 128 or 256 W rows, X box {64, BM}, W box {64, BN}
+ * (SWIGLU {64, 8, 2, BN/16}); grid, stages and workspace as the unswapped
+ * kernel with the same BM x BN. _c2: pairs of token tiles sharing the W tile
+ * by multicast (W box {64, BN/2}), as the 128-row _c2. Candidates for
+ * M <= 128, where the token side of a tile is what cuBLASLt shrinks. */
+#define TPG_SM90TMA_SW(NAME, T, BM, BN)                                                \
+  extern "C" __global__ void __launch_bounds__(384, 1) NAME(const __grid_constant__ tpg_gemm_tma_args p) { \
+    tpg::pdl_wait();                                                                   \
+    tpg::pdl_launch_dependents();                                                      \
+    tpg::gemm_sm90_body<T, true, BN, BM, 1, false, true>(p.a, &p);                     \
+  }
+#define TPG_SM90TMA_SW_C2(NAME, T, BM, BN)                                             \
+  extern "C" __global__ void TPG_CLUSTER2 __launch_bounds__(384, 1)                     \
+      NAME(const __grid_constant__ tpg_gemm_tma_args p) {                              \
+    tpg::pdl_wait();                                                                   \
+    tpg::pdl_launch_dependents();                                                      \
+    tpg::gemm_sm90_body<T, true, BN, BM, 2, false, true>(p.a, &p);                     \
+  }
+#define TPG_SW_BOTH(BM, BN)                                                            \
+  TPG_SM90TMA_SW(tpg_gemm_sm90tma_bf16_sw##BM##_n##BN, __nv_bfloat16, BM, BN)          \
+  TPG_SM90TMA_SW(tpg_gemm_sm90tma_f16_sw##BM##_n##BN, __half, BM, BN)
+#define TPG_SW_BOTH_C2(BM, BN)                                                         \
+  TPG_SM90TMA_SW_C2(tpg_gemm_sm90tma_bf16_sw##BM##_n##BN##_c2, __nv_bfloat16, BM, BN)  \
+  TPG_SM90TMA_SW_C2(tpg_gemm_sm90tma_f16_sw##BM##_n##BN##_c2, __half, BM, BN)
+TPG_SW_BOTH(16, 64)
+TPG_SW_BOTH(16, 128)
+TPG_SW_BOTH(32, 64)
+TPG_SW_BOTH(32, 128)
+TPG_SW_BOTH(32, 256)
+TPG_SW_BOTH(64, 64)
+TPG_SW_BOTH(64, 128)
+TPG_SW_BOTH(64, 256)
+TPG_SW_BOTH_C2(32, 64)
+TPG_SW_BOTH_C2(32, 128)
+TPG_SW_BOTH_C2(64, 64)
+TPG_SW_BOTH_C2(64, 128)

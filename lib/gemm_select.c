@@ -234,7 +234,22 @@ static void fill_map(tpg_tma_encode *e, int rank, const unsigned long long *dims
  * workspace covers 2 * units tiles. The caller has checked the shape and
  * the leading dimensions. */
 static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, int ldx, int ldw, int bm, int bn,
-                     int sk, int cl, int cn, tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map) {
+                     int sk, int cl, int cn, int sw, tpg_kernel_launch *out, tpg_tma_encode *x_map,
+                     tpg_tma_encode *w_map) {
+  /* swapped tiles (kernels/gemm_sm90.cu SW): [bf16][bm 16, 32, 64][bn 64, 128, 256], and the _c2 pairs */
+  static const char *const names_sw[2][3][3] = {
+      {{"tpg_gemm_sm90tma_f16_sw16_n64", "tpg_gemm_sm90tma_f16_sw16_n128", NULL},
+       {"tpg_gemm_sm90tma_f16_sw32_n64", "tpg_gemm_sm90tma_f16_sw32_n128", "tpg_gemm_sm90tma_f16_sw32_n256"},
+       {"tpg_gemm_sm90tma_f16_sw64_n64", "tpg_gemm_sm90tma_f16_sw64_n128", "tpg_gemm_sm90tma_f16_sw64_n256"}},
+      {{"tpg_gemm_sm90tma_bf16_sw16_n64", "tpg_gemm_sm90tma_bf16_sw16_n128", NULL},
+       {"tpg_gemm_sm90tma_bf16_sw32_n64", "tpg_gemm_sm90tma_bf16_sw32_n128", "tpg_gemm_sm90tma_bf16_sw32_n256"},
+       {"tpg_gemm_sm90tma_bf16_sw64_n64", "tpg_gemm_sm90tma_bf16_sw64_n128", "tpg_gemm_sm90tma_bf16_sw64_n256"}}};
+  static const char *const names_sw_c2[2][2][2] = {
+      /* [bf16][bm 32, 64][bn 64, 128] */
+      {{"tpg_gemm_sm90tma_f16_sw32_n64_c2", "tpg_gemm_sm90tma_f16_sw32_n128_c2"},
+       {"tpg_gemm_sm90tma_f16_sw64_n64_c2", "tpg_gemm_sm90tma_f16_sw64_n128_c2"}},
+      {{"tpg_gemm_sm90tma_bf16_sw32_n64_c2", "tpg_gemm_sm90tma_bf16_sw32_n128_c2"},
+       {"tpg_gemm_sm90tma_bf16_sw64_n64_c2", "tpg_gemm_sm90tma_bf16_sw64_n128_c2"}}};
   static const char *const names_c2_m64[2][2] = {
       /* [bf16][bn == 128] */
       {"tpg_gemm_sm90tma_f16_m64_n64_c2", "tpg_gemm_sm90tma_f16_m64_n128_c2"},
@@ -265,7 +280,10 @@ static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, 
   /* the kernel's ring: as many stages as fit 192 KB, at most 8 (gemm_sm90.cu cfg) */
   const unsigned stage = (unsigned)(bm + bn) * 64 * 2, stages = 196608 / stage < 8 ? 196608 / stage : 8;
   memset(out, 0, sizeof *out);
-  out->kernel = cn ? names_cn2[dtype == TPG_KDT_BF16][bm == 64][bn == 128]
+  const int bi = dtype == TPG_KDT_BF16, swm = bm == 16 ? 0 : bm == 32 ? 1 : 2, swn = bn == 64 ? 0 : bn == 128 ? 1 : 2;
+  out->kernel = sw && cl == 2 ? names_sw_c2[bi][bm == 64][bn == 128]
+              : sw ? names_sw[bi][swm][swn]
+              : cn ? names_cn2[dtype == TPG_KDT_BF16][bm == 64][bn == 128]
               : cl == 2 && bm == 64 ? names_c2_m64[dtype == TPG_KDT_BF16][bn == 128]
               : cl == 2 ? names_c2[dtype == TPG_KDT_BF16][bn == 256 ? 0 : bn == 192 ? 1 : 2]
                         : names[dtype == TPG_KDT_BF16][bm == 64][bn == 256 ? 0 : bn == 128 ? 1 : bn == 64 ? 2 : 3];
@@ -401,7 +419,7 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
     /* iteration counts are 32-bit in the kernel */
     if (sk && (unsigned long)cdiv(m, bm) * cdiv(wrows, bn) * (unsigned long)cdiv(k, 64) >= 0x7fffffffUL) sk = 0;
   }
-  fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, bm, bn, sk, cl > 1 ? 2 : 1, cl == 3, out, x_map, w_map);
+  fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, bm, bn, sk, cl > 1 ? 2 : 1, cl == 3, 0, out, x_map, w_map);
   return 0;
 }
 
@@ -418,7 +436,7 @@ int tpg_gemm_variant_name(const tpg_gemm_variant *v, char *buf, size_t len) {
       break;
     case TPG_GEMM_VAR_GEMV_SK: r = snprintf(buf, len, "gemv_sk"); break;
     case TPG_GEMM_VAR_TMA:
-      r = snprintf(buf, len, "tma_m%d_n%d%s%s", v->bm, v->bn,
+      r = snprintf(buf, len, "tma_m%d_n%d%s%s%s", v->bm, v->bn, v->swap ? "_sw" : "",
                    v->cluster == 2 ? (v->cluster_n ? "_cn2" : "_c2") : "", v->streamk ? "_sk" : "");
       break;
     default: r = snprintf(buf, len, "?"); return 1;
@@ -439,6 +457,21 @@ int tpg_gemm_variant_parse(const char *s, tpg_gemm_variant *v) {
     return 0;
   }
   if (!strcmp(s, "gemv_sk")) { v->kind = TPG_GEMM_VAR_GEMV_SK; return 0; }
+  if (sscanf(s, "tma_m%d_n%d%n", &bm, &bn, &used) == 2 && !strncmp(s + used, "_sw", 3)) {
+    const char *rest = s + used + 3;
+    const int c2 = !strncmp(rest, "_c2", 3);
+    if (c2) rest += 3;
+    if ((bm != 16 && bm != 32 && bm != 64) || (bn != 64 && bn != 128 && bn != 256) || (bm == 16 && bn == 256)) return 1;
+    if (c2 && (bm == 16 || bn == 256)) return 1;
+    if (rest[0] != '\0' && strcmp(rest, "_sk")) return 1;
+    v->kind = TPG_GEMM_VAR_TMA;
+    v->bm = bm;
+    v->bn = bn;
+    v->swap = 1;
+    v->cluster = c2 ? 2 : 0;
+    v->streamk = rest[0] != '\0';
+    return 0;
+  }
   if (sscanf(s, "tma_m%d_n%d%n", &bm, &bn, &used) == 2 && (bm == 64 || bm == 128) &&
       (bn == 64 || bn == 128 || bn == 256 || (bn == 192 && bm == 128))) {
     const char *rest = s + used;
@@ -522,14 +555,23 @@ int tpg_gemm_select_variant(int m, int n, int k, int dtype, int epilogue, int sm
         return reject(why, whylen, buf);
       }
       const int cl = v->cluster == 2 ? 2 : 1;
-      if ((v->bm != 64 && v->bm != 128) || (v->bn != 64 && v->bn != 128 && v->bn != 256 && v->bn != 192) ||
-          (v->bn == 192 && v->bm != 128))
+      if (v->swap) {
+        if ((v->bm != 16 && v->bm != 32 && v->bm != 64) || (v->bn != 64 && v->bn != 128 && v->bn != 256) ||
+            (v->bm == 16 && v->bn == 256))
+          return reject(why, whylen, "variant swap: bm must be 16, 32 or 64 and bn 64, 128 or 256 (not 16 x 256)");
+        if (v->cluster_n) return reject(why, whylen, "variant swap: no cluster_n (the pairs share W, not X)");
+        if (cl == 2 && (v->bm == 16 || v->bn == 256))
+          return reject(why, whylen, "variant swap with cluster 2: bm 32 or 64, bn 64 or 128");
+        if (cl == 2 && epilogue == TPG_EPI_SWIGLU)
+          return reject(why, whylen, "variant swap with cluster 2: not offered with SwiGLU (as the 64-row _c2)");
+      } else if ((v->bm != 64 && v->bm != 128) || (v->bn != 64 && v->bn != 128 && v->bn != 256 && v->bn != 192) ||
+                 (v->bn == 192 && v->bm != 128))
         return reject(why, whylen, "variant: bm must be 64 or 128, bn 64, 128 or 256 (or 192 with bm 128)");
       if (v->cluster != 0 && v->cluster != 1 && v->cluster != 2)
         return reject(why, whylen, "variant: cluster must be 1 or 2");
-      if (cl == 2 && !v->cluster_n && (v->bm != 128 || v->bn == 64) && !(v->bm == 64 && v->bn != 256))
+      if (!v->swap && cl == 2 && !v->cluster_n && (v->bm != 128 || v->bn == 64) && !(v->bm == 64 && v->bn != 256))
         return reject(why, whylen, "variant: cluster 2 needs bm 128 and bn 256, 192 or 128, or bm 64 and bn 128 or 64");
-      if (cl == 2 && !v->cluster_n && v->bm == 64 && epilogue == TPG_EPI_SWIGLU)
+      if (!v->swap && cl == 2 && !v->cluster_n && v->bm == 64 && epilogue == TPG_EPI_SWIGLU)
         return reject(why, whylen,
                       "variant: 64-row _c2 with SwiGLU is not offered (tma_m64_n64_c2_sk gave NaN outputs at "
                       "255 x 1096 x 776 on the GPU check, cause not found)");
@@ -539,8 +581,8 @@ int tpg_gemm_select_variant(int m, int n, int k, int dtype, int epilogue, int sm
       tiles = (unsigned long)cdiv(m, v->bm) * cdiv(n, swiglu ? v->bn / 2 : v->bn);
       if (v->streamk && tiles * (unsigned long)cdiv(k, 64) >= 0x7fffffffUL)
         return reject(why, whylen, "variant: stream-K iteration count exceeds 2^31");
-      fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, v->bm, v->bn, v->streamk != 0, cl, v->cluster_n != 0, out,
-               x_map, w_map);
+      fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, v->bm, v->bn, v->streamk != 0, cl, v->cluster_n != 0,
+               v->swap != 0, out, x_map, w_map);
       break;
     }
     default:
@@ -572,6 +614,7 @@ int tpg_gemm_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_
       list[cnt].split = 0;                                                             \
       list[cnt].cluster = (CL_) ? 2 : 0;                                               \
       list[cnt].cluster_n = (CL_) == 3;                                                \
+      list[cnt].swap = 0;                                                              \
     }                                                                                  \
     ++cnt;                                                                             \
   } while (0)
@@ -634,6 +677,35 @@ int tpg_gemm_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_
         TPG_ADD_C(TPG_GEMM_VAR_TMA, bm, bn, 0, 3);
         if (units % (unsigned long)(num_sms / 2 > 0 ? num_sms / 2 : 1)) TPG_ADD_C(TPG_GEMM_VAR_TMA, bm, bn, 1, 3);
       }
+    /* swapped tiles (tokens as the wgmma N side, "_sw"), m <= 128: 16-token
+     * tiles at m <= 16, 32 at m <= 64, 64 above 32; the _c2 pairs of token
+     * tiles sharing W from m > 32 (not with SwiGLU: tpg_gemm_select_variant) */
+    if (m <= 128) {
+      static const int sbm[3] = {16, 32, 64};
+      const int spairs = num_sms / 2 > 0 ? num_sms / 2 : 1;
+      for (i = 0; i < 3; ++i)
+        for (j = 0; j < 3; ++j) {
+          const int bm = sbm[i], bn = bns[j == 0 ? 3 : j == 1 ? 2 : 0]; /* 64, 128, 256 */
+          unsigned long tiles;
+          int c;
+          if ((bm == 16 && (m > 16 || bn == 256)) || (bm == 32 && (m <= 16 || m > 128)) || (bm == 64 && m <= 32))
+            continue;
+          tiles = (unsigned long)cdiv(m, bm) * cdiv(n, swiglu ? bn / 2 : bn);
+          for (c = 0; c < 2; ++c) {
+            const int cl = c ? 2 : 1;
+            unsigned long units;
+            if (c && (swiglu || bm == 16 || bn == 256 || m <= bm)) continue; /* a pair needs two token tiles */
+            if (!c && bm == 32 && m > 64) continue; /* four token tiles: only as pairs */
+            units = c ? (unsigned long)cdiv(m, 2L * bm) * cdiv(n, swiglu ? bn / 2 : bn) : tiles;
+            TPG_ADD_C(TPG_GEMM_VAR_TMA, bm, bn, 0, c);
+            if (cnt <= cap && list) list[cnt - 1].swap = 1;
+            if (units % (unsigned long)(cl == 2 ? spairs : num_sms)) {
+              TPG_ADD_C(TPG_GEMM_VAR_TMA, bm, bn, 1, c);
+              if (cnt <= cap && list) list[cnt - 1].swap = 1;
+            }
+          }
+        }
+    }
   }
 #undef TPG_ADD
 #undef TPG_ADD_C

@@ -73,8 +73,10 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
  * files): "heuristic" (= tpg_gemm_select_tma with streamk 1), "gemv" (the
  * decode GEMV, m <= 64, with the selector's number of K ranges), "gemv_s<S>"
  * (the same with S K ranges, 1..16), "gemv_sk" (its stream-K twin, m <= 16),
- * "tma_m<BM>_n<BN>[_sk]" (sm_90 TMA kernel, BM 64|128, BN 64|128|256, with
- * stream-K over the last or only wave). */
+ * "tma_m<BM>_n<BN>[_sw][_c2|_cn2][_sk]" (sm_90 TMA kernel, BM 64|128, BN
+ * 64|128|256 (192 with BM 128), with stream-K over the last or only wave;
+ * _sw: swapped operands, BM 16|32|64 tokens by BN 64|128|256 W rows; _c2 /
+ * _cn2: clusters of two, below). */
 enum {
   TPG_GEMM_VAR_HEURISTIC = 0,
   TPG_GEMM_VAR_GEMV = 1,
@@ -90,9 +92,12 @@ typedef struct tpg_gemm_variant {
                    on M-tile pairs (bm 128, bn 256|192|128, or bm 64, bn 128|64; "_c2") */
   int cluster_n; /* TMA with cluster 2: 1 = the pair is two N-tiles sharing the
                    X tile instead (bm 64|128, bn 64|128; "_cn2")     */
+  int swap;     /* TMA: 1 = swapped tiles ("_sw"): W rows are the wgmma M side,
+                   bm 16|32|64 tokens its N side; bn 64|128|256; with
+                   cluster 2 (token-tile pairs sharing W) bm 32|64, bn 64|128 */
 } tpg_gemm_variant;
 
-#define TPG_GEMM_MAX_CANDIDATES 32
+#define TPG_GEMM_MAX_CANDIDATES 48
 
 /* Writes the variant's name; nonzero if it does not fit or kind is unknown. */
 int tpg_gemm_variant_name(const tpg_gemm_variant *v, char *buf, size_t len);

@@ -140,6 +140,27 @@ int main(void) {
     CHECK(tpg_gemm_variant_parse("tma_m64_n96", &v) != 0);
     CHECK(tpg_gemm_variant_parse("tma_m128_n256_skx", &v) != 0);
     CHECK(tpg_gemm_variant_parse("", &v) != 0);
+    /* swapped tiles: 16 / 32 / 64 tokens by 64 / 128 / 256 W rows; pairs (_c2) at 32 / 64 by 64 / 128 */
+    CHECK(tpg_gemm_variant_parse("tma_m32_n128_sw_c2_sk", &v) == 0 && v.swap == 1 && v.bm == 32 && v.bn == 128 &&
+          v.cluster == 2 && v.cluster_n == 0 && v.streamk == 1);
+    CHECK(tpg_gemm_variant_parse("tma_m16_n64_sw", &v) == 0 && v.swap == 1 && v.cluster == 0 && v.streamk == 0);
+    CHECK(tpg_gemm_variant_parse("tma_m16_n256_sw", &v) != 0);
+    CHECK(tpg_gemm_variant_parse("tma_m32_n256_sw_c2", &v) != 0);
+    CHECK(tpg_gemm_variant_parse("tma_m32_n64_sw_cn2", &v) != 0);
+    CHECK(tpg_gemm_variant_parse("tma_m32_n64", &v) != 0); /* 32-token tiles are swapped ones only */
+    CHECK(tpg_gemm_variant_parse("tma_m64_n192_sw", &v) != 0);
+    memset(&v, 0, sizeof v);
+    v.kind = TPG_GEMM_VAR_TMA;
+    v.swap = 1;
+    v.bm = 32;
+    v.bn = 64;
+    v.cluster = 2;
+    CHECK(tpg_gemm_select_variant(64, 7168, 4096, TPG_KDT_BF16, TPG_EPI_SWIGLU, 90, 132, 4096, 4096, &v, &l, &xe, &we,
+                                  why, sizeof why) != 0 && strstr(why, "SwiGLU") != NULL);
+    CHECK(tpg_gemm_select_variant(64, 7168, 4096, TPG_KDT_F16, TPG_EPI_NONE, 90, 132, 4096, 4096, &v, &l, &xe, &we,
+                                  why, sizeof why) == 0 &&
+          strcmp(l.kernel, "tpg_gemm_sm90tma_f16_sw32_n64_c2") == 0 && l.grid[0] == 132 && xe.box[1] == 32 &&
+          we.box[1] == 32);
     for (si = 0; si < sizeof shapes / sizeof shapes[0]; ++si) {
       const int m = shapes[si][0], n = shapes[si][1], k = shapes[si][2], epi = shapes[si][3];
       const int cnt = tpg_gemm_candidates(m, n, k, epi, 90, 132, list, TPG_GEMM_MAX_CANDIDATES);
@@ -164,6 +185,7 @@ int main(void) {
           CHECK((l.split_k == TPG_SPLITK_STREAM) == (list[i].streamk != 0));
           CHECK((l.workspace_bytes != 0) == (list[i].streamk != 0));
           CHECK(l.smem_bytes <= 227 * 1024 && l.block[0] == 384);
+          CHECK((strstr(l.kernel, "_sw") != NULL) == (list[i].swap != 0));
         }
       }
     }
