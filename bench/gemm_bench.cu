@@ -98,6 +98,20 @@ static kfn_tma find_tma_kernel(const char *name) {
       {"tpg_gemm_sm90tma_f16_n64_cn2", tpg_gemm_sm90tma_f16_n64_cn2},
       {"tpg_gemm_sm90tma_bf16_n128_cn2", tpg_gemm_sm90tma_bf16_n128_cn2},
       {"tpg_gemm_sm90tma_f16_n128_cn2", tpg_gemm_sm90tma_f16_n128_cn2},
+#define TPG_SW_ENTRY(X) {#X, X}
+      TPG_SW_ENTRY(tpg_gemm_sm90tma_bf16_sw16_n64),     TPG_SW_ENTRY(tpg_gemm_sm90tma_f16_sw16_n64),
+      TPG_SW_ENTRY(tpg_gemm_sm90tma_bf16_sw16_n128),    TPG_SW_ENTRY(tpg_gemm_sm90tma_f16_sw16_n128),
+      TPG_SW_ENTRY(tpg_gemm_sm90tma_bf16_sw32_n64),     TPG_SW_ENTRY(tpg_gemm_sm90tma_f16_sw32_n64),
+      TPG_SW_ENTRY(tpg_gemm_sm90tma_bf16_sw32_n128),    TPG_SW_ENTRY(tpg_gemm_sm90tma_f16_sw32_n128),
+      TPG_SW_ENTRY(tpg_gemm_sm90tma_bf16_sw32_n256),    TPG_SW_ENTRY(tpg_gemm_sm90tma_f16_sw32_n256),
+      TPG_SW_ENTRY(tpg_gemm_sm90tma_bf16_sw64_n64),     TPG_SW_ENTRY(tpg_gemm_sm90tma_f16_sw64_n64),
+      TPG_SW_ENTRY(tpg_gemm_sm90tma_bf16_sw64_n128),    TPG_SW_ENTRY(tpg_gemm_sm90tma_f16_sw64_n128),
+      TPG_SW_ENTRY(tpg_gemm_sm90tma_bf16_sw64_n256),    TPG_SW_ENTRY(tpg_gemm_sm90tma_f16_sw64_n256),
+      TPG_SW_ENTRY(tpg_gemm_sm90tma_bf16_sw32_n64_c2),  TPG_SW_ENTRY(tpg_gemm_sm90tma_f16_sw32_n64_c2),
+      TPG_SW_ENTRY(tpg_gemm_sm90tma_bf16_sw32_n128_c2), TPG_SW_ENTRY(tpg_gemm_sm90tma_f16_sw32_n128_c2),
+      TPG_SW_ENTRY(tpg_gemm_sm90tma_bf16_sw64_n64_c2),  TPG_SW_ENTRY(tpg_gemm_sm90tma_f16_sw64_n64_c2),
+      TPG_SW_ENTRY(tpg_gemm_sm90tma_bf16_sw64_n128_c2), TPG_SW_ENTRY(tpg_gemm_sm90tma_f16_sw64_n128_c2),
+#undef TPG_SW_ENTRY
   };
   for (auto &e : more)
     if (!strcmp(name, e.name)) return e.fn;
