@@ -67,12 +67,34 @@ EFF_MID[(128, 128)] = 1.1
 EFF_MID[(128, 128, 2)] = 1.0
 EFF_TINY.update({(64, 128, "n2"): 9.0, (64, 64, "n2"): 9.0})
 EFF_SMALL.update({(64, 128, "n2"): 9.0, (64, 64, "n2"): 9.0})
-SK_FIX = {"tiny": 40.0, "small": 20.0, "mid": 40.0, "large": 40.0}
-SK_K = {"tiny": 0.1, "small": 0.1, "mid": 0.05, "large": 0.0}
+# The swapped tiles ("sw": bm tokens x bn W rows; "sw2": pairs of token tiles
+# sharing W), candidates at M <= 128.
+SW_TINY = [(32, 64, "sw"), (32, 128, "sw"), (32, 256, "sw")]
+SW_SMALL = SW_TINY + [(64, 64, "sw"), (64, 128, "sw"), (64, 256, "sw"), (32, 64, "sw2"), (32, 128, "sw2")]
+SW_MID = [(64, 64, "sw"), (64, 128, "sw"), (64, 256, "sw"), (64, 64, "sw2"), (64, 128, "sw2"), (32, 64, "sw2"),
+          (32, 128, "sw2")]
+# 8 < M <= 16 ("dec"): the GEMV below DEC_SW_W W rows, the 16-token swapped
+# tiles from there (they stream wide W faster than the GEMV's split-K)
+DEC_SW_W = 7168
+EFF_DEC = {(16, 64, "sw"): 1.2, (16, 128, "sw"): 1.0}
+for _t, _keys in ((EFF_TINY, SW_TINY), (EFF_SMALL, SW_SMALL), (EFF_MID, SW_MID)):
+    for _k in _keys:
+        _t.setdefault(_k, 9.0)
+# Fitted with --fit-from-rule on the zoo run that first timed the swapped
+# tiles (commit 756c3fa, `gemm_bench --zoo --cand --m 16,32,64,128 --reps 7`,
+# 372 shapes; predicted M = 16 1.061 -> 1.036, 32 1.126 -> 1.061, 64 1.129 ->
+# 1.118, 128 1.187 -> 1.166); the mid table's other entries moved in the same
+# fit (128 x 128 1.1 -> 1.05, 64 x 128 1.5 -> 1.3, its _c2 1.3 -> 1.1, fix 40 -> 20).
+EFF_TINY.update({(32, 64, "sw"): 1.2, (32, 128, "sw"): 1.0})
+EFF_SMALL.update({(32, 64, "sw"): 1.4, (64, 64, "sw"): 0.7})
+EFF_MID.update({(64, 64, "sw"): 1.7, (64, 128, "sw"): 1.2, (128, 128): 1.05, (64, 128): 1.3, (64, 128, 2): 1.1})
+SK_FIX = {"dec": 40.0, "tiny": 40.0, "small": 20.0, "mid": 20.0, "large": 40.0}
+SK_K = {"dec": 0.1, "tiny": 0.1, "small": 0.1, "mid": 0.05, "large": 0.0}
 
 
 # Where the descent starts: a first guess (the old rule's 1.15 for BN 128).
 FIT_START = {
+    "dec": ({(16, 64, "sw"): 1.0, (16, 128, "sw"): 1.0}, 20.0, 0.1),
     "tiny": ({(64, 256): 1.0, (64, 128): 1.0, (64, 64): 1.0}, 10.0, 0.0),
     "small": ({(64, 256): 1.0, (64, 128): 1.0, (64, 64): 1.0}, 10.0, 0.0),
     "mid": (dict(EFF_MID), 40.0, 0.0),
@@ -80,6 +102,8 @@ FIT_START = {
                (128, 256, 2): 1.0, (128, 128, 2): 1.2, (128, 192): 1.1, (128, 192, 2): 1.1}, 10.0, 0.0),
 }
 FIT_GRID = {
+    "dec": {(16, 64, "sw"): [0.6, 0.8, 1.0, 1.2, 1.4, 1.7, 2.0], (16, 128, "sw"): [0.6, 0.8, 1.0, 1.2, 1.4, 1.7, 2.0],
+            "fix": [0, 2, 5, 10, 20, 40, 80, 160], "kk": [0, 0.05, 0.1, 0.2, 0.4]},
     "tiny": {(64, 256): [0.6, 0.8, 1.0, 1.2], (64, 128): [0.6, 0.8, 1.0, 1.2, 1.4, 1.7, 2.0, 2.5],
              (64, 64): [0.8, 1.0, 1.2, 1.4, 1.7, 2.0, 2.5, 3.0, 4.0], "fix": [0, 2, 5, 10, 20, 40, 80, 160],
              (64, 128, "n2"): [0.4, 0.5, 0.6, 0.8, 1.0, 1.2, 9.0], (64, 64, "n2"): [0.6, 0.8, 1.0, 1.2, 1.4, 1.7, 9.0],
@@ -103,6 +127,10 @@ FIT_GRID = {
               (128, 192, 2): [0.9, 1.0, 1.05, 1.1, 1.15, 1.2, 1.3, 1.5, 9.0],
               "fix": [0, 2, 5, 10, 20, 40, 80], "kk": [0, 0.05, 0.1, 0.2]},
 }
+_SW_GRID = [0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.4, 1.7, 2.0, 9.0]
+for _size, _keys in (("tiny", SW_TINY), ("small", SW_SMALL), ("mid", SW_MID)):
+    for _k in _keys:
+        FIT_GRID[_size][_k] = _SW_GRID
 
 
 def cdiv(a, b):
@@ -119,7 +147,8 @@ def cost(m, w, k, key, sk, eff, fix, kk):
     once; each CTA still does a bm x bn tile's k-steps."""
     bm, bn = key[0], key[1]
     along_n = len(key) > 2 and key[2] == "n2"  # _cn2: pairs of N-tiles (2 bn W rows a unit)
-    cl = 2 if len(key) > 2 else 1
+    # "sw": swapped tiles (bm tokens x bn W rows, one CTA); "sw2": their _c2 pairs of token tiles
+    cl = 2 if len(key) > 2 and key[2] != "sw" else 1
     tiles = tiles_of(m, w, bm, bn * cl) if along_n else tiles_of(m, w, bm * cl, bn)
     slots = SMS // cl
     kb = cdiv(k, 64)
@@ -140,29 +169,35 @@ def rule(m, n, k, epi, sms=SMS):
     # M = 16 (gemv_lab round 2, each relative to its own run's cuBLASLt);
     # M <= 32 with few W rows and K < 8192 too (geomean 1.128 vs 1.176; at
     # K = 8192 the round-3 zoo had TMA 64 x 64 stream-K 3-9% ahead)
-    if m <= 16 or (m <= 32 and w <= 4096 and k < 8192):
+    if m <= 8 or (m <= 16 and w < DEC_SW_W) or (16 < m <= 32 and w <= 4096 and k < 8192):
         return gemv
-    size = "tiny" if m <= 32 else "small" if m <= 64 else "mid" if m <= 128 else "large"
-    eff = {"tiny": EFF_TINY, "small": EFF_SMALL, "mid": EFF_MID, "large": EFF_LARGE}[size]
+    size = "dec" if m <= 16 else "tiny" if m <= 32 else "small" if m <= 64 else "mid" if m <= 128 else "large"
+    eff = {"dec": EFF_DEC, "tiny": EFF_TINY, "small": EFF_SMALL, "mid": EFF_MID, "large": EFF_LARGE}[size]
     best = None
     for key in eff:  # table order breaks ties: the first listed wins
         bm, bn = key[0], key[1]
         if eff[key] >= 9.0:  # "never": the fixed cost alone would otherwise pick a small tile
             continue
         cn2 = len(key) > 2 and key[2] == "n2"
-        c2 = len(key) > 2 and not cn2
+        sw = len(key) > 2 and key[2] in ("sw", "sw2")
+        c2 = len(key) > 2 and key[2] in (2, "sw2")
         if bm == 64 and m > 256:
+            continue
+        if sw and ((bm == 16 and m > 16) or (bm == 32 and m > 64 and not c2) or (bm == 64 and m <= 32)):
+            continue  # the swapped candidates by M (gemm_select.c tpg_gemm_candidates)
+        if sw and c2 and epi == "swiglu":  # not offered, as the 64-row _c2
             continue
         if c2 and m <= bm:  # one M-tile: the pair's second CTA would idle (no such candidate)
             continue
         if c2 and bm == 64 and epi == "swiglu":  # not offered (a GPU check failure, gemm_select.c)
             continue
         for sk in (0, 1):
-            if c2 and bm == 128 and not sk and C2_SK_ONLY:  # whole-tile _c2 won 2 of 378 shapes (R2): the rule takes it stream-K only
+            if c2 and bm == 128 and not sw and not sk and C2_SK_ONLY:  # whole-tile _c2 won 2 of 378 shapes (R2): the rule takes it stream-K only
                 continue
             c = cost(m, w, k, key, sk, eff, SK_FIX[size], SK_K[size])
             if best is None or c < best[0]:
-                best = (c, "tma_m%d_n%d%s%s" % (bm, bn, "_c2" if c2 else "_cn2" if cn2 else "", "_sk" if sk else ""))
+                best = (c, "tma_m%d_n%d%s%s%s" % (bm, bn, "_sw" if sw else "", "_c2" if c2 else "_cn2" if cn2 else "",
+                                                   "_sk" if sk else ""))
     return best[1]
 
 
@@ -215,7 +250,8 @@ def fit(rows, quiet=False, from_rule=False):
     from_rule: start from the constants in this file instead of FIT_START
     (--fit-from-rule: how the _c2 / BN 192 entries were added to a fitted rule)."""
     found = {}
-    for size, eff_name, sel in (("tiny", "EFF_TINY", lambda m: 16 < m <= 32),
+    for size, eff_name, sel in (("dec", "EFF_DEC", lambda m: 8 < m <= 16),
+                                ("tiny", "EFF_TINY", lambda m: 16 < m <= 32),
                                 ("small", "EFF_SMALL", lambda m: 32 < m <= 64),
                                 ("mid", "EFF_MID", lambda m: 64 < m <= 128),
                                 ("large", "EFF_LARGE", lambda m: m > 256)):
@@ -261,7 +297,7 @@ def fit(rows, quiet=False, from_rule=False):
 def cross_validate(rows):
     """Leave one model out: refit without the shapes only that model uses,
     judge the refitted rule on them (does the fit carry to other models?)."""
-    global EFF_TINY, EFF_SMALL, EFF_MID, EFF_LARGE
+    global EFF_DEC, EFF_TINY, EFF_SMALL, EFF_MID, EFF_LARGE
     models = sorted({u.split("/")[0] for r in rows for u in r["users"].split()})
     for model in models:
         own = [r for r in rows if all(u.split("/")[0] == model for u in r["users"].split())]
@@ -275,12 +311,13 @@ def cross_validate(rows):
 
         base = score()
         found = fit(rest, quiet=True)
-        keep = (EFF_SMALL, EFF_LARGE, dict(SK_FIX), dict(SK_K), EFF_TINY, EFF_MID)
+        keep = (EFF_SMALL, EFF_LARGE, dict(SK_FIX), dict(SK_K), EFF_TINY, EFF_MID, EFF_DEC)
         EFF_TINY, EFF_SMALL, EFF_MID, EFF_LARGE = found["tiny"][0], found["small"][0], found["mid"][0], found["large"][0]
+        EFF_DEC = found["dec"][0]
         for size in found:
             SK_FIX[size], SK_K[size] = found[size][1], found[size][2]
         held = score()
-        EFF_SMALL, EFF_LARGE, EFF_TINY, EFF_MID = keep[0], keep[1], keep[4], keep[5]
+        EFF_SMALL, EFF_LARGE, EFF_TINY, EFF_MID, EFF_DEC = keep[0], keep[1], keep[4], keep[5], keep[6]
         SK_FIX.update(keep[2])
         SK_K.update(keep[3])
         print("%-22s %4d own shapes: rule %.3f, refit without them %.3f, best %.3f" % (

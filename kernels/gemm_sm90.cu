@@ -48,7 +48,7 @@ constexpr int BK = 64;
  * As many stages as fit 192 KB, at most 8: BM 128 x BN 256 / 192 / 128 / 64 ->
  * 4 / 4 / 6 / 8; BM 64 x BN 256 / 128 / 64 -> 4 / 8 / 8.
  * + 1024 to align the ring to the 1024-byte swizzle atom, + barriers */
-template <int BN, int BM = 128> struct cfg {
+template <int BN, int BM = 128, bool SW = false> struct cfg {
   static_assert(BM == 128 || BM == 64 || BM == 32 || BM == 16, "BM (32 and 16: swapped tiles only)");
   static_assert(BN == 256 || BN == 192 || BN == 128 || BN == 64, "BN");
   static_assert(BN != 192 || BM == 128, "BN 192: 128-row tiles only");
@@ -58,7 +58,11 @@ template <int BN, int BM = 128> struct cfg {
    * every shape tried (sm90b R2: e.g. 64 x 4096 x 14336 with 64 x 128 tiles
    * 73.0 us against 62.3, 128 x 3584 x 18944 with 128 x 64 95.5 against 81.0):
    * the stage count is not what these kernels lack. */
-  static constexpr int STAGES = 196608 / STAGE_BYTES < 8 ? 196608 / STAGE_BYTES : 8;
+  /* The swapped tiles' small stages (10-16 KB) may take up to 16, as
+   * cuBLASLt's 64 x 32 kernels run 16: their consumers hold a stage only for
+   * a few small wgmmas, so what limits them is the bytes in flight. */
+  static constexpr int MAX_STAGES = SW ? 16 : 8;
+  static constexpr int STAGES = 196608 / STAGE_BYTES < MAX_STAGES ? 196608 / STAGE_BYTES : MAX_STAGES;
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024 + 2 * STAGES * 8;
   static_assert(SMEM_BYTES <= 227 * 1024, "dynamic shared memory per block");
   static constexpr int CW = BM == 128 ? BN : BN / 2, ACC = CW / 2;
@@ -419,7 +423,7 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
   static_assert(!CN || CL == 2, "CN: pairs of N-tiles");
   static_assert(!SW || (TMA && !CN), "SW: TMA kernels, no N-tile pairs");
   static_assert(SW || BM >= 64, "BM 32 and 16: swapped tiles only");
-  constexpr int STAGES = cfg<BN, BM>::STAGES, STAGE_BYTES = cfg<BN, BM>::STAGE_BYTES;
+  constexpr int STAGES = cfg<BN, BM, SW>::STAGES, STAGE_BYTES = cfg<BN, BM>::STAGE_BYTES;
   constexpr int A_BYTES = cfg<BN, BM>::A_BYTES, CW = cfg<BN, BM>::CW, ACC = acc_of<SW, BN, BM>::v;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;

@@ -277,8 +277,10 @@ static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, 
   const unsigned long tiles = (unsigned long)cdiv(m, (long)bm * clm) * cdiv(n, (long)(swiglu ? bn / 2 : bn) * cln);
   const unsigned long work = sk ? tiles * cdiv(k, 64) : tiles; /* what the grid divides */
   const unsigned long clusters = (unsigned long)(num_sms / cl > 0 ? num_sms / cl : 1); /* resident at once */
-  /* the kernel's ring: as many stages as fit 192 KB, at most 8 (gemm_sm90.cu cfg) */
-  const unsigned stage = (unsigned)(bm + bn) * 64 * 2, stages = 196608 / stage < 8 ? 196608 / stage : 8;
+  /* the kernel's ring: as many stages as fit 192 KB, at most 8 (16 for the
+   * swapped tiles; gemm_sm90.cu cfg) */
+  const unsigned stage = (unsigned)(bm + bn) * 64 * 2, cap = sw ? 16u : 8u,
+                 stages = 196608 / stage < cap ? 196608 / stage : cap;
   memset(out, 0, sizeof *out);
   const int bi = dtype == TPG_KDT_BF16, swm = bm == 16 ? 0 : bm == 32 ? 1 : 2, swn = bn == 64 ? 0 : bn == 128 ? 1 : 2;
   out->kernel = sw && cl == 2 ? names_sw_c2[bi][bm == 64][bn == 128]
@@ -318,6 +320,9 @@ static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, 
   }
 }
 
+/* 8 < m <= 16: the GEMV below this many W rows, the swapped 16-token tiles
+ * from there (zoo_rules.py DEC_SW_W) */
+#define TPG_DEC_SW_W 7168
 /* zoo fit of the _c2 and BN 192 kernels (bench/zoo_rules.py EFF_LARGE, R3 run) */
 #define EFF_C2_256 0.95
 #define EFF_C2_128 1.05
@@ -338,6 +343,7 @@ static int check_tma_lds(int k, int ldx, int ldw, tpg_tma_encode *x_map, tpg_tma
 typedef struct tma_eff {
   int bm, bn, cl;
   double eff;
+  int sw; /* swapped tiles (bm tokens); cl 2 with it: pairs of token tiles sharing W */
 } tma_eff;
 static double tma_cost(int m, int wrows, int k, int num_sms, const tma_eff *e, int sk, double fix, double kk) {
   const int pair = e->cl > 1 ? 2 : 1, slots = num_sms / pair > 0 ? num_sms / pair : 1;
@@ -356,40 +362,51 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
    * zero fill and the 64 x 64 tile's fixed costs weigh more; sharing m <= 64's
    * constants picked 64 x 64 where 64 x 128 won most M = 32 shapes */
   /* cl 3: the _cn2 pairs (N-tiles sharing X); eff >= 9: never picked */
-  static const tma_eff tiny[5] = {{64, 256, 1, 0.6}, {64, 128, 1, 0.6}, {64, 64, 1, 1.4}, {64, 128, 3, 9.0},
-                                  {64, 64, 3, 9.0}};
-  static const tma_eff small[5] = {{64, 256, 1, 0.6}, {64, 128, 1, 0.6}, {64, 64, 1, 0.8}, {64, 128, 3, 9.0},
-                                   {64, 64, 3, 9.0}};
-  static const tma_eff large[9] = {{128, 256, 1, 1.0},        {128, 128, 1, 1.15},       {128, 64, 1, 1.4},
-                                   {64, 256, 1, 1.3},         {64, 128, 1, 1.5},         {128, 256, 2, EFF_C2_256},
-                                   {128, 128, 2, EFF_C2_128}, {128, 192, 1, EFF_N192}, {128, 192, 2, EFF_C2_192}};
+  /* sw 1: the swapped tiles (bm tokens x bn W rows; zoo_rules.py EFF_DEC and
+   * the "sw" entries, fitted on the zoo run of commit 756c3fa); the entries
+   * that fit never picked are left out */
+  static const tma_eff dec[2] = {{16, 64, 1, 1.2, 1}, {16, 128, 1, 1.0, 1}};
+  static const tma_eff tiny[7] = {{64, 256, 1, 0.6, 0}, {64, 128, 1, 0.6, 0}, {64, 64, 1, 1.4, 0}, {64, 128, 3, 9.0, 0},
+                                  {64, 64, 3, 9.0, 0},  {32, 64, 1, 1.2, 1}, {32, 128, 1, 1.0, 1}};
+  static const tma_eff small[7] = {{64, 256, 1, 0.6, 0}, {64, 128, 1, 0.6, 0},   {64, 64, 1, 0.8, 0},   {64, 128, 3, 9.0, 0},
+                                   {64, 64, 3, 9.0, 0},  {32, 64, 1, 1.4, 1}, {64, 64, 1, 0.7, 1}};
+  static const tma_eff large[9] = {{128, 256, 1, 1.0, 0},        {128, 128, 1, 1.15, 0},       {128, 64, 1, 1.4, 0},
+                                   {64, 256, 1, 1.3, 0},         {64, 128, 1, 1.5, 0},         {128, 256, 2, EFF_C2_256, 0},
+                                   {128, 128, 2, EFF_C2_128, 0}, {128, 192, 1, EFF_N192, 0}, {128, 192, 2, EFF_C2_192, 0}};
   /* 64 < m <= 128 (zoo_rules.py EFF_MID, refitted on the sm90b R3 zoo run): the
    * large table with 128 x 128 and its _c2 at 1.1 / 1.0, plus the 64-row _c2
    * pairs; the _cn2 pairs never paid (9.0) */
-  static const tma_eff mid[13] = {{128, 256, 1, 1.0},      {128, 128, 1, 1.1},      {128, 64, 1, 1.4},
-                                  {64, 256, 1, 1.3},       {64, 128, 1, 1.5},       {128, 256, 2, EFF_C2_256},
-                                  {128, 128, 2, 1.0},      {128, 192, 1, EFF_N192}, {128, 192, 2, EFF_C2_192},
-                                  {64, 128, 2, 1.3},       {64, 64, 2, 2.0},        {128, 128, 3, 9.0},
-                                  {128, 64, 3, 9.0}};
+  /* (refitted with the swapped tiles: 128 x 128 1.1 -> 1.05, 64 x 128 1.5 ->
+   * 1.3, its _c2 1.3 -> 1.1, fix 40 -> 20) */
+  static const tma_eff mid[15] = {{128, 256, 1, 1.0, 0},      {128, 128, 1, 1.05, 0},     {128, 64, 1, 1.4, 0},
+                                  {64, 256, 1, 1.3, 0},       {64, 128, 1, 1.3, 0},       {128, 256, 2, EFF_C2_256, 0},
+                                  {128, 128, 2, 1.0, 0},      {128, 192, 1, EFF_N192, 0}, {128, 192, 2, EFF_C2_192, 0},
+                                  {64, 128, 2, 1.1, 0},       {64, 64, 2, 2.0, 0},        {128, 128, 3, 9.0, 0},
+                                  {128, 64, 3, 9.0, 0},       {64, 64, 1, 1.7, 1},     {64, 128, 1, 1.2, 1}};
   /* per class: table, entries, fix, kk (zoo_rules.py SK_FIX, SK_K) */
   static const struct {
     const tma_eff *tab;
     int cnt;
     double fix, kk;
-  } cls[4] = {{tiny, 5, 40.0, 0.1}, {small, 5, 20.0, 0.1}, {mid, 13, 40.0, 0.05}, {large, 9, 40.0, 0.0}};
+  } cls[5] = {{dec, 2, 40.0, 0.1},
+              {tiny, 7, 40.0, 0.1},
+              {small, 7, 20.0, 0.1},
+              {mid, 15, 20.0, 0.05},
+              {large, 9, 40.0, 0.0}};
   const int swiglu = epilogue == TPG_EPI_SWIGLU;
-  int rc, i, s, bm = 0, bn = 0, sk = 0, cl = 1;
+  int rc, i, s, bm = 0, bn = 0, sk = 0, cl = 1, sw = 0;
   double best = -1;
   if (x_map) memset(x_map, 0, sizeof *x_map);
   if (w_map) memset(w_map, 0, sizeof *w_map);
   rc = tpg_gemm_select(m, n, k, dtype, epilogue, sm_arch, num_sms, out, why, whylen);
-  if (rc || sm_arch != 90 || m <= 16) return rc;
+  if (rc || sm_arch != 90 || m <= 8) return rc;
   if (num_sms < 1) num_sms = 1;
   {
     const long wrows = swiglu ? 2L * n : (long)n;
-    if (m <= 32 && wrows <= 4096 && k < 8192) return 0; /* the GEMV */
+    if (m <= 16 && wrows < TPG_DEC_SW_W) return 0;                 /* the GEMV */
+    if (m > 16 && m <= 32 && wrows <= 4096 && k < 8192) return 0; /* the GEMV */
     {
-      const int ci = m <= 32 ? 0 : m <= 64 ? 1 : m <= 128 ? 2 : 3;
+      const int ci = m <= 16 ? 0 : m <= 32 ? 1 : m <= 64 ? 2 : m <= 128 ? 3 : 4;
       const tma_eff *tab = cls[ci].tab;
       const int cnt = cls[ci].cnt;
       const double fix = cls[ci].fix, kk = cls[ci].kk;
@@ -398,17 +415,22 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
         if (tab[i].eff >= 9.0) continue;
         if (tab[i].bm == 64 && m > 256) continue;
         if (tab[i].cl == 2 && m <= tab[i].bm) continue; /* one M-tile: no pair to share W */
-        if (tab[i].cl == 2 && tab[i].bm == 64 && swiglu) continue; /* not offered (tpg_gemm_select_variant) */
+        if (tab[i].cl == 2 && (tab[i].bm == 64 || tab[i].sw) && swiglu) continue; /* not offered (tpg_gemm_select_variant) */
+        if (tab[i].sw && ((tab[i].bm == 16 && m > 16) || (tab[i].bm == 32 && m > 64 && tab[i].cl != 2) ||
+                          (tab[i].bm == 64 && m <= 32)))
+          continue; /* the swapped candidates by M (tpg_gemm_candidates) */
         for (s = 0; s < 2; ++s) {
           double c;
           if ((streamk == 0 && s) || (streamk == 2 && !s)) continue;
-          if (tab[i].cl == 2 && tab[i].bm == 128 && !s) continue; /* _c2 stream-K only (zoo_rules.py C2_SK_ONLY) */
+          if (tab[i].cl == 2 && tab[i].bm == 128 && !tab[i].sw && !s)
+            continue; /* _c2 stream-K only (zoo_rules.py C2_SK_ONLY) */
           c = tma_cost(m, (int)wrows, k, num_sms, &tab[i], s, fix, kk);
           if (best < 0 || c < best) {
             best = c;
             bm = tab[i].bm;
             bn = tab[i].bn;
             cl = tab[i].cl;
+            sw = tab[i].sw;
             sk = s;
           }
         }
@@ -419,7 +441,7 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
     /* iteration counts are 32-bit in the kernel */
     if (sk && (unsigned long)cdiv(m, bm) * cdiv(wrows, bn) * (unsigned long)cdiv(k, 64) >= 0x7fffffffUL) sk = 0;
   }
-  fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, bm, bn, sk, cl > 1 ? 2 : 1, cl == 3, 0, out, x_map, w_map);
+  fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, bm, bn, sk, cl > 1 ? 2 : 1, cl == 3, sw, out, x_map, w_map);
   return 0;
 }
 

@@ -29,13 +29,14 @@ int main(void) {
   {
     tpg_tma_encode xe, we;
     /* The zoo-derived rule (lib/gemm_select.c, bench/zoo_rules.py). M = 128
-     * at 7168 -> 4096: 64 units of two 64 x 64 tiles sharing W (64-row _c2),
-     * 128 CTAs: whole tiles, no workspace. Stream-K forced: the whole grid and
-     * a workspace. */
+     * at 7168 -> 4096: 32 units of two 64 x 128 tiles sharing W (64-row _c2)
+     * leave most of the 66 cluster slots empty: stream-K over all 132 CTAs,
+     * each loading half of the W box. Stream-K forced: the same. */
     CHECK(tpg_gemm_select_tma(128, 4096, 7168, TPG_KDT_BF16, TPG_EPI_RESIDUAL, 90, 132, 7168, 7168, 1, &l, &xe, &we,
                               why, sizeof why) == 0);
-    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_m64_n64_c2") == 0 && l.split_k == 1 && l.workspace_bytes == 0);
-    CHECK(l.grid[0] == 128 && xe.rank == 2 && we.rank == 2 && we.box[1] == 32 && xe.box[1] == 64);
+    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_m64_n128_c2") == 0 && l.split_k == TPG_SPLITK_STREAM);
+    CHECK(l.grid[0] == 132 && xe.rank == 2 && we.rank == 2 && we.box[1] == 64 && xe.box[1] == 64);
+    CHECK(l.workspace_bytes == tpg_sk_workspace_bytes(64, 132, 128) && l.workspace_zeroed > 0);
     CHECK(tpg_gemm_select_tma(128, 4096, 7168, TPG_KDT_BF16, TPG_EPI_RESIDUAL, 90, 132, 7168, 7168, 2, &l, &xe, &we,
                               why, sizeof why) == 0);
     CHECK(l.split_k == TPG_SPLITK_STREAM && l.grid[0] == 132 && l.workspace_bytes > 0 && l.workspace_zeroed > 0);
@@ -46,11 +47,13 @@ int main(void) {
     /* streamk 0: whole tiles, no workspace, grid = tiles */
     CHECK(tpg_gemm_select_tma(128, 4096, 7168, TPG_KDT_BF16, TPG_EPI_RESIDUAL, 90, 132, 7168, 7168, 0, &l, &xe, &we,
                               why, sizeof why) == 0);
-    CHECK(l.split_k == 1 && l.workspace_bytes == 0 && l.workspace_zeroed == 0 && l.grid[0] == 128);
-    /* 112 tiles of 128 x 128 at 8192 -> 14336 fill most SMs: whole tiles */
+    CHECK(l.split_k == 1 && l.workspace_bytes == 0 && l.workspace_zeroed == 0 && l.grid[0] <= 132);
+    /* 8192 -> 14336: 112 units of two 64 x 128 tiles on 66 cluster slots,
+     * stream-K over the last wave */
     CHECK(tpg_gemm_select_tma(128, 14336, 8192, TPG_KDT_BF16, TPG_EPI_BIAS_GELU, 90, 132, 8192, 8192, 1, &l, &xe, &we,
                               why, sizeof why) == 0);
-    CHECK(l.split_k == 1 && l.workspace_bytes == 0 && l.grid[0] == 112 && we.box[1] == 128);
+    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_m64_n128_c2") == 0 && l.split_k == TPG_SPLITK_STREAM &&
+          l.grid[0] == 132 && we.box[1] == 64);
     /* 270 tiles = 2 full waves + 6: stream-K over the last wave pays in the
      * model (the kernel splits only the last wave); forced, the same */
     CHECK(tpg_gemm_select_tma(1152, 3840, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, 1, &l, &xe, &we,
@@ -74,8 +77,8 @@ int main(void) {
     /* forced on a one-K-block shape: the grid never exceeds tiles x K blocks */
     CHECK(tpg_gemm_select_tma(33, 256, 64, TPG_KDT_F16, TPG_EPI_NONE, 90, 132, 64, 64, 2, &l, &xe, &we, why,
                               sizeof why) == 0);
-    CHECK(l.split_k == TPG_SPLITK_STREAM && strstr(l.kernel, "f16") != NULL && xe.box[1] == 64);
-    CHECK(l.grid[0] == (256 / we.box[1]) * 1);
+    CHECK(l.split_k == TPG_SPLITK_STREAM && strcmp(l.kernel, "tpg_gemm_sm90tma_f16_sw32_n64") == 0 && xe.box[1] == 32);
+    CHECK(l.grid[0] == 2 * (256 / we.box[1]) * 1); /* two 32-token tiles x four 64-row W tiles x one K block */
     /* M <= 16 stays on the GEMV, whatever streamk says; 4-warp CTAs from
      * 4608 W rows; no K split when the row tiles fill half the CTA slots
      * (896 tiles >= 0.5 x 4 CTAs x 132 SMs) */
@@ -96,7 +99,8 @@ int main(void) {
     /* SwiGLU: 8 outputs (gate + up rows) per tile; 2048 W rows */
     CHECK(tpg_gemm_select(4, 1024, 4096, TPG_KDT_F16, TPG_EPI_SWIGLU, 90, 132, &l, why, sizeof why) == 0);
     CHECK(strcmp(l.kernel, "tpg_gemv_f16_m8") == 0 && l.grid[0] == 128 && l.grid[1] == 2);
-    /* M = 9..16: the GEMV at any K and N (4-warp CTAs below 9216 W rows) */
+    /* M = 9..16: the GEMV below 7168 W rows (4-warp CTAs), the swapped
+     * 16-token tiles from there */
     CHECK(tpg_gemm_select_tma(16, 4096, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, 1, &l, &xe, &we, why,
                               sizeof why) == 0);
     CHECK(strcmp(l.kernel, "tpg_gemv_bf16_m16w4") == 0 && xe.rank == 0 && l.grid[0] == 256 && l.grid[1] == 2);
@@ -106,6 +110,9 @@ int main(void) {
     CHECK(strcmp(l.kernel, "tpg_gemv_bf16_m16w4") == 0 && xe.rank == 0 && l.grid[1] == 2);
     CHECK(tpg_gemm_select_tma(16, 14336, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, 1, &l, &xe, &we, why,
                               sizeof why) == 0);
+    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_sw16_n128") == 0 && xe.rank == 2 && xe.box[1] == 16 &&
+          we.box[1] == 128 && l.grid[0] == 112 && l.split_k == 1 && l.smem_bytes == 10 * 18432 + 1024 + 160);
+    CHECK(tpg_gemm_select(16, 14336, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, &l, why, sizeof why) == 0);
     CHECK(strcmp(l.kernel, "tpg_gemv_bf16_m16") == 0 && l.grid[0] == 896 && l.grid[1] == 1 && l.block[0] == 256);
     /* M = 17..32: the GEMV for few W rows and K < 8192, else TMA */
     CHECK(tpg_gemm_select_tma(32, 4096, 8184, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 8184, 8184, 1, &l, &xe, &we, why,
