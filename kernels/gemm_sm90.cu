@@ -58,10 +58,13 @@ template <int BN, int BM = 128, bool SW = false> struct cfg {
    * every shape tried (sm90b R2: e.g. 64 x 4096 x 14336 with 64 x 128 tiles
    * 73.0 us against 62.3, 128 x 3584 x 18944 with 128 x 64 95.5 against 81.0):
    * the stage count is not what these kernels lack. */
-  /* The swapped tiles' small stages (10-16 KB) may take up to 16, as
-   * cuBLASLt's 64 x 32 kernels run 16: their consumers hold a stage only for
-   * a few small wgmmas, so what limits them is the bytes in flight. */
-  static constexpr int MAX_STAGES = SW ? 16 : 8;
+  /* At most 8 stages, swapped tiles too. For their small stages (10-16 KB;
+   * cuBLASLt's 64 x 32 kernels run 16) rings of up to 16 made those kernels
+   * 1-7% slower against cuBLASLt than 8, and at most 5 made the whole-tile
+   * ones 7-15% slower (zoo runs of commits 756c3fa, bafb4df and 4abff00,
+   * M = 16..128, nvidia-h200), as deeper rings did for the unswapped 64-row
+   * tiles (sm90b R2). SW stays a parameter for that reason. */
+  static constexpr int MAX_STAGES = 8;
   static constexpr int STAGES = 196608 / STAGE_BYTES < MAX_STAGES ? 196608 / STAGE_BYTES : MAX_STAGES;
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024 + 2 * STAGES * 8;
   static_assert(SMEM_BYTES <= 227 * 1024, "dynamic shared memory per block");

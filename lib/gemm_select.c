@@ -178,15 +178,19 @@ int tpg_gemm_select(int m, int n, int k, int dtype, int epilogue, int sm_arch, i
  * measured in the same run and 1.163 for the best candidate of each shape.
  * Keep the two in step (the constants below are the script's).
  *
- *   m <= 16                the decode GEMV (tpg_gemm_select): the split-K
- *                          GEMV beat the best TMA candidate on 90 of the 93
- *                          zoo shapes at M = 16 (gemv_lab round 2 against the
- *                          zoo's TMA times, each relative to its run's cuBLAS)
+ *   m <= 8, or m <= 16 with fewer than TPG_DEC_SW_W W rows: the decode GEMV
+ *                          (tpg_gemm_select): the split-K GEMV beat the best
+ *                          unswapped TMA candidate on 90 of the 93 zoo shapes
+ *                          at M = 16 (gemv_lab round 2 against the zoo's TMA
+ *                          times, each relative to its run's cuBLAS); from
+ *                          7168 W rows the swapped 16-token tiles stream W
+ *                          faster (zoo of commit 756c3fa: M = 16 1.061 -> 1.036)
  *   m <= 32, W rows <= 4096 and k < 8192: the GEMV (same data: geomean
  *                          1.128 against 1.176 for the TMA rule alone at M = 32;
  *                          at K = 8192 the zoo of round 3 (commit a93acb0) had
  *                          the GEMV 3-9% behind TMA 64 x 64 stream-K)
- *   m > 16                 the TMA tile (BM x BN) and split with the lowest
+ *   m > 8 otherwise        the TMA tile (BM x BN, or swapped: BM tokens x BN
+ *                          W rows, "sw" in the tables) and split with the lowest
  *                          modelled cost, BM = 64 only while m <= 256, the
  *                          128-row _c2 clusters only while m > 128 and
  *                          stream-K, the 64-row _c2 only for 64 < m <= 128
@@ -208,6 +212,11 @@ int tpg_gemm_select(int m, int n, int k, int dtype, int epilogue, int sm_arch, i
  *     64), kk 0.05 (sm90b R3 zoo run, M = 128: predicted 1.192 against 1.224
  *     with the m > 128 table, best candidate 1.170). The _cn2 kernels are
  *     candidates only (never paid in that run: cl 3, eff 9 = never).
+ *   The swapped tiles (refit on the zoo of commit 756c3fa, M = 16..128): m <= 16
+ *     16 x 64 1.2, 16 x 128 1.0, fix 40, kk 0.1; m <= 32 32 x 64 1.2, 32 x 128
+ *     1.0; m <= 64 32 x 64 1.4, 64 x 64 0.7; 64 < m <= 128 64 x 64 1.7, 64 x 128
+ *     1.2, and that table's 128 x 128 1.05, 64 x 128 1.3, 64-row _c2 (BN 128)
+ *     1.1, fix 20 (the values in the tables below are the current ones).
  *   streamk: 1 the model decides, 0 whole tiles only, 2 stream-K only (tests).
  *   Stream-K: grid = min(tiles * kb, num_sms), split_k TPG_SPLITK_STREAM,
  *   workspace tpg_sk_workspace_bytes(tiles, grid, BN) (tpg_kargs.h); with
@@ -277,10 +286,8 @@ static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, 
   const unsigned long tiles = (unsigned long)cdiv(m, (long)bm * clm) * cdiv(n, (long)(swiglu ? bn / 2 : bn) * cln);
   const unsigned long work = sk ? tiles * cdiv(k, 64) : tiles; /* what the grid divides */
   const unsigned long clusters = (unsigned long)(num_sms / cl > 0 ? num_sms / cl : 1); /* resident at once */
-  /* the kernel's ring: as many stages as fit 192 KB, at most 8 (16 for the
-   * swapped tiles; gemm_sm90.cu cfg) */
-  const unsigned stage = (unsigned)(bm + bn) * 64 * 2, cap = sw ? 16u : 8u,
-                 stages = 196608 / stage < cap ? 196608 / stage : cap;
+  /* the kernel's ring: as many stages as fit 192 KB, at most 8 (gemm_sm90.cu cfg) */
+  const unsigned stage = (unsigned)(bm + bn) * 64 * 2, stages = 196608 / stage < 8 ? 196608 / stage : 8;
   memset(out, 0, sizeof *out);
   const int bi = dtype == TPG_KDT_BF16, swm = bm == 16 ? 0 : bm == 32 ? 1 : 2, swn = bn == 64 ? 0 : bn == 128 ? 1 : 2;
   out->kernel = sw && cl == 2 ? names_sw_c2[bi][bm == 64][bn == 128]
