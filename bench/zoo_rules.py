@@ -74,8 +74,12 @@ SW_SMALL = SW_TINY + [(64, 64, "sw"), (64, 128, "sw"), (64, 256, "sw"), (32, 64,
 SW_MID = [(64, 64, "sw"), (64, 128, "sw"), (64, 256, "sw"), (64, 64, "sw2"), (64, 128, "sw2"), (32, 64, "sw2"),
           (32, 128, "sw2")]
 # 8 < M <= 16 ("dec"): the GEMV below DEC_SW_W W rows, the 16-token swapped
-# tiles from there (they stream wide W faster than the GEMV's split-K)
-DEC_SW_W = 7168
+# tiles from there (they stream wide W faster than the GEMV's split-K). The
+# fit on the zoo put the threshold at 7168 (M = 16 predicted 1.036; 8192:
+# 1.038), but in tpbench's graph the 7168-row GeLU up-projection of the
+# 4096/14336 layer at 16 tokens ran slower with the swapped tile (compute-only
+# 39.9 -> 43.1 us per layer, nvidia-h200-x2, commit dd742b1): 8192.
+DEC_SW_W = 8192
 EFF_DEC = {(16, 64, "sw"): 1.2, (16, 128, "sw"): 1.0}
 for _t, _keys in ((EFF_TINY, SW_TINY), (EFF_SMALL, SW_SMALL), (EFF_MID, SW_MID)):
     for _k in _keys:
@@ -88,7 +92,12 @@ for _t, _keys in ((EFF_TINY, SW_TINY), (EFF_SMALL, SW_SMALL), (EFF_MID, SW_MID))
 EFF_TINY.update({(32, 64, "sw"): 1.2, (32, 128, "sw"): 1.0})
 EFF_SMALL.update({(32, 64, "sw"): 1.4, (64, 64, "sw"): 0.7})
 EFF_MID.update({(64, 64, "sw"): 1.7, (64, 128, "sw"): 1.2, (128, 128): 1.05, (64, 128): 1.3, (64, 128, 2): 1.1})
-SK_FIX = {"dec": 40.0, "tiny": 40.0, "small": 20.0, "mid": 20.0, "large": 40.0}
+# mid: the fit said 20 (M = 128 predicted 1.166), 30 gives 1.172 and keeps
+# 128 x 128 whole tiles instead of 64-row _c2 stream-K on tpbench's 14336 x 8192
+# up-projection at 128 tokens, which ran 7% slower per layer that way (compute-only
+# 138.9 -> 148.5 us, dd742b1); on the zoo's 8192 x 28672 the same _c2 ran 8% slower
+# stream-K than whole (zoo of 756c3fa).
+SK_FIX = {"dec": 40.0, "tiny": 40.0, "small": 20.0, "mid": 30.0, "large": 40.0}
 SK_K = {"dec": 0.1, "tiny": 0.1, "small": 0.1, "mid": 0.05, "large": 0.0}
 
 
