@@ -48,7 +48,7 @@ constexpr int BK = 64;
  * As many stages as fit 192 KB, at most 8: BM 128 x BN 256 / 192 / 128 / 64 ->
  * 4 / 4 / 6 / 8; BM 64 x BN 256 / 128 / 64 -> 4 / 8 / 8.
  * + 1024 to align the ring to the 1024-byte swizzle atom, + barriers */
-template <int BN, int BM = 128, bool SW = false> struct cfg {
+template <int BN, int BM = 128> struct cfg {
   static_assert(BM == 128 || BM == 64 || BM == 32 || BM == 16, "BM (32 and 16: swapped tiles only)");
   static_assert(BN == 256 || BN == 192 || BN == 128 || BN == 64, "BN");
   static_assert(BN != 192 || BM == 128, "BN 192: 128-row tiles only");
@@ -63,7 +63,7 @@ template <int BN, int BM = 128, bool SW = false> struct cfg {
    * 1-7% slower against cuBLASLt than 8, and at most 5 made the whole-tile
    * ones 7-15% slower (zoo runs of commits 756c3fa, bafb4df and 4abff00,
    * M = 16..128, nvidia-h200), as deeper rings did for the unswapped 64-row
-   * tiles (sm90b R2). SW stays a parameter for that reason. */
+   * tiles (sm90b R2). */
   static constexpr int MAX_STAGES = 8;
   static constexpr int STAGES = 196608 / STAGE_BYTES < MAX_STAGES ? 196608 / STAGE_BYTES : MAX_STAGES;
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024 + 2 * STAGES * 8;
@@ -426,7 +426,7 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
   static_assert(!CN || CL == 2, "CN: pairs of N-tiles");
   static_assert(!SW || (TMA && !CN), "SW: TMA kernels, no N-tile pairs");
   static_assert(SW || BM >= 64, "BM 32 and 16: swapped tiles only");
-  constexpr int STAGES = cfg<BN, BM, SW>::STAGES, STAGE_BYTES = cfg<BN, BM>::STAGE_BYTES;
+  constexpr int STAGES = cfg<BN, BM>::STAGES, STAGE_BYTES = cfg<BN, BM>::STAGE_BYTES;
   constexpr int A_BYTES = cfg<BN, BM>::A_BYTES, CW = cfg<BN, BM>::CW, ACC = acc_of<SW, BN, BM>::v;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
