@@ -22,8 +22,12 @@ bundle=${GPU_BUNDLE:-$top/../shared/tools/gpu-bundle}
 # fault_test and soak_test run on their own (suite.sh), not in run.sh's loop.
 sed -i '/^fault_test$/d; /^soak_test$/d' "$tmp/.gpu/tests.txt"
 rm -rf "$top/.gpu"
-cp -r "$tmp/.gpu" "$top/.gpu"
-rm -rf "$top"/.gpu/bin/*.runfiles
+# Copy without the runfiles (copies of NCCL and cuBLAS per binary, ~5.8 GB
+# in all): copying them first and deleting them after once filled the disk
+# when a CI clone was building beside it. The clone's unpacked bundle goes too.
+mkdir -p "$top/.gpu"
+tar -C "$tmp/.gpu" --exclude='*.runfiles' -cf - . | tar -C "$top/.gpu" -xf -
+rm -rf "$tmp/.gpu"
 cp -L "$tmp/bazel-bin/lib/libtpgraph.so" "$top/.gpu/bin/"
 cp "$top/tools/gpu_suite.sh" "$top/.gpu/suite.sh"
 git -C "$tmp" rev-parse --short HEAD > "$top/.gpu/COMMIT"
