@@ -631,8 +631,9 @@ int tpg_gemm_select_variant(int m, int n, int k, int dtype, int epilogue, int sm
  *            BN 128;
  *   m > 64:  128-row tiles at BN 256 / 128 / 64, and 64-row tiles at BN 256
  *            / 128 while m <= 256;
- * each TMA tile size also with stream-K when its tiles leave the last wave
- * partial (tiles % num_sms != 0). The heuristic's own choice comes first. */
+ * plus the swapped tiles at m <= 128 (below); each TMA tile size also with
+ * stream-K when its tiles leave the last wave partial (tiles % num_sms != 0).
+ * The heuristic's own choice comes first. */
 int tpg_gemm_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_sms, tpg_gemm_variant *list,
                         int cap) {
   int cnt = 0;
@@ -709,8 +710,9 @@ int tpg_gemm_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_
         if (units % (unsigned long)(num_sms / 2 > 0 ? num_sms / 2 : 1)) TPG_ADD_C(TPG_GEMM_VAR_TMA, bm, bn, 1, 3);
       }
     /* swapped tiles (tokens as the wgmma N side, "_sw"), m <= 128: 16-token
-     * tiles at m <= 16, 32 at m <= 64, 64 above 32; the _c2 pairs of token
-     * tiles sharing W from m > 32 (not with SwiGLU: tpg_gemm_select_variant) */
+     * tiles at m <= 16, 32 at 17..64, 64 above 32; the _c2 pairs of 32- or
+     * 64-token tiles sharing W wherever there are two token tiles (m > BM; not
+     * with SwiGLU: tpg_gemm_select_variant) */
     if (m <= 128) {
       static const int sbm[3] = {16, 32, 64};
       const int spairs = num_sms / 2 > 0 ? num_sms / 2 : 1;
