@@ -166,6 +166,14 @@ static void encode_maps(tpg_gemm_tma_args &p, int bn) {
                  CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   }
   if (r != CUDA_SUCCESS) { fprintf(stderr, "encode W failed %d\n", (int)r); exit(2); }
+  {
+    /* Y, for the epilogue's TMA stores (tpg_gemm_y_map's recipe) */
+    cuuint64_t dims[2] = {(cuuint64_t)a.n, (cuuint64_t)a.m}, strides[1] = {(cuuint64_t)a.ldy * 2};
+    cuuint32_t box[2] = {32, 64}, es[2] = {1, 1};
+    r = g_encode((CUtensorMap *)&p.ty, dt, 2, a.y, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                 CU_TENSOR_MAP_SWIZZLE_64B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) { fprintf(stderr, "encode Y failed %d\n", (int)r); exit(2); }
+  }
 }
 /* Encode one map from the selector's tpg_tma_encode, exactly as the builder will. */
 static void encode_from(const tpg_tma_encode &e, const void *base, int dtype, tpg_tmap *map) {
@@ -173,7 +181,8 @@ static void encode_from(const tpg_tma_encode &e, const void *base, int dtype, tp
   CUresult r = g_encode((CUtensorMap *)map,
                         dtype == TPG_KDT_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
                         e.rank, (void *)base, (const cuuint64_t *)e.dims, (const cuuint64_t *)e.strides,
-                        (const cuuint32_t *)e.box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                        (const cuuint32_t *)e.box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                        e.swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B,
                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) { fprintf(stderr, "encode (selector params) failed %d\n", (int)r); exit(2); }
 }
@@ -214,6 +223,9 @@ static bool select_tma(const tpg_gemm_args &a, tpg_kernel_launch &L, tpg_gemm_tm
     if (!g_encode) encode_maps(p, 256);  /* loads the entry point */
     encode_from(xe, a.x, a.dtype, &p.tx);
     encode_from(we, a.w, a.dtype, &p.tw);
+    tpg_tma_encode ye;
+    tpg_gemm_y_map(a.m, a.n, a.ldy, &ye);
+    encode_from(ye, a.y, a.dtype, &p.ty);
   }
   return xe.rank != 0;
 }
@@ -233,6 +245,9 @@ static bool select_var(const tpg_gemm_args &a, const tpg_gemm_variant &v, tpg_ke
     if (!g_encode) encode_maps(p, 256);  /* loads the entry point */
     encode_from(xe, a.x, a.dtype, &p.tx);
     encode_from(we, a.w, a.dtype, &p.tw);
+    tpg_tma_encode ye;
+    tpg_gemm_y_map(a.m, a.n, a.ldy, &ye);
+    encode_from(ye, a.y, a.dtype, &p.ty);
   }
   return xe.rank != 0;
 }

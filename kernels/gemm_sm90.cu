@@ -48,7 +48,10 @@ constexpr int BK = 64;
  * As many stages as fit 192 KB, at most 8: BM 128 x BN 256 / 192 / 128 / 64 ->
  * 4 / 4 / 6 / 8; BM 64 x BN 256 / 128 / 64 -> 4 / 8 / 8.
  * + 1024 to align the ring to the 1024-byte swizzle atom, + barriers */
-template <int BN, int BM = 128> struct cfg {
+#ifndef TPG_SM90_STAGED_RING
+#define TPG_SM90_STAGED_RING 196608 /* the staged kernels' ring (lab builds vary it) */
+#endif
+template <int BN, int BM = 128, bool TMA = true> struct cfg {
   static_assert(BM == 128 || BM == 64 || BM == 32 || BM == 16, "BM (32 and 16: swapped tiles only)");
   static_assert(BN == 256 || BN == 192 || BN == 128 || BN == 64, "BN");
   static_assert(BN != 192 || BM == 128, "BN 192: 128-row tiles only");
@@ -65,8 +68,16 @@ template <int BN, int BM = 128> struct cfg {
    * M = 16..128, nvidia-h200), as deeper rings did for the unswapped 64-row
    * tiles (sm90b R2). */
   static constexpr int MAX_STAGES = 8;
-  static constexpr int STAGES = 196608 / STAGE_BYTES < MAX_STAGES ? 196608 / STAGE_BYTES : MAX_STAGES;
-  static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024 + 2 * STAGES * 8;
+  /* STAGED: the epilogue goes through TMA stores (128-row TMA tiles; see
+   * gemm_sm90_body), staged after the ring in EPI_BUFS 64-row x 32-column
+   * boxes per consumer. Only there: the 32 KB cost the 64-row and swapped
+   * tiles up to 27% at M = 128 (docs/kernels.md, "Epilogue through TMA
+   * stores"). */
+  static constexpr bool STAGED = TMA && BM == 128;
+  static constexpr int RING = STAGED ? TPG_SM90_STAGED_RING : 196608;
+  static constexpr int STAGES = RING / STAGE_BYTES < MAX_STAGES ? RING / STAGE_BYTES : MAX_STAGES;
+  static constexpr int EPI_BUFS = 4, EPI_BOX = 64 * 32 * 2, EPI_BYTES = STAGED ? 2 * EPI_BUFS * EPI_BOX : 0;
+  static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + EPI_BYTES + 1024 + 2 * STAGES * 8;
   static_assert(SMEM_BYTES <= 227 * 1024, "dynamic shared memory per block");
   static constexpr int CW = BM == 128 ? BN : BN / 2, ACC = CW / 2;
 };
@@ -173,6 +184,23 @@ TPG_DEV void tma_load_4d(uint32_t dst, const void *map, uint32_t bar, int c0, in
   asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], [%2];"
                :: "r"(dst), "l"(map), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory");
 }
+/* The epilogue's TMA store (store_tile in gemm_sm90_body): a box of smem
+ * written by the consumer warpgroup goes to global memory through the Y
+ * map, asynchronously; bulk groups are per thread, so the thread that
+ * commits a store is the one that waits for it. */
+TPG_DEV void st_shared_u32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.u32 [%0], %1;" :: "r"(addr), "r"(v) : "memory");
+}
+TPG_DEV void tma_store_2d(const void *map, uint32_t src, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
+               :: "l"(map), "r"(src), "r"(c0), "r"(c1) : "memory");
+}
+TPG_DEV void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+/* at most N of this thread's stores still reading their smem */
+template <int N> TPG_DEV void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read %0;" :: "n"(N) : "memory"); }
+TPG_DEV void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+/* a barrier of one consumer warpgroup (ids 2, 3; 1 is both consumers') */
+TPG_DEV void wg_bar(int id) { asm volatile("bar.sync %0, 128;" :: "r"(id) : "memory"); }
 /* K-major operand, 128-byte swizzle: LBO unused (1), SBO = 1024 bytes between
  * 8-row groups, layout type 1 (SWIZZLE_128B) in bits 62-63. Advancing K by 16
  * elements (32 bytes) inside the swizzle atom = start address + 2 (16-byte units):
@@ -426,11 +454,13 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
   static_assert(!CN || CL == 2, "CN: pairs of N-tiles");
   static_assert(!SW || (TMA && !CN), "SW: TMA kernels, no N-tile pairs");
   static_assert(SW || BM >= 64, "BM 32 and 16: swapped tiles only");
-  constexpr int STAGES = cfg<BN, BM>::STAGES, STAGE_BYTES = cfg<BN, BM>::STAGE_BYTES;
-  constexpr int A_BYTES = cfg<BN, BM>::A_BYTES, CW = cfg<BN, BM>::CW, ACC = acc_of<SW, BN, BM>::v;
+  constexpr int STAGES = cfg<BN, BM, TMA>::STAGES, STAGE_BYTES = cfg<BN, BM, TMA>::STAGE_BYTES;
+  constexpr int A_BYTES = cfg<BN, BM, TMA>::A_BYTES, CW = cfg<BN, BM, TMA>::CW, ACC = acc_of<SW, BN, BM>::v;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
-  const uint32_t full_bar = base + STAGES * STAGE_BYTES, empty_bar = full_bar + STAGES * 8;
+  constexpr int EPI_BUFS = cfg<BN, BM, TMA>::EPI_BUFS, EPI_BOX = cfg<BN, BM, TMA>::EPI_BOX;
+  const uint32_t epi_buf = base + STAGES * STAGE_BYTES; /* 1024-aligned: STAGE_BYTES is */
+  const uint32_t full_bar = epi_buf + cfg<BN, BM, TMA>::EPI_BYTES, empty_bar = full_bar + STAGES * 8;
   const int tid = threadIdx.x, wg = tid >> 7;
   if (tid == 0) TPG_TRACE(0); /* entry */
   if (tid == 0) {
@@ -597,6 +627,7 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
 #pragma unroll
     for (int i = 0; i < ACC; ++i) d[i] = 0.f;
     int it = 0;
+    int eb = 0; /* this consumer's epilogue boxes so far (staging ring position) */
     segs sg = seg0;
     for (int t, kb0, kb1; sg.next(t, kb0, kb1);) {
       int mb, nb;
@@ -702,29 +733,87 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
       }
       epi_dispatch(a.epilogue, [&](auto ec) {
         constexpr int EPI = decltype(ec)::value;
+        constexpr int OUTC = EPI == TPG_EPI_SWIGLU ? CW / 2 : CW; /* outputs a row of this consumer's part */
+        if constexpr (cfg<BN, BM, TMA>::STAGED && EPI != TPG_EPI_F32_PARTIAL && OUTC % 32 == 0) {
+          /* Staged: the part goes out as 64-row x 32-column boxes, each
+           * written to a staging buffer (64-byte rows, 64-byte swizzle: the 8
+           * rows a warp's store touches hit 8 different 16-byte chunks, no
+           * bank conflicts) and handed to TMA, which stores it while the
+           * warpgroup goes on to the next box and the next tile's wgmmas.
+           * Stores straight from registers kept the tensor pipe idle for the
+           * whole epilogue (docs/kernels.md, "Epilogue through TMA stores").
+           * One barrier a box: before it, the committing thread waits until
+           * at most EPI_BUFS - 2 stores are still reading, so the box after
+           * this one finds its buffer free. Rows >= M and columns >= N are
+           * clipped by the Y map; their values are not computed. */
+          const int r0 = BM == 128 ? c * 64 : 0, oc = o0 + (BM == 128 ? 0 : c * OUTC);
+          if (m0 + r0 < M) {
+            const uint32_t ring = epi_buf + c * (EPI_BUFS * EPI_BOX);
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int m = m0 + (BM == 128 ? c * 64 : 0) + warp * 16 + g + 8 * h;
-          const int oc = o0 + (BM == 128 ? 0 : c * (swiglu ? CW / 2 : CW));
-          if (m < M) {
-            if constexpr (EPI == TPG_EPI_SWIGLU) {
+            for (int sb = 0; sb < OUTC / 32; ++sb) {
+              const uint32_t buf = ring + (eb % EPI_BUFS) * EPI_BOX;
 #pragma unroll
-              for (int jj = 0; jj < CW / 8; jj += 2) {
-                const int n = oc + (jj / 2) * 8 + t2;
-                if (n < N) epi_store2<T, EPI>(a, m, n, d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1],
-                                              d[4 * (jj + 1) + 2 * h], d[4 * (jj + 1) + 2 * h + 1]);
+              for (int h = 0; h < 2; ++h) {
+                const int r = warp * 16 + g + 8 * h, m = m0 + r0 + r;
+#pragma unroll
+                for (int jl = 0; jl < 4; ++jl) {
+                  const int n = oc + sb * 32 + jl * 8 + t2;
+                  float v0 = 0.f, v1 = 0.f;
+                  if (m < M && n < N) {
+                    if constexpr (EPI == TPG_EPI_SWIGLU) {
+                      const int jj = 2 * (4 * sb + jl); /* gate block jj, up block jj + 1 */
+                      v0 = epi_value<T, EPI>(a, m, n, d[4 * jj + 2 * h], d[4 * (jj + 1) + 2 * h]);
+                      v1 = epi_value<T, EPI>(a, m, n + 1, d[4 * jj + 2 * h + 1], d[4 * (jj + 1) + 2 * h + 1]);
+                    } else {
+                      const int jj = 4 * sb + jl;
+                      v0 = epi_value<T, EPI>(a, m, n, d[4 * jj + 2 * h], 0.f);
+                      v1 = epi_value<T, EPI>(a, m, n + 1, d[4 * jj + 2 * h + 1], 0.f);
+                    }
+                  }
+                  st_shared_u32(buf + r * 64 + ((jl ^ ((r >> 1) & 3)) << 4) + t2 * 2, dt<T>::pack2(v0, v1));
+                }
               }
-            } else {
+              asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* generic writes -> TMA reads */
+              if (ct == 0) bulk_wait_read<EPI_BUFS - 2>();
+              wg_bar(2 + c);
+              if (ct == 0) {
+                tma_store_2d(&p->ty, buf, oc + sb * 32, m0 + r0);
+                bulk_commit();
+              }
+              ++eb;
+            }
+          }
+        } else {
+          /* Straight from registers: the cp.async kernel (no maps), fp32
+           * partials, and SwiGLU parts narrower than a box. */
 #pragma unroll
-              for (int jj = 0; jj < CW / 8; ++jj) {
-                const int n = oc + jj * 8 + t2;
-                if (n < N) epi_store2<T, EPI>(a, m, n, d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1], 0.f, 0.f);
+          for (int h = 0; h < 2; ++h) {
+            const int m = m0 + (BM == 128 ? c * 64 : 0) + warp * 16 + g + 8 * h;
+            const int oc = o0 + (BM == 128 ? 0 : c * (swiglu ? CW / 2 : CW));
+            if (m < M) {
+              if constexpr (EPI == TPG_EPI_SWIGLU) {
+#pragma unroll
+                for (int jj = 0; jj < CW / 8; jj += 2) {
+                  const int n = oc + (jj / 2) * 8 + t2;
+                  if (n < N) epi_store2<T, EPI>(a, m, n, d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1],
+                                                d[4 * (jj + 1) + 2 * h], d[4 * (jj + 1) + 2 * h + 1]);
+                }
+              } else {
+#pragma unroll
+                for (int jj = 0; jj < CW / 8; ++jj) {
+                  const int n = oc + jj * 8 + t2;
+                  if (n < N) epi_store2<T, EPI>(a, m, n, d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1], 0.f, 0.f);
+                }
               }
             }
           }
         }
       });
     }
+    /* the staging smem must outlive the stores' reads, and the kernel's
+     * writes must be complete when it ends */
+    if constexpr (cfg<BN, BM, TMA>::STAGED)
+      if (ct == 0) bulk_wait_all();
     if (ct == 0) TPG_TRACE(5); /* consumer 0 done */
     if constexpr (CL > 1) cluster_sync(); /* see the producer's */
   }
@@ -738,11 +827,12 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
 /* Entry points. tpg_gemm_sm90[tma]_<dt>[_m64][_n128|_n64]: BM = 128 X rows
  * a tile (64 with _m64), BN = 256 W rows a tile (128 / 64 with the suffix).
  * grid = min(tiles, SMs), tiles = ceil(M/BM) * ceil(N/BN) (ceil(N/(BN/2)) for
- * SWIGLU); block 384; dynamic smem tpg::sm90::cfg<BN, BM>::SMEM_BYTES
- * (197696 for BN=256, 197728 for BN=128, 197760 for BN=64; BM 64: 164928 /
- * 197760 / 132224). The tma kernels take tpg_gemm_tma_args (tensor maps
- * encoded on the host, box {64, BM} for X, {64, BN} for W; see
- * tpg_tma_args.h). */
+ * SWIGLU); block 384; dynamic smem tpg::sm90::cfg<BN, BM, TMA>::SMEM_BYTES
+ * (TMA, with the epilogue staging: 230464 for BN=256, 197696 for BN=192,
+ * 230496 for BN=128, 230528 for BN=64; BM 64: 164928 / 197760 / 132224;
+ * the cp.async kernel 197696). The tma kernels take tpg_gemm_tma_args
+ * (tensor maps encoded on the host, box {64, BM} for X, {64, BN} for W,
+ * {32, 64} for Y; see tpg_tma_args.h). */
 #define TPG_SM90(NAME, T, TMA, BN)                                                     \
   extern "C" __global__ void __launch_bounds__(384, 1) NAME(const __grid_constant__ tpg_gemm_args a) { \
     tpg::pdl_wait(); /* PDL secondary: before anything (common.cuh) */                 \

@@ -34,6 +34,14 @@
 
 #include "../kernels/tpg_kargs.h"
 
+/* The epilogue staging of the 128-row TMA kernels, after their ring
+ * (kernels/gemm_sm90.cu cfg::EPI_BYTES: two consumers x 4 boxes of 64 x 32
+ * elements), and their ring (cfg::RING) */
+#define SM90_EPI_BYTES (2 * 4 * 64 * 32 * 2)
+#ifndef TPG_SM90_STAGED_RING
+#define TPG_SM90_STAGED_RING 196608
+#endif
+
 static int reject(char *why, size_t whylen, const char *msg) {
   if (why && whylen) {
     strncpy(why, msg, whylen - 1);
@@ -229,11 +237,20 @@ static void fill_map(tpg_tma_encode *e, int rank, const unsigned long long *dims
   int i;
   memset(e, 0, sizeof *e);
   e->rank = rank;
+  e->swizzle = 128;
   for (i = 0; i < rank; ++i) {
     e->dims[i] = dims[i];
     e->box[i] = box[i];
   }
   for (i = 0; i + 1 < rank; ++i) e->strides[i] = strides[i];
+}
+
+void tpg_gemm_y_map(int m, int n, int ldy, tpg_tma_encode *y_map) {
+  const unsigned long long yd[2] = {(unsigned long long)n, (unsigned long long)m};
+  const unsigned long long ys[1] = {(unsigned long long)ldy * 2};
+  const unsigned yb[2] = {32, 64}; /* kernels/gemm_sm90.cu cfg::EPI_BOX */
+  fill_map(y_map, 2, yd, ys, yb);
+  y_map->swizzle = 64;
 }
 
 /* Fill `out` and the two map descriptions for the TMA kernel with BM x BN
@@ -287,8 +304,11 @@ static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, 
   const unsigned long tiles = (unsigned long)cdiv(m, (long)bm * clm) * cdiv(n, (long)(swiglu ? bn / 2 : bn) * cln);
   const unsigned long work = sk ? tiles * cdiv(k, 64) : tiles; /* what the grid divides */
   const unsigned long clusters = (unsigned long)(num_sms / cl > 0 ? num_sms / cl : 1); /* resident at once */
-  /* the kernel's ring: as many stages as fit 192 KB, at most 8 (gemm_sm90.cu cfg) */
-  const unsigned stage = (unsigned)(bm + bn) * 64 * 2, stages = 196608 / stage < 8 ? 196608 / stage : 8;
+  /* the kernel's ring: as many stages as fit 192 KB, at most 8; the 128-row
+   * unswapped tiles stage their epilogue after it (gemm_sm90.cu cfg) */
+  const int staged = !sw && bm == 128;
+  const unsigned ring = staged ? TPG_SM90_STAGED_RING : 196608;
+  const unsigned stage = (unsigned)(bm + bn) * 64 * 2, stages = ring / stage < 8 ? ring / stage : 8;
   memset(out, 0, sizeof *out);
   const int bi = dtype == TPG_KDT_BF16, swm = bm == 16 ? 0 : bm == 32 ? 1 : 2, swn = bn == 64 ? 0 : bn == 128 ? 1 : 2;
   out->kernel = sw && cl == 2 ? names_sw_c2[bi][bm == 64][bn == 128]
@@ -301,7 +321,7 @@ static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, 
   out->grid[1] = out->grid[2] = 1;
   out->block[0] = 384;
   out->block[1] = out->block[2] = 1;
-  out->smem_bytes = stages * stage + 1024 + 2 * stages * 8; /* 197696 (128 x 256), 197728 (128 x 128) */
+  out->smem_bytes = stages * stage + (staged ? SM90_EPI_BYTES : 0) + 1024 + 2 * stages * 8; /* 230464 (128 x 256) */
   /* partial slots are sized for 128-row tiles (tpg_sk_workspace_bytes); 64-row tiles use half */
   out->workspace_bytes = sk ? tpg_sk_workspace_bytes(tiles * cl, out->grid[0], (size_t)bn) : 0;
   out->workspace_zeroed = sk ? ((tiles * cl * 4 + 255) & ~(size_t)255) : 0;

@@ -40,20 +40,26 @@ int tpg_gemm_select(int m, int n, int k, int dtype, int epilogue, int sm_arch, i
 
 /* ---- opt-in TMA path (Hopper prefill, ~1.5x the cp.async kernel) --------
  * Kernels whose name contains "sm90tma" take tpg_gemm_tma_args
- * (kernels/tpg_tma_args.h): two CUtensorMap that the caller encodes with
+ * (kernels/tpg_tma_args.h): three CUtensorMap that the caller encodes with
  *   cuTensorMapEncodeTiled(&map, BFLOAT16 or FLOAT16, e.rank, base pointer
- *     (x for x_map, w for w_map), e.dims, e.strides, e.box,
- *     elementStrides = all 1, CU_TENSOR_MAP_INTERLEAVE_NONE,
- *     CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
- *     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
- * and re-encodes whenever x or w is rebound. x and w must be 16-byte aligned
- * (TMA requires it). */
+ *     (x for x_map, w for w_map, y for the map of tpg_gemm_y_map), e.dims,
+ *     e.strides, e.box, elementStrides = all 1, CU_TENSOR_MAP_INTERLEAVE_NONE,
+ *     CU_TENSOR_MAP_SWIZZLE_128B (e.swizzle 128) or _64B (64),
+ *     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+ * and re-encodes whenever x, w or y is rebound. x, w and y must be 16-byte
+ * aligned (TMA requires it). */
 typedef struct tpg_tma_encode {
   int rank;                       /* 0: no map (the kernel takes tpg_gemm_args) */
   unsigned long long dims[4];     /* elements, innermost first                  */
   unsigned long long strides[3];  /* bytes, for dims 1..rank-1                  */
   unsigned box[4];                /* elements                                   */
+  unsigned swizzle;               /* bytes: 128 (x, w) or 64 (y)                */
 } tpg_tma_encode;
+
+/* The Y map of every TMA kernel (the epilogue's stores; the dtype is the
+ * operands', also for F32_PARTIAL, whose kernels do not read it): rank 2
+ * {n, m}, stride ldy * 2 bytes, box {32, 64}, swizzle 64. */
+void tpg_gemm_y_map(int m, int n, int ldy, tpg_tma_encode *y_map);
 
 /* Like tpg_gemm_select, but on sm_arch 90 for m > 8 it may pick the TMA
  * kernels (the rule derived from the model zoo, gemm_select.c and

@@ -98,7 +98,8 @@ static tpg_status encode(const tpg_tma_encode *e, CUdeviceptr base, int dtype, t
                                 dtype == TPG_KDT_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
                                 (cuuint32_t)e->rank, (void *)base, (const cuuint64_t *)e->dims,
                                 (const cuuint64_t *)e->strides, (const cuuint32_t *)e->box, es,
-                                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                e->swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B,
                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
   return TPG_SUCCESS;
 }
@@ -146,6 +147,9 @@ static tpg_status time_one(tpg_gemm_dev_timer *t, const tpg_gemm_key *key, const
   if (xm->rank) {
     TPG_TRY(encode(xm, t->x, key->dtype, &p.tx));
     TPG_TRY(encode(wm, t->w, key->dtype, &p.tw));
+    tpg_tma_encode ym;
+    tpg_gemm_y_map(key->m, key->n, key->n, &ym);
+    TPG_TRY(encode(&ym, t->y, key->dtype, &p.ty));
     params[0] = &p;
   } else {
     params[0] = &p.a;

@@ -177,7 +177,8 @@ static tpg_status encode_map(tpg_tmap *map, const tpg_tma_encode *e, int kdt, co
   TPG_CU(cuTensorMapEncodeTiled((CUtensorMap *)map,
                                 kdt == TPG_KDT_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
                                 (cuuint32_t)e->rank, (void *)base, dims, strides, box, es,
-                                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                e->swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B,
                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
   return TPG_SUCCESS;
 }
@@ -194,9 +195,12 @@ static tpg_status set_ptrs(const tpg_nctx *c) {
   a->residual = TPG_VPTR(c, d->residual);
   a->workspace = (void *)(uintptr_t)gn->res.workspace;
   if (!gn->tma) return TPG_SUCCESS;
-  /* the maps hold x's and w's base addresses */
+  /* the maps hold x's, w's and y's base addresses */
   TPG_TRY(encode_map(&gn->args.gemm_tma.tx, &gn->xe, a->dtype, a->x));
-  return encode_map(&gn->args.gemm_tma.tw, &gn->we, a->dtype, a->w);
+  TPG_TRY(encode_map(&gn->args.gemm_tma.tw, &gn->we, a->dtype, a->w));
+  tpg_tma_encode ye;
+  tpg_gemm_y_map(d->m, d->n, a->ldy, &ye);
+  return encode_map(&gn->args.gemm_tma.ty, &ye, a->dtype, a->y);
 }
 
 static tpg_status fill(const tpg_nctx *c) {

@@ -250,7 +250,7 @@ int main(void) {
     CHECK(tpg_gemm_variant_parse("tma_m128_n192", &v) == 0 && v.bn == 192);
     CHECK(tpg_gemm_select_variant(512, 6144, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, &v, &l, &xe, &we,
                                   why, sizeof why) == 0);
-    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_n192") == 0 && l.grid[0] == 128 && l.smem_bytes == 164928 &&
+    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_n192") == 0 && l.grid[0] == 128 && l.smem_bytes == 164928 + 32768 &&
           we.box[1] == 192 && xe.box[1] == 128);
     CHECK(tpg_gemm_variant_parse("tma_m128_n192_c2_sk", &v) == 0 && v.cluster == 2);
     CHECK(tpg_gemm_select_variant(512, 6144, 4096, TPG_KDT_F16, TPG_EPI_SWIGLU, 90, 132, 4096, 4096, &v, &l, &xe, &we,

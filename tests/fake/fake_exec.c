@@ -245,13 +245,18 @@ typedef struct {
 #define FK_TMAP_MAGIC 0x66616b65746d6170ull /* "faketmap" */
 _Static_assert(sizeof(fk_tmap) <= sizeof(CUtensorMap), "fake tensor map fits");
 
-static void check_map(const fk_kernel *k, const char *field, const void *map) {
+/* `ptr`: the pointer the map must describe (the same field of tpg_gemm_args):
+ * a map left behind by a rebind would read or write the old buffer. */
+static void check_map(const fk_kernel *k, const char *field, const void *map, const void *ptr) {
   fk_tmap t;
   memcpy(&t, map, sizeof t);
   if (t.magic != FK_TMAP_MAGIC || t.rank < 1 || t.rank > 5) {
     fk_violation("kernel %s argument %s is not a tensor map from cuTensorMapEncodeTiled", k->name, field);
     return;
   }
+  if (t.base != (uint64_t)(uintptr_t)ptr)
+    fk_violation("kernel %s argument %s maps 0x%llx, the argument block's pointer is %p", k->name, field,
+                 (unsigned long long)t.base, ptr);
   size_t last = (size_t)t.dims[0] * t.esize;
   for (uint64_t i = 1; i < t.rank; i++) last += (size_t)(t.dims[i] - 1) * t.strides[i - 1];
   need(k, field, (const void *)(uintptr_t)t.base, last);
@@ -299,8 +304,9 @@ static void run_kernel(const fk_node *nd) {
     case FK_K_GEMM: check_gemm(k, (const tpg_gemm_args *)A, 0); break;
     case FK_K_GEMM_TMA: {
       const tpg_gemm_tma_args *t = (const tpg_gemm_tma_args *)A;
-      check_map(k, "tx", &t->tx);
-      check_map(k, "tw", &t->tw);
+      check_map(k, "tx", &t->tx, t->a.x);
+      check_map(k, "tw", &t->tw, t->a.w);
+      check_map(k, "ty", &t->ty, t->a.y);
       check_gemm(k, &t->a, 0);
       break;
     }

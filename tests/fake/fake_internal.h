@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define FK_MAX_DEV 8
-#define FK_ARGS_MAX 1024 /* largest kernel argument block (tpg_gemm_tma_args is ~400 bytes) */
+#define FK_ARGS_MAX 1024 /* largest kernel argument block (tpg_gemm_tma_args is ~530 bytes) */
 
 void fk_lock(void);
 void fk_unlock(void);
