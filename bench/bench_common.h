@@ -16,12 +16,23 @@
 
 #include "tpgraph.h"
 
+/* The error exit. Not exit(): in the benchmarks that drive one GPU per thread
+ * (allreduce_bench, rebind_bench, tpbench) it ran the atexit handlers and the
+ * CUDA / NCCL libraries' destructors while the other rank threads were still
+ * inside those libraries, and a CUDA error ended in "free(): corrupted
+ * unsorted chunks" and a segfault (exit code 139) instead of the message and
+ * 2. Output is flushed first; the driver reclaims the process's GPU state. */
+static inline void bench_die(void) {
+  fflush(NULL);
+  _exit(2);
+}
+
 #define MUST(call)                                                                      \
   do {                                                                                  \
     tpg_status s_ = (call);                                                             \
     if (s_ != TPG_SUCCESS) {                                                            \
       fprintf(stderr, "\n%s:%d: %s: %s\n", __FILE__, __LINE__, #call, tpg_last_error()); \
-      exit(2);                                                                          \
+      bench_die();                                                                      \
     }                                                                                   \
   } while (0)
 
@@ -30,7 +41,7 @@
     cudaError_t e_ = (call);                                                            \
     if (e_ != cudaSuccess) {                                                            \
       fprintf(stderr, "\n%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      exit(2);                                                                          \
+      bench_die();                                                                      \
     }                                                                                   \
   } while (0)
 

@@ -14,15 +14,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tests/tpg_test.h"
+
+/* The error exit: not exit(), whose handlers and library destructors would
+ * run while other rank threads are still inside CUDA / NCCL (heap corruption
+ * and a segfault instead of exit code 2; bench/bench_common.h). */
+static inline void gpu_die(void) {
+  fflush(NULL);
+  _exit(2);
+}
 
 #define CUDA_OK(call)                                                                   \
   do {                                                                                  \
     cudaError_t e_ = (call);                                                            \
     if (e_ != cudaSuccess) {                                                            \
       fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      exit(2);                                                                          \
+      gpu_die();                                                                        \
     }                                                                                   \
   } while (0)
 
@@ -32,7 +41,7 @@
     tpg_status s_ = (call);                                                             \
     if (s_ != TPG_SUCCESS) {                                                            \
       fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, tpg_last_error());  \
-      exit(2);                                                                          \
+      gpu_die();                                                                        \
     }                                                                                   \
   } while (0)
 
