@@ -51,6 +51,9 @@ constexpr int BK = 64;
 #ifndef TPG_SM90_STAGED_RING
 #define TPG_SM90_STAGED_RING 196608 /* the staged kernels' ring (lab builds vary it) */
 #endif
+#ifndef TPG_SM90_STAGE_EPI
+#define TPG_SM90_STAGE_EPI 1 /* lab builds: 0 = every tile stores from registers (A/B) */
+#endif
 template <int BN, int BM = 128, bool TMA = true> struct cfg {
   static_assert(BM == 128 || BM == 64 || BM == 32 || BM == 16, "BM (32 and 16: swapped tiles only)");
   static_assert(BN == 256 || BN == 192 || BN == 128 || BN == 64, "BN");
@@ -73,7 +76,7 @@ template <int BN, int BM = 128, bool TMA = true> struct cfg {
    * boxes per consumer. Only there: the 32 KB cost the 64-row and swapped
    * tiles up to 27% at M = 128 (docs/kernels.md, "Epilogue through TMA
    * stores"). */
-  static constexpr bool STAGED = TMA && BM == 128;
+  static constexpr bool STAGED = TMA && BM == 128 && TPG_SM90_STAGE_EPI;
   static constexpr int RING = STAGED ? TPG_SM90_STAGED_RING : 196608;
   static constexpr int STAGES = RING / STAGE_BYTES < MAX_STAGES ? RING / STAGE_BYTES : MAX_STAGES;
   static constexpr int EPI_BUFS = 4, EPI_BOX = 64 * 32 * 2, EPI_BYTES = STAGED ? 2 * EPI_BUFS * EPI_BOX : 0;
@@ -635,6 +638,7 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
       mb = mb * CLM + (CN ? 0 : rank);
       nb = nb * CLN + (CN ? rank : 0);
       const int m0 = mb * BM, o0 = nb * out_n;
+      if (ct == 0) TPG_TRACE(6); /* (last) segment's main loop starts */
       for (int kb = kb0; kb < kb1; ++kb, ++it) {
         const int s = it % STAGES;
         mbar_wait(full_bar + 8 * s, (it / STAGES) & 1);
