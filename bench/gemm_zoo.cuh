@@ -352,8 +352,9 @@ struct Row {
  * after the L2 flush, then per-CTA %globaltimer stamps (gemm_sm90.cu) relative
  * to the earliest CTA entry: median / max over CTAs of entry, first copy
  * issued, first stage landed, main loop done, fixup done, consumer done,
- * and the start of the last segment's main loop (so its main loop and its
- * epilogue, done - fixup, have a length). */
+ * the start of the last segment's main loop (so its main loop and its
+ * epilogue, done - fixup, have a length), the end of the barrier set-up
+ * (after the CTA's or cluster's sync) and the producer past setmaxnreg. */
 template <typename F>
 static void trace_launch(unsigned ctas, F launch, int M, int N, int K, const char *name, double event_us) {
 #ifdef TPG_SM90_TRACE
@@ -369,8 +370,9 @@ static void trace_launch(unsigned ctas, F launch, int M, int N, int K, const cha
   unsigned long long t0 = ~0ull;
   for (unsigned c = 0; c < n; ++c) if (h[c][0]) t0 = std::min(t0, h[c][0]);
   printf("trace M=%d N=%d K=%d %-22s ctas=%u event=%.1fus |", M, N, K, name, ctas, event_us);
-  static const char *pt[7] = {"entry", "1st_copy", "1st_data", "loop_end", "fixup", "done", "last_seg"};
-  for (int i = 0; i < 7; ++i) {
+  static const char *pt[9] = {"entry", "1st_copy", "1st_data", "loop_end", "fixup", "done", "last_seg", "synced",
+                              "setmaxnreg"};
+  for (int i = 0; i < 9; ++i) {
     std::vector<double> v;
     for (unsigned c = 0; c < n; ++c) if (h[c][i]) v.push_back((h[c][i] - t0) * 1e-3);
     std::sort(v.begin(), v.end());

@@ -119,7 +119,7 @@ TPG_DEV int sk_cta_of(long long g, long long total, int grid) {  /* the CTA whos
  * shows where a short GEMM's time goes (start-up, first data, main loop,
  * stream-K fixup, epilogue) instead of guessing from totals. */
 #ifdef TPG_SM90_TRACE
-constexpr int TRACE_CTAS = 1024, TRACE_POINTS = 8;
+constexpr int TRACE_CTAS = 1024, TRACE_POINTS = 10;
 __device__ unsigned long long trace_buf[TRACE_CTAS][TRACE_POINTS];
 TPG_DEV void trace(int i) {
   unsigned long long t;
@@ -477,6 +477,7 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
    * is multicast into or arrives at them */
   if constexpr (CL > 1) cluster_sync();
   else __syncthreads();
+  if (tid == 0) TPG_TRACE(7); /* barriers initialised, CTA (cluster) synchronised */
   const int rank = CL > 1 ? (int)cluster_rank() : 0;
   const int unit0 = (int)blockIdx.x / CL, units = (int)gridDim.x / CL; /* this cluster, clusters */
 
@@ -532,6 +533,7 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
   if (wg == 0) {
     /* ---------------- producer warpgroup ---------------- */
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (tid == 0) TPG_TRACE(8); /* producer's registers handed back */
     if constexpr (TMA) {
       if (tid == 0) {
         int it = 0;
