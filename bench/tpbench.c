@@ -46,7 +46,7 @@ static const char *mode_name[NMODES] = {"eager", "captured", "nccl", "symmetric"
 
 static int hid[MAXV] = {8192, 4096}, ffn[MAXV] = {28672, 14336}, nshape = 2;
 static int toks[MAXV] = {1, 16, 128, 1024}, ntok = 4;
-static int TP = 0, LAYERS = 4, REPS = 20, CHUNKS = 2, SM_RESERVE = 0, use_torch = 1;
+static int TP = 0, LAYERS = 4, REPS = 20, CHUNKS = 2, SM_RESERVE = 0, use_torch = 1, PASSES = 1;
 static int mode_on[NMODES] = {1, 1, 1, 0, 1, 1, 1, 1}; /* symmetric: only when named in --modes */
 static tpg_mlp_kind KIND = TPG_MLP_GELU;
 static const char *json_path = "tpbench.json", *svg_path = "tpbench.svg", *torch_script = NULL;
@@ -477,8 +477,8 @@ static void write_json(int n) {
   fprintf(f, "{");
   bench_meta_json(f, PROG, n);
   fprintf(f, ",\n \"tp\": %d, \"layers\": %d, \"reps\": %d, \"kind\": \"%s\", \"dtype\": \"bf16\", \"unit\": \"us per layer\",\n"
-          " \"overlap_chunks\": %d, \"overlap_sm_reserve\": %d, \"rows\": [\n",
-          n, LAYERS, REPS, KIND == TPG_MLP_GELU ? "gelu" : "swiglu", CHUNKS, SM_RESERVE ? SM_RESERVE : 16);
+          " \"overlap_chunks\": %d, \"overlap_sm_reserve\": %d, \"passes\": %d, \"rows\": [\n",
+          n, LAYERS, REPS, KIND == TPG_MLP_GELU ? "gelu" : "swiglu", CHUNKS, SM_RESERVE ? SM_RESERVE : 16, PASSES);
   int first = 1;
   for (int si = 0; si < nshape; si++)
     for (int ti = 0; ti < ntok; ti++) {
@@ -568,6 +568,9 @@ static void usage(FILE *f) {
           "  --svg PATH           plot (default tpbench.svg); the PNG goes beside it, same name\n"
           "  --no-png             do not try to convert the SVG\n"
           "  --no-torch           skip the PyTorch baseline\n"
+          "  --passes N           run ours, then PyTorch, N times in alternation (1..9, default 1) and report each\n"
+          "                       point's median over the passes (p10/p90: the lowest and highest over them):\n"
+          "                       the two are then measured in the same stretch of the machine's state\n"
           "  --torch-script PATH  where bench/torch_mlp.py is (default: that path from the working directory)\n"
           "  -h, --help           this text\n",
           MAXV);
@@ -585,7 +588,7 @@ static int cmp_int(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
   enum { O_HIDDEN = 256, O_FFN, O_TOKENS, O_TP, O_LAYERS, O_REPS, O_CHUNKS, O_SM_RESERVE, O_JSON, O_SVG, O_TORCH_SCRIPT, O_KIND,
-         O_MODES, O_NO_TORCH, O_NO_PNG };
+         O_MODES, O_NO_TORCH, O_NO_PNG, O_PASSES };
   static const struct option opts[] = {
       {"hidden", required_argument, NULL, O_HIDDEN}, {"ffn", required_argument, NULL, O_FFN},
       {"tokens", required_argument, NULL, O_TOKENS}, {"tp", required_argument, NULL, O_TP},
@@ -594,6 +597,7 @@ int main(int argc, char **argv) {
       {"svg", required_argument, NULL, O_SVG},       {"torch-script", required_argument, NULL, O_TORCH_SCRIPT},
       {"kind", required_argument, NULL, O_KIND},     {"modes", required_argument, NULL, O_MODES},
       {"no-torch", no_argument, NULL, O_NO_TORCH},   {"no-png", no_argument, NULL, O_NO_PNG},
+      {"passes", required_argument, NULL, O_PASSES},
       {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0}};
   int nffn = 2;
   opterr = 0;
@@ -613,6 +617,7 @@ int main(int argc, char **argv) {
       case O_SVG: svg_path = optarg; break;
       case O_TORCH_SCRIPT: torch_script = optarg; break;
       case O_NO_TORCH: use_torch = 0; break;
+      case O_PASSES: ok = bench_parse_int(PROG, "--passes", optarg, 1, 9, &PASSES); break;
       case O_NO_PNG: make_png = 0; break;
       case O_KIND:
         if (!strcmp(optarg, "gelu")) KIND = TPG_MLP_GELU;
@@ -697,22 +702,61 @@ int main(int argc, char **argv) {
       fprintf(stderr, "tpbench: --ffn: %d does not split over TP=%d (ffn/tp must be a multiple of 8)\n", ffn[si], n);
       return 2;
     }
-  for (int si = 0; si < MAXV; si++)
-    for (int ti = 0; ti < MAXV; ti++)
-      for (int m = 0; m < NMODES; m++) res[si][ti][m] = NAN;
   g_nranks = n;
   printf("tpbench: %d x GPU, driver %d, NCCL %d, kernels %s\n", n, ri.driver_version, ri.nccl_version, ri.kernel_archs);
-  MUST(tpg_comm_id_create(&g_id));
   pthread_barrier_init(&barrier, NULL, (unsigned)n);
-  rank_state st[8];
-  pthread_t th[8];
-  for (int r = 0; r < n; r++) {
-    memset(&st[r], 0, sizeof st[r]);
-    st[r].rank = r;
-    pthread_create(&th[r], NULL, rank_main, &st[r]);
+  /* Each pass: ours (every mode), then PyTorch. PyTorch's times moved 5-10%
+   * between single runs on the 2-GPU machine (docs/performance.md), so with
+   * --passes the two alternate and each point reports its median. */
+  static double pres[9][MAXV][MAXV][NMODES], plo[9][MAXV][MAXV][NMODES], phi[9][MAXV][MAXV][NMODES];
+  static double ptorch[9][MAXV][MAXV][4];
+  for (int pass = 0; pass < PASSES; pass++) {
+    if (PASSES > 1) fprintf(stderr, "tpbench: pass %d of %d\n", pass + 1, PASSES);
+    for (int si = 0; si < MAXV; si++)
+      for (int ti = 0; ti < MAXV; ti++)
+        for (int m = 0; m < NMODES; m++) res[si][ti][m] = NAN;
+    memset(torch_res, 0, sizeof torch_res);
+    MUST(tpg_comm_id_create(&g_id)); /* a fresh id: each pass creates its own communicators */
+    rank_state st[8];
+    pthread_t th[8];
+    for (int r = 0; r < n; r++) {
+      memset(&st[r], 0, sizeof st[r]);
+      st[r].rank = r;
+      pthread_create(&th[r], NULL, rank_main, &st[r]);
+    }
+    for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
+    if (use_torch) run_torch(n);
+    memcpy(pres[pass], res, sizeof res);
+    memcpy(plo[pass], res_lo, sizeof res_lo);
+    memcpy(phi[pass], res_hi, sizeof res_hi);
+    memcpy(ptorch[pass], torch_res, sizeof torch_res);
   }
-  for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
-  if (use_torch) run_torch(n);
+  if (PASSES > 1) {
+    for (int si = 0; si < MAXV; si++)
+      for (int ti = 0; ti < MAXV; ti++) {
+        for (int m = 0; m < NMODES; m++) {
+          double v[9];
+          int k = 0;
+          res_lo[si][ti][m] = INFINITY;
+          res_hi[si][ti][m] = 0;
+          for (int p = 0; p < PASSES; p++)
+            if (pres[p][si][ti][m] > 0) {
+              v[k++] = pres[p][si][ti][m];
+              res_lo[si][ti][m] = fmin(res_lo[si][ti][m], plo[p][si][ti][m]);
+              res_hi[si][ti][m] = fmax(res_hi[si][ti][m], phi[p][si][ti][m]);
+            }
+          res[si][ti][m] = k ? bench_median(v, k) : NAN;
+        }
+        for (int q = 0; q < 4; q++) {
+          double v[9];
+          int k = 0;
+          for (int p = 0; p < PASSES; p++)
+            if (ptorch[p][si][ti][q] > 0) v[k++] = ptorch[p][si][ti][q];
+          torch_res[si][ti][q] = k ? bench_median(v, k) : 0;
+        }
+      }
+    printf("tpbench: %d passes (ours, then PyTorch, alternated); each point is the median over them\n", PASSES);
+  }
   print_table(n);
   write_json(n);
   write_svg(n);
