@@ -187,7 +187,7 @@ TPG_DEV void tma_load_4d(uint32_t dst, const void *map, uint32_t bar, int c0, in
   asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], [%2];"
                :: "r"(dst), "l"(map), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory");
 }
-/* The epilogue's TMA store (store_tile in gemm_sm90_body): a box of smem
+/* The epilogue's TMA store (the staged epilogue in gemm_sm90_body): a box of smem
  * written by the consumer warpgroup goes to global memory through the Y
  * map, asynchronously; bulk groups are per thread, so the thread that
  * commits a store is the one that waits for it. */
@@ -752,7 +752,8 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
            * at most EPI_BUFS - 2 stores are still reading, so the box after
            * this one finds its buffer free. Rows >= M and columns >= N are
            * clipped by the Y map; their values are not computed. */
-          const int r0 = BM == 128 ? c * 64 : 0, oc = o0 + (BM == 128 ? 0 : c * OUTC);
+          static_assert(!cfg<BN, BM, TMA>::STAGED || BM == 128, "staged: each consumer a 64-row half, all outputs");
+          const int r0 = c * 64, oc = o0;
           if (m0 + r0 < M) {
             const uint32_t ring = epi_buf + c * (EPI_BUFS * EPI_BOX);
 #pragma unroll
