@@ -3,6 +3,7 @@
  * every driver call of a create/update/rebind/launch/destroy sequence in
  * turn and checks that nothing leaks and the fake saw no violation. */
 #define _POSIX_C_SOURCE 200809L
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,9 +119,53 @@ done:
 #undef STEP
 }
 
+/* A TMA GEMM node's output moved by a rebind: the kernel's Y tensor map must
+ * move with it (the epilogue stores through it; the fake checks that every
+ * map's base is the argument block's pointer). M = 128 on the fake's sm_90
+ * picks a TMA kernel; the count below fails the test if it ever does not. */
+static void gemm_y_rebind(void) {
+  enum { M = 128, NN = 256, K = 256 };
+  tpgfake_reset();
+  uint16_t *x = tpgfake_dev_alloc(0, M * K * 2), *w = tpgfake_dev_alloc(0, NN * K * 2);
+  uint16_t *y = tpgfake_dev_alloc(0, M * NN * 2), *y2 = tpgfake_dev_alloc(0, M * NN * 2);
+  tpg_plan *p = NULL;
+  tpg_graph *g = NULL;
+  tpg_slot sx, sw, sy;
+  CHECK(x && w && y && y2 && tpg_plan_create(&p) == TPG_SUCCESS);
+  CHECK(tpg_plan_add_slot(p, "x", TPG_BF16, TPG_MEM_DEVICE, M * K, &sx) == TPG_SUCCESS);
+  CHECK(tpg_plan_add_slot(p, "w", TPG_BF16, TPG_MEM_DEVICE, NN * K, &sw) == TPG_SUCCESS);
+  CHECK(tpg_plan_add_slot(p, "y", TPG_BF16, TPG_MEM_DEVICE, M * NN, &sy) == TPG_SUCCESS);
+  tpg_gemm_desc d = TPG_GEMM_DESC_INIT;
+  d.m = M;
+  d.n = NN;
+  d.k = K;
+  d.x = V(sx);
+  d.w = V(sw);
+  d.y = V(sy);
+  CHECK(tpg_plan_add_gemm(p, &d, NULL, 0, NULL) == TPG_SUCCESS);
+  tpg_binding b[3] = {{sx, x}, {sw, w}, {sy, y}};
+  tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
+  cfg.bindings = b;
+  cfg.nbindings = 3;
+  CHECK(tpg_graph_create(p, &cfg, &g) == TPG_SUCCESS);
+  CHECK(tpg_graph_launch(g, NULL) == TPG_SUCCESS);
+  tpg_binding ny = {sy, y2};
+  CHECK(tpg_graph_rebind(g, &ny, 1) == TPG_SUCCESS);
+  CHECK(tpg_graph_launch(g, NULL) == TPG_SUCCESS);
+  CHECK(tpgfake_tma_gemm_kernels() == 2);
+  CHECK(tpg_graph_destroy(g) == TPG_SUCCESS);
+  tpg_plan_destroy(p);
+  tpgfake_free(x);
+  tpgfake_free(w);
+  tpgfake_free(y);
+  tpgfake_free(y2);
+  CHECK(clean("GEMM y rebind"));
+}
+
 int main(int argc, char **argv) {
   if (tpgfake_setup(argc, argv) != 0) return 2;
   char msg[1024];
+  gemm_y_rebind();
   tpgfake_reset();
   tpg_status st = sequence(1, msg, sizeof msg);
   if (st) fprintf(stderr, "clean run failed: %s\n", msg);

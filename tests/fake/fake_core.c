@@ -26,7 +26,7 @@ void fk_unlock(void) { pthread_mutex_unlock(&g_mu); }
 /* ---- fault injection and logs (under the lock) ---- */
 
 static long g_calls, g_polls, g_fail_at, g_name_n, g_name_seen, g_violations;
-long fk_kernel_runs;
+long fk_kernel_runs, fk_tma_gemm_runs;
 static char g_fail_name[64], g_failed[64];
 static char g_vtext[2048];
 static int g_env_read, g_verbose;
@@ -294,7 +294,7 @@ void tpgfake_reset(void) {
   g_failed[0] = '\0';
   g_violations = 0;
   g_vtext[0] = '\0';
-  fk_kernel_runs = 0;
+  fk_kernel_runs = fk_tma_gemm_runs = 0;
   fk_unlock();
 }
 
@@ -370,6 +370,13 @@ long tpgfake_pending(void) {
 long tpgfake_kernels(void) {
   fk_lock();
   long n = fk_kernel_runs;
+  fk_unlock();
+  return n;
+}
+
+long tpgfake_tma_gemm_kernels(void) {
+  fk_lock();
+  long n = fk_tma_gemm_runs;
   fk_unlock();
   return n;
 }

@@ -304,6 +304,7 @@ static void run_kernel(const fk_node *nd) {
     case FK_K_GEMM: check_gemm(k, (const tpg_gemm_args *)A, 0); break;
     case FK_K_GEMM_TMA: {
       const tpg_gemm_tma_args *t = (const tpg_gemm_tma_args *)A;
+      fk_tma_gemm_runs++;
       check_map(k, "tx", &t->tx, t->a.x);
       check_map(k, "tw", &t->tw, t->a.w);
       check_map(k, "ty", &t->ty, t->a.y);

@@ -203,7 +203,7 @@ void fk_event_forget(fk_event *e);
 /* Enqueues every node of exec (child graphs expanded). */
 CUresult fk_exec_launch(fk_exec *x, fk_stream *s);
 long fk_pending_ops(void);
-extern long fk_kernel_runs;
+extern long fk_kernel_runs, fk_tma_gemm_runs;
 /* Runs a graph's nodes at once, in order (tpgfake_run_graph). */
 void fk_graph_run_now(const fk_graph *g);
 /* What the kit tests count (tpgfake_counter). */

@@ -57,6 +57,9 @@ long tpgfake_live(char *why, size_t cap);
 long tpgfake_pending(void);
 /* Kernel launches run (checked) since the last reset. */
 long tpgfake_kernels(void);
+/* Of those, the TMA GEMM kernels (tpg_gemm_sm90tma_*: three tensor maps
+ * checked against the argument block's pointers). */
+long tpgfake_tma_gemm_kernels(void);
 
 /* Buffers for tests, without a context: device memory of `device` (a pointer
  * tpgraph accepts for TPG_MEM_DEVICE slots, readable by the test directly:
