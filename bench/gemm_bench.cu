@@ -136,6 +136,7 @@ static void launch(const tpg_kernel_launch &L, const tpg_gemm_args &a, cudaStrea
 }
 
 /* ---------------- TMA kernels: tensor maps encoded here, as the builder would ---------------- */
+static void encode_y(tpg_gemm_tma_args &p);
 static PFN_cuTensorMapEncodeTiled_v12000 g_encode = nullptr;
 static void encode_maps(tpg_gemm_tma_args &p, int bn) {
   if (!g_encode) {
@@ -166,14 +167,7 @@ static void encode_maps(tpg_gemm_tma_args &p, int bn) {
                  CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   }
   if (r != CUDA_SUCCESS) { fprintf(stderr, "encode W failed %d\n", (int)r); exit(2); }
-  {
-    /* Y, for the epilogue's TMA stores (tpg_gemm_y_map's recipe) */
-    cuuint64_t dims[2] = {(cuuint64_t)a.n, (cuuint64_t)a.m}, strides[1] = {(cuuint64_t)a.ldy * 2};
-    cuuint32_t box[2] = {32, 64}, es[2] = {1, 1};
-    r = g_encode((CUtensorMap *)&p.ty, dt, 2, a.y, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                 CU_TENSOR_MAP_SWIZZLE_64B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    if (r != CUDA_SUCCESS) { fprintf(stderr, "encode Y failed %d\n", (int)r); exit(2); }
-  }
+  encode_y(p);
 }
 /* Encode one map from the selector's tpg_tma_encode, exactly as the builder will. */
 static void encode_from(const tpg_tma_encode &e, const void *base, int dtype, tpg_tmap *map) {
@@ -185,6 +179,12 @@ static void encode_from(const tpg_tma_encode &e, const void *base, int dtype, tp
                         e.swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B,
                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) { fprintf(stderr, "encode (selector params) failed %d\n", (int)r); exit(2); }
+}
+/* Y's map (the epilogue's TMA stores), from the selector's recipe. */
+static void encode_y(tpg_gemm_tma_args &p) {
+  tpg_tma_encode ye;
+  tpg_gemm_y_map(p.a.m, p.a.n, p.a.ldy, &ye);
+  encode_from(ye, p.a.y, p.a.dtype, &p.ty);
 }
 /* Launch what tpg_gemm_select_tma chose (plain or TMA kernel). */
 static void launch_sel(const tpg_kernel_launch &L, const tpg_gemm_tma_args &p, cudaStream_t st = 0) {
@@ -223,9 +223,7 @@ static bool select_tma(const tpg_gemm_args &a, tpg_kernel_launch &L, tpg_gemm_tm
     if (!g_encode) encode_maps(p, 256);  /* loads the entry point */
     encode_from(xe, a.x, a.dtype, &p.tx);
     encode_from(we, a.w, a.dtype, &p.tw);
-    tpg_tma_encode ye;
-    tpg_gemm_y_map(a.m, a.n, a.ldy, &ye);
-    encode_from(ye, a.y, a.dtype, &p.ty);
+    encode_y(p);
   }
   return xe.rank != 0;
 }
@@ -245,9 +243,7 @@ static bool select_var(const tpg_gemm_args &a, const tpg_gemm_variant &v, tpg_ke
     if (!g_encode) encode_maps(p, 256);  /* loads the entry point */
     encode_from(xe, a.x, a.dtype, &p.tx);
     encode_from(we, a.w, a.dtype, &p.tw);
-    tpg_tma_encode ye;
-    tpg_gemm_y_map(a.m, a.n, a.ldy, &ye);
-    encode_from(ye, a.y, a.dtype, &p.ty);
+    encode_y(p);
   }
   return xe.rank != 0;
 }
