@@ -99,6 +99,16 @@ EFF_MID.update({(64, 64, "sw"): 1.7, (64, 128, "sw"): 1.2, (128, 128): 1.05, (64
 # stream-K than whole (zoo of 756c3fa).
 SK_FIX = {"dec": 40.0, "tiny": 40.0, "small": 20.0, "mid": 30.0, "large": 40.0}
 SK_K = {"dec": 0.1, "tiny": 0.1, "small": 0.1, "mid": 0.05, "large": 0.0}
+# Aligned split-K ("_k<S>", 128-row unswapped tiles and their _c2, m > 64): a
+# grid of units x S, S = min(resident units // units, K blocks, 16) >= 2, each
+# CTA one K range of one unit; its cost is that range's k-steps at the tile's
+# whole-tile eff plus a fix-up of K_FIX * bm * bn (None: not considered).
+# Fitted alone, every other constant kept (session 6, nvidia-h200; zoo runs
+# `gemm_bench --zoo --cand --no-check --reps 7` of a build with the _k
+# candidates, --m 128,512 and --m 256,1024,2048,4096, 558 shapes): mid 15
+# (M = 128 1.185 -> 1.164), large 20 (M = 256..4096 1.129 -> 1.120); a second
+# run of M = 128 / 512 agreed (1.177 -> 1.153, 1.168 -> 1.155).
+K_FIX = {"dec": None, "tiny": None, "small": None, "mid": 15.0, "large": 20.0}
 
 
 # Where the descent starts: a first guess (the old rule's 1.15 for BN 128).
@@ -127,14 +137,14 @@ FIT_GRID = {
             (128, 192): [0.9, 1.0, 1.1, 1.2, 9.0], (128, 192, 2): [0.9, 1.0, 1.1, 1.2, 9.0],
             (64, 128, 2): [0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 1.5, 9.0], (64, 64, 2): [0.8, 1.0, 1.2, 1.4, 1.7, 2.0, 9.0],
             (128, 128, "n2"): [0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 9.0], (128, 64, "n2"): [0.9, 1.0, 1.1, 1.2, 1.4, 1.6, 9.0],
-            "fix": [0, 2, 5, 10, 20, 40, 80], "kk": [0, 0.05, 0.1, 0.2]},
+            "fix": [0, 2, 5, 10, 20, 40, 80], "kk": [0, 0.05, 0.1, 0.2], "kfix": [0, 2, 5, 10, 20, 40, 80, 1e9]},
     "large": {(128, 128): [1.0, 1.05, 1.1, 1.15, 1.2, 1.3], (128, 64): [1.1, 1.2, 1.3, 1.4, 1.6, 1.8],
               (64, 256): [1.0, 1.1, 1.2, 1.3, 1.4, 1.6], (64, 128): [1.1, 1.2, 1.3, 1.4, 1.5, 1.7, 2.0],
               (128, 256, 2): [0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.2, 9.0],
               (128, 128, 2): [0.9, 1.0, 1.05, 1.1, 1.15, 1.2, 1.3, 1.5, 9.0],
               (128, 192): [0.9, 1.0, 1.05, 1.1, 1.15, 1.2, 1.3, 1.5, 9.0],
               (128, 192, 2): [0.9, 1.0, 1.05, 1.1, 1.15, 1.2, 1.3, 1.5, 9.0],
-              "fix": [0, 2, 5, 10, 20, 40, 80], "kk": [0, 0.05, 0.1, 0.2]},
+              "fix": [0, 2, 5, 10, 20, 40, 80], "kk": [0, 0.05, 0.1, 0.2], "kfix": [0, 2, 5, 10, 20, 40, 80, 1e9]},
 }
 _SW_GRID = [0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.4, 1.7, 2.0, 9.0]
 for _size, _keys in (("tiny", SW_TINY), ("small", SW_SMALL), ("mid", SW_MID)):
@@ -162,9 +172,18 @@ def cost(m, w, k, key, sk, eff, fix, kk):
     slots = SMS // cl
     kb = cdiv(k, 64)
     e = eff[key]
+    if sk == 2:  # aligned split-K: fix is K_FIX
+        s = ranges_of(tiles, slots, kb)
+        return cdiv(kb, s) * bm * bn * e + fix * bm * bn if s >= 2 else float("inf")
     if sk:
         return tiles * kb / slots * bm * bn * e + fix * bm * bn + (kk * kb * bm * bn * e if tiles < slots else 0)
     return cdiv(tiles, slots) * kb * bm * bn * e
+
+
+def ranges_of(units, slots, kb):
+    """S of the "_k<S>" candidate (gemm_select.c TPG_ADD_KS): as many K ranges a
+    unit as the resident units allow, at most the K blocks and 16."""
+    return min(slots // units if units else 0, kb, 16)
 
 
 def rule(m, n, k, epi, sms=SMS):
@@ -200,13 +219,19 @@ def rule(m, n, k, epi, sms=SMS):
             continue
         if c2 and bm == 64 and epi == "swiglu":  # not offered (a GPU check failure, gemm_select.c)
             continue
-        for sk in (0, 1):
+        ranges = K_FIX[size] is not None and bm == 128 and not sw and not cn2
+        for sk in (0, 1, 2) if ranges else (0, 1):
             if c2 and bm == 128 and not sw and not sk and C2_SK_ONLY:  # whole-tile _c2 won 2 of 378 shapes (R2): the rule takes it stream-K only
                 continue
-            c = cost(m, w, k, key, sk, eff, SK_FIX[size], SK_K[size])
+            c = cost(m, w, k, key, sk, eff, K_FIX[size] if sk == 2 else SK_FIX[size], SK_K[size])
             if best is None or c < best[0]:
+                if sk == 2:
+                    cl = 2 if c2 else 1
+                    tail = "_k%d" % ranges_of(tiles_of(m, w, bm * cl, bn), SMS // cl, cdiv(k, 64))
+                else:
+                    tail = "_sk" if sk else ""
                 best = (c, "tma_m%d_n%d%s%s%s" % (bm, bn, "_sw" if sw else "", "_c2" if c2 else "_cn2" if cn2 else "",
-                                                   "_sk" if sk else ""))
+                                                   tail))
     return best[1]
 
 
@@ -268,7 +293,7 @@ def fit(rows, quiet=False, from_rule=False):
         if not rs:  # a zoo run without this M range (e.g. --m 128,...): keep its constants
             found[size] = (dict(globals()[eff_name]), SK_FIX[size], SK_K[size])
             continue
-        keep = (dict(globals()[eff_name]), SK_FIX[size], SK_K[size])
+        keep = (dict(globals()[eff_name]), SK_FIX[size], SK_K[size], K_FIX[size])
         eff, fix, kk = dict(FIT_START[size][0]), FIT_START[size][1], FIT_START[size][2]
         if from_rule:
             eff, fix, kk = dict(keep[0]), keep[1], keep[2]
@@ -286,20 +311,28 @@ def fit(rows, quiet=False, from_rule=False):
             for key, vals in FIT_GRID[size].items():
                 for v in vals:
                     e2, f2, k2 = dict(eff), fix, kk
+                    kf = K_FIX[size]
                     if key == "fix":
                         f2 = v
                     elif key == "kk":
                         k2 = v
+                    elif key == "kfix":
+                        if kf is None:
+                            continue
+                        K_FIX[size] = v
                     else:
                         e2[key] = v
                     sc = score(e2, f2, k2)
                     if sc < best:
                         best, eff, fix, kk = sc, e2, f2, k2
+                    else:
+                        K_FIX[size] = kf
         if not quiet:
-            print("fit %s (%d shapes): geomean %.3f, eff %s, fix %g, kk %g" % (size, len(rs), best, eff, fix, kk))
-        found[size] = (eff, fix, kk)
+            print("fit %s (%d shapes): geomean %.3f, eff %s, fix %g, kk %g, kfix %s" % (size, len(rs), best, eff, fix,
+                                                                                        kk, K_FIX[size]))
+        found[size] = (eff, fix, kk, K_FIX[size])
         globals()[eff_name] = keep[0]
-        SK_FIX[size], SK_K[size] = keep[1], keep[2]
+        SK_FIX[size], SK_K[size], K_FIX[size] = keep[1], keep[2], keep[3]
     return found
 
 

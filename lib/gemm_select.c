@@ -261,7 +261,7 @@ void tpg_gemm_y_map(int m, int n, int ldy, tpg_tma_encode *y_map) {
  * workspace covers 2 * units tiles. The caller has checked the shape and
  * the leading dimensions. */
 static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, int ldx, int ldw, int bm, int bn,
-                     int sk, int cl, int cn, int sw, tpg_kernel_launch *out, tpg_tma_encode *x_map,
+                     int sk, int ks, int cl, int cn, int sw, tpg_kernel_launch *out, tpg_tma_encode *x_map,
                      tpg_tma_encode *w_map) {
   /* swapped tiles (kernels/gemm_sm90.cu SW): [bf16][bm 16, 32, 64][bn 64, 128, 256], and the _c2 pairs */
   static const char *const names_sw[2][3][3] = {
@@ -302,7 +302,11 @@ static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, 
   /* cn: the cluster's two CTAs take N-tiles 2u, 2u+1 of one M-tile (_cn2) */
   const int clm = cn ? 1 : cl, cln = cn ? cl : 1;
   const unsigned long tiles = (unsigned long)cdiv(m, (long)bm * clm) * cdiv(n, (long)(swiglu ? bn / 2 : bn) * cln);
-  const unsigned long work = sk ? tiles * cdiv(k, 64) : tiles; /* what the grid divides */
+  /* what the grid divides: tiles, K-block iterations (stream-K), or with ks
+   * K ranges a unit (aligned split-K: a grid of units * ks, so that every
+   * CTA takes one range of one unit and the CTAs of one range index move
+   * through K together; the caller keeps units * ks <= the resident units) */
+  const unsigned long work = sk ? (ks ? tiles * (unsigned long)ks : tiles * cdiv(k, 64)) : tiles;
   const unsigned long clusters = (unsigned long)(num_sms / cl > 0 ? num_sms / cl : 1); /* resident at once */
   /* the kernel's ring: as many stages as fit 192 KB, at most 8; the 128-row
    * unswapped tiles stage their epilogue after it (gemm_sm90.cu cfg) */
@@ -357,6 +361,9 @@ static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, 
 #define EFF_C2_128 1.05
 #define EFF_N192 1.0
 #define EFF_C2_192 0.9
+/* aligned split-K's fix-up (zoo_rules.py K_FIX, fitted alone in session 6) */
+#define K_FIX_MID 15.0
+#define K_FIX_LARGE 20.0
 
 static int check_tma_lds(int k, int ldx, int ldw, tpg_tma_encode *x_map, tpg_tma_encode *w_map, char *why,
                          size_t whylen) {
@@ -374,11 +381,23 @@ typedef struct tma_eff {
   double eff;
   int sw; /* swapped tiles (bm tokens); cl 2 with it: pairs of token tiles sharing W */
 } tma_eff;
+/* S of an aligned split-K candidate ("_k<S>", tpg_gemm_candidates): as many
+ * K ranges a unit as the resident units allow, at most the K blocks and 16 */
+static int ranges_of(unsigned long units, unsigned long slots, int k) {
+  const unsigned long s = units ? slots / units : 0, kb = cdiv(k, 64);
+  const unsigned long r = s < kb ? s : kb;
+  return (int)(r < 16 ? r : 16);
+}
+/* sk 2: aligned split-K, fix = the class's kfix; +inf-like (-1) when S < 2 */
 static double tma_cost(int m, int wrows, int k, int num_sms, const tma_eff *e, int sk, double fix, double kk) {
   const int pair = e->cl > 1 ? 2 : 1, slots = num_sms / pair > 0 ? num_sms / pair : 1;
   const double tiles = e->cl == 3 ? (double)cdiv(m, e->bm) * cdiv(wrows, 2L * e->bn)
                                   : (double)cdiv(m, (long)e->bm * pair) * cdiv(wrows, e->bn),
                kb = cdiv(k, 64), area = (double)e->bm * e->bn;
+  if (sk == 2) {
+    const int s = ranges_of((unsigned long)tiles, (unsigned long)slots, k);
+    return s >= 2 ? (double)cdiv((long)kb, s) * area * e->eff + fix * area : -1.0;
+  }
   if (sk) return tiles * kb / slots * area * e->eff + fix * area + (tiles < slots ? kk * kb * area * e->eff : 0.0);
   return (double)cdiv((long)tiles, slots) * kb * area * e->eff;
 }
@@ -412,18 +431,19 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
                                   {128, 128, 2, 1.0, 0},      {128, 192, 1, EFF_N192, 0}, {128, 192, 2, EFF_C2_192, 0},
                                   {64, 128, 2, 1.1, 0},       {64, 64, 2, 2.0, 0},        {128, 128, 3, 9.0, 0},
                                   {128, 64, 3, 9.0, 0},       {64, 64, 1, 1.7, 1},     {64, 128, 1, 1.2, 1}};
-  /* per class: table, entries, fix, kk (zoo_rules.py SK_FIX, SK_K) */
+  /* per class: table, entries, fix, kk, kfix (zoo_rules.py SK_FIX, SK_K,
+   * K_FIX; kfix < 0: no aligned split-K) */
   static const struct {
     const tma_eff *tab;
     int cnt;
-    double fix, kk;
-  } cls[5] = {{dec, 2, 40.0, 0.1},
-              {tiny, 7, 40.0, 0.1},
-              {small, 7, 20.0, 0.1},
-              {mid, 15, 30.0, 0.05},
-              {large, 9, 40.0, 0.0}};
+    double fix, kk, kfix;
+  } cls[5] = {{dec, 2, 40.0, 0.1, -1.0},
+              {tiny, 7, 40.0, 0.1, -1.0},
+              {small, 7, 20.0, 0.1, -1.0},
+              {mid, 15, 30.0, 0.05, K_FIX_MID},
+              {large, 9, 40.0, 0.0, K_FIX_LARGE}};
   const int swiglu = epilogue == TPG_EPI_SWIGLU;
-  int rc, i, s, bm = 0, bn = 0, sk = 0, cl = 1, sw = 0;
+  int rc, i, s, bm = 0, bn = 0, sk = 0, cl = 1, sw = 0, ks = 0;
   double best = -1;
   if (x_map) memset(x_map, 0, sizeof *x_map);
   if (w_map) memset(w_map, 0, sizeof *w_map);
@@ -438,7 +458,7 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
       const int ci = m <= 16 ? 0 : m <= 32 ? 1 : m <= 64 ? 2 : m <= 128 ? 3 : 4;
       const tma_eff *tab = cls[ci].tab;
       const int cnt = cls[ci].cnt;
-      const double fix = cls[ci].fix, kk = cls[ci].kk;
+      const double fix = cls[ci].fix, kk = cls[ci].kk, kfix = cls[ci].kfix;
       if (check_tma_lds(k, ldx, ldw, x_map, w_map, why, whylen)) return 1;
       for (i = 0; i < cnt; ++i) {
         if (tab[i].eff >= 9.0) continue;
@@ -448,12 +468,15 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
         if (tab[i].sw && ((tab[i].bm == 16 && m > 16) || (tab[i].bm == 32 && m > 64 && tab[i].cl != 2) ||
                           (tab[i].bm == 64 && m <= 32)))
           continue; /* the swapped candidates by M (tpg_gemm_candidates) */
-        for (s = 0; s < 2; ++s) {
+        for (s = 0; s < 3; ++s) {
           double c;
-          if ((streamk == 0 && s) || (streamk == 2 && !s)) continue;
+          if ((streamk == 0 && s) || (streamk == 2 && s != 1)) continue;
+          if (s == 2 && (kfix < 0 || tab[i].bm != 128 || tab[i].sw || tab[i].cl == 3))
+            continue; /* aligned split-K: 128-row unswapped tiles and their _c2 (zoo_rules.py K_FIX) */
           if (tab[i].cl == 2 && tab[i].bm == 128 && !tab[i].sw && !s)
             continue; /* _c2 stream-K only (zoo_rules.py C2_SK_ONLY) */
-          c = tma_cost(m, (int)wrows, k, num_sms, &tab[i], s, fix, kk);
+          c = tma_cost(m, (int)wrows, k, num_sms, &tab[i], s, s == 2 ? kfix : fix, kk);
+          if (c < 0) continue;
           if (best < 0 || c < best) {
             best = c;
             bm = tab[i].bm;
@@ -467,10 +490,16 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
     }
     if (streamk == 0) sk = 0;
     if (streamk == 2) sk = 1;
+    if (sk == 2) {
+      const int pair = cl == 2 ? 2 : 1;
+      ks = ranges_of((unsigned long)cdiv(m, (long)bm * pair) * cdiv(wrows, bn),
+                     (unsigned long)(num_sms / pair > 0 ? num_sms / pair : 1), k);
+      sk = 1;
+    }
     /* iteration counts are 32-bit in the kernel */
     if (sk && (unsigned long)cdiv(m, bm) * cdiv(wrows, bn) * (unsigned long)cdiv(k, 64) >= 0x7fffffffUL) sk = 0;
   }
-  fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, bm, bn, sk, cl > 1 ? 2 : 1, cl == 3, sw, out, x_map, w_map);
+  fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, bm, bn, sk, ks, cl > 1 ? 2 : 1, cl == 3, sw, out, x_map, w_map);
   return 0;
 }
 
@@ -487,14 +516,38 @@ int tpg_gemm_variant_name(const tpg_gemm_variant *v, char *buf, size_t len) {
       break;
     case TPG_GEMM_VAR_GEMV_SK: r = snprintf(buf, len, "gemv_sk"); break;
     case TPG_GEMM_VAR_TMA:
-      r = snprintf(buf, len, "tma_m%d_n%d%s%s%s", v->bm, v->bn, v->swap ? "_sw" : "",
-                   v->cluster == 2 ? (v->cluster_n ? "_cn2" : "_c2") : "", v->streamk ? "_sk" : "");
+      if (v->streamk && v->split)
+        r = snprintf(buf, len, "tma_m%d_n%d%s%s_k%d", v->bm, v->bn, v->swap ? "_sw" : "",
+                     v->cluster == 2 ? (v->cluster_n ? "_cn2" : "_c2") : "", v->split);
+      else
+        r = snprintf(buf, len, "tma_m%d_n%d%s%s%s", v->bm, v->bn, v->swap ? "_sw" : "",
+                     v->cluster == 2 ? (v->cluster_n ? "_cn2" : "_c2") : "", v->streamk ? "_sk" : "");
       break;
     default: r = snprintf(buf, len, "?"); return 1;
   }
   return r < 0 || (size_t)r >= len;
 }
 
+/* A TMA name's tail: "" whole tiles, "_sk" stream-K, "_k<S>" S aligned K
+ * ranges a unit (2..16, no leading zero; the sliced fix-up's claim bits);
+ * sets streamk and split. */
+static int parse_split(const char *rest, tpg_gemm_variant *v) {
+  int s = 0, used = 0;
+  v->streamk = 0;
+  v->split = 0;
+  if (rest[0] == '\0') return 0;
+  if (!strcmp(rest, "_sk")) {
+    v->streamk = 1;
+    return 0;
+  }
+  if (rest[0] == '_' && rest[1] == 'k' && rest[2] >= '1' && rest[2] <= '9' && sscanf(rest + 2, "%d%n", &s, &used) == 1 &&
+      rest[2 + used] == '\0' && s >= 2 && s <= 16) {
+    v->streamk = 1;
+    v->split = s;
+    return 0;
+  }
+  return 1;
+}
 int tpg_gemm_variant_parse(const char *s, tpg_gemm_variant *v) {
   int bm = 0, bn = 0, used = 0;
   if (!s || !v) return 1;
@@ -514,13 +567,12 @@ int tpg_gemm_variant_parse(const char *s, tpg_gemm_variant *v) {
     if (c2) rest += 3;
     if ((bm != 16 && bm != 32 && bm != 64) || (bn != 64 && bn != 128 && bn != 256) || (bm == 16 && bn == 256)) return 1;
     if (c2 && (bm == 16 || bn == 256)) return 1;
-    if (rest[0] != '\0' && strcmp(rest, "_sk")) return 1;
+    if (parse_split(rest, v)) return 1;
     v->kind = TPG_GEMM_VAR_TMA;
     v->bm = bm;
     v->bn = bn;
     v->swap = 1;
     v->cluster = c2 ? 2 : 0;
-    v->streamk = rest[0] != '\0';
     return 0;
   }
   if (sscanf(s, "tma_m%d_n%d%n", &bm, &bn, &used) == 2 && (bm == 64 || bm == 128) &&
@@ -531,13 +583,12 @@ int tpg_gemm_variant_parse(const char *s, tpg_gemm_variant *v) {
     if (cn2) rest += 4;
     if (c2 && (bm != 128 || bn == 64) && !(bm == 64 && (bn == 64 || bn == 128))) return 1;
     if (cn2 && bn != 64 && bn != 128) return 1;
-    if (rest[0] != '\0' && strcmp(rest, "_sk")) return 1;
+    if (parse_split(rest, v)) return 1;
     v->kind = TPG_GEMM_VAR_TMA;
     v->bm = bm;
     v->bn = bn;
     v->cluster = c2 || cn2 ? 2 : 0;
     v->cluster_n = cn2;
-    v->streamk = rest[0] != '\0';
     return 0;
   }
   return 1;
@@ -632,7 +683,24 @@ int tpg_gemm_select_variant(int m, int n, int k, int dtype, int epilogue, int sm
       tiles = (unsigned long)cdiv(m, v->bm) * cdiv(n, swiglu ? v->bn / 2 : v->bn);
       if (v->streamk && tiles * (unsigned long)cdiv(k, 64) >= 0x7fffffffUL)
         return reject(why, whylen, "variant: stream-K iteration count exceeds 2^31");
-      fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, v->bm, v->bn, v->streamk != 0, cl, v->cluster_n != 0,
+      if (v->split) {
+        /* aligned split-K: every CTA one K range of one unit, all resident at once */
+        const int pair = cl == 2 ? 2 : 1, clm = v->cluster_n ? 1 : pair, cln = v->cluster_n ? pair : 1;
+        const unsigned long units = (unsigned long)cdiv(m, (long)v->bm * clm) *
+                                    cdiv(n, (long)(swiglu ? v->bn / 2 : v->bn) * cln),
+                            slots = (unsigned long)(num_sms / pair > 0 ? num_sms / pair : 1);
+        if (!v->streamk || v->split < 2 || v->split > 16 || v->split > (int)cdiv(k, 64)) {
+          snprintf(buf, sizeof buf, "variant split=%d: K ranges need stream-K and 2..16, at most the %u K blocks of k=%d",
+                   v->split, cdiv(k, 64), k);
+          return reject(why, whylen, buf);
+        }
+        if (units * (unsigned long)v->split > slots) {
+          snprintf(buf, sizeof buf, "variant split=%d: %lu units x %d ranges exceed the %lu resident at once",
+                   v->split, units, v->split, slots);
+          return reject(why, whylen, buf);
+        }
+      }
+      fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, v->bm, v->bn, v->streamk != 0, v->split, cl, v->cluster_n != 0,
                v->swap != 0, out, x_map, w_map);
       break;
     }
@@ -671,6 +739,17 @@ int tpg_gemm_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_
     ++cnt;                                                                             \
   } while (0)
 #define TPG_ADD(K_, BM_, BN_, SK_) TPG_ADD_C(K_, BM_, BN_, SK_, 0)
+  /* aligned split-K (128-row tiles, m > 64): as many K ranges a unit as the
+   * resident units allow, at most the K blocks; only where that is >= 2 */
+#define TPG_ADD_KS(BM_, BN_, CL_, UNITS_, SLOTS_)                                      \
+  do {                                                                                 \
+    const unsigned long ks_ = (UNITS_) ? (SLOTS_) / (UNITS_) : 0, kb_ = cdiv(k, 64);     \
+    const int s_ = (int)(ks_ < kb_ ? ks_ : kb_);                                         \
+    if (s_ >= 2) {                                                                     \
+      TPG_ADD_C(TPG_GEMM_VAR_TMA, BM_, BN_, 1, CL_);                                   \
+      if (cnt <= cap && list) list[cnt - 1].split = s_ > 16 ? 16 : s_;                 \
+    }                                                                                  \
+  } while (0)
   TPG_ADD(TPG_GEMM_VAR_HEURISTIC, 0, 0, 0);
   if (sm_arch != 90 || m < 1) return cnt < cap ? cnt : cap;
   if (m <= 64) {
@@ -702,6 +781,7 @@ int tpg_gemm_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_
         tiles = (unsigned long)cdiv(m, bm) * cdiv(n, swiglu ? bn / 2 : bn);
         TPG_ADD(TPG_GEMM_VAR_TMA, bm, bn, 0);
         if (tiles % (unsigned long)num_sms) TPG_ADD(TPG_GEMM_VAR_TMA, bm, bn, 1);
+        if (bm == 128 && m > 64) TPG_ADD_KS(bm, bn, 0, tiles, (unsigned long)num_sms);
       }
     /* clusters of two along M: only with at least two 128-row M-tiles */
     if (m > 128)
@@ -710,6 +790,7 @@ int tpg_gemm_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_
         const unsigned long units = (unsigned long)cdiv(m, 256) * cdiv(n, swiglu ? bn / 2 : bn);
         TPG_ADD_C(TPG_GEMM_VAR_TMA, 128, bn, 0, 2);
         if (units % (unsigned long)(num_sms / 2 > 0 ? num_sms / 2 : 1)) TPG_ADD_C(TPG_GEMM_VAR_TMA, 128, bn, 1, 2);
+        TPG_ADD_KS(128, bn, 2, units, (unsigned long)(num_sms / 2 > 0 ? num_sms / 2 : 1));
       }
     /* 64-row M-tile pairs sharing W (64 < m <= 256; not with SwiGLU: see
      * tpg_gemm_select_variant) */
@@ -761,6 +842,7 @@ int tpg_gemm_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_
     }
   }
 #undef TPG_ADD
+#undef TPG_ADD_KS
 #undef TPG_ADD_C
   return cnt < cap ? cnt : cap;
 }

@@ -93,7 +93,11 @@ typedef struct tpg_gemm_variant {
   int kind;     /* TPG_GEMM_VAR_*                                   */
   int bm, bn;   /* TMA: 64|128 X rows, 64|128|256 W rows per tile   */
   int streamk;  /* TMA: 0 whole tiles, 1 stream-K                   */
-  int split;    /* GEMV: K ranges (grid.y), 0: the selector's rule */
+  int split;    /* GEMV: K ranges (grid.y), 0: the selector's rule.
+                   TMA with streamk: 0 stream-K over the machine ("_sk"); S >= 2
+                   aligned split-K ("_k<S>"): a grid of units x S CTAs (units x S
+                   <= the units resident at once), each one of S equal K ranges
+                   of one tile (or cluster pair), summed as stream-K sums */
   int cluster;  /* TMA: 0 one CTA a tile (1 is read the same), 2 clusters of two CTAs
                    on M-tile pairs (bm 128, bn 256|192|128, or bm 64, bn 128|64; "_c2") */
   int cluster_n; /* TMA with cluster 2: 1 = the pair is two N-tiles sharing the

@@ -29,13 +29,14 @@ int main(void) {
   {
     tpg_tma_encode xe, we;
     /* The zoo-derived rule (lib/gemm_select.c, bench/zoo_rules.py). M = 128
-     * at 7168 -> 4096: swapped 64-token x 64-row tiles, 2 x 64 = 128 of them,
-     * whole (X box 64 tokens, W box 64 rows). Stream-K forced: the whole grid
-     * and a workspace. */
+     * at 7168 -> 4096: 32 tiles of 128 x 128 in four aligned K ranges each
+     * ("_k4": stream-K's partition on 128 CTAs; X box 128 rows, W box 128).
+     * Stream-K forced: the whole grid and a workspace. */
     CHECK(tpg_gemm_select_tma(128, 4096, 7168, TPG_KDT_BF16, TPG_EPI_RESIDUAL, 90, 132, 7168, 7168, 1, &l, &xe, &we,
                               why, sizeof why) == 0);
-    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_sw64_n64") == 0 && l.split_k == 1 && l.workspace_bytes == 0);
-    CHECK(l.grid[0] == 128 && xe.rank == 2 && we.rank == 2 && we.box[1] == 64 && xe.box[1] == 64);
+    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_n128") == 0 && l.split_k == TPG_SPLITK_STREAM &&
+          l.workspace_bytes == tpg_sk_workspace_bytes(32, 128, 128));
+    CHECK(l.grid[0] == 128 && xe.rank == 2 && we.rank == 2 && we.box[1] == 128 && xe.box[1] == 128);
     CHECK(tpg_gemm_select_tma(128, 4096, 7168, TPG_KDT_BF16, TPG_EPI_RESIDUAL, 90, 132, 7168, 7168, 2, &l, &xe, &we,
                               why, sizeof why) == 0);
     CHECK(l.split_k == TPG_SPLITK_STREAM && l.grid[0] == 132 && l.workspace_bytes > 0 && l.workspace_zeroed > 0);
@@ -43,7 +44,7 @@ int main(void) {
     CHECK(tpg_gemm_select_tma(128, 4096, 4096, TPG_KDT_BF16, TPG_EPI_SWIGLU, 90, 132, 4096, 4096, 1, &l, &xe, &we,
                               why, sizeof why) == 0);
     CHECK(strstr(l.kernel, "_c2") == NULL);
-    /* streamk 0: whole tiles, no workspace, grid = tiles */
+    /* streamk 0: whole tiles, no workspace, grid = tiles (swapped 64 x 64: 2 x 64) */
     CHECK(tpg_gemm_select_tma(128, 4096, 7168, TPG_KDT_BF16, TPG_EPI_RESIDUAL, 90, 132, 7168, 7168, 0, &l, &xe, &we,
                               why, sizeof why) == 0);
     CHECK(l.split_k == 1 && l.workspace_bytes == 0 && l.workspace_zeroed == 0 && l.grid[0] == 128);
@@ -139,8 +140,10 @@ int main(void) {
     static const int shapes[][4] = {{1, 14336, 8192, TPG_EPI_NONE},   {16, 4096, 14336, TPG_EPI_RESIDUAL},
                                     {32, 7168, 4096, TPG_EPI_SWIGLU}, {64, 1024, 4096, TPG_EPI_BIAS},
                                     {128, 4096, 7168, TPG_EPI_NONE},  {4096, 28672, 8192, TPG_EPI_SWIGLU},
-                                    {17, 264, 520, TPG_EPI_BIAS_GELU}};
+                                    {17, 264, 520, TPG_EPI_BIAS_GELU}, {512, 1280, 8192, TPG_EPI_BIAS},
+                                    {300, 1024, 192, TPG_EPI_SWIGLU}};
     size_t si;
+    int ksplits = 0; /* aligned split-K candidates seen (512 x 1280 x 8192 has them) */
     CHECK(tpg_gemm_variant_parse("tma_m64_n128_sk", &v) == 0 && v.kind == TPG_GEMM_VAR_TMA && v.bm == 64 &&
           v.bn == 128 && v.streamk == 1);
     CHECK(tpg_gemm_variant_parse("tma_m64_n96", &v) != 0);
@@ -155,6 +158,27 @@ int main(void) {
     CHECK(tpg_gemm_variant_parse("tma_m32_n64_sw_cn2", &v) != 0);
     CHECK(tpg_gemm_variant_parse("tma_m32_n64", &v) != 0); /* 32-token tiles are swapped ones only */
     CHECK(tpg_gemm_variant_parse("tma_m64_n192_sw", &v) != 0);
+    /* aligned split-K: "_k<S>", S = 2..64, stream-K's summation */
+    CHECK(tpg_gemm_variant_parse("tma_m128_n256_c2_k6", &v) == 0 && v.cluster == 2 && v.streamk == 1 && v.split == 6);
+    CHECK(tpg_gemm_variant_name(&v, name, sizeof name) == 0 && strcmp(name, "tma_m128_n256_c2_k6") == 0);
+    CHECK(tpg_gemm_variant_parse("tma_m128_n128_k1", &v) != 0 && tpg_gemm_variant_parse("tma_m128_n128_k17", &v) != 0 &&
+          tpg_gemm_variant_parse("tma_m128_n128_k06", &v) != 0 && tpg_gemm_variant_parse("tma_m128_n128_k3x", &v) != 0 &&
+          tpg_gemm_variant_parse("tma_m128_n128_sk_k3", &v) != 0);
+    CHECK(tpg_gemm_variant_parse("tma_m128_n256_k6", &v) == 0);
+    /* 512 x 1280: 4 x 5 tiles of 128 x 256, 6 ranges each on 120 of 132 SMs */
+    CHECK(tpg_gemm_select_variant(512, 1280, 8192, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 8192, 8192, &v, &l, &xe, &we,
+                                  why, sizeof why) == 0 &&
+          l.grid[0] == 120 && l.split_k == TPG_SPLITK_STREAM && l.workspace_bytes == tpg_sk_workspace_bytes(20, 120, 256));
+    v.split = 7; /* 140 CTAs: not all resident */
+    CHECK(tpg_gemm_select_variant(512, 1280, 8192, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 8192, 8192, &v, &l, &xe, &we,
+                                  why, sizeof why) != 0 && strstr(why, "split=7") != NULL);
+    v.split = 3; /* more ranges than the 2 K blocks of k = 128 */
+    CHECK(tpg_gemm_select_variant(512, 1280, 128, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 128, 128, &v, &l, &xe, &we,
+                                  why, sizeof why) != 0 && strstr(why, "split=3") != NULL);
+    v.split = 2;
+    v.streamk = 0;
+    CHECK(tpg_gemm_select_variant(512, 1280, 8192, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 8192, 8192, &v, &l, &xe, &we,
+                                  why, sizeof why) != 0 && strstr(why, "stream-K") != NULL);
     memset(&v, 0, sizeof v);
     v.kind = TPG_GEMM_VAR_TMA;
     v.swap = 1;
@@ -189,12 +213,16 @@ int main(void) {
           CHECK(list[i].cluster != 2 ||
                 (l.grid[0] % 2 == 0 && strstr(l.kernel, list[i].cluster_n ? "_cn2" : "_c2") != NULL));
           CHECK((l.split_k == TPG_SPLITK_STREAM) == (list[i].streamk != 0));
+          /* aligned split-K: stream-K's partition on a grid of units x S */
+          CHECK(!list[i].split || l.grid[0] % (unsigned)list[i].split == 0);
           CHECK((l.workspace_bytes != 0) == (list[i].streamk != 0));
           CHECK(l.smem_bytes <= 227 * 1024 && l.block[0] == 384);
           CHECK((strstr(l.kernel, "_sw") != NULL) == (list[i].swap != 0));
+          if (list[i].split) ++ksplits;
         }
       }
     }
+    CHECK(ksplits >= 3);
     /* the heuristic variant is exactly tpg_gemm_select_tma with streamk 1 */
     v.kind = TPG_GEMM_VAR_HEURISTIC;
     {
