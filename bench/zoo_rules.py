@@ -109,6 +109,14 @@ SK_K = {"dec": 0.1, "tiny": 0.1, "small": 0.1, "mid": 0.05, "large": 0.0}
 # (M = 128 1.185 -> 1.164), large 20 (M = 256..4096 1.129 -> 1.120); a second
 # run of M = 128 / 512 agreed (1.177 -> 1.153, 1.168 -> 1.155).
 K_FIX = {"dec": None, "tiny": None, "small": None, "mid": 15.0, "large": 20.0}
+# Stream-K's k-steps cost SK_P more than whole tiles' (m > 128): its CTAs
+# read X and W at scattered K offsets (kernels.md, "Aligned split-K": the
+# loop at ~60% of the tensor pipe where whole tiles run at ~83%), which the
+# model's wave arithmetic did not see (e.g. 256 x 12288 x 49152: the rule's
+# 192-wide _c2 stream-K 602 us against 434 for the same tiles whole).
+# Fitted alone after K_FIX on the same runs: 0.1 (M = 256..4096 1.120 ->
+# 1.113, every M better; the second run's M = 512 1.155 -> 1.145).
+SK_P = {"dec": 0.0, "tiny": 0.0, "small": 0.0, "mid": 0.0, "large": 0.1}
 
 
 # Where the descent starts: a first guess (the old rule's 1.15 for BN 128).
@@ -160,7 +168,7 @@ def tiles_of(m, w, bm, bn):
     return cdiv(m, bm) * cdiv(w, bn)
 
 
-def cost(m, w, k, key, sk, eff, fix, kk):
+def cost(m, w, k, key, sk, eff, fix, kk, skp=0.0):
     """key: (bm, bn), or (bm, bn, 2) for the _c2 kernels: clusters of two CTAs
     on M-tile pairs, so the units are (2 bm) x bn and SMS / 2 of them run at
     once; each CTA still does a bm x bn tile's k-steps."""
@@ -176,7 +184,8 @@ def cost(m, w, k, key, sk, eff, fix, kk):
         s = ranges_of(tiles, slots, kb)
         return cdiv(kb, s) * bm * bn * e + fix * bm * bn if s >= 2 else float("inf")
     if sk:
-        return tiles * kb / slots * bm * bn * e + fix * bm * bn + (kk * kb * bm * bn * e if tiles < slots else 0)
+        return (tiles * kb / slots * bm * bn * e * (1 + skp) + fix * bm * bn +
+                (kk * kb * bm * bn * e if tiles < slots else 0))
     return cdiv(tiles, slots) * kb * bm * bn * e
 
 
@@ -223,7 +232,7 @@ def rule(m, n, k, epi, sms=SMS):
         for sk in (0, 1, 2) if ranges else (0, 1):
             if c2 and bm == 128 and not sw and not sk and C2_SK_ONLY:  # whole-tile _c2 won 2 of 378 shapes (R2): the rule takes it stream-K only
                 continue
-            c = cost(m, w, k, key, sk, eff, K_FIX[size] if sk == 2 else SK_FIX[size], SK_K[size])
+            c = cost(m, w, k, key, sk, eff, K_FIX[size] if sk == 2 else SK_FIX[size], SK_K[size], SK_P[size])
             if best is None or c < best[0]:
                 if sk == 2:
                     cl = 2 if c2 else 1

@@ -364,6 +364,8 @@ static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, 
 /* aligned split-K's fix-up (zoo_rules.py K_FIX, fitted alone in session 6) */
 #define K_FIX_MID 15.0
 #define K_FIX_LARGE 20.0
+/* stream-K's k-steps at 1 + SK_P of whole tiles' for m > 128 (zoo_rules.py SK_P, session 6) */
+#define SK_P_LARGE 0.1
 
 static int check_tma_lds(int k, int ldx, int ldw, tpg_tma_encode *x_map, tpg_tma_encode *w_map, char *why,
                          size_t whylen) {
@@ -389,7 +391,8 @@ static int ranges_of(unsigned long units, unsigned long slots, int k) {
   return (int)(r < 16 ? r : 16);
 }
 /* sk 2: aligned split-K, fix = the class's kfix; +inf-like (-1) when S < 2 */
-static double tma_cost(int m, int wrows, int k, int num_sms, const tma_eff *e, int sk, double fix, double kk) {
+static double tma_cost(int m, int wrows, int k, int num_sms, const tma_eff *e, int sk, double fix, double kk,
+                       double skp) {
   const int pair = e->cl > 1 ? 2 : 1, slots = num_sms / pair > 0 ? num_sms / pair : 1;
   const double tiles = e->cl == 3 ? (double)cdiv(m, e->bm) * cdiv(wrows, 2L * e->bn)
                                   : (double)cdiv(m, (long)e->bm * pair) * cdiv(wrows, e->bn),
@@ -398,7 +401,8 @@ static double tma_cost(int m, int wrows, int k, int num_sms, const tma_eff *e, i
     const int s = ranges_of((unsigned long)tiles, (unsigned long)slots, k);
     return s >= 2 ? (double)cdiv((long)kb, s) * area * e->eff + fix * area : -1.0;
   }
-  if (sk) return tiles * kb / slots * area * e->eff + fix * area + (tiles < slots ? kk * kb * area * e->eff : 0.0);
+  if (sk)
+    return tiles * kb / slots * area * e->eff * (1.0 + skp) + fix * area + (tiles < slots ? kk * kb * area * e->eff : 0.0);
   return (double)cdiv((long)tiles, slots) * kb * area * e->eff;
 }
 
@@ -431,17 +435,17 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
                                   {128, 128, 2, 1.0, 0},      {128, 192, 1, EFF_N192, 0}, {128, 192, 2, EFF_C2_192, 0},
                                   {64, 128, 2, 1.1, 0},       {64, 64, 2, 2.0, 0},        {128, 128, 3, 9.0, 0},
                                   {128, 64, 3, 9.0, 0},       {64, 64, 1, 1.7, 1},     {64, 128, 1, 1.2, 1}};
-  /* per class: table, entries, fix, kk, kfix (zoo_rules.py SK_FIX, SK_K,
-   * K_FIX; kfix < 0: no aligned split-K) */
+  /* per class: table, entries, fix, kk, kfix, skp (zoo_rules.py SK_FIX,
+   * SK_K, K_FIX (< 0: no aligned split-K), SK_P) */
   static const struct {
     const tma_eff *tab;
     int cnt;
-    double fix, kk, kfix;
-  } cls[5] = {{dec, 2, 40.0, 0.1, -1.0},
-              {tiny, 7, 40.0, 0.1, -1.0},
-              {small, 7, 20.0, 0.1, -1.0},
-              {mid, 15, 30.0, 0.05, K_FIX_MID},
-              {large, 9, 40.0, 0.0, K_FIX_LARGE}};
+    double fix, kk, kfix, skp;
+  } cls[5] = {{dec, 2, 40.0, 0.1, -1.0, 0.0},
+              {tiny, 7, 40.0, 0.1, -1.0, 0.0},
+              {small, 7, 20.0, 0.1, -1.0, 0.0},
+              {mid, 15, 30.0, 0.05, K_FIX_MID, 0.0},
+              {large, 9, 40.0, 0.0, K_FIX_LARGE, SK_P_LARGE}};
   const int swiglu = epilogue == TPG_EPI_SWIGLU;
   int rc, i, s, bm = 0, bn = 0, sk = 0, cl = 1, sw = 0, ks = 0;
   double best = -1;
@@ -458,7 +462,7 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
       const int ci = m <= 16 ? 0 : m <= 32 ? 1 : m <= 64 ? 2 : m <= 128 ? 3 : 4;
       const tma_eff *tab = cls[ci].tab;
       const int cnt = cls[ci].cnt;
-      const double fix = cls[ci].fix, kk = cls[ci].kk, kfix = cls[ci].kfix;
+      const double fix = cls[ci].fix, kk = cls[ci].kk, kfix = cls[ci].kfix, skp = cls[ci].skp;
       if (check_tma_lds(k, ldx, ldw, x_map, w_map, why, whylen)) return 1;
       for (i = 0; i < cnt; ++i) {
         if (tab[i].eff >= 9.0) continue;
@@ -475,7 +479,7 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
             continue; /* aligned split-K: 128-row unswapped tiles and their _c2 (zoo_rules.py K_FIX) */
           if (tab[i].cl == 2 && tab[i].bm == 128 && !tab[i].sw && !s)
             continue; /* _c2 stream-K only (zoo_rules.py C2_SK_ONLY) */
-          c = tma_cost(m, (int)wrows, k, num_sms, &tab[i], s, s == 2 ? kfix : fix, kk);
+          c = tma_cost(m, (int)wrows, k, num_sms, &tab[i], s, s == 2 ? kfix : fix, kk, skp);
           if (c < 0) continue;
           if (best < 0 || c < best) {
             best = c;
