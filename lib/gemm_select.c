@@ -533,7 +533,7 @@ int tpg_gemm_variant_name(const tpg_gemm_variant *v, char *buf, size_t len) {
 }
 
 /* A TMA name's tail: "" whole tiles, "_sk" stream-K, "_k<S>" S aligned K
- * ranges a unit (2..16, no leading zero; the sliced fix-up's claim bits);
+ * ranges a unit (2..16, no leading zero);
  * sets streamk and split. */
 static int parse_split(const char *rest, tpg_gemm_variant *v) {
   int s = 0, used = 0;
