@@ -26,6 +26,9 @@ kernels were added, on a zoo run that timed them: commit 6a048dc,
 `--tp 4,8`, `--tp 2` and `--models llama3-8b --tp 1`, the three JSON files
 merged (504 shapes). The f02745a zoo has no times for those kernels, so
 this script now needs a run with them (--picks still works on any zoo).
+The descent also moves K_FIX (aligned split-K, "kfix" in FIT_GRID) where a
+class has it; SK_P (stream-K's k-step price) was set by a scan, not by it.
+Session 6 set K_FIX and SK_P alone, every other constant kept (see them).
 """
 import collections
 import json
