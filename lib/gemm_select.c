@@ -260,6 +260,12 @@ void tpg_gemm_y_map(int m, int n, int ldy, tpg_tma_encode *y_map) {
  * the W box, the grid is twice the clusters (even), and the stream-K
  * workspace covers 2 * units tiles. The caller has checked the shape and
  * the leading dimensions. */
+/* What one CTA (cl 1) or cluster (cl 2) of the TMA kernel takes at a time:
+ * tiles, M-tile pairs (_c2) or, with cn, N-tile pairs (_cn2) */
+static unsigned long tma_units(int m, int n, int bm, int bn, int cl, int cn, int swiglu) {
+  const int clm = cn ? 1 : cl, cln = cn ? cl : 1;
+  return (unsigned long)cdiv(m, (long)bm * clm) * cdiv(n, (long)(swiglu ? bn / 2 : bn) * cln);
+}
 static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, int ldx, int ldw, int bm, int bn,
                      int sk, int ks, int cl, int cn, int sw, tpg_kernel_launch *out, tpg_tma_encode *x_map,
                      tpg_tma_encode *w_map) {
@@ -301,7 +307,7 @@ static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, 
   /* units: what one cluster (one CTA when cl = 1) takes at a time */
   /* cn: the cluster's two CTAs take N-tiles 2u, 2u+1 of one M-tile (_cn2) */
   const int clm = cn ? 1 : cl, cln = cn ? cl : 1;
-  const unsigned long tiles = (unsigned long)cdiv(m, (long)bm * clm) * cdiv(n, (long)(swiglu ? bn / 2 : bn) * cln);
+  const unsigned long tiles = tma_units(m, n, bm, bn, cl, cn, swiglu);
   /* what the grid divides: tiles, K-block iterations (stream-K), or with ks
    * K ranges a unit (aligned split-K: a grid of units * ks, so that every
    * CTA takes one range of one unit and the CTAs of one range index move
@@ -689,10 +695,8 @@ int tpg_gemm_select_variant(int m, int n, int k, int dtype, int epilogue, int sm
         return reject(why, whylen, "variant: stream-K iteration count exceeds 2^31");
       if (v->split) {
         /* aligned split-K: every CTA one K range of one unit, all resident at once */
-        const int pair = cl == 2 ? 2 : 1, clm = v->cluster_n ? 1 : pair, cln = v->cluster_n ? pair : 1;
-        const unsigned long units = (unsigned long)cdiv(m, (long)v->bm * clm) *
-                                    cdiv(n, (long)(swiglu ? v->bn / 2 : v->bn) * cln),
-                            slots = (unsigned long)(num_sms / pair > 0 ? num_sms / pair : 1);
+        const unsigned long units = tma_units(m, n, v->bm, v->bn, cl, v->cluster_n != 0, swiglu),
+                            slots = (unsigned long)(num_sms / cl > 0 ? num_sms / cl : 1);
         if (!v->streamk || v->split < 2 || v->split > 16 || v->split > (int)cdiv(k, 64)) {
           snprintf(buf, sizeof buf, "variant split=%d: K ranges need stream-K and 2..16, at most the %u K blocks of k=%d",
                    v->split, cdiv(k, 64), k);
@@ -743,15 +747,13 @@ int tpg_gemm_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_
     ++cnt;                                                                             \
   } while (0)
 #define TPG_ADD(K_, BM_, BN_, SK_) TPG_ADD_C(K_, BM_, BN_, SK_, 0)
-  /* aligned split-K (128-row tiles, m > 64): as many K ranges a unit as the
-   * resident units allow, at most the K blocks; only where that is >= 2 */
+  /* aligned split-K (128-row tiles, m > 64) with ranges_of's S, where it is >= 2 */
 #define TPG_ADD_KS(BM_, BN_, CL_, UNITS_, SLOTS_)                                      \
   do {                                                                                 \
-    const unsigned long ks_ = (UNITS_) ? (SLOTS_) / (UNITS_) : 0, kb_ = cdiv(k, 64);     \
-    const int s_ = (int)(ks_ < kb_ ? ks_ : kb_);                                         \
+    const int s_ = ranges_of((UNITS_), (SLOTS_), k);                                   \
     if (s_ >= 2) {                                                                     \
       TPG_ADD_C(TPG_GEMM_VAR_TMA, BM_, BN_, 1, CL_);                                   \
-      if (cnt <= cap && list) list[cnt - 1].split = s_ > 16 ? 16 : s_;                 \
+      if (cnt <= cap && list) list[cnt - 1].split = s_;                                \
     }                                                                                  \
   } while (0)
   TPG_ADD(TPG_GEMM_VAR_HEURISTIC, 0, 0, 0);
