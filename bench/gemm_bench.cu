@@ -192,6 +192,23 @@ static void launch_sel(const tpg_kernel_launch &L, const tpg_gemm_tma_args &p, c
   kfn_tma f = find_tma_kernel(L.kernel);
   if (!f) { fprintf(stderr, "unknown %s\n", L.kernel); exit(2); }
   CK(cudaFuncSetAttribute((const void *)f, cudaFuncAttributeMaxDynamicSharedMemorySize, L.smem_bytes));
+  if (L.cluster > 1) {
+    /* "_kc<S>": the cluster shape is the launch's, as the graph node sets it */
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute at[1];
+    cfg.gridDim = dim3(L.grid[0], L.grid[1], L.grid[2]);
+    cfg.blockDim = dim3(L.block[0], L.block[1], L.block[2]);
+    cfg.dynamicSmemBytes = L.smem_bytes;
+    cfg.stream = st;
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = L.cluster;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    CK(cudaLaunchKernelEx(&cfg, f, p));
+    return;
+  }
   f<<<dim3(L.grid[0], L.grid[1], L.grid[2]), dim3(L.block[0], L.block[1], L.block[2]), L.smem_bytes, st>>>(p);
   CK(cudaGetLastError());
 }
@@ -767,8 +784,45 @@ static std::vector<int> int_list(const char *s) {
   return v;
 }
 
+/* --clusters: how many clusters of S CTAs of each one-CTA 128-row TMA kernel
+ * are resident at once (cudaOccupancyMaxActiveClusters): what a "_kc<S>" grid
+ * of tiles x S CTAs can run in one wave, as the GPCs pack them. */
+static int clusters_mode() {
+  const char *names[] = {"tpg_gemm_sm90tma_bf16", "tpg_gemm_sm90tma_bf16_n192", "tpg_gemm_sm90tma_bf16_n128",
+                         "tpg_gemm_sm90tma_bf16_n64"};
+  const unsigned smem[] = {tpg::sm90::cfg<256>::SMEM_BYTES, tpg::sm90::cfg<192>::SMEM_BYTES,
+                           tpg::sm90::cfg<128>::SMEM_BYTES, tpg::sm90::cfg<64>::SMEM_BYTES};
+  printf("resident clusters (CTAs) by cluster size S, one CTA an SM:\n%-30s", "kernel");
+  for (int S = 1; S <= 8; ++S) printf(" S=%d     ", S);
+  printf("\n");
+  for (int i = 0; i < 4; ++i) {
+    kfn_tma f = find_tma_kernel(names[i]);
+    CK(cudaFuncSetAttribute((const void *)f, cudaFuncAttributeMaxDynamicSharedMemorySize, smem[i]));
+    printf("%-30s", names[i]);
+    for (int S = 1; S <= 8; ++S) {
+      cudaLaunchConfig_t cfg = {};
+      cudaLaunchAttribute at[1];
+      cfg.gridDim = dim3(S * g_sms);
+      cfg.blockDim = dim3(384);
+      cfg.dynamicSmemBytes = smem[i];
+      at[0].id = cudaLaunchAttributeClusterDimension;
+      at[0].val.clusterDim.x = S;
+      at[0].val.clusterDim.y = 1;
+      at[0].val.clusterDim.z = 1;
+      cfg.attrs = at;
+      cfg.numAttrs = 1;
+      int n = -1;
+      const cudaError_t e = cudaOccupancyMaxActiveClusters(&n, f, &cfg);
+      if (e != cudaSuccess) { printf(" err:%-5d", (int)e); cudaGetLastError(); continue; }
+      printf(" %3d(%3d)", n, n * S);
+    }
+    printf("\n");
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
-  bool check_only = false, quick = false, profile = false, zoo_mode = false;
+  bool check_only = false, quick = false, profile = false, zoo_mode = false, clusters = false;
   const char *json = nullptr;
   zoo::Opts zo;
   for (int i = 1; i < argc; ++i) {
@@ -787,9 +841,10 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--graph")) zo.graph = true;
     else if (!strcmp(argv[i], "--trace")) zo.trace = true;
     else if (!strcmp(argv[i], "--list")) { zoo_mode = true; zo.list = true; }
+    else if (!strcmp(argv[i], "--clusters")) clusters = true;
     else {
       fprintf(stderr,
-              "usage: %s [--check-only] [--quick] [--m 1,3,...] [--json PATH] [--profile]\n"
+              "usage: %s [--check-only] [--quick] [--m 1,3,...] [--json PATH] [--profile] [--clusters]\n"
               "       %s --zoo [--budget-s S] [--models SUBSTR] [--tp 1,2,4,8] [--m 1,16,...] [--reps N] [--no-check] [--graph]\n"
               "          [--cand] [--trace] [--json PATH] [--list]\n", argv[0], argv[0]);
       return 2;
@@ -804,6 +859,7 @@ int main(int argc, char **argv) {
   if (getenv("TPG_GEMM_STREAMK") && getenv("TPG_GEMM_STREAMK")[0]) g_streamk = atoi(getenv("TPG_GEMM_STREAMK"));
   printf("device: %s, %d SMs, sm_%d, L2 %d MB\n", prop.name, g_sms, g_arch, prop.l2CacheSize >> 20);
   if (profile) { profile_mode(); printf("profile launches done\n"); return 0; }
+  if (clusters) return clusters_mode();
   g_rng.seed((uint64_t)std::chrono::high_resolution_clock::now().time_since_epoch().count());
   if (zoo_mode) {
     const int rc = zoo::run(zo, prop.name, json);

@@ -354,7 +354,9 @@ struct Row {
  * issued, first stage landed, main loop done, fixup done, consumer done,
  * the start of the last segment's main loop (so its main loop and its
  * epilogue, done - fixup, have a length), the end of the barrier set-up
- * (after the CTA's or cluster's sync) and the producer past setmaxnreg. */
+ * (after the CTA's or cluster's sync), the producer past setmaxnreg, and in
+ * a "_kc<S>" launch kc_reduce's first barrier, its stores and its second
+ * barrier. */
 template <typename F>
 static void trace_launch(unsigned ctas, F launch, int M, int N, int K, const char *name, double event_us) {
 #ifdef TPG_SM90_TRACE
@@ -370,9 +372,9 @@ static void trace_launch(unsigned ctas, F launch, int M, int N, int K, const cha
   unsigned long long t0 = ~0ull;
   for (unsigned c = 0; c < n; ++c) if (h[c][0]) t0 = std::min(t0, h[c][0]);
   printf("trace M=%d N=%d K=%d %-22s ctas=%u event=%.1fus |", M, N, K, name, ctas, event_us);
-  static const char *pt[9] = {"entry", "1st_copy", "1st_data", "loop_end", "fixup", "done", "last_seg", "synced",
-                              "setmaxnreg"};
-  for (int i = 0; i < 9; ++i) {
+  static const char *pt[12] = {"entry", "1st_copy", "1st_data", "loop_end", "fixup", "done", "last_seg", "synced",
+                               "setmaxnreg", "kc_sync1", "kc_pushed", "kc_sync2"};
+  for (int i = 0; i < 12; ++i) {
     std::vector<double> v;
     for (unsigned c = 0; c < n; ++c) if (h[c][i]) v.push_back((h[c][i] - t0) * 1e-3);
     std::sort(v.begin(), v.end());

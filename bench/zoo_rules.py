@@ -120,6 +120,13 @@ K_FIX = {"dec": None, "tiny": None, "small": None, "mid": 15.0, "large": 20.0}
 # Fitted alone after K_FIX on the same runs: 0.1 (M = 256..4096 1.120 ->
 # 1.113, every M better; the second run's M = 512 1.155 -> 1.145).
 SK_P = {"dec": 0.0, "tiny": 0.0, "small": 0.0, "mid": 0.0, "large": 0.1}
+# K over a cluster ("_kc<S>", 128-row unswapped one-CTA tiles, m > 64): the S K
+# ranges of a tile are a launch-time cluster summed through distributed
+# shared memory; S = the most (<= 8, <= K blocks) whose clusters all fit at
+# once (KC_CLUSTERS, measured on the H200); cost = that range's k-steps at
+# the tile's whole-tile eff plus KC_FIX * bm * bn (None: not considered).
+KC_FIX = {"dec": None, "tiny": None, "small": None, "mid": 10.0, "large": 10.0}
+KC_CLUSTERS = {2: 66, 3: 39, 4: 30, 5: 22, 6: 17, 7: 15, 8: 15}
 
 
 # Where the descent starts: a first guess (the old rule's 1.15 for BN 128).
@@ -148,14 +155,16 @@ FIT_GRID = {
             (128, 192): [0.9, 1.0, 1.1, 1.2, 9.0], (128, 192, 2): [0.9, 1.0, 1.1, 1.2, 9.0],
             (64, 128, 2): [0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 1.5, 9.0], (64, 64, 2): [0.8, 1.0, 1.2, 1.4, 1.7, 2.0, 9.0],
             (128, 128, "n2"): [0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 9.0], (128, 64, "n2"): [0.9, 1.0, 1.1, 1.2, 1.4, 1.6, 9.0],
-            "fix": [0, 2, 5, 10, 20, 40, 80], "kk": [0, 0.05, 0.1, 0.2], "kfix": [0, 2, 5, 10, 20, 40, 80, 1e9]},
+            "fix": [0, 2, 5, 10, 20, 40, 80], "kk": [0, 0.05, 0.1, 0.2], "kfix": [0, 2, 5, 10, 20, 40, 80, 1e9],
+            "kcfix": [0, 2, 5, 10, 15, 20, 40, 80, 1e9]},
     "large": {(128, 128): [1.0, 1.05, 1.1, 1.15, 1.2, 1.3], (128, 64): [1.1, 1.2, 1.3, 1.4, 1.6, 1.8],
               (64, 256): [1.0, 1.1, 1.2, 1.3, 1.4, 1.6], (64, 128): [1.1, 1.2, 1.3, 1.4, 1.5, 1.7, 2.0],
               (128, 256, 2): [0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.2, 9.0],
               (128, 128, 2): [0.9, 1.0, 1.05, 1.1, 1.15, 1.2, 1.3, 1.5, 9.0],
               (128, 192): [0.9, 1.0, 1.05, 1.1, 1.15, 1.2, 1.3, 1.5, 9.0],
               (128, 192, 2): [0.9, 1.0, 1.05, 1.1, 1.15, 1.2, 1.3, 1.5, 9.0],
-              "fix": [0, 2, 5, 10, 20, 40, 80], "kk": [0, 0.05, 0.1, 0.2], "kfix": [0, 2, 5, 10, 20, 40, 80, 1e9]},
+              "fix": [0, 2, 5, 10, 20, 40, 80], "kk": [0, 0.05, 0.1, 0.2], "kfix": [0, 2, 5, 10, 20, 40, 80, 1e9],
+            "kcfix": [0, 2, 5, 10, 15, 20, 40, 80, 1e9]},
 }
 _SW_GRID = [0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.4, 1.7, 2.0, 9.0]
 for _size, _keys in (("tiny", SW_TINY), ("small", SW_SMALL), ("mid", SW_MID)):
@@ -186,6 +195,9 @@ def cost(m, w, k, key, sk, eff, fix, kk, skp=0.0):
     if sk == 2:  # aligned split-K: fix is K_FIX
         s = ranges_of(tiles, slots, kb)
         return cdiv(kb, s) * bm * bn * e + fix * bm * bn if s >= 2 else float("inf")
+    if sk == 3:  # K over a cluster: fix is KC_FIX
+        s = kc_ranges_of(tiles, kb)
+        return cdiv(kb, s) * bm * bn * e + fix * bm * bn if s >= 2 else float("inf")
     if sk:
         return (tiles * kb / slots * bm * bn * e * (1 + skp) + fix * bm * bn +
                 (kk * kb * bm * bn * e if tiles < slots else 0))
@@ -196,6 +208,15 @@ def ranges_of(units, slots, kb):
     """S of the "_k<S>" candidate (gemm_select.c TPG_ADD_KS): as many K ranges a
     unit as the resident units allow, at most the K blocks and 16."""
     return min(slots // units if units else 0, kb, 16)
+
+
+def kc_ranges_of(tiles, kb):
+    """S of the "_kc<S>" candidate (gemm_select.c kc_ranges_of): the most K
+    ranges (<= 8, <= the K blocks) whose clusters all fit at once; 0: none."""
+    for s in range(min(8, kb), 1, -1):
+        if tiles <= KC_CLUSTERS[s] * SMS // 132:
+            return s
+    return 0
 
 
 def rule(m, n, k, epi, sms=SMS):
@@ -232,12 +253,18 @@ def rule(m, n, k, epi, sms=SMS):
         if c2 and bm == 64 and epi == "swiglu":  # not offered (a GPU check failure, gemm_select.c)
             continue
         ranges = K_FIX[size] is not None and bm == 128 and not sw and not cn2
-        for sk in (0, 1, 2) if ranges else (0, 1):
+        kcl = KC_FIX[size] is not None and bm == 128 and not sw and not cn2 and not c2
+        for sk in (0, 1, 2, 3) if ranges or kcl else (0, 1):
+            if (sk == 2 and not ranges) or (sk == 3 and not kcl):
+                continue
             if c2 and bm == 128 and not sw and not sk and C2_SK_ONLY:  # whole-tile _c2 won 2 of 378 shapes (R2): the rule takes it stream-K only
                 continue
-            c = cost(m, w, k, key, sk, eff, K_FIX[size] if sk == 2 else SK_FIX[size], SK_K[size], SK_P[size])
+            c = cost(m, w, k, key, sk, eff, K_FIX[size] if sk == 2 else KC_FIX[size] if sk == 3 else SK_FIX[size],
+                     SK_K[size], SK_P[size])
             if best is None or c < best[0]:
-                if sk == 2:
+                if sk == 3:
+                    tail = "_kc%d" % kc_ranges_of(tiles_of(m, w, bm, bn), cdiv(k, 64))
+                elif sk == 2:
                     cl = 2 if c2 else 1
                     tail = "_k%d" % ranges_of(tiles_of(m, w, bm * cl, bn), SMS // cl, cdiv(k, 64))
                 else:
@@ -305,7 +332,7 @@ def fit(rows, quiet=False, from_rule=False):
         if not rs:  # a zoo run without this M range (e.g. --m 128,...): keep its constants
             found[size] = (dict(globals()[eff_name]), SK_FIX[size], SK_K[size])
             continue
-        keep = (dict(globals()[eff_name]), SK_FIX[size], SK_K[size], K_FIX[size])
+        keep = (dict(globals()[eff_name]), SK_FIX[size], SK_K[size], K_FIX[size], KC_FIX[size])
         eff, fix, kk = dict(FIT_START[size][0]), FIT_START[size][1], FIT_START[size][2]
         if from_rule:
             eff, fix, kk = dict(keep[0]), keep[1], keep[2]
@@ -323,7 +350,7 @@ def fit(rows, quiet=False, from_rule=False):
             for key, vals in FIT_GRID[size].items():
                 for v in vals:
                     e2, f2, k2 = dict(eff), fix, kk
-                    kf = K_FIX[size]
+                    kf, kcf = K_FIX[size], KC_FIX[size]
                     if key == "fix":
                         f2 = v
                     elif key == "kk":
@@ -332,19 +359,23 @@ def fit(rows, quiet=False, from_rule=False):
                         if kf is None:
                             continue
                         K_FIX[size] = v
+                    elif key == "kcfix":
+                        if kcf is None:
+                            continue
+                        KC_FIX[size] = v
                     else:
                         e2[key] = v
                     sc = score(e2, f2, k2)
                     if sc < best:
                         best, eff, fix, kk = sc, e2, f2, k2
                     else:
-                        K_FIX[size] = kf
+                        K_FIX[size], KC_FIX[size] = kf, kcf
         if not quiet:
-            print("fit %s (%d shapes): geomean %.3f, eff %s, fix %g, kk %g, kfix %s" % (size, len(rs), best, eff, fix,
-                                                                                        kk, K_FIX[size]))
+            print("fit %s (%d shapes): geomean %.3f, eff %s, fix %g, kk %g, kfix %s, kcfix %s" % (
+                size, len(rs), best, eff, fix, kk, K_FIX[size], KC_FIX[size]))
         found[size] = (eff, fix, kk, K_FIX[size])
         globals()[eff_name] = keep[0]
-        SK_FIX[size], SK_K[size], K_FIX[size] = keep[1], keep[2], keep[3]
+        SK_FIX[size], SK_K[size], K_FIX[size], KC_FIX[size] = keep[1], keep[2], keep[3], keep[4]
     return found
 
 

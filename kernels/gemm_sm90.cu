@@ -119,7 +119,7 @@ TPG_DEV int sk_cta_of(long long g, long long total, int grid) {  /* the CTA whos
  * shows where a short GEMM's time goes (start-up, first data, main loop,
  * stream-K fixup, epilogue) instead of guessing from totals. */
 #ifdef TPG_SM90_TRACE
-constexpr int TRACE_CTAS = 1024, TRACE_POINTS = 10;
+constexpr int TRACE_CTAS = 1024, TRACE_POINTS = 12;
 __device__ unsigned long long trace_buf[TRACE_CTAS][TRACE_POINTS];
 TPG_DEV void trace(int i) {
   unsigned long long t;
@@ -182,6 +182,21 @@ TPG_DEV uint32_t cluster_rank() {
   uint32_t r;
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
   return r;
+}
+TPG_DEV uint32_t cluster_size() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
+  return r;
+}
+/* The shared::cluster address of CTA `rank`'s copy of the CTA-relative
+ * shared address addr (32 bits: fewer registers than a generic pointer) */
+TPG_DEV uint32_t mapa_u32(uint32_t addr, uint32_t rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(rank));
+  return r;
+}
+TPG_DEV void st_cluster_v2(uint32_t addr, float a, float b) {
+  asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};" :: "r"(addr), "f"(a), "f"(b) : "memory");
 }
 TPG_DEV void tma_load_4d(uint32_t dst, const void *map, uint32_t bar, int c0, int c1, int c2, int c3) {
   asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], [%2];"
@@ -424,6 +439,128 @@ TPG_DEV bool sk_fixup(const tpg_gemm_args &a, float (&d)[ACC], int t, int tiles,
    * timeline: removed.) */
   return true;
 }
+
+/* K split over a cluster (split_k TPG_SPLITK_CLUSTER, variants "_kc<S>"):
+ * the S CTAs of a launch-time cluster (S, 1, 1) take one 128-row tile and
+ * one of S equal K ranges each, then sum through distributed shared memory
+ * instead of stream-K's global workspace. CTA q owns rows [128 q / S,
+ * 128 (q + 1) / S) of the tile. After a cluster barrier (every CTA is done
+ * with its ring, which now serves as the receive buffer) each CTA stores
+ * the rows of its partial to their owners (remote shared-memory stores:
+ * nothing waits for a round trip), into one slot per sender; after a second
+ * barrier each CTA adds its S slots in rank order from its own shared memory
+ * (bit-reproducible, whichever CTA was fastest), runs the epilogue and
+ * stores 16 bytes a thread. Nothing is read remotely, so no CTA needs a
+ * third barrier before it exits.
+ * Why: the aligned split-K's fix-up moves every partial through L2 and one
+ * CTA reads all S of them (~4.5 us of stores and ~7.5 us of reads at 512 x
+ * 1280 x 8192, docs/kernels.md); here all S CTAs share the sum. What it
+ * costs (trace, 256 x 4608 x 3584, docs/kernels.md): the remote stores run
+ * at ~30-40 GB/s an SM (2.5 us for a 128 x 192 partial, 4.4 us for 128 x
+ * 256), the sum and epilogue 2.2-2.6 us; a first version that pulled the
+ * rows with remote loads took as long. The sum loop is not unrolled over
+ * the tile: code that runs once a launch stalls on instruction fetch when it
+ * is (session 6's sliced fix-up). Slots: (128 / S + 1) rows of BN + 8 floats
+ * (the pad spreads a warp's 8-row store over all banks), S of them, at most
+ * 136 x 264 x 4 bytes: inside the ring. ct = 0..255 over both consumers. */
+template <typename T, int BN, int ACC>
+TPG_DEV void kc_reduce(const tpg_gemm_args &a, const float (&d)[ACC], uint32_t base, int m0, int o0, int c, int ct) {
+  using namespace sm90;
+  static_assert(ACC == BN / 2, "128-row tiles: each consumer a 64-row half of all BN columns");
+  constexpr int RS = BN + 8; /* floats a slot row */
+  const int rank = (int)cluster_rank(), S = (int)cluster_size(), rmax = 128 / S + 1;
+  const int warp = (ct & 127) >> 5, lane = ct & 31, g = lane >> 2;
+  cluster_sync(); /* every CTA of the cluster is done reading its ring */
+  if (ct == 0) TPG_TRACE(9);
+  /* rows g and g + 8 of this warp's 16, in their owners' slots. (16-byte
+   * stores, by swapping halves with the neighbour lane, made the kernels
+   * spill: 8-byte ones.) */
+  const int t2 = (lane & 3) * 2;
+  uint32_t dst[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = 64 * c + 16 * warp + g + 8 * h;
+    const int q = ((row + 1) * S - 1) / 128, lr = row - 128 * q / S; /* owner, row in its slice */
+    dst[h] = mapa_u32(base + (uint32_t)((rank * rmax + lr) * RS + t2) * 4u, (uint32_t)q);
+  }
+#pragma unroll
+  for (int jj = 0; jj < BN / 8; ++jj) /* in accumulator order: each value's register is free after its store */
+#pragma unroll
+    for (int h = 0; h < 2; ++h) st_cluster_v2(dst[h] + 32u * jj, d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1]);
+  if (ct == 0) TPG_TRACE(10);
+  cluster_sync(); /* every slot is written (release / acquire) */
+  if (ct == 0) TPG_TRACE(11);
+  const int r0 = 128 * rank / S, nr = 128 * (rank + 1) / S - r0;
+  /* the ring as a generic pointer (plain loads, which the compiler may batch):
+   * made here, not passed in, so that it takes no registers during the stores */
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const float *slots = reinterpret_cast<const float *>(smem_raw + (base - smem_u32(smem_raw)));
+  epi_dispatch(a.epilogue, [&](auto ec) {
+    constexpr int EPI = decltype(ec)::value;
+    constexpr bool SWI = EPI == TPG_EPI_SWIGLU;
+    /* 8 outputs an item: 8 accumulator columns, or with SwiGLU 8 gate
+     * columns and the 8 up columns after them (the W tile's 16-row groups) */
+    constexpr int CH = (SWI ? BN / 2 : BN) / 8, NV = SWI ? 16 : 8, RP = 256 / CH; /* rows at a time */
+    /* each thread keeps one chunk of 8 outputs (its bias read once) and walks the rows */
+    const int q8 = ct % CH, n = o0 + 8 * q8;
+    if (ct >= RP * CH || n >= a.n) return; /* n, N multiples of 8: all 8 in or out */
+    constexpr bool HAS_B = EPI != TPG_EPI_NONE && EPI != TPG_EPI_F32_PARTIAL;
+    float b[NV];
+#pragma unroll
+    for (int e = 0; e < NV; ++e) b[e] = 0.f;
+    if constexpr (HAS_B) {
+      const T *bias = static_cast<const T *>(a.bias);
+      if (bias)
+#pragma unroll
+        for (int e = 0; e < NV; ++e) b[e] = dt<T>::to_f(bias[(e < 8 ? 0 : a.n) + n + (e & 7)]);
+    }
+    for (int lr = ct / CH; lr < nr; lr += RP) {
+      const int m = m0 + r0 + lr;
+      if (m >= a.m) break;
+      const float4 *src = reinterpret_cast<const float4 *>(slots + (size_t)lr * RS + (SWI ? 16 : 8) * q8);
+      float v[NV];
+#pragma unroll
+      for (int e = 0; e < NV; ++e) v[e] = 0.f;
+      for (int q = 0; q < S; ++q) {
+#pragma unroll
+        for (int f = 0; f < NV / 4; ++f) {
+          const float4 p = src[(size_t)q * rmax * (RS / 4) + f];
+          v[4 * f] += p.x; v[4 * f + 1] += p.y; v[4 * f + 2] += p.z; v[4 * f + 3] += p.w;
+        }
+      }
+      if constexpr (EPI == TPG_EPI_F32_PARTIAL) {
+        float4 *y = reinterpret_cast<float4 *>(static_cast<float *>(a.y) + (size_t)m * a.ldy + n);
+        y[0] = make_float4(v[0], v[1], v[2], v[3]);
+        y[1] = make_float4(v[4], v[5], v[6], v[7]);
+      } else {
+        /* epi_value's formulas, with the bias held in registers; the residual
+         * (which may alias y) is read before this thread writes the same 16 bytes */
+        float r[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) r[e] = 0.f;
+        if constexpr (EPI == TPG_EPI_RESIDUAL) {
+          const uint4 rv = *reinterpret_cast<const uint4 *>(static_cast<const T *>(a.residual) + (size_t)m * a.ldr + n);
+          const T *rt = reinterpret_cast<const T *>(&rv);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) r[e] = dt<T>::to_f(rt[e]);
+        }
+        float w[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          const float x = HAS_B ? v[e] + b[e] : v[e];
+          if constexpr (EPI == TPG_EPI_BIAS_GELU) w[e] = gelu_tanh(x);
+          else if constexpr (EPI == TPG_EPI_BIAS_SILU) w[e] = silu(x);
+          else if constexpr (EPI == TPG_EPI_SWIGLU) w[e] = silu(x) * (v[8 + e] + b[8 + e]);
+          else if constexpr (EPI == TPG_EPI_RESIDUAL) w[e] = x + r[e];
+          else w[e] = x; /* NONE (b = 0), BIAS */
+        }
+        *reinterpret_cast<uint4 *>(static_cast<T *>(a.y) + (size_t)m * a.ldy + n) =
+            make_uint4(dt<T>::pack2(w[0], w[1]), dt<T>::pack2(w[2], w[3]), dt<T>::pack2(w[4], w[5]),
+                       dt<T>::pack2(w[6], w[7]));
+      }
+    }
+  });
+}
 #endif
 
 /* TMA = false: cp.async producer (raw pointers only). TMA = true: one
@@ -479,7 +616,17 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
   else __syncthreads();
   if (tid == 0) TPG_TRACE(7); /* barriers initialised, CTA (cluster) synchronised */
   const int rank = CL > 1 ? (int)cluster_rank() : 0;
-  const int unit0 = (int)blockIdx.x / CL, units = (int)gridDim.x / CL; /* this cluster, clusters */
+  /* K split over a launch-time cluster (kc_reduce): the 128-row unswapped
+   * one-CTA kernels only; the cluster's kcs CTAs share one tile, CTA kcr
+   * taking K range kcr of kcs */
+  constexpr bool KC_OK = TMA && BM == 128 && CL == 1 && !SW && !CN;
+  const bool kc = KC_OK && a.split_k == TPG_SPLITK_CLUSTER;
+  const int kcs = kc ? (int)cluster_size() : 1, kcr = kc ? (int)cluster_rank() : 0;
+  /* more ranges than K blocks would leave a CTA without a partial to give
+   * and its peers waiting at kc_reduce's barriers: the host never launches
+   * that (tpg_gemm_select_variant); a launch error rather than a hang */
+  if (kc && kcs > (a.k + BK - 1) / BK) __trap();
+  const int unit0 = (int)blockIdx.x / (CL * kcs), units = (int)gridDim.x / (CL * kcs); /* this cluster, clusters */
 
   const int M = a.m, N = a.n, K = a.k;
   const bool swiglu = a.epilogue == TPG_EPI_SWIGLU;
@@ -497,7 +644,12 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
    * g = (t - dp_tiles) * nk + kb are split evenly: this CTA's [g0, g1),
    * in tile order. With fewer tiles than CTAs that is all of them. */
   const bool sk = TMA && a.split_k == TPG_SPLITK_STREAM && a.workspace != nullptr;
-  const int dp_tiles = sk ? tiles / units * units : tiles;
+  /* kc: no whole tiles; the one segment is K range kcr of kcs of the
+   * cluster's tile, written as split-wave iterations (g0, g1 below): the
+   * host launches tiles x kcs CTAs with kcs <= nk, so every range is
+   * non-empty (kc_reduce reads every CTA's partial) and a cluster has one
+   * tile (a second would find the ring holding partials) */
+  const int dp_tiles = sk ? tiles / units * units : kc ? 0 : tiles;
   /* 32-bit iteration counts: the selector keeps tiles * nk < 2^31 */
   const long long total = (long long)(tiles - dp_tiles) * nk;
   /* The split wave goes to the first sgrid CTAs, at least one iteration each:
@@ -506,8 +658,10 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
    * a tile's contributors, which the fix-up counted and waited for: the tile
    * was never written (gemm_bench --check-only, sm90b R2). */
   const int sgrid = total < units ? (int)total : units;
-  const int g0 = sk && unit0 < sgrid ? (int)sk_begin(unit0, total, sgrid) : 0;
-  const int g1 = sk && unit0 < sgrid ? (int)sk_begin(unit0 + 1, total, sgrid) : 0;
+  const bool kc_tile = kc && unit0 < tiles;
+  const int g0 = kc_tile ? unit0 * nk + nk * kcr / kcs : sk && unit0 < sgrid ? (int)sk_begin(unit0, total, sgrid) : 0;
+  const int g1 = kc_tile ? unit0 * nk + nk * (kcr + 1) / kcs
+                         : sk && unit0 < sgrid ? (int)sk_begin(unit0 + 1, total, sgrid) : 0;
   /* seg.next(): the next segment of this CTA; false when done. */
   struct segs {
     int g, g1, t, dp_tiles, nk, stride;
@@ -572,6 +726,12 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
       /* a cluster CTA must not exit while its peer may still multicast into
        * it or arrive at its barriers */
       if constexpr (CL > 1) cluster_sync();
+      /* kc: every thread of the cluster takes part in kc_reduce's two barriers */
+      if constexpr (KC_OK)
+        if (kc) {
+          cluster_sync();
+          cluster_sync();
+        }
       return;
     }
     const int row = tid >> 3, j = tid & 7;          /* rows row + 16*i, 16-byte chunk j */
@@ -680,6 +840,14 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
       wgmma_wait<0>();
       if (ct == 0) TPG_TRACE(3); /* (last) segment's main loop done */
       if (lane == 0) release(empty_bar + 8 * ((it - 1) % STAGES));
+      if constexpr (KC_OK)
+        if (kc) {
+          /* (rank and size read again there: kept live across the main loop
+           * they made the 128- and 192-wide kernels spill) */
+          kc_reduce<T, BN, ACC>(a, d, base, m0, o0, c, tid - 128);
+          if (ct == 0) TPG_TRACE(4);
+          continue;
+        }
       /* A tile split across CTAs: only the last contributor to finish goes on
        * to the epilogue, with the whole sum in d. */
       if (sk && (kb0 != 0 || kb1 != nk) &&
@@ -823,6 +991,11 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
       if (ct == 0) bulk_wait_all();
     if (ct == 0) TPG_TRACE(5); /* consumer 0 done */
     if constexpr (CL > 1) cluster_sync(); /* see the producer's */
+    if constexpr (KC_OK)
+      if (kc && (int)blockIdx.x / (int)cluster_size() >= tiles) { /* a cluster without a tile: meet kc_reduce's barriers */
+        cluster_sync();
+        cluster_sync();
+      }
   }
 #else
   __trap();  /* not sm_90a: the selector never launches this kernel here */

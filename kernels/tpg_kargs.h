@@ -41,6 +41,10 @@ enum {
 
 /* tpg_gemm_args.split_k for stream-K (kernels/gemm_sm90.cu). */
 #define TPG_SPLITK_STREAM (-1) /* not 0: zeroed args mean whole tiles */
+/* K split over the CTAs of a launch-time cluster (S, 1, 1), summed through
+ * distributed shared memory (sm90 TMA kernels with 128-row tiles; grid =
+ * tiles x S, no workspace) */
+#define TPG_SPLITK_CLUSTER (-2)
 
 /* Stream-K workspace of the sm90 kernels: uint32 counters, one per output
  * tile, rounded to 256 bytes (zero at allocation; the kernel leaves them
@@ -64,6 +68,8 @@ typedef struct tpg_gemm_args {
   int32_t dtype;        /* TPG_KDT_F16 or TPG_KDT_BF16                   */
   int32_t epilogue;     /* TPG_EPI_*                                      */
   int32_t split_k;      /* 1: each CTA computes whole tiles.
+                           TPG_SPLITK_CLUSTER (sm90 TMA kernels): K
+                           split over a launch-time cluster (above).
                            TPG_SPLITK_STREAM (sm90 kernels only): stream-K,
                            the tiles' K blocks split evenly over the grid;
                            needs tpg_sk_workspace_bytes() of workspace */

@@ -266,8 +266,11 @@ static unsigned long tma_units(int m, int n, int bm, int bn, int cl, int cn, int
   const int clm = cn ? 1 : cl, cln = cn ? cl : 1;
   return (unsigned long)cdiv(m, (long)bm * clm) * cdiv(n, (long)(swiglu ? bn / 2 : bn) * cln);
 }
+/* kc (with ks >= 2, cl 1, bm 128): the ks K ranges of a tile are a
+ * launch-time cluster of ks CTAs (TPG_SPLITK_CLUSTER): grid tiles * ks,
+ * whatever fits at once (clusters do not wait for each other) */
 static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, int ldx, int ldw, int bm, int bn,
-                     int sk, int ks, int cl, int cn, int sw, tpg_kernel_launch *out, tpg_tma_encode *x_map,
+                     int sk, int ks, int kc, int cl, int cn, int sw, tpg_kernel_launch *out, tpg_tma_encode *x_map,
                      tpg_tma_encode *w_map) {
   /* swapped tiles (kernels/gemm_sm90.cu SW): [bf16][bm 16, 32, 64][bn 64, 128, 256], and the _c2 pairs */
   static const char *const names_sw[2][3][3] = {
@@ -327,7 +330,8 @@ static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, 
               : cl == 2 && bm == 64 ? names_c2_m64[dtype == TPG_KDT_BF16][bn == 128]
               : cl == 2 ? names_c2[dtype == TPG_KDT_BF16][bn == 256 ? 0 : bn == 192 ? 1 : 2]
                         : names[dtype == TPG_KDT_BF16][bm == 64][bn == 256 ? 0 : bn == 128 ? 1 : bn == 64 ? 2 : 3];
-  out->grid[0] = (unsigned)(cl * (work < clusters ? work : clusters));
+  out->grid[0] = kc ? (unsigned)(tiles * (unsigned long)ks) : (unsigned)(cl * (work < clusters ? work : clusters));
+  out->cluster = kc ? (unsigned)ks : 0;
   out->grid[1] = out->grid[2] = 1;
   out->block[0] = 384;
   out->block[1] = out->block[2] = 1;
@@ -335,7 +339,7 @@ static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, 
   /* partial slots are sized for 128-row tiles (tpg_sk_workspace_bytes); 64-row tiles use half */
   out->workspace_bytes = sk ? tpg_sk_workspace_bytes(tiles * cl, out->grid[0], (size_t)bn) : 0;
   out->workspace_zeroed = sk ? ((tiles * cl * 4 + 255) & ~(size_t)255) : 0;
-  out->split_k = sk ? TPG_SPLITK_STREAM : 1;
+  out->split_k = sk ? TPG_SPLITK_STREAM : kc ? TPG_SPLITK_CLUSTER : 1;
   {
     const unsigned long long xd[2] = {(unsigned long long)k, (unsigned long long)m};
     const unsigned long long xs[1] = {(unsigned long long)ldx * 2};
@@ -372,6 +376,9 @@ static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, 
 #define K_FIX_LARGE 20.0
 /* stream-K's k-steps at 1 + SK_P of whole tiles' for m > 128 (zoo_rules.py SK_P, session 6) */
 #define SK_P_LARGE 0.1
+/* K over a cluster's fix-up (zoo_rules.py KC_FIX, fitted alone in session 7) */
+#define KC_FIX_MID 10.0
+#define KC_FIX_LARGE 10.0
 
 static int check_tma_lds(int k, int ldx, int ldw, tpg_tma_encode *x_map, tpg_tma_encode *w_map, char *why,
                          size_t whylen) {
@@ -396,7 +403,29 @@ static int ranges_of(unsigned long units, unsigned long slots, int k) {
   const unsigned long r = s < kb ? s : kb;
   return (int)(r < 16 ? r : 16);
 }
-/* sk 2: aligned split-K, fix = the class's kfix; +inf-like (-1) when S < 2 */
+/* Clusters of s CTAs (one CTA an SM) resident at once. The GPCs pack them,
+ * so above s = 2 fewer than num_sms / s fit: on the H200 (132 SMs,
+ * cudaOccupancyMaxActiveClusters, `gemm_bench --clusters`) 66 39 30 22 17
+ * 15 15 for s = 2..8. Other SM counts: the same fraction of num_sms (a
+ * guess: their GPCs were not measured). A "_kc<S>" grid larger than this
+ * runs in two waves (1.5-1.6x the time in the first zoo run). */
+static unsigned long kc_clusters(int s, int num_sms) {
+  static const int h200[9] = {0, 132, 66, 39, 30, 22, 17, 15, 15};
+  if (s < 1 || s > 8) return 0;
+  return num_sms == 132 ? (unsigned long)h200[s] : (unsigned long)num_sms * (unsigned long)h200[s] / 132ul;
+}
+/* S of a K-over-a-cluster candidate ("_kc<S>"): the most K ranges (at most
+ * 8, a portable cluster, and the K blocks) whose clusters all fit at once;
+ * 0 when not even pairs do */
+static int kc_ranges_of(unsigned long tiles, int num_sms, int k) {
+  const int kb = (int)cdiv(k, 64);
+  int s;
+  for (s = kb < 8 ? kb : 8; s >= 2; --s)
+    if (tiles <= kc_clusters(s, num_sms)) return s;
+  return 0;
+}
+/* sk 2: aligned split-K, fix = the class's kfix; sk 3: K over a cluster,
+ * fix = its kcfix; +inf-like (-1) when S < 2 */
 static double tma_cost(int m, int wrows, int k, int num_sms, const tma_eff *e, int sk, double fix, double kk,
                        double skp) {
   const int pair = e->cl > 1 ? 2 : 1, slots = num_sms / pair > 0 ? num_sms / pair : 1;
@@ -405,6 +434,10 @@ static double tma_cost(int m, int wrows, int k, int num_sms, const tma_eff *e, i
                kb = cdiv(k, 64), area = (double)e->bm * e->bn;
   if (sk == 2) {
     const int s = ranges_of((unsigned long)tiles, (unsigned long)slots, k);
+    return s >= 2 ? (double)cdiv((long)kb, s) * area * e->eff + fix * area : -1.0;
+  }
+  if (sk == 3) {
+    const int s = kc_ranges_of((unsigned long)tiles, num_sms, k);
     return s >= 2 ? (double)cdiv((long)kb, s) * area * e->eff + fix * area : -1.0;
   }
   if (sk)
@@ -441,19 +474,20 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
                                   {128, 128, 2, 1.0, 0},      {128, 192, 1, EFF_N192, 0}, {128, 192, 2, EFF_C2_192, 0},
                                   {64, 128, 2, 1.1, 0},       {64, 64, 2, 2.0, 0},        {128, 128, 3, 9.0, 0},
                                   {128, 64, 3, 9.0, 0},       {64, 64, 1, 1.7, 1},     {64, 128, 1, 1.2, 1}};
-  /* per class: table, entries, fix, kk, kfix, skp (zoo_rules.py SK_FIX,
-   * SK_K, K_FIX (< 0: no aligned split-K), SK_P) */
+  /* per class: table, entries, fix, kk, kfix, skp, kcfix (zoo_rules.py
+   * SK_FIX, SK_K, K_FIX (< 0: no aligned split-K), SK_P, KC_FIX (< 0: no K
+   * over a cluster)) */
   static const struct {
     const tma_eff *tab;
     int cnt;
-    double fix, kk, kfix, skp;
-  } cls[5] = {{dec, 2, 40.0, 0.1, -1.0, 0.0},
-              {tiny, 7, 40.0, 0.1, -1.0, 0.0},
-              {small, 7, 20.0, 0.1, -1.0, 0.0},
-              {mid, 15, 30.0, 0.05, K_FIX_MID, 0.0},
-              {large, 9, 40.0, 0.0, K_FIX_LARGE, SK_P_LARGE}};
+    double fix, kk, kfix, skp, kcfix;
+  } cls[5] = {{dec, 2, 40.0, 0.1, -1.0, 0.0, -1.0},
+              {tiny, 7, 40.0, 0.1, -1.0, 0.0, -1.0},
+              {small, 7, 20.0, 0.1, -1.0, 0.0, -1.0},
+              {mid, 15, 30.0, 0.05, K_FIX_MID, 0.0, KC_FIX_MID},
+              {large, 9, 40.0, 0.0, K_FIX_LARGE, SK_P_LARGE, KC_FIX_LARGE}};
   const int swiglu = epilogue == TPG_EPI_SWIGLU;
-  int rc, i, s, bm = 0, bn = 0, sk = 0, cl = 1, sw = 0, ks = 0;
+  int rc, i, s, bm = 0, bn = 0, sk = 0, cl = 1, sw = 0, ks = 0, kc = 0;
   double best = -1;
   if (x_map) memset(x_map, 0, sizeof *x_map);
   if (w_map) memset(w_map, 0, sizeof *w_map);
@@ -468,7 +502,7 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
       const int ci = m <= 16 ? 0 : m <= 32 ? 1 : m <= 64 ? 2 : m <= 128 ? 3 : 4;
       const tma_eff *tab = cls[ci].tab;
       const int cnt = cls[ci].cnt;
-      const double fix = cls[ci].fix, kk = cls[ci].kk, kfix = cls[ci].kfix, skp = cls[ci].skp;
+      const double fix = cls[ci].fix, kk = cls[ci].kk, kfix = cls[ci].kfix, skp = cls[ci].skp, kcfix = cls[ci].kcfix;
       if (check_tma_lds(k, ldx, ldw, x_map, w_map, why, whylen)) return 1;
       for (i = 0; i < cnt; ++i) {
         if (tab[i].eff >= 9.0) continue;
@@ -478,14 +512,16 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
         if (tab[i].sw && ((tab[i].bm == 16 && m > 16) || (tab[i].bm == 32 && m > 64 && tab[i].cl != 2) ||
                           (tab[i].bm == 64 && m <= 32)))
           continue; /* the swapped candidates by M (tpg_gemm_candidates) */
-        for (s = 0; s < 3; ++s) {
+        for (s = 0; s < 4; ++s) {
           double c;
           if ((streamk == 0 && s) || (streamk == 2 && s != 1)) continue;
           if (s == 2 && (kfix < 0 || tab[i].bm != 128 || tab[i].sw || tab[i].cl == 3))
             continue; /* aligned split-K: 128-row unswapped tiles and their _c2 (zoo_rules.py K_FIX) */
+          if (s == 3 && (kcfix < 0 || tab[i].bm != 128 || tab[i].sw || tab[i].cl != 1))
+            continue; /* K over a cluster: 128-row unswapped one-CTA tiles (zoo_rules.py KC_FIX) */
           if (tab[i].cl == 2 && tab[i].bm == 128 && !tab[i].sw && !s)
             continue; /* _c2 stream-K only (zoo_rules.py C2_SK_ONLY) */
-          c = tma_cost(m, (int)wrows, k, num_sms, &tab[i], s, s == 2 ? kfix : fix, kk, skp);
+          c = tma_cost(m, (int)wrows, k, num_sms, &tab[i], s, s == 2 ? kfix : s == 3 ? kcfix : fix, kk, skp);
           if (c < 0) continue;
           if (best < 0 || c < best) {
             best = c;
@@ -500,6 +536,11 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
     }
     if (streamk == 0) sk = 0;
     if (streamk == 2) sk = 1;
+    if (sk == 3) {
+      ks = kc_ranges_of((unsigned long)cdiv(m, (long)bm) * cdiv(wrows, bn), num_sms, k);
+      kc = 1;
+      sk = 0;
+    }
     if (sk == 2) {
       const int pair = cl == 2 ? 2 : 1;
       ks = ranges_of((unsigned long)cdiv(m, (long)bm * pair) * cdiv(wrows, bn),
@@ -509,7 +550,8 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
     /* iteration counts are 32-bit in the kernel */
     if (sk && (unsigned long)cdiv(m, bm) * cdiv(wrows, bn) * (unsigned long)cdiv(k, 64) >= 0x7fffffffUL) sk = 0;
   }
-  fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, bm, bn, sk, ks, cl > 1 ? 2 : 1, cl == 3, sw, out, x_map, w_map);
+  fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, bm, bn, sk, ks, kc, cl > 1 ? 2 : 1, cl == 3, sw, out, x_map,
+           w_map);
   return 0;
 }
 
@@ -526,7 +568,9 @@ int tpg_gemm_variant_name(const tpg_gemm_variant *v, char *buf, size_t len) {
       break;
     case TPG_GEMM_VAR_GEMV_SK: r = snprintf(buf, len, "gemv_sk"); break;
     case TPG_GEMM_VAR_TMA:
-      if (v->streamk && v->split)
+      if (v->kcluster)
+        r = snprintf(buf, len, "tma_m%d_n%d_kc%d", v->bm, v->bn, v->split);
+      else if (v->streamk && v->split)
         r = snprintf(buf, len, "tma_m%d_n%d%s%s_k%d", v->bm, v->bn, v->swap ? "_sw" : "",
                      v->cluster == 2 ? (v->cluster_n ? "_cn2" : "_c2") : "", v->split);
       else
@@ -539,13 +583,20 @@ int tpg_gemm_variant_name(const tpg_gemm_variant *v, char *buf, size_t len) {
 }
 
 /* A TMA name's tail: "" whole tiles, "_sk" stream-K, "_k<S>" S aligned K
- * ranges a unit (2..16, no leading zero);
- * sets streamk and split. */
+ * ranges a unit (2..16, no leading zero), "_kc<S>" S K ranges over a
+ * cluster (2..8; the caller checks the rest of the name allows it);
+ * sets streamk, split and kcluster. */
 static int parse_split(const char *rest, tpg_gemm_variant *v) {
   int s = 0, used = 0;
   v->streamk = 0;
   v->split = 0;
+  v->kcluster = 0;
   if (rest[0] == '\0') return 0;
+  if (!strncmp(rest, "_kc", 3) && rest[3] >= '2' && rest[3] <= '8' && rest[4] == '\0') {
+    v->split = rest[3] - '0';
+    v->kcluster = 1;
+    return 0;
+  }
   if (!strcmp(rest, "_sk")) {
     v->streamk = 1;
     return 0;
@@ -577,7 +628,7 @@ int tpg_gemm_variant_parse(const char *s, tpg_gemm_variant *v) {
     if (c2) rest += 3;
     if ((bm != 16 && bm != 32 && bm != 64) || (bn != 64 && bn != 128 && bn != 256) || (bm == 16 && bn == 256)) return 1;
     if (c2 && (bm == 16 || bn == 256)) return 1;
-    if (parse_split(rest, v)) return 1;
+    if (parse_split(rest, v) || v->kcluster) return 1;
     v->kind = TPG_GEMM_VAR_TMA;
     v->bm = bm;
     v->bn = bn;
@@ -594,6 +645,7 @@ int tpg_gemm_variant_parse(const char *s, tpg_gemm_variant *v) {
     if (c2 && (bm != 128 || bn == 64) && !(bm == 64 && (bn == 64 || bn == 128))) return 1;
     if (cn2 && bn != 64 && bn != 128) return 1;
     if (parse_split(rest, v)) return 1;
+    if (v->kcluster && (c2 || cn2 || bm != 128)) return 1;
     v->kind = TPG_GEMM_VAR_TMA;
     v->bm = bm;
     v->bn = bn;
@@ -693,7 +745,20 @@ int tpg_gemm_select_variant(int m, int n, int k, int dtype, int epilogue, int sm
       tiles = (unsigned long)cdiv(m, v->bm) * cdiv(n, swiglu ? v->bn / 2 : v->bn);
       if (v->streamk && tiles * (unsigned long)cdiv(k, 64) >= 0x7fffffffUL)
         return reject(why, whylen, "variant: stream-K iteration count exceeds 2^31");
-      if (v->split) {
+      if (v->kcluster) {
+        /* K over a cluster: S CTAs a 128-row tile, one K range each */
+        if (v->bm != 128 || cl != 1 || v->swap || v->streamk) {
+          snprintf(buf, sizeof buf, "variant kcluster: bm 128 without cluster, swap or stream-K (got bm %d)", v->bm);
+          return reject(why, whylen, buf);
+        }
+        if (v->split < 2 || v->split > 8 || v->split > (int)cdiv(k, 64)) {
+          snprintf(buf, sizeof buf, "variant split=%d with kcluster: 2..8 K ranges (a portable cluster), at most the %u K blocks of k=%d",
+                   v->split, cdiv(k, 64), k);
+          return reject(why, whylen, buf);
+        }
+        if (tiles * (unsigned long)cdiv(k, 64) >= 0x7fffffffUL)
+          return reject(why, whylen, "variant kcluster: tiles x K blocks exceeds 2^31 (32-bit iterations in the kernel)");
+      } else if (v->split) {
         /* aligned split-K: every CTA one K range of one unit, all resident at once */
         const unsigned long units = tma_units(m, n, v->bm, v->bn, cl, v->cluster_n != 0, swiglu),
                             slots = (unsigned long)(num_sms / cl > 0 ? num_sms / cl : 1);
@@ -708,8 +773,8 @@ int tpg_gemm_select_variant(int m, int n, int k, int dtype, int epilogue, int sm
           return reject(why, whylen, buf);
         }
       }
-      fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, v->bm, v->bn, v->streamk != 0, v->split, cl, v->cluster_n != 0,
-               v->swap != 0, out, x_map, w_map);
+      fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, v->bm, v->bn, v->streamk != 0, v->split, v->kcluster != 0, cl,
+               v->cluster_n != 0, v->swap != 0, out, x_map, w_map);
       break;
     }
     default:
@@ -740,6 +805,7 @@ int tpg_gemm_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_
     if (cnt < cap && list) {                                                           \
       list[cnt].kind = (K_); list[cnt].bm = (BM_); list[cnt].bn = (BN_); list[cnt].streamk = (SK_); \
       list[cnt].split = 0;                                                             \
+      list[cnt].kcluster = 0;                                                          \
       list[cnt].cluster = (CL_) ? 2 : 0;                                               \
       list[cnt].cluster_n = (CL_) == 3;                                                \
       list[cnt].swap = 0;                                                              \
@@ -788,6 +854,17 @@ int tpg_gemm_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_
         TPG_ADD(TPG_GEMM_VAR_TMA, bm, bn, 0);
         if (tiles % (unsigned long)num_sms) TPG_ADD(TPG_GEMM_VAR_TMA, bm, bn, 1);
         if (bm == 128 && m > 64) TPG_ADD_KS(bm, bn, 0, tiles, (unsigned long)num_sms);
+        if (bm == 128 && m > 64) {
+          /* K over a cluster of S (ranges_of's S, at most 8: a portable cluster) */
+          const int s_ = kc_ranges_of(tiles, num_sms, k);
+          if (s_ >= 2) {
+            TPG_ADD(TPG_GEMM_VAR_TMA, bm, bn, 0);
+            if (cnt <= cap && list) {
+              list[cnt - 1].split = s_;
+              list[cnt - 1].kcluster = 1;
+            }
+          }
+        }
       }
     /* clusters of two along M: only with at least two 128-row M-tiles */
     if (m > 128)

@@ -24,8 +24,13 @@ typedef struct tpg_kernel_launch {
   size_t workspace_zeroed;   /* its first bytes that the kernel leaves zero on
                                 exit (counters), so no memset between launches;
                                 the rest is scratch                            */
-  int split_k;               /* value for tpg_gemm_args.split_k: 1, or
-                                TPG_SPLITK_STREAM (stream-K, sm90 TMA)          */
+  int split_k;               /* value for tpg_gemm_args.split_k: 1,
+                                TPG_SPLITK_STREAM (stream-K, sm90 TMA) or
+                                TPG_SPLITK_CLUSTER (K over a cluster, "_kc<S>") */
+  unsigned cluster;          /* > 1: launch with clusters of (cluster, 1, 1) CTAs
+                                (CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION; a graph
+                                node: CU_KERNEL_NODE_ATTRIBUTE_CLUSTER_DIMENSION);
+                                0: none asked (the _c2 kernels compile theirs in) */
 } tpg_kernel_launch;
 
 /* Y[m,n] = epi(X[m,k] * W[n,k]^T). dtype: TPG_KDT_F16 or TPG_KDT_BF16;
@@ -82,7 +87,8 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
  * "tma_m<BM>_n<BN>[_sw][_c2|_cn2][_sk]" (sm_90 TMA kernel, BM 64|128, BN
  * 64|128|256 (192 with BM 128), with stream-K over the last or only wave;
  * _sw: swapped operands, BM 16|32|64 tokens by BN 64|128|256 W rows; _c2 /
- * _cn2: clusters of two, below). */
+ * _cn2: clusters of two, below), "..._k<S>" (aligned split-K, below) and
+ * "tma_m128_n<BN>_kc<S>" (K over a cluster of S CTAs, below). */
 enum {
   TPG_GEMM_VAR_HEURISTIC = 0,
   TPG_GEMM_VAR_GEMV = 1,
@@ -98,6 +104,10 @@ typedef struct tpg_gemm_variant {
                    aligned split-K ("_k<S>"): a grid of units x S CTAs (units x S
                    <= the units resident at once), each one of S equal K ranges
                    of one tile (or cluster pair), summed as stream-K sums */
+  int kcluster; /* TMA with split S: 1 = "_kc<S>", the S K ranges of a tile are the
+                   CTAs of a launch-time cluster (S, 1, 1), summed through
+                   distributed shared memory; grid tiles x S, no workspace, no
+                   stream-K; bm 128, no cluster or swap, S 2..8 */
   int cluster;  /* TMA: 0 one CTA a tile (1 is read the same), 2 clusters of two CTAs
                    on M-tile pairs (bm 128, bn 256|192|128, or bm 64, bn 128|64; "_c2") */
   int cluster_n; /* TMA with cluster 2: 1 = the pair is two N-tiles sharing the

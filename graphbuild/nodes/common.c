@@ -75,6 +75,40 @@ tpg_status tpg_launch_params(const CUDA_KERNEL_NODE_PARAMS *kp, CUstream stream)
   return TPG_SUCCESS;
 }
 
+tpg_status tpg_launch_params_cluster(const CUDA_KERNEL_NODE_PARAMS *kp, unsigned cluster_x, CUstream stream) {
+  CUlaunchAttribute attr[1];
+  CUlaunchConfig cfg;
+  memset(&cfg, 0, sizeof cfg);
+  memset(attr, 0, sizeof attr);
+  cfg.gridDimX = kp->gridDimX;
+  cfg.gridDimY = kp->gridDimY;
+  cfg.gridDimZ = kp->gridDimZ;
+  cfg.blockDimX = kp->blockDimX;
+  cfg.blockDimY = kp->blockDimY;
+  cfg.blockDimZ = kp->blockDimZ;
+  cfg.sharedMemBytes = kp->sharedMemBytes;
+  cfg.hStream = stream;
+  attr[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attr[0].value.clusterDim.x = cluster_x;
+  attr[0].value.clusterDim.y = 1;
+  attr[0].value.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  TPG_CU(cuLaunchKernelEx(&cfg, kp->func, kp->kernelParams, NULL));
+  return TPG_SUCCESS;
+}
+
+tpg_status tpg_node_set_cluster(const tpg_nctx *c, unsigned cluster_x) {
+  CUlaunchAttributeValue v;
+  memset(&v, 0, sizeof v);
+  v.clusterDim.x = cluster_x;
+  v.clusterDim.y = 1;
+  v.clusterDim.z = 1;
+  CUresult r = tpg_cu->cuGraphKernelNodeSetAttribute(c->gn->cu[c->gn->ncu - 1], CU_KERNEL_NODE_ATTRIBUTE_CLUSTER_DIMENSION, &v);
+  if (r != CUDA_SUCCESS) return tpg_node_cu_fail(c, r, "cuGraphKernelNodeSetAttribute(CLUSTER_DIMENSION)");
+  return TPG_SUCCESS;
+}
+
 tpg_status tpg_capture_child(const tpg_nctx *c, tpg_issue_fn issue, CUgraph *out) {
   *out = NULL;
   CUstream s = c->g->cap_stream;

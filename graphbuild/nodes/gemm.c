@@ -228,6 +228,7 @@ static tpg_status fill(const tpg_nctx *c) {
   a->epilogue = (int32_t)d->epilogue;
   a->split_k = l.split_k;
   gn->kernel = l.kernel;
+  gn->cluster = l.cluster > 1 ? l.cluster : 0;
   memset(&gn->kp, 0, sizeof gn->kp);
   gn->kp.func = f;
   gn->kp.gridDimX = l.grid[0];
@@ -244,10 +245,15 @@ static tpg_status fill(const tpg_nctx *c) {
 static tpg_status add(const tpg_nctx *c, CUgraph graph, const tpg_deps *deps) {
   /* A decode GEMV behind a programmatic edge may prefetch W (materialize.c). */
   if (deps->nprog) gemm_args(c->gn)->pdl_prefetch = deps->pdl_prefetch;
-  return tpg_add_kernel_node(c, graph, deps, &c->gn->kp, "cuGraphAddKernelNode");
+  TPG_TRY(tpg_add_kernel_node(c, graph, deps, &c->gn->kp, "cuGraphAddKernelNode"));
+  /* "_kc<S>": the kernel's K ranges are the CTAs of a launch-time cluster */
+  return c->gn->cluster ? tpg_node_set_cluster(c, c->gn->cluster) : TPG_SUCCESS;
 }
 
-static tpg_status run_eager(const tpg_nctx *c, CUstream stream) { return tpg_launch_params(&c->gn->kp, stream); }
+static tpg_status run_eager(const tpg_nctx *c, CUstream stream) {
+  return c->gn->cluster ? tpg_launch_params_cluster(&c->gn->kp, c->gn->cluster, stream)
+                        : tpg_launch_params(&c->gn->kp, stream);
+}
 
 static tpg_status patch(const tpg_nctx *c) {
   TPG_TRY(set_ptrs(c));

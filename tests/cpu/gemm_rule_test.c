@@ -15,7 +15,7 @@ static int same(const tpg_kernel_launch *a, const tpg_kernel_launch *b) {
   return !strcmp(a->kernel, b->kernel) && !memcmp(a->grid, b->grid, sizeof a->grid) &&
          !memcmp(a->block, b->block, sizeof a->block) && a->smem_bytes == b->smem_bytes &&
          a->split_k == b->split_k && a->workspace_bytes == b->workspace_bytes &&
-         a->workspace_zeroed == b->workspace_zeroed;
+         a->workspace_zeroed == b->workspace_zeroed && a->cluster == b->cluster;
 }
 
 int main(int argc, char **argv) {

@@ -29,14 +29,19 @@ int main(void) {
   {
     tpg_tma_encode xe, we;
     /* The zoo-derived rule (lib/gemm_select.c, bench/zoo_rules.py). M = 128
-     * at 7168 -> 4096: 32 tiles of 128 x 128 in four aligned K ranges each
-     * ("_k4": stream-K's partition on 128 CTAs; X box 128 rows, W box 128).
-     * Stream-K forced: the whole grid and a workspace. */
+     * at 7168 -> 4096: 64 tiles of 128 x 64, each K split over a cluster of
+     * two ("_kc2": 128 CTAs, the cluster shape in the launch, no workspace;
+     * X box 128 rows, W box 64). Stream-K forced: the whole grid and a
+     * workspace. */
     CHECK(tpg_gemm_select_tma(128, 4096, 7168, TPG_KDT_BF16, TPG_EPI_RESIDUAL, 90, 132, 7168, 7168, 1, &l, &xe, &we,
                               why, sizeof why) == 0);
-    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_n128") == 0 && l.split_k == TPG_SPLITK_STREAM &&
-          l.workspace_bytes == tpg_sk_workspace_bytes(32, 128, 128));
-    CHECK(l.grid[0] == 128 && xe.rank == 2 && we.rank == 2 && we.box[1] == 128 && xe.box[1] == 128);
+    CHECK(strcmp(l.kernel, "tpg_gemm_sm90tma_bf16_n64") == 0 && l.split_k == TPG_SPLITK_CLUSTER && l.cluster == 2 &&
+          l.workspace_bytes == 0 && l.workspace_zeroed == 0);
+    CHECK(l.grid[0] == 128 && xe.rank == 2 && we.rank == 2 && we.box[1] == 64 && xe.box[1] == 128);
+    /* stream-K off (TPG_GEMM_STREAMK=0) splits no K at all: whole tiles, no cluster */
+    CHECK(tpg_gemm_select_tma(128, 4096, 7168, TPG_KDT_BF16, TPG_EPI_RESIDUAL, 90, 132, 7168, 7168, 0, &l, &xe, &we,
+                              why, sizeof why) == 0 &&
+          l.split_k == 1 && l.cluster == 0 && l.workspace_bytes == 0);
     CHECK(tpg_gemm_select_tma(128, 4096, 7168, TPG_KDT_BF16, TPG_EPI_RESIDUAL, 90, 132, 7168, 7168, 2, &l, &xe, &we,
                               why, sizeof why) == 0);
     CHECK(l.split_k == TPG_SPLITK_STREAM && l.grid[0] == 132 && l.workspace_bytes > 0 && l.workspace_zeroed > 0);
@@ -144,7 +149,7 @@ int main(void) {
                                     {17, 264, 520, TPG_EPI_BIAS_GELU}, {512, 1280, 8192, TPG_EPI_BIAS},
                                     {300, 1024, 192, TPG_EPI_SWIGLU}};
     size_t si;
-    int ksplits = 0; /* aligned split-K candidates seen (512 x 1280 x 8192 has them) */
+    int ksplits = 0, kcs = 0; /* aligned split-K and K-over-a-cluster candidates seen (512 x 1280 x 8192 has them) */
     CHECK(tpg_gemm_variant_parse("tma_m64_n128_sk", &v) == 0 && v.kind == TPG_GEMM_VAR_TMA && v.bm == 64 &&
           v.bn == 128 && v.streamk == 1);
     CHECK(tpg_gemm_variant_parse("tma_m64_n96", &v) != 0);
@@ -180,6 +185,44 @@ int main(void) {
     v.streamk = 0;
     CHECK(tpg_gemm_select_variant(512, 1280, 8192, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 8192, 8192, &v, &l, &xe, &we,
                                   why, sizeof why) != 0 && strstr(why, "stream-K") != NULL);
+    /* K over a cluster: "_kc<S>", S = 2..8, 128-row tiles without cluster or
+     * swap; grid tiles x S with the cluster shape in the launch, no workspace */
+    CHECK(tpg_gemm_variant_parse("tma_m128_n256_kc6", &v) == 0 && v.kcluster == 1 && v.split == 6 && v.streamk == 0 &&
+          v.cluster == 0);
+    CHECK(tpg_gemm_variant_name(&v, name, sizeof name) == 0 && strcmp(name, "tma_m128_n256_kc6") == 0);
+    CHECK(tpg_gemm_select_variant(512, 1280, 8192, TPG_KDT_BF16, TPG_EPI_BIAS, 90, 132, 8192, 8192, &v, &l, &xe, &we,
+                                  why, sizeof why) == 0 &&
+          strcmp(l.kernel, "tpg_gemm_sm90tma_bf16") == 0 && l.grid[0] == 120 && l.cluster == 6 &&
+          l.split_k == TPG_SPLITK_CLUSTER && l.workspace_bytes == 0 && l.workspace_zeroed == 0);
+    CHECK(tpg_gemm_variant_parse("tma_m128_n64_kc1", &v) != 0 && tpg_gemm_variant_parse("tma_m128_n64_kc9", &v) != 0 &&
+          tpg_gemm_variant_parse("tma_m128_n64_kc16", &v) != 0 && tpg_gemm_variant_parse("tma_m64_n128_kc2", &v) != 0 &&
+          tpg_gemm_variant_parse("tma_m128_n128_c2_kc2", &v) != 0 &&
+          tpg_gemm_variant_parse("tma_m64_n64_sw_kc2", &v) != 0 && tpg_gemm_variant_parse("tma_m128_n128_kc2_sk", &v) != 0);
+    CHECK(tpg_gemm_variant_parse("tma_m128_n192_kc8", &v) == 0);
+    v.split = 3; /* more ranges than the 2 K blocks of k = 128 */
+    CHECK(tpg_gemm_select_variant(512, 1280, 128, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 128, 128, &v, &l, &xe, &we,
+                                  why, sizeof why) != 0 && strstr(why, "split=3") != NULL);
+    v.split = 9; /* more than a portable cluster */
+    CHECK(tpg_gemm_select_variant(512, 1280, 8192, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 8192, 8192, &v, &l, &xe, &we,
+                                  why, sizeof why) != 0 && strstr(why, "split=9") != NULL);
+    v.split = 2;
+    v.streamk = 1;
+    CHECK(tpg_gemm_select_variant(512, 1280, 8192, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 8192, 8192, &v, &l, &xe, &we,
+                                  why, sizeof why) != 0 && strstr(why, "kcluster") != NULL);
+    v.streamk = 0;
+    v.bm = 64; /* (bn 128: 64 x 192 tiles do not exist) */
+    v.bn = 128;
+    CHECK(tpg_gemm_select_variant(512, 1280, 8192, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 8192, 8192, &v, &l, &xe, &we,
+                                  why, sizeof why) != 0 && strstr(why, "kcluster") != NULL);
+    /* the rule takes it where the tiles leave SMs idle (512 x 1280 x 8192:
+     * 28 tiles of 128 x 192, clusters of 4 on 112 SMs) and not where they
+     * fill the machine */
+    CHECK(tpg_gemm_select_tma(512, 1280, 8192, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 8192, 8192, 1, &l, &xe, &we, why,
+                              sizeof why) == 0 &&
+          l.cluster == 4 && l.grid[0] == 112 && l.split_k == TPG_SPLITK_CLUSTER && we.box[1] == 192);
+    CHECK(tpg_gemm_select_tma(4096, 4096, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, 1, &l, &xe, &we, why,
+                              sizeof why) == 0 &&
+          l.cluster == 0 && l.split_k != TPG_SPLITK_CLUSTER);
     memset(&v, 0, sizeof v);
     v.kind = TPG_GEMM_VAR_TMA;
     v.swap = 1;
@@ -205,6 +248,7 @@ int main(void) {
         CHECK(tpg_gemm_select_variant(m, n, k, TPG_KDT_BF16, epi, 90, 132, k, k, &list[i], &l, &xe, &we, why,
                                       sizeof why) == 0);
         CHECK(l.grid[0] >= 1 && l.grid[0] <= (l.split_k == TPG_SPLITK_STREAM || strstr(l.kernel, "tma") ? 132u : 1u << 30));
+        CHECK(list[i].kind == TPG_GEMM_VAR_HEURISTIC || l.cluster == (list[i].kcluster ? (unsigned)list[i].split : 0u));
         CHECK(list[i].kind == TPG_GEMM_VAR_HEURISTIC || (list[i].kind == TPG_GEMM_VAR_TMA) == (xe.rank == 2));
         if (list[i].kind == TPG_GEMM_VAR_TMA) {
           /* _c2: each CTA of the pair loads half of the W tile; _cn2: half of the X tile */
@@ -217,13 +261,17 @@ int main(void) {
           /* aligned split-K: stream-K's partition on a grid of units x S */
           CHECK(!list[i].split || l.grid[0] % (unsigned)list[i].split == 0);
           CHECK((l.workspace_bytes != 0) == (list[i].streamk != 0));
+          CHECK((l.split_k == TPG_SPLITK_CLUSTER) == (list[i].kcluster != 0));
+          CHECK(!list[i].kcluster || (list[i].bm == 128 && list[i].split >= 2 && list[i].split <= 8 && !list[i].swap &&
+                                      list[i].cluster == 0 && strstr(l.kernel, "_c") == NULL));
+          if (list[i].kcluster) ++kcs;
           CHECK(l.smem_bytes <= 227 * 1024 && l.block[0] == 384);
           CHECK((strstr(l.kernel, "_sw") != NULL) == (list[i].swap != 0));
           if (list[i].split) ++ksplits;
         }
       }
     }
-    CHECK(ksplits >= 3);
+    CHECK(ksplits >= 3 && kcs >= 3);
     /* the heuristic variant is exactly tpg_gemm_select_tma with streamk 1 */
     v.kind = TPG_GEMM_VAR_HEURISTIC;
     {

@@ -162,10 +162,93 @@ static void gemm_y_rebind(void) {
   CHECK(clean("GEMM y rebind"));
 }
 
+/* A GEMM whose K is split over a launch-time cluster ("_kc<S>": M = 128,
+ * N = 4096, K = 7168 picks 64 tiles of 128 x 64 in clusters of two on the
+ * fake's 132 SMs): the graph node must carry the cluster shape
+ * (cuGraphKernelNodeSetAttribute), a captured or eager launch must pass it
+ * (cuLaunchKernelEx), and a failure of either call, or of any other, must
+ * say why and leave nothing behind. */
+static tpg_status kc_run(tpg_graph_mode mode, int check, char *msg, size_t cap) {
+  enum { M = 128, NN = 4096, K = 7168 };
+  tpg_status st = TPG_SUCCESS;
+  uint16_t *x = tpgfake_dev_alloc(0, M * K * 2), *w = tpgfake_dev_alloc(0, (size_t)NN * K * 2);
+  uint16_t *y = tpgfake_dev_alloc(0, M * NN * 2);
+  tpg_plan *p = NULL;
+  tpg_graph *g = NULL;
+  tpg_slot sx, sw, sy;
+  const long nodes = tpgfake_counter(TPGFAKE_C_CLUSTER_NODE), launches = tpgfake_counter(TPGFAKE_C_CLUSTER_LAUNCH);
+  msg[0] = '\0';
+  if (!x || !w || !y || tpg_plan_create(&p) != TPG_SUCCESS) {
+    st = TPG_ERROR_OUT_OF_MEMORY;
+    goto done;
+  }
+  CHECK(tpg_plan_add_slot(p, "x", TPG_BF16, TPG_MEM_DEVICE, M * K, &sx) == TPG_SUCCESS);
+  CHECK(tpg_plan_add_slot(p, "w", TPG_BF16, TPG_MEM_DEVICE, (size_t)NN * K, &sw) == TPG_SUCCESS);
+  CHECK(tpg_plan_add_slot(p, "y", TPG_BF16, TPG_MEM_DEVICE, M * NN, &sy) == TPG_SUCCESS);
+  tpg_gemm_desc d = TPG_GEMM_DESC_INIT;
+  d.m = M;
+  d.n = NN;
+  d.k = K;
+  d.x = V(sx);
+  d.w = V(sw);
+  d.y = V(sy);
+  CHECK(tpg_plan_add_gemm(p, &d, NULL, 0, NULL) == TPG_SUCCESS);
+  tpg_binding b[3] = {{sx, x}, {sw, w}, {sy, y}};
+  tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
+  cfg.bindings = b;
+  cfg.nbindings = 3;
+  cfg.mode = mode;
+  if ((st = tpg_graph_create(p, &cfg, &g)) != TPG_SUCCESS) goto done;
+  if ((st = tpg_graph_launch(g, NULL)) != TPG_SUCCESS) goto done;
+  if (check) {
+    CHECK(tpgfake_tma_gemm_kernels() == 1);
+    /* explicit: the node's attribute; capture and eager: the launch's (capture records it) */
+    if (mode == TPG_MODE_EXPLICIT) CHECK(tpgfake_counter(TPGFAKE_C_CLUSTER_NODE) == nodes + 1);
+    else CHECK(tpgfake_counter(TPGFAKE_C_CLUSTER_LAUNCH) == launches + 1);
+  }
+done:
+  if (st != TPG_SUCCESS) snprintf(msg, cap, "%s", tpg_last_error()); /* before the clean-up's calls */
+  if (g && tpg_graph_destroy(g) != TPG_SUCCESS) tpg_graph_destroy(g);
+  tpg_plan_destroy(p);
+  tpgfake_free(x);
+  tpgfake_free(w);
+  tpgfake_free(y);
+  return st;
+}
+
+static void gemm_kcluster(void) {
+  static const tpg_graph_mode modes[3] = {TPG_MODE_EXPLICIT, TPG_MODE_CAPTURE, TPG_MODE_EAGER};
+  static const char *const names[3] = {"explicit", "capture", "eager"};
+  for (int i = 0; i < 3; i++) {
+    tpgfake_reset();
+    char msg[1024];
+    CHECK(kc_run(modes[i], 1, msg, sizeof msg) == TPG_SUCCESS);
+    CHECK(clean("GEMM K over a cluster"));
+    const long calls = tpgfake_calls();
+    long bad = 0;
+    for (long k = 1; k <= calls; k++) {
+      tpgfake_reset();
+      tpgfake_fail_at(k);
+      const tpg_status st = kc_run(modes[i], 0, msg, sizeof msg);
+      char what[160];
+      snprintf(what, sizeof what, "GEMM K over a cluster, fail call %ld (%s)", k,
+               tpgfake_failed() ? tpgfake_failed() : "-");
+      if (st != TPG_SUCCESS && (!msg[0] || strstr(msg, ": ") == NULL)) {
+        fprintf(stderr, "%s: failed without a message\n", what);
+        bad++;
+      }
+      if (!clean(what)) bad++;
+    }
+    printf("GEMM K over a cluster (%s): %ld failure points, %ld bad\n", names[i], calls, bad);
+    CHECK(bad == 0);
+  }
+}
+
 int main(int argc, char **argv) {
   if (tpgfake_setup(argc, argv) != 0) return 2;
   char msg[1024];
   gemm_y_rebind();
+  gemm_kcluster();
   tpgfake_reset();
   tpg_status st = sequence(1, msg, sizeof msg);
   if (st) fprintf(stderr, "clean run failed: %s\n", msg);
