@@ -502,10 +502,11 @@ static void check_shape(int M, int N, int K, int dtype, bool pad) {
       run_it();
       CK(cudaMemcpy(hy.data(), dy, ybytes, cudaMemcpyDeviceToHost));
       /* stream-K promises bit-identical results launch after launch (the last
-       * contributor sums the partials in CTA order): a second launch into a
-       * re-poisoned output must give the same bytes */
+       * contributor sums the partials in CTA order), and so does K over a
+       * cluster (rank order): a second launch into a re-poisoned output must
+       * give the same bytes */
       size_t repro_diff = 0;
-      if (L.split_k == TPG_SPLITK_STREAM) {
+      if (L.split_k == TPG_SPLITK_STREAM || L.split_k == TPG_SPLITK_CLUSTER) {
         std::vector<uint8_t> hy2(ybytes);
         CK(cudaMemset(dy, 0xFF, ybytes));
         run_it();
