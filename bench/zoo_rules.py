@@ -28,7 +28,9 @@ merged (504 shapes). The f02745a zoo has no times for those kernels, so
 this script now needs a run with them (--picks still works on any zoo).
 The descent also moves K_FIX (aligned split-K, "kfix" in FIT_GRID) where a
 class has it; SK_P (stream-K's k-step price) was set by a scan, not by it.
-Session 6 set K_FIX and SK_P alone, every other constant kept (see them).
+Session 6 set K_FIX and SK_P alone, every other constant kept (see them);
+session 7 KC_FIX (K over a cluster, "kcfix" in FIT_GRID) alone, by a scan of
+0..40 on three candidate runs.
 """
 import collections
 import json
@@ -125,6 +127,10 @@ SK_P = {"dec": 0.0, "tiny": 0.0, "small": 0.0, "mid": 0.0, "large": 0.1}
 # shared memory; S = the most (<= 8, <= K blocks) whose clusters all fit at
 # once (KC_CLUSTERS, measured on the H200); cost = that range's k-steps at
 # the tile's whole-tile eff plus KC_FIX * bm * bn (None: not considered).
+# Fitted alone (session 7, nvidia-h200; `gemm_bench --zoo --cand --no-check
+# --reps 7 --m 128,256,512,1024,2048,4096` of three builds of the kernel,
+# 558 shapes each): 10 for both classes, mid 1.179-1.192 -> 1.163-1.175,
+# large 1.113-1.117 -> 1.107-1.110 (15 or more: never picked at M = 128).
 KC_FIX = {"dec": None, "tiny": None, "small": None, "mid": 10.0, "large": 10.0}
 KC_CLUSTERS = {2: 66, 3: 39, 4: 30, 5: 22, 6: 17, 7: 15, 8: 15}
 
