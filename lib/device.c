@@ -94,3 +94,28 @@ void tpg_dev_pop(void) {
   CUcontext c;
   tpg_cu->cuCtxPopCurrent(&c);
 }
+
+CUresult tpg_launch_ex(CUfunction f, const unsigned grid[3], const unsigned block[3], unsigned smem_bytes,
+                       const unsigned *cluster, CUstream stream, void **params) {
+  CUlaunchAttribute attr[1];
+  CUlaunchConfig cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.gridDimX = grid[0];
+  cfg.gridDimY = grid[1];
+  cfg.gridDimZ = grid[2];
+  cfg.blockDimX = block[0];
+  cfg.blockDimY = block[1];
+  cfg.blockDimZ = block[2];
+  cfg.sharedMemBytes = smem_bytes;
+  cfg.hStream = stream;
+  if (cluster && cluster[0]) {
+    memset(attr, 0, sizeof attr);
+    attr[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr[0].value.clusterDim.x = cluster[0];
+    attr[0].value.clusterDim.y = cluster[1];
+    attr[0].value.clusterDim.z = cluster[2];
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+  }
+  return tpg_cu->cuLaunchKernelEx(&cfg, f, params, NULL);
+}

@@ -26,4 +26,11 @@ TPG_HIDDEN void tpg_dev_pop(void);
  * smem_bytes > 48 KiB raises the function's dynamic shared memory limit. */
 TPG_HIDDEN tpg_status tpg_kernel_function(const char *name, unsigned smem_bytes, CUfunction *out);
 
+/* cuLaunchKernelEx of f with the cluster shape cluster[0..2] as a launch
+ * attribute (NULL or cluster[0] == 0: none), for kernels that do not compile
+ * their cluster shape in (an engine's kernel node, a GEMM's "_kc<S>" launch).
+ * Returns the driver's result: the caller names what failed. */
+TPG_HIDDEN CUresult tpg_launch_ex(CUfunction f, const unsigned grid[3], const unsigned block[3], unsigned smem_bytes,
+                                  const unsigned *cluster, CUstream stream, void **params);
+
 #endif

@@ -107,31 +107,14 @@ static tpg_status encode(const tpg_tma_encode *e, CUdeviceptr base, int dtype, t
 /* One launch as the graph node makes it: with the launch-time cluster
  * shape of a "_kc<S>" variant (the kernel does not compile one in). */
 static tpg_status launch(CUfunction f, const tpg_kernel_launch *L, CUstream stream, void **params) {
-  CUlaunchAttribute attr[1];
-  CUlaunchConfig cfg;
   if (L->cluster <= 1) {
     TPG_CU(cuLaunchKernel(f, L->grid[0], L->grid[1], L->grid[2], L->block[0], L->block[1], L->block[2], L->smem_bytes,
                           stream, params, NULL));
     return TPG_SUCCESS;
   }
-  memset(&cfg, 0, sizeof cfg);
-  memset(attr, 0, sizeof attr);
-  cfg.gridDimX = L->grid[0];
-  cfg.gridDimY = L->grid[1];
-  cfg.gridDimZ = L->grid[2];
-  cfg.blockDimX = L->block[0];
-  cfg.blockDimY = L->block[1];
-  cfg.blockDimZ = L->block[2];
-  cfg.sharedMemBytes = L->smem_bytes;
-  cfg.hStream = stream;
-  attr[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  attr[0].value.clusterDim.x = L->cluster;
-  attr[0].value.clusterDim.y = 1;
-  attr[0].value.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  TPG_CU(cuLaunchKernelEx(&cfg, f, params, NULL));
-  return TPG_SUCCESS;
+  const unsigned cluster[3] = {L->cluster, 1, 1};
+  CUresult r = tpg_launch_ex(f, L->grid, L->block, L->smem_bytes, cluster, stream, params);
+  return r == CUDA_SUCCESS ? TPG_SUCCESS : tpg_cu_fail(r, __func__, "cuLaunchKernelEx (a _kc GEMM candidate)");
 }
 
 static tpg_status time_one(tpg_gemm_dev_timer *t, const tpg_gemm_key *key, const tpg_kernel_launch *L,

@@ -75,35 +75,25 @@ tpg_status tpg_launch_params(const CUDA_KERNEL_NODE_PARAMS *kp, CUstream stream)
   return TPG_SUCCESS;
 }
 
-tpg_status tpg_launch_params_cluster(const CUDA_KERNEL_NODE_PARAMS *kp, unsigned cluster_x, CUstream stream) {
-  CUlaunchAttribute attr[1];
-  CUlaunchConfig cfg;
-  memset(&cfg, 0, sizeof cfg);
-  memset(attr, 0, sizeof attr);
-  cfg.gridDimX = kp->gridDimX;
-  cfg.gridDimY = kp->gridDimY;
-  cfg.gridDimZ = kp->gridDimZ;
-  cfg.blockDimX = kp->blockDimX;
-  cfg.blockDimY = kp->blockDimY;
-  cfg.blockDimZ = kp->blockDimZ;
-  cfg.sharedMemBytes = kp->sharedMemBytes;
-  cfg.hStream = stream;
-  attr[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  attr[0].value.clusterDim.x = cluster_x;
-  attr[0].value.clusterDim.y = 1;
-  attr[0].value.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  TPG_CU(cuLaunchKernelEx(&cfg, kp->func, kp->kernelParams, NULL));
+tpg_status tpg_launch_params_ex(const tpg_nctx *c, const CUDA_KERNEL_NODE_PARAMS *kp, const unsigned cluster[3],
+                                CUstream stream) {
+  const unsigned grid[3] = {kp->gridDimX, kp->gridDimY, kp->gridDimZ};
+  const unsigned block[3] = {kp->blockDimX, kp->blockDimY, kp->blockDimZ};
+  CUresult r = tpg_launch_ex(kp->func, grid, block, kp->sharedMemBytes, cluster, stream, kp->kernelParams);
+  if (r != CUDA_SUCCESS) {
+    char what[200];
+    snprintf(what, sizeof what, "cuLaunchKernelEx for node %s", tpg_nctx_label(c));
+    return tpg_cu_fail(r, "tpg_graph_launch", what);
+  }
   return TPG_SUCCESS;
 }
 
-tpg_status tpg_node_set_cluster(const tpg_nctx *c, unsigned cluster_x) {
+tpg_status tpg_node_set_cluster(const tpg_nctx *c, const unsigned cluster[3]) {
   CUlaunchAttributeValue v;
   memset(&v, 0, sizeof v);
-  v.clusterDim.x = cluster_x;
-  v.clusterDim.y = 1;
-  v.clusterDim.z = 1;
+  v.clusterDim.x = cluster[0];
+  v.clusterDim.y = cluster[1];
+  v.clusterDim.z = cluster[2];
   CUresult r = tpg_cu->cuGraphKernelNodeSetAttribute(c->gn->cu[c->gn->ncu - 1], CU_KERNEL_NODE_ATTRIBUTE_CLUSTER_DIMENSION, &v);
   if (r != CUDA_SUCCESS) return tpg_node_cu_fail(c, r, "cuGraphKernelNodeSetAttribute(CLUSTER_DIMENSION)");
   return TPG_SUCCESS;

@@ -38,15 +38,16 @@ TPG_HIDDEN tpg_status tpg_node_cu_fail(const tpg_nctx *c, CUresult r, const char
 /* Launches kp on stream (eager mode). */
 TPG_HIDDEN tpg_status tpg_launch_params(const CUDA_KERNEL_NODE_PARAMS *kp, CUstream stream);
 
-/* The same with clusters of (cluster_x, 1, 1) CTAs (cuLaunchKernelEx with
- * CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION): for kernels that do not compile
- * their cluster shape in (a GEMM's "_kc<S>" launch). */
-TPG_HIDDEN tpg_status tpg_launch_params_cluster(const CUDA_KERNEL_NODE_PARAMS *kp, unsigned cluster_x,
-                                                CUstream stream);
+/* Launches kp on stream by cuLaunchKernelEx with the cluster shape
+ * cluster[3] ({0, 0, 0}: none; lib/device.h tpg_launch_ex) for node c, eager
+ * or under capture; a failure names the node. For kernels that do not
+ * compile their cluster shape in (an engine's kernel, a GEMM's "_kc<S>"). */
+TPG_HIDDEN tpg_status tpg_launch_params_ex(const tpg_nctx *c, const CUDA_KERNEL_NODE_PARAMS *kp,
+                                           const unsigned cluster[3], CUstream stream);
 
-/* Gives the node's last kernel node a cluster shape (cluster_x, 1, 1)
+/* Gives node c's last kernel node the cluster shape cluster[3]
  * (CU_KERNEL_NODE_ATTRIBUTE_CLUSTER_DIMENSION), as the launch above. */
-TPG_HIDDEN tpg_status tpg_node_set_cluster(const tpg_nctx *c, unsigned cluster_x);
+TPG_HIDDEN tpg_status tpg_node_set_cluster(const tpg_nctx *c, const unsigned cluster[3]);
 
 /* Stream-captures what issue() enqueues on the graph's private stream into a
  * new graph (caller owns *out): how child-graph kinds (NCCL collectives,

@@ -228,7 +228,8 @@ static tpg_status fill(const tpg_nctx *c) {
   a->epilogue = (int32_t)d->epilogue;
   a->split_k = l.split_k;
   gn->kernel = l.kernel;
-  gn->cluster = l.cluster > 1 ? l.cluster : 0;
+  gn->cluster[0] = l.cluster > 1 ? l.cluster : 0;
+  gn->cluster[1] = gn->cluster[2] = l.cluster > 1 ? 1 : 0;
   memset(&gn->kp, 0, sizeof gn->kp);
   gn->kp.func = f;
   gn->kp.gridDimX = l.grid[0];
@@ -247,12 +248,12 @@ static tpg_status add(const tpg_nctx *c, CUgraph graph, const tpg_deps *deps) {
   if (deps->nprog) gemm_args(c->gn)->pdl_prefetch = deps->pdl_prefetch;
   TPG_TRY(tpg_add_kernel_node(c, graph, deps, &c->gn->kp, "cuGraphAddKernelNode"));
   /* "_kc<S>": the kernel's K ranges are the CTAs of a launch-time cluster */
-  return c->gn->cluster ? tpg_node_set_cluster(c, c->gn->cluster) : TPG_SUCCESS;
+  return c->gn->cluster[0] ? tpg_node_set_cluster(c, c->gn->cluster) : TPG_SUCCESS;
 }
 
 static tpg_status run_eager(const tpg_nctx *c, CUstream stream) {
-  return c->gn->cluster ? tpg_launch_params_cluster(&c->gn->kp, c->gn->cluster, stream)
-                        : tpg_launch_params(&c->gn->kp, stream);
+  return c->gn->cluster[0] ? tpg_launch_params_ex(c, &c->gn->kp, c->gn->cluster, stream)
+                           : tpg_launch_params(&c->gn->kp, stream);
 }
 
 static tpg_status patch(const tpg_nctx *c) {

@@ -207,53 +207,13 @@ out:
   return st;
 }
 
-static CUlaunchAttributeValue cluster_value(const tpg_node_rec *n) {
-  CUlaunchAttributeValue v;
-  memset(&v, 0, sizeof v);
-  v.clusterDim.x = n->u.kernel.cluster[0];
-  v.clusterDim.y = n->u.kernel.cluster[1];
-  v.clusterDim.z = n->u.kernel.cluster[2];
-  return v;
-}
-
 static tpg_status add(const tpg_nctx *c, CUgraph graph, const tpg_deps *deps) {
   TPG_TRY(tpg_add_kernel_node(c, graph, deps, &c->gn->kp, "cuGraphAddKernelNode (engine kernel)"));
-  if (c->n->u.kernel.cluster[0]) {
-    CUlaunchAttributeValue v = cluster_value(c->n);
-    CUresult r = tpg_cu->cuGraphKernelNodeSetAttribute(c->gn->cu[c->gn->ncu - 1],
-                                                       CU_KERNEL_NODE_ATTRIBUTE_CLUSTER_DIMENSION, &v);
-    if (r != CUDA_SUCCESS) return tpg_node_cu_fail(c, r, "cuGraphKernelNodeSetAttribute(CLUSTER_DIMENSION)");
-  }
-  return TPG_SUCCESS;
+  return c->n->u.kernel.cluster[0] ? tpg_node_set_cluster(c, c->n->u.kernel.cluster) : TPG_SUCCESS;
 }
 
 static tpg_status run_eager(const tpg_nctx *c, CUstream stream) {
-  const CUDA_KERNEL_NODE_PARAMS *kp = &c->gn->kp;
-  CUlaunchAttribute attr[1];
-  CUlaunchConfig cfg;
-  memset(&cfg, 0, sizeof cfg);
-  cfg.gridDimX = kp->gridDimX;
-  cfg.gridDimY = kp->gridDimY;
-  cfg.gridDimZ = kp->gridDimZ;
-  cfg.blockDimX = kp->blockDimX;
-  cfg.blockDimY = kp->blockDimY;
-  cfg.blockDimZ = kp->blockDimZ;
-  cfg.sharedMemBytes = kp->sharedMemBytes;
-  cfg.hStream = stream;
-  if (c->n->u.kernel.cluster[0]) {
-    memset(attr, 0, sizeof attr);
-    attr[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attr[0].value = cluster_value(c->n);
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-  }
-  CUresult r = tpg_cu->cuLaunchKernelEx(&cfg, kp->func, kp->kernelParams, NULL);
-  if (r != CUDA_SUCCESS) {
-    char what[200];
-    snprintf(what, sizeof what, "cuLaunchKernelEx for node %s", tpg_nctx_label(c));
-    return tpg_cu_fail(r, "tpg_graph_launch", what);
-  }
-  return TPG_SUCCESS;
+  return tpg_launch_params_ex(c, &c->gn->kp, c->n->u.kernel.cluster, stream);
 }
 
 /* ---- rebind --------------------------------------------------------------- */

@@ -75,8 +75,9 @@ typedef struct tpg_gnode {
   int tma;                      /* GEMM kernel takes tensor maps (args.gemm_tma) */
   tpg_tma_encode xe, we;        /* how to (re-)encode them                       */
   const char *kernel;           /* entry point name */
-  unsigned cluster;             /* GEMM launched with clusters of (cluster, 1, 1)
-                                   CTAs (tpg_kernel_launch.cluster); 0: none */
+  unsigned cluster[3];          /* GEMM launched with this cluster shape
+                                   (tpg_kernel_launch.cluster > 1: {S, 1, 1});
+                                   {0, 0, 0}: none */
   /* Resources prepare sized and allocated: a whole-graph update hands them
    * to the new node state (tpg_gnode_res). */
   struct {
