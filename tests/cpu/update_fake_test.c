@@ -119,6 +119,24 @@ done:
 #undef STEP
 }
 
+/* A plan of one GEMM y = x w^T (bf16) and its three slots. */
+static tpg_plan *gemm_plan(int m, int n, int k, tpg_slot s[3]) {
+  tpg_plan *p = NULL;
+  if (tpg_plan_create(&p) != TPG_SUCCESS) return NULL;
+  CHECK(tpg_plan_add_slot(p, "x", TPG_BF16, TPG_MEM_DEVICE, (size_t)m * k, &s[0]) == TPG_SUCCESS);
+  CHECK(tpg_plan_add_slot(p, "w", TPG_BF16, TPG_MEM_DEVICE, (size_t)n * k, &s[1]) == TPG_SUCCESS);
+  CHECK(tpg_plan_add_slot(p, "y", TPG_BF16, TPG_MEM_DEVICE, (size_t)m * n, &s[2]) == TPG_SUCCESS);
+  tpg_gemm_desc d = TPG_GEMM_DESC_INIT;
+  d.m = m;
+  d.n = n;
+  d.k = k;
+  d.x = V(s[0]);
+  d.w = V(s[1]);
+  d.y = V(s[2]);
+  CHECK(tpg_plan_add_gemm(p, &d, NULL, 0, NULL) == TPG_SUCCESS);
+  return p;
+}
+
 /* A TMA GEMM node's output moved by a rebind: the kernel's Y tensor map must
  * move with it (the epilogue stores through it; the fake checks that every
  * map's base is the argument block's pointer). M = 128 on the fake's sm_90
@@ -128,28 +146,17 @@ static void gemm_y_rebind(void) {
   tpgfake_reset();
   uint16_t *x = tpgfake_dev_alloc(0, M * K * 2), *w = tpgfake_dev_alloc(0, NN * K * 2);
   uint16_t *y = tpgfake_dev_alloc(0, M * NN * 2), *y2 = tpgfake_dev_alloc(0, M * NN * 2);
-  tpg_plan *p = NULL;
   tpg_graph *g = NULL;
-  tpg_slot sx, sw, sy;
-  CHECK(x && w && y && y2 && tpg_plan_create(&p) == TPG_SUCCESS);
-  CHECK(tpg_plan_add_slot(p, "x", TPG_BF16, TPG_MEM_DEVICE, M * K, &sx) == TPG_SUCCESS);
-  CHECK(tpg_plan_add_slot(p, "w", TPG_BF16, TPG_MEM_DEVICE, NN * K, &sw) == TPG_SUCCESS);
-  CHECK(tpg_plan_add_slot(p, "y", TPG_BF16, TPG_MEM_DEVICE, M * NN, &sy) == TPG_SUCCESS);
-  tpg_gemm_desc d = TPG_GEMM_DESC_INIT;
-  d.m = M;
-  d.n = NN;
-  d.k = K;
-  d.x = V(sx);
-  d.w = V(sw);
-  d.y = V(sy);
-  CHECK(tpg_plan_add_gemm(p, &d, NULL, 0, NULL) == TPG_SUCCESS);
-  tpg_binding b[3] = {{sx, x}, {sw, w}, {sy, y}};
+  tpg_slot s[3];
+  tpg_plan *p = gemm_plan(M, NN, K, s);
+  CHECK(x && w && y && y2 && p);
+  tpg_binding b[3] = {{s[0], x}, {s[1], w}, {s[2], y}};
   tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
   cfg.bindings = b;
   cfg.nbindings = 3;
   CHECK(tpg_graph_create(p, &cfg, &g) == TPG_SUCCESS);
   CHECK(tpg_graph_launch(g, NULL) == TPG_SUCCESS);
-  tpg_binding ny = {sy, y2};
+  tpg_binding ny = {s[2], y2};
   CHECK(tpg_graph_rebind(g, &ny, 1) == TPG_SUCCESS);
   CHECK(tpg_graph_launch(g, NULL) == TPG_SUCCESS);
   CHECK(tpgfake_tma_gemm_kernels() == 2);
@@ -175,25 +182,14 @@ static tpg_status kc_run(tpg_graph_mode mode, int check, char *msg, size_t cap) 
   uint16_t *y = tpgfake_dev_alloc(0, M * NN * 2);
   tpg_plan *p = NULL;
   tpg_graph *g = NULL;
-  tpg_slot sx, sw, sy;
+  tpg_slot s[3];
   const long nodes = tpgfake_counter(TPGFAKE_C_CLUSTER_NODE), launches = tpgfake_counter(TPGFAKE_C_CLUSTER_LAUNCH);
   msg[0] = '\0';
-  if (!x || !w || !y || tpg_plan_create(&p) != TPG_SUCCESS) {
+  if (!x || !w || !y || !(p = gemm_plan(M, NN, K, s))) {
     st = TPG_ERROR_OUT_OF_MEMORY;
     goto done;
   }
-  CHECK(tpg_plan_add_slot(p, "x", TPG_BF16, TPG_MEM_DEVICE, M * K, &sx) == TPG_SUCCESS);
-  CHECK(tpg_plan_add_slot(p, "w", TPG_BF16, TPG_MEM_DEVICE, (size_t)NN * K, &sw) == TPG_SUCCESS);
-  CHECK(tpg_plan_add_slot(p, "y", TPG_BF16, TPG_MEM_DEVICE, M * NN, &sy) == TPG_SUCCESS);
-  tpg_gemm_desc d = TPG_GEMM_DESC_INIT;
-  d.m = M;
-  d.n = NN;
-  d.k = K;
-  d.x = V(sx);
-  d.w = V(sw);
-  d.y = V(sy);
-  CHECK(tpg_plan_add_gemm(p, &d, NULL, 0, NULL) == TPG_SUCCESS);
-  tpg_binding b[3] = {{sx, x}, {sw, w}, {sy, y}};
+  tpg_binding b[3] = {{s[0], x}, {s[1], w}, {s[2], y}};
   tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
   cfg.bindings = b;
   cfg.nbindings = 3;
