@@ -22,14 +22,16 @@
 
 /* The template's CUDA nodes cu[0..ncu) take the parameters in `from`: a
  * kernel node the epilogue's when `from` has an NCCL epilogue (the kernel
- * after the child), else the node's own; memset and memcpy theirs. */
+ * after the child) or is a one-rank all-reduce's epilogue alone, else the
+ * node's own; memset and memcpy theirs. */
 static tpg_status sync_nodes(const char *fn, const CUgraphNode *cu, int ncu, const tpg_gnode *from) {
   for (int j = 0; j < ncu; j++) {
     CUgraphNodeType t;
     CUresult r = tpg_cu->cuGraphNodeGetType(cu[j], &t);
     if (r != CUDA_SUCCESS) return tpg_cu_fail(r, fn, "cuGraphNodeGetType");
     if (t == CU_GRAPH_NODE_TYPE_KERNEL) {
-      r = tpg_cu->cuGraphKernelNodeSetParams(cu[j], from->has_epi && j > 0 ? &from->epi_kp : &from->kp);
+      const int epi = (from->has_epi && j > 0) || from->solo == TPG_SOLO_EPILOGUE; /* one rank: the epilogue alone */
+      r = tpg_cu->cuGraphKernelNodeSetParams(cu[j], epi ? &from->epi_kp : &from->kp);
       if (r != CUDA_SUCCESS) return tpg_cu_fail(r, fn, "cuGraphKernelNodeSetParams (template)");
     } else if (t == CU_GRAPH_NODE_TYPE_MEMSET) {
       r = tpg_cu->cuGraphMemsetNodeSetParams(cu[j], &from->ms);

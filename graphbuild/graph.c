@@ -164,9 +164,9 @@ static tpg_status check_args(const tpg_plan *plan, const tpg_graph_config *cfg_i
   TPG_TRY(tpg_plan_validate(plan));
   *colls = 0;
   tpg_plan_get_stats(plan, NULL, NULL, colls);
-  if (*colls) {
-    TPG_CHECK_ARG(cfg->comm != NULL, "cfg->comm is NULL but the plan has %d collective%s: expected a tpg_comm",
-                  *colls, *colls == 1 ? "" : "s");
+  /* No comm with collectives: one rank (TP = 1), whose collectives
+   * exchange nothing (nodes/collective.c). */
+  if (*colls && cfg->comm) {
     TPG_TRY(tpg_comm_check_usable(cfg->comm, __func__, "cfg->comm"));
     TPG_CHECK_ARG(cfg->comm->dev.ordinal == cfg->device,
                   "cfg->device is %d but cfg->comm is on device %d: expected the same device", cfg->device,
@@ -229,7 +229,7 @@ static tpg_status create(const tpg_plan *plan, const tpg_graph_config *cfg_in, t
   for (int b = 0; b < cfg->nbindings; b++)
     TPG_TRYGOTO(tpg_check_binding(g, p, cfg->bindings[b].slot, cfg->bindings[b].ptr, __func__, b), st, fail_pop);
   g->comm = cfg->comm;
-  if (colls) {
+  if (colls && g->comm) {
     atomic_fetch_add(&g->comm->graphs, 1);
     g->counted = 1;
   }

@@ -142,6 +142,7 @@ tpg_status tpg_materialize_scope(tpg_graph *g, const tpg_state *st, const tpg_pl
   int maxdeps = 1;
   for (int i = 0; i < p->nnodes; i++)
     if (p->nodes[i].ndeps + 1 > maxdeps) maxdeps = p->nodes[i].ndeps + 1;
+  maxdeps *= TPG_GNODE_MAX_CU; /* a dependency with no node of its own forwards up to that many */
   deps = malloc((size_t)maxdeps * sizeof *deps);
   edata = calloc((size_t)maxdeps, sizeof *edata);
   if (!deps || !edata) {
@@ -149,6 +150,8 @@ tpg_status tpg_materialize_scope(tpg_graph *g, const tpg_state *st, const tpg_pl
     goto out;
   }
   const int32_t prefetch = g->pdl ? g->tune.pdl_prefetch : 0;
+  /* One rank: collectives exchange nothing, so nothing orders them. */
+  const int one_rank = !g->comm || g->comm->nranks == 1;
   int last_coll = -1;
   for (int oi = 0; oi < p->nnodes; oi++) {
     int i = st->order[oi];
@@ -162,7 +165,7 @@ tpg_status tpg_materialize_scope(tpg_graph *g, const tpg_state *st, const tpg_pl
     /* Programmatic edges only at the top level: inside conditional bodies
      * they are untested on a driver yet, and ordinary edges are always right. */
     const int secondary = g->pdl && parent < 0 && (k->pdl ? k->pdl(&nodes[i]) : 0) & TPG_PDL_SECONDARY;
-    const int is_coll = chained(p, i);
+    const int is_coll = !one_rank && chained(p, i);
     size_t nd = 0, nprog = 0;
     int has_last = 0;
     for (int j = 0; j <= n->ndeps; j++) {
@@ -175,17 +178,36 @@ tpg_status tpg_materialize_scope(tpg_graph *g, const tpg_state *st, const tpg_pl
       } else {
         break;
       }
-      memset(&edata[nd], 0, sizeof edata[nd]);
-      if (secondary && (pdl_role(p, nodes, src) & TPG_PDL_PRIMARY)) {
-        edata[nd].type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
-        edata[nd].from_port = CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC;
-        nprog++;
+      const tpg_gnode *sg = &nodes[src];
+      /* A dependency with no CUDA node of its own (a one-rank collective
+       * with nothing to do) forwards its own dependencies, by ordinary
+       * edges; a node reached twice keeps one edge, ordinary if either is. */
+      const int nt = sg->ncu ? 1 : sg->nfwd;
+      for (int f = 0; f < nt; f++) {
+        const CUgraphNode tail = sg->ncu ? tpg_gnode_tail(sg) : sg->cu[f];
+        const int prog = sg->ncu && secondary && (pdl_role(p, nodes, src) & TPG_PDL_PRIMARY);
+        size_t e = 0;
+        while (e < nd && deps[e] != tail) e++;
+        if (e < nd) {
+          if (!prog && edata[e].type == CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC) {
+            memset(&edata[e], 0, sizeof edata[e]);
+            nprog--;
+          }
+          continue;
+        }
+        memset(&edata[nd], 0, sizeof edata[nd]);
+        if (prog) {
+          edata[nd].type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
+          edata[nd].from_port = CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC;
+          nprog++;
+        }
+        deps[nd++] = tail;
       }
-      deps[nd++] = tpg_gnode_tail(&nodes[src]);
     }
     if (is_coll) last_coll = i;
     tpg_deps d = {deps, edata, nd, nprog, prefetch};
     nodes[i].ncu = 0;
+    nodes[i].nfwd = 0;
     TPG_TRYGOTO(k->add(&c, graph, &d), rc, out);
   }
 out:

@@ -151,6 +151,7 @@ static void adopt(tpg_graph *g, const tpg_plan *p, tpg_gnode **tmp, tpg_state **
   for (int i = 0; i < p->nnodes; i++) {
     memcpy((*tmp)[i].cu, g->nodes[i].cu, sizeof (*tmp)[i].cu);
     (*tmp)[i].ncu = g->nodes[i].ncu;
+    (*tmp)[i].nfwd = g->nodes[i].nfwd; /* forwarded tails are template nodes too */
     memset(&g->nodes[i].res, 0, sizeof g->nodes[i].res); /* now the new node's */
   }
   tpg_gnode *old_nodes = g->nodes;
@@ -202,7 +203,7 @@ static tpg_status update(tpg_graph *g, const tpg_plan *plan, const tpg_binding *
   if (st != TPG_SUCCESS) goto out;
   /* Everything the graph derives from a plan, derived again from this one. */
   TPG_TRYGOTO(tpg_state_build(p, &ns), st, out);
-  if (ns->ncoll) TPG_TRYGOTO(tpg_comm_check_usable(g->comm, __func__, "the graph's comm"), st, out);
+  if (ns->ncoll && g->comm) TPG_TRYGOTO(tpg_comm_check_usable(g->comm, __func__, "the graph's comm"), st, out);
   bind = malloc((size_t)ns_slots * sizeof *bind);
   need = calloc((size_t)ns_slots, sizeof *need);
   fresh = calloc((size_t)ns_slots, sizeof *fresh);

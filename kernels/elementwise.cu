@@ -50,8 +50,9 @@ extern "C" __global__ void __launch_bounds__(256) tpg_axpby(const tpg_axpby_args
 }
 
 // tpg_ar_epilogue: the all-reduce epilogue (ar_epilogue.cuh) as its own
-// kernel node, after an NCCL all-reduce has left the sum in recv (or after
-// the GEMM at one rank), so the NCCL path means exactly what our fused
+// kernel node, after an NCCL all-reduce has left the sum in recv (in ==
+// recv), or on one rank, where the GEMM's output in send is the sum (in =
+// send, out to recv), so the NCCL path and TP = 1 mean exactly what our fused
 // kernels compute. Without a norm: a grid-stride loop over 16-byte vectors.
 // With a norm: block b owns whole rows [r0, r1) — h for all of them first,
 // then the norm — as in the fused kernels. Rows of up to kMaxV vectors per
@@ -63,7 +64,7 @@ template <typename T>
 __device__ void ar_epilogue(const tpg_ar_epilogue_args &a) {
   constexpr int V = 16 / sizeof(T), kMaxV = 4;
   const uint64_t nvec = a.count / V;  // count is a multiple of hidden, itself of 8
-  const uint4 *sum = static_cast<const uint4 *>(a.recv);
+  const uint4 *sum = static_cast<const uint4 *>(a.in);
   auto acc_of = [](const uint4 &v, float *acc) {
     const T *t = reinterpret_cast<const T *>(&v);
 #pragma unroll

@@ -152,9 +152,12 @@ typedef struct tpg_allreduce_args {
   tpg_ar_epi epi;       /* fused epilogue; all zero: none                  */
 } tpg_allreduce_args;
 
-/* The epilogue alone, after an NCCL all-reduce (kernels/elementwise.cu):
- * reads the sum from recv and applies tpg_ar_epi in place. */
+/* The epilogue alone (kernels/elementwise.cu): after an NCCL all-reduce it
+ * reads the sum from recv (in == recv) and applies tpg_ar_epi in place; on
+ * one rank, where there is nothing to sum, it reads send (in) and writes
+ * recv. */
 typedef struct tpg_ar_epilogue_args {
+  const void *in;
   void *recv;
   uint64_t count;
   int32_t dtype;

@@ -392,7 +392,16 @@ typedef enum tpg_collective_algo {
  * overlaps neither send, recv, bias nor norm_weight; recv overlaps neither
  * residual, bias nor norm_weight. A Llama block's "x = x + attn; y =
  * rmsnorm(x)" is: send = the partial sums, residual = residual_out = x,
- * norm_weight = the norm's weight, recv = y. */
+ * norm_weight = the norm's weight, recv = y.
+ *
+ * One rank (a graph created with no comm, or a one-rank comm: TP = 1): there
+ * is nothing to exchange, so no NCCL call and no collective order; an
+ * all-reduce with an epilogue becomes the epilogue's kernel alone (s = send),
+ * a collective in place without one becomes no CUDA node at all (nodes after
+ * it wait for its dependencies), and any other one a device-to-device copy
+ * of count elements. The same plan serves TP = 1 and TP > 1; this is also
+ * what lets an all-reduce sit in a conditional body at TP = 1.
+ * tpg_graph_get_info's collective_nodes is then 0. */
 typedef struct tpg_collective_desc {
   size_t size;             /* sizeof(tpg_collective_desc); the size of the
                               version without the epilogue (up to `algo`) is
@@ -837,7 +846,8 @@ typedef struct tpg_graph_config {
   unsigned magic;          /* TPG_CONFIG_MAGIC                                   */
   int version;             /* TPG_VERSION_CODE                                   */
   int device;              /* CUDA device ordinal; must match comm's device     */
-  tpg_comm *comm;          /* borrowed; NULL when the plan has no collectives   */
+  tpg_comm *comm;          /* borrowed; NULL: one rank (TP 1), where collectives
+                              exchange nothing (see tpg_plan_add_collective)   */
   const tpg_binding *bindings; /* every non-scratch slot the plan uses, once    */
   int nbindings;
   tpg_graph_mode mode;     /* TPG_MODE_EXPLICIT unless benchmarking             */
@@ -1002,6 +1012,12 @@ typedef struct tpg_graph_info {
   int gemm_tuned;            /* GEMM nodes whose kernel was timed now       */
   int gemm_tune_cached;      /* GEMM nodes found in the process cache or the
                                 cache file (a second node of one shape too) */
+  /* Appended after 0.3.0 (a caller passing 0.3.0's size gets the fields above): */
+  int collective_nodes;      /* nodes that communicate: NCCL child graphs and
+                                our all-reduce kernels. 0 on one rank (no
+                                comm, or a one-rank comm), where a collective
+                                becomes its epilogue kernel, a memcpy node or
+                                nothing (counted as such above)              */
 } tpg_graph_info;
 
 TPG_API tpg_status tpg_graph_get_info(const tpg_graph *graph, tpg_graph_info *out /* OUT */, size_t size /* sizeof *out */);

@@ -15,6 +15,20 @@
  * Collectives are communicator operations: every rank must run them in the
  * same order with the same shapes, so materialize chains them (kind->collective)
  * and graph creation compares a fingerprint of them across ranks first.
+ *
+ * One rank (a graph without a comm, or with a one-rank comm: TP = 1) has
+ * nobody to exchange with, so a collective is the identity on this rank's
+ * data and what is left of it is data movement and the epilogue, never NCCL
+ * (its one-rank "all-reduce" is a copy in a child graph, which a conditional
+ * body cannot hold):
+ *   - an all-reduce with an epilogue: the epilogue's kernel alone, reading
+ *     send and writing recv (in place or not);
+ *   - in place (send and recv the same range) with no epilogue: no CUDA node
+ *     at all; the node's dependents wait for its dependencies instead
+ *     (materialize.c forwards them);
+ *   - otherwise (send -> recv): a memcpy node.
+ * Such a node is in no collective chain and counts as a kernel or memcpy
+ * node in tpg_graph_info, not as a collective.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -217,24 +231,31 @@ static void fill_epi(const tpg_nctx *c, tpg_ar_epi *e) {
 static tpg_status set_ptrs(const tpg_nctx *c) {
   const tpg_collective_desc *d = &c->n->u.coll;
   tpg_gnode *gn = c->gn;
-  if (gn->fast) {
+  if (gn->solo == TPG_SOLO_EPILOGUE) {
+    gn->epi.in = TPG_VPTR(c, d->send);
+    gn->epi.recv = TPG_VPTR(c, d->recv);
+    fill_epi(c, &gn->epi.epi);
+  } else if (gn->solo == TPG_SOLO_COPY) {
+    gn->cp.srcDevice = tpg_view_ptr(c->p, c->bind, d->send);
+    gn->cp.dstDevice = tpg_view_ptr(c->p, c->bind, d->recv);
+  } else if (gn->fast) {
     gn->args.ar.in = TPG_VPTR(c, d->send);
     gn->args.ar.out = TPG_VPTR(c, d->recv);
     fill_epi(c, &gn->args.ar.epi);
   } else if (gn->has_epi) {
-    gn->epi.recv = TPG_VPTR(c, d->recv);
+    gn->epi.in = gn->epi.recv = TPG_VPTR(c, d->recv);
     fill_epi(c, &gn->epi.epi);
   }
   return TPG_SUCCESS;
 }
 
-/* The kernel node after an NCCL all-reduce with an epilogue: it reads the
- * sum NCCL left in recv and applies the same epilogue our kernels fuse. */
-static tpg_status fill_nccl_epilogue(const tpg_nctx *c) {
+/* The epilogue's kernel node: after an NCCL all-reduce it reads the sum
+ * NCCL left in recv, on one rank the sum is send itself (set_ptrs); either
+ * way it applies the same epilogue our kernels fuse. */
+static tpg_status fill_epilogue_kernel(const tpg_nctx *c) {
   const tpg_collective_desc *d = &c->n->u.coll;
   tpg_gnode *gn = c->gn;
   const tpg_dtype dt = c->p->slots[d->send.slot - 1].dtype;
-  gn->has_epi = 1;
   tpg_ar_epilogue_args *a = &gn->epi;
   memset(a, 0, sizeof *a);
   a->count = d->count;
@@ -326,13 +347,47 @@ static tpg_status check_ranges(const tpg_nctx *c) {
   return TPG_SUCCESS;
 }
 
+/* ---- one rank ------------------------------------------------------------ */
+
+/* Whether the graph's collectives run on one rank (see the top). */
+static int one_rank(const tpg_nctx *c) { return !c->g->comm || c->g->comm->nranks == 1; }
+
+/* send and recv are the same range (sizes were checked at plan time). */
+static int in_place(const tpg_collective_desc *d) {
+  return d->send.slot == d->recv.slot && d->send.offset == d->recv.offset;
+}
+
+static tpg_status fill_solo(const tpg_nctx *c) {
+  const tpg_collective_desc *d = &c->n->u.coll;
+  tpg_gnode *gn = c->gn;
+  if (d->kind == TPG_ALL_REDUCE && d->hidden) {
+    TPG_TRY(fill_epilogue_kernel(c));
+    gn->solo = TPG_SOLO_EPILOGUE;
+  } else if (in_place(d)) {
+    gn->solo = TPG_SOLO_ELIDED;
+  } else {
+    CUDA_MEMCPY3D *cp = &gn->cp;
+    memset(cp, 0, sizeof *cp);
+    cp->srcMemoryType = cp->dstMemoryType = CU_MEMORYTYPE_DEVICE; /* collectives take device slots only */
+    cp->WidthInBytes = d->count * tpg_dtype_size(c->p->slots[d->send.slot - 1].dtype);
+    cp->Height = cp->Depth = 1;
+    gn->solo = TPG_SOLO_COPY;
+  }
+  return set_ptrs(c);
+}
+
 static tpg_status fill(const tpg_nctx *c) {
   const tpg_collective_desc *d = &c->n->u.coll;
   c->gn->fast = 0;
   c->gn->has_epi = 0;
-  if (c->g->comm) TPG_TRY(check_ranges(c));
+  c->gn->solo = 0;
+  if (one_rank(c)) return fill_solo(c); /* sizes at one rank are the plan's, checked already */
+  TPG_TRY(check_ranges(c));
   TPG_TRY(pick(c));
-  if (!c->gn->fast && d->kind == TPG_ALL_REDUCE && d->hidden) TPG_TRY(fill_nccl_epilogue(c));
+  if (!c->gn->fast && d->kind == TPG_ALL_REDUCE && d->hidden) {
+    TPG_TRY(fill_epilogue_kernel(c));
+    c->gn->has_epi = 1;
+  }
   return set_ptrs(c);
 }
 
@@ -360,8 +415,36 @@ static tpg_status issue_nccl(const tpg_nctx *c, CUstream stream) {
   return tpg_nccl_settle(comm, r, "tpg_graph", what);
 }
 
+/* A one-rank node: the epilogue's kernel, a memcpy node, or nothing, its
+ * dependencies forwarded to its dependents (at most TPG_GNODE_MAX_CU of
+ * them; with more, an empty node joins them, which is rare enough). */
+static tpg_status add_solo(const tpg_nctx *c, CUgraph graph, const tpg_deps *deps) {
+  tpg_gnode *gn = c->gn;
+  CUresult r;
+  switch (gn->solo) {
+    case TPG_SOLO_EPILOGUE:
+      return tpg_add_kernel_node(c, graph, deps, &gn->epi_kp, "cuGraphAddKernelNode (all-reduce epilogue, one rank)");
+    case TPG_SOLO_COPY:
+      r = tpg_cu->cuGraphAddMemcpyNode(&gn->cu[0], graph, deps->nodes, deps->n, &gn->cp, c->g->dev.ctx);
+      if (r != CUDA_SUCCESS) return tpg_node_cu_fail(c, r, "cuGraphAddMemcpyNode (collective, one rank)");
+      gn->ncu = 1;
+      return TPG_SUCCESS;
+    default:
+      if (deps->n <= TPG_GNODE_MAX_CU) {
+        for (size_t j = 0; j < deps->n; j++) gn->cu[j] = deps->nodes[j];
+        gn->nfwd = (int)deps->n;
+        return TPG_SUCCESS;
+      }
+      r = tpg_cu->cuGraphAddEmptyNode(&gn->cu[0], graph, deps->nodes, deps->n);
+      if (r != CUDA_SUCCESS) return tpg_node_cu_fail(c, r, "cuGraphAddEmptyNode (collective, one rank)");
+      gn->ncu = 1;
+      return TPG_SUCCESS;
+  }
+}
+
 static tpg_status add(const tpg_nctx *c, CUgraph graph, const tpg_deps *deps) {
   tpg_gnode *gn = c->gn;
+  if (gn->solo) return add_solo(c, graph, deps);
   if (gn->fast) /* our kernel: a plain kernel node */
     return tpg_add_kernel_node(c, graph, deps, &gn->kp, "cuGraphAddKernelNode (one-shot all-reduce)");
   CUgraph child;
@@ -379,6 +462,13 @@ static tpg_status add(const tpg_nctx *c, CUgraph graph, const tpg_deps *deps) {
 }
 
 static tpg_status run_eager(const tpg_nctx *c, CUstream stream) {
+  const tpg_gnode *gn = c->gn;
+  if (gn->solo == TPG_SOLO_EPILOGUE) return tpg_launch_params(&gn->epi_kp, stream);
+  if (gn->solo == TPG_SOLO_COPY) {
+    TPG_CU(cuMemcpyAsync(gn->cp.dstDevice, gn->cp.srcDevice, gn->cp.WidthInBytes, stream));
+    return TPG_SUCCESS;
+  }
+  if (gn->solo) return TPG_SUCCESS;
   TPG_TRY(tpg_comm_check_usable(c->g->comm, "tpg_graph_launch", "the graph's comm"));
   if (c->gn->fast) return tpg_launch_params(&c->gn->kp, stream);
   TPG_TRY(issue_nccl(c, stream));
@@ -389,7 +479,7 @@ static tpg_status run_eager(const tpg_nctx *c, CUstream stream) {
 /* ---- rebind -------------------------------------------------------------- */
 
 static int patch_collective(const tpg_nctx *c) {
-  if (c->gn->fast || c->g->mode == TPG_MODE_EAGER) return 0;
+  if (c->gn->solo || c->gn->fast || c->g->mode == TPG_MODE_EAGER) return 0;
   CUdeviceptr send, recv;
   nccl_ptrs(c, &send, &recv);
   return send != c->gn->cap_send || recv != c->gn->cap_recv;
@@ -399,6 +489,15 @@ static tpg_status patch(const tpg_nctx *c) {
   tpg_gnode *gn = c->gn;
   TPG_TRY(set_ptrs(c));
   if (c->g->mode == TPG_MODE_EAGER) return TPG_SUCCESS; /* the next launch reads the patched copy */
+  if (gn->solo == TPG_SOLO_EPILOGUE) {
+    TPG_CU(cuGraphExecKernelNodeSetParams(c->g->exec, gn->cu[0], &gn->epi_kp));
+    return TPG_SUCCESS;
+  }
+  if (gn->solo == TPG_SOLO_COPY) {
+    TPG_CU(cuGraphExecMemcpyNodeSetParams(c->g->exec, gn->cu[0], &gn->cp, c->g->dev.ctx));
+    return TPG_SUCCESS;
+  }
+  if (gn->solo) return TPG_SUCCESS; /* elided: the same range moves with its slot */
   if (gn->fast) { /* our kernel: new pointers, no re-capture */
     TPG_CU(cuGraphExecKernelNodeSetParams(c->g->exec, gn->cu[0], &gn->kp));
     return TPG_SUCCESS;
@@ -469,10 +568,23 @@ static int resolves(const tpg_node_rec *n) { return n->u.coll.kind == TPG_ALL_RE
  * the early launch saves is the launch itself (ar_lab, 2026-11-30: ~0.6 us
  * per all-reduce of a chain). The NCCL child graph never ends one. */
 static unsigned pdl(const tpg_gnode *gn) {
+  /* The epilogue kernel waits (griddepcontrol.wait) in every block before
+   * it reads anything: alone on one rank it may end a programmatic edge
+   * too. After an NCCL child it starts them only (the child never ends one). */
+  if (gn->solo == TPG_SOLO_EPILOGUE) return TPG_PDL_PRIMARY | TPG_PDL_SECONDARY;
+  if (gn->solo) return 0;
   return gn->fast ? TPG_PDL_PRIMARY | TPG_PDL_SECONDARY : gn->has_epi ? TPG_PDL_PRIMARY : 0;
 }
 
 static void count(const tpg_gnode *gn, tpg_graph_info *info) {
+  if (gn->solo) { /* one rank: no collective left */
+    if (gn->ncu) info->nodes++;
+    if (gn->solo == TPG_SOLO_EPILOGUE) info->kernel_nodes++;
+    else if (gn->solo == TPG_SOLO_COPY) info->memcpy_nodes++;
+    else if (gn->ncu) info->empty_nodes++;
+    return;
+  }
+  info->collective_nodes++;
   info->nodes++;
   if (gn->fast) info->kernel_nodes++;
   else info->child_nodes++;

@@ -65,6 +65,11 @@ typedef struct tpg_gnode {
     tpg_allreduce_args ar;
   } args;
   int fast;                     /* all-reduce run by our kernel (not NCCL)    */
+  int solo;                     /* a collective on one rank (collective.c):
+                                   TPG_SOLO_* below; 0 when ranks exchange    */
+  int nfwd;                     /* a node with no CUDA node of its own (solo,
+                                   elided): its dependents wait for cu[0..nfwd),
+                                   its own dependencies' tails, instead        */
   /* NCCL all-reduce with an epilogue: one more kernel node after the child */
   int has_epi;
   CUDA_KERNEL_NODE_PARAMS epi_kp;
@@ -92,6 +97,11 @@ typedef struct tpg_gnode {
   void *ext;
   size_t ext_bytes;
 } tpg_gnode;
+
+/* What a one-rank collective became (tpg_gnode.solo). */
+#define TPG_SOLO_ELIDED 1   /* in place, no epilogue: no CUDA node       */
+#define TPG_SOLO_EPILOGUE 2 /* the all-reduce epilogue's kernel alone    */
+#define TPG_SOLO_COPY 3     /* send -> recv by a memcpy node             */
 
 /* The node later nodes depend on. */
 static inline CUgraphNode tpg_gnode_tail(const tpg_gnode *gn) { return gn->ncu ? gn->cu[gn->ncu - 1] : NULL; }

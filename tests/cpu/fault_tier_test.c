@@ -391,11 +391,19 @@ static void *run_cond(void *arg) {
   cd.cond = cw;
   STEP(tpg_plan_add_conditional(p, &cd, &k0, 1, &loop));
   STEP(tpg_plan_body_begin(p, loop, 0));
-  tpg_node k2;
+  tpg_node k2, ar1, ar2;
   tpg_arg a2[3] = {tpg_arg_view(y, 0), tpg_arg_view(y, 0), TPG_ARG_VALUE(n)};
   STEP(add_k(p, m, "scale2", a2, 3, NULL, &k2));
+  /* One rank (no comm): an all-reduce of y in place is no node at all, one
+   * into u a copy; the countdown waits for k2 through both. */
+  tpg_collective_desc arc = TPG_COLLECTIVE_DESC_INIT;
+  arc.send = arc.recv = (tpg_view){y, 0, 0};
+  arc.count = N;
+  STEP(tpg_plan_add_collective(p, &arc, &k2, 1, &ar1));
+  arc.recv = (tpg_view){u, 0, 0};
+  STEP(tpg_plan_add_collective(p, &arc, &ar1, 1, &ar2));
   tpg_arg acd[2] = {tpg_arg_cond(cw), tpg_arg_view(ctr, 0)};
-  STEP(add_k(p, m, "cond_countdown", acd, 2, &k2, NULL));
+  STEP(add_k(p, m, "cond_countdown", acd, 2, &ar2, NULL));
   STEP(tpg_plan_body_end(p));
   tpg_arg aci[2] = {tpg_arg_cond(ci), tpg_arg_view(v, 0)};
   STEP(add_k(p, m, "cond_set", aci, 2, &loop, &si));

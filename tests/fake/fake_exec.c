@@ -328,6 +328,7 @@ static void run_kernel(const fk_node *nd) {
     case FK_K_AR_EPI: {
       const tpg_ar_epilogue_args *a = (const tpg_ar_epilogue_args *)A;
       size_t es = kdt_size(a->dtype);
+      need(k, "in", a->in, a->count * es);
       need(k, "recv", a->recv, a->count * es);
       check_epi(k, &a->epi, a->count, es);
       break;
