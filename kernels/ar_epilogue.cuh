@@ -53,8 +53,10 @@ TPG_DEV void block_range(uint64_t count, const tpg_ar_epi &e, int b, int nb, uin
 // h for vector gi (elements gi*V ..) from the fp32 sums acc[]: + bias +
 // residual, rounded to T. The epilogue must be on; only whole vectors reach
 // here then (count is a multiple of hidden, a multiple of 8).
+// rv: the residual's vector gi when the caller loaded it already (so that
+// its load was in flight with the sum's), else NULL: loaded here.
 template <typename T>
-TPG_DEV uint4 epi_h(const tpg_ar_epi &e, uint64_t gi, const float *acc) {
+TPG_DEV uint4 epi_h(const tpg_ar_epi &e, uint64_t gi, const float *acc, const uint4 *rv = nullptr) {
   constexpr int V = 16 / sizeof(T);
   float h[V];
 #pragma unroll
@@ -68,8 +70,8 @@ TPG_DEV uint4 epi_h(const tpg_ar_epi &e, uint64_t gi, const float *acc) {
   }
   if (e.residual) {
     // Read before residual_out (which may be the same buffer) is written.
-    uint4 rv = reinterpret_cast<const uint4 *>(e.residual)[gi];
-    const T *rt = reinterpret_cast<const T *>(&rv);
+    const uint4 r = rv ? *rv : reinterpret_cast<const uint4 *>(e.residual)[gi];
+    const T *rt = reinterpret_cast<const T *>(&r);
 #pragma unroll
     for (int k = 0; k < V; k++) h[k] += dt<T>::to_f(rt[k]);
   }

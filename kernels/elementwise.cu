@@ -102,20 +102,25 @@ __device__ void ar_epilogue(const tpg_ar_epilogue_args &a) {
     if (t + u * nt < vpr) wv[u] = w[t + u * nt];
   __shared__ float red[32];
   uint4 *recv = static_cast<uint4 *>(a.recv), *rout = static_cast<uint4 *>(a.epi.residual_out);
+  const uint4 *res = static_cast<const uint4 *>(a.epi.residual);
   for (uint64_t r = r0; r < r1; r++) {
-    uint4 hv[kMaxV];
+    uint4 hv[kMaxV], rv[kMaxV];
+    // The sum's and the residual's loads of every u in flight together: one
+    // memory round trip for both (a decode row is pure latency).
 #pragma unroll
     for (int u = 0; u < kMaxV; u++)
-      if (t + u * nt < vpr) hv[u] = sum[r * vpr + t + u * nt];
-    // No stores in this loop, so the residual (and bias) loads of every u
-    // are in flight together; residual_out may alias residual, so h is
+      if (t + u * nt < vpr) {
+        hv[u] = sum[r * vpr + t + u * nt];
+        if (res) rv[u] = res[r * vpr + t + u * nt];
+      }
+    // No stores in this loop; residual_out may alias residual, so h is
     // stored only after all of them are read.
 #pragma unroll
     for (int u = 0; u < kMaxV; u++)
       if (t + u * nt < vpr) {
         float acc[V];
         acc_of(hv[u], acc);
-        hv[u] = tpg::epi_h<T>(a.epi, r * vpr + t + u * nt, acc);
+        hv[u] = tpg::epi_h<T>(a.epi, r * vpr + t + u * nt, acc, res ? &rv[u] : nullptr);
       }
     float ss = 0.f;
 #pragma unroll
