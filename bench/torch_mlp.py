@@ -1,11 +1,15 @@
 """PyTorch baseline for tpbench: the same tensor-parallel MLP stack, one
-process per GPU, eager and torch.cuda.graph, with and without the all-reduce.
+process per GPU, eager, torch.cuda.graph, and the stack under torch.compile
+(Inductor, default mode, static shapes) captured in torch.cuda.graph, each
+with and without the all-reduce (at TP 1 there is none: a TP-1 user calls no
+collective, so both columns are the same stack).
 
 Per rank and layer (Megatron):  h = gelu_tanh(x W1_r^T + b1_r); p = h W2_r^T;
 all_reduce(p); x = x + p + b2.  SwiGLU: h = silu(x Wg_r^T) * (x Wu_r^T).
 Prints one line per (hidden, ffn, tokens) from rank 0:
-    TORCH hidden ffn tokens eager_us graph_us eager_noar_us graph_noar_us
-(microseconds per layer, median of --reps timed runs of the whole stack).
+    TORCH hidden ffn tokens eager_us graph_us eager_noar_us graph_noar_us compile_us compile_noar_us
+(microseconds per layer, median of --reps runs of the whole stack queued
+back to back between events; --no-compile leaves the last two out).
 """
 import argparse
 import os
@@ -26,23 +30,42 @@ def stack(x, layers, kind, comm):
             g, u = gu.chunk(2, dim=-1)
             h = torch.nn.functional.silu(g) * u
         p = h @ w2.t()
-        if comm:
+        if comm and dist.get_world_size() > 1:
             dist.all_reduce(p)
         x = x + p if b2 is None else x + p + b2
     return x
 
 
 def timed(fn, reps):
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    v = []
-    for _ in range(reps):
-        dist.barrier()
+    """Median of reps runs queued back to back, each between two events (no
+    host sync in between, as tpbench times ours)."""
+    torch.cuda.synchronize()
+    dist.barrier()
+    torch.cuda.synchronize()
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+    for s, e in ev:
         s.record()
         fn()
         e.record()
-        e.synchronize()
-        v.append(s.elapsed_time(e) * 1000.0)
-    return statistics.median(v)
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) * 1000.0 for s, e in ev)
+
+
+def capture(fn):
+    """fn captured in a torch.cuda.graph after a warm-up on a side stream
+    (where a compiled fn compiles)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    g.replay()
+    torch.cuda.synchronize()
+    return g
 
 
 def worker(rank, args, initfile):
@@ -51,6 +74,11 @@ def worker(rank, args, initfile):
                             device_id=torch.device("cuda", rank))
     dt = torch.bfloat16
     gen = torch.Generator(device="cuda").manual_seed(1234 + rank)
+    compiled = None
+    if not args.no_compile:
+        torch._dynamo.config.cache_size_limit = 1024  # one compile per (shape, token count, comm)
+        torch._dynamo.config.accumulated_cache_size_limit = 4096
+        compiled = torch.compile(stack, dynamic=False)
     for H, F in zip(args.hidden, args.ffn):
         Fr = F // args.tp
         F1 = 2 * Fr if args.kind == "swiglu" else Fr
@@ -69,24 +97,19 @@ def worker(rank, args, initfile):
                     stack(x, layers, args.kind, comm)
                 torch.cuda.synchronize()
                 out[("eager", comm)] = timed(lambda: stack(x, layers, args.kind, comm), args.reps)
-                side = torch.cuda.Stream()
-                side.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(side):
-                    for _ in range(3):
-                        stack(x, layers, args.kind, comm)
-                torch.cuda.current_stream().wait_stream(side)
-                g = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(g):
-                    stack(x, layers, args.kind, comm)
-                g.replay()
-                torch.cuda.synchronize()
+                g = capture(lambda: stack(x, layers, args.kind, comm))
                 out[("graph", comm)] = timed(g.replay, args.reps)
                 del g
+                if compiled:
+                    g = capture(lambda: compiled(x, layers, args.kind, comm))
+                    out[("compile", comm)] = timed(g.replay, args.reps)
+                    del g
             if rank == 0:
                 L = args.layers
-                print("TORCH %d %d %d %.2f %.2f %.2f %.2f" % (H, F, M, out[("eager", True)] / L, out[("graph", True)] / L,
-                                                          out[("eager", False)] / L, out[("graph", False)] / L),
-                      flush=True)
+                cols = [out[("eager", True)], out[("graph", True)], out[("eager", False)], out[("graph", False)]]
+                if compiled:
+                    cols += [out[("compile", True)], out[("compile", False)]]
+                print("TORCH %d %d %d " % (H, F, M) + " ".join("%.2f" % (v / L) for v in cols), flush=True)
         del layers
         torch.cuda.empty_cache()
     dist.barrier()
@@ -106,6 +129,7 @@ def main():
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--kind", choices=["gelu", "swiglu"], default="gelu")
+    ap.add_argument("--no-compile", action="store_true", help="leave out the torch.compile + graph columns")
     args = ap.parse_args()
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
     initfile = os.path.join(tempfile.mkdtemp(), "torch_mlp_init")

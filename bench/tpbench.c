@@ -18,8 +18,8 @@
  *   overlap   our explicit graph, token chunks on separate branches
  *   compute   explicit without collectives: exposed comm = explicit - compute
  * Floors per layer and rank: weight bytes / 4.3 TB/s and FLOPs / 790 TFLOP/s.
- * With python3 + torch present it also runs bench/torch_mlp.py (PyTorch eager
- * and torch.cuda.graph, one process per GPU) and puts it beside ours.
+ * With python3 + torch present it also runs bench/torch_mlp.py (PyTorch eager,
+ * torch.cuda.graph and torch.compile + graph, one process per GPU) and puts it beside ours.
  * Prints a table, writes JSON (with the run's metadata and p10/p50/p90) and
  * an SVG plot of per-layer time vs tokens, plus a PNG of it when a converter
  * is there (rsvg-convert, ImageMagick, python3 cairosvg, or bench/report.py
@@ -56,7 +56,7 @@ static int make_png = 1;
 /* results[shape][tok][mode] in us per layer (rank 0), the median; NAN = not
  * run. res_lo / res_hi: p10 and p90 of the same launches. */
 static double res[MAXV][MAXV][NMODES], res_lo[MAXV][MAXV][NMODES], res_hi[MAXV][MAXV][NMODES];
-static double torch_res[MAXV][MAXV][4]; /* eager, graph, eager noAR, graph noAR */
+static double torch_res[MAXV][MAXV][6]; /* eager, graph, eager noAR, graph noAR, compile + graph, the same noAR */
 
 static pthread_barrier_t barrier;
 static tpg_comm_id g_id;
@@ -286,12 +286,14 @@ static void run_torch(int n) {
   int got = 0;
   while (fgets(line, sizeof line, f)) {
     int H, F, M;
-    double e, g, en, gn;
-    if (sscanf(line, "TORCH %d %d %d %lf %lf %lf %lf", &H, &F, &M, &e, &g, &en, &gn) == 7) {
+    double e, g, en, gn, c = 0, cn = 0;
+    const int k = sscanf(line, "TORCH %d %d %d %lf %lf %lf %lf %lf %lf", &H, &F, &M, &e, &g, &en, &gn, &c, &cn);
+    if (k == 7 || k == 9) { /* 9: with torch.compile + graph (the script's default) */
       for (int si = 0; si < nshape; si++)
         for (int ti = 0; ti < ntok; ti++)
           if (hid[si] == H && ffn[si] == F && toks[ti] == M) {
             torch_res[si][ti][0] = e; torch_res[si][ti][1] = g; torch_res[si][ti][2] = en; torch_res[si][ti][3] = gn;
+            torch_res[si][ti][4] = c; torch_res[si][ti][5] = cn;
             got++;
           }
     } else {
@@ -353,10 +355,10 @@ static void write_svg(int n) {
   for (int si = 0; si < nshape; si++) {
     int ox = si * W;
     /* log-log: decode (tens of us) and prefill (hundreds) on one chart */
-    series ser[NMODES + 3];
+    series ser[NMODES + 4];
     int ns = 0;
     double ymax = 0, ymin = INFINITY;
-    for (int s = 0; s < NMODES + 3; s++) {
+    for (int s = 0; s < NMODES + 4; s++) {
       series *q = &ser[ns];
       int ok = 0;
       q->last = NAN;
@@ -366,6 +368,7 @@ static void write_svg(int n) {
         else if (s == NMODES && use_torch) v = torch_res[si][ti][0];
         else if (s == NMODES + 1 && use_torch) v = torch_res[si][ti][1];
         else if (s == NMODES + 2) v = floor_us(si, ti, n);
+        else if (s == NMODES + 3 && use_torch && torch_res[si][ti][4] > 0) v = torch_res[si][ti][4];
         q->vals[ti] = v;
         if (v > 0) {
           ok++;
@@ -375,7 +378,8 @@ static void write_svg(int n) {
         }
       }
       if (!ok) continue;
-      q->name = s < NMODES ? mode_name[s] : s == NMODES ? "torch eager" : s == NMODES + 1 ? "torch graph" : "floor";
+      q->name = s < NMODES ? mode_name[s] : s == NMODES ? "torch eager" : s == NMODES + 1 ? "torch graph"
+              : s == NMODES + 2 ? "floor" : "torch compile";
       q->color = s == NMODES + 2 ? "black" : col[s % 10];
       q->dash = s == NMODES + 2 ? " stroke-dasharray=\"4,3\"" : s >= NMODES ? " stroke-dasharray=\"1,2\"" : "";
       ns++;
@@ -488,8 +492,10 @@ static void write_json(int n) {
       for (int m = 0; m < NMODES; m++)
         if (res[si][ti][m] > 0) fprintf(f, ", \"%s\": %.2f", mode_name[m], res[si][ti][m]);
       if (use_torch && torch_res[si][ti][0] > 0)
-        fprintf(f, ", \"torch_eager\": %.2f, \"torch_graph\": %.2f, \"torch_eager_noar\": %.2f, \"torch_graph_noar\": %.2f",
-                torch_res[si][ti][0], torch_res[si][ti][1], torch_res[si][ti][2], torch_res[si][ti][3]);
+        fprintf(f, ", \"torch_eager\": %.2f, \"torch_graph\": %.2f, \"torch_eager_noar\": %.2f, \"torch_graph_noar\": %.2f"
+                ", \"torch_compile\": %.2f, \"torch_compile_noar\": %.2f",
+                torch_res[si][ti][0], torch_res[si][ti][1], torch_res[si][ti][2], torch_res[si][ti][3],
+                torch_res[si][ti][4], torch_res[si][ti][5]);
       /* Each mode's spread over the launches: [p10, p50, p90] us per layer. */
       fprintf(f, ", \"pct\": {");
       int firstm = 1;
@@ -508,8 +514,8 @@ static void write_json(int n) {
 static void print_table(int n) {
   printf("\ntpbench: TP=%d, %s MLP, bf16, %d layers per graph, median of %d; us per layer (rank 0)\n", n,
          KIND == TPG_MLP_GELU ? "GeLU (Megatron)" : "SwiGLU", LAYERS, REPS);
-  printf("%-12s %6s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %9s %9s %10s\n", "hidden/ffn", "tokens", "eager", "captured",
-         "nccl", "symmetr", "explicit", "pdl", "overlap", "compute", "exposed", "floor", "torch-eag", "torch-grf",
+  printf("%-12s %6s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %9s %9s %9s %10s\n", "hidden/ffn", "tokens", "eager", "captured",
+         "nccl", "symmetr", "explicit", "pdl", "overlap", "compute", "exposed", "floor", "torch-eag", "torch-grf", "torch-cmp",
          "best/floor");
   for (int si = 0; si < nshape; si++)
     for (int ti = 0; ti < ntok; ti++) {
@@ -526,6 +532,8 @@ static void print_table(int n) {
       printf(" %8.1f %8.1f", exp_, fl);
       if (use_torch && torch_res[si][ti][0] > 0) printf(" %9.1f %9.1f", torch_res[si][ti][0], torch_res[si][ti][1]);
       else printf(" %9s %9s", "-", "-");
+      if (use_torch && torch_res[si][ti][4] > 0) printf(" %9.1f", torch_res[si][ti][4]);
+      else printf(" %9s", "-");
       printf(" %9.2fx\n", best / fl);
     }
   printf("exposed = best explicit (plain, pdl or overlap) - compute-only (no PDL); floor = max(weight bytes / 4.3 TB/s, FLOPs / 790 TFLOP/s)\n");
@@ -550,7 +558,7 @@ static void usage(FILE *f) {
           "  overlap    explicit with the tokens split into --chunks branches, so one chunk's all-reduce\n"
           "             overlaps the next chunk's GEMMs (TPG_OVERLAP_CHUNKED; needs tokens >= chunks)\n"
           "  compute    explicit without the all-reduces: exposed communication = best explicit - compute\n"
-          "  (with python3 + CUDA torch: torch eager and torch.cuda.graph columns from bench/torch_mlp.py)\n"
+          "  (with python3 + CUDA torch: torch eager, torch.cuda.graph and torch.compile + graph columns from bench/torch_mlp.py)\n"
           "floor = max(weight bytes / 4.3 TB/s, FLOPs / 790 TFLOP/s) per layer and rank (H200 peak figures).\n"
           "\n"
           "Options (lists are comma separated, at most %d values):\n"
@@ -709,7 +717,7 @@ int main(int argc, char **argv) {
    * between single runs on the 2-GPU machine (docs/performance.md), so with
    * --passes the two alternate and each point reports its median. */
   static double pres[9][MAXV][MAXV][NMODES], plo[9][MAXV][MAXV][NMODES], phi[9][MAXV][MAXV][NMODES];
-  static double ptorch[9][MAXV][MAXV][4];
+  static double ptorch[9][MAXV][MAXV][6];
   for (int pass = 0; pass < PASSES; pass++) {
     if (PASSES > 1) fprintf(stderr, "tpbench: pass %d of %d\n", pass + 1, PASSES);
     for (int si = 0; si < MAXV; si++)
@@ -747,7 +755,7 @@ int main(int argc, char **argv) {
             }
           res[si][ti][m] = k ? bench_median(v, k) : NAN;
         }
-        for (int q = 0; q < 4; q++) {
+        for (int q = 0; q < 6; q++) {
           double v[9];
           int k = 0;
           for (int p = 0; p < PASSES; p++)
