@@ -243,7 +243,7 @@ int run_decode(const Config &c, const Rank &r, const Weights &w, const Source &s
     int n = 0;
     std::vector<char> ended(B, 0);
     while (n < N) {
-      if (tpg_graph_launch(hg, r.stream) != TPG_SUCCESS || tpg_comm_wait(r.comm, r.stream) != TPG_SUCCESS) {
+      if (tpg_graph_launch(hg, r.stream) != TPG_SUCCESS || wait_rank(r) != TPG_SUCCESS) {
         *err = std::string("host loop: ") + tpg_last_error();
         rc = 1;
         break;
@@ -273,10 +273,10 @@ int run_decode(const Config &c, const Rank &r, const Weights &w, const Source &s
     volatile int *progress = io.out + (size_t)N * B;
     double seen = -1;
     // Watch the first token arrive; then (or after 10 s, in case the loop
-    // hangs) leave the waiting to tpg_comm_wait, which aborts on a lost peer.
+    // hangs) leave the waiting to wait_rank (tpg_comm_wait aborts on a lost peer).
     while (seen < 0 && now_us() - t0 < 1e7 && cudaStreamQuery(r.stream) == cudaErrorNotReady)
       if (*progress >= 1) seen = now_us() - t0;
-    if (tpg_comm_wait(r.comm, r.stream) != TPG_SUCCESS) {
+    if (wait_rank(r) != TPG_SUCCESS) {
       *err = std::string("device loop: ") + tpg_last_error();
       rc = 1;
       break;

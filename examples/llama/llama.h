@@ -35,7 +35,7 @@ struct Rank {
   tpg_graph_mode mode = TPG_MODE_EXPLICIT;  // --mode (bench only)
   void *stub_function = nullptr; // plan_test only (no GPU): names every engine kernel
                                  // as this CUfunction instead of by name in `module`
-  tpg_comm *comm = nullptr;
+  tpg_comm *comm = nullptr;       // null at TP 1: a one-rank plan needs none
   tpg_module *module = nullptr;  // examples/llama/kernels.cu
   cublasHandle_t cublas = nullptr;
   void *cublas_ws = nullptr;     // cuBLAS must not allocate while captured
@@ -69,6 +69,13 @@ struct Source {
   std::string dir;  // empty: random
   uint64_t seed = 1;
 };
+
+// Waits for the work on the rank's stream: tpg_comm_wait (which gives up
+// on a lost peer) with a comm, a plain stream synchronize at TP 1.
+inline tpg_status wait_rank(const Rank &r) {
+  if (r.comm) return tpg_comm_wait(r.comm, reinterpret_cast<tpg_stream>(r.stream));
+  return cudaStreamSynchronize(r.stream) == cudaSuccess ? TPG_SUCCESS : TPG_ERROR_CUDA;
+}
 
 // Shapes every rank derives alike.
 inline int q_heads(const Config &c, const Rank &r) { return c.heads / r.nranks; }

@@ -331,7 +331,7 @@ int print_graph_info(const Step &s) {
 int run_one(Rank &R, Step &s, const Config &c, int step) {
   for (int b = 0; b < c.batch; b++) s.h_pos[b] = c.ctx + step;
   CHECK_TPG(tpg_graph_launch(s.graph, R.stream));
-  CHECK_TPG(tpg_comm_wait(R.comm, R.stream));
+  CHECK_TPG(wait_rank(R));
   return 0;
 }
 
@@ -452,13 +452,13 @@ int run_bench(Options &o, RankState &st) {
     std::vector<cudaEvent_t> ev(2 * o.iters);
     for (auto &e : ev) CHECK_CUDA(cudaEventCreate(&e));
     for (int it = 0; it < o.warmup; it++) CHECK_TPG(tpg_graph_launch(g.s.graph, R.stream));
-    CHECK_TPG(tpg_comm_wait(R.comm, R.stream));
+    CHECK_TPG(wait_rank(R));
     for (int it = 0; it < o.iters; it++) {
       CHECK_CUDA(cudaEventRecord(ev[2 * it], R.stream));
       CHECK_TPG(tpg_graph_launch(g.s.graph, R.stream));
       CHECK_CUDA(cudaEventRecord(ev[2 * it + 1], R.stream));
     }
-    CHECK_TPG(tpg_comm_wait(R.comm, R.stream));
+    CHECK_TPG(wait_rank(R));
     std::vector<float> t(o.iters);
     for (int it = 0; it < o.iters; it++) CHECK_CUDA(cudaEventElapsedTime(&t[it], ev[2 * it], ev[2 * it + 1]));
     for (auto &e : ev) cudaEventDestroy(e);
@@ -517,19 +517,21 @@ int run_rank(Options &o, int rank, int nranks, int device, const std::string &id
     CHECK_OK(reference_steps(o.c, src, &st.ref_y, &st.ref_logits, &err));
     std::printf("llama: fp64 reference of %d steps computed on the host\n", o.c.steps);
   }
-  tpg_comm_id id;
-  if (rank == 0) {
-    CHECK_TPG(tpg_comm_id_create(&id));
-    if (nranks > 1) CHECK_TPG(tpg_comm_id_write_file(&id, id_file.c_str()));
-  } else {
-    CHECK_TPG(tpg_comm_id_read_file(id_file.c_str(), 600000, &id));  // rank 0 may be computing --verify's reference
+  if (nranks > 1) {  // TP 1: no comm (the plan's all-reduces become their epilogues; tpgraph needs none)
+    tpg_comm_id id;
+    if (rank == 0) {
+      CHECK_TPG(tpg_comm_id_create(&id));
+      CHECK_TPG(tpg_comm_id_write_file(&id, id_file.c_str()));
+    } else {
+      CHECK_TPG(tpg_comm_id_read_file(id_file.c_str(), 600000, &id));  // rank 0 may be computing --verify's reference
+    }
+    tpg_comm_config cc = TPG_COMM_CONFIG_INIT;
+    cc.device = device;
+    cc.rank = rank;
+    cc.nranks = nranks;
+    cc.timeout_ms = 120000;
+    CHECK_TPG(tpg_comm_create(&id, &cc, &R.comm));
   }
-  tpg_comm_config cc = TPG_COMM_CONFIG_INIT;
-  cc.device = device;
-  cc.rank = rank;
-  cc.nranks = nranks;
-  cc.timeout_ms = 120000;
-  CHECK_TPG(tpg_comm_create(&id, &cc, &R.comm));
   const tpg_embedded_blob *blob = llama_kernels;
   while (blob->name && std::strcmp(blob->name, "kernels")) blob++;
   if (!blob->name) {
