@@ -54,10 +54,16 @@ __device__ __forceinline__ uint4 pack8(const float f[8]) {
 // Programmatic dependent launch: the engine may let these kernels start
 // while the node before them still runs (tpg_kernel_desc.pdl = 1 with
 // TPG_GRAPH_PDL); every block waits here for that node's completion and
-// memory flush before it reads anything. Without PDL it returns at once.
+// memory flush before it reads anything, then lets the node after it
+// launch. Without PDL both return at once.
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
+  // Once every block of this grid is past here, the next node (a GEMM of
+  // tpgraph's, which only prefetches its weights into L2 before its own
+  // wait) may be launched; it still waits for this grid to complete before
+  // it reads anything, so this changes when it starts, never what it sees.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
 
