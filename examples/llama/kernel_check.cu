@@ -297,33 +297,8 @@ std::vector<int> rnd_lens(int B, int lo, int hi) {
 
 }  // namespace
 
-// llama_prefetch_l2 is a hint with no output: it must launch, end without an
-// error at sizes that are not whole 16 KB pieces or blocks, and leave the
-// buffer it prefetches exactly as it was.
-void check_prefetch(size_t bytes, unsigned grid) {
-  const size_t n = bytes + 4096;
-  std::vector<uint8_t> h(n);
-  for (size_t i = 0; i < n; i++) h[i] = (uint8_t)(i * 131 + 7);
-  uint8_t *d = nullptr;
-  CK(cudaMalloc(&d, n));
-  CK(cudaMemcpy(d, h.data(), n, cudaMemcpyHostToDevice));
-  llama_prefetch_l2<<<grid, 32>>>(reinterpret_cast<const char *>(d), (unsigned long long)bytes);
-  const cudaError_t e = cudaGetLastError(), s = cudaDeviceSynchronize();
-  std::vector<uint8_t> back(n);
-  CK(cudaMemcpy(back.data(), d, n, cudaMemcpyDeviceToHost));
-  CK(cudaFree(d));
-  const bool ok = e == cudaSuccess && s == cudaSuccess && back == h;
-  std::printf("%s prefetch %zu bytes, %u blocks: %s\n", ok ? "PASS" : "FAIL", bytes, grid,
-              e != cudaSuccess ? cudaGetErrorString(e) : s != cudaSuccess ? cudaGetErrorString(s)
-              : back == h       ? "launched, buffer unchanged" : "the buffer changed");
-  (ok ? g_pass : g_fail)++;
-}
-
 int main() {
   int dev = 0;
-  check_prefetch(16, 1);
-  check_prefetch((33u << 20) + 48, 64);  // 8B's Wo and a ragged tail
-  check_prefetch(100000, 7);
   CK(cudaSetDevice(dev));
   for (int B : {1, 3, 64})
     for (int hidden : {1024, 4096, 8192}) check_rmsnorm(B, hidden);

@@ -650,26 +650,3 @@ extern "C" __global__ void __launch_bounds__(128)
   }
   out[row * kD + t] = __float2bfloat16_rn(O / L);
 }
-
-// An L2 prefetch of [p, p + bytes): a hint, no output. The engine adds it as
-// a branch beside a stretch of latency-bound nodes (RoPE, attention, the
-// combine; an all-reduce's epilogue), which leave HBM mostly idle, so that
-// the GEMM after them finds the first `bytes` of its weights in L2 instead
-// of waiting for HBM (step.cc, --prefetch). Each block's lanes issue bulk
-// prefetches (cp.async.bulk.prefetch.L2: fire-and-forget, the copy engine
-// does the rest) of 16 KB pieces of the block's slice, so the kernel ends
-// long before the data lands; it reads nothing another node writes, so it
-// needs no ordering beyond its start. sm_90+ (the bulk copy engine); a
-// no-op below. grid: any (a few dozen blocks spread the requests over the
-// SMs' copy engines), block 32.
-extern "C" __global__ void __launch_bounds__(32) llama_prefetch_l2(const char *p, unsigned long long bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr unsigned long long kPiece = 16384;
-  const unsigned long long per = (bytes / gridDim.x + kPiece - 1) / kPiece * kPiece;
-  const unsigned long long b0 = per * blockIdx.x, b1 = min(bytes, b0 + per);
-  for (unsigned long long o = b0 + threadIdx.x * kPiece; o < b1; o += 32 * kPiece) {
-    const unsigned n = (unsigned)(min(kPiece, b1 - o) & ~15ull);
-    if (n) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + o), "r"(n) : "memory");
-  }
-#endif
-}

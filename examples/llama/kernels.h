@@ -72,10 +72,6 @@ LLAMA_ATTN_TC_DECL(4)
 LLAMA_ATTN_TC_DECL(8)
 LLAMA_ATTN_TC_DECL(16)
 
-// L2 prefetch of [p, p + bytes) (p 16-byte aligned): a hint for the node
-// that reads it next, issued as bulk prefetches; no output. grid any, block 32.
-extern "C" __global__ void llama_prefetch_l2(const char *p, unsigned long long bytes);
-
 // Second pass: out[b, h*128 + d] = the softmax-weighted sum over the splits
 // that hold keys (ceil((pos[b]+1) / split_len) of them). grid (nq, B), block 128.
 extern "C" __global__ void llama_attn_combine(__nv_bfloat16 *out, const float *o_part, const float *ml_part,

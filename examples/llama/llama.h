@@ -33,11 +33,6 @@ struct Rank {
   bool pdl = false;              // --pdl: TPG_GRAPH_PDL, engine kernels marked pdl
   bool attn_fma = false;         // --attn fma: llama_attn_g<G>, not llama_attn_tc_g<G>
   int attn_bps = 4;              // --attn-bps: attention's context split, blocks per SM (step.cc)
-  // --prefetch: L2 prefetch branches (step.cc, llama_prefetch_l2), MiB of the
-  // weights the next GEMM reads, issued while the latency-bound nodes before
-  // it run: [0] Wo during RoPE + attention + combine, [1] W13 during the O
-  // all-reduce, [2] the next layer's Wqkv during the down all-reduce.
-  int prefetch_mib[3] = {0, 0, 0};
   tpg_graph_mode mode = TPG_MODE_EXPLICIT;  // --mode (bench only)
   void *stub_function = nullptr; // plan_test only (no GPU): names every engine kernel
                                  // as this CUfunction instead of by name in `module`

@@ -40,7 +40,7 @@ struct Options {
   int tp = 1;
   std::string weights, out, id_file;
   bool bench = false, sweep = false, lm_head = false, pdl = false, verify = false, attn_fma = false;
-  int attn_bps = 4, prefetch_mib[3] = {0, 0, 0};
+  int attn_bps = 4;
   int vocab = 128256, warmup = 20, iters = 200;
   tpg_graph_mode mode = TPG_MODE_EXPLICIT;
   bool set_mode = false;
@@ -78,9 +78,7 @@ void usage(FILE *f) {
                "  --attn tc|fma     attention's first pass on tensor cores (default) or the\n"
                "                    fp32-FMA kernel (both in kernels.cu; kernel_check checks both)\n"
                "  --attn-bps N      attention's context split: about N blocks per SM (default 4)\n"
-               "  --prefetch A,B,C  MiB of the next GEMM's weights prefetched into L2 beside the\n"
-               "                    latency-bound nodes: Wo during RoPE + attention, W13 during the\n"
-               "                    O all-reduce, the next Wqkv during the down all-reduce (default 0,0,0)\n"
+
                "  --id-file PATH    under mpirun: where rank 0 leaves the NCCL id\n"
                "  --decode N        greedy-decode up to N tokens per sequence, host loop (a launch\n"
                "                    per token) vs device loop (one launch, a conditional WHILE\n"
@@ -103,7 +101,7 @@ bool parse_int(const char *flag, const char *s, int lo, int hi, int *out) {
 int parse(int argc, char **argv, Options *o) {
   enum { DECODE = 100, ENDTOKEN };  // decode.h's flags
   enum { CONFIG = 1, LAYERS, BATCH, CTX, STEPS, TP, WEIGHTS, OUT, BENCH, SWEEP, LMHEAD, VOCAB, SEED, ITERS, WARMUP,
-         IDFILE, PDL, MODE, VERIFY, ATTN, ATTNBPS, PREFETCH, HELP };
+         IDFILE, PDL, MODE, VERIFY, ATTN, ATTNBPS, HELP };
   static const option opts[] = {
       {"config", required_argument, 0, CONFIG}, {"layers", required_argument, 0, LAYERS},
       {"decode", required_argument, 0, DECODE}, {"end-token", required_argument, 0, ENDTOKEN},
@@ -117,7 +115,6 @@ int parse(int argc, char **argv, Options *o) {
       {"pdl", no_argument, 0, PDL},             {"mode", required_argument, 0, MODE},
       {"verify", no_argument, 0, VERIFY},       {"help", no_argument, 0, HELP},
       {"attn", required_argument, 0, ATTN},     {"attn-bps", required_argument, 0, ATTNBPS},
-      {"prefetch", required_argument, 0, PREFETCH},
       {0, 0, 0, 0}};
   int ch, v;
   Config &c = o->c;
@@ -161,15 +158,6 @@ int parse(int argc, char **argv, Options *o) {
         }
         break;
       case ATTNBPS: if (!parse_int("--attn-bps", optarg, 1, 64, &o->attn_bps)) return 2; break;
-      case PREFETCH: {
-        int k = 0;
-        for (char *tok = std::strtok(optarg, ","); tok; tok = std::strtok(nullptr, ","), k++)
-          if (k > 2 || !parse_int("--prefetch", tok, 0, 1024, &o->prefetch_mib[k])) {
-            if (k > 2) std::fprintf(stderr, "llama: --prefetch: expected at most 3 values (A,B,C MiB)\n");
-            return 2;
-          }
-        break;
-      }
       case MODE:
         if (!std::strcmp(optarg, "explicit")) o->mode = TPG_MODE_EXPLICIT;
         else if (!std::strcmp(optarg, "capture")) o->mode = TPG_MODE_CAPTURE;
@@ -487,9 +475,7 @@ int run_bench(Options &o, RankState &st) {
     if (R.rank == 0) {
       static const char *const modes[] = {"", " capture", " eager"};
       char knobs[96] = "";
-      if (R.attn_bps != 4 || R.prefetch_mib[0] || R.prefetch_mib[1] || R.prefetch_mib[2])
-        std::snprintf(knobs, sizeof knobs, " bps %d pf %d,%d,%d", R.attn_bps, R.prefetch_mib[0], R.prefetch_mib[1],
-                      R.prefetch_mib[2]);
+      if (R.attn_bps != 4) std::snprintf(knobs, sizeof knobs, " bps %d", R.attn_bps);
       std::printf("bench: %s layers %d TP %d%s%s%s%s batch %2d ctx %4d: %9.1f us/token  %7.1f us/layer  floor %7.1f us/layer"
                   "  (%.2fx floor)\n",
                   c.hidden == 8192 ? "70b" : c.hidden == 4096 ? "8b" : "custom", c.layers, R.nranks,
@@ -498,10 +484,9 @@ int run_bench(Options &o, RankState &st) {
       char line[768];
       std::snprintf(line, sizeof line,
                     "  {\"hidden\": %d, \"heads\": %d, \"kv_heads\": %d, \"ffn\": %d, \"layers\": %d, \"tp\": %d, "
-                    "\"pdl\": %d, \"attn_bps\": %d, \"prefetch_mib\": [%d, %d, %d], \"mode\": %d, \"batch\": %d, \"ctx\": %d, \"vocab\": %d, \"iters\": %d, \"median_us\": %.2f, "
+                    "\"pdl\": %d, \"attn_bps\": %d, \"mode\": %d, \"batch\": %d, \"ctx\": %d, \"vocab\": %d, \"iters\": %d, \"median_us\": %.2f, "
                     "\"us_per_layer\": %.2f, \"floor_us_per_layer\": %.2f, \"weight_bytes\": %zu, \"kv_bytes\": %.0f}%s\n",
-                    c.hidden, c.heads, c.kv_heads, c.ffn, c.layers, R.nranks, (int)R.pdl, R.attn_bps,
-                    R.prefetch_mib[0], R.prefetch_mib[1], R.prefetch_mib[2], (int)R.mode, c.batch, c.ctx, c.vocab, o.iters,
+                    c.hidden, c.heads, c.kv_heads, c.ffn, c.layers, R.nranks, (int)R.pdl, R.attn_bps, (int)R.mode, c.batch, c.ctx, c.vocab, o.iters,
                     med_us,
                     med_us / c.layers, floor_us / c.layers, st.w.bytes, kv, i + 1 < shapes.size() ? "," : "");
       json += line;
@@ -525,7 +510,6 @@ int run_rank(Options &o, int rank, int nranks, int device, const std::string &id
   R.pdl = o.pdl;
   R.attn_fma = o.attn_fma;
   R.attn_bps = o.attn_bps;
-  for (int k = 0; k < 3; k++) R.prefetch_mib[k] = o.prefetch_mib[k];
   R.mode = o.mode;
   std::string err;
   if (rank == 0 && !o.out.empty() && mkdir(o.out.c_str(), 0755) != 0 && errno != EEXIST) {

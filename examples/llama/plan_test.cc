@@ -35,13 +35,11 @@ Config model(bool big) {
 }
 
 // 0 and the plan's counts, or 1 and the message.
-int plan(const Config &c, int R, std::string *err, int *nodes, int *colls, size_t *binds, std::string *dot,
-         int prefetch = 0) {
+int plan(const Config &c, int R, std::string *err, int *nodes, int *colls, size_t *binds, std::string *dot) {
   Rank r;
   r.rank = R - 1;
   r.nranks = R;
   r.sm_count = 132;
-  for (int k = 0; k < 3; k++) r.prefetch_mib[k] = prefetch;
   r.stub_function = reinterpret_cast<void *>(0x1000);
   Weights w;
   w.layers.resize(c.layers);
@@ -98,25 +96,6 @@ int main() {
                         want_colls, binds, want_binds);
           expect(nodes == want_nodes && colls == want_colls && binds == want_binds && named, what);
         }
-  // --prefetch: one L2-prefetch branch per window (Wo, W13, and the next
-  // layer's Wqkv after every down GEMM but the last), nothing else changes.
-  for (int R : {1, 2}) {
-    Config c = model(true);
-    c.layers = 3;
-    c.batch = 8;
-    c.max_ctx = c.ctx + c.steps;
-    std::string err, dot;
-    int nodes = 0, colls = 0;
-    size_t binds = 0;
-    const int rc = plan(c, R, &err, &nodes, &colls, &binds, &dot, 64);
-    const int want_nodes = 2 + 9 * c.layers + 3 * c.layers - 1;
-    char what[200];
-    std::snprintf(what, sizeof what, "--prefetch 64,64,64 TP %d: %d nodes (%d), %d collectives (%d)%s%s", R, nodes,
-                  want_nodes, colls, 2 * c.layers, rc ? ": " : "", err.c_str());
-    expect(!rc && nodes == want_nodes && colls == 2 * c.layers && dot.find("l1.wo.prefetch") != std::string::npos &&
-               dot.find("l2.o.prefetch") != std::string::npos && dot.find("l2.down.prefetch") == std::string::npos,
-           what);
-  }
   // decode.cc's device loop: the step built with device_loop (positions in
   // device memory, no memcpy node; no all-gather) goes into a WHILE body as
   // it is; the ordinary step's NCCL all-gather is refused there.

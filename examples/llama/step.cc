@@ -14,9 +14,6 @@
 //                                  layer's attn_norm (last layer: final_norm)
 //   after the last layer, --lm-head: logits_r = h Wlm_r^T (cuBLAS, a captured
 //   node), then an all-gather of the vocab slices.
-// With --prefetch, L2-prefetch branches beside the chain (Builder::prefetch):
-// after the QKV GEMM the first MiB of Wo, after the O GEMM of W13, after the
-// down GEMM of the next layer's Wqkv, each while latency-bound nodes run.
 // Everything that changes from step to step is read from device memory the
 // graph owns or the engine binds: positions come from a pinned host slot
 // through the memcpy node, so one instantiated graph serves every step, and
@@ -104,32 +101,6 @@ struct Builder {
     TRY(tpg_plan_add_kernel(p, &k, dep(), ndep(), &n));
     TRY(tpg_plan_set_node_name(p, n, label.c_str()));
     chain(n);
-    return 0;
-  }
-  // A branch off the chain, after its last node, that nothing waits for:
-  // an L2 prefetch of the first `bytes` of slot w (llama_prefetch_l2), run
-  // beside the chain's next, latency-bound nodes. Not a PDL secondary: it
-  // starts when the node before it has completed, like any plain edge.
-  int prefetch(tpg_slot w, size_t bytes, const std::string &label, const Rank &r) {
-    bytes &= ~(size_t)15;
-    if (bytes == 0) return 0;
-    tpg_kernel_desc k = TPG_KERNEL_DESC_INIT;
-    k.module = r.module;
-    k.name = "llama_prefetch_l2";
-    if (r.stub_function) {
-      k.module = nullptr;
-      k.name = nullptr;
-      k.cu_function = r.stub_function;
-    }
-    k.grid[0] = (unsigned)std::min<size_t>(64, (bytes + (256u << 10) - 1) / (256u << 10));
-    k.block[0] = 32;
-    const unsigned long long nb = bytes;
-    const tpg_arg args[2] = {tpg_arg_view(w, 0), TPG_ARG_VALUE(nb)};
-    k.args = args;
-    k.nargs = 2;
-    tpg_node n;
-    TRY(tpg_plan_add_kernel(p, &k, dep(), ndep(), &n));
-    TRY(tpg_plan_set_node_name(p, n, label.c_str()));
     return 0;
   }
 };
@@ -246,8 +217,6 @@ int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k
     qd.name = qn.c_str();
     TRY(tpg_plan_add_linear(s->plan, &qd, b.dep(), b.ndep(), &n));
     b.chain(n);
-    const size_t wo_bytes = (size_t)H * nq * D * 2, w13_bytes = (size_t)2 * F * H * 2, wqkv_bytes = (size_t)wqkv * H * 2;
-    if (b.prefetch(wo[i], std::min(wo_bytes, (size_t)r.prefetch_mib[0] << 20), l + "wo.prefetch", r)) return 1;
     if (b.kernel("llama_rope_append", l + "rope_append", B, nq + 2 * nkv, 1, 64,
                  {tpg_arg_view(q, 0), tpg_arg_view(s->k_cache[i], 0), tpg_arg_view(s->v_cache[i], 0),
                   tpg_arg_view(qkv, 0), tpg_arg_view(pos, 0), TPG_ARG_VALUE(nq), TPG_ARG_VALUE(nkv),
@@ -266,10 +235,8 @@ int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k
       return 1;
     // Row-parallel projection + all-reduce whose epilogue adds the residual
     // (x, updated in place) and applies the next RMSNorm.
-    // pre: the weights to prefetch into L2 while the all-reduce's epilogue
-    // runs (the next GEMM's), and how much of them.
     auto row_allreduce = [&](tpg_slot in, int k_in, tpg_slot wt, tpg_slot norm, tpg_slot out,
-                             const std::string &name, tpg_slot pre, size_t pre_bytes) -> int {
+                             const std::string &name) -> int {
       tpg_gemm_desc g = TPG_GEMM_DESC_INIT;
       g.m = B;
       g.n = H;
@@ -280,7 +247,6 @@ int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k
       TRY(tpg_plan_add_gemm(s->plan, &g, b.dep(), b.ndep(), &n));
       TRY(tpg_plan_set_node_name(s->plan, n, (name + ".gemm").c_str()));
       b.chain(n);
-      if (pre && b.prefetch(pre, pre_bytes, name + ".prefetch", r)) return 1;
       tpg_collective_desc a = TPG_COLLECTIVE_DESC_INIT;
       a.kind = TPG_ALL_REDUCE;
       a.send = tpg_view{part, 0, 0};
@@ -295,9 +261,7 @@ int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k
       b.chain(n);
       return 0;
     };
-    if (row_allreduce(attn, nq * D, wo[i], mlp_norm[i], h2, l + "o", w13[i],
-                      std::min(w13_bytes, (size_t)r.prefetch_mib[1] << 20)))
-      return 1;
+    if (row_allreduce(attn, nq * D, wo[i], mlp_norm[i], h2, l + "o")) return 1;
     tpg_linear_desc up = TPG_LINEAR_DESC_INIT;
     up.kind = TPG_LINEAR_COLUMN;
     up.rank = r.rank;
@@ -314,9 +278,7 @@ int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k
     TRY(tpg_plan_add_linear(s->plan, &up, b.dep(), b.ndep(), &n));
     b.chain(n);
     const bool lastl = i + 1 == c.layers;
-    if (row_allreduce(act, F, w2[i], lastl ? final_norm : attn_norm[i + 1], h, l + "down",
-                      lastl ? 0 : wqkv_s[i + 1], std::min(wqkv_bytes, (size_t)r.prefetch_mib[2] << 20)))
-      return 1;
+    if (row_allreduce(act, F, w2[i], lastl ? final_norm : attn_norm[i + 1], h, l + "down")) return 1;
   }
   if (c.vocab > 0) {
     tpg_slot lm_w, logits, logits_all;
