@@ -480,31 +480,42 @@ static void rank_body(tpg_rank *c) {
     algo_test(c, comm);
     epilogue_test(c, comm);
   } else {
-    /* One rank: ONESHOT has nothing to do and says so. */
-    tpg_plan *p;
-    tpg_slot s;
-    MUST(tpg_plan_create(&p));
-    MUST(tpg_plan_add_slot(p, "d", TPG_F32, TPG_MEM_DEVICE, 64, &s));
-    tpg_collective_desc cd = TPG_COLLECTIVE_DESC_INIT;
-    cd.send = V(s); cd.recv = V(s); cd.count = 64; cd.algo = TPG_ALGO_ONESHOT;
-    MUST(tpg_plan_add_collective(p, &cd, NULL, 0, NULL));
+    /* One rank (TP = 1): nothing to exchange, whatever the algorithm. An
+     * in-place all-reduce without an epilogue is no CUDA node at all, and
+     * every epilogue case (each algorithm, dtype, shape, mode, rebind) is
+     * the epilogue kernel alone reading send: checked against the host as
+     * at two ranks. */
+    static const tpg_collective_algo algos[3] = {TPG_ALGO_ONESHOT, TPG_ALGO_TWOSHOT, TPG_ALGO_NCCL};
     void *d;
     CUDA_OK(cudaMalloc(&d, 256));
-    tpg_binding b = {s, d};
-    tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
-    cfg.device = 0; cfg.comm = comm; cfg.bindings = &b; cfg.nbindings = 1;
-    tpg_graph *g;
-    RCHECK(c, tpg_graph_create(p, &cfg, &g) == TPG_ERROR_INVALID_ARGUMENT && strstr(tpg_last_error(), "single rank"),
-           "one rank + ONESHOT: %s", tpg_last_error());
-    cd.algo = TPG_ALGO_TWOSHOT;
-    tpg_plan_destroy(p);
-    MUST(tpg_plan_create(&p));
-    MUST(tpg_plan_add_slot(p, "d", TPG_F32, TPG_MEM_DEVICE, 64, &s));
-    MUST(tpg_plan_add_collective(p, &cd, NULL, 0, NULL));
-    RCHECK(c, tpg_graph_create(p, &cfg, &g) == TPG_ERROR_INVALID_ARGUMENT && strstr(tpg_last_error(), "single rank"),
-           "one rank + TWOSHOT: %s", tpg_last_error());
-    tpg_plan_destroy(p);
+    for (int ai = 0; ai < 3; ai++) {
+      tpg_plan *p;
+      tpg_slot s;
+      MUST(tpg_plan_create(&p));
+      MUST(tpg_plan_add_slot(p, "d", TPG_F32, TPG_MEM_DEVICE, 64, &s));
+      tpg_collective_desc cd = TPG_COLLECTIVE_DESC_INIT;
+      cd.send = V(s); cd.recv = V(s); cd.count = 64; cd.algo = algos[ai];
+      MUST(tpg_plan_add_collective(p, &cd, NULL, 0, NULL));
+      tpg_binding b = {s, d};
+      tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
+      cfg.device = 0; cfg.comm = comm; cfg.bindings = &b; cfg.nbindings = 1;
+      tpg_graph *g = NULL;
+      tpg_graph_info info;
+      memset(&info, 0xff, sizeof info);
+      const tpg_status st = tpg_graph_create(p, &cfg, &g);
+      if (st == TPG_SUCCESS) MUST(tpg_graph_get_info(g, &info, sizeof info));
+      RCHECK(c, st == TPG_SUCCESS && info.nodes == 0 && info.collective_nodes == 0,
+             "one rank, %s in place: %s (%d nodes, %d collective)", algo_name(algos[ai]),
+             st == TPG_SUCCESS ? "created" : tpg_last_error(), info.nodes, info.collective_nodes);
+      if (g) {
+        RCHECK(c, tpg_graph_launch(g, NULL) == TPG_SUCCESS, "one rank launch: %s", tpg_last_error());
+        CUDA_OK(cudaDeviceSynchronize());
+        tpg_graph_destroy(g);
+      }
+      tpg_plan_destroy(p);
+    }
     cudaFree(d);
+    epilogue_test(c, comm);
   }
   RCHECK(c, tpg_comm_destroy(comm) == TPG_SUCCESS, "comm destroy: %s", tpg_last_error());
 }
