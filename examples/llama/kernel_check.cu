@@ -289,6 +289,121 @@ void check_attn(int B, int nq, int nkv, int max_ctx, const std::vector<int> &len
   CK(cudaFree(dpos));
 }
 
+typedef void (*fused_fn)(__nv_bfloat16 *, float *, float *, unsigned *, __nv_bfloat16 *, __nv_bfloat16 *,
+                         const __nv_bfloat16 *, const int *, int, int, int, int, float, float);
+fused_fn fused_kernel(int G) {
+  switch (G) {
+    case 1: return llama_attn_fused_g1;
+    case 2: return llama_attn_fused_g2;
+    case 4: return llama_attn_fused_g4;
+    case 8: return llama_attn_fused_g8;
+    case 16: return llama_attn_fused_g16;
+  }
+  std::fprintf(stderr, "no fused attention kernel for group %d\n", G);
+  std::exit(2);
+}
+
+// The fused node (RoPE + append + attention + merge) on a random qkv and
+// caches: its rotated keys and values must be exactly llama_rope_append's
+// (that kernel is checked against fp64 above; both call one rotation), every
+// other cache row untouched, and its output within check_attn's bound of an
+// fp64 attention over llama_rope_append's queries and the appended caches.
+// Launched twice on the same inputs: the second must give the same bits
+// (its split counters were put back to 0 by the first).
+void check_attn_fused(int B, int nq, int nkv, int max_ctx, const std::vector<int> &lens, int split_len, int nsplit,
+                      bool needle) {
+  const int G = nq / nkv, nh = nq + 2 * nkv;
+  const float theta = 500000.f;
+  const double scale = 1.0 / std::sqrt((double)kD);
+  auto qkv = rnd((size_t)B * nh * kD, -3.f, 3.f);
+  const size_t csz = (size_t)B * nkv * max_ctx * kD;
+  auto kc0 = rnd(csz, -1.f, 1.f), vc0 = rnd(csz, -1.f, 1.f);
+  std::vector<int> pos(B);
+  for (int b = 0; b < B; b++) pos[b] = lens[b] - 1;
+  __nv_bfloat16 *dqkv = (__nv_bfloat16 *)up(qkv);
+  int *dpos = up(pos);
+  // The reference's queries and appended rows: llama_rope_append's.
+  __nv_bfloat16 *rq = poisoned<__nv_bfloat16>((size_t)B * nq * kD), *rk = (__nv_bfloat16 *)up(kc0),
+                *rv = (__nv_bfloat16 *)up(vc0);
+  llama_rope_append<<<dim3(B, nh), 64>>>(rq, rk, rv, dqkv, dpos, nq, nkv, max_ctx, theta);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  auto q = down((uint16_t *)rq, (size_t)B * nq * kD);
+  auto kc = down((uint16_t *)rk, csz), vc = down((uint16_t *)rv, csz);
+  if (needle)  // a cached key (not the new one) made to dominate, in both copies
+    for (int b = 0; b < B; b++)
+      for (int h = 0; h < nkv; h++) {
+        if (lens[b] < 2) continue;
+        const int p = std::uniform_int_distribution<int>(0, lens[b] - 2)(g_rng);
+        for (int i = 0; i < kD; i++) {
+          const size_t at = (((size_t)b * nkv + h) * max_ctx + p) * kD + i;
+          kc[at] = kc0[at] = f2b(b2f(q[((size_t)b * nq + (size_t)h * G) * kD + i]) * 2.f);
+        }
+      }
+  __nv_bfloat16 *dk = (__nv_bfloat16 *)up(kc0), *dv = (__nv_bfloat16 *)up(vc0);
+  unsigned *dcnt;
+  CK(cudaMalloc(&dcnt, (size_t)B * nkv * 4));
+  CK(cudaMemset(dcnt, 0, (size_t)B * nkv * 4));
+  std::vector<uint16_t> out[2];
+  for (int run = 0; run < 2; run++) {
+    float *dop = poisoned<float>((size_t)B * nq * nsplit * kD), *dml = poisoned<float>((size_t)B * nq * nsplit * 2);
+    __nv_bfloat16 *dout = poisoned<__nv_bfloat16>((size_t)B * nq * kD);
+    fused_kernel(G)<<<dim3(nsplit, nkv, B), 128>>>(dout, dop, dml, dcnt, dk, dv, dqkv, dpos, nkv, max_ctx, split_len,
+                                                   nsplit, (float)(scale * 1.4426950408889634), theta);
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    out[run] = down((uint16_t *)dout, (size_t)B * nq * kD);
+    CK(cudaFree(dop));
+    CK(cudaFree(dml));
+    CK(cudaFree(dout));
+  }
+  auto fk = down((uint16_t *)dk, csz), fv = down((uint16_t *)dv, csz);
+  auto cnt = down(dcnt, (size_t)B * nkv);
+  Cmp c;
+  std::vector<double> sc;
+  for (int b = 0; b < B; b++)
+    for (int hq = 0; hq < nq; hq++) {
+      const int h = hq / G;
+      const uint16_t *qq = &q[((size_t)b * nq + hq) * kD];
+      sc.assign(lens[b], 0);
+      double m = -INFINITY;
+      for (int p = 0; p < lens[b]; p++) {
+        const uint16_t *kk = &kc[(((size_t)b * nkv + h) * max_ctx + p) * kD];
+        double d = 0;
+        for (int i = 0; i < kD; i++) d += (double)b2f(qq[i]) * b2f(kk[i]);
+        sc[p] = d * scale;
+        m = std::max(m, sc[p]);
+      }
+      double l = 0;
+      for (int p = 0; p < lens[b]; p++) l += (sc[p] = std::exp(sc[p] - m));
+      for (int i = 0; i < kD; i++) {
+        double o = 0, vmax = 0;
+        for (int p = 0; p < lens[b]; p++) {
+          const double v = b2f(vc[(((size_t)b * nkv + h) * max_ctx + p) * kD + i]);
+          o += sc[p] * v;
+          vmax = std::max(vmax, std::fabs(v));
+        }
+        o /= l;
+        c.add(b2f(out[0][((size_t)b * nq + hq) * kD + i]), o, kRound * std::fabs(o) + std::ldexp(vmax, -13));
+      }
+    }
+  char what[160];
+  int lmin = *std::min_element(lens.begin(), lens.end()), lmax = *std::max_element(lens.begin(), lens.end());
+  std::snprintf(what, sizeof what, "attn_fused B=%d nq=%d nkv=%d len %d..%d split %dx%d%s", B, nq, nkv, lmin, lmax,
+                nsplit, split_len, needle ? " needle" : "");
+  c.report(what, kRound);
+  const bool same = out[0] == out[1], caches = fk == kc && fv == vc;
+  size_t left = 0;
+  for (unsigned v : cnt) left += v != 0;
+  const bool ok = same && caches && left == 0;
+  std::printf("%s %-58s %s, %s, %zu counters left non-zero\n", ok ? "PASS" : "FAIL",
+              "  caches = rope_append's; second launch; counters", caches ? "caches exact" : "CACHES DIFFER",
+              same ? "second launch identical" : "SECOND LAUNCH DIFFERS", left);
+  (ok ? g_pass : g_fail)++;
+  for (void *d : {(void *)dqkv, (void *)dpos, (void *)rq, (void *)rk, (void *)rv, (void *)dk, (void *)dv, (void *)dcnt})
+    CK(cudaFree(d));
+}
+
 std::vector<int> rnd_lens(int B, int lo, int hi) {
   std::vector<int> v(B);
   for (auto &x : v) x = std::uniform_int_distribution<int>(lo, hi)(g_rng);
@@ -339,6 +454,17 @@ int main() {
   check_attn(1, 8, 1, 8192, {8192}, T, 128, true);
   check_attn(2, 16, 2, 8192, {8000, 4000}, T, 128, true);
   check_attn(2, 16, 2, 8192, {8000, 33}, T, 128, false);
+
+  // The fused node: every group size; a split holding only the new key;
+  // one split; many splits with a needle; the 70B group at TP 1 over a long
+  // odd context; 64 sequences of random lengths.
+  for (int G : {1, 2, 4, 8, 16}) check_attn_fused(2, 8 * G / (G > 8 ? 2 : 1), 8 / (G > 8 ? 2 : 1), 300, {1, 65}, T, 2, false);
+  check_attn_fused(3, 32, 8, 300, {63, 64, 65}, T, 2, true);
+  check_attn_fused(2, 32, 8, 1100, {1031, 700}, 17 * T, 1, false);
+  check_attn_fused(1, 64, 8, 8192, {8192}, T, 128, true);
+  check_attn_fused(2, 64, 8, 4200, {4097, 4095}, 8 * T, 9, true);
+  check_attn_fused(64, 4, 2, 200, rnd_lens(64, 1, 130), T, 4, false);
+  check_attn_fused(32, 32, 8, 600, rnd_lens(32, 400, 513), 3 * T, 3, true);
 
   std::printf("kernel_check: %d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;

@@ -146,6 +146,20 @@ extern "C" __global__ void __launch_bounds__(256)
 // as transformers does (fp32 inv_freq = 1 / theta^(2i/128), times the fp32
 // position), with the accurate sincosf: at positions near 8192 the fast
 // intrinsics would be off by far more than a bf16 ulp.
+namespace {
+// Rotates the pair (a, c) = (x[i], x[i + 64]) of one head by position p:
+// the one rotation of the engine (llama_rope_append and the fused attention
+// kernel), so both store the same bits.
+__device__ __forceinline__ void rope_rotate(float &a, float &c, int p, int i, float theta) {
+  const float inv = 1.0f / powf(theta, (float)(2 * i) / (float)kD);
+  float sn, cs;
+  sincosf((float)p * inv, &sn, &cs);
+  const float a2 = a * cs - c * sn;
+  c = c * cs + a * sn;
+  a = a2;
+}
+}  // namespace
+
 extern "C" __global__ void __launch_bounds__(64)
     llama_rope_append(__nv_bfloat16 *q, __nv_bfloat16 *k_cache, __nv_bfloat16 *v_cache, const __nv_bfloat16 *qkv,
                       const int *pos, int nq, int nkv, int max_ctx, float theta) {
@@ -154,14 +168,7 @@ extern "C" __global__ void __launch_bounds__(64)
   const int p = pos[b];
   const __nv_bfloat16 *src = qkv + ((size_t)b * (nq + 2 * nkv) + h) * kD;
   float a = __bfloat162float(src[i]), c = __bfloat162float(src[i + kD / 2]);
-  if (h < nq + nkv) {
-    const float inv = 1.0f / powf(theta, (float)(2 * i) / (float)kD);
-    float sn, cs;
-    sincosf((float)p * inv, &sn, &cs);
-    const float a2 = a * cs - c * sn;
-    c = c * cs + a * sn;
-    a = a2;
-  }
+  if (h < nq + nkv) rope_rotate(a, c, p, i, theta);
   __nv_bfloat16 *dst;
   if (h < nq) {
     dst = q + ((size_t)b * nq + h) * kD;
@@ -377,26 +384,135 @@ __device__ __forceinline__ void split2(float x, float y, uint32_t &hi, uint32_t 
 //   Its accumulator then holds dims 64H + 16 tig + i (c0) and + 8 + i (c1).
 // - P enters as bf16 hi + lo (split2): two MMAs, fp32-softmax precision.
 // The scale is applied to the fp32 scores (q and k enter exactly as stored).
+// The fused form's extra arguments (llama_attn_fused_g<G>, FUSED = true).
+struct FusedArgs {
+  __nv_bfloat16 *out;          // [B, nq * 128]: the merged attention output
+  unsigned *counters;          // [B * nkv]: splits done per (sequence, KV head); 0 between launches
+  __nv_bfloat16 *k_cache_w, *v_cache_w;  // the caches, written at pos (the same buffers as k_cache, v_cache)
+  const __nv_bfloat16 *qkv;    // [B, (nq + 2 nkv) * 128]: the QKV projection, unrotated
+  float theta;
+};
+
+// The last block of (b, h): every split that holds keys has written its
+// partials (their counter reached ns), so it merges them into out for the G
+// query heads, as llama_attn_combine does for one: warp w takes heads w,
+// w + 4, ...; lane l dims 4l..4l+3; 8 splits' loads in flight per batch
+// (L2, bypassing L1: other SMs wrote them), a running max rescaling the sums.
 template <int G>
+__device__ __forceinline__ void attn_merge(const FusedArgs &f, const float *o_part, const float *ml_part, int b,
+                                           int h, int nq, int nsplit, int ns) {
+  constexpr int kCU = 8;
+  const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int gg = w; gg < G; gg += 4) {
+    const size_t row = (size_t)b * nq + (size_t)h * G + gg;
+    const float2 *ml = reinterpret_cast<const float2 *>(ml_part + row * nsplit * 2);
+    const float4 *op = reinterpret_cast<const float4 *>(o_part + row * nsplit * kD) + lane;
+    float m = -INFINITY, l = 0.f;
+    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int s0 = 0; s0 < ns; s0 += kCU) {
+      float2 st[kCU];
+      float4 v[kCU];
+#pragma unroll
+      for (int u = 0; u < kCU; u++) {
+        if (s0 + u < ns) {
+          st[u] = __ldcg(ml + s0 + u);
+          v[u] = __ldcg(op + (size_t)(s0 + u) * (kD / 4));
+        } else {
+          st[u] = make_float2(-INFINITY, 0.f);
+          v[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+      }
+      float mb = st[0].x;  // split s0 < ns holds keys: finite
+#pragma unroll
+      for (int u = 1; u < kCU; u++) mb = fmaxf(mb, st[u].x);
+      const float mnew = fmaxf(m, mb);
+      const float al = exp2f(m - mnew);  // 0 on the first batch (m = -inf)
+      l *= al;
+      o.x *= al;
+      o.y *= al;
+      o.z *= al;
+      o.w *= al;
+#pragma unroll
+      for (int u = 0; u < kCU; u++) {
+        const float wgt = exp2f(st[u].x - mnew);  // 0 for the padding (-inf)
+        l += wgt * st[u].y;
+        o.x += wgt * v[u].x;
+        o.y += wgt * v[u].y;
+        o.z += wgt * v[u].z;
+        o.w += wgt * v[u].w;
+      }
+      m = mnew;
+    }
+    const float r = 1.f / l;
+    __nv_bfloat162 lo = __floats2bfloat162_rn(o.x * r, o.y * r), hi = __floats2bfloat162_rn(o.z * r, o.w * r);
+    uint2 pk;
+    pk.x = *reinterpret_cast<const uint32_t *>(&lo);
+    pk.y = *reinterpret_cast<const uint32_t *>(&hi);
+    *reinterpret_cast<uint2 *>(f.out + row * kD + 4 * lane) = pk;
+  }
+}
+
+template <int G, bool FUSED>
 __device__ __forceinline__ void attn_partial_tc(float *o_part, float *ml_part, const __nv_bfloat16 *q,
                                                 const __nv_bfloat16 *k_cache, const __nv_bfloat16 *v_cache,
                                                 const int *pos, int nkv, int max_ctx, int split_len, int nsplit,
-                                                float scale_log2) {
+                                                float scale_log2, const FusedArgs &f) {
   static_assert(G >= 1 && G <= 16, "the group is the 16 rows of one MMA");
   constexpr int W = 4, KS = 16, OP = kD + 4;  // warps; keys per warp step; padded rows of the merge
+  constexpr int QG = FUSED ? G : 1;            // rotated queries staged in shared memory (fused form)
   __shared__ __align__(16) float osm[W][G][OP];
   __shared__ float msm[W][G], lsm[W][G];
+  __shared__ __align__(16) __nv_bfloat16 qsm[QG][kD];
+  __shared__ int last;
   const int s = blockIdx.x, h = blockIdx.y, b = blockIdx.z, t = threadIdx.x;
   const int w = t >> 5, lane = t & 31, g = lane >> 2, tig = lane & 3;
   pdl_wait();
   const int nq = nkv * G;
-  const int len = pos[b] + 1;
+  const int p = pos[b], len = p + 1;
   const int start = s * split_len;
-  if (start >= len) return;  // combine reads only the splits that hold keys
+  if (start >= len) return;  // the merge reads only the splits that hold keys
   const int end = min(len, start + split_len);
+  const int ns = (len + split_len - 1) / split_len;  // splits that hold keys
+
+  const __nv_bfloat16 *qg;
+  if constexpr (FUSED) {
+    // RoPE here instead of a node of its own: the group's G query heads,
+    // rotated and rounded to bf16 as llama_rope_append stores them, to
+    // shared memory; the split that holds position p also rotates the new
+    // key and writes it and the value into the caches, before any warp of
+    // this block reads keys (no other block reads position p).
+    const int nh = nq + 2 * nkv;
+    const __nv_bfloat16 *src = f.qkv + (size_t)b * nh * kD;
+    for (int idx = t; idx < G * (kD / 2); idx += blockDim.x) {
+      const int gg = idx / (kD / 2), i = idx % (kD / 2);
+      const __nv_bfloat16 *x = src + ((size_t)h * G + gg) * kD;
+      float a = __bfloat162float(x[i]), c = __bfloat162float(x[i + kD / 2]);
+      rope_rotate(a, c, p, i, f.theta);
+      qsm[gg][i] = __float2bfloat16_rn(a);
+      qsm[gg][i + kD / 2] = __float2bfloat16_rn(c);
+    }
+    if (s == ns - 1 && p < max_ctx) {  // p >= max_ctx would be the engine's bug: never write outside the cache
+      const size_t row = (((size_t)b * nkv + h) * max_ctx + p) * kD;
+      const int i = t & (kD / 2 - 1);
+      if (t < kD / 2) {
+        const __nv_bfloat16 *x = src + ((size_t)nq + h) * kD;
+        float a = __bfloat162float(x[i]), c = __bfloat162float(x[i + kD / 2]);
+        rope_rotate(a, c, p, i, f.theta);
+        f.k_cache_w[row + i] = __float2bfloat16_rn(a);
+        f.k_cache_w[row + i + kD / 2] = __float2bfloat16_rn(c);
+      } else {
+        const __nv_bfloat16 *x = src + ((size_t)nq + nkv + h) * kD;
+        f.v_cache_w[row + i] = x[i];
+        f.v_cache_w[row + i + kD / 2] = x[i + kD / 2];
+      }
+    }
+    __syncthreads();  // qsm and the new cache row, before any warp reads them
+    qg = &qsm[0][0];
+  } else {
+    qg = q + ((size_t)b * nq + (size_t)h * G) * kD;
+  }
 
   // Q fragments, fixed for the whole split: qa for head g, qb for head g + 8.
-  const __nv_bfloat16 *qg = q + ((size_t)b * nq + (size_t)h * G) * kD;
   uint4 qa[4], qb[4];
 #pragma unroll
   for (int j = 0; j < 4; j++) {
@@ -553,6 +669,23 @@ __device__ __forceinline__ void attn_partial_tc(float *o_part, float *ml_part, c
     ml[0] = M;
     ml[1] = L;
   }
+  if constexpr (FUSED) {
+    // The split-K handshake: every block publishes its partials (fence),
+    // then counts itself; the block that brings the count to ns merges, and
+    // puts the counter back to 0 for the next launch (the graph's order
+    // makes that visible to it).
+    __threadfence();
+    __syncthreads();
+    if (t == 0) {
+      unsigned *cnt = f.counters + (size_t)b * nkv + h;
+      last = atomicAdd(cnt, 1u) == (unsigned)ns - 1;
+      if (last) *cnt = 0;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    attn_merge<G>(f, o_part, ml_part, b, h, nq, nsplit, ns);
+  }
 }
 
 }  // namespace
@@ -566,7 +699,17 @@ __device__ __forceinline__ void attn_partial_tc(float *o_part, float *ml_part, c
       llama_attn_tc_g##G(float *o_part, float *ml_part, const __nv_bfloat16 *q, const __nv_bfloat16 *k_cache,  \
                          const __nv_bfloat16 *v_cache, const int *pos, int nkv, int max_ctx, int split_len,     \
                          int nsplit, float scale_log2) {                                                        \
-    attn_partial_tc<G>(o_part, ml_part, q, k_cache, v_cache, pos, nkv, max_ctx, split_len, nsplit, scale_log2); \
+    attn_partial_tc<G, false>(o_part, ml_part, q, k_cache, v_cache, pos, nkv, max_ctx, split_len, nsplit,      \
+                              scale_log2, FusedArgs{});                                                         \
+  }                                                                                                             \
+  extern "C" __global__ void __launch_bounds__(128, LLAMA_ATTN_TC_MINB(G))                                     \
+      llama_attn_fused_g##G(__nv_bfloat16 *out, float *o_part, float *ml_part, unsigned *counters,              \
+                            __nv_bfloat16 *k_cache, __nv_bfloat16 *v_cache, const __nv_bfloat16 *qkv,           \
+                            const int *pos, int nkv, int max_ctx, int split_len, int nsplit, float scale_log2,  \
+                            float theta) {                                                                      \
+    const FusedArgs f{out, counters, k_cache, v_cache, qkv, theta};                                             \
+    attn_partial_tc<G, true>(o_part, ml_part, nullptr, k_cache, v_cache, pos, nkv, max_ctx, split_len, nsplit, \
+                             scale_log2, f);                                                                    \
   }
 LLAMA_ATTN_TC_DEF(1)
 LLAMA_ATTN_TC_DEF(2)

@@ -72,6 +72,28 @@ LLAMA_ATTN_TC_DECL(4)
 LLAMA_ATTN_TC_DECL(8)
 LLAMA_ATTN_TC_DECL(16)
 
+// The decode attention of one layer in one node (the engine's default):
+// RoPE + KV append + the tensor-core first pass + the merge. Block (s, h, b)
+// rotates its group's G query heads from qkv itself (as llama_rope_append
+// does); the block whose split holds pos[b] also rotates the new key and
+// writes k_cache / v_cache at pos[b] before reading keys; every block that
+// holds keys writes its partials as llama_attn_tc_g<G> does, then counts
+// itself in counters[b * nkv + h]; the last one merges the splits into out
+// [B, nq * 128] (as llama_attn_combine) and resets the counter to 0.
+// counters: [B * nkv] uint32, zero before the first launch. grid (nsplit,
+// nkv, B), block 128; the scratch partials as above.
+#define LLAMA_ATTN_FUSED_DECL(G)                                                                                 \
+  extern "C" __global__ void llama_attn_fused_g##G(__nv_bfloat16 *out, float *o_part, float *ml_part,           \
+                                                   unsigned *counters, __nv_bfloat16 *k_cache,                  \
+                                                   __nv_bfloat16 *v_cache, const __nv_bfloat16 *qkv,             \
+                                                   const int *pos, int nkv, int max_ctx, int split_len,          \
+                                                   int nsplit, float scale_log2, float theta);
+LLAMA_ATTN_FUSED_DECL(1)
+LLAMA_ATTN_FUSED_DECL(2)
+LLAMA_ATTN_FUSED_DECL(4)
+LLAMA_ATTN_FUSED_DECL(8)
+LLAMA_ATTN_FUSED_DECL(16)
+
 // Second pass: out[b, h*128 + d] = the softmax-weighted sum over the splits
 // that hold keys (ceil((pos[b]+1) / split_len) of them). grid (nq, B), block 128.
 extern "C" __global__ void llama_attn_combine(__nv_bfloat16 *out, const float *o_part, const float *ml_part,

@@ -31,8 +31,12 @@ struct Config {
 struct Rank {
   int rank = 0, nranks = 1, device = 0, sm_count = 0;
   bool pdl = false;              // --pdl: TPG_GRAPH_PDL, engine kernels marked pdl
-  bool attn_fma = false;         // --attn fma: llama_attn_g<G>, not llama_attn_tc_g<G>
-  int attn_bps = 4;              // --attn-bps: attention's context split, blocks per SM (step.cc)
+  // --attn: fused (llama_attn_fused_g<G>: RoPE + append + attention + merge
+  // in one node, the default), tc (llama_rope_append, llama_attn_tc_g<G>,
+  // llama_attn_combine) or fma (the same with llama_attn_g<G>).
+  enum Attn { ATTN_FUSED, ATTN_TC, ATTN_FMA } attn = ATTN_FUSED;
+  int attn_bps = 0;              // --attn-bps: attention's split, about N blocks per SM; 0: the
+                                 // wave rule (step.cc, attn_split)
   tpg_graph_mode mode = TPG_MODE_EXPLICIT;  // --mode (bench only)
   void *stub_function = nullptr; // plan_test only (no GPU): names every engine kernel
                                  // as this CUfunction instead of by name in `module`
@@ -108,6 +112,11 @@ int host_tensor(const Source &src, const Config &c, const std::string &name, siz
 // x.s{step}: [B, hidden] into dst (device).
 int load_input(const Config &c, const Source &src, int step, void *dst, cudaStream_t s, std::string *err);
 
+// step.cc: the attention's split length in keys (a multiple of
+// LLAMA_ATTN_TILE) for heads = B x nkv and contexts up to max_len on sms SMs;
+// bps > 0: about bps blocks per SM, 0: the wave rule.
+int attn_split(int heads, int max_len, int sms, int bps);
+
 // step.cc: one rank's decode step for c.layers layers as a plan, and the
 // buffers bound to its slots.
 struct Step {
@@ -119,6 +128,7 @@ struct Step {
   void *d_x = nullptr;             // [B, hidden]: in the step's input, out the residual stream
   int *h_pos = nullptr;            // pinned [B]: this step's positions
   float *d_logits = nullptr;       // [R * B * vocab/R] (all-gathered), when vocab > 0
+  unsigned *d_attn_cnt = nullptr;  // [B * kv_heads]: the fused attention's split counters, zeroed once
   int split_len = 0, nsplit = 0;   // attention's context split
   // Set before alloc_step_io / build_step for decode.cc's loops: positions
   // live in d_pos (device, advanced by the loop's kernel; no memcpy node

@@ -39,8 +39,9 @@ struct Options {
   Config c;
   int tp = 1;
   std::string weights, out, id_file;
-  bool bench = false, sweep = false, lm_head = false, pdl = false, verify = false, attn_fma = false;
-  int attn_bps = 4;
+  bool bench = false, sweep = false, lm_head = false, pdl = true, verify = false;
+  Rank::Attn attn = Rank::ATTN_FUSED;
+  int attn_bps = 0;
   int vocab = 128256, warmup = 20, iters = 200;
   tpg_graph_mode mode = TPG_MODE_EXPLICIT;
   bool set_mode = false;
@@ -73,11 +74,14 @@ void usage(FILE *f) {
                "  --iters N, --warmup N   bench launches (default 200, 20)\n"
                "  --mode M          with --bench: explicit (tpgraph's graph, default), capture\n"
                "                    (the same nodes stream-captured) or eager (no graph)\n"
-               "  --pdl             programmatic dependent launch (TPG_GRAPH_PDL; the engine's\n"
-               "                    kernels wait with griddepcontrol.wait)\n"
-               "  --attn tc|fma     attention's first pass on tensor cores (default) or the\n"
-               "                    fp32-FMA kernel (both in kernels.cu; kernel_check checks both)\n"
-               "  --attn-bps N      attention's context split: about N blocks per SM (default 4)\n"
+               "  --pdl, --no-pdl   programmatic dependent launch on (default) or off\n"
+               "                    (TPG_GRAPH_PDL; the engine's kernels wait with griddepcontrol.wait\n"
+               "                    and then let the next node launch)\n"
+               "  --attn fused|tc|fma  attention: RoPE + KV append + tensor-core attention + the\n"
+               "                    split merge in one kernel (fused, default), or the three-node\n"
+               "                    form with the tensor-core (tc) or fp32-FMA (fma) first pass\n"
+               "  --attn-bps N      attention's context split: about N blocks per SM (0, the default:\n"
+               "                    the wave rule of step.cc, attn_split)\n"
 
                "  --id-file PATH    under mpirun: where rank 0 leaves the NCCL id\n"
                "  --decode N        greedy-decode up to N tokens per sequence, host loop (a launch\n"
@@ -101,7 +105,7 @@ bool parse_int(const char *flag, const char *s, int lo, int hi, int *out) {
 int parse(int argc, char **argv, Options *o) {
   enum { DECODE = 100, ENDTOKEN };  // decode.h's flags
   enum { CONFIG = 1, LAYERS, BATCH, CTX, STEPS, TP, WEIGHTS, OUT, BENCH, SWEEP, LMHEAD, VOCAB, SEED, ITERS, WARMUP,
-         IDFILE, PDL, MODE, VERIFY, ATTN, ATTNBPS, HELP };
+         IDFILE, PDL, NOPDL, MODE, VERIFY, ATTN, ATTNBPS, HELP };
   static const option opts[] = {
       {"config", required_argument, 0, CONFIG}, {"layers", required_argument, 0, LAYERS},
       {"decode", required_argument, 0, DECODE}, {"end-token", required_argument, 0, ENDTOKEN},
@@ -112,7 +116,8 @@ int parse(int argc, char **argv, Options *o) {
       {"lm-head", no_argument, 0, LMHEAD},      {"vocab", required_argument, 0, VOCAB},
       {"seed", required_argument, 0, SEED},     {"iters", required_argument, 0, ITERS},
       {"warmup", required_argument, 0, WARMUP}, {"id-file", required_argument, 0, IDFILE},
-      {"pdl", no_argument, 0, PDL},             {"mode", required_argument, 0, MODE},
+      {"pdl", no_argument, 0, PDL},             {"no-pdl", no_argument, 0, NOPDL},
+      {"mode", required_argument, 0, MODE},
       {"verify", no_argument, 0, VERIFY},       {"help", no_argument, 0, HELP},
       {"attn", required_argument, 0, ATTN},     {"attn-bps", required_argument, 0, ATTNBPS},
       {0, 0, 0, 0}};
@@ -148,16 +153,18 @@ int parse(int argc, char **argv, Options *o) {
       case WARMUP: if (!parse_int("--warmup", optarg, 0, 1000000, &o->warmup)) return 2; break;
       case IDFILE: o->id_file = optarg; break;
       case PDL: o->pdl = true; break;
+      case NOPDL: o->pdl = false; break;
       case VERIFY: o->verify = true; break;
       case ATTN:
-        if (!std::strcmp(optarg, "tc") || !std::strcmp(optarg, "fma")) {
-          o->attn_fma = optarg[0] == 'f';
-        } else {
-          std::fprintf(stderr, "llama: --attn '%s': expected tc or fma\n", optarg);
+        if (!std::strcmp(optarg, "fused")) o->attn = Rank::ATTN_FUSED;
+        else if (!std::strcmp(optarg, "tc")) o->attn = Rank::ATTN_TC;
+        else if (!std::strcmp(optarg, "fma")) o->attn = Rank::ATTN_FMA;
+        else {
+          std::fprintf(stderr, "llama: --attn '%s': expected fused, tc or fma\n", optarg);
           return 2;
         }
         break;
-      case ATTNBPS: if (!parse_int("--attn-bps", optarg, 1, 64, &o->attn_bps)) return 2; break;
+      case ATTNBPS: if (!parse_int("--attn-bps", optarg, 0, 64, &o->attn_bps)) return 2; break;
       case MODE:
         if (!std::strcmp(optarg, "explicit")) o->mode = TPG_MODE_EXPLICIT;
         else if (!std::strcmp(optarg, "capture")) o->mode = TPG_MODE_CAPTURE;
@@ -475,11 +482,11 @@ int run_bench(Options &o, RankState &st) {
     if (R.rank == 0) {
       static const char *const modes[] = {"", " capture", " eager"};
       char knobs[96] = "";
-      if (R.attn_bps != 4) std::snprintf(knobs, sizeof knobs, " bps %d", R.attn_bps);
+      if (R.attn_bps) std::snprintf(knobs, sizeof knobs, " bps %d", R.attn_bps);
       std::printf("bench: %s layers %d TP %d%s%s%s%s batch %2d ctx %4d: %9.1f us/token  %7.1f us/layer  floor %7.1f us/layer"
                   "  (%.2fx floor)\n",
                   c.hidden == 8192 ? "70b" : c.hidden == 4096 ? "8b" : "custom", c.layers, R.nranks,
-                  R.pdl ? " pdl" : "", modes[R.mode], R.attn_fma ? " attn-fma" : "", knobs, c.batch, c.ctx,
+                  R.pdl ? " pdl" : "", modes[R.mode], R.attn == Rank::ATTN_FMA ? " attn-fma" : R.attn == Rank::ATTN_TC ? " attn-tc" : "", knobs, c.batch, c.ctx,
                   med_us, med_us / c.layers, floor_us / c.layers, med_us / floor_us);
       char line[768];
       std::snprintf(line, sizeof line,
@@ -508,7 +515,7 @@ int run_rank(Options &o, int rank, int nranks, int device, const std::string &id
   R.nranks = nranks;
   R.device = device;
   R.pdl = o.pdl;
-  R.attn_fma = o.attn_fma;
+  R.attn = o.attn;
   R.attn_bps = o.attn_bps;
   R.mode = o.mode;
   std::string err;

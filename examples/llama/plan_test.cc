@@ -3,7 +3,7 @@
 // Builds the decode step's plan (step.cc) for both model shapes, TP 1..8,
 // batch 1..64, with and without the LM head, and requires that tpgraph
 // accepts it (every node's own checks, then tpg_plan_validate) with the node
-// and collective counts the design gives: 2 + 9 per layer (+ the LM head and,
+// and collective counts the design gives: 2 + 7 per layer (+ the LM head and,
 // at TP > 1, its all-gather), 2 all-reduces per layer. The engine's kernels
 // are named by a stand-in CUfunction (Rank::stub_function): resolving them
 // and checking their parameter lists needs the GPU (tpg_graph_create).
@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "examples/llama/kernels.h"
 #include "examples/llama/llama.h"
 
 using namespace llama;
@@ -35,8 +36,10 @@ Config model(bool big) {
 }
 
 // 0 and the plan's counts, or 1 and the message.
-int plan(const Config &c, int R, std::string *err, int *nodes, int *colls, size_t *binds, std::string *dot) {
+int plan(const Config &c, int R, std::string *err, int *nodes, int *colls, size_t *binds, std::string *dot,
+         Rank::Attn attn = Rank::ATTN_FUSED) {
   Rank r;
+  r.attn = attn;
   r.rank = R - 1;
   r.nranks = R;
   r.sm_count = 132;
@@ -84,11 +87,12 @@ int main() {
             expect(false, std::string(what) + ": " + err);
             continue;
           }
-          const int want_nodes = 2 + 9 * c.layers + (vocab ? (R > 1 ? 2 : 1) : 0);
+          const int want_nodes = 2 + 7 * c.layers + (vocab ? (R > 1 ? 2 : 1) : 0);
           const int want_colls = 2 * c.layers + (vocab && R > 1 ? 1 : 0);
-          // x, pos_host, final_norm; per layer 2 norms, 4 weights, 2 caches; lm_head and the logits.
-          const size_t want_binds = 3 + 8 * (size_t)c.layers + (vocab ? 2 : 0);
-          const bool named = dot.find("l0.attn_combine") != std::string::npos &&
+          // x, pos_host, final_norm, the attention's counters; per layer 2 norms, 4 weights, 2 caches;
+          // lm_head and the logits.
+          const size_t want_binds = 4 + 8 * (size_t)c.layers + (vocab ? 2 : 0);
+          const bool named = dot.find("l0.attn") != std::string::npos &&
                              dot.find("l2.down.allreduce") != std::string::npos &&
                              (!vocab || dot.find("lm_head") != std::string::npos);
           std::snprintf(what + std::strlen(what), sizeof what - std::strlen(what),
@@ -96,6 +100,36 @@ int main() {
                         want_colls, binds, want_binds);
           expect(nodes == want_nodes && colls == want_colls && binds == want_binds && named, what);
         }
+  // The attention split's wave rule (step.cc, attn_split) at the points it
+  // was fitted on (132 SMs, 8 KV heads at TP 1): batch 1 / 8 / 32 x ctx 512 /
+  // 4096 -> 9, 5, 1 and 33, 6, 3 splits; --attn-bps 4 is the old rule.
+  {
+    const int heads[3] = {8, 64, 256}, lens[2] = {513, 4097}, want[2][3] = {{9, 5, 1}, {33, 6, 3}};
+    bool ok = true;
+    std::string got;
+    for (int l = 0; l < 2; l++)
+      for (int h = 0; h < 3; h++) {
+        const int sp = attn_split(heads[h], lens[l], 132, 0), n = (lens[l] + sp - 1) / sp;
+        ok &= n == want[l][h] && sp % LLAMA_ATTN_TILE == 0;
+        got += " " + std::to_string(n);
+      }
+    ok &= attn_split(256, 4097, 132, 4) == 1408 && attn_split(8, 4097, 132, 4) == 64;
+    expect(ok, "attention split rule: splits" + got + " (want 9 5 1 33 6 3), --attn-bps 4 as before");
+  }
+  // --attn tc / fma: RoPE, the first pass and the combine as three nodes.
+  for (Rank::Attn a : {Rank::ATTN_TC, Rank::ATTN_FMA}) {
+    Config c = model(false);
+    c.layers = 3;
+    c.max_ctx = c.ctx + c.steps;
+    std::string err, dot;
+    int nodes = 0, colls = 0;
+    size_t binds = 0;
+    const int rc = plan(c, 2, &err, &nodes, &colls, &binds, &dot, a);
+    char what[200];
+    std::snprintf(what, sizeof what, "--attn %s TP 2: %d nodes (%d)%s%s", a == Rank::ATTN_TC ? "tc" : "fma", nodes,
+                  2 + 9 * c.layers, rc ? ": " : "", err.c_str());
+    expect(!rc && nodes == 2 + 9 * c.layers && dot.find("l2.attn_combine") != std::string::npos, what);
+  }
   // decode.cc's device loop: the step built with device_loop (positions in
   // device memory, no memcpy node; no all-gather) goes into a WHILE body as
   // it is; the ordinary step's NCCL all-gather is refused there.
@@ -130,7 +164,7 @@ int main() {
       }
       int nodes = 0, colls = 0, nslots = 0;
       tpg_plan_get_stats(s.plan, &nodes, &nslots, &colls);
-      const int want_nodes = loop ? 1 + 9 * c.layers + 1 : 2 + 9 * c.layers + (R > 1 ? 2 : 1);
+      const int want_nodes = loop ? 1 + 7 * c.layers + 1 : 2 + 7 * c.layers + (R > 1 ? 2 : 1);
       tpg_plan *p = nullptr;
       tpg_plan_create(&p);
       for (tpg_slot i = 1; i <= (tpg_slot)nslots; i++) {

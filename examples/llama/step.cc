@@ -107,6 +107,39 @@ struct Builder {
 
 }  // namespace
 
+// The attention's split length (whole tiles of LLAMA_ATTN_TILE keys) for
+// `heads` = B x nkv (sequence, KV head) pairs and contexts up to max_len.
+// blocks = heads x nsplit run 3 to an SM (the kernels' launch bound), in
+// waves; a wave costs about its blocks' keys plus a fixed ~192-key
+// equivalent per block (the query fragments, the 4-warp merge, the partials
+// and, fused, the last block's merge). So the cost of a split is
+//   ceil(blocks / (3 SMs)) x (split_len + 192)
+// and the cheapest wins (ties: fewer splits). Fitted on nvidia-h200, TP 1
+// (--attn-bps sweeps, docs/performance.md): it picks what measured best
+// there, e.g. 33 splits at batch 1 / ctx 4096 and 3 at batch 32 (a second,
+// nearly empty wave cost 10% at batch 32 / ctx 4096 with 2). bps > 0 (--attn-bps)
+// is the old rule instead: about bps blocks per SM.
+int attn_split(int heads, int max_len, int sms, int bps) {
+  const int T = LLAMA_ATTN_TILE, tiles = (max_len + T - 1) / T;
+  auto whole = [&](int len) { return std::max(T, (len + T - 1) / T * T); };
+  if (bps > 0) {
+    const int target = std::max(1, (bps * sms + heads - 1) / heads);
+    return whole((max_len + target - 1) / target);
+  }
+  const long long slots = 3LL * std::max(1, sms);
+  int best = whole(max_len);
+  double best_cost = INFINITY;
+  for (int t = tiles; t >= 1; t--) {  // from one split up: ties keep fewer splits
+    const int len = t * T, n = (max_len + len - 1) / len;
+    const double cost = (double)((heads * (long long)n + slots - 1) / slots) * (len + 192);
+    if (cost < best_cost) {
+      best_cost = cost;
+      best = len;
+    }
+  }
+  return best;
+}
+
 int alloc_step_io(const Config &c, Step *s, std::string *err) {
   if (cudaMalloc(&s->d_x, (size_t)c.batch * c.hidden * 2) != cudaSuccess ||
       cudaMallocHost(reinterpret_cast<void **>(&s->h_pos), c.batch * sizeof(int)) != cudaSuccess) {
@@ -122,6 +155,13 @@ int alloc_step_io(const Config &c, Step *s, std::string *err) {
     *err = "out of memory for the logits";
     return 1;
   }
+  // The fused attention's counters start at 0 and each launch leaves them 0.
+  const size_t ncnt = (size_t)c.batch * c.kv_heads;
+  if (cudaMalloc(reinterpret_cast<void **>(&s->d_attn_cnt), ncnt * 4) != cudaSuccess ||
+      cudaMemset(s->d_attn_cnt, 0, ncnt * 4) != cudaSuccess) {
+    *err = "out of memory for the attention counters";
+    return 1;
+  }
   return 0;
 }
 
@@ -134,13 +174,8 @@ int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k
     *err = "head_dim must be 128 and heads/kv_heads one of 1, 2, 4, 8, 16";
     return 1;
   }
-  // Attention's context split: about four blocks per SM over B x nkv heads
-  // for the longest context this graph serves, in whole tiles. Four, not
-  // one: a block alternates loading a tile and computing on it, so several
-  // resident blocks keep memory busy, and whole waves of blocks even out.
-  const int target = std::max(1, (r.attn_bps * r.sm_count + B * nkv - 1) / (B * nkv));
-  int split = (max_len + target - 1) / target;
-  split = std::max(LLAMA_ATTN_TILE, (split + LLAMA_ATTN_TILE - 1) / LLAMA_ATTN_TILE * LLAMA_ATTN_TILE);
+  // Attention's context split for the longest context this graph serves.
+  const int split = attn_split(B * nkv, max_len, r.sm_count, r.attn_bps);
   s->split_len = split;
   s->nsplit = (max_len + split - 1) / split;
 
@@ -148,7 +183,7 @@ int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k
   TRY(tpg_plan_create(&s->plan));
   Builder b{s->plan, s, err};
   const tpg_memory DEV = TPG_MEM_DEVICE, SCR = TPG_MEM_SCRATCH;
-  tpg_slot x, pos_host, pos, h, qkv, q, attn, o_part, ml_part, part, h2, act, final_norm;
+  tpg_slot x, pos_host, pos, h, qkv, q, attn, o_part, ml_part, part, h2, act, final_norm, attn_cnt;
   // int32 data lives in TPG_F32 slots: tpgraph only needs its 4-byte width.
   if (b.slot("x", TPG_BF16, DEV, (size_t)B * H, s->d_x, &x) ||
       b.slot("pos_host", TPG_F32, TPG_MEM_HOST, B, s->h_pos, &pos_host) ||
@@ -162,7 +197,8 @@ int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k
       b.slot("part", TPG_BF16, SCR, (size_t)B * H, nullptr, &part) ||
       b.slot("h2", TPG_BF16, SCR, (size_t)B * H, nullptr, &h2) ||
       b.slot("act", TPG_BF16, SCR, (size_t)B * F, nullptr, &act) ||
-      b.slot("final_norm", TPG_BF16, DEV, H, w.final_norm, &final_norm))
+      b.slot("final_norm", TPG_BF16, DEV, H, w.final_norm, &final_norm) ||
+      b.slot("attn_cnt", TPG_F32, DEV, (size_t)B * nkv, s->d_attn_cnt, &attn_cnt))
     return 1;
   s->x = x;
   s->pos_host = pos_host;
@@ -200,7 +236,10 @@ int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k
                 TPG_ARG_VALUE(eps)},
                r))
     return 1;
-  const std::string attn_name = (r.attn_fma ? "llama_attn_g" : "llama_attn_tc_g") + std::to_string(G);
+  const std::string attn_name = (r.attn == Rank::ATTN_FUSED ? "llama_attn_fused_g"
+                                  : r.attn == Rank::ATTN_FMA ? "llama_attn_g"
+                                                             : "llama_attn_tc_g") +
+                                 std::to_string(G);
   for (int i = 0; i < c.layers; i++) {
     const std::string l = "l" + std::to_string(i) + ".";
     tpg_linear_desc qd = TPG_LINEAR_DESC_INIT;
@@ -217,7 +256,17 @@ int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k
     qd.name = qn.c_str();
     TRY(tpg_plan_add_linear(s->plan, &qd, b.dep(), b.ndep(), &n));
     b.chain(n);
-    if (b.kernel("llama_rope_append", l + "rope_append", B, nq + 2 * nkv, 1, 64,
+    if (r.attn == Rank::ATTN_FUSED) {
+      // One node: RoPE, the KV append, the split attention and its merge.
+      if (b.kernel(attn_name.c_str(), l + "attn", nsplit, nkv, B, 128,
+                   {tpg_arg_view(attn, 0), tpg_arg_view(o_part, 0), tpg_arg_view(ml_part, 0),
+                    tpg_arg_view(attn_cnt, 0), tpg_arg_view(s->k_cache[i], 0), tpg_arg_view(s->v_cache[i], 0),
+                    tpg_arg_view(qkv, 0), tpg_arg_view(pos, 0), TPG_ARG_VALUE(nkv), TPG_ARG_VALUE(max_ctx),
+                    TPG_ARG_VALUE(split_len), TPG_ARG_VALUE(nsplit), TPG_ARG_VALUE(scale_log2),
+                    TPG_ARG_VALUE(theta)},
+                   r))
+        return 1;
+    } else if (b.kernel("llama_rope_append", l + "rope_append", B, nq + 2 * nkv, 1, 64,
                  {tpg_arg_view(q, 0), tpg_arg_view(s->k_cache[i], 0), tpg_arg_view(s->v_cache[i], 0),
                   tpg_arg_view(qkv, 0), tpg_arg_view(pos, 0), TPG_ARG_VALUE(nq), TPG_ARG_VALUE(nkv),
                   TPG_ARG_VALUE(max_ctx), TPG_ARG_VALUE(theta)},
@@ -362,6 +411,7 @@ void free_step(Step *s) {
   cudaFreeHost(s->h_pos);
   cudaFree(s->d_logits);
   cudaFree(s->d_pos);
+  cudaFree(s->d_attn_cnt);
   *s = Step();
 }
 
