@@ -121,10 +121,12 @@ typedef struct CUstream_st *tpg_stream;
 typedef struct tpg_runtime_info {
   int version;             /* TPG_VERSION_CODE of the library              */
   int driver_version;      /* cuDriverGetVersion, e.g. 13000; 0: no driver */
-  int nccl_version;        /* ncclGetVersion, e.g. 22809                   */
+  int nccl_version;        /* ncclGetVersion, e.g. 22809; 0: no NCCL       */
   int device_count;        /* 0 when there is no driver                    */
   char kernel_archs[64];   /* targets of the embedded device code          */
   char driver_error[256];  /* why the driver could not be used, or ""      */
+  /* Appended in 0.4: */
+  char nccl_error[320];    /* why NCCL could not be loaded, or ""          */
 } tpg_runtime_info;
 
 /* Getters, all alike: tpg_<object>_get_<what>(object, ..., out, size). An OUT

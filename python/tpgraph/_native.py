@@ -62,7 +62,8 @@ class View(ctypes.Structure):
 
 class RuntimeInfo(ctypes.Structure):
     _fields_ = [("version", c_int), ("driver_version", c_int), ("nccl_version", c_int), ("device_count", c_int),
-                ("kernel_archs", ctypes.c_char * 64), ("driver_error", ctypes.c_char * 256)]
+                ("kernel_archs", ctypes.c_char * 64), ("driver_error", ctypes.c_char * 256),
+                ("nccl_error", ctypes.c_char * 320)]
 
 
 class DeviceInfo(ctypes.Structure):
