@@ -105,6 +105,10 @@ class LinearDesc(ctypes.Structure):
                 ("bias", View), ("residual", View), ("y", View), ("work", View)]
 
 
+class SlotInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("dtype", c_int), ("where", c_int), ("count", c_size_t)]
+
+
 class Binding(ctypes.Structure):
     _fields_ = [("slot", ctypes.c_uint32), ("ptr", c_void_p)]
 
@@ -150,6 +154,7 @@ STRUCTS = {
     "tpg_mlp_desc": MlpDesc, "tpg_linear_desc": LinearDesc, "tpg_binding": Binding,
     "tpg_graph_config": GraphConfig, "tpg_graph_info": GraphInfo, "tpg_mlp_whole_layer": MlpWholeLayer,
     "tpg_mlp_rank_layer": MlpRankLayer, "tpg_linear_whole": LinearWhole, "tpg_linear_part": LinearPart,
+    "tpg_slot_info": SlotInfo,
 }
 
 # ---- functions -----------------------------------------------------------------
@@ -180,6 +185,7 @@ SYMBOLS = {
     "plan_destroy": ("tpg_plan_destroy", _st, [_h]),
     "plan_add_slot": ("tpg_plan_add_slot", _st, [_h, ctypes.c_char_p, c_int, c_int, c_size_t, P(ctypes.c_uint32)]),
     "plan_find_slot": ("tpg_plan_find_slot", _st, [_h, ctypes.c_char_p, P(ctypes.c_uint32)]),
+    "plan_slot_info": ("tpg_plan_get_slot_info", _st, [_h, ctypes.c_uint32, P(SlotInfo), c_size_t]),
     "plan_add_gemm": ("tpg_plan_add_gemm", _st, [_h, P(GemmDesc), _nodes, c_int, _nodes]),
     "plan_add_axpby": ("tpg_plan_add_axpby", _st,
                        [_h, View, View, c_size_t, ctypes.c_float, ctypes.c_float, _nodes, c_int, _nodes]),
