@@ -227,7 +227,8 @@ static tpg_status create(const tpg_plan *plan, const tpg_graph_config *cfg_in, t
   TPG_TRYGOTO(tpg_dev_open(cfg->device, &g->dev), st, fail);
   TPG_TRYGOTO(tpg_dev_push(&g->dev), st, fail);
   for (int b = 0; b < cfg->nbindings; b++)
-    TPG_TRYGOTO(tpg_check_binding(g, p, cfg->bindings[b].slot, cfg->bindings[b].ptr, __func__, b), st, fail_pop);
+    TPG_TRYGOTO(tpg_check_binding(g, p, cfg->bindings[b].slot, cfg->bindings[b].ptr, __func__, "cfg->bindings", b),
+                st, fail_pop);
   g->comm = cfg->comm;
   if (colls) {
     atomic_fetch_add(&g->comm->graphs, 1);
