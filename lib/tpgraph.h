@@ -1008,10 +1008,15 @@ typedef struct tpg_graph_info {
 
 TPG_API tpg_status tpg_graph_get_info(const tpg_graph *graph, tpg_graph_info *out /* OUT */, size_t size /* sizeof *out */);
 
-/* The graph's CUDA graph (a CUgraph, borrowed: owned by the graph, valid
- * until tpg_graph_destroy), as the next launch runs it: the handle stays the
- * same, and each call brings it up to date with the rebinds and updates made
- * since (rebind itself leaves that to this call, to stay cheap). To embed it
+/* A CUDA graph: CUgraph (== cudaGraph_t), without including cuda.h, as
+ * tpg_stream is a CUstream. */
+typedef struct CUgraph_st *tpg_cu_graph;
+
+/* The graph's CUDA graph (borrowed: owned by the graph, valid until
+ * tpg_graph_destroy), as the next launch runs it: the handle stays the
+ * same, and each call brings it up to date with the rebinds, argument
+ * changes and updates made since (rebind itself leaves that to this call,
+ * to stay cheap), which is why the graph is not const here. To embed it
  * in an engine's own graph, add it as a child (cuGraphAddChildGraphNode
  * copies it); after a rebind, call this again and refresh the copy in the
  * engine's exec with cuGraphExecChildGraphNodeSetParams.
@@ -1022,6 +1027,10 @@ TPG_API tpg_status tpg_graph_get_info(const tpg_graph *graph, tpg_graph_info *ou
  * holds resources only the exec keeps, so the template cannot follow it
  * (export before rebinding collective buffers; rebinding buffers of kernel,
  * copy and captured nodes is fine). */
+TPG_API tpg_status tpg_graph_get_cu_graph(tpg_graph *graph, tpg_cu_graph *out /* OUT, borrowed */);
+/* The same, in its first form (kept for source compatibility): a void * for
+ * the CUgraph, and a const graph although its template is brought up to
+ * date. Prefer tpg_graph_get_cu_graph. */
 TPG_API tpg_status tpg_graph_export(const tpg_graph *graph, void **cu_graph /* OUT, borrowed */);
 
 /* Writes the instantiated graph as DOT (cuGraphDebugDotPrint, verbose). */
