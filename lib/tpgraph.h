@@ -982,6 +982,26 @@ TPG_API tpg_status tpg_graph_rebind(tpg_graph *graph, const tpg_binding *binding
 TPG_API tpg_status tpg_graph_update(tpg_graph *graph, const tpg_plan *plan,
                                     const tpg_binding *bindings, int nbindings);
 
+/* Sets by-value argument `index` (a TPG_ARG_BYTES of tpg_plan_add_kernel)
+ * of engine kernel node `node` to the `size` bytes at `value` (copied) for
+ * the next launches, through the exec's kernel node setter
+ * (cuGraphExecKernelNodeSetParams): no re-instantiation, the way a rebind
+ * changes a pointer. Arguments are otherwise frozen when the node is added;
+ * this is for a scalar that changes between launches (a sequence length, a
+ * step counter). `node` is the plan's handle for it (the graph's copy keeps
+ * the handles); `size` must be the argument's size as added. The value
+ * stays through later rebinds, a tpg_graph_update with plan NULL, and
+ * tpg_graph_export (the template follows at the next export); a
+ * tpg_graph_update with a new plan takes that plan's values. Stream-ordered
+ * like a rebind: launches already enqueued keep the old value. A node in a
+ * conditional body works the same. Refused with TPG_ERROR_INVALID_ARGUMENT
+ * naming the node: another node kind, a view or condition argument (rebind
+ * its slot instead), an index or size that does not match; TPG_MODE_CAPTURE
+ * graphs: TPG_ERROR_UNSUPPORTED; TPG_MODE_EAGER: the next launch uses it. On
+ * failure the argument keeps its value. */
+TPG_API tpg_status tpg_graph_set_kernel_arg(tpg_graph *graph, tpg_node node, int index, const void *value,
+                                           size_t size);
+
 typedef struct tpg_graph_info {
   int nodes;                 /* nodes of the parent graph                 */
   int kernel_nodes;          /* ours: our all-reduces and the epilogue node

@@ -346,8 +346,9 @@ done:
  * one rank, explicit mode: x filled with 1, y = 2x, a WHILE doubling y
  * until the device counter ctr runs out, an IF / ELSE on the device value v
  * (u = 2x, or u = x/3 + 1/4), computed by the fake's C kernels and checked
- * exactly; then x and u rebound (the body nodes' exec copies updated) and
- * launched again with other ctr and v. */
+ * exactly; then x and u rebound (the body nodes' exec copies updated), the
+ * ELSE body's axpy given another a (tpg_graph_set_kernel_arg: its exec
+ * setter), and launched again with other ctr and v. */
 static tpg_status add_k(tpg_plan *p, tpg_module *m, const char *name, const tpg_arg *a, int na, const tpg_node *dep,
                         tpg_node *out) {
   tpg_kernel_desc d = TPG_KERNEL_DESC_INIT;
@@ -409,7 +410,8 @@ static void *run_cond(void *arg) {
   STEP(tpg_plan_body_end(p));
   STEP(tpg_plan_body_begin(p, nif, 1));
   tpg_arg ax[5] = {tpg_arg_view(u, 0), tpg_arg_view(x, 0), TPG_ARG_VALUE(n), TPG_ARG_VALUE(a), TPG_ARG_VALUE(b0)};
-  STEP(add_k(p, m, "axpy", ax, 5, NULL, NULL));
+  tpg_node kax;
+  STEP(add_k(p, m, "axpy", ax, 5, NULL, &kax));
   STEP(tpg_plan_body_end(p));
   for (int i = 0; i < 6; i++) {
     buf[i] = tpgfake_dev_alloc(0, (size_t)N * sizeof(float));
@@ -425,11 +427,13 @@ static void *run_cond(void *arg) {
   cfg.bindings = bd;
   cfg.nbindings = 5;
   STEP(tpg_graph_create(p, &cfg, &g));
-  const float ax1 = (float)(a * 1.0 + (double)b0);
+  const double a_set = 0.5; /* set between the launches */
+  const float ax2 = (float)(a_set * 1.0 + (double)b0);
   for (int round = 0; round < 2; round++) {
     if (round == 1) {
       tpg_binding nb[2] = {{x, buf[5]}, {u, buf[0]}}; /* the old x is the new u */
       STEP(tpg_graph_rebind(g, nb, 2));
+      STEP(tpg_graph_set_kernel_arg(g, kax, 3, &a_set, sizeof a_set));
     }
     float *bx = buf[round ? 5 : 0], *bu = buf[round ? 0 : 2];
     memset(buf[1], 0xff, (size_t)N * sizeof(float));
@@ -441,7 +445,7 @@ static void *run_cond(void *arg) {
     if (!j->check) continue;
     j->wrong += count_wrong(bx, N, 1.0f) + (bctr[0] != 0);
     j->wrong += count_wrong(buf[1], N, (float)(2 << (3 - round)));
-    j->wrong += count_wrong(bu, N, round ? ax1 : 2.0f);
+    j->wrong += count_wrong(bu, N, round ? ax2 : 2.0f);
   }
 done:
   if (j->st != TPG_SUCCESS && !j->msg[0]) snprintf(j->msg, sizeof j->msg, "(no message)");
