@@ -111,7 +111,7 @@ static tpg_status get_cu_graph(tpg_graph *g, CUgraph *out, const char *fn, const
 tpg_status tpg_graph_get_cu_graph(tpg_graph *g, tpg_cu_graph *out) {
   tpg_err_clear();
   _Static_assert(sizeof(tpg_cu_graph) == sizeof(CUgraph), "tpg_cu_graph is a CUgraph");
-  return get_cu_graph(g, (CUgraph *)out, __func__, "out");
+  return tpg_err_public(get_cu_graph(g, (CUgraph *)out, __func__, "out"), __func__);
 }
 
 tpg_status tpg_graph_export(const tpg_graph *g, void **cu_graph) {
@@ -121,7 +121,7 @@ tpg_status tpg_graph_export(const tpg_graph *g, void **cu_graph) {
   CUgraph cg = NULL;
   tpg_status st = get_cu_graph((tpg_graph *)g, cu_graph ? &cg : NULL, __func__, "cu_graph");
   if (cu_graph) *cu_graph = (void *)cg;
-  return st;
+  return tpg_err_public(st, __func__);
 }
 
 tpg_status tpg_launch_into_capture(tpg_graph *g, CUstream stream, int *into) {

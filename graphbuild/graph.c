@@ -351,8 +351,7 @@ tpg_status tpg_graph_get_info(const tpg_graph *g, tpg_graph_info *out, size_t si
   return tpg_out_copy(out, size, &g->info, sizeof g->info, first, __func__, "tpg_graph_info");
 }
 
-tpg_status tpg_graph_write_dot(const tpg_graph *g, const char *path) {
-  tpg_err_clear();
+static tpg_status graph_write_dot(const tpg_graph *g, const char *path) {
   TPG_TRY(graph_check(g, __func__));
   TPG_CHECK_ARG(path != NULL && path[0], "path is NULL or empty: expected a file path");
   if (!g->graph) return TPG_FAIL(TPG_ERROR_UNSUPPORTED, "an eager-mode graph has no CUDA graph to print");
@@ -361,4 +360,9 @@ tpg_status tpg_graph_write_dot(const tpg_graph *g, const char *path) {
   tpg_dev_pop();
   if (r != CUDA_SUCCESS) return tpg_cu_fail(r, __func__, "cuGraphDebugDotPrint");
   return TPG_SUCCESS;
+}
+
+tpg_status tpg_graph_write_dot(const tpg_graph *g, const char *path) {
+  tpg_err_clear();
+  return tpg_err_public(graph_write_dot(g, path), __func__);
 }

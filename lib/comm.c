@@ -341,8 +341,7 @@ static void comm_dispose(tpg_comm *c) {
   free(c);
 }
 
-tpg_status tpg_comm_create(const tpg_comm_id *id, const tpg_comm_config *cfg, tpg_comm **out) {
-  tpg_err_clear();
+static tpg_status comm_create(const tpg_comm_id *id, const tpg_comm_config *cfg, tpg_comm **out) {
   TPG_CHECK_ARG(out != NULL, "out is NULL: expected a tpg_comm * to set");
   *out = NULL;
   TPG_CHECK_ARG(id != NULL, "id is NULL: expected the tpg_comm_id from rank 0");
@@ -406,6 +405,11 @@ fail:
   return st;
 }
 
+tpg_status tpg_comm_create(const tpg_comm_id *id, const tpg_comm_config *cfg, tpg_comm **out) {
+  tpg_err_clear();
+  return tpg_err_public(comm_create(id, cfg, out), __func__);
+}
+
 tpg_status tpg_comm_abort(tpg_comm *c) {
   tpg_err_clear();
   TPG_CHECK_ARG(c != NULL, "comm is NULL: expected a tpg_comm");
@@ -414,8 +418,7 @@ tpg_status tpg_comm_abort(tpg_comm *c) {
   return TPG_SUCCESS;
 }
 
-tpg_status tpg_comm_destroy(tpg_comm *c) {
-  tpg_err_clear();
+static tpg_status comm_destroy(tpg_comm *c) {
   if (!c) return TPG_SUCCESS;
   TPG_CHECK_ARG(comm_live(c), "comm is not a live tpg_comm (destroyed or corrupt handle)");
   int live = atomic_load(&c->graphs);
@@ -444,6 +447,11 @@ tpg_status tpg_comm_destroy(tpg_comm *c) {
   tpg_dev_pop();
   comm_dispose(c);
   return st;
+}
+
+tpg_status tpg_comm_destroy(tpg_comm *c) {
+  tpg_err_clear();
+  return tpg_err_public(comm_destroy(c), __func__);
 }
 
 tpg_status tpg_comm_get_info(const tpg_comm *c, int *rank, int *nranks, int *device) {
@@ -480,11 +488,15 @@ out:
   return st;
 }
 
-tpg_status tpg_comm_wait(tpg_comm *c, tpg_stream stream) {
-  tpg_err_clear();
+static tpg_status comm_wait(tpg_comm *c, tpg_stream stream) {
   TPG_TRY(tpg_comm_check_usable(c, __func__, "comm"));
   TPG_TRY(tpg_dev_push(&c->dev));
   tpg_status st = wait_stream(c, (CUstream)stream, __func__);
   tpg_dev_pop();
   return st;
+}
+
+tpg_status tpg_comm_wait(tpg_comm *c, tpg_stream stream) {
+  tpg_err_clear();
+  return tpg_err_public(comm_wait(c, stream), __func__);
 }

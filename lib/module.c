@@ -110,8 +110,7 @@ static tpg_status load(const char *fn, void *image, const char *what, tpg_module
   return TPG_SUCCESS;
 }
 
-tpg_status tpg_module_load(const void *image, size_t bytes, tpg_module **out) {
-  tpg_err_clear();
+static tpg_status module_load(const void *image, size_t bytes, tpg_module **out) {
   TPG_CHECK_ARG(out != NULL, "out is NULL: expected a tpg_module * to fill");
   *out = NULL;
   TPG_CHECK_ARG(image != NULL, "image is NULL: expected a cubin, fatbin or NUL-terminated PTX");
@@ -125,8 +124,12 @@ tpg_status tpg_module_load(const void *image, size_t bytes, tpg_module **out) {
   return load(__func__, copy, "image", out);
 }
 
-tpg_status tpg_module_load_file(const char *path, tpg_module **out) {
+tpg_status tpg_module_load(const void *image, size_t bytes, tpg_module **out) {
   tpg_err_clear();
+  return tpg_err_public(module_load(image, bytes, out), __func__);
+}
+
+static tpg_status module_load_file(const char *path, tpg_module **out) {
   TPG_CHECK_ARG(out != NULL, "out is NULL: expected a tpg_module * to fill");
   *out = NULL;
   TPG_CHECK_ARG(path != NULL && path[0], "path is NULL or empty: expected a .cubin, .fatbin or .ptx file");
@@ -162,8 +165,12 @@ done:
   return st;
 }
 
-tpg_status tpg_module_destroy(tpg_module *m) {
+tpg_status tpg_module_load_file(const char *path, tpg_module **out) {
   tpg_err_clear();
+  return tpg_err_public(module_load_file(path, out), __func__);
+}
+
+static tpg_status module_destroy(tpg_module *m) {
   if (!m) return TPG_SUCCESS;
   TPG_TRY(tpg_module_check(m, __func__, "module"));
   tpg_handle_remove(m);
@@ -173,6 +180,11 @@ tpg_status tpg_module_destroy(tpg_module *m) {
   free(m);
   if (r != CUDA_SUCCESS) return tpg_cu_fail(r, __func__, "cuLibraryUnload");
   return TPG_SUCCESS;
+}
+
+tpg_status tpg_module_destroy(tpg_module *m) {
+  tpg_err_clear();
+  return tpg_err_public(module_destroy(m), __func__);
 }
 
 /* ---- resolving a kernel on the current context ------------------------- */

@@ -70,8 +70,7 @@ static int archs_cover(const char *archs, int sm_arch) {
   return 0;
 }
 
-tpg_status tpg_device_get_info(int device, tpg_device_info *out_, size_t size) {
-  tpg_err_clear();
+static tpg_status device_get_info(int device, tpg_device_info *out_, size_t size) {
   TPG_CHECK_ARG(out_ != NULL, "out is NULL: expected a tpg_device_info to fill");
   TPG_CHECK_ARG(size >= DEVICE_INFO_FIRST, "size is %zu: expected sizeof(tpg_device_info) (at least %zu)", size,
                 DEVICE_INFO_FIRST);
@@ -97,4 +96,9 @@ tpg_status tpg_device_get_info(int device, tpg_device_info *out_, size_t size) {
   out->l2_bytes = (size_t)l2;
   out->kernels_supported = archs_cover(tpg_kernels_archs, d.sm_arch);
   return tpg_out_copy(out_, size, out, sizeof *out, DEVICE_INFO_FIRST, __func__, "tpg_device_info");
+}
+
+tpg_status tpg_device_get_info(int device, tpg_device_info *out_, size_t size) {
+  tpg_err_clear();
+  return tpg_err_public(device_get_info(device, out_, size), __func__);
 }
