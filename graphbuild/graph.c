@@ -239,7 +239,9 @@ static tpg_status create(const tpg_plan *plan, const tpg_graph_config *cfg_in, t
   TPG_CUGOTO(cuStreamCreate(&g->cap_stream, CU_STREAM_NON_BLOCKING), st, fail_pop);
   TPG_CUGOTO(cuEventCreate(&g->done, CU_EVENT_DISABLE_TIMING), st, fail_pop);
   g->tune = tune; /* once: workspaces are sized by it */
+  const double load0 = tpg_kernel_load_us(), tp = tpg_now_us();
   TPG_TRYGOTO(alloc_workspaces(g), st, fail_pop);
+  g->info.prepare_us = tpg_now_us() - tp;
 
   /* Programmatic edges need griddepcontrol (sm_90+) in the image that runs:
    * below sm_90 the kernels run their sm_80 image, where pdl_wait is a no-op,
@@ -265,6 +267,7 @@ static tpg_status create(const tpg_plan *plan, const tpg_graph_config *cfg_in, t
   double t2 = tpg_now_us();
   g->info.materialize_us = t1 - t0;
   g->info.instantiate_us = t2 - t1;
+  g->info.kernel_load_us = tpg_kernel_load_us() - load0;
   for (int i = 0; i < p->nnodes; i++) tpg_kind(p->nodes[i].kind)->count(&g->nodes[i], &g->info);
   tpg_dev_pop();
   *out = g;

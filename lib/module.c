@@ -10,6 +10,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "lib/module.h"
+#include "lib/device.h"
 #include "lib/handle.h"
 
 #include <errno.h>
@@ -226,8 +227,8 @@ void tpg_kit_kernel_release(tpg_kit_kernel *k) {
   k->nparams = -1;
 }
 
-tpg_status tpg_kit_kernel_resolve(const char *fn, const char *label, const tpg_module *module, const char *name,
-                                  void *cu_kernel, void *cu_function, unsigned shared_bytes, tpg_kit_kernel *out) {
+static tpg_status kit_kernel_resolve(const char *fn, const char *label, const tpg_module *module, const char *name,
+                                     void *cu_kernel, void *cu_function, unsigned shared_bytes, tpg_kit_kernel *out) {
   memset(out, 0, sizeof *out);
   out->nparams = -1;
   tpg_status st = TPG_SUCCESS;
@@ -293,5 +294,15 @@ tpg_status tpg_kit_kernel_resolve(const char *fn, const char *label, const tpg_m
   return TPG_SUCCESS;
 fail:
   tpg_kit_kernel_release(out);
+  return st;
+}
+
+/* Timed: resolving an engine kernel may load its module's code into the
+ * context (the driver loads lazily), which graph creation reports. */
+tpg_status tpg_kit_kernel_resolve(const char *fn, const char *label, const tpg_module *module, const char *name,
+                                  void *cu_kernel, void *cu_function, unsigned shared_bytes, tpg_kit_kernel *out) {
+  double t0 = tpg_now_us();
+  tpg_status st = kit_kernel_resolve(fn, label, module, name, cu_kernel, cu_function, shared_bytes, out);
+  tpg_kernel_load_add_us(tpg_now_us() - t0);
   return st;
 }

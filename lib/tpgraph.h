@@ -1024,6 +1024,17 @@ typedef struct tpg_graph_info {
   int gemm_tuned;            /* GEMM nodes whose kernel was timed now       */
   int gemm_tune_cached;      /* GEMM nodes found in the process cache or the
                                 cache file (a second node of one shape too) */
+  /* Where creation's time goes (appended after 0.3.0). Creation is checks,
+   * then prepare_us, materialize_us, instantiate_us: */
+  double prepare_us;         /* host time before materialize: each node's
+                                kernel choice and workspace, scratch slots,
+                                GEMM tuning (gemm_tune_us) */
+  double kernel_load_us;     /* host time, within prepare_us and
+                                materialize_us, loading device code and getting
+                                kernel functions: tpgraph's embedded fatbins
+                                are loaded once per process, each when a graph
+                                first needs one of its kernels, so the first
+                                graph pays most of this and later ones little */
 } tpg_graph_info;
 
 TPG_API tpg_status tpg_graph_get_info(const tpg_graph *graph, tpg_graph_info *out /* OUT */, size_t size /* sizeof *out */);
