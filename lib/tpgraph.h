@@ -44,9 +44,25 @@
  * - Threads: a handle is used by one thread at a time; different handles may
  *   be used from different threads at once (one exception: tpg_comm_abort,
  *   callable from any thread). tpg_last_error is per thread.
- * - The host library uses the CUDA driver API only (libcuda is loaded at run
- *   time; no CUDA runtime) and NCCL. Device work runs in the primary context
- *   of the device given; the caller's current context is left as it was.
+ * - The host library uses the CUDA driver API only and needs no CUDA runtime.
+ *   The driver (libcuda.so.1, or $TPG_LIBCUDA) is loaded when a call first
+ *   needs a GPU, and NCCL (libnccl.so.2, or $TPG_LIBNCCL) when the first
+ *   communicator or comm id is made: a program that makes none runs where
+ *   NCCL is absent. Neither is linked, and tpgraph.h includes no CUDA header.
+ * - Contexts: all of a graph's or comm's work runs in the PRIMARY context of
+ *   its device (cuDevicePrimaryCtxRetain: the one the CUDA runtime, PyTorch
+ *   and NCCL use); the caller's current context is left as it was. What the
+ *   caller hands in must belong to that context: device buffers allocated in
+ *   it (cudaMalloc, cudaMallocAsync pools, PyTorch, or cuMemAlloc with it
+ *   current) or VMM mappings made accessible to the device; pinned host
+ *   memory from cudaHostAlloc / cuMemHostAlloc in it (or portable); streams
+ *   and events created in it (cudaStreamCreate after cudaSetDevice(device);
+ *   NULL is its legacy default stream); CUfunctions of it. Buffers are
+ *   checked when bound (below); a stream or event of another context is
+ *   refused by the driver when it is used (TPG_ERROR_CUDA naming the call).
+ * - Messages: tpg_last_error() names the public call that failed first
+ *   ("tpg_graph_rebind: bindings[0].ptr ...", never an inner function), then
+ *   the argument and what was expected.
  */
 #ifndef TPGRAPH_H
 #define TPGRAPH_H
@@ -100,11 +116,17 @@ typedef enum tpg_status {
   TPG_STATUS_COUNT = 12
 } tpg_status;
 
-/* Static name of a status ("TPG_ERROR_INVALID_ARGUMENT: ..."); never NULL. */
+/* Name and meaning of a status ("TPG_ERROR_INVALID_ARGUMENT: ..."); never
+ * NULL. A static string: valid for the life of the process, never changed,
+ * from any thread. */
 TPG_API const char *tpg_status_string(tpg_status s);
 
-/* This thread's message for its last failed call ("" if none). Valid until
- * this thread's next tpgraph call. */
+/* This thread's message for its last failed call ("" if none): names the
+ * public call, the argument and what was expected. The text lives in a
+ * buffer of the calling thread (at most 1023 characters): valid until this
+ * thread's next tpgraph call of any kind (one that succeeds may clear it;
+ * tpg_status_string does not touch it) or the thread's exit. Copy it to keep
+ * it; never free it. */
 TPG_API const char *tpg_last_error(void);
 
 /* ------------------------------------------------------------------------ */
@@ -161,7 +183,9 @@ TPG_API tpg_status tpg_device_get_info(int device, tpg_device_info *out /* OUT *
  * tpg_comm_create with the same id. Across machines the same calls work;
  * NCCL picks its network transport.
  *
- * tpg_comm_create initialises NCCL non-blocking and waits at most
+ * tpg_comm_id_create and tpg_comm_create load NCCL (libnccl.so.2, or
+ * $TPG_LIBNCCL) the first time; a missing or too old NCCL is TPG_ERROR_NCCL
+ * naming the file. tpg_comm_create initialises NCCL non-blocking and waits at most
  * timeout_ms, then runs one small all-reduce so the communicator is warmed
  * up before any graph captures it. A failure or a deadline aborts the NCCL
  * communicator; the call returns TPG_ERROR_TIMEOUT / TPG_ERROR_NCCL.
@@ -478,7 +502,8 @@ TPG_API tpg_status tpg_module_destroy(tpg_module *module);
 
 /* One kernel parameter: bytes by value, or the device address of a view. */
 typedef enum tpg_arg_kind {
-  TPG_ARG_BYTES = 0,       /* `size` bytes at `bytes`, copied when the node is added */
+  TPG_ARG_BYTES = 0,       /* `size` bytes at `bytes`, copied when the node is added;
+                              change it between launches with tpg_graph_set_kernel_arg */
   TPG_ARG_VIEW = 1,        /* a pointer parameter: bound address of view.slot + offset
                               (elements); patched on rebind                        */
   TPG_ARG_COND = 2         /* a condition's CUDA handle (cudaGraphConditionalHandle,
@@ -819,10 +844,34 @@ TPG_API tpg_status tpg_mlp_shard_layer(const tpg_mlp_desc *desc, int device, con
 
 typedef struct tpg_graph tpg_graph;
 
+/* A slot's buffer. ptr stays void * (ABI of 0.x): a device pointer is the
+ * CUdeviceptr (an unsigned 64-bit integer) cast to it — tpg_binding_cu does
+ * the cast — and a pinned host pointer is given as is.
+ *
+ * Checked when given (tpg_graph_create, _rebind, _update; refused with
+ * TPG_ERROR_INVALID_ARGUMENT naming the binding, its slot and what was
+ * expected): not NULL, 16-byte aligned, memory the driver knows, of the
+ * slot's kind (device memory of the graph's GPU, or page-locked host memory),
+ * and an ALLOCATION that covers the slot from ptr on (ptr + count * element
+ * size; the driver reports the allocation's range, and the message gives
+ * both sizes). What cannot be caught: the driver's allocation is what
+ * cuMemAlloc / cudaMalloc / cuMemHostAlloc returned, so a buffer a pool
+ * allocator carved from a larger block (PyTorch's caching allocator,
+ * cudaMallocAsync pools, an engine's own arena) passes as long as the block
+ * goes on far enough, whatever the buffer's own size; and the dtype of the
+ * bytes is not known to the driver at all. The Python binding checks a
+ * tensor's own dtype and size before C sees it; C callers with pools must
+ * size their sub-buffers to the slot. */
 typedef struct tpg_binding {
   tpg_slot slot;
   void *ptr;               /* device pointer (CUdeviceptr cast), or pinned host pointer */
 } tpg_binding;
+
+/* A binding from a CUdeviceptr (cuMemAlloc's type): {slot, (void *)dptr}. */
+static inline tpg_binding tpg_binding_cu(tpg_slot slot, unsigned long long dptr) {
+  tpg_binding b = {slot, (void *)(uintptr_t)dptr};
+  return b;
+}
 
 /* How a graph runs. EXPLICIT is the product; the other two run the very same
  * nodes the ways this library replaces, for benchmarks and debugging. */
@@ -936,9 +985,11 @@ typedef struct tpg_graph_config {
  * experiments; read at tpg_graph_create. */
 #define TPG_GRAPH_PDL 0x2u
 
-/* Validates the plan and the bindings (alignment, memory kind, and that each
- * allocation covers its slot), materializes every node through the driver API
- * and instantiates once. With collectives this is a collective call: ranks
+/* Validates the plan and the bindings (see tpg_binding), materializes every
+ * node through the driver API and instantiates once. Time: the first graph of
+ * a process also loads the embedded device code its kernels live in (each
+ * fatbin once per process, only those needed); tpg_graph_info breaks the
+ * creation down (prepare_us, materialize_us, instantiate_us, kernel_load_us). With collectives this is a collective call: ranks
  * first compare a fingerprint of their graphs' collectives (kind, count,
  * dtype, algorithm, epilogue shape, in order; a mismatch is TPG_ERROR_INVALID_ARGUMENT on
  * every rank instead of a hang), then NCCL collectives are captured into
