@@ -2,9 +2,10 @@
 # third_party/cuda/cuda_configure.bzl uses, and fails naming the variable to
 # set instead of leaving a chain of missing-file errors.
 #   toolkit: CUDA_PATH (-D or environment), the folder above nvcc on PATH, /usr/local/cuda
-#   NCCL:    NCCL_HOME (-D or environment), the toolkit, the system folders
-# The host library needs only cuda.h (libcuda is loaded at run time) and NCCL;
-# nvcc is needed only when the kernels are compiled here.
+#   nccl.h:  NCCL_HOME (-D or environment), the toolkit, the system folders
+# The host library needs only cuda.h and nccl.h: libcuda and libnccl are
+# loaded at run time, never linked. nvcc is needed only when the kernels are
+# compiled here.
 
 set(_tpg_cuda_hints)
 if(CUDA_PATH)
@@ -43,10 +44,8 @@ elseif(DEFINED ENV{NCCL_HOME})
 endif()
 list(APPEND _tpg_nccl_roots "${TPGRAPH_CUDA_ROOT}" /usr)
 find_path(TPGRAPH_NCCL_INCLUDE nccl.h HINTS ${_tpg_nccl_roots} PATH_SUFFIXES include NO_DEFAULT_PATH)
-find_library(TPGRAPH_NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${_tpg_nccl_roots}
-  PATH_SUFFIXES lib lib64 lib/x86_64-linux-gnu NO_DEFAULT_PATH)
-if(NOT TPGRAPH_NCCL_INCLUDE OR NOT TPGRAPH_NCCL_LIBRARY)
-  message(FATAL_ERROR "tpgraph: NCCL not found (nccl.h and libnccl.so under: ${_tpg_nccl_roots}). "
-                      "Set NCCL_HOME to the folder holding include/nccl.h and lib/libnccl.so.")
+if(NOT TPGRAPH_NCCL_INCLUDE)
+  message(FATAL_ERROR "tpgraph: nccl.h not found (under: ${_tpg_nccl_roots}). "
+                      "Set NCCL_HOME to the folder holding include/nccl.h.")
 endif()
-message(STATUS "tpgraph: CUDA at ${TPGRAPH_CUDA_ROOT}, NCCL ${TPGRAPH_NCCL_LIBRARY}")
+message(STATUS "tpgraph: CUDA at ${TPGRAPH_CUDA_ROOT}, nccl.h in ${TPGRAPH_NCCL_INCLUDE}")

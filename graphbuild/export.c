@@ -85,30 +85,45 @@ static tpg_status template_refresh(tpg_graph *g, const char *fn) {
   return TPG_SUCCESS;
 }
 
-tpg_status tpg_graph_export(const tpg_graph *g, void **cu_graph) {
-  tpg_err_clear();
-  TPG_CHECK_ARG(cu_graph != NULL, "cu_graph is NULL: expected a void * (CUgraph) to set");
-  *cu_graph = NULL;
-  TPG_CHECK_ARG(g != NULL, "graph is NULL: expected a tpg_graph");
-  TPG_CHECK_ARG(tpg_graph_live(g), "graph is not a live tpg_graph (destroyed or corrupt handle)");
+/* Both public forms: the template brought up to date, then handed out. */
+static tpg_status get_cu_graph(tpg_graph *g, CUgraph *out, const char *fn, const char *outname) {
+  if (!out) return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "%s is NULL: expected a CUgraph to set", outname);
+  *out = NULL;
+  if (!g) return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "graph is NULL: expected a tpg_graph");
+  if (!tpg_graph_live(g))
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "graph is not a live tpg_graph (destroyed or corrupt handle)");
   if (g->mode != TPG_MODE_EXPLICIT)
-    return TPG_FAIL(TPG_ERROR_UNSUPPORTED,
-                    "the graph is mode %d: only a TPG_MODE_EXPLICIT graph has a CUDA graph to export", (int)g->mode);
+    return tpg_err(TPG_ERROR_UNSUPPORTED, fn,
+                   "the graph is mode %d: only a TPG_MODE_EXPLICIT graph has a CUDA graph to export", (int)g->mode);
   if (g->export_stale)
-    return TPG_FAIL(TPG_ERROR_UNSUPPORTED,
-                    "an NCCL collective of this graph was re-captured by a rebind or update, and its new capture "
-                    "cannot be copied into the exported graph (NCCL's resources belong to the exec): export before "
-                    "rebinding collective buffers, or create the graph with the buffers it should keep");
+    return tpg_err(TPG_ERROR_UNSUPPORTED, fn,
+                   "an NCCL collective of this graph was re-captured by a rebind or update, and its new capture "
+                   "cannot be copied into the exported graph (NCCL's resources belong to the exec): export before "
+                   "rebinding collective buffers, or create the graph with the buffers it should keep");
   if (g->template_dirty) {
-    /* A cache of the graph's, not its state: the const handle may refresh it. */
-    tpg_graph *mg = (tpg_graph *)g;
-    TPG_TRY(tpg_dev_push(&mg->dev));
-    tpg_status st = template_refresh(mg, __func__);
+    TPG_TRY(tpg_dev_push(&g->dev));
+    tpg_status st = template_refresh(g, fn);
     tpg_dev_pop();
     TPG_TRY(st);
   }
-  *cu_graph = (void *)g->graph;
+  *out = g->graph;
   return TPG_SUCCESS;
+}
+
+tpg_status tpg_graph_get_cu_graph(tpg_graph *g, tpg_cu_graph *out) {
+  tpg_err_clear();
+  _Static_assert(sizeof(tpg_cu_graph) == sizeof(CUgraph), "tpg_cu_graph is a CUgraph");
+  return tpg_err_public(get_cu_graph(g, (CUgraph *)out, __func__, "out"), __func__);
+}
+
+tpg_status tpg_graph_export(const tpg_graph *g, void **cu_graph) {
+  tpg_err_clear();
+  /* The older form: a const handle, though the template it hands out is
+   * brought up to date (kept for source compatibility; see the header). */
+  CUgraph cg = NULL;
+  tpg_status st = get_cu_graph((tpg_graph *)g, cu_graph ? &cg : NULL, __func__, "cu_graph");
+  if (cu_graph) *cu_graph = (void *)cg;
+  return tpg_err_public(st, __func__);
 }
 
 tpg_status tpg_launch_into_capture(tpg_graph *g, CUstream stream, int *into) {

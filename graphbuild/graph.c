@@ -227,7 +227,8 @@ static tpg_status create(const tpg_plan *plan, const tpg_graph_config *cfg_in, t
   TPG_TRYGOTO(tpg_dev_open(cfg->device, &g->dev), st, fail);
   TPG_TRYGOTO(tpg_dev_push(&g->dev), st, fail);
   for (int b = 0; b < cfg->nbindings; b++)
-    TPG_TRYGOTO(tpg_check_binding(g, p, cfg->bindings[b].slot, cfg->bindings[b].ptr, __func__, b), st, fail_pop);
+    TPG_TRYGOTO(tpg_check_binding(g, p, cfg->bindings[b].slot, cfg->bindings[b].ptr, __func__, "cfg->bindings", b),
+                st, fail_pop);
   g->comm = cfg->comm;
   if (colls && g->comm) {
     atomic_fetch_add(&g->comm->graphs, 1);
@@ -238,7 +239,9 @@ static tpg_status create(const tpg_plan *plan, const tpg_graph_config *cfg_in, t
   TPG_CUGOTO(cuStreamCreate(&g->cap_stream, CU_STREAM_NON_BLOCKING), st, fail_pop);
   TPG_CUGOTO(cuEventCreate(&g->done, CU_EVENT_DISABLE_TIMING), st, fail_pop);
   g->tune = tune; /* once: workspaces are sized by it */
+  const double load0 = tpg_kernel_load_us(), tp = tpg_now_us();
   TPG_TRYGOTO(alloc_workspaces(g), st, fail_pop);
+  g->info.prepare_us = tpg_now_us() - tp;
 
   /* Programmatic edges need griddepcontrol (sm_90+) in the image that runs:
    * below sm_90 the kernels run their sm_80 image, where pdl_wait is a no-op,
@@ -264,6 +267,7 @@ static tpg_status create(const tpg_plan *plan, const tpg_graph_config *cfg_in, t
   double t2 = tpg_now_us();
   g->info.materialize_us = t1 - t0;
   g->info.instantiate_us = t2 - t1;
+  g->info.kernel_load_us = tpg_kernel_load_us() - load0;
   for (int i = 0; i < p->nnodes; i++) tpg_kind(p->nodes[i].kind)->count(&g->nodes[i], &g->info);
   tpg_dev_pop();
   *out = g;
@@ -350,8 +354,7 @@ tpg_status tpg_graph_get_info(const tpg_graph *g, tpg_graph_info *out, size_t si
   return tpg_out_copy(out, size, &g->info, sizeof g->info, first, __func__, "tpg_graph_info");
 }
 
-tpg_status tpg_graph_write_dot(const tpg_graph *g, const char *path) {
-  tpg_err_clear();
+static tpg_status graph_write_dot(const tpg_graph *g, const char *path) {
   TPG_TRY(graph_check(g, __func__));
   TPG_CHECK_ARG(path != NULL && path[0], "path is NULL or empty: expected a file path");
   if (!g->graph) return TPG_FAIL(TPG_ERROR_UNSUPPORTED, "an eager-mode graph has no CUDA graph to print");
@@ -360,4 +363,9 @@ tpg_status tpg_graph_write_dot(const tpg_graph *g, const char *path) {
   tpg_dev_pop();
   if (r != CUDA_SUCCESS) return tpg_cu_fail(r, __func__, "cuGraphDebugDotPrint");
   return TPG_SUCCESS;
+}
+
+tpg_status tpg_graph_write_dot(const tpg_graph *g, const char *path) {
+  tpg_err_clear();
+  return tpg_err_public(graph_write_dot(g, path), __func__);
 }

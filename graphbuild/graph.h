@@ -70,9 +70,11 @@ struct tpg_graph {
 
 /* ---- bind.c ---- */
 /* Checks one binding against its slot: memory kind, device, alignment, and
- * that the allocation covers the slot. */
+ * that the allocation covers the slot. Messages name what[index] (the
+ * caller's array: "cfg->bindings", "bindings"); index < 0: a binding the
+ * graph kept, named by its slot. */
 TPG_HIDDEN tpg_status tpg_check_binding(const tpg_graph *g, const tpg_plan *p, tpg_slot slot, void *ptr,
-                                        const char *fn, int index);
+                                        const char *fn, const char *what, int index);
 /* No slot is bound twice in b[0..n) (slots already checked to be the plan's);
  * the message names `what`[i] and the first binding of that slot. */
 TPG_HIDDEN tpg_status tpg_bindings_unique(const tpg_plan *p, const tpg_binding *b, int n, const char *fn,

@@ -360,8 +360,7 @@ void tpg_plan_truncate(tpg_plan *p, int nnodes) {
 /* Appending copies records as clone does (data is position-independent),
  * with indices moved by the nodes already in p; views keep their slot ids,
  * which is why src's slots must be p's first ones. */
-tpg_status tpg_plan_append(tpg_plan *p, const tpg_plan *src, tpg_node *nodes) {
-  tpg_err_clear();
+static tpg_status plan_append(tpg_plan *p, const tpg_plan *src, tpg_node *nodes) {
   TPG_TRY(tpg_plan_check(p, __func__, "plan"));
   TPG_TRY(tpg_plan_check(src, __func__, "src"));
   TPG_CHECK_ARG(src != p, "src is plan: expected another plan");
@@ -427,6 +426,11 @@ tpg_status tpg_plan_append(tpg_plan *p, const tpg_plan *src, tpg_node *nodes) {
   tpg_plan_drop_indexes(p);
   for (int i = 0; nodes && i < src->nnodes; i++) nodes[i] = ((uint64_t)p->serial << 32) | (uint64_t)(base + i + 1);
   return TPG_SUCCESS;
+}
+
+tpg_status tpg_plan_append(tpg_plan *p, const tpg_plan *src, tpg_node *nodes) {
+  tpg_err_clear();
+  return tpg_err_public(plan_append(p, src, nodes), __func__);
 }
 
 int tpg_node_inside(const tpg_plan *p, int i, int c) {

@@ -46,7 +46,7 @@ static tpg_status check_bindings(const tpg_graph *g, const tpg_plan *p, const tp
                                  const char *fn) {
   if (n < 0) return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "nbindings is %d: expected >= 0", n);
   if (n > 0 && !b) return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "bindings is NULL but nbindings is %d", n);
-  for (int i = 0; i < n; i++) TPG_TRY(tpg_check_binding(g, p, b[i].slot, b[i].ptr, fn, i));
+  for (int i = 0; i < n; i++) TPG_TRY(tpg_check_binding(g, p, b[i].slot, b[i].ptr, fn, "bindings", i));
   return tpg_bindings_unique(p, b, n, fn, "bindings");
 }
 
@@ -130,7 +130,7 @@ static tpg_status update_checks(tpg_graph *g, const tpg_state *ns, const tpg_pla
     int rebound = 0;
     for (int k = 0; k < n; k++) rebound |= b[k].slot == (tpg_slot)(q + 1);
     /* A new plan may declare larger slots: the kept bindings must cover them. */
-    if (!rebound) TPG_TRY(tpg_check_binding(g, p, (tpg_slot)(q + 1), bind[q], fn, -1));
+    if (!rebound) TPG_TRY(tpg_check_binding(g, p, (tpg_slot)(q + 1), bind[q], fn, NULL, -1));
   }
   size_t *owned = malloc((size_t)(p->nslots ? p->nslots : 1) * sizeof *owned);
   if (!owned) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");

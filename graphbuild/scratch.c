@@ -14,16 +14,20 @@ tpg_status tpg_scratch_alloc(tpg_graph *g, const tpg_plan *p, int q, size_t byte
   out->how = 0;
   out->win = NULL;
   if (sym) {
+    if (!tpg_nccl->ncclCommWindowRegister || !tpg_nccl->ncclCommWindowDeregister)
+      return TPG_FAIL(TPG_ERROR_UNSUPPORTED,
+                      "TPG_GRAPH_NCCL_SYMMETRIC needs NCCL 2.27 or newer (ncclCommWindowRegister); this NCCL is %d",
+                      tpg_nccl->version);
     bytes = (bytes + 4095) & ~(size_t)4095;
     void *ptr = NULL;
-    ncclResult_t r = ncclMemAlloc(&ptr, bytes);
+    ncclResult_t r = tpg_nccl->ncclMemAlloc(&ptr, bytes);
     if (r != ncclSuccess || !ptr)
       return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "ncclMemAlloc(%zu bytes) for scratch slot \"%s\" failed: %s", bytes,
-                      p->slots[q].name, ncclGetErrorString(r));
+                      p->slots[q].name, tpg_nccl->ncclGetErrorString(r));
     out->ptr = ptr;
     out->bytes = bytes;
     out->how = 2;
-    r = ncclCommWindowRegister(g->comm->nccl, ptr, bytes, &out->win, NCCL_WIN_COLL_SYMMETRIC);
+    r = tpg_nccl->ncclCommWindowRegister(g->comm->nccl, ptr, bytes, &out->win, NCCL_WIN_COLL_SYMMETRIC);
     /* On a non-blocking comm NCCL 2.28.9 returns ncclSuccess here while the
      * registration (a group job ending in a barrier with every rank, which
      * writes out->win) still runs: its group end's ncclInProgress is dropped
@@ -47,11 +51,11 @@ void tpg_scratch_free(tpg_graph *g, tpg_scratch *s) {
   /* Deregistering is collective: skipped on an aborted comm (a peer may be
    * gone); NCCL frees the window with the comm. */
   if (s->win && g->comm && g->comm->nccl && !g->comm->aborted) {
-    ncclResult_t r = ncclCommWindowDeregister(g->comm->nccl, s->win);
+    ncclResult_t r = tpg_nccl->ncclCommWindowDeregister(g->comm->nccl, s->win);
     tpg_nccl_settle(g->comm, r == ncclSuccess ? ncclInProgress : r, "tpg_graph_destroy", "ncclCommWindowDeregister");
   }
   if (s->how == 1 && s->ptr) tpg_cu->cuMemFree((CUdeviceptr)(uintptr_t)s->ptr);
-  if (s->how == 2 && s->ptr) ncclMemFree(s->ptr);
+  if (s->how == 2 && s->ptr) tpg_nccl->ncclMemFree(s->ptr);
   s->ptr = NULL;
   s->bytes = 0;
   s->how = 0;

@@ -28,8 +28,7 @@ struct tpg_mlp_buckets {
 
 static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
 
-tpg_status tpg_mlp_find_slot(const tpg_mlp_desc *desc, const char *name, tpg_slot *out) {
-  tpg_err_clear();
+static tpg_status mlp_find_slot(const tpg_mlp_desc *desc, const char *name, tpg_slot *out) {
   TPG_CHECK_ARG(out != NULL, "out is NULL: expected a tpg_slot to set");
   *out = TPG_SLOT_NONE;
   TPG_CHECK_ARG(name != NULL, "name is NULL: expected a slot name such as \"x\" or \"l0.w1\"");
@@ -38,6 +37,11 @@ tpg_status tpg_mlp_find_slot(const tpg_mlp_desc *desc, const char *name, tpg_slo
   tpg_status st = tpg_plan_find_slot(p, name, out);
   tpg_plan_destroy(p);
   return st;
+}
+
+tpg_status tpg_mlp_find_slot(const tpg_mlp_desc *desc, const char *name, tpg_slot *out) {
+  tpg_err_clear();
+  return tpg_err_public(mlp_find_slot(desc, name, out), __func__);
 }
 
 static size_t free_bytes(int device) {
@@ -61,8 +65,7 @@ static int buckets_live(const tpg_mlp_buckets *b) {
 /* As tpg_graph_destroy: a graph whose destroy failed and left it whole (its
  * context could not be made current) stays in the buckets, which then stay
  * live too, so that a second call frees what is left instead of leaking it. */
-tpg_status tpg_mlp_buckets_destroy(tpg_mlp_buckets *b) {
-  tpg_err_clear();
+static tpg_status mlp_buckets_destroy(tpg_mlp_buckets *b) {
   if (!b) return TPG_SUCCESS;
   TPG_CHECK_ARG(buckets_live(b), "buckets is not a live tpg_mlp_buckets");
   tpg_status st = TPG_SUCCESS;
@@ -84,9 +87,13 @@ tpg_status tpg_mlp_buckets_destroy(tpg_mlp_buckets *b) {
   return st;
 }
 
-tpg_status tpg_mlp_buckets_create(const tpg_mlp_desc *desc, const int *sizes, int nsizes,
-                                  const tpg_graph_config *cfg, tpg_mlp_buckets **out) {
+tpg_status tpg_mlp_buckets_destroy(tpg_mlp_buckets *b) {
   tpg_err_clear();
+  return tpg_err_public(mlp_buckets_destroy(b), __func__);
+}
+
+static tpg_status mlp_buckets_create(const tpg_mlp_desc *desc, const int *sizes, int nsizes,
+                                     const tpg_graph_config *cfg, tpg_mlp_buckets **out) {
   TPG_CHECK_ARG(out != NULL, "out is NULL: expected a tpg_mlp_buckets * to set");
   *out = NULL;
   TPG_CHECK_ARG(desc != NULL, "desc is NULL: expected the stack's tpg_mlp_desc (tokens = the maximum)");
@@ -146,6 +153,12 @@ tpg_status tpg_mlp_buckets_create(const tpg_mlp_desc *desc, const int *sizes, in
   }
   *out = b;
   return TPG_SUCCESS;
+}
+
+tpg_status tpg_mlp_buckets_create(const tpg_mlp_desc *desc, const int *sizes, int nsizes,
+                                  const tpg_graph_config *cfg, tpg_mlp_buckets **out) {
+  tpg_err_clear();
+  return tpg_err_public(mlp_buckets_create(desc, sizes, nsizes, cfg, out), __func__);
 }
 
 tpg_status tpg_mlp_buckets_pick(tpg_mlp_buckets *b, int tokens, int *bucket_tokens, tpg_graph **graph) {

@@ -260,20 +260,24 @@ static tpg_status add_linear(tpg_plan *p, const tpg_linear_desc *d, const tpg_no
   return TPG_SUCCESS;
 }
 
-tpg_status tpg_plan_add_linear(tpg_plan *p, const tpg_linear_desc *d, const tpg_node *deps, int ndeps,
-                               tpg_node *out) {
-  tpg_err_clear();
+static tpg_status plan_add_linear(tpg_plan *p, const tpg_linear_desc *d, const tpg_node *deps, int ndeps,
+                                  tpg_node *out) {
   tpg_node node = 0; /* out may alias a dep: written last */
   tpg_status st = add_linear(p, d, deps, ndeps, &node);
   if (out) *out = st == TPG_SUCCESS ? node : 0;
   return st;
 }
 
+tpg_status tpg_plan_add_linear(tpg_plan *p, const tpg_linear_desc *d, const tpg_node *deps, int ndeps,
+                               tpg_node *out) {
+  tpg_err_clear();
+  return tpg_err_public(plan_add_linear(p, d, deps, ndeps, out), __func__);
+}
+
 /* ---- splitting a whole layer ---------------------------------------------- */
 
-tpg_status tpg_linear_shard(const tpg_linear_desc *d, int device, const tpg_linear_whole *w,
-                            const tpg_linear_part *o, tpg_stream stream) {
-  tpg_err_clear();
+static tpg_status linear_shard(const tpg_linear_desc *d, int device, const tpg_linear_whole *w,
+                               const tpg_linear_part *o, tpg_stream stream) {
   size_t F;
   TPG_TRY(check_shape(d, __func__, &F));
   TPG_CHECK_ARG(w != NULL, "whole is NULL: expected the layer's unsplit weights");
@@ -331,4 +335,10 @@ done:
   tpg_dev_pop();
   tpg_dev_close(&dev);
   return st;
+}
+
+tpg_status tpg_linear_shard(const tpg_linear_desc *d, int device, const tpg_linear_whole *w,
+                            const tpg_linear_part *o, tpg_stream stream) {
+  tpg_err_clear();
+  return tpg_err_public(linear_shard(d, device, w, o, stream), __func__);
 }

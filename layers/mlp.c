@@ -134,8 +134,7 @@ static tpg_status add_layer(tpg_plan *p, const tpg_mlp_desc *d, const mlp_shape 
   return TPG_SUCCESS;
 }
 
-tpg_status tpg_plan_mlp(const tpg_mlp_desc *d, tpg_plan **out) {
-  tpg_err_clear();
+static tpg_status plan_mlp(const tpg_mlp_desc *d, tpg_plan **out) {
   TPG_CHECK_ARG(out != NULL, "out is NULL: expected a tpg_plan * to set");
   *out = NULL;
   tpg_status cs = check_desc(d);
@@ -189,6 +188,11 @@ fail:
   return st;
 }
 
+tpg_status tpg_plan_mlp(const tpg_mlp_desc *d, tpg_plan **out) {
+  tpg_err_clear();
+  return tpg_err_public(plan_mlp(d, out), __func__);
+}
+
 /* ---- splitting whole weights --------------------------------------------- */
 
 #include "lib/device.h"
@@ -200,9 +204,8 @@ static tpg_status copy_rows(CUdeviceptr dst, const void *src, size_t r0, size_t 
   return TPG_SUCCESS;
 }
 
-tpg_status tpg_mlp_shard_layer(const tpg_mlp_desc *d, int device, const tpg_mlp_whole_layer *w,
-                               const tpg_mlp_rank_layer *o, tpg_stream stream) {
-  tpg_err_clear();
+static tpg_status mlp_shard_layer(const tpg_mlp_desc *d, int device, const tpg_mlp_whole_layer *w,
+                                  const tpg_mlp_rank_layer *o, tpg_stream stream) {
   TPG_CHECK_ARG(w != NULL, "whole is NULL: expected the layer's unsplit weights");
   TPG_CHECK_ARG(o != NULL, "out is NULL: expected this rank's buffers");
   tpg_plan *p;
@@ -252,4 +255,10 @@ out:
   tpg_dev_pop();
   tpg_dev_close(&dev);
   return st;
+}
+
+tpg_status tpg_mlp_shard_layer(const tpg_mlp_desc *d, int device, const tpg_mlp_whole_layer *w,
+                               const tpg_mlp_rank_layer *o, tpg_stream stream) {
+  tpg_err_clear();
+  return tpg_err_public(mlp_shard_layer(d, device, w, o, stream), __func__);
 }

@@ -50,10 +50,6 @@ static void backoff(double start_us) {
   if (el > 200.0) nap_us(el > 10000.0 ? 1000 : 50);
 }
 
-/* NCCL older than 2.28 has no ncclCommRevoke: resolve it weakly and fall
- * back (in abort_comm) instead of failing to load. */
-#pragma weak ncclCommRevoke
-
 /* Stops the comm's in-flight NCCL work without freeing it (see the top of
  * the file). Idempotent and thread-safe: the first caller revokes. */
 static void abort_comm(tpg_comm *c) {
@@ -65,26 +61,26 @@ static void abort_comm(tpg_comm *c) {
   uint32_t *w = atomic_load(&c->abort_word);
   if (w) __atomic_store_n(w, 1u, __ATOMIC_SEQ_CST);
   if (!c->nccl) return;
-  if (!ncclCommRevoke) {
+  if (!tpg_nccl->ncclCommRevoke) { /* NCCL older than 2.28 */
     /* No revoke: abort now if no graph holds the comm, else at destroy (a
      * running NCCL kernel then only stops at the graph's deadline). */
     if (atomic_load(&c->graphs) == 0) {
-      ncclCommAbort(c->nccl);
+      tpg_nccl->ncclCommAbort(c->nccl);
       c->nccl = NULL;
     }
     return;
   }
-  ncclResult_t r = ncclCommRevoke(c->nccl, NCCL_REVOKE_DEFAULT);
+  ncclResult_t r = tpg_nccl->ncclCommRevoke(c->nccl, NCCL_REVOKE_DEFAULT);
   double t0 = tpg_now_us(), deadline = t0 + 1000.0 * c->timeout_ms;
   while (r == ncclInProgress && tpg_now_us() < deadline) {
-    if (ncclCommGetAsyncError(c->nccl, &r) != ncclSuccess) break;
+    if (tpg_nccl->ncclCommGetAsyncError(c->nccl, &r) != ncclSuccess) break;
     backoff(t0);
   }
 }
 
 /* Frees the NCCL comm of an aborted tpg_comm; no graph may hold it now. */
 static void release_aborted(tpg_comm *c) {
-  if (c->nccl) ncclCommAbort(c->nccl);
+  if (c->nccl) tpg_nccl->ncclCommAbort(c->nccl);
   c->nccl = NULL;
 }
 
@@ -112,7 +108,7 @@ tpg_status tpg_nccl_settle(tpg_comm *c, ncclResult_t r, const char *fn, const ch
   double t0 = tpg_now_us();
   double deadline = t0 + 1000.0 * c->timeout_ms;
   while (r == ncclInProgress && c->nccl && !atomic_load(&c->aborted)) {
-    if (ncclCommGetAsyncError(c->nccl, &r) != ncclSuccess) break;
+    if (tpg_nccl->ncclCommGetAsyncError(c->nccl, &r) != ncclSuccess) break;
     if (r != ncclInProgress) break;
     if (tpg_now_us() > deadline) {
       abort_comm(c);
@@ -124,10 +120,10 @@ tpg_status tpg_nccl_settle(tpg_comm *c, ncclResult_t r, const char *fn, const ch
   if (r == ncclInProgress) /* revoked by another thread meanwhile */
     return tpg_err(TPG_ERROR_INVALID_STATE, fn, "%s: the comm (rank %d) was aborted meanwhile", what, c->rank);
   if (r != ncclSuccess) {
-    const char *last = c->nccl ? ncclGetLastError(c->nccl) : NULL;
+    const char *last = c->nccl ? tpg_nccl->ncclGetLastError(c->nccl) : NULL;
     abort_comm(c);
     return tpg_err(r == ncclRemoteError ? TPG_ERROR_PEER : TPG_ERROR_NCCL, fn, "%s failed: %s%s%s; comm aborted", what,
-                   ncclGetErrorString(r), last && last[0] ? ": " : "", last ? last : "");
+                   tpg_nccl->ncclGetErrorString(r), last && last[0] ? ": " : "", last ? last : "");
   }
   return TPG_SUCCESS;
 }
@@ -137,12 +133,13 @@ tpg_status tpg_nccl_settle(tpg_comm *c, ncclResult_t r, const char *fn, const ch
 tpg_status tpg_comm_id_create(tpg_comm_id *out) {
   tpg_err_clear();
   TPG_CHECK_ARG(out != NULL, "out is NULL: expected a tpg_comm_id to fill");
+  TPG_TRY(tpg_nccl_load(__func__));
   _Static_assert(sizeof(ncclUniqueId) == TPG_COMM_ID_BYTES, "NCCL unique id size changed");
   ncclUniqueId id;
-  ncclResult_t r = ncclGetUniqueId(&id);
+  ncclResult_t r = tpg_nccl->ncclGetUniqueId(&id);
   if (r != ncclSuccess)
     return TPG_FAIL(TPG_ERROR_NCCL, "ncclGetUniqueId failed: %s (no usable network interface for NCCL's bootstrap?)",
-                    ncclGetErrorString(r));
+                    tpg_nccl->ncclGetErrorString(r));
   memcpy(out->bytes, id.internal, TPG_COMM_ID_BYTES);
   return TPG_SUCCESS;
 }
@@ -301,10 +298,12 @@ static tpg_status wait_stream(tpg_comm *c, CUstream s, const char *fn) {
       return tpg_cu_fail(q, fn, "cuStreamQuery");
     }
     ncclResult_t ar = ncclSuccess;
-    if (c->nccl && ncclCommGetAsyncError(c->nccl, &ar) == ncclSuccess && ar != ncclSuccess && ar != ncclInProgress) {
+    if (c->nccl && tpg_nccl->ncclCommGetAsyncError(c->nccl, &ar) == ncclSuccess && ar != ncclSuccess &&
+        ar != ncclInProgress) {
       abort_comm(c);
       return tpg_err(ar == ncclRemoteError ? TPG_ERROR_PEER : TPG_ERROR_NCCL, fn,
-                     "NCCL reported %s on rank %d while waiting; comm aborted", ncclGetErrorString(ar), c->rank);
+                     "NCCL reported %s on rank %d while waiting; comm aborted", tpg_nccl->ncclGetErrorString(ar),
+                     c->rank);
     }
     if (tpg_now_us() > deadline) {
       abort_comm(c);
@@ -342,8 +341,7 @@ static void comm_dispose(tpg_comm *c) {
   free(c);
 }
 
-tpg_status tpg_comm_create(const tpg_comm_id *id, const tpg_comm_config *cfg, tpg_comm **out) {
-  tpg_err_clear();
+static tpg_status comm_create(const tpg_comm_id *id, const tpg_comm_config *cfg, tpg_comm **out) {
   TPG_CHECK_ARG(out != NULL, "out is NULL: expected a tpg_comm * to set");
   *out = NULL;
   TPG_CHECK_ARG(id != NULL, "id is NULL: expected the tpg_comm_id from rank 0");
@@ -356,6 +354,8 @@ tpg_status tpg_comm_create(const tpg_comm_id *id, const tpg_comm_config *cfg, tp
   TPG_CHECK_ARG(cfg->timeout_ms >= 0, "cfg->timeout_ms is %d: expected >= 0 (0: default %d ms)", cfg->timeout_ms,
                 TPG_DEFAULT_TIMEOUT_MS);
   TPG_CHECK_ARG(cfg->device >= 0, "cfg->device is %d: expected a CUDA device ordinal >= 0", cfg->device);
+  /* NCCL is loaded here, at the first comm, not when the library is. */
+  TPG_TRY(tpg_nccl_load(__func__));
 
   tpg_comm *c = calloc(1, sizeof *c);
   if (!c) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
@@ -380,17 +380,18 @@ tpg_status tpg_comm_create(const tpg_comm_id *id, const tpg_comm_config *cfg, tp
   ncfg.blocking = 0;
   ncclUniqueId uid;
   memcpy(uid.internal, id->bytes, TPG_COMM_ID_BYTES);
-  ncclResult_t r = ncclCommInitRankConfig(&c->nccl, c->nranks, uid, c->rank, &ncfg);
+  ncclResult_t r = tpg_nccl->ncclCommInitRankConfig(&c->nccl, c->nranks, uid, c->rank, &ncfg);
   if (r != ncclSuccess && r != ncclInProgress) {
     c->nccl = NULL;
     st = TPG_FAIL(TPG_ERROR_NCCL, "ncclCommInitRankConfig(rank %d of %d, device %d) failed: %s", c->rank, c->nranks,
-                  cfg->device, ncclGetErrorString(r));
+                  cfg->device, tpg_nccl->ncclGetErrorString(r));
     goto fail_pop;
   }
   TPG_TRYGOTO(tpg_nccl_settle(c, r, __func__, "ncclCommInitRankConfig (are all ranks starting?)"), st, fail_pop);
   /* Warm-up: connections are set up by the first collective, which must not
    * happen inside a graph capture. */
-  r = ncclAllReduce((void *)c->scratch, (void *)(c->scratch + 128), 16, ncclFloat32, ncclSum, c->nccl, c->stream);
+  r = tpg_nccl->ncclAllReduce((void *)c->scratch, (void *)(c->scratch + 128), 16, ncclFloat32, ncclSum, c->nccl,
+                              c->stream);
   TPG_TRYGOTO(tpg_nccl_settle(c, r, __func__, "warm-up ncclAllReduce"), st, fail_pop);
   TPG_TRYGOTO(wait_stream(c, c->stream, __func__), st, fail_pop);
   tpg_dev_pop();
@@ -404,6 +405,11 @@ fail:
   return st;
 }
 
+tpg_status tpg_comm_create(const tpg_comm_id *id, const tpg_comm_config *cfg, tpg_comm **out) {
+  tpg_err_clear();
+  return tpg_err_public(comm_create(id, cfg, out), __func__);
+}
+
 tpg_status tpg_comm_abort(tpg_comm *c) {
   tpg_err_clear();
   TPG_CHECK_ARG(c != NULL, "comm is NULL: expected a tpg_comm");
@@ -412,8 +418,7 @@ tpg_status tpg_comm_abort(tpg_comm *c) {
   return TPG_SUCCESS;
 }
 
-tpg_status tpg_comm_destroy(tpg_comm *c) {
-  tpg_err_clear();
+static tpg_status comm_destroy(tpg_comm *c) {
   if (!c) return TPG_SUCCESS;
   TPG_CHECK_ARG(comm_live(c), "comm is not a live tpg_comm (destroyed or corrupt handle)");
   int live = atomic_load(&c->graphs);
@@ -431,17 +436,22 @@ tpg_status tpg_comm_destroy(tpg_comm *c) {
   }
   if (c->nccl && !atomic_load(&c->aborted)) {
     /* Finalize under the deadline; a peer that is gone makes settle revoke. */
-    ncclResult_t r = ncclCommFinalize(c->nccl);
+    ncclResult_t r = tpg_nccl->ncclCommFinalize(c->nccl);
     st = tpg_nccl_settle(c, r, __func__, "ncclCommFinalize");
   }
   if (c->nccl && !atomic_load(&c->aborted)) {
-    ncclCommDestroy(c->nccl);
+    tpg_nccl->ncclCommDestroy(c->nccl);
     c->nccl = NULL;
   }
   comm_release(c); /* aborts and frees an NCCL comm still there: finalize is invalid after a revoke */
   tpg_dev_pop();
   comm_dispose(c);
   return st;
+}
+
+tpg_status tpg_comm_destroy(tpg_comm *c) {
+  tpg_err_clear();
+  return tpg_err_public(comm_destroy(c), __func__);
 }
 
 tpg_status tpg_comm_get_info(const tpg_comm *c, int *rank, int *nranks, int *device) {
@@ -467,7 +477,8 @@ tpg_status tpg_comm_allgather_host(tpg_comm *c, const void *mine, void *all, siz
     st = tpg_cu_fail(cr, fn, "cuMemcpyHtoD(all-gather buffer)");
     goto out;
   }
-  ncclResult_t r = ncclAllGather((void *)(d + bytes * (size_t)c->rank), (void *)d, bytes, ncclUint8, c->nccl, c->stream);
+  ncclResult_t r = tpg_nccl->ncclAllGather((void *)(d + bytes * (size_t)c->rank), (void *)d, bytes, ncclUint8, c->nccl,
+                                           c->stream);
   TPG_TRYGOTO(tpg_nccl_settle(c, r, fn, "ncclAllGather (exchange between ranks)"), st, out);
   TPG_TRYGOTO(wait_stream(c, c->stream, fn), st, out);
   cr = tpg_cu->cuMemcpyDtoH(all, d, total);
@@ -477,11 +488,15 @@ out:
   return st;
 }
 
-tpg_status tpg_comm_wait(tpg_comm *c, tpg_stream stream) {
-  tpg_err_clear();
+static tpg_status comm_wait(tpg_comm *c, tpg_stream stream) {
   TPG_TRY(tpg_comm_check_usable(c, __func__, "comm"));
   TPG_TRY(tpg_dev_push(&c->dev));
   tpg_status st = wait_stream(c, (CUstream)stream, __func__);
   tpg_dev_pop();
   return st;
+}
+
+tpg_status tpg_comm_wait(tpg_comm *c, tpg_stream stream) {
+  tpg_err_clear();
+  return tpg_err_public(comm_wait(c, stream), __func__);
 }

@@ -7,7 +7,7 @@
 #ifndef TPG_COMM_H
 #define TPG_COMM_H
 
-#include <nccl.h>
+#include "lib/nccl_loader.h"
 #include <pthread.h>
 #include <stdatomic.h>
 

@@ -25,6 +25,11 @@ TPG_HIDDEN void tpg_dev_pop(void);
 /* A kernel of the embedded fatbins as a function of the current context.
  * smem_bytes > 48 KiB raises the function's dynamic shared memory limit. */
 TPG_HIDDEN tpg_status tpg_kernel_function(const char *name, unsigned smem_bytes, CUfunction *out);
+/* Host microseconds this thread has spent in tpg_kernel_function and in
+ * resolving engine kernels (module.c): loading device code and getting
+ * functions. A graph reports the difference over its creation. */
+TPG_HIDDEN double tpg_kernel_load_us(void);
+TPG_HIDDEN void tpg_kernel_load_add_us(double us);
 
 /* cuLaunchKernelEx of f with the cluster shape cluster[0..2] as a launch
  * attribute (NULL or cluster[0] == 0: none), for kernels that do not compile

@@ -31,6 +31,10 @@ TPG_HIDDEN tpg_status tpg_err(tpg_status st, const char *fn, const char *fmt, ..
 TPG_HIDDEN void tpg_err_rename(const char *fn);
 /* Clears this thread's message (every public entry point calls it first). */
 TPG_HIDDEN void tpg_err_clear(void);
+/* How a public entry point returns what its body returned: a failure's
+ * message is put under the public name fn, whichever inner function
+ * recorded it ("tpg_device_get_info: ...", never "tpg_dev_open: ..."). */
+TPG_HIDDEN tpg_status tpg_err_public(tpg_status st, const char *fn);
 
 #define TPG_FAIL(st, ...) tpg_err((st), __func__, __VA_ARGS__)
 #define TPG_ARG_FAIL(...) tpg_err(TPG_ERROR_INVALID_ARGUMENT, __func__, __VA_ARGS__)

@@ -10,6 +10,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "lib/module.h"
+#include "lib/device.h"
 #include "lib/handle.h"
 
 #include <errno.h>
@@ -110,8 +111,7 @@ static tpg_status load(const char *fn, void *image, const char *what, tpg_module
   return TPG_SUCCESS;
 }
 
-tpg_status tpg_module_load(const void *image, size_t bytes, tpg_module **out) {
-  tpg_err_clear();
+static tpg_status module_load(const void *image, size_t bytes, tpg_module **out) {
   TPG_CHECK_ARG(out != NULL, "out is NULL: expected a tpg_module * to fill");
   *out = NULL;
   TPG_CHECK_ARG(image != NULL, "image is NULL: expected a cubin, fatbin or NUL-terminated PTX");
@@ -125,8 +125,12 @@ tpg_status tpg_module_load(const void *image, size_t bytes, tpg_module **out) {
   return load(__func__, copy, "image", out);
 }
 
-tpg_status tpg_module_load_file(const char *path, tpg_module **out) {
+tpg_status tpg_module_load(const void *image, size_t bytes, tpg_module **out) {
   tpg_err_clear();
+  return tpg_err_public(module_load(image, bytes, out), __func__);
+}
+
+static tpg_status module_load_file(const char *path, tpg_module **out) {
   TPG_CHECK_ARG(out != NULL, "out is NULL: expected a tpg_module * to fill");
   *out = NULL;
   TPG_CHECK_ARG(path != NULL && path[0], "path is NULL or empty: expected a .cubin, .fatbin or .ptx file");
@@ -162,8 +166,12 @@ done:
   return st;
 }
 
-tpg_status tpg_module_destroy(tpg_module *m) {
+tpg_status tpg_module_load_file(const char *path, tpg_module **out) {
   tpg_err_clear();
+  return tpg_err_public(module_load_file(path, out), __func__);
+}
+
+static tpg_status module_destroy(tpg_module *m) {
   if (!m) return TPG_SUCCESS;
   TPG_TRY(tpg_module_check(m, __func__, "module"));
   tpg_handle_remove(m);
@@ -173,6 +181,11 @@ tpg_status tpg_module_destroy(tpg_module *m) {
   free(m);
   if (r != CUDA_SUCCESS) return tpg_cu_fail(r, __func__, "cuLibraryUnload");
   return TPG_SUCCESS;
+}
+
+tpg_status tpg_module_destroy(tpg_module *m) {
+  tpg_err_clear();
+  return tpg_err_public(module_destroy(m), __func__);
 }
 
 /* ---- resolving a kernel on the current context ------------------------- */
@@ -214,8 +227,8 @@ void tpg_kit_kernel_release(tpg_kit_kernel *k) {
   k->nparams = -1;
 }
 
-tpg_status tpg_kit_kernel_resolve(const char *fn, const char *label, const tpg_module *module, const char *name,
-                                  void *cu_kernel, void *cu_function, unsigned shared_bytes, tpg_kit_kernel *out) {
+static tpg_status kit_kernel_resolve(const char *fn, const char *label, const tpg_module *module, const char *name,
+                                     void *cu_kernel, void *cu_function, unsigned shared_bytes, tpg_kit_kernel *out) {
   memset(out, 0, sizeof *out);
   out->nparams = -1;
   tpg_status st = TPG_SUCCESS;
@@ -281,5 +294,15 @@ tpg_status tpg_kit_kernel_resolve(const char *fn, const char *label, const tpg_m
   return TPG_SUCCESS;
 fail:
   tpg_kit_kernel_release(out);
+  return st;
+}
+
+/* Timed: resolving an engine kernel may load its module's code into the
+ * context (the driver loads lazily), which graph creation reports. */
+tpg_status tpg_kit_kernel_resolve(const char *fn, const char *label, const tpg_module *module, const char *name,
+                                  void *cu_kernel, void *cu_function, unsigned shared_bytes, tpg_kit_kernel *out) {
+  double t0 = tpg_now_us();
+  tpg_status st = kit_kernel_resolve(fn, label, module, name, cu_kernel, cu_function, shared_bytes, out);
+  tpg_kernel_load_add_us(tpg_now_us() - t0);
   return st;
 }

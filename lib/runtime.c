@@ -5,12 +5,12 @@
  * an error.
  */
 #define _POSIX_C_SOURCE 200809L
-#include <nccl.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "lib/device.h"
 #include "lib/embedded.h"
+#include "lib/nccl_loader.h"
 
 TPG_HIDDEN const char *tpg_cu_why(void);
 
@@ -22,8 +22,10 @@ static void runtime_info(tpg_runtime_info *out) {
   memset(out, 0, sizeof *out);
   out->version = TPG_VERSION_CODE;
   snprintf(out->kernel_archs, sizeof out->kernel_archs, "%s", tpg_kernels_archs);
-  int nv = 0;
-  if (ncclGetVersion(&nv) == ncclSuccess) out->nccl_version = nv;
+  /* The one call that loads NCCL without a comm: its version is asked for. */
+  const char *nccl_why = tpg_nccl_why();
+  if (nccl_why[0]) snprintf(out->nccl_error, sizeof out->nccl_error, "%s", nccl_why);
+  else out->nccl_version = tpg_nccl->version;
   const char *why = tpg_cu_why();
   if (why[0]) {
     snprintf(out->driver_error, sizeof out->driver_error, "%s", why);
@@ -68,8 +70,7 @@ static int archs_cover(const char *archs, int sm_arch) {
   return 0;
 }
 
-tpg_status tpg_device_get_info(int device, tpg_device_info *out_, size_t size) {
-  tpg_err_clear();
+static tpg_status device_get_info(int device, tpg_device_info *out_, size_t size) {
   TPG_CHECK_ARG(out_ != NULL, "out is NULL: expected a tpg_device_info to fill");
   TPG_CHECK_ARG(size >= DEVICE_INFO_FIRST, "size is %zu: expected sizeof(tpg_device_info) (at least %zu)", size,
                 DEVICE_INFO_FIRST);
@@ -95,4 +96,9 @@ tpg_status tpg_device_get_info(int device, tpg_device_info *out_, size_t size) {
   out->l2_bytes = (size_t)l2;
   out->kernels_supported = archs_cover(tpg_kernels_archs, d.sm_arch);
   return tpg_out_copy(out_, size, out, sizeof *out, DEVICE_INFO_FIRST, __func__, "tpg_device_info");
+}
+
+tpg_status tpg_device_get_info(int device, tpg_device_info *out_, size_t size) {
+  tpg_err_clear();
+  return tpg_err_public(device_get_info(device, out_, size), __func__);
 }

@@ -53,6 +53,11 @@ void tpg_err_rename(const char *fn) {
   memcpy(tls_msg, tmp, sizeof tls_msg);
 }
 
+tpg_status tpg_err_public(tpg_status st, const char *fn) {
+  if (st != TPG_SUCCESS && tls_msg[0]) tpg_err_rename(fn);
+  return st;
+}
+
 tpg_status tpg_err(tpg_status st, const char *fn, const char *fmt, ...) {
   int n = snprintf(tls_msg, sizeof tls_msg, "%s: ", fn);
   if (n < 0 || (size_t)n >= sizeof tls_msg) n = 0;

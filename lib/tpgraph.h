@@ -44,9 +44,25 @@
  * - Threads: a handle is used by one thread at a time; different handles may
  *   be used from different threads at once (one exception: tpg_comm_abort,
  *   callable from any thread). tpg_last_error is per thread.
- * - The host library uses the CUDA driver API only (libcuda is loaded at run
- *   time; no CUDA runtime) and NCCL. Device work runs in the primary context
- *   of the device given; the caller's current context is left as it was.
+ * - The host library uses the CUDA driver API only and needs no CUDA runtime.
+ *   The driver (libcuda.so.1, or $TPG_LIBCUDA) is loaded when a call first
+ *   needs a GPU, and NCCL (libnccl.so.2, or $TPG_LIBNCCL) when the first
+ *   communicator or comm id is made: a program that makes none runs where
+ *   NCCL is absent. Neither is linked, and tpgraph.h includes no CUDA header.
+ * - Contexts: all of a graph's or comm's work runs in the PRIMARY context of
+ *   its device (cuDevicePrimaryCtxRetain: the one the CUDA runtime, PyTorch
+ *   and NCCL use); the caller's current context is left as it was. What the
+ *   caller hands in must belong to that context: device buffers allocated in
+ *   it (cudaMalloc, cudaMallocAsync pools, PyTorch, or cuMemAlloc with it
+ *   current) or VMM mappings made accessible to the device; pinned host
+ *   memory from cudaHostAlloc / cuMemHostAlloc in it (or portable); streams
+ *   and events created in it (cudaStreamCreate after cudaSetDevice(device);
+ *   NULL is its legacy default stream); CUfunctions of it. Buffers are
+ *   checked when bound (below); a stream or event of another context is
+ *   refused by the driver when it is used (TPG_ERROR_CUDA naming the call).
+ * - Messages: tpg_last_error() names the public call that failed first
+ *   ("tpg_graph_rebind: bindings[0].ptr ...", never an inner function), then
+ *   the argument and what was expected.
  */
 #ifndef TPGRAPH_H
 #define TPGRAPH_H
@@ -100,11 +116,17 @@ typedef enum tpg_status {
   TPG_STATUS_COUNT = 12
 } tpg_status;
 
-/* Static name of a status ("TPG_ERROR_INVALID_ARGUMENT: ..."); never NULL. */
+/* Name and meaning of a status ("TPG_ERROR_INVALID_ARGUMENT: ..."); never
+ * NULL. A static string: valid for the life of the process, never changed,
+ * from any thread. */
 TPG_API const char *tpg_status_string(tpg_status s);
 
-/* This thread's message for its last failed call ("" if none). Valid until
- * this thread's next tpgraph call. */
+/* This thread's message for its last failed call ("" if none): names the
+ * public call, the argument and what was expected. The text lives in a
+ * buffer of the calling thread (at most 1023 characters): valid until this
+ * thread's next tpgraph call of any kind (one that succeeds may clear it;
+ * tpg_status_string does not touch it) or the thread's exit. Copy it to keep
+ * it; never free it. */
 TPG_API const char *tpg_last_error(void);
 
 /* ------------------------------------------------------------------------ */
@@ -121,10 +143,12 @@ typedef struct CUstream_st *tpg_stream;
 typedef struct tpg_runtime_info {
   int version;             /* TPG_VERSION_CODE of the library              */
   int driver_version;      /* cuDriverGetVersion, e.g. 13000; 0: no driver */
-  int nccl_version;        /* ncclGetVersion, e.g. 22809                   */
+  int nccl_version;        /* ncclGetVersion, e.g. 22809; 0: no NCCL       */
   int device_count;        /* 0 when there is no driver                    */
   char kernel_archs[64];   /* targets of the embedded device code          */
   char driver_error[256];  /* why the driver could not be used, or ""      */
+  /* Appended in 0.4: */
+  char nccl_error[320];    /* why NCCL could not be loaded, or ""          */
 } tpg_runtime_info;
 
 /* Getters, all alike: tpg_<object>_get_<what>(object, ..., out, size). An OUT
@@ -159,7 +183,9 @@ TPG_API tpg_status tpg_device_get_info(int device, tpg_device_info *out /* OUT *
  * tpg_comm_create with the same id. Across machines the same calls work;
  * NCCL picks its network transport.
  *
- * tpg_comm_create initialises NCCL non-blocking and waits at most
+ * tpg_comm_id_create and tpg_comm_create load NCCL (libnccl.so.2, or
+ * $TPG_LIBNCCL) the first time; a missing or too old NCCL is TPG_ERROR_NCCL
+ * naming the file. tpg_comm_create initialises NCCL non-blocking and waits at most
  * timeout_ms, then runs one small all-reduce so the communicator is warmed
  * up before any graph captures it. A failure or a deadline aborts the NCCL
  * communicator; the call returns TPG_ERROR_TIMEOUT / TPG_ERROR_NCCL.
@@ -485,7 +511,8 @@ TPG_API tpg_status tpg_module_destroy(tpg_module *module);
 
 /* One kernel parameter: bytes by value, or the device address of a view. */
 typedef enum tpg_arg_kind {
-  TPG_ARG_BYTES = 0,       /* `size` bytes at `bytes`, copied when the node is added */
+  TPG_ARG_BYTES = 0,       /* `size` bytes at `bytes`, copied when the node is added;
+                              change it between launches with tpg_graph_set_kernel_arg */
   TPG_ARG_VIEW = 1,        /* a pointer parameter: bound address of view.slot + offset
                               (elements); patched on rebind                        */
   TPG_ARG_COND = 2         /* a condition's CUDA handle (cudaGraphConditionalHandle,
@@ -826,10 +853,34 @@ TPG_API tpg_status tpg_mlp_shard_layer(const tpg_mlp_desc *desc, int device, con
 
 typedef struct tpg_graph tpg_graph;
 
+/* A slot's buffer. ptr stays void * (ABI of 0.x): a device pointer is the
+ * CUdeviceptr (an unsigned 64-bit integer) cast to it — tpg_binding_cu does
+ * the cast — and a pinned host pointer is given as is.
+ *
+ * Checked when given (tpg_graph_create, _rebind, _update; refused with
+ * TPG_ERROR_INVALID_ARGUMENT naming the binding, its slot and what was
+ * expected): not NULL, 16-byte aligned, memory the driver knows, of the
+ * slot's kind (device memory of the graph's GPU, or page-locked host memory),
+ * and an ALLOCATION that covers the slot from ptr on (ptr + count * element
+ * size; the driver reports the allocation's range, and the message gives
+ * both sizes). What cannot be caught: the driver's allocation is what
+ * cuMemAlloc / cudaMalloc / cuMemHostAlloc returned, so a buffer a pool
+ * allocator carved from a larger block (PyTorch's caching allocator,
+ * cudaMallocAsync pools, an engine's own arena) passes as long as the block
+ * goes on far enough, whatever the buffer's own size; and the dtype of the
+ * bytes is not known to the driver at all. The Python binding checks a
+ * tensor's own dtype and size before C sees it; C callers with pools must
+ * size their sub-buffers to the slot. */
 typedef struct tpg_binding {
   tpg_slot slot;
   void *ptr;               /* device pointer (CUdeviceptr cast), or pinned host pointer */
 } tpg_binding;
+
+/* A binding from a CUdeviceptr (cuMemAlloc's type): {slot, (void *)dptr}. */
+static inline tpg_binding tpg_binding_cu(tpg_slot slot, unsigned long long dptr) {
+  tpg_binding b = {slot, (void *)(uintptr_t)dptr};
+  return b;
+}
 
 /* How a graph runs. EXPLICIT is the product; the other two run the very same
  * nodes the ways this library replaces, for benchmarks and debugging. */
@@ -944,9 +995,11 @@ typedef struct tpg_graph_config {
  * experiments; read at tpg_graph_create. */
 #define TPG_GRAPH_PDL 0x2u
 
-/* Validates the plan and the bindings (alignment, memory kind, and that each
- * allocation covers its slot), materializes every node through the driver API
- * and instantiates once. With collectives this is a collective call: ranks
+/* Validates the plan and the bindings (see tpg_binding), materializes every
+ * node through the driver API and instantiates once. Time: the first graph of
+ * a process also loads the embedded device code its kernels live in (each
+ * fatbin once per process, only those needed); tpg_graph_info breaks the
+ * creation down (prepare_us, materialize_us, instantiate_us, kernel_load_us). With collectives this is a collective call: ranks
  * first compare a fingerprint of their graphs' collectives (kind, count,
  * dtype, algorithm, epilogue shape, in order; a mismatch is TPG_ERROR_INVALID_ARGUMENT on
  * every rank instead of a hang), then NCCL collectives are captured into
@@ -990,6 +1043,26 @@ TPG_API tpg_status tpg_graph_rebind(tpg_graph *graph, const tpg_binding *binding
 TPG_API tpg_status tpg_graph_update(tpg_graph *graph, const tpg_plan *plan,
                                     const tpg_binding *bindings, int nbindings);
 
+/* Sets by-value argument `index` (a TPG_ARG_BYTES of tpg_plan_add_kernel)
+ * of engine kernel node `node` to the `size` bytes at `value` (copied) for
+ * the next launches, through the exec's kernel node setter
+ * (cuGraphExecKernelNodeSetParams): no re-instantiation, the way a rebind
+ * changes a pointer. Arguments are otherwise frozen when the node is added;
+ * this is for a scalar that changes between launches (a sequence length, a
+ * step counter). `node` is the plan's handle for it (the graph's copy keeps
+ * the handles); `size` must be the argument's size as added. The value
+ * stays through later rebinds, a tpg_graph_update with plan NULL, and
+ * tpg_graph_export (the template follows at the next export); a
+ * tpg_graph_update with a new plan takes that plan's values. Stream-ordered
+ * like a rebind: launches already enqueued keep the old value. A node in a
+ * conditional body works the same. Refused with TPG_ERROR_INVALID_ARGUMENT
+ * naming the node: another node kind, a view or condition argument (rebind
+ * its slot instead), an index or size that does not match; TPG_MODE_CAPTURE
+ * graphs: TPG_ERROR_UNSUPPORTED; TPG_MODE_EAGER: the next launch uses it. On
+ * failure the argument keeps its value. */
+TPG_API tpg_status tpg_graph_set_kernel_arg(tpg_graph *graph, tpg_node node, int index, const void *value,
+                                           size_t size);
+
 typedef struct tpg_graph_info {
   int nodes;                 /* nodes of the parent graph                 */
   int kernel_nodes;          /* ours: our all-reduces and the epilogue node
@@ -1012,7 +1085,18 @@ typedef struct tpg_graph_info {
   int gemm_tuned;            /* GEMM nodes whose kernel was timed now       */
   int gemm_tune_cached;      /* GEMM nodes found in the process cache or the
                                 cache file (a second node of one shape too) */
-  /* Appended after 0.3.0 (a caller passing 0.3.0's size gets the fields above): */
+  /* Appended after 0.3.0 (a caller passing 0.3.0's size gets the fields
+   * above). Where creation's time goes: creation is checks, then prepare_us,
+   * materialize_us, instantiate_us: */
+  double prepare_us;         /* host time before materialize: each node's
+                                kernel choice and workspace, scratch slots,
+                                GEMM tuning (gemm_tune_us) */
+  double kernel_load_us;     /* host time, within prepare_us and
+                                materialize_us, loading device code and getting
+                                kernel functions: tpgraph's embedded fatbins
+                                are loaded once per process, each when a graph
+                                first needs one of its kernels, so the first
+                                graph pays most of this and later ones little */
   int collective_nodes;      /* nodes that communicate: NCCL child graphs and
                                 our all-reduce kernels. 0 on one rank (no
                                 comm, or a one-rank comm), where a collective
@@ -1022,10 +1106,15 @@ typedef struct tpg_graph_info {
 
 TPG_API tpg_status tpg_graph_get_info(const tpg_graph *graph, tpg_graph_info *out /* OUT */, size_t size /* sizeof *out */);
 
-/* The graph's CUDA graph (a CUgraph, borrowed: owned by the graph, valid
- * until tpg_graph_destroy), as the next launch runs it: the handle stays the
- * same, and each call brings it up to date with the rebinds and updates made
- * since (rebind itself leaves that to this call, to stay cheap). To embed it
+/* A CUDA graph: CUgraph (== cudaGraph_t), without including cuda.h, as
+ * tpg_stream is a CUstream. */
+typedef struct CUgraph_st *tpg_cu_graph;
+
+/* The graph's CUDA graph (borrowed: owned by the graph, valid until
+ * tpg_graph_destroy), as the next launch runs it: the handle stays the
+ * same, and each call brings it up to date with the rebinds, argument
+ * changes and updates made since (rebind itself leaves that to this call,
+ * to stay cheap), which is why the graph is not const here. To embed it
  * in an engine's own graph, add it as a child (cuGraphAddChildGraphNode
  * copies it); after a rebind, call this again and refresh the copy in the
  * engine's exec with cuGraphExecChildGraphNodeSetParams.
@@ -1036,6 +1125,10 @@ TPG_API tpg_status tpg_graph_get_info(const tpg_graph *graph, tpg_graph_info *ou
  * holds resources only the exec keeps, so the template cannot follow it
  * (export before rebinding collective buffers; rebinding buffers of kernel,
  * copy and captured nodes is fine). */
+TPG_API tpg_status tpg_graph_get_cu_graph(tpg_graph *graph, tpg_cu_graph *out /* OUT, borrowed */);
+/* The same, in its first form (kept for source compatibility): a void * for
+ * the CUgraph, and a const graph although its template is brought up to
+ * date. Prefer tpg_graph_get_cu_graph. */
 TPG_API tpg_status tpg_graph_export(const tpg_graph *graph, void **cu_graph /* OUT, borrowed */);
 
 /* Writes the instantiated graph as DOT (cuGraphDebugDotPrint, verbose). */

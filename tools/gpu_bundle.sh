@@ -28,7 +28,11 @@ rm -rf "$top/.gpu"
 mkdir -p "$top/.gpu"
 tar -C "$tmp/.gpu" --exclude='*.runfiles' -cf - . | tar -C "$top/.gpu" -xf -
 rm -rf "$tmp/.gpu"
-cp -L "$tmp/bazel-bin/lib/libtpgraph.so" "$top/.gpu/bin/"
+# The shared library under its SONAME (libtpgraph.so.MAJOR.MINOR, what the
+# engine and the Llama example need) and the development name (ctypes).
+so=libtpgraph.so.$(sed -nE 's/^#define TPG_VERSION_(MAJOR|MINOR) ([0-9]+).*/\2/p' "$tmp/lib/tpgraph.h" | paste -sd.)
+cp -L "$tmp/bazel-bin/lib/$so" "$top/.gpu/bin/"
+ln -sf "$so" "$top/.gpu/bin/libtpgraph.so"
 cp "$top/tools/gpu_suite.sh" "$top/.gpu/suite.sh"
 git -C "$tmp" rev-parse --short HEAD > "$top/.gpu/COMMIT"
 # Every binary embeds the same kernel fatbins (~5 MB): one solid xz archive

@@ -19,6 +19,10 @@
 #   rebind    rebind_bench (JSON)
 #   tpbench   the main job (JSON, SVG); extra flags in TPG_TPBENCH_ARGS
 #   decode    the Llama example, host loop vs device loop (issue 17; not by default)
+#   pybind    the Python binding's checks on one GPU (issue 28): every wrong
+#             binding refused with a message, legal ones run and checked
+#             (python/tests/test_gpu_bindings.py, test_bindings.py; the
+#             package from ./python, the library from bin/)
 # Logs go to $OUT; at most 8 files come back from there, so stages share.
 #   bash .gpu/suite.sh tests fault soak
 here=$(cd "$(dirname "$0")" && pwd)
@@ -125,6 +129,19 @@ for st in "${stages[@]}"; do
         > "/tmp/tpg-logs/decode_${cfg}_b$b.txt" 2>&1
       echo "decode $cfg batch $b (rc $?):"; grep -E "^decode|llama" "/tmp/tpg-logs/decode_${cfg}_b$b.txt" | cut -c1-260
     done; done ;;
+  pybind)
+    # From the repository copy beside .gpu: the package as ./python has it.
+    top=$(cd "$here/.." && pwd)
+    if python3 -c 'import pytest' 2> /dev/null; then
+      (cd /tmp && TPGRAPH_LIBRARY="$here/bin/libtpgraph.so" TPGRAPH_INCLUDE="$top/lib" PYTHONPATH="$top/python" \
+        timeout 300 python3 -m pytest -q -s -p no:cacheprovider "$top/python/tests/test_bindings.py" \
+        "$top/python/tests/test_gpu_bindings.py") > "$out/pybind.txt" 2>&1
+    else
+      TPGRAPH_LIBRARY="$here/bin/libtpgraph.so" PYTHONPATH="$top/python" \
+        timeout 300 python3 "$top/python/tests/test_gpu_bindings.py" > "$out/pybind.txt" 2>&1
+    fi
+    echo "python binding tests (rc $?):"
+    grep -E "^(python binding test|create +graph|PROBLEM|note)|passed|failed" "$out/pybind.txt" | cut -c1-240 ;;
   *) echo "unknown stage $st" ;;
   esac
 done

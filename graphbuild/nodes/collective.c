@@ -407,9 +407,9 @@ static tpg_status issue_nccl(const tpg_nctx *c, CUstream stream) {
   void *send = TPG_VPTR(c, d->send), *recv = TPG_VPTR(c, d->recv);
   ncclDataType_t dt = tpg_nccl_dtype(c->p->slots[d->send.slot - 1].dtype);
   ncclResult_t r;
-  if (d->kind == TPG_ALL_REDUCE) r = ncclAllReduce(send, recv, d->count, dt, ncclSum, comm->nccl, stream);
-  else if (d->kind == TPG_ALL_GATHER) r = ncclAllGather(send, recv, d->count, dt, comm->nccl, stream);
-  else r = ncclReduceScatter(send, recv, d->count, dt, ncclSum, comm->nccl, stream);
+  if (d->kind == TPG_ALL_REDUCE) r = tpg_nccl->ncclAllReduce(send, recv, d->count, dt, ncclSum, comm->nccl, stream);
+  else if (d->kind == TPG_ALL_GATHER) r = tpg_nccl->ncclAllGather(send, recv, d->count, dt, comm->nccl, stream);
+  else r = tpg_nccl->ncclReduceScatter(send, recv, d->count, dt, ncclSum, comm->nccl, stream);
   char what[200];
   snprintf(what, sizeof what, "NCCL call for node %s", tpg_nctx_label(c));
   return tpg_nccl_settle(comm, r, "tpg_graph", what);

@@ -7,6 +7,8 @@
  * node's own buffer (gn->ext), which kernelParams points into. set_ptrs is
  * the one writer of the view arguments: fill and patch both call it, so a
  * rebind writes exactly what creation wrote, with the new addresses.
+ * By-value arguments change only through set_arg (tpg_graph_set_kernel_arg),
+ * which writes the graph's plan copy too, so a later fill agrees.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -218,15 +220,58 @@ static tpg_status run_eager(const tpg_nctx *c, CUstream stream) {
 
 /* ---- rebind --------------------------------------------------------------- */
 
+static CUresult apply(const tpg_nctx *c);
+
 static tpg_status patch(const tpg_nctx *c) {
   TPG_TRY(set_ptrs(c));
-  if (c->g->mode == TPG_MODE_EAGER) return TPG_SUCCESS; /* the next launch reads the patched buffer */
-  CUresult r = tpg_cu->cuGraphExecKernelNodeSetParams(c->g->exec, c->gn->cu[0], &c->gn->kp);
+  CUresult r = apply(c); /* eager mode: the next launch reads the patched buffer */
   if (r != CUDA_SUCCESS) {
     char what[200];
     snprintf(what, sizeof what, "cuGraphExecKernelNodeSetParams for node %s", tpg_nctx_label(c));
     return tpg_cu_fail(r, "tpg_graph_rebind", what);
   }
+  return TPG_SUCCESS;
+}
+
+/* ---- by-value arguments ----------------------------------------------------- */
+
+/* The exec setter with the node's parameters as they are now. */
+static CUresult apply(const tpg_nctx *c) {
+  if (c->g->mode == TPG_MODE_EAGER) return CUDA_SUCCESS; /* the next launch reads gn->kp */
+  return tpg_cu->cuGraphExecKernelNodeSetParams(c->g->exec, c->gn->cu[0], &c->gn->kp);
+}
+
+static tpg_status set_arg(const tpg_nctx *c, const char *fn, int index, const void *value, size_t size) {
+  const tpg_node_rec *n = c->n;
+  const char *lb = tpg_nctx_label(c);
+  if (index < 0 || index >= n->u.kernel.nargs)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "index is %d: node %s has %d argument%s (0..%d)", index, lb,
+                   n->u.kernel.nargs, n->u.kernel.nargs == 1 ? "" : "s", n->u.kernel.nargs - 1);
+  const tpg_arg_rec *a = &args_of(n)[index];
+  if (a->kind != TPG_ARG_BYTES)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                   "args[%d] of node %s is %s, not a by-value argument: %s", index, lb,
+                   a->kind == TPG_ARG_VIEW ? "a slot view" : "a condition handle",
+                   a->kind == TPG_ARG_VIEW ? "rebind its slot instead (tpg_graph_rebind)" : "it cannot be set");
+  if (size != a->size)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "size is %zu: args[%d] of node %s is %u bytes", size, index, lb,
+                   a->size);
+  /* c->n is the graph's own copy of the plan (g->plan), the one thing a
+   * graph edits of it: its argument values. */
+  unsigned char *kept = (unsigned char *)n->data + a->value_off;
+  tpg_kit_args *k = ((kernel_state *)c->gn->ext)->args;
+  unsigned char *packed = k->buf + k->offset[index];
+  unsigned char old[TPG_ARG_MAX_BYTES];
+  memcpy(old, packed, size);
+  memcpy(packed, value, size);
+  CUresult r = apply(c);
+  if (r != CUDA_SUCCESS) {
+    memcpy(packed, old, size); /* the exec kept the old parameters */
+    char what[200];
+    snprintf(what, sizeof what, "cuGraphExecKernelNodeSetParams for node %s", lb);
+    return tpg_cu_fail(r, fn, what); /* the argument keeps its value: the header says so */
+  }
+  memcpy(kept, value, size);
   return TPG_SUCCESS;
 }
 
@@ -257,6 +302,7 @@ const tpg_kind_ops tpg_kind_kernel = {
     .add = add,
     .run_eager = run_eager,
     .patch = patch,
+    .set_arg = set_arg,
     .pdl = pdl,
     .count = count,
     .release = release,

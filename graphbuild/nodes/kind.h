@@ -189,6 +189,14 @@ typedef struct tpg_kind_ops {
    * later failure. NULL: never. */
   int (*patch_collective)(const tpg_nctx *c);
 
+  /* ---- by-value arguments (tpg_graph_set_kernel_arg) ---- */
+  /* Sets by-value argument `index` to `size` bytes at `value` in the graph's
+   * own plan copy (c->n: a later fill, rebind or update from it keeps the
+   * value), in the node's packed parameters and in the exec (its setter;
+   * eager mode: the next launch reads them). On failure all three are as
+   * before. Messages come from fn. NULL: the kind has no such arguments. */
+  tpg_status (*set_arg)(const tpg_nctx *c, const char *fn, int index, const void *value, size_t size);
+
   /* ---- facts about the materialized node ---- */
   /* Mixes what every rank must agree on into *h (collective kinds): from
    * the plan record alone when gn is NULL, plus what fill resolved (the

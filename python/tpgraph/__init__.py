@@ -45,7 +45,8 @@ def runtime_info():
     check(_native.fn.runtime_query(ri, ctypes.sizeof(ri)), "tpg_runtime_get_info")
     return {"version": ri.version, "driver_version": ri.driver_version, "nccl_version": ri.nccl_version,
             "device_count": ri.device_count, "kernel_archs": ri.kernel_archs.decode(),
-            "driver_error": ri.driver_error.decode(errors="replace")}
+            "driver_error": ri.driver_error.decode(errors="replace"),
+            "nccl_error": ri.nccl_error.decode(errors="replace")}
 
 
 def device_info(device):

@@ -62,7 +62,8 @@ class View(ctypes.Structure):
 
 class RuntimeInfo(ctypes.Structure):
     _fields_ = [("version", c_int), ("driver_version", c_int), ("nccl_version", c_int), ("device_count", c_int),
-                ("kernel_archs", ctypes.c_char * 64), ("driver_error", ctypes.c_char * 256)]
+                ("kernel_archs", ctypes.c_char * 64), ("driver_error", ctypes.c_char * 256),
+                ("nccl_error", ctypes.c_char * 320)]
 
 
 class DeviceInfo(ctypes.Structure):
@@ -104,6 +105,10 @@ class LinearDesc(ctypes.Structure):
                 ("bias", View), ("residual", View), ("y", View), ("work", View)]
 
 
+class SlotInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("dtype", c_int), ("where", c_int), ("count", c_size_t)]
+
+
 class Binding(ctypes.Structure):
     _fields_ = [("slot", ctypes.c_uint32), ("ptr", c_void_p)]
 
@@ -122,7 +127,8 @@ class GraphInfo(ctypes.Structure):
                 ("materialize_us", ctypes.c_double), ("instantiate_us", ctypes.c_double),
                 ("programmatic_edges", c_int), ("user_kernel_nodes", c_int), ("captured_nodes", c_int),
                 ("host_nodes", c_int), ("event_nodes", c_int), ("gemm_tune_us", ctypes.c_double),
-                ("gemm_tuned", c_int), ("gemm_tune_cached", c_int)]
+                ("gemm_tuned", c_int), ("gemm_tune_cached", c_int), ("prepare_us", ctypes.c_double),
+                ("kernel_load_us", ctypes.c_double)]
 
 
 class MlpWholeLayer(ctypes.Structure):
@@ -149,6 +155,7 @@ STRUCTS = {
     "tpg_mlp_desc": MlpDesc, "tpg_linear_desc": LinearDesc, "tpg_binding": Binding,
     "tpg_graph_config": GraphConfig, "tpg_graph_info": GraphInfo, "tpg_mlp_whole_layer": MlpWholeLayer,
     "tpg_mlp_rank_layer": MlpRankLayer, "tpg_linear_whole": LinearWhole, "tpg_linear_part": LinearPart,
+    "tpg_slot_info": SlotInfo,
 }
 
 # ---- functions -----------------------------------------------------------------
@@ -179,6 +186,7 @@ SYMBOLS = {
     "plan_destroy": ("tpg_plan_destroy", _st, [_h]),
     "plan_add_slot": ("tpg_plan_add_slot", _st, [_h, ctypes.c_char_p, c_int, c_int, c_size_t, P(ctypes.c_uint32)]),
     "plan_find_slot": ("tpg_plan_find_slot", _st, [_h, ctypes.c_char_p, P(ctypes.c_uint32)]),
+    "plan_slot_info": ("tpg_plan_get_slot_info", _st, [_h, ctypes.c_uint32, P(SlotInfo), c_size_t]),
     "plan_add_gemm": ("tpg_plan_add_gemm", _st, [_h, P(GemmDesc), _nodes, c_int, _nodes]),
     "plan_add_axpby": ("tpg_plan_add_axpby", _st,
                        [_h, View, View, c_size_t, ctypes.c_float, ctypes.c_float, _nodes, c_int, _nodes]),

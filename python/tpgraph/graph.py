@@ -5,7 +5,8 @@ import ctypes
 
 from . import _native as _n
 from . import types as _t
-from .errors import check
+from .bindings import check_buffer, slot_table
+from .errors import INVALID_ARGUMENT, InvalidArgument, check
 from .streams import pointer, stream_handle
 
 
@@ -14,54 +15,69 @@ class Graph:
     ids or names to buffers, every non-scratch slot once. With collectives it
     is a collective call (every rank, same order).
 
+    Every binding is checked against its slot before C sees it (dtype, size,
+    device, pinned host memory: tpgraph.bindings), at creation, rebind and
+    update; names resolve at any time (the graph keeps its plan's slot table).
+
     Buffers are borrowed, as in C: they must stay allocated while a launch that
     uses them may run. The Graph keeps a reference to the buffers bound now, so
     a tensor does not vanish under it; one rebound away is released, and must
     be kept alive by the caller until launches queued before the rebind ended."""
 
     def __init__(self, plan, device, bindings, comm=None, mode="explicit", flags=0):
-        self._names = {}
-        self._resolve_plan = plan
-        b = self._bindings(bindings)
+        self._device = int(device)
+        self._set_slots(slot_table(plan.handle))
+        b = self._bindings(bindings, "Graph()")
         cfg = _n.GraphConfig(ctypes.sizeof(_n.GraphConfig), _n.TPG_CONFIG_MAGIC, _n.VERSION_CODE, device,
                              comm.handle if comm is not None else None, b[0], b[1],
                              _t.enum(_t.MODE, mode, "mode"), flags)
         self._h = ctypes.c_void_p()
         check(_n.fn.graph_create(plan.handle, ctypes.byref(cfg), ctypes.byref(self._h)), "tpg_graph_create")
-        self._resolve_plan = None  # the graph holds its own copy of the plan
         self._comm = comm          # borrowed by the C graph: keep it alive as long
         self._held = dict(b[2])
 
     @classmethod
-    def _borrow(cls, handle, owner, names):
+    def _borrow(cls, handle, owner, slots, device):
         """A graph owned by another object (an MlpBuckets): launch, rebind and
         info work; close() leaves it to its owner."""
         g = cls.__new__(cls)
         g._h = ctypes.c_void_p(handle)
-        g._names = dict(names)
-        g._resolve_plan = None
+        g._device = device
+        g._set_slots(slots)
         g._comm = None
         g._held = {}
         g._owner = owner  # keeps the owner (and so the C graph) alive
         return g
 
-    def _slot(self, key):
+    def _set_slots(self, slots):
+        self._slots = slots                                   # id -> SlotSpec
+        self._names = {s.name: i for i, s in slots.items()}   # name -> id
+
+    def _slot(self, key, call):
         if isinstance(key, str):
             if key not in self._names:
-                if self._resolve_plan is None:
-                    raise ValueError("binding %r: names resolve only at creation; rebind by slot id" % key)
-                self._names[key] = self._resolve_plan.slot(key)
+                raise InvalidArgument(INVALID_ARGUMENT, '%s: no slot named "%s" (slots: %s)'
+                                      % (call, key, ", ".join(sorted(self._names)) or "none"), call)
             return self._names[key]
         return int(key)
 
-    def _bindings(self, bindings):
+    def _bindings(self, bindings, call, slots=None):
+        """(C array, count, [(slot, buffer)]) after checking each buffer
+        against its slot of `slots` (default: the graph's)."""
+        slots = self._slots if slots is None else slots
+        names = {s.name: i for i, s in slots.items()}
         items = list(bindings.items()) if hasattr(bindings, "items") else list(bindings)
         arr = (_n.Binding * max(len(items), 1))()
         held = []
         for i, (key, buf) in enumerate(items):
-            slot = self._slot(key)
+            if isinstance(key, str) and key in names:
+                slot = names[key]
+            else:
+                slot = self._slot(key, call)
             arr[i].slot = slot
-            arr[i].ptr = pointer(buf)
+            spec = slots.get(slot)
+            # An id the plan lacks is C's to refuse (it names the binding).
+            arr[i].ptr = check_buffer(buf, spec, self._device, call) if spec is not None else pointer(buf)
             held.append((slot, buf))
         return arr, len(items), held
 
@@ -77,18 +93,27 @@ class Graph:
         check(_n.fn.graph_launch(self.handle, stream_handle(stream)), "tpg_graph_launch")
 
     def rebind(self, bindings):
-        """Points slots (ids, or names used at creation) at other buffers for
-        the next launches, through the exec node setters."""
-        arr, n, held = self._bindings(bindings)
+        """Points slots (ids or names) at other buffers for the next launches,
+        through the exec node setters. Each buffer is checked as at creation."""
+        arr, n, held = self._bindings(bindings, "Graph.rebind()")
         check(_n.fn.graph_rebind(self.handle, arr, n), "tpg_graph_rebind")
         self._held.update(held)
 
     def update(self, plan=None, bindings=None):
-        """Whole-graph update (cuGraphExecUpdate) from plan (None: its own)."""
-        arr, n, held = self._bindings(bindings or {})
+        """Whole-graph update (cuGraphExecUpdate) from plan (None: its own).
+        New buffers are checked against the new plan's slots, and so are the
+        tensors kept bound (a slot may have grown)."""
+        call = "Graph.update()"
+        slots = slot_table(plan.handle) if plan is not None else self._slots
+        arr, n, held = self._bindings(bindings or {}, call, slots)
+        rebound = {s for s, _ in held}
+        for sid, buf in self._held.items():
+            if sid not in rebound and sid in slots and slots[sid].where != _t.MEM_SCRATCH:
+                check_buffer(buf, slots[sid], self._device, call)
         check(_n.fn.graph_update(self.handle, plan.handle if plan is not None else None, arr if n else None, n),
               "tpg_graph_update")
         self._held.update(held)
+        self._set_slots(slots)
 
     def info(self):
         gi = _n.GraphInfo()

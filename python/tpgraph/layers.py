@@ -6,8 +6,10 @@ import ctypes
 from . import _native as _n
 from . import types as _t
 from .errors import check
+from .bindings import check_buffer, slot_table
+from .errors import INVALID_ARGUMENT, InvalidArgument
 from .graph import Graph
-from .plan import mlp_desc
+from .plan import Plan, mlp_desc
 from .streams import pointer, stream_handle
 
 
@@ -52,22 +54,30 @@ def shard_linear(kind, tokens, in_features, out_features, rank, nranks, device, 
 class MlpBuckets:
     """tpg_mlp_buckets: one graph per token-count bucket of an MLP stack, all
     bound to the same buffers (x and y sized for the largest). bindings map
-    the stack's slot names (or ids) to buffers. Collective like Graph."""
+    the stack's slot names (or ids) to buffers, checked against the largest
+    bucket's slots as Graph checks them. Collective like Graph."""
 
     def __init__(self, sizes, device, bindings, comm=None, mode="explicit", flags=0, **mlp):
         d = mlp_desc(**mlp)
         self._desc = d
-        names = {}
+        self._mlp = dict(mlp)
+        self._device = int(device)
+        with Plan.mlp(**mlp) as p:   # the largest bucket's slots (desc tokens)
+            slots = slot_table(p.handle)
+        names = {s.name: i for i, s in slots.items()}
         items = list(bindings.items()) if hasattr(bindings, "items") else list(bindings)
         arr = (_n.Binding * max(len(items), 1))()
         for i, (key, buf) in enumerate(items):
             if isinstance(key, str):
-                names[key] = mlp_slot(key, **mlp)
+                if key not in names:
+                    raise InvalidArgument(INVALID_ARGUMENT, 'MlpBuckets(): no slot named "%s" (slots: %s)'
+                                          % (key, ", ".join(sorted(names))), "MlpBuckets()")
                 key = names[key]
             arr[i].slot = key
-            arr[i].ptr = pointer(buf)
-        self._names = names
+            spec = slots.get(key)
+            arr[i].ptr = check_buffer(buf, spec, self._device, "MlpBuckets()") if spec is not None else pointer(buf)
         self._held = [buf for _, buf in items]
+        self._slots = {}            # bucket tokens -> that bucket's slot table
         cfg = _n.GraphConfig(ctypes.sizeof(_n.GraphConfig), _n.TPG_CONFIG_MAGIC, _n.VERSION_CODE, device,
                              comm.handle if comm is not None else None, arr, len(items),
                              _t.enum(_t.MODE, mode, "mode"), flags)
@@ -76,6 +86,14 @@ class MlpBuckets:
         self._h = ctypes.c_void_p()
         check(_n.fn.mlp_buckets_create(ctypes.byref(d), sz, len(sizes), ctypes.byref(cfg), ctypes.byref(self._h)),
               "tpg_mlp_buckets_create")
+
+    def _bucket_slots(self, tokens):
+        """The slot table of the bucket of `tokens` tokens (its x and y are
+        that many rows), so a rebind of its graph is checked at its size."""
+        if tokens not in self._slots:
+            with Plan.mlp(**dict(self._mlp, tokens=tokens)) as p:
+                self._slots[tokens] = slot_table(p.handle)
+        return self._slots[tokens]
 
     @property
     def handle(self):
@@ -88,7 +106,7 @@ class MlpBuckets:
         by these buckets."""
         bt, g = ctypes.c_int(), ctypes.c_void_p()
         check(_n.fn.mlp_buckets_pick(self.handle, tokens, ctypes.byref(bt), ctypes.byref(g)), "tpg_mlp_buckets_pick")
-        return bt.value, Graph._borrow(g.value, self, self._names)
+        return bt.value, Graph._borrow(g.value, self, self._bucket_slots(bt.value), self._device)
 
     def __len__(self):
         n = ctypes.c_int()

@@ -64,6 +64,19 @@ class Plan:
         check(_n.fn.plan_find_slot(self.handle, name.encode(), ctypes.byref(out)), "tpg_plan_find_slot")
         return out.value
 
+    def slot_info(self, slot):
+        """{"id", "name", "dtype" ("bf16", ...), "memory" ("device", ...),
+        "count", "bytes"} of a slot id or name (tpg_plan_get_slot_info)."""
+        from .bindings import slot_table
+        sid = self.slot(slot) if isinstance(slot, str) else int(slot)
+        table = slot_table(self.handle)
+        if sid not in table:
+            raise ValueError("slot_info: %r is not a slot of the plan (ids 1..%d)" % (slot, len(table)))
+        sp = table[sid]
+        mem = {v: k for k, v in _t._MEMORY.items()}.get(sp.where, sp.where)
+        return {"id": sid, "name": sp.name, "dtype": _t.dtype_name(sp.dtype), "memory": mem, "count": sp.count,
+                "bytes": sp.nbytes}
+
     def _v(self, v):
         return _t.view(v, self.slot)
 

@@ -18,6 +18,12 @@ GRAPH_NCCL_SYMMETRIC = 0x1
 GRAPH_PDL = 0x2
 
 _DTYPES = {"f32": F32, "float32": F32, "f16": F16, "float16": F16, "half": F16, "bf16": BF16, "bfloat16": BF16}
+DTYPE_BYTES = {F32: 4, F16: 2, BF16: 2}
+_NAMES = {F32: "f32", F16: "f16", BF16: "bf16"}
+# torch dtype names (without "torch.") <-> tpgraph dtypes, both ways; any
+# other torch dtype has no tpgraph dtype and is refused for every slot.
+TORCH_DTYPES = {"float32": F32, "float16": F16, "bfloat16": BF16}
+_TORCH_NAMES = {v: k for k, v in TORCH_DTYPES.items()}
 _MEMORY = {"device": MEM_DEVICE, "host": MEM_HOST, "scratch": MEM_SCRATCH}
 
 
@@ -38,6 +44,17 @@ def dtype(value):
     if name.startswith("torch."):
         name = name[len("torch."):]
     return _lookup(_DTYPES, name, "dtype")
+
+
+def dtype_name(code):
+    """"bf16", "f16", "f32" (or "dtype N" for a value the header lacks)."""
+    return _NAMES.get(code, "dtype %d" % code)
+
+
+def torch_dtype(code):
+    """The torch dtype of a tpgraph dtype (imports torch)."""
+    import torch
+    return getattr(torch, _TORCH_NAMES[code])
 
 
 def memory(value):

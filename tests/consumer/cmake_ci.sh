@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # cmake_ci.sh - CI's CMake pass (.ci/run): configure, build and install
-# tpgraph with CMake into a temporary prefix, check what the installed
-# library exports, then build and run the consumers (run.sh). One line per
-# check, "cmake: <check>: ok" or "cmake: <check>: FAILED", for .ci/run to count.
+# tpgraph with CMake the way a packager does — configured for the default
+# prefix, installed with `cmake --install --prefix` into a temporary folder,
+# then moved elsewhere — check that nothing installed names this machine
+# (build folders, the CUDA toolkit, NCCL), what the library exports and
+# needs, then build and run the consumers from the moved prefix (run.sh).
+# One line per check, "cmake: <check>: ok" or "cmake: <check>: FAILED", for
+# .ci/run to count.
 #
 #   tests/consumer/cmake_ci.sh [PREBUILT_KERNEL_DIR]
 #
@@ -16,20 +20,38 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fails=0
 ok() { echo "cmake: $1: ok${2:+ ($2)}"; }
-bad() { echo "cmake: $1: FAILED"; [ -f "${2:-}" ] && tail -n 40 "$2"; fails=$((fails + 1)); }
+bad() { echo "cmake: $1: FAILED${3:+ ($3)}"; [ -f "${2:-}" ] && tail -n 40 "$2"; fails=$((fails + 1)); }
 
 gen=()
 command -v ninja > /dev/null && gen=(-G Ninja)
 pre=()
 [ -n "$prebuilt" ] && pre=(-DTPGRAPH_PREBUILT_KERNELS="$prebuilt")
-prefix=$work/prefix
-if cmake -S "$top" -B "$work/build" "${gen[@]}" -DCMAKE_INSTALL_PREFIX="$prefix" "${pre[@]}" > "$work/b.log" 2>&1 &&
-   cmake --build "$work/build" -j 2 >> "$work/b.log" 2>&1 && cmake --install "$work/build" >> "$work/b.log" 2>&1; then
-  ok "build+install" "${prebuilt:+prebuilt kernels}"
+# No CMAKE_INSTALL_PREFIX: configured for /usr/local, installed elsewhere.
+stage=$work/stage
+if cmake -S "$top" -B "$work/build" "${gen[@]}" "${pre[@]}" > "$work/b.log" 2>&1 &&
+   cmake --build "$work/build" -j 2 >> "$work/b.log" 2>&1 &&
+   cmake --install "$work/build" --prefix "$stage" >> "$work/b.log" 2>&1; then
+  ok "build+install --prefix" "${prebuilt:+prebuilt kernels}"
 else
-  bad "build+install" "$work/b.log"
+  bad "build+install --prefix" "$work/b.log"
   echo "cmake: the consumers need the install: skipped"
   exit 1
+fi
+# Relocated: the packages must find themselves wherever they are.
+prefix=$work/elsewhere/tpgraph
+mkdir -p "$work/elsewhere" && mv "$stage" "$prefix"
+
+# Nothing installed may name a path of the build machine: the staging prefix,
+# the build or source folder, /usr/local (the configured prefix), the CUDA
+# toolkit or NCCL.
+nccl_dir=$(dirname "$(readlink -f "$(ldconfig -p 2>/dev/null | sed -n 's/.*libnccl.so.2 .*=> //p' | head -n 1)" 2>/dev/null)" 2>/dev/null)
+paths=("$stage" "$work/build" "$top" /usr/local "$(readlink -f /usr/local/cuda 2>/dev/null)" ${nccl_dir:+"$nccl_dir"})
+hits=$(grep -rlF "${paths[@]/#/-e}" "$prefix"/lib*/cmake "$prefix"/lib*/pkgconfig 2>/dev/null)
+if [ -z "$hits" ]; then
+  ok "no build-machine paths" "cmake + pkg-config files"
+else
+  for f in $hits; do grep -nF "${paths[@]/#/-e}" "$f" | sed "s|^|$f: |"; done
+  bad "no build-machine paths"
 fi
 
 lib=$(ls "$prefix"/lib*/libtpgraph.so.*.*.* 2>/dev/null | head -n 1)
@@ -43,10 +65,14 @@ if [ -s "$work/hdr" ] && diff "$work/hdr" "$work/exp" > "$work/diff"; then
 else
   echo "< header only, > exported only:"; cat "$work/diff"; bad "exports = header"
 fi
+# The SONAME rule Bazel's library follows too (lib/version.bzl): major.minor
+# of the header; nothing of CUDA or NCCL needed (loaded at run time).
+maj=$(sed -nE 's/^#define TPG_VERSION_MAJOR ([0-9]+).*/\1/p' "$top/lib/tpgraph.h")
+min=$(sed -nE 's/^#define TPG_VERSION_MINOR ([0-9]+).*/\1/p' "$top/lib/tpgraph.h")
 case "$soname:$needed" in
-  libtpgraph.so.[0-9]*.[0-9]*:*libstdc++*) bad "soname+deps";;
-  libtpgraph.so.[0-9]*.[0-9]*:*) ok "soname+deps";;
-  *) bad "soname+deps";;
+  *libstdc++* | *nccl* | *libcuda* | *cudart*) bad "soname+deps" "" "$soname: $needed";;
+  "libtpgraph.so.$maj.$min:"*) ok "soname+deps" "$soname, no CUDA or NCCL";;
+  *) bad "soname+deps" "" "$soname, expected libtpgraph.so.$maj.$min";;
 esac
 
 if bash "$top/tests/consumer/run.sh" "$prefix" > "$work/c.log" 2>&1; then :; fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run.sh PREFIX - build and run the consumer program against a tpgraph
 # installed in PREFIX, the two ways engines outside Bazel do it: CMake's
-# find_package (shared and static targets) and pkg-config (plain cc).
+# find_package (shared and static targets) and pkg-config (plain cc), the
+# latter once more with no NCCL to be found.
 # Each program builds a plan, prints its DOT, and on a machine without a GPU
 # must get the clear no-GPU error (consumer.c). Prints one line per program.
 set -uo pipefail
@@ -33,6 +34,9 @@ export PKG_CONFIG_PATH="$prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PAT
 if cc -std=c11 -Wall -Wextra -Werror "$here/consumer.c" -o "$work/pc_consumer" $(pkg-config --cflags --libs tpgraph) \
      > "$work/pc.log" 2>&1; then
   check pkg_config env LD_LIBRARY_PATH="$prefix/lib" "$work/pc_consumer"
+  # NCCL is loaded only for a communicator: a program that makes none runs
+  # on a machine without it.
+  check pkg_config_no_nccl env LD_LIBRARY_PATH="$prefix/lib" TPG_LIBNCCL=/nonexistent/libnccl.so.2 "$work/pc_consumer"
 else
   echo "consumer: pkg_config: FAILED to build"; cat "$work/pc.log"; fails=$((fails + 1))
 fi

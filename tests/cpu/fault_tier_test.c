@@ -15,9 +15,11 @@
  * the results are checked exactly: x is filled with 1.0, so the all-reduce
  * gives nranks, the all-gather nranks everywhere, the reduce-scatter nranks^2.
  * After every run, failed or not, the fake must hold no live object and have
- * seen no violation; a failed run must have said why.
+ * seen no violation; a failed run must have said why, under the name of the
+ * public call that failed (never an inner function's).
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* RTLD_DEFAULT */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,8 +43,10 @@ typedef struct {
 /* A destroy that fails (its context could not be made current) leaves the
  * graph whole, and the documented recovery is to call it again: the
  * injected failure is one-shot, so the second call must free everything. */
+static _Thread_local char g_destroy_msg[1024]; /* the first failure's message: the retry clears it */
 static tpg_status graph_destroy(tpg_graph *g) {
   tpg_status st = tpg_graph_destroy(g);
+  if (st != TPG_SUCCESS) snprintf(g_destroy_msg, sizeof g_destroy_msg, "%s", tpg_last_error());
   if (st != TPG_SUCCESS && g) {
     tpg_status again = tpg_graph_destroy(g);
     if (again != TPG_SUCCESS) return again;
@@ -197,7 +201,12 @@ static void *run_rank(void *arg) {
 done:
   if (j->st != TPG_SUCCESS && !j->msg[0]) snprintf(j->msg, sizeof j->msg, "(no message)");
   /* Teardown in the documented order; a failure here is a failure too. */
-  tpg_status d1 = graph_destroy(g2), d2 = graph_destroy(g);
+  /* A destroy's message is kept at once: the calls after it clear it. */
+  char dmsg[1024] = "";
+  tpg_status d1 = graph_destroy(g2);
+  if (d1 != TPG_SUCCESS) snprintf(dmsg, sizeof dmsg, "%s", g_destroy_msg);
+  tpg_status d2 = graph_destroy(g);
+  if (d2 != TPG_SUCCESS && !dmsg[0]) snprintf(dmsg, sizeof dmsg, "%s", g_destroy_msg);
   tpg_plan_destroy(plan2);
   tpg_plan_destroy(plan);
   tpg_status d3 = tpg_comm_destroy(comm);
@@ -213,7 +222,7 @@ done:
   tpg_status d = d1 != TPG_SUCCESS ? d1 : d2 != TPG_SUCCESS ? d2 : d3;
   if (j->st == TPG_SUCCESS && d != TPG_SUCCESS) {
     j->st = d;
-    snprintf(j->msg, sizeof j->msg, "teardown: %s", tpg_last_error());
+    snprintf(j->msg, sizeof j->msg, "teardown: %s", dmsg[0] ? dmsg : tpg_last_error());
   }
   tpgfake_free(x);
   tpgfake_free(x2);
@@ -346,8 +355,9 @@ done:
  * one rank, explicit mode: x filled with 1, y = 2x, a WHILE doubling y
  * until the device counter ctr runs out, an IF / ELSE on the device value v
  * (u = 2x, or u = x/3 + 1/4), computed by the fake's C kernels and checked
- * exactly; then x and u rebound (the body nodes' exec copies updated) and
- * launched again with other ctr and v. */
+ * exactly; then x and u rebound (the body nodes' exec copies updated), the
+ * ELSE body's axpy given another a (tpg_graph_set_kernel_arg: its exec
+ * setter), and launched again with other ctr and v. */
 static tpg_status add_k(tpg_plan *p, tpg_module *m, const char *name, const tpg_arg *a, int na, const tpg_node *dep,
                         tpg_node *out) {
   tpg_kernel_desc d = TPG_KERNEL_DESC_INIT;
@@ -417,7 +427,8 @@ static void *run_cond(void *arg) {
   STEP(tpg_plan_body_end(p));
   STEP(tpg_plan_body_begin(p, nif, 1));
   tpg_arg ax[5] = {tpg_arg_view(u, 0), tpg_arg_view(x, 0), TPG_ARG_VALUE(n), TPG_ARG_VALUE(a), TPG_ARG_VALUE(b0)};
-  STEP(add_k(p, m, "axpy", ax, 5, NULL, NULL));
+  tpg_node kax;
+  STEP(add_k(p, m, "axpy", ax, 5, NULL, &kax));
   STEP(tpg_plan_body_end(p));
   for (int i = 0; i < 6; i++) {
     buf[i] = tpgfake_dev_alloc(0, (size_t)N * sizeof(float));
@@ -433,11 +444,13 @@ static void *run_cond(void *arg) {
   cfg.bindings = bd;
   cfg.nbindings = 5;
   STEP(tpg_graph_create(p, &cfg, &g));
-  const float ax1 = (float)(a * 1.0 + (double)b0);
+  const double a_set = 0.5; /* set between the launches */
+  const float ax2 = (float)(a_set * 1.0 + (double)b0);
   for (int round = 0; round < 2; round++) {
     if (round == 1) {
       tpg_binding nb[2] = {{x, buf[5]}, {u, buf[0]}}; /* the old x is the new u */
       STEP(tpg_graph_rebind(g, nb, 2));
+      STEP(tpg_graph_set_kernel_arg(g, kax, 3, &a_set, sizeof a_set));
     }
     float *bx = buf[round ? 5 : 0], *bu = buf[round ? 0 : 2];
     memset(buf[1], 0xff, (size_t)N * sizeof(float));
@@ -449,7 +462,7 @@ static void *run_cond(void *arg) {
     if (!j->check) continue;
     j->wrong += count_wrong(bx, N, 1.0f) + (bctr[0] != 0);
     j->wrong += count_wrong(buf[1], N, (float)(2 << (3 - round)));
-    j->wrong += count_wrong(bu, N, round ? ax1 : 2.0f);
+    j->wrong += count_wrong(bu, N, round ? ax2 : 2.0f);
   }
 done:
   if (j->st != TPG_SUCCESS && !j->msg[0]) snprintf(j->msg, sizeof j->msg, "(no message)");
@@ -560,6 +573,23 @@ static void note_tolerated(const char *name) {
 
 static long g_live_before; /* live objects before the run (earlier leaks) */
 
+/* A failed call's message starts with the public call's name: one of the
+ * library's TPG_API functions, which -rdynamic (tests/fake) puts among the
+ * executable's dynamic symbols, where the hidden inner ones are not. Only
+ * the test's own notes ("runtime: ...", an allocation of the test) and
+ * "teardown: " before a destroy's message are not the library's. */
+static long g_inner_names;
+static int names_public_call(const char *msg) {
+  if (strncmp(msg, "teardown: ", 10) == 0) msg += 10;
+  if (strncmp(msg, "runtime: ", 9) == 0 || strncmp(msg, "tpgfake", 7) == 0 || msg[0] == '(') return 1;
+  const char *colon = strstr(msg, ": ");
+  char name[64];
+  if (!colon || colon - msg >= (long)sizeof name || strncmp(msg, "tpg_", 4) != 0) return 0;
+  memcpy(name, msg, (size_t)(colon - msg));
+  name[colon - msg] = '\0';
+  return dlsym(RTLD_DEFAULT, name) != NULL;
+}
+
 static int check_after(const char *what, int k, int nranks, job jobs[MAX_RANKS], tpg_status st) {
   int ok = 1;
   const char *fired = tpgfake_failed();
@@ -588,6 +618,13 @@ static int check_after(const char *what, int k, int nranks, job jobs[MAX_RANKS],
     if (jobs[r].st != TPG_SUCCESS && strlen(jobs[r].msg) < 8) {
       g_silent++;
       fprintf(stderr, "%s, call %d (%s): rank %d failed without a message\n", what, k, fired ? fired : "-", r);
+      ok = 0;
+    }
+  for (int r = 0; r < nranks; r++)
+    if (jobs[r].st != TPG_SUCCESS && strlen(jobs[r].msg) >= 8 && !names_public_call(jobs[r].msg)) {
+      g_inner_names++;
+      fprintf(stderr, "%s, call %d (%s): rank %d's message names no public call: %s\n", what, k,
+              fired ? fired : "-", r, jobs[r].msg);
       ok = 0;
     }
   for (int r = 0; r < nranks; r++)
@@ -672,8 +709,9 @@ int main(int argc, char **argv) {
     loop(run_layers, 1, TPG_MODE_EXPLICIT); /* the layers on top, every call of 1 rank */
     loop(run_cond, 1, TPG_MODE_EXPLICIT);   /* conditional nodes, every call */
     printf("fault tier: %ld failure points exercised (%ld failed with a clear error and nothing left, %ld tolerated), "
-           "leaks %ld, bounds violations %ld, silent failures %ld, wrong results %ld, known graphbuild defects %ld\n",
-           g_points, g_failed_clean, g_tolerated, g_leaky, g_violations, g_silent, g_corrupt, g_known);
+           "leaks %ld, bounds violations %ld, silent failures %ld, wrong results %ld, known graphbuild defects %ld, "
+           "messages under an inner name %ld\n",
+           g_points, g_failed_clean, g_tolerated, g_leaky, g_violations, g_silent, g_corrupt, g_known, g_inner_names);
     printf("fault tier: failures tolerated (the run succeeded, results right) in:%s\n", g_tolerated_names);
   }
   return TPG_TEST_END();

@@ -53,6 +53,19 @@ int main(int argc, char **argv) {
   if (!have_driver) {
     tpg_device_info di;
     CHECK_ST(tpg_device_get_info(0, &di, sizeof di), TPG_ERROR_NO_DRIVER, stub ? "stub" : "libcuda");
+    /* Every message is under the public call's name, not the inner
+     * function that found the problem (tpg_cu_load, tpg_dev_open). */
+    CHECK(strncmp(tpg_last_error(), "tpg_device_get_info: ", 21) == 0);
+    tpg_module *mod = NULL;
+    static const char ptx[] = "// no driver to read this";
+    CHECK_ST(tpg_module_load(ptx, sizeof ptx, &mod), TPG_ERROR_NO_DRIVER, "tpg_module_load: ");
+    tpg_linear_desc ld = TPG_LINEAR_DESC_INIT;
+    ld.in_features = 64;
+    ld.out_features = 32;
+    static char w1[4096] __attribute__((aligned(16))), w2[4096] __attribute__((aligned(16)));
+    tpg_linear_whole lw = {w1, NULL, NULL, NULL};
+    tpg_linear_part lp = {w2, NULL};
+    CHECK_ST(tpg_linear_shard(&ld, 0, &lw, &lp, NULL), TPG_ERROR_NO_DRIVER, "tpg_linear_shard: ");
 
     /* A valid plan still cannot become a graph: a clear error, no leak. */
     tpg_plan *p;
@@ -68,7 +81,7 @@ int main(int argc, char **argv) {
     cfg.bindings = bind;
     cfg.nbindings = 2;
     tpg_graph *g = (tpg_graph *)0x1;
-    CHECK_ST(tpg_graph_create(p, &cfg, &g), TPG_ERROR_NO_DRIVER, "");
+    CHECK_ST(tpg_graph_create(p, &cfg, &g), TPG_ERROR_NO_DRIVER, "tpg_graph_create: ");
     CHECK(g == NULL);
     /* Bindings are checked before the driver is touched. */
     cfg.nbindings = 1;
@@ -147,7 +160,7 @@ int main(int argc, char **argv) {
     tpg_comm_config raw;
     memset(&raw, 0, sizeof raw);
     CHECK_ST(tpg_comm_create(&id, &raw, &c), TPG_ERROR_INVALID_ARGUMENT, "TPG_COMM_CONFIG_INIT");
-    CHECK_ST(tpg_comm_create(&id, &cc, &c), TPG_ERROR_NO_DRIVER, "");
+    CHECK_ST(tpg_comm_create(&id, &cc, &c), TPG_ERROR_NO_DRIVER, "tpg_comm_create: ");
     CHECK(c == NULL);
   }
 

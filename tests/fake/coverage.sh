@@ -17,8 +17,6 @@ cd "$(dirname "$0")/../.."
 out=${TPG_COV_OUT:-${TMPDIR:-/tmp}/tpg_cov}
 cuda=${CUDA_PATH:-/usr/local/cuda}
 nccl=${NCCL_HOME:-$cuda}
-nccl_lib=$nccl/lib64
-[ -d "$nccl_lib" ] || nccl_lib=$nccl/lib
 rm -rf "$out"
 mkdir -p "$out/obj" "$out/bin"
 inc=(-I. -Ilib -I"$cuda/include" -I"$nccl/include")
@@ -38,13 +36,12 @@ for f in tests/fake/fake_*.c; do
   gcc -std=c11 -O1 -g "${inc[@]}" -c "$f" -o "$out/$(basename "${f%.c}").o"
   fake+=("$out/$(basename "${f%.c}").o")
 done
-gcc -shared -fPIC -O1 -I"$cuda/include" tests/fake/shim.c -o "$out/libcuda_fake.so"
+gcc -shared -fPIC -O1 -I"$cuda/include" -I"$nccl/include" tests/fake/shim.c -o "$out/libcuda_fake.so"
 
 link() { # name source [extra objects...]
   local name=$1 src=$2
   shift 2
-  gcc "${cov[@]}" "$src" "${objs[@]}" "$out/kernels_fake.o" "$@" -rdynamic -L"$nccl_lib" -Wl,-rpath,"$nccl_lib" \
-    -lnccl -ldl -lpthread -lm -o "$out/bin/$name"
+  gcc "${cov[@]}" "$src" "${objs[@]}" "$out/kernels_fake.o" "$@" -rdynamic -ldl -lpthread -lm -o "$out/bin/$name"
 }
 link plan_test tests/cpu/plan_test.c
 link linear_test tests/cpu/linear_test.c

@@ -274,12 +274,17 @@ int fk_kernel_valid(const void *f) {
 
 int tpgfake_setup(int argc, char **argv) {
   const char *cur = getenv("TPG_LIBCUDA");
-  if (cur && cur[0]) return 0;
-  if (argc < 2 || !argv[1][0]) {
-    fprintf(stderr, "tpgfake: pass the path of libcuda_fake.so as the first argument or in TPG_LIBCUDA\n");
-    return -1;
+  if (!cur || !cur[0]) {
+    if (argc < 2 || !argv[1][0]) {
+      fprintf(stderr, "tpgfake: pass the path of libcuda_fake.so as the first argument or in TPG_LIBCUDA\n");
+      return -1;
+    }
+    setenv("TPG_LIBCUDA", argv[1], 1);
+    cur = argv[1];
   }
-  setenv("TPG_LIBCUDA", argv[1], 1);
+  /* The same shim serves NCCL (shim.c), unless a test chose another. */
+  const char *nccl = getenv("TPG_LIBNCCL");
+  if (!nccl || !nccl[0]) setenv("TPG_LIBNCCL", cur, 1);
   return 0;
 }
 

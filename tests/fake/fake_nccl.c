@@ -1,9 +1,8 @@
 /* fake_nccl.c - the NCCL entry points tpgraph calls, over the fake's streams.
  *
- * NCCL is linked, not loaded: a test binary that links this file defines the
- * nccl* symbols itself, and the executable's definitions take precedence over
- * libnccl.so's for every reference (ELF symbol interposition), so nothing in
- * lib/ changes. Ranks are threads (or one rank) of this process: ranks that
+ * tpgraph loads NCCL at its first comm (lib/nccl_loader.c): TPG_LIBNCCL names
+ * the shim (shim.c), whose nccl* forward to these functions through
+ * tpgfake_entry_nccl at the end of this file. Ranks are threads (or one rank) of this process: ranks that
  * pass the same unique id form a clique. A collective is work on a stream;
  * when it reaches the head of its stream it "arrives" with a copy of its send
  * buffer, and completes once every rank arrived (matched by per-rank arrival
@@ -573,4 +572,31 @@ ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
   win_unlink((fk_win *)win);
   free(win);
   LEAVE
+}
+
+/* ---- the shim's way in (shim.c): tpgraph loads NCCL with dlopen + dlsym,
+ * and the shim forwards each name to the function above of that name. ---- */
+
+void *tpgfake_entry_nccl(const char *name);
+void *tpgfake_entry_nccl(const char *name) {
+#define FK_NCCL_ENTRY(f) {#f, (void *)f}
+  static const struct {
+    const char *name;
+    void *fn;
+  } table[] = {
+      FK_NCCL_ENTRY(ncclGetVersion),         FK_NCCL_ENTRY(ncclGetUniqueId),
+      FK_NCCL_ENTRY(ncclGetErrorString),     FK_NCCL_ENTRY(ncclGetLastError),
+      FK_NCCL_ENTRY(ncclCommInitRankConfig), FK_NCCL_ENTRY(ncclCommGetAsyncError),
+      FK_NCCL_ENTRY(ncclCommFinalize),       FK_NCCL_ENTRY(ncclCommDestroy),
+      FK_NCCL_ENTRY(ncclCommAbort),          FK_NCCL_ENTRY(ncclCommRevoke),
+      FK_NCCL_ENTRY(ncclAllReduce),          FK_NCCL_ENTRY(ncclAllGather),
+      FK_NCCL_ENTRY(ncclReduceScatter),      FK_NCCL_ENTRY(ncclMemAlloc),
+      FK_NCCL_ENTRY(ncclMemFree),            FK_NCCL_ENTRY(ncclCommWindowRegister),
+      FK_NCCL_ENTRY(ncclCommWindowDeregister),
+  };
+#undef FK_NCCL_ENTRY
+  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+    if (strcmp(table[i].name, name) == 0) return table[i].fn;
+  fprintf(stderr, "tpgfake: the fake NCCL has no %s (add it to fake_nccl.c and shim.c)\n", name);
+  abort();
 }

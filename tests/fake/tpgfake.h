@@ -29,8 +29,9 @@ extern "C" {
 #endif
 
 /* Sets TPG_LIBCUDA to argv[1] unless it is set already (tests get the shim's
- * path as their first argument from Bazel). Returns 0, or -1 with a message
- * on stderr when there is no path. */
+ * path as their first argument from Bazel), and TPG_LIBNCCL to the same shim
+ * unless it is set. Returns 0, or -1 with a message on stderr when there is
+ * no path. */
 int tpgfake_setup(int argc, char **argv);
 
 /* Zeroes the call counter and the violation counter and cancels any planned

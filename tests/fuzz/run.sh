@@ -23,8 +23,6 @@ out=${TPG_FUZZ_OUT:-${TMPDIR:-/tmp}/tpg_fuzz}
 cuda=${CUDA_PATH:-/usr/local/cuda}
 nccl=${NCCL_HOME:-$cuda}
 cc=${CLANG:-clang}
-nccl_lib=$nccl/lib64
-[ -d "$nccl_lib" ] || nccl_lib=$nccl/lib
 mkdir -p "$out/corpus" "$out/graph_corpus"
 
 san=(-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1)
@@ -32,17 +30,17 @@ san=(-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fno-omit-fra
 srcs=(lib/*.c graphbuild/*.c graphbuild/nodes/*.c layers/*.c tests/fuzz/kernels_stub.c tests/fuzz/plan_fuzz.c)
 echo "fuzz: building $out/plan_fuzz with $($cc --version | head -1)"
 "$cc" -std=c11 "${san[@]}" -Wall -Wextra -I. -I"$cuda/include" -I"$nccl/include" "${srcs[@]}" \
-  -L"$nccl_lib" -Wl,-rpath,"$nccl_lib" -lnccl -ldl -lpthread -o "$out/plan_fuzz"
+  -ldl -lpthread -o "$out/plan_fuzz"
 
 # graph_fuzz: the library from source with an embedded-kernel table the fake
-# accepts, the fake driver + NCCL linked in (its nccl* replace libnccl's), and
-# the shim TPG_LIBCUDA loads, which finds the fake in the executable (-rdynamic).
+# accepts, the fake driver + NCCL linked in, and the shim TPG_LIBCUDA and
+# TPG_LIBNCCL load, which finds the fake in the executable (-rdynamic).
 gsrcs=(lib/*.c graphbuild/*.c graphbuild/nodes/*.c layers/*.c tests/fuzz/kernels_fake.c tests/fake/fake_*.c tests/fuzz/graph_fuzz.c)
 echo "fuzz: building $out/graph_fuzz"
 "$cc" -std=c11 "${san[@]}" -Wall -Wextra -I. -I"$cuda/include" -I"$nccl/include" "${gsrcs[@]}" -rdynamic \
-  -L"$nccl_lib" -Wl,-rpath,"$nccl_lib" -lnccl -ldl -lpthread -lm -o "$out/graph_fuzz"
-"$cc" -shared -fPIC -O1 -I"$cuda/include" tests/fake/shim.c -o "$out/libcuda_fake.so"
-export TPG_LIBCUDA="$out/libcuda_fake.so"
+  -ldl -lpthread -lm -o "$out/graph_fuzz"
+"$cc" -shared -fPIC -O1 -I"$cuda/include" -I"$nccl/include" tests/fake/shim.c -o "$out/libcuda_fake.so"
+export TPG_LIBCUDA="$out/libcuda_fake.so" TPG_LIBNCCL="$out/libcuda_fake.so"
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}

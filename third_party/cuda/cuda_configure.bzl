@@ -7,7 +7,8 @@ build with the variable to set, instead of a chain of missing-file errors.
 
 What it provides (see the generated BUILD):
   :cuda_headers   cuda.h & co., for host code that uses only the driver API
-  :nccl           nccl.h + libnccl.so, linked dynamically
+  :nccl_headers   nccl.h only: the library loads NCCL at run time
+  :nccl           nccl.h + libnccl.so, linked dynamically (benchmarks)
   :cudart_static  the CUDA runtime, for tests and benchmarks only
   :cublas         cuBLAS, for benchmarks only
   :libcuda_stub   the toolkit's stub libcuda, for the no-driver tests
@@ -107,11 +108,18 @@ cc_import(
     shared_library = "nccl_lib/libnccl.so",
 )
 
+# nccl.h alone: the library loads libnccl.so.2 at run time (lib/nccl_loader.c).
 cc_library(
-    name = "nccl",
+    name = "nccl_headers",
     hdrs = ["nccl_include/nccl.h"],
     includes = ["nccl_include"],
-    deps = [":cuda_headers", ":nccl_import"],
+    deps = [":cuda_headers"],
+)
+
+# nccl.h + libnccl.so, for programs that call NCCL themselves (benchmarks).
+cc_library(
+    name = "nccl",
+    deps = [":nccl_headers", ":nccl_import"],
 )
 """.format(cuda = cuda, version = version)
     if cudart:
