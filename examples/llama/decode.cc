@@ -289,6 +289,27 @@ int run_decode(const Config &c, const Rank &r, const Weights &w, const Source &s
     dev_tok.assign(io.out, io.out + (size_t)std::max(dev_n, 0) * B);
     if (dev_n != host_n || dev_tok != host_tok) break;
   }
+  // The body's device time alone: the host loop's graph (the same step,
+  // sampling and counting, with positions advanced on the device) launched
+  // host_n times back to back between two events, no host wait in between:
+  // what the device loop would cost per token if its WHILE node were free.
+  double body_us = 0;
+  if (!rc && host_n > 0) {
+    cudaEvent_t e0 = nullptr, e1 = nullptr;
+    float ms = 0;
+    bool ok = reset(cc, r, src, s, io, o, err) == 0 && cudaEventCreate(&e0) == cudaSuccess &&
+              cudaEventCreate(&e1) == cudaSuccess && cudaEventRecord(e0, r.stream) == cudaSuccess;
+    for (int n = 0; ok && n < host_n; n++) ok = tpg_graph_launch(hg, r.stream) == TPG_SUCCESS;
+    ok = ok && cudaEventRecord(e1, r.stream) == cudaSuccess && wait_rank(r) == TPG_SUCCESS &&
+         cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess;
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    if (!ok) {
+      if (err->empty()) *err = std::string("body timing: ") + tpg_last_error();
+      rc = 1;
+    }
+    body_us = 1e3 * ms / host_n;
+  }
   if (!rc) {
     size_t diff = 0, first = (size_t)-1;
     for (size_t i = 0; i < std::min(host_tok.size(), dev_tok.size()); i++)
@@ -305,6 +326,8 @@ int run_decode(const Config &c, const Rank &r, const Weights &w, const Source &s
                 r.rank, c.layers, R, B, c.ctx, host_n, hu, hu > 0 ? B * 1e6 / hu : 0.0, dev_n, du,
                 du > 0 ? B * 1e6 / du : 0.0, du > 0 ? hu / du : 0.0, first_seen_us, same ? "identical" : "DIFFER",
                 diff, host_tok.size());
+    std::printf("decode rank %d: the body alone (%d launches back to back) %.1f us/token; device loop / body %.3f\n",
+                r.rank, host_n, body_us, body_us > 0 ? du / body_us : 0.0);
     if (r.rank == 0) {
       std::printf("decode: tokens of sequence 0:");
       for (int i = 0; i < std::min(host_n, 16); i++) std::printf(" %d", host_tok[(size_t)i * B]);
