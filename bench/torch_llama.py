@@ -266,11 +266,15 @@ class Point:
             o = out.float()
             self.check[name] = dict(max_diff=(o - self.y_ref).abs().max().item(),
                                     rel=((o - self.y_ref).norm() / self.y_ref.norm()).item(),
+                                    tol=2.0 ** -6 * self.y_ref.abs().max().item(),
                                     finite=bool(torch.isfinite(o).all().item()))
 
     def ok(self, name):
+        # bf16 noise: other kernels (Inductor's fused RMSNorm, another cuBLAS
+        # or SDPA kernel) round differently; allow 2 bf16 ulps of the largest
+        # output element and 2% of the norm. A wrong step is off by far more.
         c = self.check.get(name)
-        return c is None or (c["finite"] and c["max_diff"] < 0.05 and c["rel"] < 0.02)
+        return c is None or (c["finite"] and c["max_diff"] <= max(0.05, c["tol"]) and c["rel"] < 0.02)
 
     def release(self):
         self.runs, self.outs, self.graphs, self.st = {}, {}, [], None
