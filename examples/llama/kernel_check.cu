@@ -193,6 +193,47 @@ void check_rope(int B, int nq, int nkv, int max_ctx, const std::vector<int> &pos
   CK(cudaFree(dpos));
 }
 
+// Every element of out [B, nq, 128] against fp64 attention of queries q
+// [B, nq, 128] over the first lens[b] keys and values of the caches
+// [B, nkv, max_ctx, 128] (softmax scale 1/sqrt(128)). The bound: bf16
+// rounding of the output, plus fp32 scores, exp2f and sums: errors of order
+// 1e-6 relative per term, bounded by 2^-13 max |v| (a weight of 1/4097 on a
+// skipped key is 2^-12 max |v|, and the needle cases make one key carry most
+// of the weight).
+void attn_reference(Cmp &c, const std::vector<uint16_t> &out, const std::vector<uint16_t> &q,
+                    const std::vector<uint16_t> &kc, const std::vector<uint16_t> &vc, int B, int nq, int nkv,
+                    int max_ctx, const std::vector<int> &lens) {
+  const int G = nq / nkv;
+  const double scale = 1.0 / std::sqrt((double)kD);
+  std::vector<double> sc;
+  for (int b = 0; b < B; b++)
+    for (int hq = 0; hq < nq; hq++) {
+      const int h = hq / G;
+      const uint16_t *qq = &q[((size_t)b * nq + hq) * kD];
+      sc.assign(lens[b], 0);
+      double m = -INFINITY;
+      for (int p = 0; p < lens[b]; p++) {
+        const uint16_t *kk = &kc[(((size_t)b * nkv + h) * max_ctx + p) * kD];
+        double d = 0;
+        for (int i = 0; i < kD; i++) d += (double)b2f(qq[i]) * b2f(kk[i]);
+        sc[p] = d * scale;
+        m = std::max(m, sc[p]);
+      }
+      double l = 0;
+      for (int p = 0; p < lens[b]; p++) l += (sc[p] = std::exp(sc[p] - m));
+      for (int i = 0; i < kD; i++) {
+        double o = 0, vmax = 0;
+        for (int p = 0; p < lens[b]; p++) {
+          const double v = b2f(vc[(((size_t)b * nkv + h) * max_ctx + p) * kD + i]);
+          o += sc[p] * v;
+          vmax = std::max(vmax, std::fabs(v));
+        }
+        o /= l;
+        c.add(b2f(out[((size_t)b * nq + hq) * kD + i]), o, kRound * std::fabs(o) + std::ldexp(vmax, -13));
+      }
+    }
+}
+
 typedef void (*attn_fn)(float *, float *, const __nv_bfloat16 *, const __nv_bfloat16 *, const __nv_bfloat16 *,
                         const int *, int, int, int, int, float);
 attn_fn attn_kernel(int G, bool tc) {
@@ -243,37 +284,7 @@ void check_attn(int B, int nq, int nkv, int max_ctx, const std::vector<int> &len
     CK(cudaDeviceSynchronize());
     auto out = down((uint16_t *)dout, (size_t)B * nq * kD);
     Cmp c;
-    std::vector<double> sc;
-    for (int b = 0; b < B; b++)
-      for (int hq = 0; hq < nq; hq++) {
-        const int h = hq / G;
-        const uint16_t *qq = &q[((size_t)b * nq + hq) * kD];
-        sc.assign(lens[b], 0);
-        double m = -INFINITY;
-        for (int p = 0; p < lens[b]; p++) {
-          const uint16_t *kk = &kc[(((size_t)b * nkv + h) * max_ctx + p) * kD];
-          double d = 0;
-          for (int i = 0; i < kD; i++) d += (double)b2f(qq[i]) * b2f(kk[i]);
-          sc[p] = d * scale;
-          m = std::max(m, sc[p]);
-        }
-        double l = 0;
-        for (int p = 0; p < lens[b]; p++) l += (sc[p] = std::exp(sc[p] - m));
-        for (int i = 0; i < kD; i++) {
-          double o = 0, vmax = 0;
-          for (int p = 0; p < lens[b]; p++) {
-            const double v = b2f(vc[(((size_t)b * nkv + h) * max_ctx + p) * kD + i]);
-            o += sc[p] * v;
-            vmax = std::max(vmax, std::fabs(v));
-          }
-          o /= l;
-          // bf16 rounding of the output, plus fp32 scores, exp2f and sums:
-          // errors of order 1e-6 relative per term, bounded by 2^-13 max |v|
-          // (a weight of 1/4097 on a skipped key is 2^-12 max |v|, and the
-          // needle cases make one key carry most of the weight).
-          c.add(b2f(out[((size_t)b * nq + hq) * kD + i]), o, kRound * std::fabs(o) + std::ldexp(vmax, -13));
-        }
-      }
+    attn_reference(c, out, q, kc, vc, B, nq, nkv, max_ctx, lens);
     char what[128];
     int lmin = *std::min_element(lens.begin(), lens.end()), lmax = *std::max_element(lens.begin(), lens.end());
     std::snprintf(what, sizeof what, "attn%s B=%d nq=%d nkv=%d len %d..%d split %dx%d%s", tc ? "_tc" : "", B, nq, nkv,
@@ -360,33 +371,7 @@ void check_attn_fused(int B, int nq, int nkv, int max_ctx, const std::vector<int
   auto fk = down((uint16_t *)dk, csz), fv = down((uint16_t *)dv, csz);
   auto cnt = down(dcnt, (size_t)B * nkv);
   Cmp c;
-  std::vector<double> sc;
-  for (int b = 0; b < B; b++)
-    for (int hq = 0; hq < nq; hq++) {
-      const int h = hq / G;
-      const uint16_t *qq = &q[((size_t)b * nq + hq) * kD];
-      sc.assign(lens[b], 0);
-      double m = -INFINITY;
-      for (int p = 0; p < lens[b]; p++) {
-        const uint16_t *kk = &kc[(((size_t)b * nkv + h) * max_ctx + p) * kD];
-        double d = 0;
-        for (int i = 0; i < kD; i++) d += (double)b2f(qq[i]) * b2f(kk[i]);
-        sc[p] = d * scale;
-        m = std::max(m, sc[p]);
-      }
-      double l = 0;
-      for (int p = 0; p < lens[b]; p++) l += (sc[p] = std::exp(sc[p] - m));
-      for (int i = 0; i < kD; i++) {
-        double o = 0, vmax = 0;
-        for (int p = 0; p < lens[b]; p++) {
-          const double v = b2f(vc[(((size_t)b * nkv + h) * max_ctx + p) * kD + i]);
-          o += sc[p] * v;
-          vmax = std::max(vmax, std::fabs(v));
-        }
-        o /= l;
-        c.add(b2f(out[0][((size_t)b * nq + hq) * kD + i]), o, kRound * std::fabs(o) + std::ldexp(vmax, -13));
-      }
-    }
+  attn_reference(c, out[0], q, kc, vc, B, nq, nkv, max_ctx, lens);
   char what[160];
   int lmin = *std::min_element(lens.begin(), lens.end()), lmax = *std::max_element(lens.begin(), lens.end());
   std::snprintf(what, sizeof what, "attn_fused B=%d nq=%d nkv=%d len %d..%d split %dx%d%s", B, nq, nkv, lmin, lmax,

@@ -384,6 +384,53 @@ __device__ __forceinline__ void split2(float x, float y, uint32_t &hi, uint32_t 
 //   Its accumulator then holds dims 64H + 16 tig + i (c0) and + 8 + i (c1).
 // - P enters as bf16 hi + lo (split2): two MMAs, fp32-softmax precision.
 // The scale is applied to the fp32 scores (q and k enter exactly as stored).
+// One warp's share of a split merge: splits first, first + stride, ... <
+// ns of one (query head, sequence) row, lane l owning dims 4l..4l+3 (op is
+// already offset by the lane). kCU splits' loads go out before any is used
+// (from L2: other blocks or kernels wrote them), and the running max
+// rescales the sums when it grows, so a row of many splits costs a few
+// memory round trips. Folds into (m, l, o); the result is sum_s exp2(m_s -
+// m) o_s / sum_s exp2(m_s - m) l_s up to fp32 summation order.
+__device__ __forceinline__ void merge_splits(const float2 *ml, const float4 *op, int first, int stride, int ns,
+                                             float &m, float &l, float4 &o) {
+  constexpr int kCU = 8;
+  for (int s0 = first; s0 < ns; s0 += stride * kCU) {
+    float2 st[kCU];
+    float4 v[kCU];
+#pragma unroll
+    for (int u = 0; u < kCU; u++) {
+      const int sp = s0 + u * stride;
+      if (sp < ns) {
+        st[u] = __ldcg(ml + sp);
+        v[u] = __ldcg(op + (size_t)sp * (kD / 4));
+      } else {
+        st[u] = make_float2(-INFINITY, 0.f);
+        v[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+    }
+    float mb = st[0].x;  // split s0 < ns holds keys: finite
+#pragma unroll
+    for (int u = 1; u < kCU; u++) mb = fmaxf(mb, st[u].x);
+    const float mnew = fmaxf(m, mb);
+    const float al = exp2f(m - mnew);  // 0 on the first batch (m = -inf)
+    l *= al;
+    o.x *= al;
+    o.y *= al;
+    o.z *= al;
+    o.w *= al;
+#pragma unroll
+    for (int u = 0; u < kCU; u++) {
+      const float wgt = exp2f(st[u].x - mnew);  // 0 for the padding (-inf)
+      l += wgt * st[u].y;
+      o.x += wgt * v[u].x;
+      o.y += wgt * v[u].y;
+      o.z += wgt * v[u].z;
+      o.w += wgt * v[u].w;
+    }
+    m = mnew;
+  }
+}
+
 // The fused form's extra arguments (llama_attn_fused_g<G>, FUSED = true).
 struct FusedArgs {
   __nv_bfloat16 *out;          // [B, nq * 128]: the merged attention output
@@ -395,13 +442,11 @@ struct FusedArgs {
 
 // The last block of (b, h): every split that holds keys has written its
 // partials (their counter reached ns), so it merges them into out for the G
-// query heads, as llama_attn_combine does for one: warp w takes heads w,
-// w + 4, ...; lane l dims 4l..4l+3; 8 splits' loads in flight per batch
-// (L2, bypassing L1: other SMs wrote them), a running max rescaling the sums.
+// query heads, as llama_attn_combine does for one (merge_splits): warp w
+// takes heads w, w + 4, ... and all of a head's splits.
 template <int G>
 __device__ __forceinline__ void attn_merge(const FusedArgs &f, const float *o_part, const float *ml_part, int b,
                                            int h, int nq, int nsplit, int ns) {
-  constexpr int kCU = 8;
   const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
   for (int gg = w; gg < G; gg += 4) {
     const size_t row = (size_t)b * nq + (size_t)h * G + gg;
@@ -409,40 +454,7 @@ __device__ __forceinline__ void attn_merge(const FusedArgs &f, const float *o_pa
     const float4 *op = reinterpret_cast<const float4 *>(o_part + row * nsplit * kD) + lane;
     float m = -INFINITY, l = 0.f;
     float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int s0 = 0; s0 < ns; s0 += kCU) {
-      float2 st[kCU];
-      float4 v[kCU];
-#pragma unroll
-      for (int u = 0; u < kCU; u++) {
-        if (s0 + u < ns) {
-          st[u] = __ldcg(ml + s0 + u);
-          v[u] = __ldcg(op + (size_t)(s0 + u) * (kD / 4));
-        } else {
-          st[u] = make_float2(-INFINITY, 0.f);
-          v[u] = make_float4(0.f, 0.f, 0.f, 0.f);
-        }
-      }
-      float mb = st[0].x;  // split s0 < ns holds keys: finite
-#pragma unroll
-      for (int u = 1; u < kCU; u++) mb = fmaxf(mb, st[u].x);
-      const float mnew = fmaxf(m, mb);
-      const float al = exp2f(m - mnew);  // 0 on the first batch (m = -inf)
-      l *= al;
-      o.x *= al;
-      o.y *= al;
-      o.z *= al;
-      o.w *= al;
-#pragma unroll
-      for (int u = 0; u < kCU; u++) {
-        const float wgt = exp2f(st[u].x - mnew);  // 0 for the padding (-inf)
-        l += wgt * st[u].y;
-        o.x += wgt * v[u].x;
-        o.y += wgt * v[u].y;
-        o.z += wgt * v[u].z;
-        o.w += wgt * v[u].w;
-      }
-      m = mnew;
-    }
+    merge_splits(ml, op, 0, 1, ns, m, l, o);
     const float r = 1.f / l;
     __nv_bfloat162 lo = __floats2bfloat162_rn(o.x * r, o.y * r), hi = __floats2bfloat162_rn(o.z * r, o.w * r);
     uint2 pk;
@@ -718,17 +730,14 @@ LLAMA_ATTN_TC_DEF(8)
 LLAMA_ATTN_TC_DEF(16)
 
 // One block per (head, sequence) row, 128 threads = 4 warps. Warp w takes
-// splits w, w+4, ...; lane l owns dims 4l..4l+3 (one 16-byte load per split).
-// Each warp issues kCU splits' loads (o_part and ml_part) before using any,
-// and keeps its own running max, rescaling its sums when the max grows, so
-// the whole row costs about one memory round trip per kCU*4 splits instead of
-// one per split; the 4 warps' (max, sum, o) are merged through shared memory.
-// Same result as sum_s exp2(m_s - m) o_s / sum_s exp2(m_s - m) l_s, up to fp32
-// summation order.
+// splits w, w+4, ... (merge_splits: 8 splits' loads in flight, a running
+// max), so the whole row costs about one memory round trip per 32 splits
+// instead of one per split; the 4 warps' (max, sum, o) are merged through
+// shared memory.
 extern "C" __global__ void __launch_bounds__(128)
     llama_attn_combine(__nv_bfloat16 *out, const float *o_part, const float *ml_part, const int *pos, int nq,
                        int split_len, int nsplit) {
-  constexpr int kCU = 8, kW = 4;
+  constexpr int kW = 4;
   __shared__ __align__(16) float os[kW][kD];
   __shared__ float mws[kW], lws[kW];
   const int h = blockIdx.x, b = blockIdx.y, t = threadIdx.x, w = t >> 5, lane = t & 31;
@@ -740,41 +749,7 @@ extern "C" __global__ void __launch_bounds__(128)
   const float4 *op = reinterpret_cast<const float4 *>(o_part + row * nsplit * kD) + lane;
   float m = -INFINITY, l = 0.f;
   float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
-  for (int s0 = w; s0 < ns; s0 += kW * kCU) {
-    float2 st[kCU];
-    float4 v[kCU];
-#pragma unroll
-    for (int u = 0; u < kCU; u++) {
-      const int s = s0 + u * kW;
-      if (s < ns) {
-        st[u] = ml[s];
-        v[u] = op[(size_t)s * (kD / 4)];
-      } else {
-        st[u] = make_float2(-INFINITY, 0.f);
-        v[u] = make_float4(0.f, 0.f, 0.f, 0.f);
-      }
-    }
-    float mb = st[0].x;  // split s0 < ns holds keys: finite
-#pragma unroll
-    for (int u = 1; u < kCU; u++) mb = fmaxf(mb, st[u].x);
-    const float mnew = fmaxf(m, mb);
-    const float al = exp2f(m - mnew);  // 0 on the first batch (m = -inf)
-    l *= al;
-    o.x *= al;
-    o.y *= al;
-    o.z *= al;
-    o.w *= al;
-#pragma unroll
-    for (int u = 0; u < kCU; u++) {
-      const float wgt = exp2f(st[u].x - mnew);  // 0 for the padding (-inf)
-      l += wgt * st[u].y;
-      o.x += wgt * v[u].x;
-      o.y += wgt * v[u].y;
-      o.z += wgt * v[u].z;
-      o.w += wgt * v[u].w;
-    }
-    m = mnew;
-  }
+  merge_splits(ml, op, w, kW, ns, m, l, o);
   *reinterpret_cast<float4 *>(&os[w][4 * lane]) = o;
   if (lane == 0) {
     mws[w] = m;
