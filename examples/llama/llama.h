@@ -63,6 +63,22 @@ struct Weights {
   size_t bytes = 0;            // all of the above: what one step reads
 };
 
+// One rank's weight buffers (LayerWeights per layer, then final_norm and
+// lm_head) and which block of which whole tensor fills each part of them:
+// the engine's tensor-parallel layout, in one place (shard.cc). load_weights
+// copies by it; the checkpoint test applies it to host buffers.
+enum WeightBuf { WB_ATTN_NORM, WB_MLP_NORM, WB_QKV, WB_O, WB_13, WB_2, WB_FINAL_NORM, WB_LM_HEAD };
+struct ShardPiece {
+  std::string name;               // the whole tensor, by the engine's name ("l3.wq", "final_norm", "lm_head")
+  size_t whole_rows, whole_cols;  // its shape (a norm is one row)
+  size_t row0, rows, col0, cols;  // the block of it
+  int layer;                      // -1: final_norm, lm_head
+  WeightBuf buf;
+  size_t off, pitch;              // where the block starts in the buffer and its row pitch, in elements
+};
+size_t weight_buf_elems(const Config &c, const Rank &r, WeightBuf b);
+std::vector<ShardPiece> shard_pieces(const Config &c, const Rank &r);
+
 // One set of KV caches (a batch of sequences): per layer [B, nkv, max_ctx, 128].
 struct Caches {
   std::vector<void *> k, v;
