@@ -84,11 +84,26 @@ struct Caches {
   std::vector<void *> k, v;
 };
 
-// Where whole tensors come from: the files of a directory (--weights) or a
-// seeded generator that gives every rank the same values.
+// A source of whole tensors on the host by the engine's names (those of
+// docs/llama.md's files: "l{i}.wq", ..., "final_norm", "lm_head", and
+// "embed", the token embedding [vocab, hidden]); model/hf_model.h reads them
+// from a Hugging Face checkpoint.
+struct TensorReader {
+  virtual ~TensorReader() = default;
+  // Rows [row0, row0 + rows) and columns [col0, col0 + cols) of whole tensor
+  // `name` [whole_rows, whole_cols] as bf16 into dst, rows dst_pitch elements
+  // apart. 0 on success; otherwise *err names the tensor and what is wrong.
+  virtual int read(const std::string &name, size_t whole_rows, size_t whole_cols, size_t row0, size_t rows,
+                   size_t col0, size_t cols, uint16_t *dst, size_t dst_pitch, std::string *err) const = 0;
+};
+
+// Where whole tensors come from: the files of a directory (--weights), a
+// reader (--model), or a seeded generator that gives every rank the same
+// values.
 struct Source {
-  std::string dir;  // empty: random
+  std::string dir;  // empty (and no reader): random
   uint64_t seed = 1;
+  const TensorReader *reader = nullptr;  // borrowed; when set, dir is not used
 };
 
 // Waits for the work on the rank's stream: tpg_comm_wait (which gives up
@@ -127,6 +142,10 @@ int host_tensor(const Source &src, const Config &c, const std::string &name, siz
                 std::vector<uint16_t> *out, std::string *err);
 // x.s{step}: [B, hidden] into dst (device).
 int load_input(const Config &c, const Source &src, int step, void *dst, cudaStream_t s, std::string *err);
+// Whole tensor `name` [rows, cols] into dst (device, rows contiguous): the
+// token embedding of --model, for one.
+int load_tensor(const Config &c, const Source &src, const std::string &name, size_t rows, size_t cols, void *dst,
+                std::string *err);
 
 // step.cc: the attention's split length in keys (a multiple of
 // LLAMA_ATTN_TILE) for heads = B x nkv and contexts up to max_len on sms SMs;

@@ -3,9 +3,11 @@
 // Every tensor is described as the WHOLE (unsplit) PyTorch tensor, and each
 // rank takes its blocks of rows and columns of it (which ones: shard.cc):
 // from a file of the directory given with --weights (the format shared with
-// tests/gpu/llama_ref.py, docs/llama.md), or from the seeded generator of
-// fill.cu, which hashes whole-tensor indices so every rank and every TP
-// degree sees one model. The engine shards; nothing outside it has to.
+// tests/gpu/llama_ref.py, docs/llama.md), from a TensorReader (a Hugging
+// Face checkpoint, --model, read in place block by block), or from the
+// seeded generator of fill.cu, which hashes whole-tensor indices so every
+// rank and every TP degree sees one model. The engine shards; nothing
+// outside it has to.
 #include <cerrno>
 #include <cstdint>
 #include <cmath>
@@ -86,6 +88,23 @@ struct Block {
 // `name` [whole_rows, whole_cols].
 bool put_blocks(const Source &src, const Config &c, const std::string &name, size_t whole_rows, size_t whole_cols,
                 size_t col0, size_t cols, size_t dst_pitch, const std::vector<Block> &blocks, std::string *err) {
+  if (src.reader) {
+    // Staged through at most ~64 MiB of host memory at a time, so no rank
+    // ever holds more than that of the model outside the GPU.
+    const size_t chunk = std::max<size_t>(1, (64u << 20) / (cols * 2));
+    for (const Block &b : blocks) {
+      std::vector<uint16_t> host(std::min(chunk, b.rows) * cols);
+      for (size_t r0 = 0; r0 < b.rows; r0 += chunk) {
+        const size_t n = std::min(chunk, b.rows - r0);
+        if (src.reader->read(name, whole_rows, whole_cols, b.row0 + r0, n, col0, cols, host.data(), cols, err) ||
+            !cuda_ok(cudaMemcpy2D(static_cast<char *>(b.dst) + r0 * dst_pitch * 2, dst_pitch * 2, host.data(),
+                                  cols * 2, cols * 2, n, cudaMemcpyHostToDevice),
+                     name.c_str(), err))
+          return false;
+      }
+    }
+    return true;
+  }
   if (src.dir.empty()) {
     float lo, hi;
     value_range(c, name, &lo, &hi);
@@ -133,6 +152,7 @@ bool alloc(void **p, size_t elems, const char *what, size_t *total, std::string 
 int host_tensor(const Source &src, const Config &c, const std::string &name, size_t rows, size_t cols,
                 std::vector<uint16_t> *out, std::string *err) {
   out->assign(rows * cols, 0);
+  if (src.reader) return src.reader->read(name, rows, cols, 0, rows, 0, cols, out->data(), cols, err);
   if (!src.dir.empty()) {
     const std::string path = src.dir + "/" + name;
     std::ifstream f(path, std::ios::binary | std::ios::ate);
@@ -282,6 +302,14 @@ int load_input(const Config &c, const Source &src, int step, void *dst, cudaStre
   (void)s;  // file copies are synchronous; the generator runs on the legacy stream, ordered before the launch
   return put_blocks(src, c, "x.s" + std::to_string(step), c.batch, c.hidden, 0, c.hidden, c.hidden,
                     {{0, (size_t)c.batch, dst}}, err)
+             ? 0
+             : 1;
+}
+
+int load_tensor(const Config &c, const Source &src, const std::string &name, size_t rows, size_t cols, void *dst,
+                std::string *err) {
+  return put_blocks(src, c, name, rows, cols, 0, cols, cols, {{0, rows, dst}}, err) &&
+                 cuda_ok(cudaDeviceSynchronize(), name.c_str(), err)
              ? 0
              : 1;
 }
