@@ -25,6 +25,10 @@ struct Config {
   float eps = 1e-5f, theta = 500000.f;
   int batch = 1, ctx = 512, steps = 4, max_ctx = 0;  // max_ctx: the caches' capacity
   uint64_t seed = 1;
+  // RoPE's inverse frequencies [head_dim / 2] when the model scales them
+  // (Llama-3.1's rope_scaling "llama3", model/hf_config.cc); empty: the
+  // kernels compute 1 / theta^(2i/128) themselves.
+  std::vector<float> rope_inv_freq;
 };
 
 // One process's place in the tensor-parallel group and what it holds open.
@@ -61,6 +65,7 @@ struct Weights {
   void *final_norm = nullptr;  // [hidden]
   void *lm_head = nullptr;     // [vocab/R, hidden]: this rank's vocab rows (or null)
   size_t bytes = 0;            // all of the above: what one step reads
+  float *rope_inv_freq = nullptr;  // [64] fp32, Config::rope_inv_freq on the device (null when empty)
 };
 
 // One rank's weight buffers (LayerWeights per layer, then final_norm and

@@ -249,6 +249,13 @@ int load_weights(const Config &c, const Rank &r, const Source &src, Weights *w, 
                     err))
       return 1;
   }
+  if (!c.rope_inv_freq.empty()) {  // read by the RoPE kernels instead of 1 / theta^(2i/128)
+    const size_t n = c.rope_inv_freq.size() * sizeof(float);
+    if (!cuda_ok(cudaMalloc(reinterpret_cast<void **>(&w->rope_inv_freq), n), "rope_inv_freq", err) ||
+        !cuda_ok(cudaMemcpy(w->rope_inv_freq, c.rope_inv_freq.data(), n, cudaMemcpyHostToDevice), "rope_inv_freq",
+                 err))
+      return 1;
+  }
   return cuda_ok(cudaDeviceSynchronize(), "weights", err) ? 0 : 1;
 }
 
@@ -258,7 +265,9 @@ void free_weights(Weights *w) {
   w->layers.clear();
   cudaFree(w->final_norm);
   cudaFree(w->lm_head);
+  cudaFree(w->rope_inv_freq);
   w->final_norm = w->lm_head = nullptr;
+  w->rope_inv_freq = nullptr;
   w->bytes = 0;
 }
 
