@@ -25,6 +25,7 @@ struct Config {
   float eps = 1e-5f, theta = 500000.f;
   int batch = 1, ctx = 512, steps = 4, max_ctx = 0;  // max_ctx: the caches' capacity
   uint64_t seed = 1;
+  bool qkv_bias = false;  // the q/k/v projections have biases (Qwen2): l{i}.bq, l{i}.bk, l{i}.bv
   // RoPE's inverse frequencies [head_dim / 2] when the model scales them
   // (Llama-3.1's rope_scaling "llama3", model/hf_config.cc); empty: the
   // kernels compute 1 / theta^(2i/128) themselves.
@@ -59,6 +60,7 @@ struct LayerWeights {
   void *wo = nullptr;    // [hidden, nq * 128]: the columns of this rank's heads
   void *w13 = nullptr;   // [2 ffn/R, hidden]: this rank's gate rows, then its up rows
   void *w2 = nullptr;    // [hidden, ffn/R]
+  void *bqkv = nullptr;  // [(nq + 2 nkv) * 128]: the q, k, v biases of this rank's rows (Config::qkv_bias), or null
 };
 struct Weights {
   std::vector<LayerWeights> layers;
@@ -72,12 +74,12 @@ struct Weights {
 // lm_head) and which block of which whole tensor fills each part of them:
 // the engine's tensor-parallel layout, in one place (shard.cc). load_weights
 // copies by it; the checkpoint test applies it to host buffers.
-enum WeightBuf { WB_ATTN_NORM, WB_MLP_NORM, WB_QKV, WB_O, WB_13, WB_2, WB_FINAL_NORM, WB_LM_HEAD };
+enum WeightBuf { WB_ATTN_NORM, WB_MLP_NORM, WB_QKV, WB_O, WB_13, WB_2, WB_FINAL_NORM, WB_LM_HEAD, WB_QKV_BIAS };
 struct ShardPiece {
   std::string name;               // the whole tensor, by the engine's name ("l3.wq", "final_norm", "lm_head")
   size_t whole_rows, whole_cols;  // its shape (a norm is one row)
   size_t row0, rows, col0, cols;  // the block of it
-  int layer;                      // -1: final_norm, lm_head
+  int layer;                      // -1: final_norm, lm_head (the others are per layer)
   WeightBuf buf;
   size_t off, pitch;              // where the block starts in the buffer and its row pitch, in elements
 };

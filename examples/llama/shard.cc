@@ -9,6 +9,8 @@
 //   w13:  this rank's slice of w_gate's rows, then the same slice of w_up's
 //         (TPG_ACT_SWIGLU wants gate rows, then up rows);
 //   w2:   the same slice of w_down's columns (ROW-parallel);
+//   bqkv: with Config::qkv_bias, the biases of wqkv's rows (the same slices
+//         of bq, bk, bv: the QKV GEMM adds them in its epilogue);
 //   lm_head: this rank's vocab rows (vocab-parallel); norms whole on every rank.
 #include "examples/llama/llama.h"
 
@@ -25,6 +27,7 @@ size_t weight_buf_elems(const Config &c, const Rank &r, WeightBuf b) {
     case WB_13: return 2 * F * H;
     case WB_2: return H * F;
     case WB_LM_HEAD: return c.vocab > 0 ? (size_t)(c.vocab / r.nranks) * H : 0;
+    case WB_QKV_BIAS: return c.qkv_bias ? (nq + 2 * nkv) * D : 0;
   }
   return 0;
 }
@@ -51,6 +54,11 @@ std::vector<ShardPiece> shard_pieces(const Config &c, const Rank &r) {
     rows(p + "w_gate", c.ffn, H, r0f, F, i, WB_13, 0);
     rows(p + "w_up", c.ffn, H, r0f, F, i, WB_13, F * H);
     cols(p + "w_down", H, c.ffn, r0f, F, i, WB_2);
+    if (c.qkv_bias) {  // 1-D [qdim] / [kvdim]: a slice of the one row
+      v.push_back({p + "bq", 1, qdim, 0, 1, r0q, nq * D, i, WB_QKV_BIAS, 0, nq * D});
+      v.push_back({p + "bk", 1, kvdim, 0, 1, r0kv, nkv * D, i, WB_QKV_BIAS, nq * D, nkv * D});
+      v.push_back({p + "bv", 1, kvdim, 0, 1, r0kv, nkv * D, i, WB_QKV_BIAS, (nq + nkv) * D, nkv * D});
+    }
   }
   rows("final_norm", 1, H, 0, 1, -1, WB_FINAL_NORM, 0);
   if (c.vocab > 0) {

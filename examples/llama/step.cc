@@ -261,6 +261,11 @@ int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k
     qd.x = tpg_view{h, 0, 0};
     qd.w = tpg_view{wqkv_s[i], 0, 0};
     qd.y = tpg_view{qkv, 0, 0};
+    if (w.layers[i].bqkv) {  // Qwen2: the GEMM's bias epilogue adds this rank's q, k, v biases
+      tpg_slot bs;
+      if (b.slot(l + "bqkv", TPG_BF16, DEV, (size_t)wqkv, w.layers[i].bqkv, &bs)) return 1;
+      qd.bias = tpg_view{bs, 0, 0};
+    }
     const std::string qn = l + "qkv";
     qd.name = qn.c_str();
     TRY(tpg_plan_add_linear(s->plan, &qd, b.dep(), b.ndep(), &n));

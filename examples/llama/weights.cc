@@ -235,12 +235,13 @@ int load_weights(const Config &c, const Rank &r, const Source &src, Weights *w, 
     if (layer < 0) return b == WB_FINAL_NORM ? &w->final_norm : &w->lm_head;
     LayerWeights &l = w->layers[layer];
     void **const per_layer[] = {&l.attn_norm, &l.mlp_norm, &l.wqkv, &l.wo, &l.w13, &l.w2};
-    return per_layer[b];
+    return b == WB_QKV_BIAS ? &l.bqkv : per_layer[b];
   };
-  static const char *const names[] = {"attn_norm", "mlp_norm", "wqkv", "wo", "w13", "w2", "final_norm", "lm_head"};
+  static const char *const names[] = {"attn_norm", "mlp_norm",   "wqkv",    "wo",  "w13",
+                                      "w2",        "final_norm", "lm_head", "bqkv"};
   for (int i = 0; i < c.layers; i++)
-    for (WeightBuf b : {WB_ATTN_NORM, WB_MLP_NORM, WB_QKV, WB_O, WB_13, WB_2})
-      if (!alloc(buffer(i, b), weight_buf_elems(c, r, b), names[b], tot, err)) return 1;
+    for (WeightBuf b : {WB_ATTN_NORM, WB_MLP_NORM, WB_QKV, WB_O, WB_13, WB_2, WB_QKV_BIAS})
+      if (weight_buf_elems(c, r, b) && !alloc(buffer(i, b), weight_buf_elems(c, r, b), names[b], tot, err)) return 1;
   if (!alloc(&w->final_norm, weight_buf_elems(c, r, WB_FINAL_NORM), "final_norm", tot, err)) return 1;
   if (c.vocab > 0 && !alloc(&w->lm_head, weight_buf_elems(c, r, WB_LM_HEAD), "lm_head", tot, err)) return 1;
   for (const ShardPiece &p : shard_pieces(c, r)) {
@@ -261,7 +262,7 @@ int load_weights(const Config &c, const Rank &r, const Source &src, Weights *w, 
 
 void free_weights(Weights *w) {
   for (LayerWeights &l : w->layers)
-    for (void *p : {l.attn_norm, l.mlp_norm, l.wqkv, l.wo, l.w13, l.w2}) cudaFree(p);
+    for (void *p : {l.attn_norm, l.mlp_norm, l.wqkv, l.wo, l.w13, l.w2, l.bqkv}) cudaFree(p);
   w->layers.clear();
   cudaFree(w->final_norm);
   cudaFree(w->lm_head);

@@ -3,7 +3,8 @@
 // Absent fields take transformers' defaults (so a config that transformers
 // accepts means the same here); a present field of the wrong type is an
 // error, never a default. The limits are the engine's today: head_dim 128,
-// GQA groups with a compiled attention kernel, no biases, RoPE unscaled or
+// GQA groups with a compiled attention kernel, no biases but Qwen2's q/k/v
+// ones (the QKV GEMM's bias epilogue), RoPE unscaled or
 // Llama 3.1's "llama3" scaling, full attention over the whole context.
 #include "examples/llama/model/hf_config.h"
 
@@ -205,8 +206,9 @@ int hf_engine_config(const HfConfig &h, int tp, int max_ctx, Config *c, std::str
   if (!h.quantization.empty())
     return refuse("quantization_config.quant_method '" + h.quantization + "': quantized weights are not supported");
   if (h.act != "silu") return refuse("hidden_act '" + h.act + "': supported: 'silu'");
-  if (h.qkv_bias) return refuse("Qwen2 QKV bias (q/k/v_proj.bias): not supported yet");
-  if (h.attention_bias) return refuse("attention_bias true: not supported yet");
+  // Qwen2's q/k/v biases are the QKV GEMM's bias epilogue; Llama's
+  // attention_bias also gives o_proj a bias, which the engine has no place for yet.
+  if (h.attention_bias) return refuse("attention_bias true (o_proj.bias): not supported yet");
   if (h.mlp_bias) return refuse("mlp_bias true: not supported yet");
   if (h.head_dim != LLAMA_HEAD_DIM) {
     const std::string how =
@@ -259,6 +261,7 @@ int hf_engine_config(const HfConfig &h, int tp, int max_ctx, Config *c, std::str
   c->eps = (float)h.eps;
   c->theta = (float)h.theta;
   c->rope_inv_freq = inv;
+  c->qkv_bias = h.qkv_bias;
   return 0;
 }
 

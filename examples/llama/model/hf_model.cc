@@ -37,6 +37,9 @@ std::string HfModel::hf_name(const std::string &e) const {
   if (k == "w_gate") return l + "mlp.gate_proj.weight";
   if (k == "w_up") return l + "mlp.up_proj.weight";
   if (k == "w_down") return l + "mlp.down_proj.weight";
+  if (k == "bq") return l + "self_attn.q_proj.bias";
+  if (k == "bk") return l + "self_attn.k_proj.bias";
+  if (k == "bv") return l + "self_attn.v_proj.bias";
   return "";
 }
 
@@ -74,6 +77,8 @@ int HfModel::open(const std::string &dir, int tp, int max_ctx, Config *c, std::s
   for (int i = 0; i < c->layers; i++)
     for (const char *b : {"self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias",
                           "self_attn.o_proj.bias", "mlp.gate_proj.bias", "mlp.up_proj.bias", "mlp.down_proj.bias"}) {
+      if (c->qkv_bias && std::string(b).compare(0, 9, "self_attn") == 0 && std::string(b) != "self_attn.o_proj.bias")
+        continue;  // read (shard_pieces lists them)
       const std::string n = "model.layers." + std::to_string(i) + "." + b;
       if (const TensorInfo *t = ck_.find(n)) {
         *err = t->file + ": tensor " + n + " " + shape_string(t->shape) + ": biases are not supported yet";

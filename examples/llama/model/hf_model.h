@@ -2,7 +2,8 @@
 //
 // Opens config.json (hf_config.h) and the safetensors files (safetensors.h),
 // checks every tensor the engine will read before any is read (present,
-// dtype BF16/F16/F32, the shape the config implies; no bias tensors), and
+// dtype BF16/F16/F32, the shape the config implies; no bias tensors but
+// Qwen2's q/k/v ones), and
 // then serves them by the engine's names (TensorReader, llama.h), so that
 // weights.cc shards a checkpoint exactly as it shards its own files:
 //   l{i}.attn_norm  model.layers.{i}.input_layernorm.weight           [hidden]
@@ -14,6 +15,7 @@
 //   final_norm      model.norm.weight                                 [hidden]
 //   embed           model.embed_tokens.weight                         [vocab, hidden]
 //   lm_head         lm_head.weight, or with tie_word_embeddings model.embed_tokens.weight
+//   l{i}.bq/bk/bv   model.layers.{i}.self_attn.{q,k,v}_proj.bias      [heads|kv_heads x 128] (Qwen2)
 // Reads go straight from the mapped files into the caller's buffer, block
 // by block: a rank touches only the rows and columns of its shard.
 #ifndef LLAMA_MODEL_HF_MODEL_H

@@ -187,6 +187,7 @@ std::string safetensors_bytes(const std::vector<Tensor> &ts, bool pad = true) {
 struct Spec {
   int hidden = 32, heads = 4, kv = 2, ffn = 48, layers = 2, vocab = 32;
   bool tie = false;
+  bool qkv_bias = false;  // q/k/v_proj.bias tensors (Qwen2)
   int files = 1;  // > 1: model-0000i-of-0000n.safetensors + model.safetensors.index.json
   std::map<std::string, std::string> cfg;
   std::function<std::string(size_t index, const std::string &name)> dtype = [](size_t, const std::string &) {
@@ -234,6 +235,11 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> hf_tensors(const Spec 
     v.push_back({l + "mlp.gate_proj.weight", {s.ffn, H}});
     v.push_back({l + "mlp.up_proj.weight", {s.ffn, H}});
     v.push_back({l + "mlp.down_proj.weight", {H, s.ffn}});
+    if (s.qkv_bias) {
+      v.push_back({l + "self_attn.q_proj.bias", {s.heads * D}});
+      v.push_back({l + "self_attn.k_proj.bias", {s.kv * D}});
+      v.push_back({l + "self_attn.v_proj.bias", {s.kv * D}});
+    }
   }
   v.push_back({"model.norm.weight", {H}});
   v.push_back({"model.embed_tokens.weight", {s.vocab, H}});
@@ -496,19 +502,22 @@ void test_safetensors() {
 // One rank's buffers filled as load_weights fills them (shard_pieces, the
 // reader), on the host.
 struct HostRank {
-  std::vector<std::vector<std::vector<uint16_t>>> layer;  // [layer][WB_ATTN_NORM..WB_2]
+  std::vector<std::vector<std::vector<uint16_t>>> layer;  // [layer][WB_ATTN_NORM..WB_2, then WB_QKV_BIAS at 6]
   std::vector<uint16_t> final_norm, lm_head;
 };
 
 int load_host(const HfModel &m, const Config &c, const Rank &r, HostRank *h, std::string *err) {
-  h->layer.assign(c.layers, std::vector<std::vector<uint16_t>>(6));
-  for (int i = 0; i < c.layers; i++)
+  h->layer.assign(c.layers, std::vector<std::vector<uint16_t>>(7));
+  for (int i = 0; i < c.layers; i++) {
     for (int b = WB_ATTN_NORM; b <= WB_2; b++) h->layer[i][b].assign(weight_buf_elems(c, r, (WeightBuf)b), 0xffff);
+    h->layer[i][6].assign(weight_buf_elems(c, r, WB_QKV_BIAS), 0xffff);
+  }
   h->final_norm.assign(weight_buf_elems(c, r, WB_FINAL_NORM), 0xffff);
   h->lm_head.assign(weight_buf_elems(c, r, WB_LM_HEAD), 0xffff);
   for (const ShardPiece &p : shard_pieces(c, r)) {
-    std::vector<uint16_t> &buf =
-        p.layer >= 0 ? h->layer[p.layer][p.buf] : p.buf == WB_FINAL_NORM ? h->final_norm : h->lm_head;
+    std::vector<uint16_t> &buf = p.layer < 0                ? (p.buf == WB_FINAL_NORM ? h->final_norm : h->lm_head)
+                                 : p.buf == WB_QKV_BIAS ? h->layer[p.layer][6]
+                                                        : h->layer[p.layer][p.buf];
     if (p.off + (p.rows - 1) * p.pitch + p.cols > buf.size()) {
       *err = p.name + ": piece beyond its buffer";
       return 1;
@@ -548,6 +557,12 @@ size_t layout_errors(const Spec &s, const HostRank &h, int rank, int R) {
                                                : want(l + "mlp.up_proj.weight", rank * F + j - F, c));
     for (size_t r = 0; r < H; r++)
       for (size_t c = 0; c < F; c++) bad += b[WB_2][r * F + c] != want(l + "mlp.down_proj.weight", r, rank * F + c);
+    if (b[6].size() != (s.qkv_bias ? (nq + 2 * nkv) * D : 0)) bad++;
+    for (size_t j = 0; j < b[6].size(); j++)  // the biases of wqkv's rows, in its order
+      bad += b[6][j] != (j < nq * D ? want(l + "self_attn.q_proj.bias", 0, rank * nq * D + j)
+                         : j < (nq + nkv) * D
+                             ? want(l + "self_attn.k_proj.bias", 0, rank * nkv * D + j - nq * D)
+                             : want(l + "self_attn.v_proj.bias", 0, rank * nkv * D + j - (nq + nkv) * D));
   }
   for (size_t c = 0; c < H; c++) bad += h.final_norm[c] != want("model.norm.weight", 0, c);
   const std::string lm = s.tie ? "model.embed_tokens.weight" : "lm_head.weight";
@@ -567,7 +582,7 @@ void check_model(const std::string &what, const Spec &s, const std::string &dir)
     }
     const bool cfg_ok = c.hidden == s.hidden && c.heads == s.heads && c.kv_heads == s.kv && c.head_dim == 128 &&
                         c.ffn == s.ffn && c.layers == s.layers && c.vocab == s.vocab && c.theta == 500000.f &&
-                        c.eps == 1e-5f && c.rope_inv_freq.empty();
+                        c.eps == 1e-5f && c.rope_inv_freq.empty() && c.qkv_bias == s.qkv_bias;
     expect(cfg_ok, what + " TP " + std::to_string(R) + ": config.json into the engine's Config");
     for (int rank = 0; rank < R; rank++) {
       Rank r;
@@ -626,6 +641,16 @@ void test_shards() {
   m.cfg["sliding_window"] = "null";
   m.cfg["attention_bias"] = m.cfg["mlp_bias"] = "";
   check_model("mistral fp16, group 4", m, write_model("m_mistral", m));
+
+  Spec q = llama_spec();  // Qwen2: q/k/v biases (sharded as wqkv's rows), tied embeddings
+  q.qkv_bias = q.tie = true;
+  q.cfg["architectures"] = "[\"Qwen2ForCausalLM\"]";
+  q.cfg["model_type"] = "\"qwen2\"";
+  q.cfg["tie_word_embeddings"] = "true";
+  q.cfg["use_sliding_window"] = "false";
+  q.cfg["sliding_window"] = "null";
+  q.cfg["attention_bias"] = q.cfg["mlp_bias"] = "";
+  check_model("qwen2 bf16 with q/k/v biases, tied", q, write_model("m_qwen2", q));
 }
 
 // ------------------------------------------------------------ refusals
@@ -678,11 +703,25 @@ void test_refusals() {
   refuse("llama3 scaling without its factors",
          [](Spec *s) { s->cfg["rope_parameters"] = "{\"rope_type\": \"llama3\", \"rope_theta\": 500000.0}"; },
          "config.json: rope_parameters.factor: missing");
-  refuse("attention_bias", [](Spec *s) { s->cfg["attention_bias"] = "true"; }, "config.json: attention_bias true: not supported yet");
+  refuse("attention_bias", [](Spec *s) { s->cfg["attention_bias"] = "true"; },
+         "config.json: attention_bias true (o_proj.bias): not supported yet");
   refuse("mlp_bias", [](Spec *s) { s->cfg["mlp_bias"] = "true"; }, "config.json: mlp_bias true: not supported yet");
-  refuse("Qwen2 (its q/k/v biases)",
-         [](Spec *s) { s->cfg["architectures"] = "[\"Qwen2ForCausalLM\"]"; s->cfg["model_type"] = "\"qwen2\""; },
-         "config.json: Qwen2 QKV bias (q/k/v_proj.bias): not supported yet");
+  auto qwen2 = [](Spec *s) {
+    s->cfg["architectures"] = "[\"Qwen2ForCausalLM\"]";
+    s->cfg["model_type"] = "\"qwen2\"";
+    s->qkv_bias = true;
+  };
+  refuse("Qwen2 without its q_proj.bias", [&](Spec *s) { qwen2(s); s->drop = {D + "0.self_attn.q_proj.bias"}; },
+         "missing tensor model.layers.0.self_attn.q_proj.bias [512]");
+  refuse("Qwen2 with a k_proj.bias of the wrong shape",
+         [&](Spec *s) { qwen2(s); s->reshape[D + "1.self_attn.k_proj.bias"] = {1, 256}; },
+         "tensor model.layers.1.self_attn.k_proj.bias: shape [1, 256], expected [256]");
+  refuse("Qwen2 with an o_proj.bias", [&](Spec *s) { qwen2(s); s->add = {{D + "0.self_attn.o_proj.bias", {32}}}; },
+         "tensor model.layers.0.self_attn.o_proj.bias [32]: biases are not supported yet");
+  refuse("Qwen2 with a sliding window shorter than the context",
+         [&](Spec *s) { qwen2(s); s->cfg["use_sliding_window"] = "true"; s->cfg["sliding_window"] = "128";
+                        s->cfg["max_window_layers"] = "0"; },
+         "sliding_window (use_sliding_window true) 128 < max context 256");
   auto mistral = [](Spec *s) {
     s->cfg["architectures"] = "[\"MistralForCausalLM\"]";
     s->cfg["model_type"] = "\"mistral\"";
