@@ -147,7 +147,7 @@ extern "C" __global__ void __launch_bounds__(256)
 // position), with the accurate sincosf: at positions near 8192 the fast
 // intrinsics would be off by far more than a bf16 ulp. A scaled RoPE (Llama
 // 3.1's "llama3") brings its own inv_freq table, made on the host as
-// transformers makes it (model/hf_config.cc), instead of the formula.
+// transformers makes it (model/rope.cc), instead of the formula.
 namespace {
 // Rotates the pair (a, c) = (x[i], x[i + 64]) of one head by position p:
 // the one rotation of the engine (llama_rope_append and the fused attention
