@@ -255,8 +255,9 @@ def step_logits(m, prompt, toks, dev):
 
 def cmd_check(a):
     dev = a.device or default_device()
-    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False  # the fp32 reference in true fp32, as llama_ref.py's
     torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
     with open(os.path.join(a.dir, "case.json")) as f:
         case = json.load(f)
     prompt = read_prompt(a.dir)
