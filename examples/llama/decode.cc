@@ -52,28 +52,34 @@ namespace {
     }                                                                             \
   } while (0)
 
-// The loops' own buffers.
-struct Io {
-  tpg_module *mod = nullptr;  // decode_kernels.cu
-  float *cand = nullptr;      // [ncand] device
-  int ncand = 0;
-  int *step = nullptr;        // [4] device: steps made
-  int *done = nullptr;        // [B, rounded up to 4] device
-  int *out = nullptr;         // pinned, mapped: [N * B] tokens, then [4] progress
-  void *emb = nullptr;        // [vocab, hidden] bf16
-  ~Io() {
-    tpg_module_destroy(mod);
-    cudaFree(cand);
-    cudaFree(step);
-    cudaFree(done);
-    cudaFreeHost(out);
-    cudaFree(emb);
-  }
-};
+}  // namespace
+
+DecodeIo::~DecodeIo() {
+  tpg_module_destroy(mod);
+  cudaFree(cand);
+  cudaFree(step);
+  cudaFree(done);
+  cudaFreeHost(out);
+  cudaFree(emb);
+}
+
+int alloc_decode_io(const Config &c, const Rank &r, int steps, DecodeIo *io, std::string *err) {
+  const int B = c.batch, R = r.nranks, N = steps;
+  const tpg_embedded_blob *blob = llama_decode_kernels;
+  DTRY(tpg_module_load(blob->start, (size_t)(blob->end - blob->start), &io->mod));
+  io->ncand = (B * R * 2 + 3) / 4 * 4;
+  DCUDA(cudaMalloc(reinterpret_cast<void **>(&io->cand), io->ncand * sizeof(float)));
+  DCUDA(cudaMalloc(reinterpret_cast<void **>(&io->step), 4 * sizeof(int)));
+  DCUDA(cudaMalloc(reinterpret_cast<void **>(&io->done), (B + 3) / 4 * 4 * sizeof(int)));
+  DCUDA(cudaHostAlloc(reinterpret_cast<void **>(&io->out), ((size_t)N * B + 4) * sizeof(int),
+                      cudaHostAllocMapped | cudaHostAllocPortable));
+  DCUDA(cudaMalloc(&io->emb, (size_t)c.vocab * c.hidden * 2));
+  return 0;
+}
 
 // A loop's plan: the step's slots first (tpg_plan_append keeps slot ids),
 // then the loop's; bindings likewise.
-int build_loop(const Config &c, const Rank &r, const Step &s, const Io &io, const DecodeOptions &o, bool device,
+int build_loop(const Config &c, const Rank &r, const Step &s, const DecodeIo &io, const DecodeOptions &o, bool device,
                tpg_plan **out, std::vector<tpg_binding> *bind, std::string *err) {
   const int B = c.batch, R = r.nranks, H = c.hidden, vpart = c.vocab / R;
   tpg_plan *p = nullptr;
@@ -168,7 +174,8 @@ int build_loop(const Config &c, const Rank &r, const Step &s, const Io &io, cons
   return 0;
 }
 
-int create(const Rank &r, tpg_plan *p, const std::vector<tpg_binding> &b, tpg_graph **g, std::string *err) {
+int create_loop_graph(const Rank &r, tpg_plan *p, const std::vector<tpg_binding> &b, tpg_graph **g,
+                      std::string *err) {
   tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
   cfg.device = r.device;
   cfg.comm = r.comm;
@@ -179,10 +186,12 @@ int create(const Rank &r, tpg_plan *p, const std::vector<tpg_binding> &b, tpg_gr
   return 0;
 }
 
+namespace {
+
 // The state both loops start from: x = the step-0 input, every position at
 // ctx, counters zero, no tokens. The caches need no reset: a run writes
 // positions ctx, ctx + 1, ... before it reads them, with the same values.
-int reset(const Config &c, const Rank &r, const Source &src, const Step &s, const Io &io, const DecodeOptions &o,
+int reset(const Config &c, const Rank &r, const Source &src, const Step &s, const DecodeIo &io, const DecodeOptions &o,
           std::string *err) {
   if (load_input(c, src, 0, s.d_x, r.stream, err)) return 1;
   std::vector<int> pos(c.batch, c.ctx);
@@ -209,16 +218,8 @@ int run_decode(const Config &c, const Rank &r, const Weights &w, const Source &s
   }
   Config cc = c;
   cc.max_ctx = std::max(c.max_ctx, c.ctx + N);
-  Io io;
-  const tpg_embedded_blob *blob = llama_decode_kernels;
-  DTRY(tpg_module_load(blob->start, (size_t)(blob->end - blob->start), &io.mod));
-  io.ncand = (B * R * 2 + 3) / 4 * 4;
-  DCUDA(cudaMalloc(reinterpret_cast<void **>(&io.cand), io.ncand * sizeof(float)));
-  DCUDA(cudaMalloc(reinterpret_cast<void **>(&io.step), 4 * sizeof(int)));
-  DCUDA(cudaMalloc(reinterpret_cast<void **>(&io.done), (B + 3) / 4 * 4 * sizeof(int)));
-  DCUDA(cudaHostAlloc(reinterpret_cast<void **>(&io.out), ((size_t)N * B + 4) * sizeof(int),
-                      cudaHostAllocMapped | cudaHostAllocPortable));
-  DCUDA(cudaMalloc(&io.emb, (size_t)c.vocab * c.hidden * 2));
+  DecodeIo io;
+  if (alloc_decode_io(c, r, N, &io, err)) return 1;
   DCUDA(llama_fill_part(io.emb, c.hidden, c.vocab, c.hidden, c.hidden, 0, 0, c.seed, 0x454d4231u /* "EMB1" */, -1.f,
                         1.f, r.stream));
   Caches k;
@@ -231,7 +232,7 @@ int run_decode(const Config &c, const Rank &r, const Weights &w, const Source &s
   int rc = alloc_caches(cc, r, &k, err) || load_caches(cc, r, src, k, err) || alloc_step_io(cc, &s, err) ||
            build_step(cc, r, w, k, cc.ctx + N, &lm, &s, err) || warm_lm_head(r, w, &lm, &s, err) ||
            build_loop(cc, r, s, io, o, false, &hp, &hb, err) || build_loop(cc, r, s, io, o, true, &dp, &db, err) ||
-           create(r, hp, hb, &hg, err) || create(r, dp, db, &dg, err);
+           create_loop_graph(r, hp, hb, &hg, err) || create_loop_graph(r, dp, db, &dg, err);
   std::vector<int> host_tok, dev_tok;
   std::vector<double> host_us, dev_us;
   int host_n = 0, dev_n = 0;

@@ -31,6 +31,35 @@ struct DecodeOptions {
 int run_decode(const Config &c, const Rank &r, const Weights &w, const Source &src, const DecodeOptions &o,
                std::string *err);
 
+// The loops' own buffers, shared with model/generate.cc (which runs the
+// same two loops on a checkpoint's embedding, after its prompt).
+struct DecodeIo {
+  tpg_module *mod = nullptr;  // decode_kernels.cu
+  float *cand = nullptr;      // [ncand] device
+  int ncand = 0;
+  int *step = nullptr;        // [4] device: steps made
+  int *done = nullptr;        // [B, rounded up to 4] device
+  int *out = nullptr;         // pinned, mapped: [N * B] tokens, then [4] progress
+  void *emb = nullptr;        // [vocab, hidden] bf16: x = emb[token] for the next step (filled by the caller)
+  DecodeIo() = default;
+  DecodeIo(const DecodeIo &) = delete;
+  DecodeIo &operator=(const DecodeIo &) = delete;
+  ~DecodeIo();
+};
+// Loads the loops' kernels and allocates everything but emb (and the
+// embedding table itself: vocab x hidden bf16, not filled) for c.batch
+// sequences, R ranks, up to `steps` tokens each.
+int alloc_decode_io(const Config &c, const Rank &r, int steps, DecodeIo *io, std::string *err);
+// A loop's plan over the decode step s (built with device_loop): the step,
+// then greedy sampling across the ranks and the token fed back; device:
+// all of it the body of one WHILE node (else the host decides after every
+// launch). *bind: the step's bindings and the loop's.
+int build_loop(const Config &c, const Rank &r, const Step &s, const DecodeIo &io, const DecodeOptions &o, bool device,
+               tpg_plan **out, std::vector<tpg_binding> *bind, std::string *err);
+// tpg_graph_create of a loop's plan for rank r (its comm, PDL as r.pdl).
+int create_loop_graph(const Rank &r, tpg_plan *p, const std::vector<tpg_binding> &b, tpg_graph **g,
+                      std::string *err);
+
 }  // namespace llama
 
 #endif

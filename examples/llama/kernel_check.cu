@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "examples/llama/kernels.h"
+#include "examples/llama/model/rope.h"
 
 #define CK(call)                                                                                  \
   do {                                                                                            \
@@ -136,16 +137,20 @@ void check_rmsnorm(int B, int hidden) {
   CK(cudaFree(dy));
 }
 
-void check_rope(int B, int nq, int nkv, int max_ctx, const std::vector<int> &pos) {
+// table: RoPE's inverse frequencies given to the kernel (a scaled RoPE), or
+// empty: the kernel's own 1 / theta^(2i/128).
+void check_rope(int B, int nq, int nkv, int max_ctx, const std::vector<int> &pos,
+                const std::vector<float> &table = {}) {
   const float theta = 500000.f;
   const int nh = nq + 2 * nkv;
+  float *dtab = table.empty() ? nullptr : up(table);
   auto qkv = rnd((size_t)B * nh * kD, -1.f, 1.f);
   const size_t csz = (size_t)B * nkv * max_ctx * kD;
   auto kc0 = rnd(csz, -1.f, 1.f), vc0 = rnd(csz, -1.f, 1.f);
   __nv_bfloat16 *dqkv = (__nv_bfloat16 *)up(qkv), *dk = (__nv_bfloat16 *)up(kc0), *dv = (__nv_bfloat16 *)up(vc0);
   __nv_bfloat16 *dq = poisoned<__nv_bfloat16>((size_t)B * nq * kD);
   int *dpos = up(pos);
-  llama_rope_append<<<dim3(B, nh), 64>>>(dq, dk, dv, dqkv, dpos, nq, nkv, max_ctx, theta);
+  llama_rope_append<<<dim3(B, nh), 64>>>(dq, dk, dv, dqkv, dpos, nq, nkv, max_ctx, theta, dtab);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
   auto q = down((uint16_t *)dq, (size_t)B * nq * kD);
@@ -158,12 +163,13 @@ void check_rope(int B, int nq, int nkv, int max_ctx, const std::vector<int> &pos
       const uint16_t *got = h < nq ? &q[((size_t)b * nq + h) * kD]
                                    : &kc[(((size_t)b * nkv + (h - nq)) * max_ctx + pos[b]) * kD];
       for (int i = 0; i < kD / 2; i++) {
-        const double inv = std::pow((double)theta, -2.0 * i / kD), ang = pos[b] * inv;
+        const double inv = table.empty() ? std::pow((double)theta, -2.0 * i / kD) : (double)table[i];
+        const double ang = pos[b] * inv;
         const double a = b2f(src[i]), cc = b2f(src[i + kD / 2]);
         const double r0 = a * std::cos(ang) - cc * std::sin(ang), r1 = cc * std::cos(ang) + a * std::sin(ang);
-        // The kernel's angle is fl32(pos * fl32(1 / powf(theta, 2i/128))):
-        // a few fp32 ulps of the angle, 8 * 2^-24 * angle rad, moves the
-        // output by that times |a| + |c|.
+        // The kernel's angle is fl32(pos * fl32(1 / powf(theta, 2i/128))),
+        // or fl32(pos * table[i]): a few fp32 ulps of the angle, 8 * 2^-24 *
+        // angle rad, moves the output by that times |a| + |c|.
         const double ang_err = 8.0 * std::ldexp(1.0, -24) * ang + 1e-6;
         c.add(b2f(got[i]), r0, kRound * std::fabs(r0) + ang_err * (std::fabs(a) + std::fabs(cc)));
         c.add(b2f(got[i + kD / 2]), r1, kRound * std::fabs(r1) + ang_err * (std::fabs(a) + std::fabs(cc)));
@@ -180,7 +186,8 @@ void check_rope(int B, int nq, int nkv, int max_ctx, const std::vector<int> &pos
         }
       }
   char what[96];
-  std::snprintf(what, sizeof what, "rope+append B=%d nq=%d nkv=%d max_ctx=%d", B, nq, nkv, max_ctx);
+  std::snprintf(what, sizeof what, "rope+append B=%d nq=%d nkv=%d max_ctx=%d%s", B, nq, nkv, max_ctx,
+                table.empty() ? "" : " inv_freq table");
   c.report(what, kRound);
   std::snprintf(what, sizeof what, "  cache rows: v copied exactly, others untouched");
   const bool ok = moved == 0 && vbad == 0;
@@ -191,6 +198,7 @@ void check_rope(int B, int nq, int nkv, int max_ctx, const std::vector<int> &pos
   CK(cudaFree(dv));
   CK(cudaFree(dq));
   CK(cudaFree(dpos));
+  CK(cudaFree(dtab));
 }
 
 // Every element of out [B, nq, 128] against fp64 attention of queries q
@@ -301,7 +309,7 @@ void check_attn(int B, int nq, int nkv, int max_ctx, const std::vector<int> &len
 }
 
 typedef void (*fused_fn)(__nv_bfloat16 *, float *, float *, unsigned *, __nv_bfloat16 *, __nv_bfloat16 *,
-                         const __nv_bfloat16 *, const int *, int, int, int, int, float, float);
+                         const __nv_bfloat16 *, const int *, int, int, int, int, float, float, const float *);
 fused_fn fused_kernel(int G) {
   switch (G) {
     case 1: return llama_attn_fused_g1;
@@ -322,8 +330,9 @@ fused_fn fused_kernel(int G) {
 // Launched twice on the same inputs: the second must give the same bits
 // (its split counters were put back to 0 by the first).
 void check_attn_fused(int B, int nq, int nkv, int max_ctx, const std::vector<int> &lens, int split_len, int nsplit,
-                      bool needle) {
+                      bool needle, const std::vector<float> &table = {}) {
   const int G = nq / nkv, nh = nq + 2 * nkv;
+  float *dtab = table.empty() ? nullptr : up(table);
   const float theta = 500000.f;
   const double scale = 1.0 / std::sqrt((double)kD);
   auto qkv = rnd((size_t)B * nh * kD, -3.f, 3.f);
@@ -336,7 +345,7 @@ void check_attn_fused(int B, int nq, int nkv, int max_ctx, const std::vector<int
   // The reference's queries and appended rows: llama_rope_append's.
   __nv_bfloat16 *rq = poisoned<__nv_bfloat16>((size_t)B * nq * kD), *rk = (__nv_bfloat16 *)up(kc0),
                 *rv = (__nv_bfloat16 *)up(vc0);
-  llama_rope_append<<<dim3(B, nh), 64>>>(rq, rk, rv, dqkv, dpos, nq, nkv, max_ctx, theta);
+  llama_rope_append<<<dim3(B, nh), 64>>>(rq, rk, rv, dqkv, dpos, nq, nkv, max_ctx, theta, dtab);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
   auto q = down((uint16_t *)rq, (size_t)B * nq * kD);
@@ -360,7 +369,7 @@ void check_attn_fused(int B, int nq, int nkv, int max_ctx, const std::vector<int
     float *dop = poisoned<float>((size_t)B * nq * nsplit * kD), *dml = poisoned<float>((size_t)B * nq * nsplit * 2);
     __nv_bfloat16 *dout = poisoned<__nv_bfloat16>((size_t)B * nq * kD);
     fused_kernel(G)<<<dim3(nsplit, nkv, B), 128>>>(dout, dop, dml, dcnt, dk, dv, dqkv, dpos, nkv, max_ctx, split_len,
-                                                   nsplit, (float)(scale * 1.4426950408889634), theta);
+                                                   nsplit, (float)(scale * 1.4426950408889634), theta, dtab);
     CK(cudaGetLastError());
     CK(cudaDeviceSynchronize());
     out[run] = down((uint16_t *)dout, (size_t)B * nq * kD);
@@ -374,8 +383,8 @@ void check_attn_fused(int B, int nq, int nkv, int max_ctx, const std::vector<int
   attn_reference(c, out[0], q, kc, vc, B, nq, nkv, max_ctx, lens);
   char what[160];
   int lmin = *std::min_element(lens.begin(), lens.end()), lmax = *std::max_element(lens.begin(), lens.end());
-  std::snprintf(what, sizeof what, "attn_fused B=%d nq=%d nkv=%d len %d..%d split %dx%d%s", B, nq, nkv, lmin, lmax,
-                nsplit, split_len, needle ? " needle" : "");
+  std::snprintf(what, sizeof what, "attn_fused B=%d nq=%d nkv=%d len %d..%d split %dx%d%s%s", B, nq, nkv, lmin,
+                lmax, nsplit, split_len, needle ? " needle" : "", table.empty() ? "" : " table");
   c.report(what, kRound);
   const bool same = out[0] == out[1], caches = fk == kc && fv == vc;
   size_t left = 0;
@@ -385,7 +394,8 @@ void check_attn_fused(int B, int nq, int nkv, int max_ctx, const std::vector<int
               "  caches = rope_append's; second launch; counters", caches ? "caches exact" : "CACHES DIFFER",
               same ? "second launch identical" : "SECOND LAUNCH DIFFERS", left);
   (ok ? g_pass : g_fail)++;
-  for (void *d : {(void *)dqkv, (void *)dpos, (void *)rq, (void *)rk, (void *)rv, (void *)dk, (void *)dv, (void *)dcnt})
+  for (void *d : {(void *)dqkv, (void *)dpos, (void *)rq, (void *)rk, (void *)rv, (void *)dk, (void *)dv, (void *)dcnt,
+                  (void *)dtab})
     CK(cudaFree(d));
 }
 
@@ -410,6 +420,11 @@ int main() {
   check_rope(3, 16, 4, 8192, {8191, 1, 4096});
   check_rope(64, 4, 1, 64, rnd_lens(64, 0, 63));
   check_rope(2, 64, 8, 32, {31, 17});
+  // Llama 3.1's scaled RoPE (rope_type "llama3", factor 8): the kernel reads
+  // the table instead of computing 1 / theta^(2i/128); positions to 8191.
+  const std::vector<float> llama31 = llama::llama3_inv_freq(kD, 500000.0, 8.0, 1.0, 4.0, 8192.0);
+  check_rope(3, 16, 4, 8192, {8191, 1, 4096}, llama31);
+  check_rope(64, 4, 1, 64, rnd_lens(64, 0, 63), llama31);
 
   const int T = LLAMA_ATTN_TILE;
   // ctx = 1, one split, every group size.
@@ -450,6 +465,8 @@ int main() {
   check_attn_fused(2, 64, 8, 4200, {4097, 4095}, 8 * T, 9, true);
   check_attn_fused(64, 4, 2, 200, rnd_lens(64, 1, 130), T, 4, false);
   check_attn_fused(32, 32, 8, 600, rnd_lens(32, 400, 513), 3 * T, 3, true);
+  // The same with Llama 3.1's table: its rows must still be rope_append's, bit for bit.
+  check_attn_fused(2, 32, 8, 4200, {4097, 300}, 8 * T, 9, true, llama31);
 
   std::printf("kernel_check: %d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;

@@ -145,13 +145,15 @@ extern "C" __global__ void __launch_bounds__(256)
 // the first half with the same index of the second. The angle is computed
 // as transformers does (fp32 inv_freq = 1 / theta^(2i/128), times the fp32
 // position), with the accurate sincosf: at positions near 8192 the fast
-// intrinsics would be off by far more than a bf16 ulp.
+// intrinsics would be off by far more than a bf16 ulp. A scaled RoPE (Llama
+// 3.1's "llama3") brings its own inv_freq table, made on the host as
+// transformers makes it (model/rope.cc), instead of the formula.
 namespace {
 // Rotates the pair (a, c) = (x[i], x[i + 64]) of one head by position p:
 // the one rotation of the engine (llama_rope_append and the fused attention
-// kernel), so both store the same bits.
-__device__ __forceinline__ void rope_rotate(float &a, float &c, int p, int i, float theta) {
-  const float inv = 1.0f / powf(theta, (float)(2 * i) / (float)kD);
+// kernel), so both store the same bits. inv_freq: [64] or null.
+__device__ __forceinline__ void rope_rotate(float &a, float &c, int p, int i, float theta, const float *inv_freq) {
+  const float inv = inv_freq ? inv_freq[i] : 1.0f / powf(theta, (float)(2 * i) / (float)kD);
   float sn, cs;
   sincosf((float)p * inv, &sn, &cs);
   const float a2 = a * cs - c * sn;
@@ -162,13 +164,13 @@ __device__ __forceinline__ void rope_rotate(float &a, float &c, int p, int i, fl
 
 extern "C" __global__ void __launch_bounds__(64)
     llama_rope_append(__nv_bfloat16 *q, __nv_bfloat16 *k_cache, __nv_bfloat16 *v_cache, const __nv_bfloat16 *qkv,
-                      const int *pos, int nq, int nkv, int max_ctx, float theta) {
+                      const int *pos, int nq, int nkv, int max_ctx, float theta, const float *inv_freq) {
   const int b = blockIdx.x, h = blockIdx.y, i = threadIdx.x;
   pdl_wait();
   const int p = pos[b];
   const __nv_bfloat16 *src = qkv + ((size_t)b * (nq + 2 * nkv) + h) * kD;
   float a = __bfloat162float(src[i]), c = __bfloat162float(src[i + kD / 2]);
-  if (h < nq + nkv) rope_rotate(a, c, p, i, theta);
+  if (h < nq + nkv) rope_rotate(a, c, p, i, theta, inv_freq);
   __nv_bfloat16 *dst;
   if (h < nq) {
     dst = q + ((size_t)b * nq + h) * kD;
@@ -438,6 +440,7 @@ struct FusedArgs {
   __nv_bfloat16 *k_cache_w, *v_cache_w;  // the caches, written at pos (the same buffers as k_cache, v_cache)
   const __nv_bfloat16 *qkv;    // [B, (nq + 2 nkv) * 128]: the QKV projection, unrotated
   float theta;
+  const float *inv_freq;       // [64] RoPE's inverse frequencies, or null (from theta)
 };
 
 // The last block of (b, h): every split that holds keys has written its
@@ -499,7 +502,7 @@ __device__ __forceinline__ void attn_partial_tc(float *o_part, float *ml_part, c
       const int gg = idx / (kD / 2), i = idx % (kD / 2);
       const __nv_bfloat16 *x = src + ((size_t)h * G + gg) * kD;
       float a = __bfloat162float(x[i]), c = __bfloat162float(x[i + kD / 2]);
-      rope_rotate(a, c, p, i, f.theta);
+      rope_rotate(a, c, p, i, f.theta, f.inv_freq);
       qsm[gg][i] = __float2bfloat16_rn(a);
       qsm[gg][i + kD / 2] = __float2bfloat16_rn(c);
     }
@@ -509,7 +512,7 @@ __device__ __forceinline__ void attn_partial_tc(float *o_part, float *ml_part, c
       if (t < kD / 2) {
         const __nv_bfloat16 *x = src + ((size_t)nq + h) * kD;
         float a = __bfloat162float(x[i]), c = __bfloat162float(x[i + kD / 2]);
-        rope_rotate(a, c, p, i, f.theta);
+        rope_rotate(a, c, p, i, f.theta, f.inv_freq);
         f.k_cache_w[row + i] = __float2bfloat16_rn(a);
         f.k_cache_w[row + i + kD / 2] = __float2bfloat16_rn(c);
       } else {
@@ -718,8 +721,8 @@ __device__ __forceinline__ void attn_partial_tc(float *o_part, float *ml_part, c
       llama_attn_fused_g##G(__nv_bfloat16 *out, float *o_part, float *ml_part, unsigned *counters,              \
                             __nv_bfloat16 *k_cache, __nv_bfloat16 *v_cache, const __nv_bfloat16 *qkv,           \
                             const int *pos, int nkv, int max_ctx, int split_len, int nsplit, float scale_log2,  \
-                            float theta) {                                                                      \
-    const FusedArgs f{out, counters, k_cache, v_cache, qkv, theta};                                             \
+                            float theta, const float *inv_freq) {                                               \
+    const FusedArgs f{out, counters, k_cache, v_cache, qkv, theta, inv_freq};                                   \
     attn_partial_tc<G, true>(o_part, ml_part, nullptr, k_cache, v_cache, pos, nkv, max_ctx, split_len, nsplit, \
                              scale_log2, f);                                                                    \
   }

@@ -33,12 +33,14 @@
 extern "C" __global__ void llama_rmsnorm(__nv_bfloat16 *y, const __nv_bfloat16 *x, const __nv_bfloat16 *w,
                                          int hidden, float eps);
 
-// RoPE (Llama-3 frequencies without scaling, rotate_half layout) on the q
-// and k heads of qkv at position pos[b]; q -> q, k -> k_cache[b, h, pos[b]],
-// v -> v_cache[b, h, pos[b]] unrotated. grid (B, nq + 2 nkv), block 64.
+// RoPE (rotate_half layout) on the q and k heads of qkv at position pos[b];
+// q -> q, k -> k_cache[b, h, pos[b]], v -> v_cache[b, h, pos[b]]
+// unrotated. inv_freq: [64] fp32 inverse frequencies (a scaled RoPE such as
+// Llama 3.1's), or null: Llama-3's unscaled 1 / theta^(2i/128), computed
+// here. grid (B, nq + 2 nkv), block 64.
 extern "C" __global__ void llama_rope_append(__nv_bfloat16 *q, __nv_bfloat16 *k_cache, __nv_bfloat16 *v_cache,
                                              const __nv_bfloat16 *qkv, const int *pos, int nq, int nkv,
-                                             int max_ctx, float theta);
+                                             int max_ctx, float theta, const float *inv_freq);
 
 // Split-KV decode attention, first pass. Block (s, h, b) attends query heads
 // h*G .. h*G+G-1 of sequence b over keys [s*split_len, min((s+1)*split_len,
@@ -80,14 +82,16 @@ LLAMA_ATTN_TC_DECL(16)
 // holds keys writes its partials as llama_attn_tc_g<G> does, then counts
 // itself in counters[b * nkv + h]; the last one merges the splits into out
 // [B, nq * 128] (as llama_attn_combine) and resets the counter to 0.
-// counters: [B * nkv] uint32, zero before the first launch. grid (nsplit,
-// nkv, B), block 128; the scratch partials as above.
+// counters: [B * nkv] uint32, zero before the first launch. theta and
+// inv_freq as llama_rope_append's. grid (nsplit, nkv, B), block 128; the
+// scratch partials as above.
 #define LLAMA_ATTN_FUSED_DECL(G)                                                                                 \
   extern "C" __global__ void llama_attn_fused_g##G(__nv_bfloat16 *out, float *o_part, float *ml_part,           \
                                                    unsigned *counters, __nv_bfloat16 *k_cache,                  \
                                                    __nv_bfloat16 *v_cache, const __nv_bfloat16 *qkv,             \
                                                    const int *pos, int nkv, int max_ctx, int split_len,          \
-                                                   int nsplit, float scale_log2, float theta);
+                                                   int nsplit, float scale_log2, float theta,                   \
+                                                   const float *inv_freq);
 LLAMA_ATTN_FUSED_DECL(1)
 LLAMA_ATTN_FUSED_DECL(2)
 LLAMA_ATTN_FUSED_DECL(4)

@@ -25,6 +25,11 @@ struct Config {
   float eps = 1e-5f, theta = 500000.f;
   int batch = 1, ctx = 512, steps = 4, max_ctx = 0;  // max_ctx: the caches' capacity
   uint64_t seed = 1;
+  bool qkv_bias = false;  // the q/k/v projections have biases (Qwen2): l{i}.bq, l{i}.bk, l{i}.bv
+  // RoPE's inverse frequencies [head_dim / 2] when the model scales them
+  // (Llama-3.1's rope_scaling "llama3", model/hf_config.cc); empty: the
+  // kernels compute 1 / theta^(2i/128) themselves.
+  std::vector<float> rope_inv_freq;
 };
 
 // One process's place in the tensor-parallel group and what it holds open.
@@ -55,24 +60,57 @@ struct LayerWeights {
   void *wo = nullptr;    // [hidden, nq * 128]: the columns of this rank's heads
   void *w13 = nullptr;   // [2 ffn/R, hidden]: this rank's gate rows, then its up rows
   void *w2 = nullptr;    // [hidden, ffn/R]
+  void *bqkv = nullptr;  // [(nq + 2 nkv) * 128]: the q, k, v biases of this rank's rows (Config::qkv_bias), or null
 };
 struct Weights {
   std::vector<LayerWeights> layers;
   void *final_norm = nullptr;  // [hidden]
   void *lm_head = nullptr;     // [vocab/R, hidden]: this rank's vocab rows (or null)
   size_t bytes = 0;            // all of the above: what one step reads
+  float *rope_inv_freq = nullptr;  // [64] fp32, Config::rope_inv_freq on the device (null when empty)
 };
+
+// One rank's weight buffers (LayerWeights per layer, then final_norm and
+// lm_head) and which block of which whole tensor fills each part of them:
+// the engine's tensor-parallel layout, in one place (shard.cc). load_weights
+// copies by it; the checkpoint test applies it to host buffers.
+enum WeightBuf { WB_ATTN_NORM, WB_MLP_NORM, WB_QKV, WB_O, WB_13, WB_2, WB_FINAL_NORM, WB_LM_HEAD, WB_QKV_BIAS };
+struct ShardPiece {
+  std::string name;               // the whole tensor, by the engine's name ("l3.wq", "final_norm", "lm_head")
+  size_t whole_rows, whole_cols;  // its shape (a norm is one row)
+  size_t row0, rows, col0, cols;  // the block of it
+  int layer;                      // -1: final_norm, lm_head (the others are per layer)
+  WeightBuf buf;
+  size_t off, pitch;              // where the block starts in the buffer and its row pitch, in elements
+};
+size_t weight_buf_elems(const Config &c, const Rank &r, WeightBuf b);
+std::vector<ShardPiece> shard_pieces(const Config &c, const Rank &r);
 
 // One set of KV caches (a batch of sequences): per layer [B, nkv, max_ctx, 128].
 struct Caches {
   std::vector<void *> k, v;
 };
 
-// Where whole tensors come from: the files of a directory (--weights) or a
-// seeded generator that gives every rank the same values.
+// A source of whole tensors on the host by the engine's names (those of
+// docs/llama.md's files: "l{i}.wq", ..., "final_norm", "lm_head", and
+// "embed", the token embedding [vocab, hidden]); model/hf_model.h reads them
+// from a Hugging Face checkpoint.
+struct TensorReader {
+  virtual ~TensorReader() = default;
+  // Rows [row0, row0 + rows) and columns [col0, col0 + cols) of whole tensor
+  // `name` [whole_rows, whole_cols] as bf16 into dst, rows dst_pitch elements
+  // apart. 0 on success; otherwise *err names the tensor and what is wrong.
+  virtual int read(const std::string &name, size_t whole_rows, size_t whole_cols, size_t row0, size_t rows,
+                   size_t col0, size_t cols, uint16_t *dst, size_t dst_pitch, std::string *err) const = 0;
+};
+
+// Where whole tensors come from: the files of a directory (--weights), a
+// reader (--model), or a seeded generator that gives every rank the same
+// values.
 struct Source {
-  std::string dir;  // empty: random
+  std::string dir;  // empty (and no reader): random
   uint64_t seed = 1;
+  const TensorReader *reader = nullptr;  // borrowed; when set, dir is not used
 };
 
 // Waits for the work on the rank's stream: tpg_comm_wait (which gives up
@@ -111,6 +149,10 @@ int host_tensor(const Source &src, const Config &c, const std::string &name, siz
                 std::vector<uint16_t> *out, std::string *err);
 // x.s{step}: [B, hidden] into dst (device).
 int load_input(const Config &c, const Source &src, int step, void *dst, cudaStream_t s, std::string *err);
+// Whole tensor `name` [rows, cols] into dst (device, rows contiguous): the
+// token embedding of --model, for one.
+int load_tensor(const Config &c, const Source &src, const std::string &name, size_t rows, size_t cols, void *dst,
+                std::string *err);
 
 // step.cc: the attention's split length in keys (a multiple of
 // LLAMA_ATTN_TILE) for heads = B x nkv and contexts up to max_len on sms SMs;

@@ -10,6 +10,8 @@
 //
 //   llama --config 70b --layers 4 --tp 2 --bench --sweep --out DIR
 //   llama --weights DIR --tp 2 --lm-head --out OUT    (files of docs/llama.md)
+//   llama --model HF_DIR --prompt-ids 1,2,3 --max-new-tokens 32 --tp 2
+//                                                     (model/generate.h)
 #include <getopt.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -28,6 +30,8 @@
 #include "examples/llama/kernels.h"
 #include "examples/llama/llama.h"
 #include "examples/llama/decode.h"
+#include "examples/llama/model/generate.h"
+#include "examples/llama/model/hf_model.h"
 #include "lib/embedded.h"
 
 extern "C" const tpg_embedded_blob llama_kernels[];  // //examples/llama:device_code
@@ -47,6 +51,12 @@ struct Options {
   bool set_mode = false;
   bool set_layers = false, set_batch = false, set_ctx = false, set_steps = false;
   int decode = 0, end_token = -1;  // --decode N: decode.h's host loop vs device loop
+  // --model DIR (a Hugging Face checkpoint): --prompt-ids in, new ids out
+  // (model/generate.h); other_flag: the first flag seen that --model refuses.
+  std::string model, other_flag;
+  std::vector<int> prompt;
+  int max_new = 32;
+  bool set_max_new = false;
 };
 
 void usage(FILE *f) {
@@ -87,7 +97,35 @@ void usage(FILE *f) {
                "  --decode N        greedy-decode up to N tokens per sequence, host loop (a launch\n"
                "                    per token) vs device loop (one launch, a conditional WHILE\n"
                "                    node); checks the tokens are identical; needs --lm-head\n"
-               "  --end-token T     with --decode: a sequence ends at token T (default: never)\n");
+               "  --end-token T     with --decode or --model: a sequence ends at token T (default: never)\n"
+               "  --model DIR       a Hugging Face checkpoint (config.json, model.safetensors or\n"
+               "                    model.safetensors.index.json): Llama, Mistral or Qwen2 at what the\n"
+               "                    engine runs (docs/llama.md, \"Hugging Face checkpoints\"); each rank\n"
+               "                    reads its shard. With --prompt-ids: one sequence, greedy\n"
+               "  --prompt-ids L    token ids, comma-separated (no tokenizer here). The prompt runs as\n"
+               "                    single-token decode steps, a stand-in for an M-row prefill graph\n"
+               "                    (not built yet); then the host and device loops decode\n"
+               "  --max-new-tokens N  tokens to make, 1..8191 (default 32); prompt + N <= 8192\n");
+}
+
+// "1,2,3" -> {1, 2, 3}: non-negative integers, nothing else.
+bool parse_ids(const char *s, std::vector<int> *out) {
+  out->clear();
+  const char *p = s;
+  for (;;) {
+    char *end;
+    errno = 0;
+    const long v = std::strtol(p, &end, 10);
+    if (end == p || errno || v < 0 || v > (1L << 30) || (*end && *end != ',') || *p == '+' || *p == '-' ||
+        *p == ' ') {
+      std::fprintf(stderr, "llama: --prompt-ids '%s': expected token ids separated by commas (e.g. 128000,791,6460)\n",
+                   s);
+      return false;
+    }
+    out->push_back((int)v);
+    if (!*end) return true;
+    p = end + 1;
+  }
 }
 
 bool parse_int(const char *flag, const char *s, int lo, int hi, int *out) {
@@ -102,8 +140,49 @@ bool parse_int(const char *flag, const char *s, int lo, int hi, int *out) {
   return true;
 }
 
+// --model: the run is one sequence of the prompt plus --max-new-tokens; the
+// model, and whether the engine can run it, come from the checkpoint (read
+// here already, headers only, so a refusal costs no GPU time: exit 2).
+int parse_model(Options *o) {
+  if (o->model.empty() || o->prompt.empty()) {
+    std::fprintf(stderr, "llama: --model, --prompt-ids (and --max-new-tokens) go together\n");
+    return 2;
+  }
+  if (!o->other_flag.empty()) {
+    std::fprintf(stderr, "llama: %s does not go with --model (the checkpoint sets the model; the prompt, the run)\n",
+                 o->other_flag.c_str());
+    return 2;
+  }
+  const int P = (int)o->prompt.size(), need = P + o->max_new;
+  if (need > 8192) {
+    std::fprintf(stderr,
+                 "llama: --prompt-ids (%d tokens) + --max-new-tokens %d = %d: the cache holds at most 8192 positions\n",
+                 P, o->max_new, need);
+    return 2;
+  }
+  Config &c = o->c;
+  c.batch = 1;
+  c.ctx = 0;
+  c.steps = o->max_new;
+  c.max_ctx = need;
+  HfModel m;
+  std::string err;
+  if (m.open(o->model, o->tp, need, &c, &err)) {
+    std::fprintf(stderr, "llama: --model: %s\n", err.c_str());
+    return 2;
+  }
+  for (int id : o->prompt)
+    if (id >= c.vocab) {
+      std::fprintf(stderr, "llama: --prompt-ids: token %d is outside the vocabulary (vocab_size %d)\n", id, c.vocab);
+      return 2;
+    }
+  o->lm_head = true;
+  return 0;
+}
+
 int parse(int argc, char **argv, Options *o) {
   enum { DECODE = 100, ENDTOKEN };  // decode.h's flags
+  enum { MODEL = 200, PROMPTIDS, MAXNEW };  // model/generate.h's
   enum { CONFIG = 1, LAYERS, BATCH, CTX, STEPS, TP, WEIGHTS, OUT, BENCH, SWEEP, LMHEAD, VOCAB, SEED, ITERS, WARMUP,
          IDFILE, PDL, NOPDL, MODE, VERIFY, ATTN, ATTNBPS, HELP };
   static const option opts[] = {
@@ -120,11 +199,22 @@ int parse(int argc, char **argv, Options *o) {
       {"mode", required_argument, 0, MODE},
       {"verify", no_argument, 0, VERIFY},       {"help", no_argument, 0, HELP},
       {"attn", required_argument, 0, ATTN},     {"attn-bps", required_argument, 0, ATTNBPS},
+      {"model", required_argument, 0, MODEL},   {"prompt-ids", required_argument, 0, PROMPTIDS},
+      {"max-new-tokens", required_argument, 0, MAXNEW},
       {0, 0, 0, 0}};
-  int ch, v;
+  int ch, v, idx = -1;
   Config &c = o->c;
-  while ((ch = getopt_long(argc, argv, "", opts, nullptr)) != -1) {
+  while ((ch = getopt_long(argc, argv, "", opts, &idx)) != -1) {
+    // --model takes the model and the run from the checkpoint and the
+    // prompt: flags that set either are refused with it, not ignored.
+    if (idx >= 0 && o->other_flag.empty() && ch != MODEL && ch != PROMPTIDS && ch != MAXNEW && ch != TP &&
+        ch != ENDTOKEN && ch != PDL && ch != NOPDL && ch != ATTN && ch != ATTNBPS && ch != IDFILE && ch != HELP)
+      o->other_flag = std::string("--") + opts[idx].name;
+    idx = -1;
     switch (ch) {
+      case MODEL: o->model = optarg; break;
+      case PROMPTIDS: if (!parse_ids(optarg, &o->prompt)) return 2; break;
+      case MAXNEW: if (!parse_int("--max-new-tokens", optarg, 1, 8191, &o->max_new)) return 2; o->set_max_new = true; break;
       case CONFIG:
         if (!std::strcmp(optarg, "8b")) {
           c.hidden = 4096, c.heads = 32, c.kv_heads = 8, c.ffn = 14336;
@@ -183,6 +273,7 @@ int parse(int argc, char **argv, Options *o) {
     std::fprintf(stderr, "llama: unexpected argument '%s'\n", argv[optind]);
     return 2;
   }
+  if (!o->model.empty() || !o->prompt.empty() || o->set_max_new) return parse_model(o);
   if (o->decode && (o->bench || !o->lm_head)) {
     std::fprintf(stderr, "llama: --decode needs --lm-head (the tokens come from the logits), not --bench\n");
     return 2;
@@ -566,10 +657,29 @@ int run_rank(Options &o, int rank, int nranks, int device, const std::string &id
     }
   }
   Source src{o.bench ? std::string() : o.weights, o.c.seed};
+  HfModel model;  // --model: this rank maps the checkpoint and reads its shard
+  if (!o.model.empty()) {
+    Config c = o.c;
+    CHECK_OK(model.open(o.model, nranks, o.c.max_ctx, &c, &err));
+    src.reader = &model;
+  }
   CHECK_OK(load_weights(o.c, R, src, &st.w, &err));
   if (rank == 0)
     std::printf("llama: rank 0 of %d on GPU %d: %.1f MiB of weights (%s)\n", nranks, device, st.w.bytes / 1048576.0,
-                src.dir.empty() ? "random" : src.dir.c_str());
+                !o.model.empty() ? o.model.c_str() : src.dir.empty() ? "random" : src.dir.c_str());
+  if (!o.model.empty()) {
+    GenerateOptions g;
+    g.prompt = o.prompt;
+    g.max_new = o.max_new;
+    g.end_token = o.end_token;
+    if (rank == 0)
+      std::printf("llama: %s, %d layers, hidden %d, %d/%d heads, ffn %d, vocab %d, theta %g%s, eps %g\n",
+                  model.config().arch.c_str(), o.c.layers, o.c.hidden, o.c.heads, o.c.kv_heads, o.c.ffn, o.c.vocab,
+                  (double)o.c.theta, o.c.rope_inv_freq.empty() ? "" : " (llama3 scaling: inv_freq table)",
+                  (double)o.c.eps);
+    CHECK_OK(run_generate(o.c, R, st.w, src, g, &err));
+    return 0;
+  }
   if (o.decode) {
     DecodeOptions d;
     d.steps = o.decode;

@@ -37,7 +37,7 @@ Config model(bool big) {
 
 // 0 and the plan's counts, or 1 and the message.
 int plan(const Config &c, int R, std::string *err, int *nodes, int *colls, size_t *binds, std::string *dot,
-         Rank::Attn attn = Rank::ATTN_FUSED) {
+         Rank::Attn attn = Rank::ATTN_FUSED, bool rope_table = false, bool qkv_bias = false) {
   Rank r;
   r.attn = attn;
   r.rank = R - 1;
@@ -46,6 +46,9 @@ int plan(const Config &c, int R, std::string *err, int *nodes, int *colls, size_
   r.stub_function = reinterpret_cast<void *>(0x1000);
   Weights w;
   w.layers.resize(c.layers);
+  if (rope_table) w.rope_inv_freq = reinterpret_cast<float *>(0x2000);  // stand-ins: never read on a CPU
+  if (qkv_bias)
+    for (auto &l : w.layers) l.bqkv = reinterpret_cast<void *>(0x3000);
   Caches k;
   k.k.assign(c.layers, nullptr);
   k.v.assign(c.layers, nullptr);
@@ -129,6 +132,38 @@ int main() {
     std::snprintf(what, sizeof what, "--attn %s TP 2: %d nodes (%d)%s%s", a == Rank::ATTN_TC ? "tc" : "fma", nodes,
                   2 + 9 * c.layers, rc ? ": " : "", err.c_str());
     expect(!rc && nodes == 2 + 9 * c.layers && dot.find("l2.attn_combine") != std::string::npos, what);
+  }
+  // A scaled RoPE (Llama 3.1): its inverse-frequency table is one more
+  // bound slot, read by the fused attention or by RoPE + append.
+  for (Rank::Attn a : {Rank::ATTN_FUSED, Rank::ATTN_TC}) {
+    Config c = model(false);
+    c.layers = 2;
+    c.max_ctx = c.ctx + c.steps;
+    std::string err, dot;
+    int nodes = 0, colls = 0;
+    size_t binds = 0;
+    const int rc = plan(c, 2, &err, &nodes, &colls, &binds, &dot, a, true);
+    char what[200];
+    std::snprintf(what, sizeof what, "RoPE table, --attn %s TP 2: %zu bindings (%zu)%s%s",
+                  a == Rank::ATTN_TC ? "tc" : "fused", binds, (size_t)4 + 8 * c.layers + 1, rc ? ": " : "",
+                  err.c_str());
+    expect(!rc && binds == (size_t)4 + 8 * c.layers + 1 && dot.find("rope_inv_freq") != std::string::npos, what);
+  }
+  // Qwen2's q/k/v biases: one bound slot per layer, the QKV linear's bias
+  // (tpgraph's GEMM bias epilogue), accepted at every TP degree.
+  for (int R : {1, 2, 4}) {
+    Config c = model(false);
+    c.layers = 2;
+    c.max_ctx = c.ctx + c.steps;
+    std::string err, dot;
+    int nodes = 0, colls = 0;
+    size_t binds = 0;
+    const int rc = plan(c, R, &err, &nodes, &colls, &binds, &dot, Rank::ATTN_FUSED, false, true);
+    const size_t want = (size_t)4 + 8 * c.layers + c.layers;
+    char what[200];
+    std::snprintf(what, sizeof what, "q/k/v biases TP %d: %d nodes (%d), %zu bindings (%zu)%s%s", R, nodes,
+                  2 + 7 * c.layers, binds, want, rc ? ": " : "", err.c_str());
+    expect(!rc && nodes == 2 + 7 * c.layers && binds == want, what);
   }
   // decode.cc's device loop: the step built with device_loop (positions in
   // device memory, no memcpy node; no all-gather) goes into a WHILE body as

@@ -200,6 +200,15 @@ int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k
       b.slot("final_norm", TPG_BF16, DEV, H, w.final_norm, &final_norm) ||
       b.slot("attn_cnt", TPG_F32, DEV, (size_t)B * nkv, s->d_attn_cnt, &attn_cnt))
     return 1;
+  // RoPE's inverse frequencies: a table when the model scales them (Llama
+  // 3.1), else a null pointer and the kernels use theta.
+  const float *const no_table = nullptr;
+  tpg_arg inv_freq = TPG_ARG_VALUE(no_table);
+  if (w.rope_inv_freq) {
+    tpg_slot t;
+    if (b.slot("rope_inv_freq", TPG_F32, DEV, D / 2, w.rope_inv_freq, &t)) return 1;
+    inv_freq = tpg_arg_view(t, 0);
+  }
   s->x = x;
   s->pos_host = pos_host;
   std::vector<tpg_slot> attn_norm(c.layers), mlp_norm(c.layers), wqkv_s(c.layers), wo(c.layers), w13(c.layers),
@@ -252,6 +261,11 @@ int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k
     qd.x = tpg_view{h, 0, 0};
     qd.w = tpg_view{wqkv_s[i], 0, 0};
     qd.y = tpg_view{qkv, 0, 0};
+    if (w.layers[i].bqkv) {  // Qwen2: the GEMM's bias epilogue adds this rank's q, k, v biases
+      tpg_slot bs;
+      if (b.slot(l + "bqkv", TPG_BF16, DEV, (size_t)wqkv, w.layers[i].bqkv, &bs)) return 1;
+      qd.bias = tpg_view{bs, 0, 0};
+    }
     const std::string qn = l + "qkv";
     qd.name = qn.c_str();
     TRY(tpg_plan_add_linear(s->plan, &qd, b.dep(), b.ndep(), &n));
@@ -263,13 +277,13 @@ int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k
                     tpg_arg_view(attn_cnt, 0), tpg_arg_view(s->k_cache[i], 0), tpg_arg_view(s->v_cache[i], 0),
                     tpg_arg_view(qkv, 0), tpg_arg_view(pos, 0), TPG_ARG_VALUE(nkv), TPG_ARG_VALUE(max_ctx),
                     TPG_ARG_VALUE(split_len), TPG_ARG_VALUE(nsplit), TPG_ARG_VALUE(scale_log2),
-                    TPG_ARG_VALUE(theta)},
+                    TPG_ARG_VALUE(theta), inv_freq},
                    r))
         return 1;
     } else if (b.kernel("llama_rope_append", l + "rope_append", B, nq + 2 * nkv, 1, 64,
                  {tpg_arg_view(q, 0), tpg_arg_view(s->k_cache[i], 0), tpg_arg_view(s->v_cache[i], 0),
                   tpg_arg_view(qkv, 0), tpg_arg_view(pos, 0), TPG_ARG_VALUE(nq), TPG_ARG_VALUE(nkv),
-                  TPG_ARG_VALUE(max_ctx), TPG_ARG_VALUE(theta)},
+                  TPG_ARG_VALUE(max_ctx), TPG_ARG_VALUE(theta), inv_freq},
                  r) ||
         b.kernel(attn_name.c_str(), l + "attn", nsplit, nkv, B, 128,
                  {tpg_arg_view(o_part, 0), tpg_arg_view(ml_part, 0), tpg_arg_view(q, 0),

@@ -1,11 +1,13 @@
 // weights.cc - the model's tensors into one rank's device buffers.
 //
 // Every tensor is described as the WHOLE (unsplit) PyTorch tensor, and each
-// rank takes its blocks of rows and columns of it: from a file of the
-// directory given with --weights (the format shared with
-// tests/gpu/llama_ref.py, docs/llama.md), or from the seeded generator of
-// fill.cu, which hashes whole-tensor indices so every rank and every TP
-// degree sees one model. The engine shards; nothing outside it has to.
+// rank takes its blocks of rows and columns of it (which ones: shard.cc):
+// from a file of the directory given with --weights (the format shared with
+// tests/gpu/llama_ref.py, docs/llama.md), from a TensorReader (a Hugging
+// Face checkpoint, --model, read in place block by block), or from the
+// seeded generator of fill.cu, which hashes whole-tensor indices so every
+// rank and every TP degree sees one model. The engine shards; nothing
+// outside it has to.
 #include <cerrno>
 #include <cstdint>
 #include <cmath>
@@ -86,6 +88,23 @@ struct Block {
 // `name` [whole_rows, whole_cols].
 bool put_blocks(const Source &src, const Config &c, const std::string &name, size_t whole_rows, size_t whole_cols,
                 size_t col0, size_t cols, size_t dst_pitch, const std::vector<Block> &blocks, std::string *err) {
+  if (src.reader) {
+    // Staged through at most ~64 MiB of host memory at a time, so no rank
+    // ever holds more than that of the model outside the GPU.
+    const size_t chunk = std::max<size_t>(1, (64u << 20) / (cols * 2));
+    for (const Block &b : blocks) {
+      std::vector<uint16_t> host(std::min(chunk, b.rows) * cols);
+      for (size_t r0 = 0; r0 < b.rows; r0 += chunk) {
+        const size_t n = std::min(chunk, b.rows - r0);
+        if (src.reader->read(name, whole_rows, whole_cols, b.row0 + r0, n, col0, cols, host.data(), cols, err) ||
+            !cuda_ok(cudaMemcpy2D(static_cast<char *>(b.dst) + r0 * dst_pitch * 2, dst_pitch * 2, host.data(),
+                                  cols * 2, cols * 2, n, cudaMemcpyHostToDevice),
+                     name.c_str(), err))
+          return false;
+      }
+    }
+    return true;
+  }
   if (src.dir.empty()) {
     float lo, hi;
     value_range(c, name, &lo, &hi);
@@ -133,6 +152,7 @@ bool alloc(void **p, size_t elems, const char *what, size_t *total, std::string 
 int host_tensor(const Source &src, const Config &c, const std::string &name, size_t rows, size_t cols,
                 std::vector<uint16_t> *out, std::string *err) {
   out->assign(rows * cols, 0);
+  if (src.reader) return src.reader->read(name, rows, cols, 0, rows, 0, cols, out->data(), cols, err);
   if (!src.dir.empty()) {
     const std::string path = src.dir + "/" + name;
     std::ifstream f(path, std::ios::binary | std::ios::ate);
@@ -209,42 +229,32 @@ int read_config(const std::string &dir, Config *c, std::string *err) {
 }
 
 int load_weights(const Config &c, const Rank &r, const Source &src, Weights *w, std::string *err) {
-  const size_t H = c.hidden, D = c.head_dim, nq = q_heads(c, r), nkv = kv_heads(c, r);
-  const size_t F = c.ffn / r.nranks, qdim = (size_t)c.heads * D, kvdim = (size_t)c.kv_heads * D;
   w->layers.assign(c.layers, LayerWeights());
   size_t *tot = &w->bytes;
-  for (int i = 0; i < c.layers; i++) {
-    LayerWeights &l = w->layers[i];
-    const std::string p = "l" + std::to_string(i) + ".";
-    const size_t rows_qkv = (nq + 2 * nkv) * D;
-    if (!alloc(&l.attn_norm, H, "attn_norm", tot, err) || !alloc(&l.mlp_norm, H, "mlp_norm", tot, err) ||
-        !alloc(&l.wqkv, rows_qkv * H, "wqkv", tot, err) || !alloc(&l.wo, H * nq * D, "wo", tot, err) ||
-        !alloc(&l.w13, 2 * F * H, "w13", tot, err) || !alloc(&l.w2, H * F, "w2", tot, err))
-      return 1;
-    char *qkv = static_cast<char *>(l.wqkv), *w13 = static_cast<char *>(l.w13);
-    const size_t r0q = r.rank * nq * D, r0kv = r.rank * nkv * D;
-    if (!put_blocks(src, c, p + "attn_norm", 1, H, 0, H, H, {{0, 1, l.attn_norm}}, err) ||
-        !put_blocks(src, c, p + "mlp_norm", 1, H, 0, H, H, {{0, 1, l.mlp_norm}}, err) ||
-        // COLUMN-parallel QKV: this rank's query heads, then its KV heads' k and v rows.
-        !put_blocks(src, c, p + "wq", qdim, H, 0, H, H, {{r0q, nq * D, qkv}}, err) ||
-        !put_blocks(src, c, p + "wk", kvdim, H, 0, H, H, {{r0kv, nkv * D, qkv + nq * D * H * 2}}, err) ||
-        !put_blocks(src, c, p + "wv", kvdim, H, 0, H, H, {{r0kv, nkv * D, qkv + (nq + nkv) * D * H * 2}},
-                    err) ||
-        // ROW-parallel O: the columns of this rank's heads.
-        !put_blocks(src, c, p + "wo", H, qdim, r0q, nq * D, nq * D, {{0, H, l.wo}}, err) ||
-        // SwiGLU gate/up (TPG_ACT_SWIGLU: the rank's gate rows, then its up rows).
-        !put_blocks(src, c, p + "w_gate", c.ffn, H, 0, H, H, {{r.rank * F, F, w13}}, err) ||
-        !put_blocks(src, c, p + "w_up", c.ffn, H, 0, H, H, {{r.rank * F, F, w13 + F * H * 2}}, err) ||
-        !put_blocks(src, c, p + "w_down", H, c.ffn, r.rank * F, F, F, {{0, H, l.w2}}, err))
+  auto buffer = [&](int layer, WeightBuf b) -> void ** {
+    if (layer < 0) return b == WB_FINAL_NORM ? &w->final_norm : &w->lm_head;
+    LayerWeights &l = w->layers[layer];
+    void **const per_layer[] = {&l.attn_norm, &l.mlp_norm, &l.wqkv, &l.wo, &l.w13, &l.w2};
+    return b == WB_QKV_BIAS ? &l.bqkv : per_layer[b];
+  };
+  static const char *const names[] = {"attn_norm", "mlp_norm",   "wqkv",    "wo",  "w13",
+                                      "w2",        "final_norm", "lm_head", "bqkv"};
+  for (int i = 0; i < c.layers; i++)
+    for (WeightBuf b : {WB_ATTN_NORM, WB_MLP_NORM, WB_QKV, WB_O, WB_13, WB_2, WB_QKV_BIAS})
+      if (weight_buf_elems(c, r, b) && !alloc(buffer(i, b), weight_buf_elems(c, r, b), names[b], tot, err)) return 1;
+  if (!alloc(&w->final_norm, weight_buf_elems(c, r, WB_FINAL_NORM), "final_norm", tot, err)) return 1;
+  if (c.vocab > 0 && !alloc(&w->lm_head, weight_buf_elems(c, r, WB_LM_HEAD), "lm_head", tot, err)) return 1;
+  for (const ShardPiece &p : shard_pieces(c, r)) {
+    char *dst = static_cast<char *>(*buffer(p.layer, p.buf)) + p.off * 2;
+    if (!put_blocks(src, c, p.name, p.whole_rows, p.whole_cols, p.col0, p.cols, p.pitch, {{p.row0, p.rows, dst}},
+                    err))
       return 1;
   }
-  if (!alloc(&w->final_norm, H, "final_norm", tot, err) ||
-      !put_blocks(src, c, "final_norm", 1, H, 0, H, H, {{0, 1, w->final_norm}}, err))
-    return 1;
-  if (c.vocab > 0) {
-    const size_t V = c.vocab / r.nranks;  // vocab-parallel: this rank's rows
-    if (!alloc(&w->lm_head, V * H, "lm_head", tot, err) ||
-        !put_blocks(src, c, "lm_head", c.vocab, H, 0, H, H, {{r.rank * V, V, w->lm_head}}, err))
+  if (!c.rope_inv_freq.empty()) {  // read by the RoPE kernels instead of 1 / theta^(2i/128)
+    const size_t n = c.rope_inv_freq.size() * sizeof(float);
+    if (!cuda_ok(cudaMalloc(reinterpret_cast<void **>(&w->rope_inv_freq), n), "rope_inv_freq", err) ||
+        !cuda_ok(cudaMemcpy(w->rope_inv_freq, c.rope_inv_freq.data(), n, cudaMemcpyHostToDevice), "rope_inv_freq",
+                 err))
       return 1;
   }
   return cuda_ok(cudaDeviceSynchronize(), "weights", err) ? 0 : 1;
@@ -252,11 +262,13 @@ int load_weights(const Config &c, const Rank &r, const Source &src, Weights *w, 
 
 void free_weights(Weights *w) {
   for (LayerWeights &l : w->layers)
-    for (void *p : {l.attn_norm, l.mlp_norm, l.wqkv, l.wo, l.w13, l.w2}) cudaFree(p);
+    for (void *p : {l.attn_norm, l.mlp_norm, l.wqkv, l.wo, l.w13, l.w2, l.bqkv}) cudaFree(p);
   w->layers.clear();
   cudaFree(w->final_norm);
   cudaFree(w->lm_head);
+  cudaFree(w->rope_inv_freq);
   w->final_norm = w->lm_head = nullptr;
+  w->rope_inv_freq = nullptr;
   w->bytes = 0;
 }
 
@@ -300,6 +312,14 @@ int load_input(const Config &c, const Source &src, int step, void *dst, cudaStre
   (void)s;  // file copies are synchronous; the generator runs on the legacy stream, ordered before the launch
   return put_blocks(src, c, "x.s" + std::to_string(step), c.batch, c.hidden, 0, c.hidden, c.hidden,
                     {{0, (size_t)c.batch, dst}}, err)
+             ? 0
+             : 1;
+}
+
+int load_tensor(const Config &c, const Source &src, const std::string &name, size_t rows, size_t cols, void *dst,
+                std::string *err) {
+  return put_blocks(src, c, name, rows, cols, 0, cols, cols, {{0, rows, dst}}, err) &&
+                 cuda_ok(cudaDeviceSynchronize(), name.c_str(), err)
              ? 0
              : 1;
 }

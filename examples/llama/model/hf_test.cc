@@ -1,0 +1,823 @@
+// hf_test.cc - the Hugging Face checkpoint reader on a CPU (no GPU).
+//
+// Writes its own tiny checkpoints (a few layers at head_dim 128, hidden 32)
+// and checks:
+//   - the JSON reader on good documents and on each kind of malformed one;
+//   - bf16 conversion: every fp16 value and a million fp32 bit patterns
+//     against an independent rounding (scaled nearbyint), NaN kept;
+//   - safetensors reads: windows of rows and columns, unaligned data, each
+//     dtype; broken headers refused by name;
+//   - each rank's weight buffers at TP 1 and 2 (shard_pieces applied with
+//     the reader, as load_weights does) against a layout computed here from
+//     the whole tensors: single-file bf16, sharded with an index and mixed
+//     bf16/fp16/fp32 tensors, tied embeddings, fp32;
+//   - every refusal's message: field and value, or tensor and shape.
+// Tensor values are k/8 (|k| <= 125, a hash of tensor, row and column):
+// exact in bf16, fp16 and fp32, so every comparison is for equality.
+//
+//   bazel test //examples/llama:hf_test   (also under --config=asan)
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "examples/llama/llama.h"
+#include "examples/llama/model/hf_config.h"
+#include "examples/llama/model/hf_model.h"
+#include "examples/llama/model/json.h"
+#include "examples/llama/model/safetensors.h"
+
+using namespace llama;
+
+namespace {
+
+int g_pass = 0, g_fail = 0;
+std::string g_root;  // this run's temporary directory, removed at the end
+
+void expect(bool ok, const std::string &what, const std::string &detail_in = "") {
+  std::string detail = detail_in;  // messages name files under g_root: print it as $TMP
+  for (size_t at; !g_root.empty() && (at = detail.find(g_root)) != std::string::npos;) detail.replace(at, g_root.size(), "$TMP");
+  std::printf("%s %s%s%s\n", ok ? "PASS" : "FAIL", what.c_str(), detail.empty() ? "" : ": ", detail.c_str());
+  (ok ? g_pass : g_fail)++;
+}
+
+// rc must be non-zero and the message must hold `want`.
+void expect_error(int rc, const std::string &err, const std::string &want, const std::string &what) {
+  const bool ok = rc != 0 && err.find(want) != std::string::npos;
+  if (ok) expect(true, what, err);
+  else expect(false, what, "rc " + std::to_string(rc) + ", message '" + err + "', wanted '" + want + "'");
+}
+
+void remove_tree(const std::string &path) {
+  if (DIR *d = opendir(path.c_str())) {
+    while (dirent *e = readdir(d)) {
+      const std::string n = e->d_name;
+      if (n == "." || n == "..") continue;
+      const std::string p = path + "/" + n;
+      struct stat st;
+      if (lstat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) remove_tree(p);
+      else unlink(p.c_str());
+    }
+    closedir(d);
+  }
+  rmdir(path.c_str());
+}
+
+std::string fresh_dir(const std::string &name) {
+  const std::string d = g_root + "/" + name;
+  remove_tree(d);
+  mkdir(d.c_str(), 0755);
+  return d;
+}
+
+void write_file(const std::string &path, const std::string &bytes) {
+  FILE *f = std::fopen(path.c_str(), "wb");
+  if (!f || std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) {
+    std::fprintf(stderr, "hf_test: cannot write %s\n", path.c_str());
+    std::exit(2);
+  }
+  std::fclose(f);
+}
+
+// ------------------------------------------------------------ values
+
+uint32_t fnv(const std::string &s) {
+  uint32_t h = 2166136261u;
+  for (unsigned char ch : s) h = (h ^ ch) * 16777619u;
+  return h;
+}
+
+// Element (r, c) of the tensor named n (a 1-D tensor is row 0): k / 8.
+float val(const std::string &n, size_t r, size_t c) {
+  uint64_t z = ((uint64_t)fnv(n) << 32) ^ (r * 0x9e3779b97f4a7c15ull) ^ (c * 0xbf58476d1ce4e5b9ull);
+  z = (z ^ (z >> 31)) * 0x94d049bb133111ebull;
+  z ^= z >> 29;
+  return (float)((int)(z % 251) - 125) / 8.f;
+}
+
+uint16_t bits_bf16(float f) {  // f is exact in bf16 here
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return (uint16_t)(u >> 16);
+}
+
+uint16_t exact_f16(float f) {  // f is k/8, |k| <= 125: exact in fp16
+  if (f == 0) return std::signbit(f) ? 0x8000 : 0;
+  int e;
+  const double m = std::frexp(std::fabs((double)f), &e);  // f = m 2^e, m in [0.5, 1)
+  const uint16_t mant = (uint16_t)((m * 2 - 1) * 1024);
+  return (uint16_t)((f < 0 ? 0x8000 : 0) | (e - 1 + 15) << 10 | mant);
+}
+
+// The independent reference rounding: x to the nearest bf16 (ties to even),
+// by scaling to 8 significant bits and nearbyint; beyond the range: inf.
+uint16_t ref_bf16(double x) {
+  const uint16_t sign = std::signbit(x) ? 0x8000 : 0;
+  if (std::isinf(x)) return sign | 0x7f80;
+  if (x == 0) return sign;
+  const int e = std::max(std::ilogb(x), -126);  // bf16 has fp32's exponent range and subnormals
+  const double ulp = std::ldexp(1.0, e - 7);
+  const double q = std::nearbyint(x / ulp) * ulp;
+  if (std::fabs(q) >= std::ldexp(1.0, 128)) return sign | 0x7f80;
+  return bits_bf16((float)q);
+}
+
+// ------------------------------------------------------------ writing checkpoints
+
+struct Tensor {
+  std::string name, dtype;
+  std::vector<int64_t> shape;
+  std::string bytes;
+};
+
+// The tensor n of `shape` (1-D or 2-D) in dtype, values val(n, r, c).
+Tensor make_tensor(const std::string &n, const std::vector<int64_t> &shape, const std::string &dtype) {
+  Tensor t{n, dtype, shape, ""};
+  const size_t R = shape.size() == 2 ? shape[0] : 1, C = shape.back();
+  for (size_t r = 0; r < R; r++)
+    for (size_t c = 0; c < C; c++) {
+      const float v = val(n, r, c);
+      if (dtype == "BF16") {
+        const uint16_t b = bits_bf16(v);
+        t.bytes.append(reinterpret_cast<const char *>(&b), 2);
+      } else if (dtype == "F16") {
+        const uint16_t h = exact_f16(v);
+        t.bytes.append(reinterpret_cast<const char *>(&h), 2);
+      } else if (dtype == "F32") {
+        t.bytes.append(reinterpret_cast<const char *>(&v), 4);
+      } else {  // a one-byte dtype (I8, U8): the refusals only look at its name
+        t.bytes.push_back((char)(int)v);
+      }
+    }
+  return t;
+}
+
+// A safetensors file: header padded with spaces to 8 bytes (as safetensors
+// writes it) unless pad is false, data in the order given.
+std::string safetensors_bytes(const std::vector<Tensor> &ts, bool pad = true) {
+  std::string h = "{\"__metadata__\": {\"format\": \"pt\"}";
+  size_t off = 0;
+  for (const Tensor &t : ts) {
+    h += ", \"" + t.name + "\": {\"dtype\": \"" + t.dtype + "\", \"shape\": " + shape_string(t.shape) +
+         ", \"data_offsets\": [" + std::to_string(off) + ", " + std::to_string(off + t.bytes.size()) + "]}";
+    off += t.bytes.size();
+  }
+  h += "}";
+  while (pad && h.size() % 8) h += ' ';
+  std::string out(8, '\0');
+  const uint64_t n = h.size();
+  for (int k = 0; k < 8; k++) out[k] = (char)(n >> (8 * k));
+  out += h;
+  for (const Tensor &t : ts) out += t.bytes;
+  return out;
+}
+
+// A model to write: the engine's tiny shape (head_dim 128 is the engine's),
+// config.json's fields as raw JSON (an empty value drops the field), and the
+// dtype of each tensor.
+struct Spec {
+  int hidden = 32, heads = 4, kv = 2, ffn = 48, layers = 2, vocab = 32;
+  bool tie = false;
+  bool qkv_bias = false;  // q/k/v_proj.bias tensors (Qwen2)
+  int files = 1;  // > 1: model-0000i-of-0000n.safetensors + model.safetensors.index.json
+  std::map<std::string, std::string> cfg;
+  std::function<std::string(size_t index, const std::string &name)> dtype = [](size_t, const std::string &) {
+    return std::string("BF16");
+  };
+  std::vector<std::string> drop;                               // tensors left out
+  std::map<std::string, std::vector<int64_t>> reshape;         // tensors written with another shape
+  std::vector<std::pair<std::string, std::vector<int64_t>>> add;  // extra tensors
+};
+
+Spec llama_spec() {
+  Spec s;
+  s.cfg = {{"architectures", "[\"LlamaForCausalLM\"]"},
+           {"model_type", "\"llama\""},
+           {"hidden_size", "32"},
+           {"num_attention_heads", "4"},
+           {"num_key_value_heads", "2"},
+           {"head_dim", "128"},
+           {"intermediate_size", "48"},
+           {"num_hidden_layers", "2"},
+           {"vocab_size", "32"},
+           {"rms_norm_eps", "1e-05"},
+           {"hidden_act", "\"silu\""},
+           {"max_position_embeddings", "8192"},
+           {"attention_bias", "false"},
+           {"mlp_bias", "false"},
+           {"tie_word_embeddings", "false"},
+           {"rope_parameters", "{\"rope_theta\": 500000.0, \"rope_type\": \"default\"}"},
+           {"torch_dtype", "\"bfloat16\""},
+           {"eos_token_id", "[1, 2]"}};
+  return s;
+}
+
+std::vector<std::pair<std::string, std::vector<int64_t>>> hf_tensors(const Spec &s) {
+  const int64_t H = s.hidden, D = 128;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> v;
+  for (int i = 0; i < s.layers; i++) {
+    const std::string l = "model.layers." + std::to_string(i) + ".";
+    v.push_back({l + "input_layernorm.weight", {H}});
+    v.push_back({l + "post_attention_layernorm.weight", {H}});
+    v.push_back({l + "self_attn.q_proj.weight", {s.heads * D, H}});
+    v.push_back({l + "self_attn.k_proj.weight", {s.kv * D, H}});
+    v.push_back({l + "self_attn.v_proj.weight", {s.kv * D, H}});
+    v.push_back({l + "self_attn.o_proj.weight", {H, s.heads * D}});
+    v.push_back({l + "mlp.gate_proj.weight", {s.ffn, H}});
+    v.push_back({l + "mlp.up_proj.weight", {s.ffn, H}});
+    v.push_back({l + "mlp.down_proj.weight", {H, s.ffn}});
+    if (s.qkv_bias) {
+      v.push_back({l + "self_attn.q_proj.bias", {s.heads * D}});
+      v.push_back({l + "self_attn.k_proj.bias", {s.kv * D}});
+      v.push_back({l + "self_attn.v_proj.bias", {s.kv * D}});
+    }
+  }
+  v.push_back({"model.norm.weight", {H}});
+  v.push_back({"model.embed_tokens.weight", {s.vocab, H}});
+  if (!s.tie) v.push_back({"lm_head.weight", {s.vocab, H}});
+  return v;
+}
+
+std::string write_model(const std::string &name, const Spec &s) {
+  const std::string dir = fresh_dir(name);
+  std::string cfg = "{\n";
+  bool first = true;
+  for (const auto &kv : s.cfg) {
+    if (kv.second.empty()) continue;
+    cfg += std::string(first ? "" : ",\n") + "  \"" + kv.first + "\": " + kv.second;
+    first = false;
+  }
+  write_file(dir + "/config.json", cfg + "\n}\n");
+  std::vector<std::vector<Tensor>> files(s.files);
+  auto all = hf_tensors(s);
+  for (const auto &a : s.add) all.push_back(a);
+  size_t k = 0;
+  for (auto &t : all) {
+    bool dropped = false;
+    for (const auto &d : s.drop) dropped |= d == t.first;
+    if (dropped) continue;
+    if (s.reshape.count(t.first)) t.second = s.reshape.at(t.first);
+    files[k % s.files].push_back(make_tensor(t.first, t.second, s.dtype(k, t.first)));
+    k++;
+  }
+  if (s.files == 1) {
+    write_file(dir + "/model.safetensors", safetensors_bytes(files[0]));
+    return dir;
+  }
+  std::string index = "{\"metadata\": {\"total_size\": 0}, \"weight_map\": {";
+  bool firstw = true;
+  for (int f = 0; f < s.files; f++) {
+    char fname[64];
+    std::snprintf(fname, sizeof fname, "model-%05d-of-%05d.safetensors", f + 1, s.files);
+    write_file(dir + "/" + fname, safetensors_bytes(files[f]));
+    for (const Tensor &t : files[f]) {
+      index += std::string(firstw ? "" : ", ") + "\"" + t.name + "\": \"" + fname + "\"";
+      firstw = false;
+    }
+  }
+  write_file(dir + "/model.safetensors.index.json", index + "}}\n");
+  return dir;
+}
+
+// ------------------------------------------------------------ JSON
+
+void test_json() {
+  Json j;
+  std::string err;
+  const std::string doc =
+      "{\"a\": [1, -0, 2.5e-3, 1E+2, true, false, null, \"x\\\"\\\\\\/\\b\\f\\n\\r\\t\"], "
+      "\"u\": \"\\u00e9\\ud83d\\ude00\xc3\xa9\", \"o\": {\"n\": {}}, \"e\": []}";
+  int rc = json_parse(doc, &j, &err);
+  const Json *a = j.get("a");
+  bool ok = rc == 0 && j.kind == Json::OBJECT && a && a->kind == Json::ARRAY && a->items.size() == 8 &&
+            a->items[0].integer && a->items[0].number == 1 && a->items[1].number == 0 && !a->items[2].integer &&
+            a->items[2].number == 2.5e-3 && a->items[3].number == 100 && a->items[4].boolean &&
+            !a->items[5].boolean && a->items[5].kind == Json::BOOL && a->items[6].kind == Json::NUL &&
+            a->items[7].string == "x\"\\/\b\f\n\r\t" && j.get("u") &&
+            j.get("u")->string == "\xc3\xa9\xf0\x9f\x98\x80\xc3\xa9" && j.get("o")->get("n")->kind == Json::OBJECT &&
+            j.get("e")->items.empty() && !j.get("missing") && j.members[0].first == "a";
+  expect(ok, "json: a document with every kind of value, escapes and a surrogate pair", err);
+  rc = json_parse(" \n\t 42 \r\n", &j, &err);
+  expect(rc == 0 && j.kind == Json::NUMBER && j.number == 42, "json: a bare number in whitespace");
+  rc = json_parse("9007199254740993", &j, &err);
+  expect(rc == 0 && j.integer, "json: an integer beyond 2^53 still parses (as the nearest double)");
+
+  const struct {
+    const char *text, *want;
+  } bad[] = {
+      {"", "line 1, column 1: expected a value, found the end of the text"},
+      {"{\"a\": 1,}", "line 1, column 9: expected a key"},
+      {"[1, 2,]", "line 1, column 7: expected a value, found ']'"},
+      {"{'a': 1}", "expected a key (a string), found '''"},
+      {"{\"a\" 1}", "expected ':' after the key \"a\""},
+      {"{\"a\": 1 \"b\": 2}", "expected ',' or '}' in an object"},
+      {"[1 2]", "expected ',' or ']' in an array"},
+      {"{\"a\": 1, \"a\": 2}", "line 1, column 10: duplicate key \"a\""},
+      {"01", "a number may not start with 0"},
+      {"1.", "expected a digit after '.'"},
+      {"1e", "expected a digit in the exponent"},
+      {"-", "expected a digit"},
+      {"+1", "expected a value, found '+'"},
+      {"1e999", "number 1e999 is out of range"},
+      {"{\"x\": NaN}", "'NaN' is not JSON"},
+      {"[Infinity]", "'Infinity' is not JSON"},
+      {"tru", "expected a value, found 't'"},
+      {"\"abc", "a string that never ends"},
+      {"\"a\tb\"", "a control character (byte 0x09) in a string"},
+      {"\"\\x\"", "unknown escape: 'x'"},
+      {"\"\\u12\"", "expected a hex digit in \\u"},
+      {"\"\\ud800\"", "a high surrogate \\u escape without its low half"},
+      {"\"\\udc00\"", "a lone low surrogate"},
+      {"\"\xff\"", "invalid UTF-8 (byte 0xff)"},
+      {"\"\xc0\xaf\"", "invalid UTF-8 (byte 0xc0)"},
+      {"\"\xe0\x80\xaf\"", "invalid UTF-8 (an overlong form"},
+      {"\"\xed\xa0\x80\"", "a surrogate"},
+      {"\"\xe2\x82\"", "invalid UTF-8"},
+      {"\xef\xbb\xbf{}", "byte-order mark"},
+      {"{} {}", "line 1, column 4: unexpected '{' after the value"},
+      {"{\n  \"a\": [1,\n   2,,]\n}", "line 3, column 6: expected a value, found ','"},
+  };
+  for (const auto &b : bad) {
+    rc = json_parse(b.text, &j, &err);
+    expect_error(rc, err, b.want, "json refuses a malformed document");
+  }
+  std::string deep(200, '[');
+  deep += std::string(200, ']');
+  rc = json_parse(deep, &j, &err);
+  expect_error(rc, err, "nested deeper than 128", "json refuses nesting of 200 (bounded recursion)");
+  std::string ok127(127, '[');
+  ok127 += std::string(127, ']');
+  expect(json_parse(ok127, &j, &err) == 0, "json: nesting of 127 is fine");
+  rc = json_read_file(g_root + "/no_such.json", &j, &err);
+  expect_error(rc, err, "no_such.json: cannot open", "json_read_file names the missing file");
+}
+
+// ------------------------------------------------------------ conversions
+
+void test_conversions() {
+  size_t bad16 = 0;
+  for (uint32_t h = 0; h < 65536; h++) {
+    const uint16_t got = f16_to_bf16((uint16_t)h);
+    const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    const bool neg = h & 0x8000;
+    if (e == 31 && m) {  // NaN must stay NaN with its sign
+      bad16 += !((got & 0x7f80) == 0x7f80 && (got & 0x7f) && ((got & 0x8000) != 0) == neg);
+      continue;
+    }
+    const double v = e == 31 ? INFINITY : e ? std::ldexp(1.0 + m / 1024.0, e - 15) : std::ldexp((double)m, -24);
+    bad16 += got != ref_bf16(neg ? -v : v);
+  }
+  expect(bad16 == 0, "fp16 -> bf16: all 65536 values (ties to even, subnormals, inf, NaN)",
+         std::to_string(bad16) + " wrong");
+  std::mt19937 rng(7);
+  size_t bad32 = 0, n = 0;
+  std::vector<uint32_t> patterns;
+  for (int i = 0; i < 1000000; i++) patterns.push_back(rng());
+  // Edges: exact ties (even and odd), the largest finite (rounds to inf),
+  // the smallest subnormals, negative zero, a NaN whose payload sits only in
+  // the low half (a plain rounding add would make it inf).
+  for (uint32_t u : {0x3f808000u, 0x3f818000u, 0x3f80ffffu, 0x7f7fffffu, 0x7f7f7fffu, 0x00000001u, 0x00008000u,
+                     0x80000000u, 0x7f800000u, 0xff800000u, 0x7f800001u, 0xffc00000u})
+    patterns.push_back(u);
+  for (uint32_t u : patterns) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    const uint16_t got = f32_to_bf16(f);
+    n++;
+    if (std::isnan(f)) bad32 += !((got & 0x7f80) == 0x7f80 && (got & 0x7f) && (got >> 15) == (u >> 31));
+    else bad32 += got != ref_bf16(f);
+  }
+  expect(bad32 == 0, "fp32 -> bf16: " + std::to_string(n) + " bit patterns incl. ties, overflow, subnormals, NaN",
+         std::to_string(bad32) + " wrong");
+  expect(bf16_to_f32(0x3f80) == 1.0f && bf16_to_f32(0xc040) == -3.0f, "bf16 -> fp32");
+}
+
+// ------------------------------------------------------------ safetensors
+
+void test_safetensors() {
+  std::string err;
+  // Windows of rows and columns, each dtype, data deliberately unaligned (a
+  // 1-byte tensor first, no header padding).
+  {
+    const std::string dir = fresh_dir("st_read");
+    Tensor u8{"u8", "U8", {3}, "abc"};
+    std::vector<float> fv = {1.0f, 1.00390625f /* tie: to 1.0 */, 1.01171875f /* tie: up */, -2.7182817f,
+                             3.1415927f, 1e-40f /* subnormal */, 65504.f, -0.f, 1.5f, 0.1f};
+    Tensor f32{"f32", "F32", {2, 5}, std::string(reinterpret_cast<const char *>(fv.data()), fv.size() * 4)};
+    std::vector<uint16_t> hv = {0x3c00, 0x3c01, 0x0001, 0x7bff, 0xfc00, 0xc000};
+    Tensor f16{"f16", "F16", {6}, std::string(reinterpret_cast<const char *>(hv.data()), hv.size() * 2)};
+    Tensor bf = make_tensor("bf", {4, 3}, "BF16");
+    write_file(dir + "/model.safetensors", safetensors_bytes({u8, f32, f16, bf}, false));
+    Checkpoint ck;
+    int rc = ck.open(dir, &err);
+    expect(rc == 0 && ck.file_count() == 1 && ck.find("f32") && ck.find("f32")->shape == std::vector<int64_t>{2, 5},
+           "safetensors: single file opened, shapes read", err);
+    std::vector<uint16_t> out(2 * 4, 0xabcd);
+    rc = ck.read_bf16("f32", 0, 2, 1, 3, out.data(), 4, &err);
+    bool ok = rc == 0;
+    for (int r = 0; r < 2; r++)
+      for (int c = 0; c < 3; c++) ok &= out[r * 4 + c] == ref_bf16(fv[r * 5 + 1 + c]);
+    ok &= out[3] == 0xabcd && out[7] == 0xabcd;  // the pitch's padding untouched
+    expect(ok, "safetensors: F32 rows 0-1, columns 1-3 into a pitch of 4, rounded to nearest even", err);
+    std::vector<uint16_t> o16(6);
+    rc = ck.read_bf16("f16", 0, 1, 0, 6, o16.data(), 6, &err);
+    ok = rc == 0;
+    for (int c = 0; c < 6; c++) ok &= o16[c] == f16_to_bf16(hv[c]);
+    expect(ok && o16[0] == 0x3f80 && o16[1] == 0x3f80 && o16[2] == 0x3380 && o16[4] == 0xff80,
+           "safetensors: F16 1-D tensor (1+2^-10 -> 1, 2^-24 exact, -inf)", err);
+    std::vector<uint16_t> ob(2 * 2);
+    rc = ck.read_bf16("bf", 2, 2, 1, 2, ob.data(), 2, &err);
+    ok = rc == 0;
+    for (int r = 0; r < 2; r++)
+      for (int c = 0; c < 2; c++) ok &= ob[r * 2 + c] == bits_bf16(val("bf", 2 + r, 1 + c));
+    expect(ok, "safetensors: BF16 rows 2-3, columns 1-2 copied", err);
+    rc = ck.read_bf16("u8", 0, 1, 0, 3, ob.data(), 3, &err);
+    expect_error(rc, err, "tensor u8: dtype U8: supported BF16, F16, F32", "safetensors: U8 refused by name");
+    rc = ck.read_bf16("bf", 3, 2, 0, 3, ob.data(), 3, &err);
+    expect_error(rc, err, "tensor bf [4, 3]: rows 3+2, columns 0+3 out of range", "safetensors: a window past the end");
+    rc = ck.read_bf16("nope", 0, 1, 0, 1, ob.data(), 1, &err);
+    expect_error(rc, err, "tensor nope: not in the checkpoint", "safetensors: an unknown tensor");
+  }
+  // Broken files.
+  auto broken = [&](const std::string &name, const std::string &bytes, const std::string &want) {
+    const std::string dir = fresh_dir("st_" + name);
+    write_file(dir + "/model.safetensors", bytes);
+    Checkpoint ck;
+    const int rc = ck.open(dir, &err);
+    expect_error(rc, err, want, "safetensors refuses " + name);
+  };
+  broken("short", "abc", "3 bytes, shorter than the 8-byte header length");
+  std::string len_big(8, '\0');
+  len_big[0] = (char)200;
+  broken("header_len", len_big + "{}", "header length 200 exceeds the file (10 bytes)");
+  auto with_header = [](const std::string &h, size_t data) {
+    std::string out(8, '\0');
+    for (int k = 0; k < 8; k++) out[k] = (char)((uint64_t)h.size() >> (8 * k));
+    return out + h + std::string(data, '\0');
+  };
+  broken("not_json", with_header("{\"a\": ", 0), "model.safetensors: header: line 1, column 7");
+  broken("not_object", with_header("[]", 0), "header is an array, expected an object");
+  broken("offsets", with_header("{\"t\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 4),
+         "tensor t: data_offsets outside the file's 4 data bytes");
+  broken("size", with_header("{\"t\": {\"dtype\": \"F32\", \"shape\": [3], \"data_offsets\": [0, 8]}}", 8),
+         "tensor t: 8 data bytes, but F32 [3] needs 12");
+  broken("shape", with_header("{\"t\": {\"dtype\": \"F32\", \"shape\": [-1], \"data_offsets\": [0, 0]}}", 0),
+         "tensor t: shape entries must be non-negative integers");
+  broken("fields", with_header("{\"t\": {\"dtype\": \"F32\", \"shape\": [1]}}", 4),
+         "tensor t: expected {\"dtype\": string, \"shape\": [...], \"data_offsets\": [begin, end]}");
+  {
+    const std::string dir = fresh_dir("st_none");
+    Checkpoint ck;
+    expect_error(ck.open(dir, &err), err, "neither model.safetensors nor model.safetensors.index.json",
+                 "checkpoint: an empty directory");
+  }
+  {
+    const std::string dir = fresh_dir("st_index");
+    write_file(dir + "/a.safetensors", safetensors_bytes({make_tensor("x", {2}, "BF16")}));
+    write_file(dir + "/model.safetensors.index.json", "{\"weight_map\": {\"x\": \"a.safetensors\", \"y\": \"a.safetensors\"}}");
+    Checkpoint ck;
+    expect_error(ck.open(dir, &err), err, "tensor y is mapped to a.safetensors, which does not hold it",
+                 "checkpoint: an index naming a tensor its file lacks");
+    write_file(dir + "/model.safetensors.index.json", "{\"weight_map\": {\"x\": \"../a.safetensors\"}}");
+    expect_error(ck.open(dir, &err), err, "weight_map[\"x\"]: expected a file name in",
+                 "checkpoint: an index naming a path outside the directory");
+    write_file(dir + "/model.safetensors.index.json", "{\"weight_map\": {\"x\": \"b.safetensors\"}}");
+    expect_error(ck.open(dir, &err), err, "b.safetensors: cannot open", "checkpoint: an index naming a missing file");
+    write_file(dir + "/model.safetensors.index.json", "{\"metadata\": {}}");
+    expect_error(ck.open(dir, &err), err, "no \"weight_map\" object", "checkpoint: an index without weight_map");
+  }
+}
+
+// ------------------------------------------------------------ shards
+
+// One rank's buffers filled as load_weights fills them (shard_pieces, the
+// reader), on the host.
+struct HostRank {
+  std::vector<std::vector<std::vector<uint16_t>>> layer;  // [layer][WB_ATTN_NORM..WB_2, then WB_QKV_BIAS at 6]
+  std::vector<uint16_t> final_norm, lm_head;
+};
+
+int load_host(const HfModel &m, const Config &c, const Rank &r, HostRank *h, std::string *err) {
+  h->layer.assign(c.layers, std::vector<std::vector<uint16_t>>(7));
+  for (int i = 0; i < c.layers; i++) {
+    for (int b = WB_ATTN_NORM; b <= WB_2; b++) h->layer[i][b].assign(weight_buf_elems(c, r, (WeightBuf)b), 0xffff);
+    h->layer[i][6].assign(weight_buf_elems(c, r, WB_QKV_BIAS), 0xffff);
+  }
+  h->final_norm.assign(weight_buf_elems(c, r, WB_FINAL_NORM), 0xffff);
+  h->lm_head.assign(weight_buf_elems(c, r, WB_LM_HEAD), 0xffff);
+  for (const ShardPiece &p : shard_pieces(c, r)) {
+    std::vector<uint16_t> &buf = p.layer < 0                ? (p.buf == WB_FINAL_NORM ? h->final_norm : h->lm_head)
+                                 : p.buf == WB_QKV_BIAS ? h->layer[p.layer][6]
+                                                        : h->layer[p.layer][p.buf];
+    if (p.off + (p.rows - 1) * p.pitch + p.cols > buf.size()) {
+      *err = p.name + ": piece beyond its buffer";
+      return 1;
+    }
+    if (m.read(p.name, p.whole_rows, p.whole_cols, p.row0, p.rows, p.col0, p.cols, buf.data() + p.off, p.pitch, err))
+      return 1;
+  }
+  return 0;
+}
+
+// The layout of docs/llama.md, computed here from the whole tensors'
+// values: how many elements of rank r's buffers differ from it.
+size_t layout_errors(const Spec &s, const HostRank &h, int rank, int R) {
+  const size_t H = s.hidden, D = 128, nq = s.heads / R, nkv = s.kv / R, F = s.ffn / R, V = s.vocab / R;
+  size_t bad = 0;
+  auto want = [](const std::string &n, size_t r, size_t c) { return bits_bf16(val(n, r, c)); };
+  for (int i = 0; i < s.layers; i++) {
+    const std::string l = "model.layers." + std::to_string(i) + ".";
+    const auto &b = h.layer[i];
+    for (size_t c = 0; c < H; c++) {
+      bad += b[WB_ATTN_NORM][c] != want(l + "input_layernorm.weight", 0, c);
+      bad += b[WB_MLP_NORM][c] != want(l + "post_attention_layernorm.weight", 0, c);
+    }
+    for (size_t j = 0; j < (nq + 2 * nkv) * D; j++)  // this rank's q heads' rows, then its k, then its v
+      for (size_t c = 0; c < H; c++) {
+        const uint16_t w = j < nq * D ? want(l + "self_attn.q_proj.weight", rank * nq * D + j, c)
+                           : j < (nq + nkv) * D
+                               ? want(l + "self_attn.k_proj.weight", rank * nkv * D + j - nq * D, c)
+                               : want(l + "self_attn.v_proj.weight", rank * nkv * D + j - (nq + nkv) * D, c);
+        bad += b[WB_QKV][j * H + c] != w;
+      }
+    for (size_t r = 0; r < H; r++)  // o_proj: this rank's heads' columns
+      for (size_t c = 0; c < nq * D; c++) bad += b[WB_O][r * nq * D + c] != want(l + "self_attn.o_proj.weight", r, rank * nq * D + c);
+    for (size_t j = 0; j < 2 * F; j++)  // gate rows of the slice, then up rows
+      for (size_t c = 0; c < H; c++)
+        bad += b[WB_13][j * H + c] != (j < F ? want(l + "mlp.gate_proj.weight", rank * F + j, c)
+                                               : want(l + "mlp.up_proj.weight", rank * F + j - F, c));
+    for (size_t r = 0; r < H; r++)
+      for (size_t c = 0; c < F; c++) bad += b[WB_2][r * F + c] != want(l + "mlp.down_proj.weight", r, rank * F + c);
+    if (b[6].size() != (s.qkv_bias ? (nq + 2 * nkv) * D : 0)) bad++;
+    for (size_t j = 0; j < b[6].size(); j++)  // the biases of wqkv's rows, in its order
+      bad += b[6][j] != (j < nq * D ? want(l + "self_attn.q_proj.bias", 0, rank * nq * D + j)
+                         : j < (nq + nkv) * D
+                             ? want(l + "self_attn.k_proj.bias", 0, rank * nkv * D + j - nq * D)
+                             : want(l + "self_attn.v_proj.bias", 0, rank * nkv * D + j - (nq + nkv) * D));
+  }
+  for (size_t c = 0; c < H; c++) bad += h.final_norm[c] != want("model.norm.weight", 0, c);
+  const std::string lm = s.tie ? "model.embed_tokens.weight" : "lm_head.weight";
+  for (size_t j = 0; j < V; j++)
+    for (size_t c = 0; c < H; c++) bad += h.lm_head[j * H + c] != want(lm, rank * V + j, c);
+  return bad;
+}
+
+void check_model(const std::string &what, const Spec &s, const std::string &dir) {
+  for (int R : {1, 2}) {
+    HfModel m;
+    Config c;
+    std::string err;
+    if (m.open(dir, R, 256, &c, &err)) {
+      expect(false, what + " TP " + std::to_string(R) + ": open", err);
+      continue;
+    }
+    const bool cfg_ok = c.hidden == s.hidden && c.heads == s.heads && c.kv_heads == s.kv && c.head_dim == 128 &&
+                        c.ffn == s.ffn && c.layers == s.layers && c.vocab == s.vocab && c.theta == 500000.f &&
+                        c.eps == 1e-5f && c.rope_inv_freq.empty() && c.qkv_bias == s.qkv_bias;
+    expect(cfg_ok, what + " TP " + std::to_string(R) + ": config.json into the engine's Config");
+    for (int rank = 0; rank < R; rank++) {
+      Rank r;
+      r.rank = rank;
+      r.nranks = R;
+      HostRank h;
+      if (load_host(m, c, r, &h, &err)) {
+        expect(false, what + ": rank " + std::to_string(rank), err);
+        continue;
+      }
+      const size_t bad = layout_errors(s, h, rank, R);
+      expect(bad == 0, what + " TP " + std::to_string(R) + " rank " + std::to_string(rank) +
+                           ": every buffer equals the layout computed from the whole tensors",
+             std::to_string(bad) + " elements differ");
+      if (rank == 1) {  // the check itself: rank 1's buffers are not rank 0's layout
+        const size_t other = layout_errors(s, h, 0, R);
+        expect(other > 0, what + ": rank 1's buffers against rank 0's layout differ (the check can fail)",
+               std::to_string(other) + " elements differ");
+      }
+    }
+    // The embedding, whole.
+    std::vector<uint16_t> emb((size_t)s.vocab * s.hidden);
+    int rc = m.read("embed", s.vocab, s.hidden, 0, s.vocab, 0, s.hidden, emb.data(), s.hidden, &err);
+    size_t bad = 0;
+    for (size_t j = 0; j < (size_t)s.vocab; j++)
+      for (size_t k = 0; k < (size_t)s.hidden; k++)
+        bad += emb[j * s.hidden + k] != bits_bf16(val("model.embed_tokens.weight", j, k));
+    if (R == 1) expect(rc == 0 && bad == 0, what + ": the token embedding, whole", err);
+  }
+}
+
+void test_shards() {
+  Spec s = llama_spec();
+  check_model("llama single-file bf16", s, write_model("m_bf16", s));
+
+  Spec t = llama_spec();  // sharded with an index, tied embeddings, dtypes mixed tensor by tensor
+  t.files = 3;
+  t.tie = true;
+  t.cfg["tie_word_embeddings"] = "true";
+  t.dtype = [](size_t k, const std::string &) { return std::string(k % 3 == 0 ? "BF16" : k % 3 == 1 ? "F16" : "F32"); };
+  check_model("llama sharded (index, 3 files) bf16/fp16/fp32 tied", t, write_model("m_sharded", t));
+
+  Spec f = llama_spec();  // fp32, and the transformers 4.x RoPE fields
+  f.dtype = [](size_t, const std::string &) { return std::string("F32"); };
+  f.cfg["rope_parameters"] = "";
+  f.cfg["rope_theta"] = "500000.0";
+  f.cfg["rope_scaling"] = "null";
+  check_model("llama fp32, rope_theta at the top (transformers 4.x)", f, write_model("m_f32", f));
+
+  Spec m = llama_spec();  // Mistral: no sliding window, 8 heads over 2 (group 4)
+  m.heads = 8;
+  m.dtype = [](size_t, const std::string &) { return std::string("F16"); };
+  m.cfg["architectures"] = "[\"MistralForCausalLM\"]";
+  m.cfg["model_type"] = "\"mistral\"";
+  m.cfg["num_attention_heads"] = "8";
+  m.cfg["sliding_window"] = "null";
+  m.cfg["attention_bias"] = m.cfg["mlp_bias"] = "";
+  check_model("mistral fp16, group 4", m, write_model("m_mistral", m));
+
+  Spec q = llama_spec();  // Qwen2: q/k/v biases (sharded as wqkv's rows), tied embeddings
+  q.qkv_bias = q.tie = true;
+  q.cfg["architectures"] = "[\"Qwen2ForCausalLM\"]";
+  q.cfg["model_type"] = "\"qwen2\"";
+  q.cfg["tie_word_embeddings"] = "true";
+  q.cfg["use_sliding_window"] = "false";
+  q.cfg["sliding_window"] = "null";
+  q.cfg["attention_bias"] = q.cfg["mlp_bias"] = "";
+  check_model("qwen2 bf16 with q/k/v biases, tied", q, write_model("m_qwen2", q));
+}
+
+// ------------------------------------------------------------ refusals
+
+// Writes a variant of the Llama spec and requires HfModel::open to refuse it
+// with a message holding `want`.
+void refuse(const std::string &what, const std::function<void(Spec *)> &change, const std::string &want, int tp = 1,
+            int max_ctx = 256) {
+  Spec s = llama_spec();
+  change(&s);
+  const std::string dir = write_model("r_" + std::to_string(g_pass + g_fail), s);
+  HfModel m;
+  Config c;
+  std::string err;
+  const int rc = m.open(dir, tp, max_ctx, &c, &err);
+  expect_error(rc, err, want, "refused: " + what);
+}
+
+void test_refusals() {
+  const std::string D = "model.layers.";
+  refuse("a tensor stored as I8", [](Spec *s) { s->dtype = [](size_t, const std::string &n) {
+           return std::string(n == "model.layers.1.mlp.down_proj.weight" ? "I8" : "BF16"); }; },
+         "tensor model.layers.1.mlp.down_proj.weight: dtype I8: supported BF16, F16, F32");
+  refuse("a missing tensor", [&](Spec *s) { s->drop = {D + "1.mlp.up_proj.weight"}; },
+         "missing tensor model.layers.1.mlp.up_proj.weight [48, 32]");
+  refuse("lm_head missing without tied embeddings", [](Spec *s) { s->drop = {"lm_head.weight"}; },
+         "missing tensor lm_head.weight [32, 32] (tie_word_embeddings is false)");
+  refuse("a tensor of the wrong shape", [&](Spec *s) { s->reshape[D + "0.self_attn.q_proj.weight"] = {512, 31}; },
+         "tensor model.layers.0.self_attn.q_proj.weight: shape [512, 31], expected [512, 32] from config.json");
+  refuse("a norm of the wrong shape", [](Spec *s) { s->reshape["model.norm.weight"] = {1, 32}; },
+         "tensor model.norm.weight: shape [1, 32], expected [32]");
+  refuse("a bias tensor the config does not announce", [&](Spec *s) { s->add = {{D + "0.self_attn.k_proj.bias", {256}}}; },
+         "tensor model.layers.0.self_attn.k_proj.bias [256]: biases are not supported yet");
+  refuse("head_dim 64", [](Spec *s) { s->cfg["head_dim"] = "64"; }, "config.json: head_dim 64: this engine supports 128");
+  refuse("head_dim from hidden/heads", [](Spec *s) { s->cfg["head_dim"] = ""; },
+         "config.json: head_dim 8 (hidden_size 32 / num_attention_heads 4): this engine supports 128");
+  refuse("a group of 5 (40 heads over 8)", [](Spec *s) { s->cfg["num_attention_heads"] = "40"; s->cfg["num_key_value_heads"] = "8"; },
+         "config.json: num_attention_heads/num_key_value_heads = 5 (40/8): supported 1, 2, 4, 8, 16");
+  refuse("a group of 32", [](Spec *s) { s->cfg["num_attention_heads"] = "64"; },
+         "num_attention_heads/num_key_value_heads = 32 (64/2): supported 1, 2, 4, 8, 16");
+  refuse("heads not a multiple of kv heads", [](Spec *s) { s->cfg["num_key_value_heads"] = "3"; },
+         "num_attention_heads 4 is not a multiple of num_key_value_heads 3");
+  refuse("--tp that does not divide the KV heads", [](Spec *) {}, "num_key_value_heads 2: --tp 4 must divide it", 4);
+  refuse("rope_parameters yarn (transformers 5)",
+         [](Spec *s) { s->cfg["rope_parameters"] = "{\"rope_type\": \"yarn\", \"factor\": 4.0, \"rope_theta\": 1e6}"; },
+         "config.json: rope_parameters.rope_type 'yarn': supported: none, 'llama3'");
+  refuse("rope_scaling linear (transformers 4, 'type')",
+         [](Spec *s) { s->cfg["rope_scaling"] = "{\"type\": \"linear\", \"factor\": 2.0}"; },
+         "config.json: rope_scaling.type 'linear': supported: none, 'llama3'");
+  refuse("llama3 scaling without its factors",
+         [](Spec *s) { s->cfg["rope_parameters"] = "{\"rope_type\": \"llama3\", \"rope_theta\": 500000.0}"; },
+         "config.json: rope_parameters.factor: missing");
+  refuse("attention_bias", [](Spec *s) { s->cfg["attention_bias"] = "true"; },
+         "config.json: attention_bias true (o_proj.bias): not supported yet");
+  refuse("mlp_bias", [](Spec *s) { s->cfg["mlp_bias"] = "true"; }, "config.json: mlp_bias true: not supported yet");
+  auto qwen2 = [](Spec *s) {
+    s->cfg["architectures"] = "[\"Qwen2ForCausalLM\"]";
+    s->cfg["model_type"] = "\"qwen2\"";
+    s->qkv_bias = true;
+  };
+  refuse("Qwen2 without its q_proj.bias", [&](Spec *s) { qwen2(s); s->drop = {D + "0.self_attn.q_proj.bias"}; },
+         "missing tensor model.layers.0.self_attn.q_proj.bias [512]");
+  refuse("Qwen2 with a k_proj.bias of the wrong shape",
+         [&](Spec *s) { qwen2(s); s->reshape[D + "1.self_attn.k_proj.bias"] = {1, 256}; },
+         "tensor model.layers.1.self_attn.k_proj.bias: shape [1, 256], expected [256]");
+  refuse("Qwen2 with an o_proj.bias", [&](Spec *s) { qwen2(s); s->add = {{D + "0.self_attn.o_proj.bias", {32}}}; },
+         "tensor model.layers.0.self_attn.o_proj.bias [32]: biases are not supported yet");
+  refuse("Qwen2 with a sliding window shorter than the context",
+         [&](Spec *s) { qwen2(s); s->cfg["use_sliding_window"] = "true"; s->cfg["sliding_window"] = "128";
+                        s->cfg["max_window_layers"] = "0"; },
+         "sliding_window (use_sliding_window true) 128 < max context 256");
+  auto mistral = [](Spec *s) {
+    s->cfg["architectures"] = "[\"MistralForCausalLM\"]";
+    s->cfg["model_type"] = "\"mistral\"";
+  };
+  refuse("Mistral's sliding window shorter than the context",
+         [&](Spec *s) { mistral(s); s->cfg["sliding_window"] = "4096"; },
+         "config.json: sliding_window 4096 < max context 8192 (prompt + new tokens)", 1, 8192);
+  refuse("Mistral without sliding_window (transformers' default 4096)", mistral,
+         "config.json: sliding_window 4096 < max context 5000", 1, 5000);
+  refuse("an unknown architecture", [](Spec *s) { s->cfg["architectures"] = "[\"GPT2LMHeadModel\"]"; },
+         "config.json: architectures GPT2LMHeadModel: supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM");
+  refuse("hidden_act gelu", [](Spec *s) { s->cfg["hidden_act"] = "\"gelu\""; }, "config.json: hidden_act 'gelu': supported: 'silu'");
+  refuse("quantized weights", [](Spec *s) { s->cfg["quantization_config"] = "{\"quant_method\": \"awq\", \"bits\": 4}"; },
+         "quantization_config.quant_method 'awq': quantized weights are not supported");
+  refuse("a field of the wrong type", [](Spec *s) { s->cfg["num_attention_heads"] = "\"4\""; },
+         "config.json: num_attention_heads: expected an integer, got a string");
+  refuse("a fractional integer field", [](Spec *s) { s->cfg["hidden_size"] = "32.5"; },
+         "config.json: hidden_size: expected an integer, got a number");
+  refuse("a missing field", [](Spec *s) { s->cfg["intermediate_size"] = ""; }, "config.json: intermediate_size: missing");
+  refuse("a vocabulary not a multiple of 8 x TP", [](Spec *s) { s->vocab = 40; s->cfg["vocab_size"] = "40"; },
+         "vocab_size 40: must be a multiple of 8 x --tp 2", 2);
+  refuse("an intermediate size not a multiple of 8 x TP", [](Spec *s) { s->cfg["intermediate_size"] = "40"; },
+         "intermediate_size 40: must be a multiple of 8 x --tp 2", 2);
+  refuse("config.json not JSON", [](Spec *s) { s->cfg["x"] = "[1,"; }, "config.json: line");
+  refuse("per-layer RoPE", [](Spec *s) { s->cfg["rope_parameters"] = "{\"full_attention\": {\"rope_type\": \"default\"}}"; },
+         "rope_parameters: RoPE per layer type (full_attention, ...): not supported");
+}
+
+// What is accepted at the edges, and llama3's frequency table.
+void test_accepted() {
+  std::string err;
+  Spec s = llama_spec();
+  s.cfg["architectures"] = "[\"MistralForCausalLM\"]";
+  s.cfg["model_type"] = "\"mistral\"";
+  s.cfg["sliding_window"] = "4096";
+  {
+    const std::string dir = write_model("a_mistral_sw", s);
+    HfModel m;
+    Config c;
+    expect(m.open(dir, 1, 4096, &c, &err) == 0, "accepted: Mistral's sliding_window 4096 at a max context of 4096", err);
+  }
+  Spec l = llama_spec();  // Llama 3.1's rope_scaling, transformers 4.x layout
+  l.cfg["rope_parameters"] = "";
+  l.cfg["rope_theta"] = "500000.0";
+  l.cfg["rope_scaling"] =
+      "{\"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+      "\"original_max_position_embeddings\": 8192, \"rope_type\": \"llama3\"}";
+  {
+    const std::string dir = write_model("a_llama31", l);
+    HfModel m;
+    Config c;
+    const int rc = m.open(dir, 2, 8192, &c, &err);
+    const auto want = llama3_inv_freq(128, 500000.0, 8.0, 1.0, 4.0, 8192.0);
+    expect(rc == 0 && c.rope_inv_freq == want, "accepted: Llama 3.1 rope_scaling llama3, its table in Config", err);
+  }
+  // The table itself: high frequencies as they are, low ones divided by the
+  // factor, the band between smoothed (transformers: bit-identical, checked
+  // against torch 2.15 / transformers 5.24 when written).
+  const auto t = llama3_inv_freq(128, 500000.0, 8.0, 1.0, 4.0, 8192.0);
+  bool ok = t.size() == 64 && t[0] == 1.0f;
+  int high = 0, low = 0, mid = 0;
+  for (int i = 0; i < 64; i++) {
+    const float inv = 1.0f / powf(500000.f, (float)(2 * i) / 128.f);
+    const double wavelen = 2 * M_PI / inv;
+    if (wavelen < 8192.0 / 4) ok &= t[i] == inv, high++;
+    else if (wavelen > 8192.0) ok &= t[i] == inv / 8.f, low++;
+    else ok &= t[i] < inv && t[i] > inv / 8.f, mid++;
+  }
+  expect(ok && high > 0 && low > 0 && mid > 0,
+         "llama3_inv_freq: " + std::to_string(high) + " high kept, " + std::to_string(low) + " low / 8, " +
+             std::to_string(mid) + " smoothed in between");
+  // Values transformers 5.24 computes (_compute_llama3_parameters, torch 2.15
+  // on a CPU), bit for bit: i = 20 (kept), 45 (smoothed), 63 (divided).
+  expect(t[20] == 0x1.0f5386p-6f && t[45] == 0x1.9ca3eap-17f && t[63] == 0x1.4985fep-22f,
+         "llama3_inv_freq: i = 20, 45, 63 equal transformers' bits");
+}
+
+}  // namespace
+
+int main() {
+  const char *tmp = std::getenv("TEST_TMPDIR");
+  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/hf_test.XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (!mkdtemp(buf.data())) {
+    std::perror("hf_test: mkdtemp");
+    return 2;
+  }
+  g_root = buf.data();
+  test_json();
+  test_conversions();
+  test_safetensors();
+  test_shards();
+  test_refusals();
+  test_accepted();
+  remove_tree(g_root);
+  std::printf("hf_test: %d passed, %d failed\n", g_pass, g_fail);
+  return g_fail ? 1 : 0;
+}

@@ -1,0 +1,85 @@
+// safetensors.h - the tensors of a Hugging Face checkpoint, read in place.
+//
+// A safetensors file is an 8-byte little-endian header length N, N bytes of
+// JSON ({name: {"dtype", "shape", "data_offsets": [begin, end]}, optional
+// "__metadata__"}), then the data; offsets count from the data's start.
+// Each file is mmap'ed read-only and never copied whole: a rank reads only
+// the rows and columns of its shard (Checkpoint::read_bf16), so the page
+// cache, not every rank's heap, holds the model. A checkpoint directory is
+// either model.safetensors or model.safetensors.index.json with its shards.
+// Every header is checked when its file is opened (each tensor's offsets
+// inside the data, its size equal to shape x dtype), so no later read can
+// leave the mapping.
+#ifndef LLAMA_MODEL_SAFETENSORS_H
+#define LLAMA_MODEL_SAFETENSORS_H
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace llama {
+
+struct TensorInfo {
+  std::string name, dtype;      // dtype as the file writes it: "BF16", "F16", "F32", ...
+  std::vector<int64_t> shape;
+  size_t elem_bytes = 0;        // 0: a dtype this reader does not know (refused when read)
+  const unsigned char *data = nullptr;  // into the mapping (no alignment promised)
+  size_t bytes = 0;
+  std::string file;             // the file's path, for messages
+};
+
+// "[4096, 128]"
+std::string shape_string(const std::vector<int64_t> &shape);
+
+// One mmap'ed safetensors file. Not copyable; the mapping lives as long as it.
+class SafetensorsFile {
+ public:
+  SafetensorsFile() = default;
+  SafetensorsFile(const SafetensorsFile &) = delete;
+  SafetensorsFile &operator=(const SafetensorsFile &) = delete;
+  ~SafetensorsFile();
+  // Maps the file and checks its header. 0 on success; else *err names the
+  // file and what is wrong.
+  int open(const std::string &path, std::string *err);
+  const TensorInfo *find(const std::string &name) const;
+  const std::map<std::string, TensorInfo> &tensors() const { return tensors_; }
+
+ private:
+  void *map_ = nullptr;
+  size_t size_ = 0;
+  std::map<std::string, TensorInfo> tensors_;
+};
+
+// A checkpoint directory: model.safetensors, or the files that
+// model.safetensors.index.json's "weight_map" names (each opened once).
+class Checkpoint {
+ public:
+  int open(const std::string &dir, std::string *err);
+  // The tensor, wherever it is stored; null when no file holds it.
+  const TensorInfo *find(const std::string &name) const;
+  // Rows [row0, row0 + rows) and columns [col0, col0 + cols) of tensor
+  // `name` ([R, C]; a 1-D [C] is one row) converted to bf16 into dst, rows
+  // dst_pitch elements apart. BF16 is copied, F16 and F32 are rounded to
+  // nearest even (NaN stays NaN); any other dtype is refused by name.
+  int read_bf16(const std::string &name, size_t row0, size_t rows, size_t col0, size_t cols, uint16_t *dst,
+                size_t dst_pitch, std::string *err) const;
+  const std::string &dir() const { return dir_; }
+  size_t file_count() const { return files_.size(); }
+
+ private:
+  std::string dir_;
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::map<std::string, const TensorInfo *> index_;  // every tensor of every file
+};
+
+// The conversions of read_bf16, exposed for the tests.
+uint16_t f32_to_bf16(float f);
+uint16_t f16_to_bf16(uint16_t h);
+float bf16_to_f32(uint16_t h);
+
+}  // namespace llama
+
+#endif

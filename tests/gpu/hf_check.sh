@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# hf_check.sh - the Llama example engine on Hugging Face checkpoints (llama
+# --model), on a GPU machine: random-initialised models of the real classes
+# written by save_pretrained (tests/gpu/hf_check.py gen), the engine's
+# greedy ids for a prompt of 120-200 ids and 32 new tokens at TP 1 (and 2
+# with two GPUs) judged against transformers (hf_check.py check; the rule
+# for near ties is in its docstring), then configurations the engine must
+# refuse, each with its message.
+#
+#   # from the repository root, with the bundle in .gpu (tools/gpu_bundle.sh)
+#   bash tests/gpu/hf_check.sh [WORKDIR]
+#   HF_CASES="llama3_8b_bf16" bash tests/gpu/hf_check.sh   # some cases only ("": refusals only)
+#
+# Needs //examples/llama:llama in the bundle and python3 with torch and
+# transformers 5.x (no network). Ends with "hf_check: N passed, M failed".
+set -uo pipefail
+top=$(pwd)
+bin=${LLAMA_BIN:-$top/.gpu/bin}
+[ -d "$bin" ] || [ ! -f "$top/.gpu/bin.tar.xz" ] || tar -C "$top/.gpu" -xJf "$top/.gpu/bin.tar.xz"
+work=${1:-$(mktemp -d /tmp/hf_check.XXXXXX)}
+mkdir -p "$work"
+cb=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(nvidia.cublas.__path__[0], "lib"))' 2>/dev/null)
+export LD_LIBRARY_PATH="$bin${cb:+:$cb}:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TRANSFORMERS_VERBOSITY=error
+run=(bash "$top/.gpu/run.sh")  # finds NCCL; falls back to the binary itself
+[ -f "$top/.gpu/run.sh" ] || run=()
+if [ ${#run[@]} -gt 0 ]; then engine=("${run[@]}" llama); else engine=("$bin/llama"); fi
+ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+pass=0 fail=0
+new=32
+
+# check NAME CMD...: runs it, logs to $work/NAME.log, prints its key lines.
+check() {
+  local name=$1; shift
+  if timeout 600 "$@" > "$work/$name.log" 2>&1; then
+    pass=$((pass + 1)); echo "PASS $name"
+  else
+    fail=$((fail + 1)); echo "FAIL $name (rc $?, $work/$name.log)"
+  fi
+  grep -E "^(gen:|hf_check|  |new ids|llama: (prompt|[0-9]+ new|Llama|Mistral|Qwen))|FAIL|rror" "$work/$name.log" |
+    grep -v "^  File" | tail -14 | cut -c1-300 | sed 's/^/    /'
+}
+
+cases=(${HF_CASES-llama3_8b_bf16 llama31_8b_fp16_tied_sharded mistral_7b_fp32_sharded llama3_70b_1layer_bf16
+  qwen25_3b_bf16_bias_tied})
+for c in "${cases[@]}"; do
+  d="$work/$c"
+  check "gen_$c" python3 tests/gpu/hf_check.py gen "$d" --case "$c"
+  [ -f "$d/prompt_ids.txt" ] || continue
+  for tp in 1 2; do
+    [ "$tp" -le "$ngpu" ] || { echo "SKIP ${c}_tp$tp: $ngpu GPU(s)"; continue; }
+    check "engine_${c}_tp$tp" "${engine[@]}" --model "$d" --prompt-ids "$(cat "$d/prompt_ids.txt")" \
+      --max-new-tokens $new --tp "$tp"
+    check "check_${c}_tp$tp" python3 tests/gpu/hf_check.py check "$d" "$work/engine_${c}_tp$tp.log"
+  done
+  rm -rf "$d"/*.safetensors  # the disk holds one model at a time
+done
+
+# name | extra engine flags | the message the refusal must hold (exit 2, before any GPU work).
+refusals=(
+  "llama_attention_bias||attention_bias true (o_proj.bias): not supported yet"
+  "llama32_1b_head_dim_64||head_dim 64: this engine supports 128"
+  "qwen25_14b_like_group_5||num_attention_heads/num_key_value_heads = 5 (40/8): supported 1, 2, 4, 8, 16"
+  "mistral_window_256|--max-new-tokens 300|sliding_window 256 < max context 308"
+)
+for r in "${refusals[@]}"; do
+  IFS='|' read -r c flags want <<< "$r"
+  d="$work/$c"
+  check "gen_$c" python3 tests/gpu/hf_check.py gen "$d" --case "$c"
+  # shellcheck disable=SC2086
+  "${engine[@]}" --model "$d" --prompt-ids "$(cat "$d/prompt_ids.txt" 2>/dev/null)" $flags > "$work/refuse_$c.log" 2>&1
+  rc=$?
+  if [ $rc -eq 2 ] && grep -qF -- "$want" "$work/refuse_$c.log"; then
+    pass=$((pass + 1)); echo "PASS refuse_$c"
+  else
+    fail=$((fail + 1)); echo "FAIL refuse_$c (rc $rc, wanted exit 2 and '$want')"
+  fi
+  sed 's/^/    /' "$work/refuse_$c.log" | tail -2 | cut -c1-300
+done
+echo "hf_check: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
