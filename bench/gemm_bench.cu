@@ -2,7 +2,7 @@
  * an fp64 CPU reference and cuBLAS (only this program uses cuBLAS).
  *
  * llm.c dev/cuda style: the kernel sources are #included and launched with
- * <<<>>>, with the launch configuration from lib/gemm_select.c (linked as C),
+ * <<<>>>, with the launch configuration from lib/gemm/select.c (linked as C),
  * so what is checked here is exactly what the graph builder will launch.
  *
  *   gemm_bench [--check-only] [--quick] [--m LIST] [--json PATH]   (--m: check only these M)
@@ -35,10 +35,10 @@
 #include <string>
 #include <vector>
 
-#include "../kernels/gemv.cu"
-#include "../kernels/gemm_mma.cu"
-#include "../kernels/gemm_sm90.cu"
-#include "../lib/gemm_select.h"
+#include "../kernels/gemm/gemv.cu"
+#include "../kernels/gemm/sm80_mma.cu"
+#include "../kernels/gemm/sm90_tma.cu"
+#include "../lib/gemm/select.h"
 #include "bench_cuda.cuh"
 
 #define CKB(x)                                                                         \

@@ -349,7 +349,7 @@ struct Row {
 };
 
 /* --trace (a build with -DTPG_SM90_TRACE, bench/build.sh trace): one launch
- * after the L2 flush, then per-CTA %globaltimer stamps (gemm_sm90.cu) relative
+ * after the L2 flush, then per-CTA %globaltimer stamps (kernels/gemm/sm90_tma.cu) relative
  * to the earliest CTA entry: median / max over CTAs of entry, first copy
  * issued, first stage landed, main loop done, fixup done, consumer done,
  * the start of the last segment's main loop (so its main loop and its

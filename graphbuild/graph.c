@@ -14,7 +14,7 @@
 
 #include "graphbuild/graph.h"
 #include "lib/handle.h"
-#include "lib/gemm_tune_device.h"
+#include "lib/gemm/tune_device.h"
 
 #define TPG_DESTROY_WAIT_MS 10000
 

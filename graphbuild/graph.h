@@ -14,7 +14,7 @@
 #include "graphbuild/nodes/kind.h"
 #include "graphbuild/state.h"
 #include "lib/comm.h"
-#include "lib/gemm_tune.h"
+#include "lib/gemm/tune.h"
 #include "lib/handle.h"
 
 /* Memory the graph owns for one scratch slot (scratch.c). */

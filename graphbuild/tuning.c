@@ -14,7 +14,7 @@
 #include "graphbuild/graph.h"
 
 /* Timing one graph's GEMMs may take: 2 s covers a model's tens of distinct
- * GEMMs at a few ms each (gemm_tune.h); an hour is the most we accept. */
+ * GEMMs at a few ms each (lib/gemm/tune.h); an hour is the most we accept. */
 #define TPG_GEMM_TUNE_BUDGET_DEFAULT_MS 2000
 #define TPG_GEMM_TUNE_BUDGET_MAX_MS 3600000
 

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "graphbuild/nodes/common.h"
-#include "lib/gemm_tune_device.h"
+#include "lib/gemm/tune_device.h"
 
 /* ---- plan time ---------------------------------------------------------- */
 
@@ -114,7 +114,7 @@ static int time_gemm(void *ctx, const tpg_gemm_key *key, const tpg_gemm_variant 
 }
 
 /* The GEMM kernel for a node on this GPU; fails naming the node. Tuning off:
- * tpg_gemm_select_tma. On: the tuner's policy (lib/gemm_tune.h): timed only
+ * tpg_gemm_select_tma. On: the tuner's policy (lib/gemm/tune.h): timed only
  * while the graph is created, cached for every later pick. count: this is
  * the node's first pick (prepare), counted in tpg_graph_info. */
 static tpg_status pick(const tpg_nctx *c, int count, tpg_kernel_launch *l, tpg_tma_encode *xe, tpg_tma_encode *we) {

@@ -32,7 +32,7 @@
 #include "graphbuild/plan.h"
 #include "kernels/tpg_kargs.h"
 #include "kernels/tpg_tma_args.h"
-#include "lib/gemm_select.h"
+#include "lib/gemm/select.h"
 
 struct tpg_graph;
 

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "kernels/tpg_kargs.h"
-#include "lib/gemm_select.h"
+#include "lib/gemm/select.h"
 #include "tests/tpg_test.h"
 
 int main(void) {
@@ -28,7 +28,7 @@ int main(void) {
   /* The Hopper TMA path and its stream-K choice. */
   {
     tpg_tma_encode xe, we;
-    /* The zoo-derived rule (lib/gemm_select.c, bench/zoo_rules.py). M = 128
+    /* The zoo-derived rule (lib/gemm/select.c, bench/zoo_rules.py). M = 128
      * at 7168 -> 4096: 64 tiles of 128 x 64, each K split over a cluster of
      * two ("_kc2": 128 CTAs, the cluster shape in the launch, no workspace;
      * X box 128 rows, W box 64). Stream-K forced: the whole grid and a

@@ -1,5 +1,5 @@
-/* gemm_tune.c - the GEMM tuner: process cache, cache file, and the pick
- * (see gemm_tune.h for the why and the file format).
+/* tune.c - the GEMM tuner: process cache, cache file, and the pick
+ * (see tune.h for the why and the file format).
  *
  * Decisions:
  *  - One process-wide cache (a mutex and a growing array; a model has tens of
@@ -12,7 +12,7 @@
  *    and nothing in it is trusted; the next store rewrites it.
  */
 #define _GNU_SOURCE
-#include "lib/gemm_tune.h"
+#include "lib/gemm/tune.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-/* gemm_tune_device.c - the tuner's timing function on a real device (driver
+/* tune_device.c - the tuner's timing function on a real device (driver
  * API through tpg_cu): tpg_gemm_dev_time is a tpg_gemm_time_fn.
  *
  * Decisions:
@@ -12,7 +12,7 @@
  *    fresh one once; the kernels keep the counters zero).
  * The caller makes the device's context current and owns the stream.
  */
-#include "lib/gemm_tune_device.h"
+#include "lib/gemm/tune_device.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,9 +1,9 @@
-/* gemm_select.h - host-side choice of GEMM kernel and launch configuration.
+/* select.h - host-side choice of GEMM kernel and launch configuration.
  *
  * Plain C11, no CUDA headers: the graph builder calls this, loads `kernel` by
  * name from the embedded fatbin (cuLibraryLoadData / cuLibraryGetKernel),
  * allocates `workspace_bytes` per node and launches with grid/block/smem.
- * See the selection table in gemm_select.c and docs/kernels.md.
+ * See the selection table in select.c and docs/kernels.md.
  */
 #ifndef TPG_GEMM_SELECT_H
 #define TPG_GEMM_SELECT_H
@@ -67,7 +67,7 @@ typedef struct tpg_tma_encode {
 void tpg_gemm_y_map(int m, int n, int ldy, tpg_tma_encode *y_map);
 
 /* Like tpg_gemm_select, but on sm_arch 90 for m > 8 it may pick the TMA
- * kernels (the rule derived from the model zoo, gemm_select.c and
+ * kernels (the rule derived from the model zoo, select.c and
  * bench/zoo_rules.py) and then fills x_map/w_map (rank 0 otherwise). A pure
  * function of its arguments: every rank picks the same. ldx/ldw: leading
  * dimensions. streamk (TMA picks only): 0 never, 1 when the cost model says

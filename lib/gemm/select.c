@@ -1,4 +1,4 @@
-/* gemm_select.c - pick a tpgraph GEMM kernel and its launch configuration.
+/* select.c - pick a tpgraph GEMM kernel and its launch configuration.
  *
  * Selection table (constants mirror the kernels; keep them in step):
  *
@@ -27,15 +27,15 @@
  * Rejections: m < 1; n or k not a multiple of 8 (rows must be whole 16-byte
  * vectors); dtype not F16/BF16; unknown epilogue; sm_arch < 80.
  */
-#include "gemm_select.h"
+#include "lib/gemm/select.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "../kernels/tpg_kargs.h"
+#include "kernels/tpg_kargs.h"
 
 /* The epilogue staging of the 128-row TMA kernels, after their ring
- * (kernels/gemm_sm90.cu cfg::EPI_BYTES: two consumers x 4 boxes of 64 x 32
+ * (kernels/gemm/sm90_tma.cu cfg::EPI_BYTES: two consumers x 4 boxes of 64 x 32
  * elements), and their ring (cfg::RING) */
 #define SM90_EPI_BYTES (2 * 4 * 64 * 32 * 2)
 #ifndef TPG_SM90_STAGED_RING
@@ -52,7 +52,7 @@ static int reject(char *why, size_t whylen, const char *msg) {
 
 static unsigned cdiv(long a, long b) { return (unsigned)((a + b - 1) / b); }
 
-/* The decode GEMV's configurations (kernels/gemv.cu entry points
+/* The decode GEMV's configurations (kernels/gemm/gemv.cu entry points
  * tpg_gemv_<dt>_m8, _m8w4, _m16, _m16w4, _m32, _m64; keep in step): X rows
  * per mma tile / 8 (MT), 16-row W tiles per CTA (R), warps (KW), CTAs per SM
  * (occ, from __launch_bounds__ and ptxas -v). */
@@ -248,7 +248,7 @@ static void fill_map(tpg_tma_encode *e, int rank, const unsigned long long *dims
 void tpg_gemm_y_map(int m, int n, int ldy, tpg_tma_encode *y_map) {
   const unsigned long long yd[2] = {(unsigned long long)n, (unsigned long long)m};
   const unsigned long long ys[1] = {(unsigned long long)ldy * 2};
-  const unsigned yb[2] = {32, 64}; /* kernels/gemm_sm90.cu cfg::EPI_BOX */
+  const unsigned yb[2] = {32, 64}; /* kernels/gemm/sm90_tma.cu cfg::EPI_BOX */
   fill_map(y_map, 2, yd, ys, yb);
   y_map->swizzle = 64;
 }
@@ -272,7 +272,7 @@ static unsigned long tma_units(int m, int n, int bm, int bn, int cl, int cn, int
 static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, int ldx, int ldw, int bm, int bn,
                      int sk, int ks, int kc, int cl, int cn, int sw, tpg_kernel_launch *out, tpg_tma_encode *x_map,
                      tpg_tma_encode *w_map) {
-  /* swapped tiles (kernels/gemm_sm90.cu SW): [bf16][bm 16, 32, 64][bn 64, 128, 256], and the _c2 pairs */
+  /* swapped tiles (kernels/gemm/sm90_tma.cu SW): [bf16][bm 16, 32, 64][bn 64, 128, 256], and the _c2 pairs */
   static const char *const names_sw[2][3][3] = {
       {{"tpg_gemm_sm90tma_f16_sw16_n64", "tpg_gemm_sm90tma_f16_sw16_n128", NULL},
        {"tpg_gemm_sm90tma_f16_sw32_n64", "tpg_gemm_sm90tma_f16_sw32_n128", "tpg_gemm_sm90tma_f16_sw32_n256"},

@@ -1,4 +1,4 @@
-/* gemm_tune.h - choose a GEMM kernel configuration by timing candidates on
+/* tune.h - choose a GEMM kernel configuration by timing candidates on
  * the device, once per distinct GEMM, with a process cache and an optional
  * cache file; the deterministic heuristic (tpg_gemm_select_tma) when off.
  *
@@ -8,7 +8,7 @@
  * a second and later graphs (and, with a file, later processes) pay a lookup.
  *
  * The timing itself is a function the caller passes (tpg_gemm_time_fn): the
- * graph builder passes tpg_gemm_dev_time (gemm_tune_device.c, driver API),
+ * graph builder passes tpg_gemm_dev_time (tune_device.c, driver API),
  * tests pass a fake. This file never touches the device.
  *
  * Cache file (text, one writer at a time through `<path>.lock` + flock, each
@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lib/gemm_select.h"
+#include "lib/gemm/select.h"
 #include "lib/tpgraph.h"
 
 #ifdef __cplusplus
