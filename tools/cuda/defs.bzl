@@ -44,13 +44,13 @@ def _nvcc_common(ctx):
     gen = ctx.bin_dir.path + ("/" + ctx.label.workspace_root if ctx.label.workspace_root else "")
     return ["-std=c++17", "-O3", "-I" + root, "-I" + gen, "--expt-relaxed-constexpr"] + ctx.attr.copts
 
-def _cuda_fatbin_impl(ctx):
+def _cuda_fatbin_compile_impl(ctx):
     archs = ctx.attr._archs[ArchsInfo].archs
     hdrs = depset(ctx.files.hdrs)
-    fatbins = []
+    outs = []
     for src in ctx.files.srcs:
         stem = src.basename[:-len(src.extension) - 1]
-        out = ctx.actions.declare_file("%s_%s.fatbin.inc" % (ctx.label.name, stem))
+        out = ctx.actions.declare_file("%s_%s.fatbin" % (ctx.label.name, stem))
         args = ["-fatbin"] + _nvcc_common(ctx) + _gencode(archs) + ["-o", out.path, src.path]
         ctx.actions.run(
             executable = NVCC,
@@ -60,6 +60,42 @@ def _cuda_fatbin_impl(ctx):
             mnemonic = "NvccFatbin",
             progress_message = "nvcc -fatbin %s (%s)" % (src.short_path, ",".join(archs)),
             use_default_shell_env = True,
+        )
+        outs.append(out)
+    return [DefaultInfo(files = depset(outs))]
+
+# Compiles each source to a fatbin. cuda_fatbin requests it in the exec
+# configuration: the device code does not depend on the host compiler's
+# options, and this way --config=asan / tsan (their own --platform_suffix
+# output trees) and every other target configuration reuse one build of it
+# instead of running nvcc again (minutes per configuration for the CUTLASS
+# kernels). //tools/cuda:archs reaches the exec configuration unchanged.
+_cuda_fatbin_compile = rule(
+    implementation = _cuda_fatbin_compile_impl,
+    attrs = {
+        "srcs": attr.label_list(allow_files = [".cu"]),
+        "hdrs": attr.label_list(allow_files = True),
+        "copts": attr.string_list(),
+        "_archs": attr.label(default = "//tools/cuda:archs"),
+    },
+)
+
+def _cuda_fatbin_impl(ctx):
+    archs = ctx.attr._archs[ArchsInfo].archs
+    fatbins = []
+
+    # Copies in this configuration's bin folder, under the names CMake's
+    # TPGRAPH_PREBUILT_KERNELS looks for (<name>_<stem>.fatbin.inc in
+    # bazel-bin/kernels): the .S below names them, and CI's CMake pass reuses them.
+    for f in ctx.files.compiled:
+        stem = f.basename[len(ctx.attr.compiled.label.name) + 1:-len(".fatbin")]
+        out = ctx.actions.declare_file("%s_%s.fatbin.inc" % (ctx.label.name, stem))
+        ctx.actions.run_shell(
+            inputs = [f],
+            outputs = [out],
+            command = "cp %s %s" % (f.path, out.path),
+            mnemonic = "CopyFatbin",
+            progress_message = "copying the fatbin of %s" % stem,
         )
         fatbins.append((stem, out))
 
@@ -118,9 +154,7 @@ def _cuda_fatbin_impl(ctx):
 _cuda_fatbin = rule(
     implementation = _cuda_fatbin_impl,
     attrs = {
-        "srcs": attr.label_list(allow_files = [".cu"]),
-        "hdrs": attr.label_list(allow_files = [".h", ".cuh"]),
-        "copts": attr.string_list(),
+        "compiled": attr.label(cfg = "exec"),
         "symbol": attr.string(mandatory = True),
         "_archs": attr.label(default = "//tools/cuda:archs"),
     },
@@ -130,9 +164,12 @@ def cuda_fatbin(name, srcs, symbol, hdrs = [], copts = [], deps = [], visibility
     """A cc_library that embeds srcs compiled for //tools/cuda:archs.
 
     It defines `const tpg_embedded_blob <symbol>[]` (NULL-terminated) and
-    `const char <symbol>_archs[]`; see lib/embedded.h.
+    `const char <symbol>_archs[]`; see lib/embedded.h. Source stems must be
+    unique (they name the blobs). nvcc runs once for every configuration
+    (see _cuda_fatbin_compile).
     """
-    _cuda_fatbin(name = name + "_gen", srcs = srcs, hdrs = hdrs, copts = copts, symbol = symbol)
+    _cuda_fatbin_compile(name = name + "_nvcc", srcs = srcs, hdrs = hdrs, copts = copts)
+    _cuda_fatbin(name = name + "_gen", compiled = ":" + name + "_nvcc", symbol = symbol)
     native.cc_library(
         name = name,
         srcs = [":" + name + "_gen"],
