@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "kernels/tpg_kargs.h"
+#include "lib/gemm/family.h"
 
 /* The epilogue staging of the 128-row TMA kernels, after their ring
  * (kernels/gemm/sm90_tma.cu cfg::EPI_BYTES: two consumers x 4 boxes of 64 x 32
@@ -567,6 +568,7 @@ int tpg_gemm_variant_name(const tpg_gemm_variant *v, char *buf, size_t len) {
       r = v->split ? snprintf(buf, len, "gemv_s%d", v->split) : snprintf(buf, len, "gemv");
       break;
     case TPG_GEMM_VAR_GEMV_SK: r = snprintf(buf, len, "gemv_sk"); break;
+    case TPG_GEMM_VAR_CUTLASS: return tpg_gemm_cutlass_variant_name(v, buf, len);
     case TPG_GEMM_VAR_TMA:
       if (v->kcluster)
         r = snprintf(buf, len, "tma_m%d_n%d_kc%d", v->bm, v->bn, v->split);
@@ -622,6 +624,7 @@ int tpg_gemm_variant_parse(const char *s, tpg_gemm_variant *v) {
     return 0;
   }
   if (!strcmp(s, "gemv_sk")) { v->kind = TPG_GEMM_VAR_GEMV_SK; return 0; }
+  if (!strncmp(s, "cutlass_", 8)) return tpg_gemm_cutlass_variant_parse(s, v);
   if (sscanf(s, "tma_m%d_n%d%n", &bm, &bn, &used) == 2 && !strncmp(s + used, "_sw", 3)) {
     const char *rest = s + used + 3;
     const int c2 = !strncmp(rest, "_c2", 3);
@@ -777,6 +780,9 @@ int tpg_gemm_select_variant(int m, int n, int k, int dtype, int epilogue, int sm
                v->cluster_n != 0, v->swap != 0, out, x_map, w_map);
       break;
     }
+    case TPG_GEMM_VAR_CUTLASS:
+      if (tpg_gemm_cutlass_select(m, n, k, dtype, epilogue, sm_arch, num_sms, ldx, ldw, v, out, why, whylen)) return 1;
+      break;
     default:
       snprintf(buf, sizeof buf, "variant kind=%d: unknown", v->kind);
       return reject(why, whylen, buf);
@@ -809,6 +815,7 @@ int tpg_gemm_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_
       list[cnt].cluster = (CL_) ? 2 : 0;                                               \
       list[cnt].cluster_n = (CL_) == 3;                                                \
       list[cnt].swap = 0;                                                              \
+      list[cnt].cutlass = 0;                                                           \
     }                                                                                  \
     ++cnt;                                                                             \
   } while (0)
@@ -824,6 +831,16 @@ int tpg_gemm_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_
   } while (0)
   TPG_ADD(TPG_GEMM_VAR_HEURISTIC, 0, 0, 0);
   if (sm_arch != 90 || m < 1) return cnt < cap ? cnt : cap;
+  /* the CUTLASS family's, right after the heuristic (family.c) */
+  {
+    tpg_gemm_variant cv[16];
+    const int nc = tpg_gemm_cutlass_candidates(m, n, k, epilogue, sm_arch, num_sms, cv, 16);
+    int ci;
+    for (ci = 0; ci < nc; ++ci) {
+      if (cnt < cap && list) list[cnt] = cv[ci];
+      ++cnt;
+    }
+  }
   if (m <= 64) {
     /* the GEMV with the rule's K ranges, and with half and twice as many */
     const gemv_cfg *c = gemv_config(m, n, swiglu);

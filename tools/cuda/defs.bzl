@@ -219,3 +219,92 @@ def cuda_objects(name, srcs, hdrs = [], copts = [], deps = [], testonly = False,
         visibility = visibility,
         alwayslink = True,
     )
+
+def _cuda_host_object_impl(ctx):
+    src = ctx.file.src
+    raw = ctx.actions.declare_file("_objs_cuda/%s/%s.raw.o" % (ctx.label.name, src.basename))
+    out = ctx.actions.declare_file("_objs_cuda/%s/%s.o" % (ctx.label.name, src.basename))
+
+    # The device half of this translation unit is never launched (the kernels
+    # come from the fatbins): PTX for one target, no ptxas.
+    args = ["-c", "-x", "cu", "-Xcompiler", "-fPIC,-fvisibility=hidden", "-DNDEBUG"] + _nvcc_common(ctx) + [
+        "-gencode=arch=compute_90a,code=compute_90a",
+        "-o",
+        raw.path,
+        src.path,
+    ]
+    ctx.actions.run(
+        executable = NVCC,
+        arguments = args,
+        inputs = depset([src], transitive = [depset(ctx.files.hdrs)]),
+        outputs = [raw],
+        mnemonic = "NvccHost",
+        progress_message = "nvcc -c (host code) %s" % src.short_path,
+        use_default_shell_env = True,
+    )
+
+    # Every reference to the CUDA runtime (nvcc's registration of the TU,
+    # helpers compiled in but never called) is renamed to <prefix><name>,
+    # which the library defines as no-ops; then nothing of the runtime or of
+    # libstdc++ may be left (a C11 library without either).
+    cmd = """set -e
+nm -u {raw} | awk '$2 ~ /^_*cuda/ {{ print $2 " {prefix}" $2 }}' > {out}.syms
+objcopy --redefine-syms={out}.syms {raw} {out}
+rm -f {out}.syms
+bad=$(nm -u {out} | awk '{{print $2}}' | grep -E '^(_*cuda|_Z|__cxa_(throw|allocate|begin|end|rethrow|guard)|__gxx_personality)' || true)
+if [ -n "$bad" ]; then
+  echo "{src}: the object refers to the CUDA runtime or libstdc++, which the library does not link:" >&2
+  echo "$bad" >&2
+  exit 1
+fi
+""".format(raw = raw.path, out = out.path, prefix = ctx.attr.rename_prefix, src = src.short_path)
+    ctx.actions.run_shell(
+        inputs = [raw],
+        outputs = [out],
+        command = cmd,
+        mnemonic = "HostObjectCheck",
+        progress_message = "renaming CUDA runtime references in %s" % src.short_path,
+    )
+    return [DefaultInfo(files = depset([out]))]
+
+_cuda_host_object_nvcc = rule(
+    implementation = _cuda_host_object_impl,
+    attrs = {
+        "src": attr.label(allow_single_file = [".cu"]),
+        "hdrs": attr.label_list(allow_files = True),
+        "copts": attr.string_list(),
+        "rename_prefix": attr.string(mandatory = True),
+    },
+)
+
+def _forward_files_impl(ctx):
+    return [DefaultInfo(files = ctx.attr.src[DefaultInfo].files)]
+
+_exec_object = rule(
+    implementation = _forward_files_impl,
+    attrs = {"src": attr.label(cfg = "exec")},
+)
+
+def cuda_host_object(name, src, rename_prefix, srcs = [], hdrs = [], copts = [], c_copts = [], deps = [], visibility = None):
+    """A cc_library of one .cu compiled by nvcc as host code, for C++ that
+    only nvcc compiles (CUTLASS's host side) in a library that links neither
+    the CUDA runtime nor libstdc++.
+
+    References to the runtime are renamed to `rename_prefix` + name (the
+    library defines those); the build fails if any runtime or libstdc++
+    symbol is left. Built in the exec configuration, once for every target
+    configuration (as cuda_fatbin): it is not instrumented by --config=asan.
+    `srcs` (C, compiled as usual with c_copts) go into the same library: the
+    definitions of the renamed symbols belong there, so the linker finds
+    them while it resolves the object.
+    """
+    _cuda_host_object_nvcc(name = name + "_nvcc", src = src, hdrs = hdrs, copts = copts, rename_prefix = rename_prefix)
+    _exec_object(name = name + "_exec", src = ":" + name + "_nvcc")
+    native.cc_library(
+        name = name,
+        srcs = [":" + name + "_exec"] + srcs,
+        copts = c_copts,
+        deps = deps,
+        visibility = visibility,
+        linkstatic = True,
+    )
