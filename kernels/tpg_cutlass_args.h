@@ -32,6 +32,7 @@ extern "C" {
 /* CUTLASS 4.2's Params of the kernels in sm90_cutlass_list.h: 1792-1920
  * bytes, 128-byte aligned (four TMA descriptors and the scheduler's). */
 #define TPG_CUTLASS_PARAMS_MAX 2048
+#define TPG_CUTLASS_MAPS_MAX 8
 #ifdef __cplusplus
 #define TPG_ALIGN128 alignas(128)
 #else
@@ -45,6 +46,10 @@ typedef struct tpg_gemm_cutlass_args {
   uint64_t lock_words;   /* uint32 words at locks                            */
   uint32_t ctas;         /* grid size: the CTA that makes done == ctas is last */
   uint32_t params_bytes; /* sizeof(Params) of this kernel                    */
+  uint32_t nmaps;        /* the TMA descriptors CUTLASS encoded into params, */
+  uint16_t map_off[TPG_CUTLASS_MAPS_MAX]; /* at these offsets (the host finds
+                            them; the kernel does not read this): what a
+                            checker may hold to mapping a, b, y or residual */
   TPG_ALIGN128 unsigned char params[TPG_CUTLASS_PARAMS_MAX];
 } tpg_gemm_cutlass_args;
 

@@ -52,6 +52,8 @@ struct encode_state {
   tpg_cutlass_encode_fn fn;
   void *ctx;
   CUresult first;
+  int n;                                   /* descriptors encoded          */
+  CUtensorMap img[TPG_CUTLASS_MAPS_MAX];   /* what they were (to find them) */
 };
 __thread encode_state *g_encode;
 
@@ -191,6 +193,8 @@ extern "C" CUresult tpg_cutlass_encode_tiled(CUtensorMap *map, CUtensorMapDataTy
   if (!s || !s->fn) return CUDA_SUCCESS; /* a shape query: never launched */
   const CUresult r = s->fn(s->ctx, map, dtype, rank, base, dims, strides, box, elem_strides, interleave, swizzle, l2, oob);
   if (r != CUDA_SUCCESS && s->first == CUDA_SUCCESS) s->first = r;
+  if (r == CUDA_SUCCESS && s->n < TPG_CUTLASS_MAPS_MAX) s->img[s->n] = *map;
+  s->n++;
   /* success to CUTLASS, which would only print; tpg_cutlass_fill reports it */
   return CUDA_SUCCESS;
 }
@@ -254,7 +258,7 @@ int tpg_cutlass_check(const tpg_cutlass_problem *p, char *why, size_t whylen) {
 
 int tpg_cutlass_launch(const tpg_cutlass_problem *p, tpg_kernel_launch *out, char *why, size_t whylen) {
   shape sh;
-  encode_state st = {nullptr, nullptr, CUDA_SUCCESS};
+  encode_state st = {};
   if (!out) return reject(why, whylen, "out is NULL");
   memset(out, 0, sizeof *out);
   if (tpg_cutlass_check(p, why, whylen)) return 1;
@@ -287,7 +291,9 @@ int tpg_cutlass_fill(const tpg_cutlass_problem *p, const tpg_gemm_args *a, tpg_c
                      tpg_gemm_cutlass_args *out, CUresult *cu, char *why, size_t whylen) {
   char buf[200];
   shape sh;
-  encode_state st = {enc, enc_ctx, CUDA_SUCCESS};
+  encode_state st = {};
+  st.fn = enc;
+  st.ctx = enc_ctx;
   if (cu) *cu = CUDA_SUCCESS;
   if (!out) return reject(why, whylen, "out is NULL");
   memset(out, 0, sizeof *out);
@@ -314,6 +320,27 @@ int tpg_cutlass_fill(const tpg_cutlass_problem *p, const tpg_gemm_args *a, tpg_c
   out->a = *a;
   out->ctas = sh.grid[0] * sh.grid[1] * sh.grid[2];
   out->params_bytes = (uint32_t)sh.params_bytes;
+  /* where the descriptors landed in Params: every 64-byte-aligned slot that
+   * holds one of the images encoded (the rest of Params, padding included,
+   * may hold anything, so a checker must not guess) */
+  if (st.n > TPG_CUTLASS_MAPS_MAX) {
+    snprintf(buf, sizeof buf, "%s encoded %d descriptors, more than the %d a block records",
+             tpg_cutlass_kernels[p->kernel].name, st.n, TPG_CUTLASS_MAPS_MAX);
+    memset(out, 0, sizeof *out);
+    return reject(why, whylen, buf);
+  }
+  for (size_t off = 0; off + sizeof(CUtensorMap) <= sh.params_bytes && out->nmaps < TPG_CUTLASS_MAPS_MAX; off += 64)
+    for (int i = 0; i < st.n; ++i)
+      if (!memcmp(out->params + off, &st.img[i], sizeof(CUtensorMap))) {
+        out->map_off[out->nmaps++] = (uint16_t)off;
+        break;
+      }
+  if ((int)out->nmaps < st.n) {
+    snprintf(buf, sizeof buf, "%s: %u of the %d descriptors encoded were found in its Params (a CUTLASS change?)",
+             tpg_cutlass_kernels[p->kernel].name, out->nmaps, st.n);
+    memset(out, 0, sizeof *out);
+    return reject(why, whylen, buf);
+  }
   if (sh.lock_bytes) {
     unsigned char *ws = static_cast<unsigned char *>(a->workspace);
     out->done = reinterpret_cast<uint32_t *>(ws);

@@ -42,6 +42,18 @@ typedef struct tpg_kernel_launch {
   int cutlass_splits;        /* K ranges with TPG_CUTLASS_SPLIT                 */
 } tpg_kernel_launch;
 
+/* The cluster shape a launch asks for at launch time, as
+ * CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION takes it; {0, 0, 0}: none. */
+static inline void tpg_kernel_launch_cluster(const tpg_kernel_launch *l, unsigned c[3]) {
+  const unsigned x = l->cluster ? l->cluster : 1, y = l->cluster_y ? l->cluster_y : 1;
+  c[0] = c[1] = c[2] = 0;
+  if (x * y > 1) {
+    c[0] = x;
+    c[1] = y;
+    c[2] = 1;
+  }
+}
+
 /* Y[m,n] = epi(X[m,k] * W[n,k]^T). dtype: TPG_KDT_F16 or TPG_KDT_BF16;
  * epilogue: TPG_EPI_*; sm_arch: 10*major+minor (90 for H100/H200);
  * num_sms: multiprocessor count (132 on H200).

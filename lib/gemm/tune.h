@@ -1,6 +1,6 @@
 /* tune.h - choose a GEMM kernel configuration by timing candidates on
  * the device, once per distinct GEMM, with a process cache and an optional
- * cache file; the deterministic heuristic (tpg_gemm_select_tma) when off.
+ * cache file; the deterministic heuristic (tpg_gemm_select_rule) when off.
  *
  * Why: the heuristic was tuned on five (K, N) pairs and loses up to 1.7x on
  * other model shapes (issue 14). Timing a dozen candidates takes a few ms per
@@ -60,8 +60,13 @@ typedef struct tpg_gemm_tune_cfg {
                                least this much faster (0.03: 3%, run noise)   */
   tpg_gemm_time_fn time_fn; /* required when mode is ON                       */
   void *time_ctx;
+  int family;               /* TPG_GEMM_FAMILY_*: the heuristic is
+                               tpg_gemm_select_rule with it; OURS times no
+                               CUTLASS candidate, CUTLASS times no TMA kernel
+                               of ours where a CUTLASS one can run, and a cached
+                               variant of a family not allowed is timed anew */
 } tpg_gemm_tune_cfg;
-#define TPG_GEMM_TUNE_CFG_INIT {TPG_GEMM_TUNE_OFF, 1, NULL, 50000.0, 0.03, NULL, NULL}
+#define TPG_GEMM_TUNE_CFG_INIT {TPG_GEMM_TUNE_OFF, 1, NULL, 50000.0, 0.03, NULL, NULL, TPG_GEMM_FAMILY_AUTO}
 
 /* What a pick did, for tpg_graph_info and logs. */
 typedef struct tpg_gemm_tune_info {
