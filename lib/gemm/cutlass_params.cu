@@ -55,7 +55,16 @@ struct encode_state {
   int n;                                   /* descriptors encoded          */
   CUtensorMap img[TPG_CUTLASS_MAPS_MAX];   /* what they were (to find them) */
 };
-__thread encode_state *g_encode;
+
+}  // namespace
+
+/* static, not in the anonymous namespace: nvcc gives that namespace an
+ * external name, and a hidden global TLS symbol stays behind in the shared
+ * library's dynamic symbol table (LOCAL, but cmake_ci's export check counts
+ * every defined dynamic symbol) */
+static __thread encode_state *g_encode;
+
+namespace {
 
 int reject(char *why, size_t whylen, const char *msg) {
   if (why && whylen) {

@@ -277,12 +277,27 @@ _cuda_host_object_nvcc = rule(
     },
 )
 
-def _forward_files_impl(ctx):
-    return [DefaultInfo(files = ctx.attr.src[DefaultInfo].files)]
+# The exec-configuration object, copied to this configuration's bin folder as
+# <name>.o (bazel-bin/<package>/<name>.o), where CMake's
+# TPGRAPH_PREBUILT_KERNELS reuse finds it (cmake/tpgraph_kernels.cmake).
+def _exec_object_impl(ctx):
+    src = ctx.file.src
+    out = ctx.actions.declare_file(ctx.attr.out)
+    ctx.actions.run_shell(
+        inputs = [src],
+        outputs = [out],
+        command = "cp %s %s" % (src.path, out.path),
+        mnemonic = "CopyObject",
+        progress_message = "copying %s" % ctx.attr.out,
+    )
+    return [DefaultInfo(files = depset([out]))]
 
 _exec_object = rule(
-    implementation = _forward_files_impl,
-    attrs = {"src": attr.label(cfg = "exec")},
+    implementation = _exec_object_impl,
+    attrs = {
+        "src": attr.label(cfg = "exec", allow_single_file = True),
+        "out": attr.string(mandatory = True),
+    },
 )
 
 def cuda_host_object(name, src, rename_prefix, srcs = [], hdrs = [], copts = [], c_copts = [], deps = [], visibility = None):
@@ -299,7 +314,7 @@ def cuda_host_object(name, src, rename_prefix, srcs = [], hdrs = [], copts = [],
     them while it resolves the object.
     """
     _cuda_host_object_nvcc(name = name + "_nvcc", src = src, hdrs = hdrs, copts = copts, rename_prefix = rename_prefix)
-    _exec_object(name = name + "_exec", src = ":" + name + "_nvcc")
+    _exec_object(name = name + "_exec", src = ":" + name + "_nvcc", out = name + ".o")
     native.cc_library(
         name = name,
         srcs = [":" + name + "_exec"] + srcs,
