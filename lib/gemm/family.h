@@ -19,7 +19,5 @@ int tpg_gemm_cutlass_ranges(int kernel, int m, int n, int k, int num_sms);
 /* "cutlass_<name>[_sk|_k<S>]": 0, or nonzero if it does not fit / parse. */
 int tpg_gemm_cutlass_variant_name(const tpg_gemm_variant *v, char *buf, size_t len);
 int tpg_gemm_cutlass_variant_parse(const char *s, tpg_gemm_variant *v);
-/* Where the family tables came from (family_table.inc), for reports. */
-const char *tpg_gemm_family_table_source(void);
 
 #endif

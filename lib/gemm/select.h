@@ -191,6 +191,9 @@ int tpg_gemm_select_rule(int m, int n, int k, int dtype, int epilogue, int sm_ar
  * variants, TPG_GEMM_FAMILY_OURS for the others (the heuristic: AUTO). */
 int tpg_gemm_variant_family(const tpg_gemm_variant *v);
 
+/* Where the family tables came from (family_table.inc), for reports. */
+const char *tpg_gemm_family_table_source(void);
+
 #ifdef __cplusplus
 }
 #endif
