@@ -46,10 +46,10 @@ typedef struct tpg_gemm_cutlass_args {
   uint64_t lock_words;   /* uint32 words at locks                            */
   uint32_t ctas;         /* grid size: the CTA that makes done == ctas is last */
   uint32_t params_bytes; /* sizeof(Params) of this kernel                    */
-  uint32_t nmaps;        /* the TMA descriptors CUTLASS encoded into params, */
-  uint16_t map_off[TPG_CUTLASS_MAPS_MAX]; /* at these offsets (the host finds
-                            them; the kernel does not read this): what a
-                            checker may hold to mapping a, b, y or residual */
+  uint32_t nmaps;        /* the TMA descriptors in params (A, B, C, D),       */
+  uint16_t map_off[TPG_CUTLASS_MAPS_MAX]; /* at these offsets (from CUTLASS's
+                            accessors; the kernel does not read this): what a
+                            checker may hold to mapping x, w, y or residual */
   TPG_ALIGN128 unsigned char params[TPG_CUTLASS_PARAMS_MAX];
 } tpg_gemm_cutlass_args;
 

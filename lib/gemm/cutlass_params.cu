@@ -26,8 +26,10 @@
  */
 #define cuTensorMapEncodeTiled tpg_cutlass_encode_tiled
 #include <cuda.h>
+#include <new>
 #include <ostream>
 #include <string.h>
+#include <type_traits>
 
 /* <iostream> out, and a std::cerr that discards (see the top comment). */
 #define _GLIBCXX_IOSTREAM 1
@@ -52,8 +54,7 @@ struct encode_state {
   tpg_cutlass_encode_fn fn;
   void *ctx;
   CUresult first;
-  int n;                                   /* descriptors encoded          */
-  CUtensorMap img[TPG_CUTLASS_MAPS_MAX];   /* what they were (to find them) */
+  int n; /* descriptors encoded */
 };
 
 }  // namespace
@@ -81,6 +82,8 @@ struct shape {
   size_t lock_off;    /* from the start of CUTLASS's workspace          */
   size_t lock_bytes;  /* 0: no reduction, nothing to leave zero          */
   size_t params_bytes;
+  int nmaps;          /* the TMA descriptors in Params, at these offsets  */
+  size_t map_off[TPG_CUTLASS_MAPS_MAX];
 };
 
 template <class T>
@@ -141,7 +144,12 @@ int build(const tpg_cutlass_problem *p, const tpg_gemm_args *a, void *params, sh
   sh->workspace = K::get_workspace_size(args);
   unsigned char *ws = static_cast<unsigned char *>(q.workspace);
   void *cutlass_ws = ws ? ws + TPG_CUTLASS_WS_HEAD : nullptr;
-  typename K::Params prm = K::to_underlying_arguments(args, cutlass_ws);
+  /* built in zeroed storage, so that Params' padding is zero rather than
+   * whatever the stack held (the block is copied whole into graph nodes) */
+  static_assert(std::is_trivially_destructible<typename K::Params>::value, "Params is left undestroyed");
+  alignas(typename K::Params) unsigned char store[sizeof(typename K::Params)];
+  memset(store, 0, sizeof store);
+  const typename K::Params &prm = *::new (store) typename K::Params(K::to_underlying_arguments(args, cutlass_ws));
   const dim3 g = K::get_grid_shape(prm), b = K::get_block_shape();
   sh->grid[0] = g.x;
   sh->grid[1] = g.y;
@@ -149,6 +157,20 @@ int build(const tpg_cutlass_problem *p, const tpg_gemm_args *a, void *params, sh
   sh->block = b.x;
   sh->smem = static_cast<unsigned>(K::SharedStorageSize);
   sh->params_bytes = sizeof prm;
+  /* where the descriptors are: CUTLASS's own accessors (what its kernel
+   * prefetches), so a checker need not guess */
+  {
+    const unsigned char *base = reinterpret_cast<const unsigned char *>(&prm);
+    const void *d[4] = {prm.mainloop.tma_load_a.get_tma_descriptor(), prm.mainloop.tma_load_b.get_tma_descriptor(),
+                        prm.epilogue.tma_load_c.get_tma_descriptor(), prm.epilogue.tma_store_d.get_tma_descriptor()};
+    sh->nmaps = 0;
+    for (const void *x : d) {
+      const size_t off = static_cast<size_t>(static_cast<const unsigned char *>(x) - base);
+      if (off % 64 || off + sizeof(CUtensorMap) > sizeof prm)
+        return reject(why, whylen, "a TMA descriptor outside Params or misaligned (a CUTLASS change?)");
+      sh->map_off[sh->nmaps++] = off;
+    }
+  }
   sh->lock_off = sh->lock_bytes = 0;
   if constexpr (SCHED == TPG_CUTLASS_SCHED_COOP_SK) {
     /* The barrier words of the reduction, found as the kernel finds them
@@ -202,7 +224,6 @@ extern "C" CUresult tpg_cutlass_encode_tiled(CUtensorMap *map, CUtensorMapDataTy
   if (!s || !s->fn) return CUDA_SUCCESS; /* a shape query: never launched */
   const CUresult r = s->fn(s->ctx, map, dtype, rank, base, dims, strides, box, elem_strides, interleave, swizzle, l2, oob);
   if (r != CUDA_SUCCESS && s->first == CUDA_SUCCESS) s->first = r;
-  if (r == CUDA_SUCCESS && s->n < TPG_CUTLASS_MAPS_MAX) s->img[s->n] = *map;
   s->n++;
   /* success to CUTLASS, which would only print; tpg_cutlass_fill reports it */
   return CUDA_SUCCESS;
@@ -329,27 +350,15 @@ int tpg_cutlass_fill(const tpg_cutlass_problem *p, const tpg_gemm_args *a, tpg_c
   out->a = *a;
   out->ctas = sh.grid[0] * sh.grid[1] * sh.grid[2];
   out->params_bytes = (uint32_t)sh.params_bytes;
-  /* where the descriptors landed in Params: every 64-byte-aligned slot that
-   * holds one of the images encoded (the rest of Params, padding included,
-   * may hold anything, so a checker must not guess) */
-  if (st.n > TPG_CUTLASS_MAPS_MAX) {
-    snprintf(buf, sizeof buf, "%s encoded %d descriptors, more than the %d a block records",
-             tpg_cutlass_kernels[p->kernel].name, st.n, TPG_CUTLASS_MAPS_MAX);
+  /* the descriptors CUTLASS encoded are the four its Params hold */
+  if (st.n != sh.nmaps) {
+    snprintf(buf, sizeof buf, "%s encoded %d TMA descriptors, its Params hold %d (a CUTLASS change?)",
+             tpg_cutlass_kernels[p->kernel].name, st.n, sh.nmaps);
     memset(out, 0, sizeof *out);
     return reject(why, whylen, buf);
   }
-  for (size_t off = 0; off + sizeof(CUtensorMap) <= sh.params_bytes && out->nmaps < TPG_CUTLASS_MAPS_MAX; off += 64)
-    for (int i = 0; i < st.n; ++i)
-      if (!memcmp(out->params + off, &st.img[i], sizeof(CUtensorMap))) {
-        out->map_off[out->nmaps++] = (uint16_t)off;
-        break;
-      }
-  if ((int)out->nmaps < st.n) {
-    snprintf(buf, sizeof buf, "%s: %u of the %d descriptors encoded were found in its Params (a CUTLASS change?)",
-             tpg_cutlass_kernels[p->kernel].name, out->nmaps, st.n);
-    memset(out, 0, sizeof *out);
-    return reject(why, whylen, buf);
-  }
+  out->nmaps = (uint32_t)sh.nmaps;
+  for (int i = 0; i < sh.nmaps; ++i) out->map_off[i] = (uint16_t)sh.map_off[i];
   if (sh.lock_bytes) {
     unsigned char *ws = static_cast<unsigned char *>(a->workspace);
     out->done = reinterpret_cast<uint32_t *>(ws);

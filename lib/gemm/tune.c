@@ -346,7 +346,8 @@ tpg_status tpg_gemm_tune_pick(const tpg_gemm_tune_cfg *cfg, const tpg_gemm_key *
                                        TPG_GEMM_MAX_CANDIDATES);
     int i, nseen = 0, best = -1, timed = 0, has_cutlass = 0;
     double best_us = 0, heur_us = 0;
-    for (i = 0; i < nc; ++i) has_cutlass |= cand[i].kind == TPG_GEMM_VAR_CUTLASS;
+    /* (the CUTLASS kernels exist for bf16 only: for f16 ours are the candidates) */
+    for (i = 0; i < nc; ++i) has_cutlass |= cand[i].kind == TPG_GEMM_VAR_CUTLASS && key->dtype == TPG_KDT_BF16;
     tpg_err_clear(); /* so that a message after the loop is the timer's */
     for (i = 0; i < nc; ++i) {
       int s, dup = 0;
