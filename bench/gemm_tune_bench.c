@@ -1,5 +1,5 @@
 /* gemm_tune_bench.c - the GEMM tuner on the device, end to end: the driver-API
- * timer (lib/gemm_tune_device.c), the pick, the process cache and the cache
+ * timer (lib/gemm/tune_device.c), the pick, the process cache and the cache
  * file, on real model shapes, before the graph builder relies on them.
  *
  *   gemm_tune_bench [--cache PATH] [--budget-ms B] [--reps R] [--m 1,16,...]
@@ -20,7 +20,7 @@
 
 #include "bench/bench_common.h"
 #include "kernels/tpg_kargs.h"
-#include "lib/gemm_tune_device.h"
+#include "lib/gemm/tune_device.h"
 
 /* Llama-3 70B at TP 2 and Llama-3 8B at TP 1 (N, K, epilogue): the shapes of
  * tpbench's two layer sizes plus their attention projections. */

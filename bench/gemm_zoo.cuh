@@ -32,6 +32,8 @@
 
 namespace zoo {
 
+static bool g_zoo_cutlass = false; /* --cutlass: the checks also run the CUTLASS candidates */
+
 /* act: 0 SwiGLU MLP, 1 GeLU MLP (with biases), 2 MoE experts only (SwiGLU). */
 struct Model { const char *name; int hidden, ffn, heads, kv_heads, qkv_bias, act; };
 static const Model kModels[] = {
@@ -57,6 +59,8 @@ struct Opts {
   bool graph = false;          /* M <= 16 also back to back in a CUDA graph */
   bool list = false;           /* print the distinct GEMMs and exit (no GPU) */
   bool trace = false;          /* --trace: per-CTA timeline of each TMA launch (trace build only) */
+  bool cutlass = false;        /* --cutlass: ours (the rule) beside every CUTLASS candidate,
+                                  the family rules' picks and cuBLASLt; per-M table (issue 27) */
 };
 
 static std::vector<Gemm> build_gemms(const Opts &o) {
@@ -128,6 +132,8 @@ struct Ours {
   std::string name;
   tpg_kernel_launch L;
   tpg_gemm_tma_args P;
+  std::shared_ptr<tpg_gemm_cutlass_args> blk; /* CUTLASS: prebuilt (host work out of the timed launch) */
+  bool sep = false; /* SwiGLU the unfused way: the 2N-wide CUTLASS GEMM into A.res, then swiglu_combine_kernel */
 };
 static tpg_gemm_args make_args(const Arena &A, int M, int N, int K, int epi, int dtype = TPG_KDT_BF16) {
   tpg_gemm_args a;
@@ -149,17 +155,67 @@ static Ours pick_library(Arena &A, const tpg_gemm_args &a) {
   o.name = o.L.kernel;
   return o;
 }
-/* The workspace pointer is taken at launch: ensure_ws may have moved it. */
-static void run_ours(const Arena &A, const Ours &o) {
+/* The workspace pointer is taken at launch: ensure_ws may have moved it (a
+ * CUTLASS block holds it, and is rebuilt then). */
+static void run_ours(const Arena &A, Ours &o) {
   tpg_gemm_tma_args p = o.P;
   p.a.workspace = A.ws;
+  if (o.L.cutlass) {
+    if (!o.blk || o.blk->a.workspace != A.ws) o.blk = cutlass_block(o.L, p.a);
+    cutlass_launch(o.L, *o.blk);
+    if (o.sep) {
+      const int m = o.P.a.m, n = o.P.a.n / 2;
+      swiglu_combine_kernel<<<std::min<size_t>(((size_t)m * n + 255) / 256, 4096), 256>>>(
+          (const __nv_bfloat16 *)o.P.a.y, (__nv_bfloat16 *)A.y, m, n);
+    }
+    return;
+  }
   launch_sel(o.L, p);
 }
+/* A CUTLASS launch's variant name (cutlass_<kernel>[_sk|_k<S>]). */
+static std::string cutlass_name(const tpg_kernel_launch &L) {
+  tpg_gemm_variant v;
+  memset(&v, 0, sizeof v);
+  v.kind = TPG_GEMM_VAR_CUTLASS;
+  v.cutlass = L.cutlass - 1;
+  v.streamk = L.cutlass_mode == TPG_CUTLASS_SK;
+  v.split = L.cutlass_mode == TPG_CUTLASS_SPLIT ? L.cutlass_splits : 0;
+  return var_name(v);
+}
 /* Forced candidates beside the library's choice (--cand): every
- * tpg_gemm_candidates variant but the heuristic, named by variant. */
-static std::vector<Ours> candidates(Arena &A, const tpg_gemm_args &a) {
+ * tpg_gemm_candidates variant but the heuristic, named by variant;
+ * cutlass_only: the CUTLASS family's (--cutlass), and for SwiGLU, which
+ * CUTLASS cannot fuse, "sep:" + each CUTLASS candidate of the 2N-wide GEMM
+ * followed by the combine kernel. */
+static std::vector<Ours> candidates(Arena &A, const tpg_gemm_args &a, bool cutlass_only = false) {
   std::vector<Ours> out;
-  for (const tpg_gemm_variant &v : shape_candidates(a.m, a.n, a.k, a.epilogue)) {
+  if (cutlass_only && a.epilogue == TPG_EPI_SWIGLU && a.dtype == TPG_KDT_BF16 && cutlass_available()) {
+    tpg_gemm_args b = a;
+    b.n = 2 * a.n;
+    b.ldy = 2 * a.n;
+    b.epilogue = TPG_EPI_NONE;
+    b.bias = nullptr;
+    b.y = A.res; /* the [M, 2N] intermediate; the combine writes A.y */
+    for (const tpg_gemm_variant &v : shape_candidates(b.m, b.n, b.k, b.epilogue, b.dtype)) {
+      if (v.kind != TPG_GEMM_VAR_CUTLASS) continue;
+      Ours o;
+      tpg_tma_encode xe, we;
+      char why[200];
+      if (tpg_gemm_select_variant(b.m, b.n, b.k, b.dtype, b.epilogue, g_arch, g_sms, b.ldx, b.ldw, &v, &o.L, &xe, &we,
+                                  why, sizeof why)) {
+        fprintf(stderr, "select_variant %s rejected: %s\n", var_name(v).c_str(), why); exit(2);
+      }
+      ensure_ws(A, o.L.workspace_bytes);
+      memset(&o.P, 0, sizeof o.P);
+      o.P.a = b;
+      o.sep = true;
+      o.name = "sep:" + var_name(v);
+      out.push_back(o);
+    }
+    return out;
+  }
+  for (const tpg_gemm_variant &v : shape_candidates(a.m, a.n, a.k, a.epilogue, a.dtype)) {
+    if (cutlass_only && v.kind != TPG_GEMM_VAR_CUTLASS) continue;
     Ours o;
     tpg_tma_encode xe, we;
     char why[200];
@@ -260,15 +316,16 @@ static void check_one(Arena &A, const Gemm &g, int M, int dtype, bool cand, Chec
     tpg_gemm_args a = make_args(A, M, N, K, epi, dtype);
     if (epi == TPG_EPI_RESIDUAL && (M & 1)) a.bias = nullptr;  /* both forms */
     std::vector<Ours> runs{pick_library(A, a)};
-    if (cand) {
-      std::vector<Ours> more = candidates(A, a);
-      runs.insert(runs.end(), more.begin(), more.end());
+    if (cand || g_zoo_cutlass) {
+      std::vector<Ours> more = candidates(A, a, !cand);
+      for (auto &o : more)
+        if (!o.sep) runs.push_back(o); /* (the unfused SwiGLU is a timing comparison, not a kernel to check) */
     }
     if (epi == TPG_EPI_RESIDUAL) {
       hr.resize((size_t)M * N);
       CK(cudaMemcpy(hr.data(), A.res, hr.size() * 2, cudaMemcpyDeviceToHost));
     }
-    for (const Ours &o : runs) {
+    for (Ours &o : runs) {
       CK(cudaMemset(A.ws, 0, A.ws_bytes));  /* as a graph zeroes a fresh workspace once */
       CK(cudaMemset(A.y, 0xFF, ybytes));    /* poison: NaN in every dtype */
       run_ours(A, o);
@@ -285,6 +342,7 @@ static void check_one(Arena &A, const Gemm &g, int M, int dtype, bool cand, Chec
         CK(cudaMemcpy(h32.data(), A.ws, o.L.workspace_zeroed, cudaMemcpyDeviceToHost));
         for (auto v : h32) ws_dirty += v != 0;
       }
+      if (o.L.cutlass) ws_dirty += cutlass_dirty_words(*o.blk);
       const bool f32 = epi == TPG_EPI_F32_PARTIAL;
       const size_t es = f32 ? 4 : 2;
       std::vector<uint8_t> yrow((size_t)N * es);
@@ -346,10 +404,38 @@ struct Row {
   double g_us = NAN, g_cublas_us = NAN;  /* --graph: per launch, back to back in a graph */
   std::string best_cand;
   std::vector<std::pair<std::string, double>> cands;
+  /* --cutlass: what the family rules pick (lib/gemm/family_table.inc) and its time */
+  std::string chosen, cutlass_rule;
+  double chosen_us = NAN, cutlass_rule_us = NAN;
 };
 
+/* The picks of TPG_GEMM_FAMILY=auto ("chosen", what ships) and =cutlass,
+ * timed as the candidates they equal (our rule's pick is os[0]). */
+static void family_picks(const tpg_gemm_args &a, const std::vector<Ours> &os, const std::vector<double> &med, Row &r) {
+  for (int fam : {TPG_GEMM_FAMILY_AUTO, TPG_GEMM_FAMILY_CUTLASS}) {
+    tpg_kernel_launch L;
+    tpg_tma_encode xe, we;
+    char why[200];
+    std::string name = "?";
+    double us = NAN;
+    if (tpg_gemm_select_rule(a.m, a.n, a.k, a.dtype, a.epilogue, g_arch, g_sms, a.ldx, a.ldw, g_streamk, fam, &L, &xe,
+                             &we, why, sizeof why) == 0) {
+      if (!L.cutlass) {
+        name = os[0].name;
+        us = med[0];
+      } else {
+        name = cutlass_name(L);
+        for (size_t i = 1; i < os.size(); ++i)
+          if (os[i].name == name) us = med[i];
+      }
+    }
+    (fam == TPG_GEMM_FAMILY_AUTO ? r.chosen : r.cutlass_rule) = name;
+    (fam == TPG_GEMM_FAMILY_AUTO ? r.chosen_us : r.cutlass_rule_us) = us;
+  }
+}
+
 /* --trace (a build with -DTPG_SM90_TRACE, bench/build.sh trace): one launch
- * after the L2 flush, then per-CTA %globaltimer stamps (gemm_sm90.cu) relative
+ * after the L2 flush, then per-CTA %globaltimer stamps (kernels/gemm/sm90_tma.cu) relative
  * to the earliest CTA entry: median / max over CTAs of entry, first copy
  * issued, first stage landed, main loop done, fixup done, consumer done,
  * the start of the last segment's main loop (so its main loop and its
@@ -390,8 +476,46 @@ static void trace_launch(unsigned ctas, F launch, int M, int N, int K, const cha
 #endif
 }
 
+/* --cutlass: geometric means of time / cuBLASLt per M (issue 27's table):
+ * ours (the rule's pick of our kernels, "ours-before"), the best CUTLASS
+ * candidate (for SwiGLU the unfused "sep:" ones), the better of the two per
+ * shape, the family rules' picks (TPG_GEMM_FAMILY=auto: "chosen", what ships;
+ * =cutlass), and how many shapes are over 1.10x. */
+static void cutlass_table(const std::vector<Row> &rows) {
+  struct Acc { int n = 0, over = 0, nc = 0; double ours = 0, cut = 0, both = 0, chosen = 0, rule = 0; };
+  std::map<int, Acc> by;
+  Acc all;
+  for (auto &r : rows) {
+    if (!std::isfinite(r.cublas_us)) continue;
+    double cut = INFINITY;
+    for (auto &c : r.cands) cut = std::min(cut, c.second);
+    for (Acc *a : {&by[r.M], &all}) {
+      a->n++;
+      a->ours += log(r.us / r.cublas_us);
+      const double both = std::min(r.us, cut);
+      a->both += log(both / r.cublas_us);
+      if (std::isfinite(cut)) { a->nc++; a->cut += log(cut / r.cublas_us); }
+      a->chosen += log((std::isfinite(r.chosen_us) ? r.chosen_us : r.us) / r.cublas_us);
+      a->rule += log((std::isfinite(r.cutlass_rule_us) ? r.cutlass_rule_us : r.us) / r.cublas_us);
+      a->over += (std::isfinite(r.chosen_us) ? r.chosen_us : r.us) / r.cublas_us > 1.10;
+    }
+  }
+  printf("\nper M, geometric mean of time / cuBLASLt (ours = our rule's pick; CUTLASS = its best candidate, over the shapes "
+         "it runs; best = the better per shape; chosen = TPG_GEMM_FAMILY=auto, what ships; cutlass rule = "
+         "TPG_GEMM_FAMILY=cutlass; table: %s)\n", tpg_gemm_family_table_source());
+  printf("%6s %6s %8s %8s %6s %8s %8s %12s %8s\n", "M", "shapes", "ours", "CUTLASS", "(n)", "best", "chosen",
+         "cutlass rule", ">1.10x");
+  auto line = [](const char *m, const Acc &a) {
+    printf("%6s %6d %8.3f %8.3f %6d %8.3f %8.3f %12.3f %8d\n", m, a.n, exp(a.ours / a.n), a.nc ? exp(a.cut / a.nc) : NAN,
+           a.nc, exp(a.both / a.n), exp(a.chosen / a.n), exp(a.rule / a.n), a.over);
+  };
+  for (auto &kv : by) line(std::to_string(kv.first).c_str(), kv.second);
+  if (all.n) line("all", all);
+}
+
 static int run(const Opts &o, const char *device, const char *json) {
   const auto t_start = std::chrono::steady_clock::now();
+  g_zoo_cutlass = o.cutlass;
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count(); };
   std::vector<Gemm> gs = build_gemms(o);
   std::vector<int> ms = o.ms;
@@ -533,7 +657,7 @@ static int run(const Opts &o, const char *device, const char *json) {
       const int nw = g.N * (g.epi == TPG_EPI_SWIGLU ? 2 : 1);
       lt.setup(M, nw, g.K, g.epi == TPG_EPI_SWIGLU ? TPG_EPI_NONE : g.epi, A.bias);
       std::vector<Ours> os{pick_library(A, a)};
-      if (o.cand) { auto more = candidates(A, a); os.insert(os.end(), more.begin(), more.end()); }
+      if (o.cand || o.cutlass) { auto more = candidates(A, a, o.cutlass); os.insert(os.end(), more.begin(), more.end()); }
       CK(cudaMemset(A.ws, 0, A.ws_bytes));
       std::vector<std::function<void()>> fns;
       for (auto &x : os) fns.push_back([&A, &x] { run_ours(A, x); });
@@ -548,6 +672,7 @@ static int run(const Opts &o, const char *device, const char *json) {
         r.cands.push_back({os[i].name, med[i]});
         if (r.best_cand.empty() || med[i] < r.best_cand_us) { r.best_cand = os[i].name; r.best_cand_us = med[i]; }
       }
+      if (o.cutlass) family_picks(a, os, med, r);
       if (o.graph && M <= 16) graph_time(a, (size_t)nw, r.g_us, r.g_cublas_us);
       if (o.trace)
         for (size_t i = 0; i < os.size(); ++i) {
@@ -591,6 +716,7 @@ static int run(const Opts &o, const char *device, const char *json) {
       printf("with the best candidate per shape: geometric mean %.3f, %d shapes over 1.05x\n", exp(lsum_best / n), over_best);
     printf("M <= 16, weights >= 32 MB: %d of %d at >= 3.9 TB/s\n", bw_ok, bw_n);
   }
+  if (o.cutlass) cutlass_table(rows);
   if (o.graph) {
     double gl = 0;
     int gn = 0, gbw_n = 0, gbw_ok = 0, gbw_cb = 0, gover = 0;
@@ -613,15 +739,19 @@ static int run(const Opts &o, const char *device, const char *json) {
     FILE *f = fopen(json, "w");
     if (!f) { fprintf(stderr, "cannot write %s\n", json); }
     else {
-      fprintf(f, "{\"device\":\"%s\",\"sms\":%d,\"streamk\":%d,\"checks\":{\"shapes\":%d,\"of\":%d,\"launches\":%d,\"failed\":%d,"
+      fprintf(f, "{\"device\":\"%s\",\"sms\":%d,\"streamk\":%d,\"mode\":\"%s\",\"checks\":{\"shapes\":%d,\"of\":%d,\"launches\":%d,\"failed\":%d,"
                  "\"worst_rel_norm\":%.4e,\"worst_err_over_bound\":%.4f},\"skipped\":%zu,\"rows\":[",
-              device, g_sms, g_streamk, checked_shapes, check_total, cs.run, cs.failed, cs.worst_norm, cs.worst_bound, skipped);
+              device, g_sms, g_streamk, o.cutlass ? "cutlass" : o.cand ? "cand" : "plain", checked_shapes, check_total, cs.run, cs.failed, cs.worst_norm, cs.worst_bound, skipped);
       for (size_t i = 0; i < rows.size(); ++i) {
         auto &r = rows[i];
         fprintf(f, "%s\n{\"M\":%d,\"N\":%d,\"K\":%d,\"epi\":\"%s\",\"kernel\":\"%s\",\"us\":%.2f,\"cublas_us\":%.2f,\"users\":\"%s\",",
                 i ? "," : "", r.M, r.N, r.K, epi_name[r.epi], r.kernel.c_str(), r.us, r.cublas_us, r.users.c_str());
         if (std::isfinite(r.g_us))
           fprintf(f, "\"graph_us\":%.2f,\"graph_cublas_us\":%.2f,", r.g_us, std::isfinite(r.g_cublas_us) ? r.g_cublas_us : -1.0);
+        if (o.cutlass)
+          fprintf(f, "\"chosen\":\"%s\",\"chosen_us\":%.2f,\"cutlass_rule\":\"%s\",\"cutlass_rule_us\":%.2f,", r.chosen.c_str(),
+                  std::isfinite(r.chosen_us) ? r.chosen_us : -1.0, r.cutlass_rule.c_str(),
+                  std::isfinite(r.cutlass_rule_us) ? r.cutlass_rule_us : -1.0);
         fprintf(f, "\"cand\":[");
         for (size_t j = 0; j < r.cands.size(); ++j)
           fprintf(f, "%s{\"kernel\":\"%s\",\"us\":%.2f}", j ? "," : "", r.cands[j].first.c_str(), r.cands[j].second);

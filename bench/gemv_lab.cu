@@ -1,10 +1,10 @@
 /* gemv_lab.cu - decode GEMM (M <= 64) experiments: configurations of the
- * split-K GEMV (kernels/gemv.cu, gemv_split_body) side by side with the
+ * split-K GEMV (kernels/gemm/gemv.cu, gemv_split_body) side by side with the
  * library's current decode GEMV and cuBLASLt, timed the way `gemm_bench
  * --zoo` times (a 256 MiB L2 flush, then one launch between two events,
  * median), with every configuration checked against an fp64 CPU reference.
  *
- * A measurement program for fitting the selector (lib/gemm_select.c), not a
+ * A measurement program for fitting the selector (lib/gemm/select.c), not a
  * test: it prints one JSON line per (shape, M) and a summary table last.
  *
  *   gemv_lab [--budget-s S] [--m LIST] [--shapes N:K:epi,...] [--reps R]
@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "../kernels/gemv.cu"
-#include "../lib/gemm_select.h"
+#include "../kernels/gemm/gemv.cu"
+#include "../lib/gemm/select.h"
 #include "bench_cuda.cuh"
 
 typedef void (*kfn)(const tpg_gemm_args);

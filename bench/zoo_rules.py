@@ -7,7 +7,7 @@ ZOO.json: `gemm_bench --zoo --cand --json` output (every shape of the model
 zoo with ours, cuBLASLt, and every forced candidate's time). Prints, per M
 and overall, the geometric mean of time / cuBLAS for
   heuristic  what the selector of that run picked (the "kernel" column),
-  rule       rule() below, i.e. what lib/gemm_select.c picks now (it must
+  rule       rule() below, i.e. what lib/gemm/select.c picks now (it must
              stay a transcription of this function),
   best       the fastest candidate of each shape (what tuning could reach),
 and the shapes where the rule loses most to the best candidate.
@@ -211,13 +211,13 @@ def cost(m, w, k, key, sk, eff, fix, kk, skp=0.0):
 
 
 def ranges_of(units, slots, kb):
-    """S of the "_k<S>" candidate (gemm_select.c TPG_ADD_KS): as many K ranges a
+    """S of the "_k<S>" candidate (lib/gemm/select.c TPG_ADD_KS): as many K ranges a
     unit as the resident units allow, at most the K blocks and 16."""
     return min(slots // units if units else 0, kb, 16)
 
 
 def kc_ranges_of(tiles, kb):
-    """S of the "_kc<S>" candidate (gemm_select.c kc_ranges_of): the most K
+    """S of the "_kc<S>" candidate (lib/gemm/select.c kc_ranges_of): the most K
     ranges (<= 8, <= the K blocks) whose clusters all fit at once; 0: none."""
     for s in range(min(8, kb), 1, -1):
         if tiles <= KC_CLUSTERS[s] * SMS // 132:
@@ -230,7 +230,7 @@ def rule(m, n, k, epi, sms=SMS):
     columns; W has 2n rows with swiglu (gate and up)."""
     w = 2 * n if epi == "swiglu" else n  # W rows: what the tiles cover
     # the decode GEMV, split-K with its own rule for the number of K ranges
-    # (gemm_select.c gemv_splits: a launch detail of the "gemv" variant)
+    # (lib/gemm/select.c gemv_splits: a launch detail of the "gemv" variant)
     gemv = "gemv"
     # M <= 16: the GEMV beat every TMA candidate on 90 of 93 zoo shapes at
     # M = 16 (gemv_lab round 2, each relative to its own run's cuBLASLt);
@@ -251,12 +251,12 @@ def rule(m, n, k, epi, sms=SMS):
         if bm == 64 and m > 256:
             continue
         if sw and ((bm == 16 and m > 16) or (bm == 32 and m > 64 and not c2) or (bm == 64 and m <= 32)):
-            continue  # the swapped candidates by M (gemm_select.c tpg_gemm_candidates)
+            continue  # the swapped candidates by M (lib/gemm/select.c tpg_gemm_candidates)
         if sw and c2 and epi == "swiglu":  # not offered, as the 64-row _c2
             continue
         if c2 and m <= bm:  # one M-tile: the pair's second CTA would idle (no such candidate)
             continue
-        if c2 and bm == 64 and epi == "swiglu":  # not offered (a GPU check failure, gemm_select.c)
+        if c2 and bm == 64 and epi == "swiglu":  # not offered (a GPU check failure, lib/gemm/select.c)
             continue
         ranges = K_FIX[size] is not None and bm == 128 and not sw and not cn2
         kcl = KC_FIX[size] is not None and bm == 128 and not sw and not cn2 and not c2
@@ -477,7 +477,7 @@ EPI_CODES = {"none": 0, "bias": 1, "bias_gelu": 2, "bias_silu": 3, "swiglu": 4, 
 
 def picks(rows):
     """`m n k epilogue variant` for the zoo's shapes and a grid around them:
-    tests/cpu/gemm_rule_picks.txt, which gemm_rule_test checks lib/gemm_select.c
+    tests/cpu/gemm_rule_picks.txt, which gemm_rule_test checks lib/gemm/select.c
     against (so the C transcription cannot drift from rule())."""
     shapes = sorted({(r["M"], r["N"], r["K"], r["epi"]) for r in rows})
     shapes += [(m, n, k, e) for m in (1, 3, 9, 12, 16, 17, 24, 40, 48, 64, 65, 100, 128, 200, 256, 257, 300, 700,

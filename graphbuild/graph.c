@@ -14,7 +14,7 @@
 
 #include "graphbuild/graph.h"
 #include "lib/handle.h"
-#include "lib/gemm_tune_device.h"
+#include "lib/gemm/tune_device.h"
 
 #define TPG_DESTROY_WAIT_MS 10000
 
@@ -100,6 +100,7 @@ static tpg_status alloc_workspaces(tpg_graph *g) {
    * rebind then find every choice in the process cache. */
   tpg_gemm_tune_cfg tc = TPG_GEMM_TUNE_CFG_INIT;
   tc.cache_path = g->tune.gemm_tune_cache;
+  tc.family = g->tune.gemm_family;
   memset(&g->gemm_tune, 0, sizeof g->gemm_tune);
   g->gemm_tune.cfg = tc;
   g->gemm_tune.budget_us = g->tune.gemm_tune_budget_us;

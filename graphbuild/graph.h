@@ -14,7 +14,7 @@
 #include "graphbuild/nodes/kind.h"
 #include "graphbuild/state.h"
 #include "lib/comm.h"
-#include "lib/gemm_tune.h"
+#include "lib/gemm/tune.h"
 #include "lib/handle.h"
 
 /* Memory the graph owns for one scratch slot (scratch.c). */
@@ -30,6 +30,7 @@ typedef struct tpg_scratch {
 typedef struct tpg_tuning {
   tpg_allreduce_tuning ar;
   int streamk;                  /* tpg_gemm_select_tma's streamk: 0 never, 1 rule, 2 always */
+  int gemm_family;              /* TPG_GEMM_FAMILY_* ($TPG_GEMM_FAMILY; lib/gemm/select.h) */
   int32_t pdl_prefetch;         /* bytes per W row, multiple of 16 */
   int gemm_tune;                /* 1: time GEMM candidates at creation */
   const char *gemm_tune_cache;  /* borrowed during create only (cfg or environment) */

@@ -19,9 +19,12 @@
 #include "graphbuild/graph.h"
 
 tpg_gnode *tpg_gnodes_alloc(int n) {
+  /* the parameter blocks inside are aligned (tensor maps: 64, CUTLASS's
+   * Params: 128 bytes) */
+  const size_t align = _Alignof(tpg_gnode);
   size_t bytes = (size_t)(n > 0 ? n : 1) * sizeof(tpg_gnode);
-  bytes = (bytes + 63) & ~(size_t)63;
-  tpg_gnode *p = aligned_alloc(64, bytes);
+  bytes = (bytes + align - 1) & ~(align - 1);
+  tpg_gnode *p = aligned_alloc(align, bytes);
   if (p) memset(p, 0, bytes);
   return p;
 }

@@ -10,11 +10,12 @@
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "graphbuild/graph.h"
 
 /* Timing one graph's GEMMs may take: 2 s covers a model's tens of distinct
- * GEMMs at a few ms each (gemm_tune.h); an hour is the most we accept. */
+ * GEMMs at a few ms each (lib/gemm/tune.h); an hour is the most we accept. */
 #define TPG_GEMM_TUNE_BUDGET_DEFAULT_MS 2000
 #define TPG_GEMM_TUNE_BUDGET_MAX_MS 3600000
 
@@ -75,6 +76,21 @@ tpg_status tpg_tuning_resolve(const tpg_graph_config *cfg, tpg_tuning *t, const 
   v = cfg->gemm_streamk == TPG_STREAMK_OFF ? 0 : cfg->gemm_streamk == TPG_STREAMK_ALWAYS ? 2 : 1;
   TPG_TRY(env_num("TPG_GEMM_STREAMK", 0, 2, &v, fn));
   t->streamk = (int)v;
+  /* The GEMM families (lib/gemm/select.h): environment only, no config field
+   * (tpg_graph_config is ABI, and the switch is for A/B runs until a zoo run
+   * lets AUTO choose): 0 or "auto", 1 or "ours", 2 or "cutlass". */
+  {
+    const char *env = getenv("TPG_GEMM_FAMILY");
+    t->gemm_family = TPG_GEMM_FAMILY_AUTO;
+    if (env && env[0]) {
+      if (!strcmp(env, "auto") || !strcmp(env, "0")) t->gemm_family = TPG_GEMM_FAMILY_AUTO;
+      else if (!strcmp(env, "ours") || !strcmp(env, "1")) t->gemm_family = TPG_GEMM_FAMILY_OURS;
+      else if (!strcmp(env, "cutlass") || !strcmp(env, "2")) t->gemm_family = TPG_GEMM_FAMILY_CUTLASS;
+      else
+        return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "environment variable TPG_GEMM_FAMILY is \"%s\": expected auto, "
+                       "ours or cutlass (or 0, 1, 2; unset it for auto)", env);
+    }
+  }
   const unsigned long long mib = (unsigned long long)1 << 20;
   if (cfg->pdl_prefetch < 0 || (unsigned long long)cfg->pdl_prefetch > mib)
     return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "cfg->pdl_prefetch is %d: expected 0..%llu bytes",

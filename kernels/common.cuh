@@ -1,6 +1,6 @@
 /* common.cuh - device helpers shared by tpgraph's GEMM kernel families.
  *
- * Design: every family (gemv.cu, gemm_mma.cu, gemm_sm90.cu) is templated on the
+ * Design: every family (gemm/gemv.cu, gemm/sm80_mma.cu, gemm/sm90_tma.cu) is templated on the
  * operand type T (__nv_bfloat16 or __half) and takes the epilogue as a run-time
  * field of tpg_gemm_args. The epilogue runs once per output element, after the
  * K loop, so a uniform switch there costs nothing measurable while it divides

@@ -39,7 +39,7 @@ enum {
   TPG_EPI_COUNT = 7
 };
 
-/* tpg_gemm_args.split_k for stream-K (kernels/gemm_sm90.cu). */
+/* tpg_gemm_args.split_k for stream-K (kernels/gemm/sm90_tma.cu). */
 #define TPG_SPLITK_STREAM (-1) /* not 0: zeroed args mean whole tiles */
 /* K split over the CTAs of a launch-time cluster (S, 1, 1), summed through
  * distributed shared memory (sm90 TMA kernels with 128-row tiles; grid =

@@ -179,3 +179,12 @@ CUresult tpg_launch_ex(CUfunction f, const unsigned grid[3], const unsigned bloc
   }
   return tpg_cu->cuLaunchKernelEx(&cfg, f, params, NULL);
 }
+
+CUresult tpg_tmap_encode_driver(void *ctx, CUtensorMap *map, CUtensorMapDataType dtype, cuuint32_t rank, void *base,
+                                const cuuint64_t *dims, const cuuint64_t *strides, const cuuint32_t *box,
+                                const cuuint32_t *elem_strides, CUtensorMapInterleave interleave,
+                                CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) {
+  (void)ctx;
+  return tpg_cu->cuTensorMapEncodeTiled(map, dtype, rank, base, dims, strides, box, elem_strides, interleave, swizzle,
+                                        l2, oob);
+}

@@ -38,4 +38,13 @@ TPG_HIDDEN void tpg_kernel_load_add_us(double us);
 TPG_HIDDEN CUresult tpg_launch_ex(CUfunction f, const unsigned grid[3], const unsigned block[3], unsigned smem_bytes,
                                   const unsigned *cluster, CUstream stream, void **params);
 
+/* cuTensorMapEncodeTiled through the loaded driver, as a
+ * tpg_cutlass_encode_fn (lib/gemm/cutlass.h; ctx unused): how the library
+ * has CUTLASS encode its descriptors. */
+TPG_HIDDEN CUresult tpg_tmap_encode_driver(void *ctx, CUtensorMap *map, CUtensorMapDataType dtype, cuuint32_t rank,
+                                           void *base, const cuuint64_t *dims, const cuuint64_t *strides,
+                                           const cuuint32_t *box, const cuuint32_t *elem_strides,
+                                           CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
+                                           CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob);
+
 #endif

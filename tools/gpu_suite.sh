@@ -11,6 +11,12 @@
 #   gemmtime  gemm_bench timing against cuBLAS (JSON), stream-K A/B rows
 #   zoo       gemm_bench --zoo: every model shape, the selected kernel against
 #             cuBLASLt, every epilogue checked (JSON; issue 14)
+#   cutlass   issue 27: gemm_bench --check-only with the CUTLASS candidates
+#             (every one element-wise against fp64, bf16, each fused epilogue),
+#             then gemm_bench --zoo --cutlass on a subset of M (TPG_CUTLASS_M,
+#             default 64,128,256,512,1024,4096; ~6 min in all): ours, every
+#             CUTLASS candidate, the family rules' picks and cuBLASLt, the
+#             per-M table, and bench/family_rules.py's refit of the table on it
 #   tuneon    the GPU tests again with on-device GEMM tuning (TPG_GEMM_TUNE=1)
 #   skab      tpbench at 128 and 1024 tokens with stream-K off, then on
 #   ar        allreduce_bench (JSON)
@@ -83,6 +89,19 @@ for st in "${stages[@]}"; do
     LD_LIBRARY_PATH="${cb:+$cb:}/usr/local/cuda/lib64" timeout ${TPG_ZOO_TIMEOUT:-330} bash "$here/run.sh" gemm_bench --zoo \
       --budget-s ${TPG_ZOO_BUDGET:-300} --json "$out/zoo.json" > "$out/zoo.txt" 2>&1
     echo "gemm_bench --zoo (rc $?):"; grep -E "^zoo|geomean|slower|TB/s" "$out/zoo.txt" | tail -12 ;;
+  cutlass)
+    s0=$EPOCHREALTIME
+    LD_LIBRARY_PATH="${cb:+$cb:}/usr/local/cuda/lib64" TPG_GEMM_CANDIDATES=cutlass timeout ${TPG_CUTLASS_CHECK_TIMEOUT:-240} \
+      bash "$here/run.sh" gemm_bench --check-only > "$out/cutlass_check.txt" 2>&1
+    echo "gemm_bench --check-only, CUTLASS candidates (rc $?, $(awk -v a=$s0 -v b=$EPOCHREALTIME 'BEGIN{printf "%.0f", b-a}') s):"
+    grep -E "^(checks|CUTLASS checks):|^FAIL" "$out/cutlass_check.txt" | head -12
+    s0=$EPOCHREALTIME
+    LD_LIBRARY_PATH="${cb:+$cb:}/usr/local/cuda/lib64" timeout ${TPG_ZOO_TIMEOUT:-330} bash "$here/run.sh" gemm_bench --zoo --cutlass \
+      --no-check --m ${TPG_CUTLASS_M:-64,128,256,512,1024,4096} --reps ${TPG_CUTLASS_REPS:-7} --budget-s ${TPG_ZOO_BUDGET:-240} \
+      --json "$out/zoo_cutlass.json" > "$out/zoo_cutlass.txt" 2>&1
+    echo "gemm_bench --zoo --cutlass (rc $?, $(awk -v a=$s0 -v b=$EPOCHREALTIME 'BEGIN{printf "%.0f", b-a}') s):"
+    grep -E "^zoo:|^geometric|^per M|^ +(M|[0-9]+|all) +[0-9]" "$out/zoo_cutlass.txt" | tail -14
+    python3 bench/family_rules.py "$out/zoo_cutlass.json" 2>&1 | tail -12 ;;
   tuneon)
     OUT=/tmp/tpg-logs/tune TPG_GEMM_TUNE=1 LD_LIBRARY_PATH="${cb:+$cb:}/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
       timeout 400 bash "$here/run.sh" > /tmp/tpg-logs/tuneon.txt 2>&1

@@ -20,6 +20,8 @@ command -v valgrind >/dev/null 2>&1 || need+=(valgrind)
 command -v cmake >/dev/null 2>&1 || need+=(cmake)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkgconf)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
+# pip installs the pinned CUTLASS headers (below).
+python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 if ! command -v clang >/dev/null 2>&1; then
   need+=(clang libclang-rt-14-dev)
 else
@@ -55,7 +57,23 @@ if [ -z "$nccl_h" ]; then
   echo "setup: nccl.h not found (NCCL_HOME, $cuda/include, /usr/include). Install NCCL 2.19+ and set NCCL_HOME." >&2
   exit 1
 fi
+# CUTLASS's headers (the Hopper GEMM candidates; third_party/cutlass/README.md):
+# the pinned wheel, hash-checked by pip, into $TPG_CUTLASS_HOME once. Bazel
+# (third_party/cutlass/cutlass_configure.bzl) and CMake look there.
+cutlass_home=${TPG_CUTLASS_HOME:-$HOME/.cache/tpgraph/cutlass-4.2.0.0}
+cutlass_inc=$cutlass_home/cutlass_library/source/include
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+if ! grep -qs 'define CUTLASS_MINOR 2' "$cutlass_inc/cutlass/version.h" ||
+   ! grep -qs 'define CUTLASS_MAJOR 4' "$cutlass_inc/cutlass/version.h"; then
+  echo "setup: installing CUTLASS 4.2.0 headers (nvidia-cutlass==4.2.0.0) into $cutlass_home"
+  rm -rf "$cutlass_home.tmp"
+  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --no-deps --no-compile --require-hashes \
+    --target "$cutlass_home.tmp" -r "$here/third_party/cutlass/requirements.txt"
+  rm -rf "$cutlass_home" && mv "$cutlass_home.tmp" "$cutlass_home"
+fi
+[ -f "$cutlass_inc/cute/tensor.hpp" ] || { echo "setup: CUTLASS headers missing under $cutlass_inc" >&2; exit 1; }
+
 bz=$(dpkg-query -W -f='${Version}' bazel-bootstrap 2>/dev/null || echo "?")
 ver=$("$cuda/bin/nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
-echo "setup: bazel-bootstrap $bz, CUDA $ver at $cuda, nccl.h at $nccl_h"
+echo "setup: bazel-bootstrap $bz, CUDA $ver at $cuda, nccl.h at $nccl_h, CUTLASS 4.2.0 at $cutlass_inc"
 echo "setup: $(clang --version | head -1), $(valgrind --version)"

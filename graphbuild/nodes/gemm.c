@@ -1,13 +1,17 @@
 /* gemm.c - the GEMM node kind: y = epilogue(x * w^T), one kernel node.
  *
  * The kernel (and its launch shape, split, workspace) is chosen once per
- * node by tpg_gemm_select_tma for this GPU, or with tuning on by the tuner
+ * node by tpg_gemm_select_rule for this GPU (our kernels, or a CUTLASS one
+ * where the family setting says so), or with tuning on by the tuner
  * (timed at prepare, during creation only): prepare picks it to size the
  * workspace, fill picks it again (same inputs and, with tuning, a process
  * cache hit: same answer) and refuses a kernel that would need more
  * workspace than prepare allocated. On Hopper
  * the kernel reads x and w through tensor maps that hold their base
- * addresses, so setting the pointers re-encodes the maps.
+ * addresses, so setting the pointers re-encodes the maps; a CUTLASS
+ * kernel's argument block (CUTLASS's Params, whose descriptors CUTLASS
+ * encodes) is rebuilt whole by lib/gemm/cutlass.h. Either way set_ptrs is
+ * the one writer, for fill and rebind alike.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -15,7 +19,9 @@
 #include <string.h>
 
 #include "graphbuild/nodes/common.h"
-#include "lib/gemm_tune_device.h"
+#include "lib/device.h"
+#include "lib/gemm/cutlass.h"
+#include "lib/gemm/tune_device.h"
 
 /* ---- plan time ---------------------------------------------------------- */
 
@@ -114,7 +120,7 @@ static int time_gemm(void *ctx, const tpg_gemm_key *key, const tpg_gemm_variant 
 }
 
 /* The GEMM kernel for a node on this GPU; fails naming the node. Tuning off:
- * tpg_gemm_select_tma. On: the tuner's policy (lib/gemm_tune.h): timed only
+ * tpg_gemm_select_rule with the graph's family. On: the tuner's policy (lib/gemm/tune.h): timed only
  * while the graph is created, cached for every later pick. count: this is
  * the node's first pick (prepare), counted in tpg_graph_info. */
 static tpg_status pick(const tpg_nctx *c, int count, tpg_kernel_launch *l, tpg_tma_encode *xe, tpg_tma_encode *we) {
@@ -133,8 +139,8 @@ static tpg_status pick(const tpg_nctx *c, int count, tpg_kernel_launch *l, tpg_t
       return TPG_ARG_FAIL("node %s: no GEMM kernel for this shape: %s", tpg_nctx_label(c), tpg_last_error());
     return TPG_SUCCESS;
   }
-  if (tpg_gemm_select_tma(d->m, d->n, d->k, kdt, (int)d->epilogue, g->dev.sm_arch, gemm_sms(g, d), d->k, d->k,
-                          g->tune.streamk, l, xe, we, why, sizeof why) != 0)
+  if (tpg_gemm_select_rule(d->m, d->n, d->k, kdt, (int)d->epilogue, g->dev.sm_arch, gemm_sms(g, d), d->k, d->k,
+                           g->tune.streamk, g->tune.gemm_family, l, xe, we, why, sizeof why) != 0)
     return TPG_ARG_FAIL("node %s: no GEMM kernel for this shape: %s", tpg_nctx_label(c), why);
   return TPG_SUCCESS;
 }
@@ -162,8 +168,34 @@ static tpg_status prepare(const tpg_nctx *c) {
 
 /* ---- parameters --------------------------------------------------------- */
 
-/* The GEMM args inside a node's parameter block (after the maps for TMA). */
-static tpg_gemm_args *gemm_args(tpg_gnode *gn) { return gn->tma ? &gn->args.gemm_tma.a : &gn->args.gemm; }
+/* The GEMM args inside a node's parameter block (after the maps for TMA,
+ * the plain view in front of CUTLASS's Params). */
+static tpg_gemm_args *gemm_args(tpg_gnode *gn) {
+  return gn->cutlass ? &gn->args.gemm_cutlass.a : gn->tma ? &gn->args.gemm_tma.a : &gn->args.gemm;
+}
+
+/* A CUTLASS node's argument block from its plain view: CUTLASS's Params
+ * for these pointers, its descriptors encoded by the driver. */
+static tpg_status cutlass_block(const tpg_nctx *c) {
+  tpg_gnode *gn = c->gn;
+  const tpg_gemm_desc *d = &c->n->u.gemm;
+  const tpg_gemm_args a = gn->args.gemm_cutlass.a;
+  tpg_cutlass_problem p;
+  CUresult cu = CUDA_SUCCESS;
+  char why[200];
+  memset(&p, 0, sizeof p);
+  p.kernel = gn->cutlass - 1;
+  p.mode = gn->cutlass_mode;
+  p.splits = gn->cutlass_splits;
+  p.m = a.m, p.n = a.n, p.k = a.k, p.ldx = a.ldx, p.ldw = a.ldw, p.ldy = a.ldy, p.ldr = a.ldr;
+  p.dtype = a.dtype, p.epilogue = a.epilogue, p.num_sms = gemm_sms(c->g, d);
+  if (tpg_cutlass_fill(&p, &a, tpg_tmap_encode_driver, NULL, &gn->args.gemm_cutlass, &cu, why, sizeof why)) {
+    gn->args.gemm_cutlass.a = a; /* the plain view stays what the node holds */
+    if (cu != CUDA_SUCCESS) return tpg_cu_fail(cu, __func__, "cuTensorMapEncodeTiled (CUTLASS GEMM)");
+    return TPG_ARG_FAIL("node %s: CUTLASS kernel %s: %s", tpg_nctx_label(c), gn->kernel, why);
+  }
+  return TPG_SUCCESS;
+}
 
 /* Encodes a tensor map for the TMA GEMM kernels from the selector's recipe. */
 static tpg_status encode_map(tpg_tmap *map, const tpg_tma_encode *e, int kdt, const void *base) {
@@ -194,6 +226,7 @@ static tpg_status set_ptrs(const tpg_nctx *c) {
   a->bias = TPG_VPTR(c, d->bias);
   a->residual = TPG_VPTR(c, d->residual);
   a->workspace = (void *)(uintptr_t)gn->res.workspace;
+  if (gn->cutlass) return cutlass_block(c);
   if (!gn->tma) return TPG_SUCCESS;
   /* the maps hold x's, w's and y's base addresses */
   TPG_TRY(encode_map(&gn->args.gemm_tma.tx, &gn->xe, a->dtype, a->x));
@@ -210,6 +243,9 @@ static tpg_status fill(const tpg_nctx *c) {
   memset(&gn->args, 0, sizeof gn->args);
   TPG_TRY(pick(c, 0, &l, &gn->xe, &gn->we));
   gn->tma = gn->xe.rank > 0;
+  gn->cutlass = l.cutlass;
+  gn->cutlass_mode = l.cutlass_mode;
+  gn->cutlass_splits = l.cutlass_splits;
   if (l.workspace_bytes > gn->res.workspace_bytes)
     return TPG_ARG_FAIL("node %s: needs %zu bytes of workspace, the graph allocated %zu at creation (a shape "
                         "change needs a new graph)",
@@ -228,8 +264,7 @@ static tpg_status fill(const tpg_nctx *c) {
   a->epilogue = (int32_t)d->epilogue;
   a->split_k = l.split_k;
   gn->kernel = l.kernel;
-  gn->cluster[0] = l.cluster > 1 ? l.cluster : 0;
-  gn->cluster[1] = gn->cluster[2] = l.cluster > 1 ? 1 : 0;
+  tpg_kernel_launch_cluster(&l, gn->cluster); /* "_kc<S>" and CUTLASS: a launch-time cluster */
   memset(&gn->kp, 0, sizeof gn->kp);
   gn->kp.func = f;
   gn->kp.gridDimX = l.grid[0];
@@ -239,7 +274,7 @@ static tpg_status fill(const tpg_nctx *c) {
   gn->kp.blockDimY = l.block[1];
   gn->kp.blockDimZ = l.block[2];
   gn->kp.sharedMemBytes = l.smem_bytes;
-  tpg_kernel_params(&gn->kp, gn->kparams, &gn->args);
+  tpg_kernel_params(&gn->kp, gn->kparams, &gn->args); /* every block starts the union */
   return set_ptrs(c);
 }
 
@@ -247,7 +282,8 @@ static tpg_status add(const tpg_nctx *c, CUgraph graph, const tpg_deps *deps) {
   /* A decode GEMV behind a programmatic edge may prefetch W (materialize.c). */
   if (deps->nprog) gemm_args(c->gn)->pdl_prefetch = deps->pdl_prefetch;
   TPG_TRY(tpg_add_kernel_node(c, graph, deps, &c->gn->kp, "cuGraphAddKernelNode"));
-  /* "_kc<S>": the kernel's K ranges are the CTAs of a launch-time cluster */
+  /* "_kc<S>" (the kernel's K ranges are the CTAs of a launch-time cluster)
+   * and the CUTLASS kernels: the cluster shape as a node attribute */
   return c->gn->cluster[0] ? tpg_node_set_cluster(c, c->gn->cluster) : TPG_SUCCESS;
 }
 

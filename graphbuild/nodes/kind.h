@@ -30,9 +30,10 @@
 #include <cuda.h>
 
 #include "graphbuild/plan.h"
+#include "kernels/tpg_cutlass_args.h"
 #include "kernels/tpg_kargs.h"
 #include "kernels/tpg_tma_args.h"
-#include "lib/gemm_select.h"
+#include "lib/gemm/select.h"
 
 struct tpg_graph;
 
@@ -58,7 +59,8 @@ typedef struct tpg_gnode {
   CUDA_KERNEL_NODE_PARAMS kp;
   void *kparams[1];             /* -> args: every kernel takes one struct */
   union {
-    tpg_gemm_tma_args gemm_tma; /* first: the union starts 64-byte aligned */
+    tpg_gemm_cutlass_args gemm_cutlass; /* first: the union starts 128-byte aligned */
+    tpg_gemm_tma_args gemm_tma;
     tpg_gemm_args gemm;
     tpg_axpby_args axpby;
     tpg_concat_args concat;
@@ -79,6 +81,9 @@ typedef struct tpg_gnode {
                                    rebinding only epilogue views re-captures nothing */
   int tma;                      /* GEMM kernel takes tensor maps (args.gemm_tma) */
   tpg_tma_encode xe, we;        /* how to (re-)encode them                       */
+  int cutlass;                  /* GEMM: CUTLASS kernel index + 1 (args.gemm_cutlass,
+                                   rebuilt whole by set_ptrs from these), else 0 */
+  int cutlass_mode, cutlass_splits;
   const char *kernel;           /* entry point name */
   unsigned cluster[3];          /* GEMM launched with this cluster shape
                                    (tpg_kernel_launch.cluster > 1: {S, 1, 1});

@@ -1,4 +1,4 @@
-/* gemm_rule_test.c - lib/gemm_select.c's Hopper rule equals bench/zoo_rules.py's
+/* gemm_rule_test.c - lib/gemm/select.c's Hopper rule equals bench/zoo_rules.py's
  * rule(): for every shape in gemm_rule_picks.txt (the zoo's 1302 and a grid
  * around them, written by `zoo_rules.py ZOO.json --picks`) the selector's
  * launch is the launch of the variant the Python rule names. The rule was
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "kernels/tpg_kargs.h"
-#include "lib/gemm_select.h"
+#include "lib/gemm/select.h"
 #include "tests/tpg_test.h"
 
 static int same(const tpg_kernel_launch *a, const tpg_kernel_launch *b) {
@@ -44,7 +44,7 @@ int main(int argc, char **argv) {
     }
     if (!same(&a, &b) || memcmp(&xa, &xb, sizeof xa) || memcmp(&wa, &wb, sizeof wa)) {
       if (differ < 10)
-        fprintf(stderr, "%d x %d x %d epi %d: zoo_rules.py picks %s (%s, grid %u), gemm_select.c %s (grid %u)\n", m,
+        fprintf(stderr, "%d x %d x %d epi %d: zoo_rules.py picks %s (%s, grid %u), lib/gemm/select.c %s (grid %u)\n", m,
                 n, k, e, name, b.kernel, b.grid[0], a.kernel, a.grid[0]);
       ++differ;
     }

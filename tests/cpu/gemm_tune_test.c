@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "kernels/tpg_kargs.h"
-#include "lib/gemm_tune.h"
+#include "lib/gemm/tune.h"
 #include "tests/tpg_test.h"
 
 /* Fake device: a time per variant name; calls counted. */

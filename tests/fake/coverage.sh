@@ -23,7 +23,7 @@ inc=(-I. -Ilib -I"$cuda/include" -I"$nccl/include")
 cov=(-std=c11 -O0 -g --coverage "${inc[@]}")
 
 objs=()
-srcs=(lib/*.c graphbuild/*.c graphbuild/nodes/*.c layers/*.c)
+srcs=(lib/*.c lib/gemm/*.c graphbuild/*.c graphbuild/nodes/*.c layers/*.c)
 obj_of() { local n=${1%.c}; echo "$out/obj/${n//\//_}.o"; } # unique names: a file of graphbuild/nodes/ may share a basename with another
 for f in "${srcs[@]}"; do
   o=$(obj_of "$f")
@@ -31,6 +31,8 @@ for f in "${srcs[@]}"; do
   objs+=("$o")
 done
 gcc -std=c11 -O1 "${inc[@]}" -c tests/fuzz/kernels_fake.c -o "$out/kernels_fake.o"
+# CUTLASS's host code needs nvcc: its API refuses here (tests/fuzz/cutlass_stub.c)
+gcc -std=c11 -O1 "${inc[@]}" -c tests/fuzz/cutlass_stub.c -o "$out/cutlass_stub.o"
 fake=()
 for f in tests/fake/fake_*.c; do
   gcc -std=c11 -O1 -g "${inc[@]}" -c "$f" -o "$out/$(basename "${f%.c}").o"
@@ -41,7 +43,8 @@ gcc -shared -fPIC -O1 -I"$cuda/include" -I"$nccl/include" tests/fake/shim.c -o "
 link() { # name source [extra objects...]
   local name=$1 src=$2
   shift 2
-  gcc "${cov[@]}" "$src" "${objs[@]}" "$out/kernels_fake.o" "$@" -rdynamic -ldl -lpthread -lm -o "$out/bin/$name"
+  gcc "${cov[@]}" "$src" "${objs[@]}" "$out/kernels_fake.o" "$out/cutlass_stub.o" "$@" -rdynamic -ldl -lpthread -lm \
+    -o "$out/bin/$name"
 }
 link plan_test tests/cpu/plan_test.c
 link linear_test tests/cpu/linear_test.c

@@ -26,7 +26,7 @@ void fk_unlock(void) { pthread_mutex_unlock(&g_mu); }
 /* ---- fault injection and logs (under the lock) ---- */
 
 static long g_calls, g_polls, g_fail_at, g_name_n, g_name_seen, g_violations;
-long fk_kernel_runs, fk_tma_gemm_runs;
+long fk_kernel_runs, fk_tma_gemm_runs, fk_cutlass_gemm_runs;
 static char g_fail_name[64], g_failed[64];
 static char g_vtext[2048];
 static int g_env_read, g_verbose;
@@ -223,6 +223,7 @@ fk_ctx *fk_pop(void) { return tls_depth > 0 ? tls_stack[--tls_depth] : NULL; }
 
 /* ---- kernels: what tpgraph's entry points take (kernels/tpg_kargs.h) ---- */
 
+#include "kernels/tpg_cutlass_args.h"
 #include "kernels/tpg_kargs.h"
 #include "kernels/tpg_tma_args.h"
 
@@ -232,6 +233,7 @@ static const struct {
   size_t argsz;
 } g_kinds[] = {
     {"tpg_gemm_sm90tma_", FK_K_GEMM_TMA, sizeof(tpg_gemm_tma_args)},
+    {"tpg_cutlass_", FK_K_GEMM_CUTLASS, sizeof(tpg_gemm_cutlass_args)},
     {"tpg_gemm_", FK_K_GEMM, sizeof(tpg_gemm_args)},
     {"tpg_gemv_", FK_K_GEMM, sizeof(tpg_gemm_args)},
     {"tpg_axpby", FK_K_AXPBY, sizeof(tpg_axpby_args)},
@@ -239,7 +241,8 @@ static const struct {
     {"tpg_ar_epilogue", FK_K_AR_EPI, sizeof(tpg_ar_epilogue_args)},
     {"tpg_allreduce_", FK_K_ALLREDUCE, sizeof(tpg_allreduce_args)},
 };
-_Static_assert(sizeof(tpg_gemm_tma_args) <= FK_ARGS_MAX && sizeof(tpg_allreduce_args) <= FK_ARGS_MAX,
+_Static_assert(sizeof(tpg_gemm_tma_args) <= FK_ARGS_MAX && sizeof(tpg_allreduce_args) <= FK_ARGS_MAX &&
+                   sizeof(tpg_gemm_cutlass_args) <= FK_ARGS_MAX,
                "kernel argument blocks fit a node");
 
 #define FK_MAX_KERNELS 128
@@ -299,7 +302,7 @@ void tpgfake_reset(void) {
   g_failed[0] = '\0';
   g_violations = 0;
   g_vtext[0] = '\0';
-  fk_kernel_runs = fk_tma_gemm_runs = 0;
+  fk_kernel_runs = fk_tma_gemm_runs = fk_cutlass_gemm_runs = 0;
   fk_unlock();
 }
 
@@ -382,6 +385,13 @@ long tpgfake_kernels(void) {
 long tpgfake_tma_gemm_kernels(void) {
   fk_lock();
   long n = fk_tma_gemm_runs;
+  fk_unlock();
+  return n;
+}
+
+long tpgfake_cutlass_gemm_kernels(void) {
+  fk_lock();
+  long n = fk_cutlass_gemm_runs;
   fk_unlock();
   return n;
 }

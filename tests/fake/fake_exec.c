@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "kernels/tpg_kargs.h"
+#include "kernels/tpg_cutlass_args.h"
 #include "kernels/tpg_tma_args.h"
 #include "tests/fake/fake_internal.h"
 #include "tests/fake/tpgfake.h"
@@ -309,6 +310,46 @@ static void run_kernel(const fk_node *nd) {
       check_map(k, "tw", &t->tw, t->a.w);
       check_map(k, "ty", &t->ty, t->a.y);
       check_gemm(k, &t->a, 0);
+      break;
+    }
+    case FK_K_GEMM_CUTLASS: {
+      /* Params are CUTLASS's; what we can hold them to: each tensor map the
+       * host found in them (map_off) is one of ours and maps one of the
+       * plain view's buffers, within bounds; A, B and D at least; the
+       * barrier words (stream-K) lie in the workspace */
+      const tpg_gemm_cutlass_args *t = (const tpg_gemm_cutlass_args *)A;
+      int maps = 0;
+      fk_cutlass_gemm_runs++;
+      check_gemm(k, &t->a, 0);
+      if (t->params_bytes == 0 || t->params_bytes > TPG_CUTLASS_PARAMS_MAX || t->nmaps > TPG_CUTLASS_MAPS_MAX)
+        fk_violation("kernel %s: params_bytes %u, %u maps (an argument block never filled?)", k->name, t->params_bytes,
+                     t->nmaps);
+      for (uint32_t i = 0; i < t->nmaps && i < TPG_CUTLASS_MAPS_MAX; i++) {
+        const size_t off = t->map_off[i];
+        fk_tmap m;
+        if (off % 64 || off + sizeof(CUtensorMap) > t->params_bytes) {
+          fk_violation("kernel %s: map %u at Params + %zu, outside or misaligned", k->name, i, off);
+          continue;
+        }
+        memcpy(&m, t->params + off, sizeof m);
+        const void *base = (const void *)(uintptr_t)m.base;
+        const char *which = base == t->a.x ? "x" : base == t->a.w ? "w" : base == t->a.y ? "y"
+                          : (t->a.residual && base == t->a.residual) ? "residual" : "none of x/w/y/residual";
+        ++maps;
+        if (m.magic == FK_TMAP_MAGIC && !strncmp(which, "none", 4))
+          fk_violation("kernel %s: the tensor map at Params + %zu maps 0x%llx, none of the argument block's x %p, "
+                       "w %p, y %p, residual %p (a rebind left it behind?)", k->name, off, (unsigned long long)m.base,
+                       t->a.x, t->a.w, t->a.y, t->a.residual);
+        else
+          check_map(k, which, t->params + off, base);
+      }
+      if (maps < 3) fk_violation("kernel %s: %d tensor maps in Params, want A, B and D at least", k->name, maps);
+      if (t->done) {
+        need(k, "done", t->done, 4);
+        need(k, "locks", t->locks, (size_t)t->lock_words * 4);
+        if ((const void *)t->done != t->a.workspace)
+          fk_violation("kernel %s: done counter %p is not the workspace %p", k->name, (void *)t->done, t->a.workspace);
+      }
       break;
     }
     case FK_K_AXPBY: {

@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define FK_MAX_DEV 8
-#define FK_ARGS_MAX 1024 /* largest kernel argument block (tpg_gemm_tma_args is ~530 bytes) */
+#define FK_ARGS_MAX 4096 /* largest kernel argument block (tpg_gemm_cutlass_args is ~2.2 KB) */
 
 void fk_lock(void);
 void fk_unlock(void);
@@ -72,7 +72,7 @@ fk_ctx *fk_pop(void);
 /* tpgraph's kernels take one argument struct (nparams 0: one parameter of
  * argsz bytes); FK_K_C are the kit tests' kernels, C functions that compute,
  * with one parameter each at its offset in the node's argument block. */
-enum { FK_K_GEMM, FK_K_GEMM_TMA, FK_K_AXPBY, FK_K_CONCAT, FK_K_AR_EPI, FK_K_ALLREDUCE, FK_K_C };
+enum { FK_K_GEMM, FK_K_GEMM_TMA, FK_K_GEMM_CUTLASS, FK_K_AXPBY, FK_K_CONCAT, FK_K_AR_EPI, FK_K_ALLREDUCE, FK_K_C };
 #define FK_PARAMS_MAX 8
 typedef struct fk_kernel {
   const char *name;
@@ -203,7 +203,7 @@ void fk_event_forget(fk_event *e);
 /* Enqueues every node of exec (child graphs expanded). */
 CUresult fk_exec_launch(fk_exec *x, fk_stream *s);
 long fk_pending_ops(void);
-extern long fk_kernel_runs, fk_tma_gemm_runs;
+extern long fk_kernel_runs, fk_tma_gemm_runs, fk_cutlass_gemm_runs;
 /* Runs a graph's nodes at once, in order (tpgfake_run_graph). */
 void fk_graph_run_now(const fk_graph *g);
 /* What the kit tests count (tpgfake_counter). */

@@ -109,8 +109,14 @@ CUresult fk_cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **param
   NEED_CTX("cuLaunchKernelEx");
   STREAM(s, c->hStream);
   for (unsigned i = 0; i < c->numAttrs; i++)
-    if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION && c->attrs[i].value.clusterDim.x == 2)
-      fk_counters[TPGFAKE_C_CLUSTER_LAUNCH]++;
+    if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+      const unsigned cx = c->attrs[i].value.clusterDim.x, cy = c->attrs[i].value.clusterDim.y;
+      if (cx == 2) fk_counters[TPGFAKE_C_CLUSTER_LAUNCH]++;
+      if (cy > 1) fk_counters[TPGFAKE_C_CLUSTER_Y]++;
+      if (!cx || !cy || c->gridDimX % cx || c->gridDimY % cy)
+        fk_violation("cuLaunchKernelEx: cluster %u x %u does not divide the grid %u x %u", cx, cy, c->gridDimX,
+                     c->gridDimY);
+    }
   static fk_node nd; /* big; the lock is held */
   unsigned grid[3] = {c->gridDimX, c->gridDimY, c->gridDimZ}, block[3] = {c->blockDimX, c->blockDimY, c->blockDimZ};
   r_ = fk_kernel_node(&nd, f, grid, block, c->sharedMemBytes, params, extra);
@@ -341,9 +347,13 @@ CUresult fk_cuGraphKernelNodeSetParams(CUgraphNode h, const CUDA_KERNEL_NODE_PAR
 CUresult fk_cuGraphKernelNodeSetAttribute(CUgraphNode h, CUkernelNodeAttrID a, const CUkernelNodeAttrValue *v) {
   ENTER("cuGraphKernelNodeSetAttribute");
   NODE(n, h, FK_N_KERNEL, "cuGraphKernelNodeSetAttribute");
-  (void)n;
-  if (a == CU_KERNEL_NODE_ATTRIBUTE_CLUSTER_DIMENSION && v->clusterDim.x == 2)
-    fk_counters[TPGFAKE_C_CLUSTER_NODE]++;
+  if (a == CU_KERNEL_NODE_ATTRIBUTE_CLUSTER_DIMENSION) {
+    if (v->clusterDim.x == 2) fk_counters[TPGFAKE_C_CLUSTER_NODE]++;
+    if (v->clusterDim.y > 1) fk_counters[TPGFAKE_C_CLUSTER_Y]++;
+    if (!v->clusterDim.x || !v->clusterDim.y || n->grid[0] % v->clusterDim.x || n->grid[1] % v->clusterDim.y)
+      fk_violation("cuGraphKernelNodeSetAttribute: cluster %u x %u does not divide the grid %u x %u",
+                   v->clusterDim.x, v->clusterDim.y, n->grid[0], n->grid[1]);
+  }
   LEAVE
 }
 

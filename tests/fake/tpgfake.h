@@ -61,6 +61,10 @@ long tpgfake_kernels(void);
 /* Of those, the TMA GEMM kernels (tpg_gemm_sm90tma_*: three tensor maps
  * checked against the argument block's pointers). */
 long tpgfake_tma_gemm_kernels(void);
+/* Of those, the CUTLASS GEMM kernels (tpg_cutlass_*: the plain view checked
+ * as any GEMM's, and every tensor map inside CUTLASS's Params checked to map
+ * one of its pointers, so a rebind that left one behind is caught). */
+long tpgfake_cutlass_gemm_kernels(void);
 
 /* Buffers for tests, without a context: device memory of `device` (a pointer
  * tpgraph accepts for TPG_MEM_DEVICE slots, readable by the test directly:
@@ -91,7 +95,9 @@ enum {
   TPGFAKE_C_EVREC,        /* event record nodes run / external records */
   TPGFAKE_C_EVWAIT,       /* event wait nodes run / external waits */
   TPGFAKE_C_CLUSTER_NODE, /* kernel nodes given a 2-CTA cluster */
-  TPGFAKE_C_CLUSTER_LAUNCH /* cuLaunchKernelEx with a 2-CTA cluster */
+  TPGFAKE_C_CLUSTER_LAUNCH, /* cuLaunchKernelEx with a 2-CTA cluster */
+  TPGFAKE_C_CLUSTER_Y     /* kernel nodes or cuLaunchKernelEx given a cluster
+                             along y (the CUTLASS kernels' 1 x 2)        */
 };
 long tpgfake_counter(int which);
 /* The C kernel `name` as a CUkernel / CUfunction handle (the same here). */

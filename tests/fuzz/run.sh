@@ -27,7 +27,8 @@ mkdir -p "$out/corpus" "$out/graph_corpus"
 
 san=(-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1)
 # Every C source of the host library: a new file there needs no edit here.
-srcs=(lib/*.c graphbuild/*.c graphbuild/nodes/*.c layers/*.c tests/fuzz/kernels_stub.c tests/fuzz/plan_fuzz.c)
+srcs=(lib/*.c lib/gemm/*.c graphbuild/*.c graphbuild/nodes/*.c layers/*.c tests/fuzz/kernels_stub.c tests/fuzz/cutlass_stub.c
+      tests/fuzz/plan_fuzz.c)
 echo "fuzz: building $out/plan_fuzz with $($cc --version | head -1)"
 "$cc" -std=c11 "${san[@]}" -Wall -Wextra -I. -I"$cuda/include" -I"$nccl/include" "${srcs[@]}" \
   -ldl -lpthread -o "$out/plan_fuzz"
@@ -35,7 +36,8 @@ echo "fuzz: building $out/plan_fuzz with $($cc --version | head -1)"
 # graph_fuzz: the library from source with an embedded-kernel table the fake
 # accepts, the fake driver + NCCL linked in, and the shim TPG_LIBCUDA and
 # TPG_LIBNCCL load, which finds the fake in the executable (-rdynamic).
-gsrcs=(lib/*.c graphbuild/*.c graphbuild/nodes/*.c layers/*.c tests/fuzz/kernels_fake.c tests/fake/fake_*.c tests/fuzz/graph_fuzz.c)
+gsrcs=(lib/*.c lib/gemm/*.c graphbuild/*.c graphbuild/nodes/*.c layers/*.c tests/fuzz/kernels_fake.c tests/fuzz/cutlass_stub.c
+       tests/fake/fake_*.c tests/fuzz/graph_fuzz.c)
 echo "fuzz: building $out/graph_fuzz"
 "$cc" -std=c11 "${san[@]}" -Wall -Wextra -I. -I"$cuda/include" -I"$nccl/include" "${gsrcs[@]}" -rdynamic \
   -ldl -lpthread -lm -o "$out/graph_fuzz"

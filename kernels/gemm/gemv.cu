@@ -24,7 +24,7 @@
  * A stream-K twin (equal work per CTA, fp32 atomics into the workspace)
  * remains as a tuner candidate for tiny N.
  */
-#include "common.cuh"
+#include "kernels/common.cuh"
 
 namespace tpg {
 
@@ -284,7 +284,7 @@ __device__ __forceinline__ void gemv_sk_body(const tpg_gemm_args &a) {
  * so results are bit-identical run to run), applies the epilogue and resets
  * the counter to zero. Only the counters need zeroing at allocation.
  * Workspace: [tiles] uint32 counters (rounded up to 256 bytes), then
- * [tiles][S][R*MT*4][32] fp32 (gemv_fill in lib/gemm_select.c). S = 1: no
+ * [tiles][S][R*MT*4][32] fp32 (gemv_fill in lib/gemm/select.c). S = 1: no
  * workspace, no counter. A workspace serves one (tiles, S): another grid's
  * counters would land on this one's dirty slots.
  * ------------------------------------------------------------------------- */
@@ -460,7 +460,7 @@ __device__ __forceinline__ void gemv_split_body(const tpg_gemm_args &a) {
 }  // namespace tpg
 
 /* Stream-K entry points: grid = CTAs_per_SM * SMs (2 for m8, 1 for m16),
- * workspace = tpg_gemv_sk_workspace_bytes (see lib/gemm_select.c). */
+ * workspace = tpg_gemv_sk_workspace_bytes (see lib/gemm/select.c). */
 #define TPG_GEMV_SK(NAME, T, MT, R, U, KW, MINB)                                       \
   extern "C" __global__ void __launch_bounds__(KW * 32, MINB) NAME(const __grid_constant__ tpg_gemm_args a) { \
     tpg::gemv_sk_body<T, MT, R, U, KW>(a);                                             \
@@ -472,7 +472,7 @@ TPG_GEMV_SK(tpg_gemv_sk_f16_m16, __half, 2, 2, 2, 16, 1)
 
 /* Entry points: tpg_gemv_<dtype>_m<max M>[w4], grid = (tiles, S): tiles =
  * ceil(N / 16R) (ceil(N / 8R) for SWIGLU), S and the workspace from
- * lib/gemm_select.c (kGemv, gemv_splits), which mirrors these constants.
+ * lib/gemm/select.c (kGemv, gemv_splits), which mirrors these constants.
  * (MT, R, U, KW warps, min CTAs/SM, X late); all without register prefetch
  * (PF), with the L2::128B hint (LDF 2) and the one-barrier reduction. */
 #define TPG_GEMV_SPLIT(NAME, T, MT, R, U, KW, MINB, XL)                                 \

@@ -1,6 +1,6 @@
-/* gemm_tune.h - choose a GEMM kernel configuration by timing candidates on
+/* tune.h - choose a GEMM kernel configuration by timing candidates on
  * the device, once per distinct GEMM, with a process cache and an optional
- * cache file; the deterministic heuristic (tpg_gemm_select_tma) when off.
+ * cache file; the deterministic heuristic (tpg_gemm_select_rule) when off.
  *
  * Why: the heuristic was tuned on five (K, N) pairs and loses up to 1.7x on
  * other model shapes (issue 14). Timing a dozen candidates takes a few ms per
@@ -8,7 +8,7 @@
  * a second and later graphs (and, with a file, later processes) pay a lookup.
  *
  * The timing itself is a function the caller passes (tpg_gemm_time_fn): the
- * graph builder passes tpg_gemm_dev_time (gemm_tune_device.c, driver API),
+ * graph builder passes tpg_gemm_dev_time (tune_device.c, driver API),
  * tests pass a fake. This file never touches the device.
  *
  * Cache file (text, one writer at a time through `<path>.lock` + flock, each
@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lib/gemm_select.h"
+#include "lib/gemm/select.h"
 #include "lib/tpgraph.h"
 
 #ifdef __cplusplus
@@ -60,8 +60,13 @@ typedef struct tpg_gemm_tune_cfg {
                                least this much faster (0.03: 3%, run noise)   */
   tpg_gemm_time_fn time_fn; /* required when mode is ON                       */
   void *time_ctx;
+  int family;               /* TPG_GEMM_FAMILY_*: the heuristic is
+                               tpg_gemm_select_rule with it; OURS times no
+                               CUTLASS candidate, CUTLASS times no TMA kernel
+                               of ours where a CUTLASS one can run, and a cached
+                               variant of a family not allowed is timed anew */
 } tpg_gemm_tune_cfg;
-#define TPG_GEMM_TUNE_CFG_INIT {TPG_GEMM_TUNE_OFF, 1, NULL, 50000.0, 0.03, NULL, NULL}
+#define TPG_GEMM_TUNE_CFG_INIT {TPG_GEMM_TUNE_OFF, 1, NULL, 50000.0, 0.03, NULL, NULL, TPG_GEMM_FAMILY_AUTO}
 
 /* What a pick did, for tpg_graph_info and logs. */
 typedef struct tpg_gemm_tune_info {

@@ -1,5 +1,5 @@
-/* gemm_tune.c - the GEMM tuner: process cache, cache file, and the pick
- * (see gemm_tune.h for the why and the file format).
+/* tune.c - the GEMM tuner: process cache, cache file, and the pick
+ * (see tune.h for the why and the file format).
  *
  * Decisions:
  *  - One process-wide cache (a mutex and a growing array; a model has tens of
@@ -12,7 +12,7 @@
  *    and nothing in it is trusted; the next store rewrites it.
  */
 #define _GNU_SOURCE
-#include "lib/gemm_tune.h"
+#include "lib/gemm/tune.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -264,6 +264,12 @@ static void set_info(tpg_gemm_tune_info *info, int source, const tpg_gemm_varian
   if (v) tpg_gemm_variant_name(v, info->variant, sizeof info->variant);
 }
 
+/* A variant the family setting lets run: the heuristic always (it is the
+ * family's own rule), CUTLASS variants unless OURS. */
+static int family_allows(int family, const tpg_gemm_variant *v) {
+  return v->kind == TPG_GEMM_VAR_HEURISTIC || family != TPG_GEMM_FAMILY_OURS || v->kind != TPG_GEMM_VAR_CUTLASS;
+}
+
 tpg_status tpg_gemm_tune_pick(const tpg_gemm_tune_cfg *cfg, const tpg_gemm_key *key, int ldx, int ldw,
                               tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map,
                               tpg_gemm_tune_info *info) {
@@ -277,13 +283,16 @@ tpg_status tpg_gemm_tune_pick(const tpg_gemm_tune_cfg *cfg, const tpg_gemm_key *
   TPG_CHECK_ARG(cfg->mode == TPG_GEMM_TUNE_OFF || cfg->mode == TPG_GEMM_TUNE_ON,
                 "cfg->mode=%d: must be TPG_GEMM_TUNE_OFF or TPG_GEMM_TUNE_ON", cfg->mode);
   TPG_CHECK_ARG(cfg->mode == TPG_GEMM_TUNE_OFF || cfg->time_fn != NULL, "cfg->time_fn is NULL with tuning on");
+  TPG_CHECK_ARG(cfg->family == TPG_GEMM_FAMILY_AUTO || cfg->family == TPG_GEMM_FAMILY_OURS ||
+                    cfg->family == TPG_GEMM_FAMILY_CUTLASS,
+                "cfg->family=%d: must be TPG_GEMM_FAMILY_AUTO, _OURS or _CUTLASS", cfg->family);
   if (info) memset(info, 0, sizeof *info);
   memset(&heur, 0, sizeof heur);
   heur.kind = TPG_GEMM_VAR_HEURISTIC;
 
   /* the heuristic first: it also checks the shape, with the rule's message */
-  if (tpg_gemm_select_tma(key->m, key->n, key->k, key->dtype, key->epilogue, key->arch, key->sm_count, ldx, ldw,
-                          cfg->streamk, out, x_map, w_map, why, sizeof why))
+  if (tpg_gemm_select_rule(key->m, key->n, key->k, key->dtype, key->epilogue, key->arch, key->sm_count, ldx, ldw,
+                           cfg->streamk, cfg->family, out, x_map, w_map, why, sizeof why))
     return TPG_ARG_FAIL("GEMM %dx%dx%d: %s", key->m, key->n, key->k, why);
   if (cfg->mode == TPG_GEMM_TUNE_OFF) {
     set_info(info, TPG_GEMM_TUNE_FROM_HEURISTIC, &heur);
@@ -302,19 +311,20 @@ tpg_status tpg_gemm_tune_pick(const tpg_gemm_tune_cfg *cfg, const tpg_gemm_key *
       }
       pthread_mutex_unlock(&g_mu);
       if (hit) {
-        if (v.kind == TPG_GEMM_VAR_HEURISTIC ||
+        if (family_allows(cfg->family, &v) && (v.kind == TPG_GEMM_VAR_HEURISTIC ||
             !tpg_gemm_select_variant(key->m, key->n, key->k, key->dtype, key->epilogue, key->arch, key->sm_count, ldx,
-                                     ldw, &v, out, x_map, w_map, why, sizeof why)) {
+                                     ldw, &v, out, x_map, w_map, why, sizeof why))) {
           if (v.kind == TPG_GEMM_VAR_HEURISTIC)  /* restore the heuristic's launch */
-            tpg_gemm_select_tma(key->m, key->n, key->k, key->dtype, key->epilogue, key->arch, key->sm_count, ldx, ldw,
-                                cfg->streamk, out, x_map, w_map, why, sizeof why);
+            tpg_gemm_select_rule(key->m, key->n, key->k, key->dtype, key->epilogue, key->arch, key->sm_count, ldx, ldw,
+                                 cfg->streamk, cfg->family, out, x_map, w_map, why, sizeof why);
           set_info(info, ff ? TPG_GEMM_TUNE_FROM_FILE : source, &v);
           if (info) info->best_us = us;
           return TPG_SUCCESS;
         }
-        /* a cached variant this shape cannot run (leading dims): time anew */
-        tpg_gemm_select_tma(key->m, key->n, key->k, key->dtype, key->epilogue, key->arch, key->sm_count, ldx, ldw,
-                            cfg->streamk, out, x_map, w_map, why, sizeof why);
+        /* a cached variant this shape cannot run (leading dims) or of a family
+         * not allowed now: time anew */
+        tpg_gemm_select_rule(key->m, key->n, key->k, key->dtype, key->epilogue, key->arch, key->sm_count, ldx, ldw,
+                             cfg->streamk, cfg->family, out, x_map, w_map, why, sizeof why);
         break;
       }
       if (tries == 0 && cfg->cache_path) {
@@ -334,16 +344,21 @@ tpg_status tpg_gemm_tune_pick(const tpg_gemm_tune_cfg *cfg, const tpg_gemm_key *
     const double t0 = tpg_now_us();
     const int nc = tpg_gemm_candidates(key->m, key->n, key->k, key->epilogue, key->arch, key->sm_count, cand,
                                        TPG_GEMM_MAX_CANDIDATES);
-    int i, nseen = 0, best = -1, timed = 0;
+    int i, nseen = 0, best = -1, timed = 0, has_cutlass = 0;
     double best_us = 0, heur_us = 0;
+    /* (the CUTLASS kernels exist for bf16 only: for f16 ours are the candidates) */
+    for (i = 0; i < nc; ++i) has_cutlass |= cand[i].kind == TPG_GEMM_VAR_CUTLASS && key->dtype == TPG_KDT_BF16;
     tpg_err_clear(); /* so that a message after the loop is the timer's */
     for (i = 0; i < nc; ++i) {
       int s, dup = 0;
       double t;
       if (i > 0 && tpg_now_us() - t0 > cfg->budget_us) break;
+      if (!family_allows(cfg->family, &cand[i]) ||
+          (cfg->family == TPG_GEMM_FAMILY_CUTLASS && has_cutlass && cand[i].kind == TPG_GEMM_VAR_TMA))
+        continue;
       if (cand[i].kind == TPG_GEMM_VAR_HEURISTIC) {
-        if (tpg_gemm_select_tma(key->m, key->n, key->k, key->dtype, key->epilogue, key->arch, key->sm_count, ldx, ldw,
-                                cfg->streamk, &L, &xm, &wm, why, sizeof why))
+        if (tpg_gemm_select_rule(key->m, key->n, key->k, key->dtype, key->epilogue, key->arch, key->sm_count, ldx, ldw,
+                                 cfg->streamk, cfg->family, &L, &xm, &wm, why, sizeof why))
           continue;
       } else if (tpg_gemm_select_variant(key->m, key->n, key->k, key->dtype, key->epilogue, key->arch, key->sm_count,
                                          ldx, ldw, &cand[i], &L, &xm, &wm, why, sizeof why)) {
@@ -351,7 +366,9 @@ tpg_status tpg_gemm_tune_pick(const tpg_gemm_tune_cfg *cfg, const tpg_gemm_key *
       }
       /* the same launch under another name (e.g. the heuristic's own tile) is timed once */
       for (s = 0; s < nseen && !dup; ++s)
-        dup = !strcmp(seen[s].kernel, L.kernel) && seen[s].grid[0] == L.grid[0] && seen[s].split_k == L.split_k;
+        dup = !strcmp(seen[s].kernel, L.kernel) && seen[s].grid[0] == L.grid[0] && seen[s].split_k == L.split_k &&
+              seen[s].cluster == L.cluster && seen[s].cutlass_mode == L.cutlass_mode &&
+              seen[s].cutlass_splits == L.cutlass_splits;
       if (dup) continue;
       seen[nseen++] = L;
       if (cfg->time_fn(cfg->time_ctx, key, &cand[i], &L, &xm, &wm, &t) || !(t > 0) || !isfinite(t)) continue;
@@ -379,8 +396,8 @@ tpg_status tpg_gemm_tune_pick(const tpg_gemm_tune_cfg *cfg, const tpg_gemm_key *
     }
     v = cand[best];
     if (v.kind == TPG_GEMM_VAR_HEURISTIC)
-      tpg_gemm_select_tma(key->m, key->n, key->k, key->dtype, key->epilogue, key->arch, key->sm_count, ldx, ldw,
-                          cfg->streamk, out, x_map, w_map, why, sizeof why);
+      tpg_gemm_select_rule(key->m, key->n, key->k, key->dtype, key->epilogue, key->arch, key->sm_count, ldx, ldw,
+                           cfg->streamk, cfg->family, out, x_map, w_map, why, sizeof why);
     else
       tpg_gemm_select_variant(key->m, key->n, key->k, key->dtype, key->epilogue, key->arch, key->sm_count, ldx, ldw,
                               &v, out, x_map, w_map, why, sizeof why);

@@ -1,4 +1,4 @@
-/* gemm_sm90.cu - prefill GEMM for Hopper (sm_90a): wgmma, warp-specialised,
+/* sm90_tma.cu - prefill GEMM for Hopper (sm_90a): wgmma, warp-specialised,
  * persistent.
  *
  * Design:
@@ -34,8 +34,8 @@
  * All of this needs sm_90a. For the compute_90 / sm_80 passes the entry points
  * compile to a trap; the selector never picks them there.
  */
-#include "common.cuh"
-#include "tpg_tma_args.h"
+#include "kernels/common.cuh"
+#include "kernels/tpg_tma_args.h"
 
 namespace tpg {
 namespace sm90 {

@@ -1,4 +1,4 @@
-/* gemm_mma.cu - portable tiled GEMM on mma.sync (sm_80 and newer).
+/* sm80_mma.cu - portable tiled GEMM on mma.sync (sm_80 and newer).
  *
  * Purpose: the fallback that is correct on any Ampere-or-newer GPU, used for
  * M > 64 where the sm_90a wgmma kernel is not available (sm_80, sm_89, or a
@@ -12,7 +12,7 @@
  * Shared memory: 3 * (128 + 128) * 40 * 2 = 61440 bytes, so the launcher must
  * raise CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES (selector: smem_bytes).
  */
-#include "common.cuh"
+#include "kernels/common.cuh"
 
 namespace tpg {
 namespace mma80 {

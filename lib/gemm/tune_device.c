@@ -1,4 +1,4 @@
-/* gemm_tune_device.c - the tuner's timing function on a real device (driver
+/* tune_device.c - the tuner's timing function on a real device (driver
  * API through tpg_cu): tpg_gemm_dev_time is a tpg_gemm_time_fn.
  *
  * Decisions:
@@ -10,16 +10,21 @@
  *    model; its own event pair; the median of `reps`.
  *  - Stream-K workspaces are zeroed before each candidate (graph.c zeroes a
  *    fresh one once; the kernels keep the counters zero).
+ *  - A CUTLASS candidate gets its argument block built on these buffers
+ *    (lib/gemm/cutlass.h, descriptors encoded by the driver) and its
+ *    launch-time cluster, as the graph node does.
  * The caller makes the device's context current and owns the stream.
  */
-#include "lib/gemm_tune_device.h"
+#include "lib/gemm/tune_device.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/tpg_cutlass_args.h"
 #include "kernels/tpg_kargs.h"
 #include "kernels/tpg_tma_args.h"
 #include "lib/device.h"
+#include "lib/gemm/cutlass.h"
 
 #define FLUSH_BYTES ((size_t)128 << 20)
 #define MAX_REPS 32
@@ -105,16 +110,18 @@ static tpg_status encode(const tpg_tma_encode *e, CUdeviceptr base, int dtype, t
 }
 
 /* One launch as the graph node makes it: with the launch-time cluster
- * shape of a "_kc<S>" variant (the kernel does not compile one in). */
+ * shape of a "_kc<S>" variant or a CUTLASS kernel (the kernel does not
+ * compile one in). */
 static tpg_status launch(CUfunction f, const tpg_kernel_launch *L, CUstream stream, void **params) {
-  if (L->cluster <= 1) {
+  unsigned cluster[3];
+  tpg_kernel_launch_cluster(L, cluster);
+  if (!cluster[0]) {
     TPG_CU(cuLaunchKernel(f, L->grid[0], L->grid[1], L->grid[2], L->block[0], L->block[1], L->block[2], L->smem_bytes,
                           stream, params, NULL));
     return TPG_SUCCESS;
   }
-  const unsigned cluster[3] = {L->cluster, 1, 1};
   CUresult r = tpg_launch_ex(f, L->grid, L->block, L->smem_bytes, cluster, stream, params);
-  return r == CUDA_SUCCESS ? TPG_SUCCESS : tpg_cu_fail(r, __func__, "cuLaunchKernelEx (a _kc GEMM candidate)");
+  return r == CUDA_SUCCESS ? TPG_SUCCESS : tpg_cu_fail(r, __func__, "cuLaunchKernelEx (a GEMM candidate with a cluster)");
 }
 
 static tpg_status time_one(tpg_gemm_dev_timer *t, const tpg_gemm_key *key, const tpg_kernel_launch *L,
@@ -127,6 +134,7 @@ static tpg_status time_one(tpg_gemm_dev_timer *t, const tpg_gemm_key *key, const
   /* two bf16/f16 values per word: x ~0.5/0.25, w ~0.01/-0.01 (sums stay finite in f16) */
   const unsigned xp = bf16 ? 0x3F003E80u : 0x38003400u, wp = bf16 ? 0x3C24BC24u : 0x211FA11Fu;
   tpg_gemm_tma_args p;
+  tpg_gemm_cutlass_args cp;
   void *params[1];
   CUfunction f;
   float ms[MAX_REPS];
@@ -146,7 +154,7 @@ static tpg_status time_one(tpg_gemm_dev_timer *t, const tpg_gemm_key *key, const
   p.a.y = (void *)t->y;
   p.a.bias = key->epilogue == TPG_EPI_NONE || key->epilogue == TPG_EPI_F32_PARTIAL ? NULL : (const void *)t->bias;
   p.a.residual = key->epilogue == TPG_EPI_RESIDUAL ? (const void *)t->res : NULL;
-  p.a.workspace = L->workspace_bytes ? (void *)t->ws : NULL;
+  p.a.workspace = L->workspace_bytes ? (void *)t->ws : NULL; /* CUTLASS: always (its done counter) */
   p.a.m = key->m;
   p.a.n = key->n;
   p.a.k = key->k;
@@ -157,7 +165,23 @@ static tpg_status time_one(tpg_gemm_dev_timer *t, const tpg_gemm_key *key, const
   p.a.dtype = key->dtype;
   p.a.epilogue = key->epilogue;
   p.a.split_k = L->split_k;
-  if (xm->rank) {
+  if (L->cutlass) {
+    /* CUTLASS: its own argument block, every descriptor on our buffers */
+    tpg_cutlass_problem cq;
+    CUresult cu;
+    char why[200];
+    memset(&cq, 0, sizeof cq);
+    cq.kernel = L->cutlass - 1;
+    cq.mode = L->cutlass_mode;
+    cq.splits = L->cutlass_splits;
+    cq.m = key->m, cq.n = key->n, cq.k = key->k;
+    cq.ldx = (int)ldx, cq.ldw = (int)ldw, cq.ldy = key->n, cq.ldr = key->n;
+    cq.dtype = key->dtype, cq.epilogue = key->epilogue, cq.num_sms = key->sm_count;
+    if (tpg_cutlass_fill(&cq, &p.a, tpg_tmap_encode_driver, NULL, &cp, &cu, why, sizeof why))
+      return cu != CUDA_SUCCESS ? tpg_cu_fail(cu, __func__, "cuTensorMapEncodeTiled (a CUTLASS candidate)")
+                                : TPG_FAIL(TPG_ERROR_INTERNAL, "timer: CUTLASS candidate %s: %s", L->kernel, why);
+    params[0] = &cp;
+  } else if (xm->rank) {
     TPG_TRY(encode(xm, t->x, key->dtype, &p.tx));
     TPG_TRY(encode(wm, t->w, key->dtype, &p.tw));
     tpg_tma_encode ym;

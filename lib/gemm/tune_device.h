@@ -1,4 +1,4 @@
-/* gemm_tune_device.h - the GEMM tuner's timer on a real device.
+/* tune_device.h - the GEMM tuner's timer on a real device.
  *
  * For the graph builder:
  *   tpg_gemm_dev_timer *tm;                       // with the device's context current
@@ -14,7 +14,7 @@
 #define TPG_GEMM_TUNE_DEVICE_H
 
 #include "lib/cuda_driver.h"
-#include "lib/gemm_tune.h"
+#include "lib/gemm/tune.h"
 
 typedef struct tpg_gemm_dev_timer tpg_gemm_dev_timer;
 

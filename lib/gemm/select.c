@@ -1,4 +1,4 @@
-/* gemm_select.c - pick a tpgraph GEMM kernel and its launch configuration.
+/* select.c - pick a tpgraph GEMM kernel and its launch configuration.
  *
  * Selection table (constants mirror the kernels; keep them in step):
  *
@@ -27,15 +27,16 @@
  * Rejections: m < 1; n or k not a multiple of 8 (rows must be whole 16-byte
  * vectors); dtype not F16/BF16; unknown epilogue; sm_arch < 80.
  */
-#include "gemm_select.h"
+#include "lib/gemm/select.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "../kernels/tpg_kargs.h"
+#include "kernels/tpg_kargs.h"
+#include "lib/gemm/family.h"
 
 /* The epilogue staging of the 128-row TMA kernels, after their ring
- * (kernels/gemm_sm90.cu cfg::EPI_BYTES: two consumers x 4 boxes of 64 x 32
+ * (kernels/gemm/sm90_tma.cu cfg::EPI_BYTES: two consumers x 4 boxes of 64 x 32
  * elements), and their ring (cfg::RING) */
 #define SM90_EPI_BYTES (2 * 4 * 64 * 32 * 2)
 #ifndef TPG_SM90_STAGED_RING
@@ -52,7 +53,7 @@ static int reject(char *why, size_t whylen, const char *msg) {
 
 static unsigned cdiv(long a, long b) { return (unsigned)((a + b - 1) / b); }
 
-/* The decode GEMV's configurations (kernels/gemv.cu entry points
+/* The decode GEMV's configurations (kernels/gemm/gemv.cu entry points
  * tpg_gemv_<dt>_m8, _m8w4, _m16, _m16w4, _m32, _m64; keep in step): X rows
  * per mma tile / 8 (MT), 16-row W tiles per CTA (R), warps (KW), CTAs per SM
  * (occ, from __launch_bounds__ and ptxas -v). */
@@ -248,7 +249,7 @@ static void fill_map(tpg_tma_encode *e, int rank, const unsigned long long *dims
 void tpg_gemm_y_map(int m, int n, int ldy, tpg_tma_encode *y_map) {
   const unsigned long long yd[2] = {(unsigned long long)n, (unsigned long long)m};
   const unsigned long long ys[1] = {(unsigned long long)ldy * 2};
-  const unsigned yb[2] = {32, 64}; /* kernels/gemm_sm90.cu cfg::EPI_BOX */
+  const unsigned yb[2] = {32, 64}; /* kernels/gemm/sm90_tma.cu cfg::EPI_BOX */
   fill_map(y_map, 2, yd, ys, yb);
   y_map->swizzle = 64;
 }
@@ -272,7 +273,7 @@ static unsigned long tma_units(int m, int n, int bm, int bn, int cl, int cn, int
 static void fill_tma(int m, int n, int k, int dtype, int epilogue, int num_sms, int ldx, int ldw, int bm, int bn,
                      int sk, int ks, int kc, int cl, int cn, int sw, tpg_kernel_launch *out, tpg_tma_encode *x_map,
                      tpg_tma_encode *w_map) {
-  /* swapped tiles (kernels/gemm_sm90.cu SW): [bf16][bm 16, 32, 64][bn 64, 128, 256], and the _c2 pairs */
+  /* swapped tiles (kernels/gemm/sm90_tma.cu SW): [bf16][bm 16, 32, 64][bn 64, 128, 256], and the _c2 pairs */
   static const char *const names_sw[2][3][3] = {
       {{"tpg_gemm_sm90tma_f16_sw16_n64", "tpg_gemm_sm90tma_f16_sw16_n128", NULL},
        {"tpg_gemm_sm90tma_f16_sw32_n64", "tpg_gemm_sm90tma_f16_sw32_n128", "tpg_gemm_sm90tma_f16_sw32_n256"},
@@ -567,6 +568,7 @@ int tpg_gemm_variant_name(const tpg_gemm_variant *v, char *buf, size_t len) {
       r = v->split ? snprintf(buf, len, "gemv_s%d", v->split) : snprintf(buf, len, "gemv");
       break;
     case TPG_GEMM_VAR_GEMV_SK: r = snprintf(buf, len, "gemv_sk"); break;
+    case TPG_GEMM_VAR_CUTLASS: return tpg_gemm_cutlass_variant_name(v, buf, len);
     case TPG_GEMM_VAR_TMA:
       if (v->kcluster)
         r = snprintf(buf, len, "tma_m%d_n%d_kc%d", v->bm, v->bn, v->split);
@@ -622,6 +624,7 @@ int tpg_gemm_variant_parse(const char *s, tpg_gemm_variant *v) {
     return 0;
   }
   if (!strcmp(s, "gemv_sk")) { v->kind = TPG_GEMM_VAR_GEMV_SK; return 0; }
+  if (!strncmp(s, "cutlass_", 8)) return tpg_gemm_cutlass_variant_parse(s, v);
   if (sscanf(s, "tma_m%d_n%d%n", &bm, &bn, &used) == 2 && !strncmp(s + used, "_sw", 3)) {
     const char *rest = s + used + 3;
     const int c2 = !strncmp(rest, "_c2", 3);
@@ -777,6 +780,9 @@ int tpg_gemm_select_variant(int m, int n, int k, int dtype, int epilogue, int sm
                v->cluster_n != 0, v->swap != 0, out, x_map, w_map);
       break;
     }
+    case TPG_GEMM_VAR_CUTLASS:
+      if (tpg_gemm_cutlass_select(m, n, k, dtype, epilogue, sm_arch, num_sms, ldx, ldw, v, out, why, whylen)) return 1;
+      break;
     default:
       snprintf(buf, sizeof buf, "variant kind=%d: unknown", v->kind);
       return reject(why, whylen, buf);
@@ -809,6 +815,7 @@ int tpg_gemm_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_
       list[cnt].cluster = (CL_) ? 2 : 0;                                               \
       list[cnt].cluster_n = (CL_) == 3;                                                \
       list[cnt].swap = 0;                                                              \
+      list[cnt].cutlass = 0;                                                           \
     }                                                                                  \
     ++cnt;                                                                             \
   } while (0)
@@ -824,6 +831,16 @@ int tpg_gemm_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_
   } while (0)
   TPG_ADD(TPG_GEMM_VAR_HEURISTIC, 0, 0, 0);
   if (sm_arch != 90 || m < 1) return cnt < cap ? cnt : cap;
+  /* the CUTLASS family's, right after the heuristic (family.c) */
+  {
+    tpg_gemm_variant cv[16];
+    const int nc = tpg_gemm_cutlass_candidates(m, n, k, epilogue, sm_arch, num_sms, cv, 16);
+    int ci;
+    for (ci = 0; ci < nc; ++ci) {
+      if (cnt < cap && list) list[cnt] = cv[ci];
+      ++cnt;
+    }
+  }
   if (m <= 64) {
     /* the GEMV with the rule's K ranges, and with half and twice as many */
     const gemv_cfg *c = gemv_config(m, n, swiglu);

@@ -1,0 +1,252 @@
+#!/usr/bin/env python3
+"""family_rules.py - refit the rule between the GEMM families from a zoo run.
+
+    gemm_bench --zoo --cutlass --json Z.json          (on the GPU; tools/gpu_suite.sh cutlass)
+    python3 bench/family_rules.py Z.json              per-M table, the fitted rule's prediction
+    python3 bench/family_rules.py Z.json --emit lib/gemm/family_table.inc
+    python3 bench/family_rules.py --selftest          (no data: checks this script)
+
+The rule (lib/gemm/family.c) is a table of shape classes: tokens M, W rows
+(2N with SwiGLU) and K, each cut at fixed bounds (M_CUTS, W_CUTS, K_CUTS
+below). Per class the fit picks, by the geometric mean of time / cuBLASLt
+over the zoo shapes in the class:
+  - for TPG_GEMM_FAMILY=cutlass: the CUTLASS option (a kernel of
+    kernels/gemm/sm90_cutlass_list.h with a mode: data-parallel, stream-K,
+    or split-K whose S the library computes per shape) with the lowest mean;
+  - for AUTO (what ships): that option if it beats our kernels (the rule's
+    pick, "us" in the JSON) by at least MIN_GAIN over the class, else ours.
+A class none of whose shapes a CUTLASS kernel runs (SwiGLU, fp32 partials,
+M <= 16) says ours. Split-K candidates of one kernel are one option (their
+S follows the shape). The prediction it prints is the geomean the fitted
+table would give on this zoo, next to ours alone, the best option per
+shape (what tuning could reach) and the targets of issue 27.
+
+Why classes and not a cost model: we have no model of CUTLASS's kernels, and
+a table is what one zoo run can decide in one step; a class with few shapes
+says little, so a class with fewer than MIN_SHAPES shapes takes its M row's
+choice (the same M bucket over all W rows and K).
+"""
+import json
+import math
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+M_CUTS = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096]   # then any M
+W_CUTS = [4096, 8192, 16384]                             # then any W rows
+K_CUTS = [2048, 4096, 8192]                              # then any K
+MIN_GAIN = 0.02    # AUTO takes CUTLASS in a class only when it is this much faster there
+MIN_SHAPES = 3     # fewer shapes in a class: its M row decides
+
+ROOT = Path(__file__).resolve().parent.parent
+LIST_H = ROOT / "kernels/gemm/sm90_cutlass_list.h"
+MODES = {"dp": "TPG_CUTLASS_DP", "sk": "TPG_CUTLASS_SK", "k": "TPG_CUTLASS_SPLIT"}
+
+
+def kernel_names(path=LIST_H):
+    """Row index by name, from sm90_cutlass_list.h."""
+    names = {}
+    for m in re.finditer(r"#define TPG_CUTLASS_ROW(\d+)\(X\) X\((\d+), (\w+),", path.read_text()):
+        names[m.group(3)] = int(m.group(2))
+    return names
+
+
+def option_of(cand, names):
+    """("kernel index", "mode") of a CUTLASS candidate name, None for others."""
+    if not cand.startswith("cutlass_"):
+        return None
+    rest = cand[len("cutlass_"):]
+    for name, idx in sorted(names.items(), key=lambda kv: -len(kv[0])):
+        if rest == name:
+            return (idx, "dp")
+        if rest == name + "_sk":
+            return (idx, "sk")
+        if re.fullmatch(re.escape(name) + r"_k\d+", rest):
+            return (idx, "k")
+    return None
+
+
+def bucket(v, cuts):
+    for i, c in enumerate(cuts):
+        if v <= c:
+            return i
+    return len(cuts)
+
+
+def wrows(r):
+    return 2 * r["N"] if r["epi"] == "swiglu" else r["N"]
+
+
+def gmean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def load(path, names):
+    z = json.load(open(path))
+    rows = []
+    for r in z["rows"]:
+        cb = r.get("cublas_us", -1)
+        if not cb or cb <= 0 or r["us"] <= 0:
+            continue
+        opts = {}
+        for c in r.get("cand", []):
+            o = option_of(c["kernel"], names)
+            if o and c["us"] > 0:
+                opts[o] = min(opts.get(o, float("inf")), c["us"])
+        rows.append({"M": r["M"], "N": r["N"], "K": r["K"], "epi": r["epi"], "ours": r["us"], "cublas": cb,
+                     "opts": opts, "sep": min([c["us"] for c in r.get("cand", []) if c["kernel"].startswith("sep:")]
+                                              or [float("inf")]),
+                     "chosen": r.get("chosen_us", -1), "cutlass_rule": r.get("cutlass_rule_us", -1)})
+    return z, rows
+
+
+def cls(r):
+    return (bucket(r["M"], M_CUTS), bucket(wrows(r), W_CUTS), bucket(r["K"], K_CUTS))
+
+
+def fit(rows):
+    """Per class: (cutlass option or None, auto option or None)."""
+    by = defaultdict(list)
+    by_m = defaultdict(list)
+    for r in rows:
+        by[cls(r)].append(r)
+        by_m[cls(r)[0]].append(r)
+
+    def choose(group):
+        # the CUTLASS option with the lowest geomean over the shapes it runs (ours where it does not)
+        opts = set(o for r in group for o in r["opts"])
+        best, best_l = None, None
+        ours_l = sum(math.log(r["ours"] / r["cublas"]) for r in group)
+        for o in sorted(opts):
+            l = sum(math.log(r["opts"].get(o, r["ours"]) / r["cublas"]) for r in group)
+            if best_l is None or l < best_l:
+                best, best_l = o, l
+        auto = best if best is not None and best_l < ours_l + len(group) * math.log(1 - MIN_GAIN) else None
+        return best, auto
+
+    m_choice = {m: choose(g) for m, g in by_m.items()}
+    table = {}
+    for c, g in by.items():
+        table[c] = choose(g) if len(g) >= MIN_SHAPES else m_choice[c[0]]
+    return table
+
+
+def predict(rows, table, which):
+    """time / cuBLASLt of each row under the table (which: 0 CUTLASS rule, 1 auto)."""
+    out = []
+    for r in rows:
+        o = table.get(cls(r), (None, None))[which]
+        t = r["opts"].get(o, r["ours"]) if o else r["ours"]
+        out.append(t / r["cublas"])
+    return out
+
+
+def report(z, rows, table):
+    print(f"zoo: {len(rows)} shapes, device {z.get('device')}, mode {z.get('mode')}")
+    per_m = defaultdict(list)
+    for r in rows:
+        per_m[r["M"]].append(r)
+    print(f"{'M':>6} {'shapes':>6} {'ours':>7} {'CUTLASS':>8} {'best':>7} {'measured':>9} {'fit auto':>9} {'fit cutl':>9}")
+    allr = []
+    for m in sorted(per_m) + ["all"]:
+        g = rows if m == "all" else per_m[m]
+        ours = gmean([r["ours"] / r["cublas"] for r in g])
+        cut = [min(list(r["opts"].values()) + [r["sep"]]) / r["cublas"] for r in g if r["opts"] or r["sep"] < float("inf")]
+        best = gmean([min([r["ours"], r["sep"]] + list(r["opts"].values())) / r["cublas"] for r in g])
+        meas = gmean([(r["chosen"] if r["chosen"] > 0 else r["ours"]) / r["cublas"] for r in g])
+        fa, fc = gmean(predict(g, table, 1)), gmean(predict(g, table, 0))
+        print(f"{m:>6} {len(g):>6} {ours:7.3f} {gmean(cut):8.3f} {best:7.3f} {meas:9.3f} {fa:9.3f} {fc:9.3f}")
+        allr = g
+    fa = predict(allr, table, 1)
+    best_fused = [min([r["ours"]] + list(r["opts"].values())) / r["cublas"] for r in allr]
+    print(f"fitted AUTO: geomean {gmean(fa):.3f} of cuBLASLt, {sum(x > 1.10 for x in fa)} shapes over 1.10x, "
+          f"{gmean(fa) / gmean(best_fused):.3f} of the best fused candidate per shape "
+          f"(issue 27: <= 0.97 overall, <= 1.02 per M, none over 1.10, rule within 3% of best)")
+
+
+def emit(table, path, source):
+    """lib/gemm/family_table.inc from the fit."""
+    def bound(cuts, i, anyv):
+        return str(cuts[i]) if i < len(cuts) else anyv
+
+    lines = []
+    for which, name in ((1, "kFamilyAuto"), (0, "kFamilyCutlass")):
+        lines.append(f"static const tpg_family_row {name}[] = {{")
+        lines.append("    {16, TPG_FR_ANY_W, TPG_FR_ANY_K, 0, 0},")
+        for mi in range(len(M_CUTS) + 1):
+            for wi in range(len(W_CUTS) + 1):
+                for ki in range(len(K_CUTS) + 1):
+                    o = table.get((mi, wi, ki), (None, None))[which]
+                    if mi == 0:
+                        continue  # M <= 16: decode, ours (the row above)
+                    k, mode = (o[0] + 1, MODES[o[1]]) if o else (0, "0")
+                    lines.append(f"    {{{bound(M_CUTS, mi, 'TPG_FR_ANY_M')}, {bound(W_CUTS, wi, 'TPG_FR_ANY_W')}, "
+                                 f"{bound(K_CUTS, ki, 'TPG_FR_ANY_K')}, {k}, {mode}}},")
+        lines.append("};")
+        lines.append("")
+    head = f"""/* family_table.inc - the rule between the GEMM families, per shape class
+ * (lib/gemm/family.c). Written by bench/family_rules.py from a zoo run
+ * ({source}); edit by hand only to state a decision the data does not make.
+ *
+ * Rows: {{m_max, wrows_max, k_max, cutlass, mode}}: the first row whose
+ * m <= m_max, W rows (2N with SwiGLU) <= wrows_max and k <= k_max holds
+ * decides; cutlass 0 = ours (tpg_gemm_select_tma), i + 1 = CUTLASS kernel i
+ * of kernels/gemm/sm90_cutlass_list.h with mode TPG_CUTLASS_DP / _SK /
+ * _SPLIT (split-K's S from the shape: tpg_gemm_cutlass_ranges in family.c).
+ * AUTO takes CUTLASS in a class only when it was {MIN_GAIN:.0%} faster there. */
+#define TPG_FAMILY_TABLE_SOURCE "fitted by bench/family_rules.py on {source}"
+
+"""
+    Path(path).write_text(head + "\n".join(lines))
+
+
+def selftest():
+    names = kernel_names()
+    assert names and all(isinstance(v, int) for v in names.values()), names
+    n0 = min(names, key=names.get)
+    assert option_of(f"cutlass_{n0}", names) == (names[n0], "dp")
+    assert option_of(f"cutlass_{n0}_sk", names) == (names[n0], "sk")
+    assert option_of(f"cutlass_{n0}_k4", names) == (names[n0], "k")
+    assert option_of("tma_m128_n256", names) is None
+    # a zoo where the first CUTLASS kernel is 10% faster than ours from M = 256: AUTO takes it there only
+    rows = []
+    for m in (64, 256, 1024):
+        for n, k in ((4096, 4096), (1280, 8192), (14336, 4096)):
+            ours = 10.0
+            rows.append({"M": m, "N": n, "K": k, "epi": "none", "ours": ours, "cublas": 10.0, "sep": float("inf"),
+                         "opts": {(names[n0], "sk"): ours * (0.9 if m >= 256 else 1.1)}, "chosen": -1,
+                         "cutlass_rule": -1})
+    t = fit(rows)
+    assert all(t[cls(r)][1] is None for r in rows if r["M"] == 64)
+    assert all(t[cls(r)][1] == (names[n0], "sk") for r in rows if r["M"] >= 256)
+    out = Path("/tmp/family_table_selftest.inc")
+    emit(t, out, "selftest")
+    text = out.read_text()
+    assert "kFamilyAuto" in text and "kFamilyCutlass" in text and f"{names[n0] + 1}, TPG_CUTLASS_SK" in text
+    print("family_rules.py: selftest ok")
+
+
+def main(argv):
+    if "--selftest" in argv:
+        selftest()
+        return 0
+    if len(argv) < 2:
+        print(__doc__)
+        return 2
+    names = kernel_names()
+    z, rows = load(argv[1], names)
+    if not rows:
+        print("no rows with cuBLASLt times")
+        return 1
+    table = fit(rows)
+    report(z, rows, table)
+    if "--emit" in argv:
+        path = argv[argv.index("--emit") + 1]
+        emit(table, path, f"{Path(argv[1]).name}, {z.get('device')}, {len(rows)} shapes")
+        print(f"wrote {path}: rebuild, run tests/cpu:gemm_cutlass_test, then the zoo again to confirm")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
