@@ -873,6 +873,9 @@ static int clusters_mode() {
 }
 
 int main(int argc, char **argv) {
+  /* Line-buffered even into a file: a run its caller's timeout kills still
+   * shows the shapes it got through (the suite's stages log to files). */
+  setvbuf(stdout, nullptr, _IOLBF, 0);
   bool check_only = false, quick = false, profile = false, zoo_mode = false, clusters = false;
   const char *json = nullptr;
   zoo::Opts zo;
