@@ -75,6 +75,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn.functional as F
 
+from torch_timing import capture, timed
+
 CONFIGS = {
     "8b": dict(hidden=4096, heads=32, kv_heads=8, head_dim=128, ffn=14336),
     "70b": dict(hidden=8192, heads=64, kv_heads=8, head_dim=128, ffn=28672),
@@ -179,37 +181,6 @@ class Model:
                 dist.all_reduce(d)
             x = x + d
         return x, F.rms_norm(x, (H,), self.final_norm, EPS)
-
-
-def timed(fn, iters, warmup):
-    """Median of iters runs of fn queued back to back, each between two events."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    dist.barrier()
-    torch.cuda.synchronize()
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
-    for s, e in ev:
-        s.record()
-        fn()
-        e.record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) * 1000.0 for s, e in ev)
-
-
-def capture(fn):
-    """fn captured in a torch.cuda.graph after a warm-up on a side stream
-    (torch.cuda.graph's rules; a compiled fn compiles there): (graph, its output)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        out = fn()
-    return g, out
 
 
 class Point:

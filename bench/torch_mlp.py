@@ -13,12 +13,13 @@ back to back between events; --no-compile leaves the last two out).
 """
 import argparse
 import os
-import statistics
 import tempfile
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+
+from torch_timing import capture, timed
 
 
 def stack(x, layers, kind, comm):
@@ -34,38 +35,6 @@ def stack(x, layers, kind, comm):
             dist.all_reduce(p)
         x = x + p if b2 is None else x + p + b2
     return x
-
-
-def timed(fn, reps):
-    """Median of reps runs queued back to back, each between two events (no
-    host sync in between, as tpbench times ours)."""
-    torch.cuda.synchronize()
-    dist.barrier()
-    torch.cuda.synchronize()
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
-    for s, e in ev:
-        s.record()
-        fn()
-        e.record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) * 1000.0 for s, e in ev)
-
-
-def capture(fn):
-    """fn captured in a torch.cuda.graph after a warm-up on a side stream
-    (where a compiled fn compiles)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    g.replay()
-    torch.cuda.synchronize()
-    return g
 
 
 def worker(rank, args, initfile):
@@ -97,11 +66,11 @@ def worker(rank, args, initfile):
                     stack(x, layers, args.kind, comm)
                 torch.cuda.synchronize()
                 out[("eager", comm)] = timed(lambda: stack(x, layers, args.kind, comm), args.reps)
-                g = capture(lambda: stack(x, layers, args.kind, comm))
+                g, _ = capture(lambda: stack(x, layers, args.kind, comm))
                 out[("graph", comm)] = timed(g.replay, args.reps)
                 del g
                 if compiled:
-                    g = capture(lambda: compiled(x, layers, args.kind, comm))
+                    g, _ = capture(lambda: compiled(x, layers, args.kind, comm))
                     out[("compile", comm)] = timed(g.replay, args.reps)
                     del g
             if rank == 0:
