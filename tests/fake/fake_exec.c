@@ -286,9 +286,10 @@ static void run_c_kernel(const fk_node *n, const unsigned char *A) {
 }
 
 static void run_kernel(const fk_node *nd) {
-  /* The argument structs need up to 64-byte alignment (tensor maps); node
-   * copies live anywhere, so read a copy. Under the lock: one is enough. */
-  static unsigned char A[FK_ARGS_MAX] __attribute__((aligned(64)));
+  /* The argument structs need up to 128-byte alignment (CUTLASS's Params
+   * block; tensor maps need 64); node copies live anywhere, so read a copy.
+   * Under the lock: one is enough. */
+  static unsigned char A[FK_ARGS_MAX] __attribute__((aligned(128)));
   memcpy(A, nd->args, sizeof A);
   const fk_node *n = nd;
   const fk_kernel *k = n->kern;
