@@ -572,7 +572,17 @@ static int run(const Opts &o, const char *device, const char *json) {
   /* 2. timing, ours vs cuBLASLt, alternating per repetition, cold L2 */
   cudaEvent_t ev[4];
   for (auto &e : ev) CK(cudaEventCreate(&e));
-  auto flush = [&] { flush_kernel<<<g_sms * 4, 512>>>(A.flush, A.flush_words, A.sink); };
+  /* Before every launch, outside the events: zero the shared workspace, then
+   * evict L2. The candidates of one shape share A.ws but not its layout: a
+   * stream-K or split-K kernel leaves its counters zero yet its partial sums
+   * in place, and those partials can lie where the next candidate (another
+   * CUTLASS mode, or ours) keeps its barrier words, which it then waits on
+   * forever. A graph gives each node its own workspace, and the tuner zeroes
+   * it before each candidate (lib/gemm/tune_device.c); this does the same. */
+  auto flush = [&] {
+    CK(cudaMemsetAsync(A.ws, 0, A.ws_bytes));
+    flush_kernel<<<g_sms * 4, 512>>>(A.flush, A.flush_words, A.sink);
+  };
   auto time2 = [&](std::vector<std::function<void()>> &fns, int reps, std::vector<double> &med) {
     for (auto &f : fns) { flush(); f(); }  /* warm-up (loads modules, heuristics) */
     CK(cudaDeviceSynchronize());
