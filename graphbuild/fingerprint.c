@@ -10,12 +10,29 @@
  * this rank (the algorithm actually chosen, its grid) — so two ranks whose
  * environment or peer state made them choose differently fail instead of
  * running different kernels. Any rank count: the all-gather buffer is sized
- * by the comm.
+ * by the comm. Before any of that, without a driver: a plan sharded for R
+ * ranks gets a comm of R ranks (tpg_plan_comm_check).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 
 #include "graphbuild/graph.h"
+
+tpg_status tpg_plan_comm_check(const tpg_plan *p, int colls, const tpg_comm *comm, const char *fn,
+                               const char *what) {
+  const int R = p->coll_ranks;
+  if (colls == 0 || R < 2) return TPG_SUCCESS;
+  if (!comm)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                   "%s is NULL but the plan's %d collectives are sharded for %d ranks (tpg_plan_set_ranks): pass "
+                   "that comm; a graph without one runs as one rank and would leave every sum this rank's share",
+                   what, colls, R);
+  if (comm->nranks != R)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                   "%s has %d ranks but the plan's collectives are sharded for %d (tpg_plan_set_ranks): expected "
+                   "a comm of %d ranks", what, comm->nranks, R, R);
+  return TPG_SUCCESS;
+}
 
 tpg_status tpg_fingerprint_check(tpg_graph *g, const tpg_state *st, const tpg_plan *p, const tpg_gnode *nodes,
                                  const char *when) {

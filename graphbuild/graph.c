@@ -175,6 +175,7 @@ static tpg_status check_args(const tpg_plan *plan, const tpg_graph_config *cfg_i
   } else if (cfg->comm) {
     TPG_TRY(tpg_comm_check_usable(cfg->comm, __func__, "cfg->comm"));
   }
+  TPG_TRY(tpg_plan_comm_check(plan, *colls, cfg->comm, __func__, "cfg->comm"));
   /* Every slot the plan uses must be bound, exactly once. */
   for (int b = 0; b < cfg->nbindings; b++) {
     tpg_slot s = cfg->bindings[b].slot;

@@ -89,6 +89,12 @@ TPG_HIDDEN tpg_status tpg_scratch_alloc(tpg_graph *g, const tpg_plan *p, int q, 
 TPG_HIDDEN void tpg_scratch_free(tpg_graph *g, tpg_scratch *s);
 
 /* ---- fingerprint.c ---- */
+/* A plan with colls collectives that tpg_plan_set_ranks said is sharded for
+ * R > 1 ranks needs a comm (the graph's, or NULL) of exactly R ranks; fn and
+ * what ("cfg->comm", "the graph's comm") go into the message. */
+TPG_HIDDEN tpg_status tpg_plan_comm_check(const tpg_plan *p, int colls, const tpg_comm *comm, const char *fn,
+                                          const char *what);
+
 /* Ranks compare their collectives (all ranks call it at the same point);
  * nodes NULL: from the plan alone, else with what fill resolved. `when`
  * goes into the message ("at creation", ...). */

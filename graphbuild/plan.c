@@ -89,6 +89,7 @@ tpg_status tpg_plan_clone(const tpg_plan *src, tpg_plan **out) {
     return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
   }
   p->serial = src->serial;
+  p->coll_ranks = src->coll_ranks;
   p->scope = src->scope;
   p->scope_body = src->scope_body;
   if (src->nconds) {
@@ -607,6 +608,17 @@ tpg_status tpg_plan_set_node_name(tpg_plan *p, tpg_node node, const char *name) 
 }
 
 /* ---- public accessors for layers built on the API ---------------------- */
+
+tpg_status tpg_plan_set_ranks(tpg_plan *p, int nranks) {
+  tpg_err_clear();
+  TPG_TRY(tpg_plan_check(p, __func__, "plan"));
+  TPG_CHECK_ARG(nranks >= 1 && nranks <= 4096, "nranks is %d: expected 1..4096", nranks);
+  TPG_CHECK_ARG(p->coll_ranks == 0 || p->coll_ranks == nranks,
+                "nranks is %d but the plan is already sharded for %d ranks: one plan is one rank's part of one "
+                "comm", nranks, p->coll_ranks);
+  p->coll_ranks = nranks;
+  return TPG_SUCCESS;
+}
 
 tpg_status tpg_plan_get_slot_info(const tpg_plan *p, tpg_slot slot, tpg_slot_info *out, size_t size) {
   tpg_err_clear();

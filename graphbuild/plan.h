@@ -100,6 +100,9 @@ struct tpg_plan {
   size_t name_cap;
   uint64_t *edge_set;   /* open addressing over edges (from + 1) << 32 | (to + 1), 0 empty */
   size_t edge_cap, nedges;
+  /* tpg_plan_set_ranks (the layer helpers call it): the rank count this
+   * plan's collectives are sharded for; 0: never said. Kept across rollback. */
+  int coll_ranks;
 };
 
 /* Deep copy (the graph keeps one). */

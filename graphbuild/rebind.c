@@ -204,6 +204,7 @@ static tpg_status update(tpg_graph *g, const tpg_plan *plan, const tpg_binding *
   /* Everything the graph derives from a plan, derived again from this one. */
   TPG_TRYGOTO(tpg_state_build(p, &ns), st, out);
   if (ns->ncoll && g->comm) TPG_TRYGOTO(tpg_comm_check_usable(g->comm, __func__, "the graph's comm"), st, out);
+  TPG_TRYGOTO(tpg_plan_comm_check(p, ns->ncoll, g->comm, __func__, "the graph's comm"), st, out);
   bind = malloc((size_t)ns_slots * sizeof *bind);
   need = calloc((size_t)ns_slots, sizeof *need);
   fresh = calloc((size_t)ns_slots, sizeof *fresh);

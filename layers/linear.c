@@ -249,6 +249,9 @@ static tpg_status add_linear(tpg_plan *p, const tpg_linear_desc *d, const tpg_no
 
   tpg_node last = 0;
   tpg_status st = add_nodes(p, d, F, deps, ndeps, &last);
+  /* With a collective: its graph then refuses to run without a comm of R
+   * ranks (and a plan sharded for another count refuses this layer). */
+  if (st == TPG_SUCCESS && R > 1 && (!col || d->gather)) st = tpg_plan_set_ranks(p, R);
   if (st != TPG_SUCCESS) {
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", tpg_last_error());

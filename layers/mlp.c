@@ -181,6 +181,8 @@ static tpg_status plan_mlp(const tpg_mlp_desc *d, tpg_plan **out) {
   tpg_node cp;
   TPG_TRYGOTO(tpg_plan_add_memcpy(p, at(y, 0), at(s.act, 0), MH, last, s.chunks, &cp), st, fail);
   TPG_TRYGOTO(tpg_plan_set_node_name(p, cp, "copy_out"), st, fail);
+  /* its graph then refuses to run without a comm of these ranks */
+  if (s.comm) TPG_TRYGOTO(tpg_plan_set_ranks(p, d->nranks), st, fail);
   *out = p;
   return TPG_SUCCESS;
 fail:

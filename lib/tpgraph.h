@@ -466,6 +466,16 @@ TPG_API tpg_status tpg_plan_validate(const tpg_plan *plan);
 TPG_API tpg_status tpg_plan_get_stats(const tpg_plan *plan, int *nodes /* OUT, may be NULL */,
                                   int *slots /* OUT, may be NULL */, int *collectives /* OUT, may be NULL */);
 
+/* Says how many ranks this plan (one rank's part) is sharded for. A graph of
+ * a plan with collectives and nranks > 1 then needs cfg->comm with exactly
+ * nranks ranks (TPG_ERROR_INVALID_ARGUMENT otherwise): without a comm, a
+ * collective runs as one rank's (see "One rank" in docs/design.md), and every
+ * sum would silently be this rank's share. tpg_plan_mlp and
+ * tpg_plan_add_linear call it when they add collectives; an engine that
+ * shards by hand may too. Never called: no requirement. A second call must
+ * give the same count; kept across tpg_plan_rollback. */
+TPG_API tpg_status tpg_plan_set_ranks(tpg_plan *plan, int nranks);
+
 /* Graphviz DOT of the plan into buf (cap bytes, NUL-terminated). *needed gets
  * the full length + 1. buf = NULL, cap = 0 only sizes it (TPG_SUCCESS); a buf
  * too small gives TPG_ERROR_INVALID_ARGUMENT with *needed set. */

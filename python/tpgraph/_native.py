@@ -198,6 +198,7 @@ SYMBOLS = {
     "plan_set_node_name": ("tpg_plan_set_node_name", _st, [_h, _node, ctypes.c_char_p]),
     "plan_validate": ("tpg_plan_validate", _st, [_h]),
     "plan_stats": ("tpg_plan_get_stats", _st, [_h, P(c_int), P(c_int), P(c_int)]),
+    "plan_set_ranks": ("tpg_plan_set_ranks", _st, [_h, c_int]),
     "plan_dot": ("tpg_plan_dot", _st, [_h, ctypes.c_char_p, c_size_t, P(c_size_t)]),
     "plan_mlp": ("tpg_plan_mlp", _st, [P(MlpDesc), P(_h)]),
     "mlp_slot": ("tpg_mlp_find_slot", _st, [P(MlpDesc), ctypes.c_char_p, P(ctypes.c_uint32)]),

@@ -151,6 +151,10 @@ class Plan:
         check(_n.fn.plan_stats(self.handle, ctypes.byref(a), ctypes.byref(b), ctypes.byref(c)), "tpg_plan_get_stats")
         return {"nodes": a.value, "slots": b.value, "collectives": c.value}
 
+    def set_ranks(self, nranks):
+        """The rank count this plan is sharded for: its graph then needs a comm of that many ranks."""
+        check(_n.fn.plan_set_ranks(self.handle, nranks), "tpg_plan_set_ranks")
+
     def dot(self):
         """The plan as Graphviz DOT text."""
         need = ctypes.c_size_t()

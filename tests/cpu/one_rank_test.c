@@ -10,6 +10,9 @@
  *     send (the fake checks every pointer of its argument block);
  *   - explicit, capture and eager modes, rebind and a whole-graph update give
  *     the same results; nothing is left live and the fake sees no violation.
+ * And the other side: a plan sharded for more ranks (tpg_plan_set_ranks, as
+ * the layer helpers set it) is refused without a comm of that many ranks, at
+ * creation and at update, instead of running as one rank's share.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -164,9 +167,98 @@ static void run(int with_comm, tpg_graph_mode mode) {
   tpgfake_fail_call(NULL, 0);
 }
 
+static void sharded_needs_its_comm(void) {
+  tpgfake_reset();
+  tpg_plan *p = NULL, *q = NULL;
+  tpg_slot s[8];
+  tpg_node last;
+  CHECK_OK(build(&p, s, &last));
+  CHECK_OK(build(&q, s, &last)); /* the same plan, said to be sharded for 2 ranks */
+  CHECK_ST(tpg_plan_set_ranks(NULL, 2), TPG_ERROR_INVALID_ARGUMENT, "plan is NULL");
+  CHECK_ST(tpg_plan_set_ranks(q, 0), TPG_ERROR_INVALID_ARGUMENT, "nranks is 0");
+  CHECK_OK(tpg_plan_set_ranks(q, 2));
+  CHECK_OK(tpg_plan_set_ranks(q, 2)); /* the same count again */
+  CHECK_ST(tpg_plan_set_ranks(q, 4), TPG_ERROR_INVALID_ARGUMENT, "already sharded for 2 ranks");
+  float *buf[8];
+  tpg_binding b[8];
+  for (int i = 0; i < 8; i++) buf[i] = tpgfake_dev_alloc(0, N * 4);
+  for (int i = 0; i < 8; i++) b[i] = (tpg_binding){s[i], buf[i]};
+  tpg_graph_config gc = TPG_GRAPH_CONFIG_INIT;
+  gc.bindings = b;
+  gc.nbindings = 8;
+  tpg_graph *g = (tpg_graph *)&gc; /* must come back NULL */
+  CHECK_ST(tpg_graph_create(q, &gc, &g), TPG_ERROR_INVALID_ARGUMENT, "cfg->comm is NULL but the plan's 5 collectives are sharded for 2 ranks");
+  CHECK(g == NULL);
+  tpg_comm_id id;
+  tpg_comm_config cc = TPG_COMM_CONFIG_INIT;
+  cc.nranks = 1;
+  tpg_comm *one = NULL;
+  CHECK_OK(tpg_comm_id_create(&id));
+  CHECK_OK(tpg_comm_create(&id, &cc, &one));
+  gc.comm = one;
+  CHECK_ST(tpg_graph_create(q, &gc, &g), TPG_ERROR_INVALID_ARGUMENT, "cfg->comm has 1 ranks but the plan's collectives are sharded for 2");
+  CHECK(g == NULL);
+  /* A graph of the unsharded plan takes no update to the sharded one, and
+   * keeps working after the refusal. */
+  gc.comm = NULL;
+  CHECK_OK(tpg_graph_create(p, &gc, &g));
+  CHECK_ST(tpg_graph_update(g, q, NULL, 0), TPG_ERROR_INVALID_ARGUMENT, "the graph's comm is NULL but");
+  memset(buf[4], 0, N * 4);
+  CHECK_OK(tpg_graph_launch(g, NULL));
+  CHECK(count_wrong(buf[4], N, 1.0f) == 0);
+  CHECK_OK(tpg_graph_destroy(g));
+  /* The helpers say it: an MLP sharded for 2, and a row-parallel layer for 2
+   * added to a plan sharded for 4 (refused, the plan as it was). */
+  tpg_mlp_desc md = TPG_MLP_DESC_INIT;
+  md.hidden = 64;
+  md.ffn = 256;
+  md.rank = 1;
+  md.nranks = 2;
+  tpg_plan *mp = NULL;
+  CHECK_OK(tpg_plan_mlp(&md, &mp));
+  gc.bindings = NULL;
+  gc.nbindings = 0;
+  CHECK_ST(tpg_graph_create(mp, &gc, &g), TPG_ERROR_INVALID_ARGUMENT, "sharded for 2 ranks");
+  tpg_plan_destroy(mp);
+  tpg_plan *lp = NULL;
+  tpg_slot x, w, y;
+  CHECK_OK(tpg_plan_create(&lp));
+  CHECK_OK(tpg_plan_add_slot(lp, "x", TPG_BF16, TPG_MEM_DEVICE, 32, &x));
+  CHECK_OK(tpg_plan_add_slot(lp, "w", TPG_BF16, TPG_MEM_DEVICE, 64 * 32, &w));
+  CHECK_OK(tpg_plan_add_slot(lp, "y", TPG_BF16, TPG_MEM_DEVICE, 64, &y));
+  CHECK_OK(tpg_plan_set_ranks(lp, 4));
+  tpg_linear_desc ld = TPG_LINEAR_DESC_INIT;
+  ld.kind = TPG_LINEAR_ROW;
+  ld.nranks = 2;
+  ld.in_features = 64;
+  ld.out_features = 64;
+  ld.x = (tpg_view){x, 0, 0};
+  ld.w = (tpg_view){w, 0, 0};
+  ld.y = (tpg_view){y, 0, 0};
+  tpg_node ln = 0;
+  CHECK_ST(tpg_plan_add_linear(lp, &ld, NULL, 0, &ln), TPG_ERROR_INVALID_ARGUMENT, "tpg_plan_add_linear: nranks is 2 but the plan is already sharded for 4 ranks");
+  int nodes = -1;
+  CHECK_OK(tpg_plan_get_stats(lp, &nodes, NULL, NULL));
+  CHECK(nodes == 0 && ln == 0);
+  ld.nranks = 4;
+  ld.in_features = 128; /* in / 4 = 32 */
+  CHECK_OK(tpg_plan_add_linear(lp, &ld, NULL, 0, &ln));
+  tpg_plan_destroy(lp);
+  tpg_plan_destroy(p);
+  tpg_plan_destroy(q);
+  CHECK_OK(tpg_comm_destroy(one));
+  for (int i = 0; i < 8; i++) tpgfake_free(buf[i]);
+  char why[256];
+  long live = tpgfake_live(why, sizeof why);
+  CHECK(live == 0 && tpgfake_violations() == 0);
+  if (live) fprintf(stderr, "sharded: %ld live (%s)\n", live, why);
+  printf("sharded plan without its comm: %s\n", tpg_t_fail ? "FAILED so far" : "ok");
+}
+
 int main(int argc, char **argv) {
   if (tpgfake_setup(argc, argv) != 0) return 2;
   for (int with_comm = 0; with_comm < 2; with_comm++)
     for (int mode = 0; mode < 3; mode++) run(with_comm, (tpg_graph_mode)mode);
+  sharded_needs_its_comm();
   return TPG_TEST_END();
 }
