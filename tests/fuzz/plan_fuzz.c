@@ -91,6 +91,7 @@ typedef struct {
 typedef struct {
   tpg_plan *p; /* NULL: this plan index is free */
   int nslots, nnodes, ncoll;
+  int ranks; /* what tpg_plan_add_linear set with its collectives (tpg_plan_set_ranks); 0: never */
   mslot slots[MAXS];
   tpg_node h[MAXN];         /* handle of node i; 0: unknown (added with out NULL) */
   uint64_t dep[MAXN][MAXN / 64]; /* dep[to] bit from: `to` waits for `from` */
@@ -802,6 +803,11 @@ static void op_linear_kit(rd *r) {
     return;
   }
   REQUIRE(!null_desc && deps_ok && d.size == sizeof d);
+  /* one plan is one rank's part of one comm: a layer with collectives for
+   * another rank count than the plan's earlier ones is refused */
+  const int adds_coll = d.nranks > 1 && (d.kind == TPG_LINEAR_ROW || d.gather);
+  REQUIRE(!adds_coll || m->ranks == 0 || m->ranks == d.nranks);
+  if (adds_coll) m->ranks = d.nranks;
   REQUIRE(d.nranks >= 1 && d.rank >= 0 && d.rank < d.nranks && d.tokens >= 1);
   REQUIRE(d.kind == TPG_LINEAR_COLUMN || d.kind == TPG_LINEAR_ROW);
   const int c2 = d.kind == TPG_LINEAR_COLUMN;
@@ -970,7 +976,8 @@ static void op_graph_create(rd *r) {
   if (!null_out) REQUIRE(g == NULL);
   if (!ok || null_cfg || null_out) REQUIRE(st == TPG_ERROR_INVALID_ARGUMENT);
   if (ok && (m->nnodes == 0 || !acyclic(m))) REQUIRE(st == TPG_ERROR_INVALID_ARGUMENT);
-  if (ok && m->ncoll) REQUIRE(st == TPG_ERROR_INVALID_ARGUMENT); /* no comm given */
+  /* No comm given: one rank, unless the plan is sharded for more. */
+  if (ok && m->ncoll && m->ranks > 1) REQUIRE(st == TPG_ERROR_INVALID_ARGUMENT);
   free(b);
 }
 
