@@ -99,6 +99,19 @@ def test_plan_row_linear_dot_and_stats():
         p.stats()
 
 
+def test_plan_sharded_for_ranks():
+    # row_linear_plan's layer is one rank of 2 with an all-reduce: the plan says 2
+    p, _ = row_linear_plan()
+    p.set_ranks(2)  # the same count again is fine
+    with pytest.raises(tpg.InvalidArgument, match="already sharded for 2 ranks"):
+        p.set_ranks(4)
+    p.close()
+    with tpg.Plan() as q:
+        with pytest.raises(tpg.InvalidArgument, match="nranks is 0"):
+            q.set_ranks(0)
+        q.set_ranks(8)
+
+
 def test_plan_nodes_views_and_deps():
     with tpg.Plan() as p:
         a = p.add_slot("a", "f32", 256)
