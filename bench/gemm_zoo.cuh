@@ -30,6 +30,8 @@
 #include <thread>
 #include <tuple>
 
+#include <unistd.h>  /* _exit: a hung launch ends the run without waiting on the GPU */
+
 namespace zoo {
 
 static bool g_zoo_cutlass = false; /* --cutlass: the checks also run the CUTLASS candidates */
@@ -583,9 +585,33 @@ static int run(const Opts &o, const char *device, const char *json) {
     CK(cudaMemsetAsync(A.ws, 0, A.ws_bytes));
     flush_kernel<<<g_sms * 4, 512>>>(A.flush, A.flush_words, A.sink);
   };
-  auto time2 = [&](std::vector<std::function<void()>> &fns, int reps, std::vector<double> &med) {
-    for (auto &f : fns) { flush(); f(); }  /* warm-up (loads modules, heuristics) */
-    CK(cudaDeviceSynchronize());
+  /* Waits for ev[1] for at most TPG_ZOO_HANG_S seconds (default 20; the
+   * longest zoo GEMM takes ~3 ms), else names the launch and exits 3: a
+   * kernel that never ends (a barrier word it waits on forever) then says
+   * which it is instead of eating the run's whole timeout in silence. */
+  const double hang_s = getenv("TPG_ZOO_HANG_S") ? atof(getenv("TPG_ZOO_HANG_S")) : 20.0;
+  auto wait_or_name = [&](const std::string &what) {
+    const auto t0 = std::chrono::steady_clock::now();
+    cudaError_t e;
+    while ((e = cudaEventQuery(ev[1])) == cudaErrorNotReady) {
+      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > hang_s) {
+        fprintf(stderr, "zoo: %s did not finish within %.0f s (TPG_ZOO_HANG_S): a launch that never ends\n",
+                what.c_str(), hang_s);
+        fflush(stdout);
+        _exit(3);
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    CK(e);
+  };
+  auto time2 = [&](std::vector<std::function<void()>> &fns, const std::vector<std::string> &names, int reps,
+                   std::vector<double> &med) {
+    for (size_t i = 0; i < fns.size(); ++i) {  /* warm-up (loads modules, heuristics) */
+      flush();
+      fns[i]();
+      CK(cudaEventRecord(ev[1]));
+      wait_or_name(names[i] + " (warm-up)");
+    }
     std::vector<std::vector<double>> t(fns.size());
     for (int r = 0; r < reps; ++r)
       for (size_t i = 0; i < fns.size(); ++i) {
@@ -593,7 +619,7 @@ static int run(const Opts &o, const char *device, const char *json) {
         CK(cudaEventRecord(ev[0]));
         fns[i]();
         CK(cudaEventRecord(ev[1]));
-        CK(cudaEventSynchronize(ev[1]));
+        wait_or_name(names[i]);
         float ms_; CK(cudaEventElapsedTime(&ms_, ev[0], ev[1]));
         t[i].push_back(ms_ * 1e3);
       }
@@ -670,13 +696,22 @@ static int run(const Opts &o, const char *device, const char *json) {
       if (o.cand || o.cutlass) { auto more = candidates(A, a, o.cutlass); os.insert(os.end(), more.begin(), more.end()); }
       CK(cudaMemset(A.ws, 0, A.ws_bytes));
       std::vector<std::function<void()>> fns;
-      for (auto &x : os) fns.push_back([&A, &x] { run_ours(A, x); });
-      if (lt.ok) fns.push_back([&] { lt.run(A.x, A.w, A.y, A.lt_ws); });
+      std::vector<std::string> names;
+      char shape[96];
+      snprintf(shape, sizeof shape, " at M=%d N=%d K=%d %s", M, g.N, g.K, epi_name[g.epi]);
+      for (auto &x : os) {
+        fns.push_back([&A, &x] { run_ours(A, x); });
+        names.push_back(x.name + shape);
+      }
+      if (lt.ok) {
+        fns.push_back([&] { lt.run(A.x, A.w, A.y, A.lt_ws); });
+        names.push_back(std::string("cuBLASLt") + shape);
+      }
       /* fewer repetitions for long GEMMs: ~40 ms per function at most */
       const double flops = 2.0 * M * (double)nw * g.K;
       const int reps = std::max(5, std::min(o.reps, (int)(40e-3 / std::max(flops / 600e12, 1e-6))));
       std::vector<double> med;
-      time2(fns, reps, med);
+      time2(fns, names, reps, med);
       Row r{M, g.N, g.K, g.epi, os[0].name, g.users, med[0], lt.ok ? med.back() : NAN};
       for (size_t i = 1; i < os.size(); ++i) {
         r.cands.push_back({os[i].name, med[i]});
