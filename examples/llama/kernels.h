@@ -102,6 +102,52 @@ LLAMA_ATTN_FUSED_DECL(16)
 // that hold keys (ceil((pos[b]+1) / split_len) of them). grid (nq, B), block 128.
 extern "C" __global__ void llama_attn_combine(__nv_bfloat16 *out, const float *o_part, const float *ml_part,
                                               const int *pos, int nq, int split_len, int nsplit);
+// ---- Prefill (prefill_kernels.cu: its own blob "prefill_kernels" of the
+// same fatbin, a module of its own). One sequence, a chunk of M prompt rows
+// at positions p0 .. p0 + M - 1, p0 = pos[0] read from device memory (the
+// engine rebinds pos per chunk, so one graph serves every chunk of a size):
+//   ids      int32 [M]               the chunk's token ids
+//   x        [M, hidden]             the residual stream
+//   qkv      [M, (nq + 2 nkv) * 128] the QKV projection's output
+//   q        [M, nq, 128]            rotated queries
+//   k_cache, v_cache [nkv, max_ctx, 128]  the sequence's caches (batch 1)
+//   out      [M, nq * 128]           attention output
+
+// Query rows per block of llama_prefill_attn_g<G>: 4 warps x 16 MMA rows,
+// each row one (position, query head) pair; a block holds 64 / G positions.
+#define LLAMA_PREFILL_ROWS 64
+
+// x[i, :] = emb[ids[i], :]. A token outside [0, vocab) gives a NaN row (the
+// host checks the ids; a NaN shows where it did not). grid (M), block 128;
+// hidden a multiple of 8.
+extern "C" __global__ void llama_embed(__nv_bfloat16 *x, const __nv_bfloat16 *emb, const int *ids, int hidden,
+                                       int vocab);
+
+// llama_rope_append for the M rows of one sequence: row i at position
+// pos[0] + i; q -> q [M, nq, 128], rotated k and plain v -> the caches at
+// that position. Rows whose position is not below max_ctx are not written.
+// grid (M, nq + 2 nkv), block 64.
+extern "C" __global__ void llama_prefill_rope(__nv_bfloat16 *q, __nv_bfloat16 *k_cache, __nv_bfloat16 *v_cache,
+                                              const __nv_bfloat16 *qkv, const int *pos, int nq, int nkv,
+                                              int max_ctx, float theta, const float *inv_freq);
+
+// Causal attention of the chunk over the cache: row i (position p0 + i)
+// attends to keys 0 .. p0 + i (earlier chunks' rows and this chunk's, which
+// llama_prefill_rope appended first). Block (qb, h): KV head h and the
+// LLAMA_PREFILL_ROWS (position, head) rows of positions qb * 64/G .. of its
+// group. Tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulate) with an
+// online softmax in fp32, log2 domain; prefill_kernels.cu says how.
+// grid (ceil(M * G / 64), nkv), block 128.
+#define LLAMA_PREFILL_ATTN_DECL(G)                                                                           \
+  extern "C" __global__ void llama_prefill_attn_g##G(__nv_bfloat16 *out, const __nv_bfloat16 *q,             \
+                                                     const __nv_bfloat16 *k_cache,                            \
+                                                     const __nv_bfloat16 *v_cache, const int *pos, int M,     \
+                                                     int nkv, int max_ctx, float scale_log2);
+LLAMA_PREFILL_ATTN_DECL(1)
+LLAMA_PREFILL_ATTN_DECL(2)
+LLAMA_PREFILL_ATTN_DECL(4)
+LLAMA_PREFILL_ATTN_DECL(8)
+LLAMA_PREFILL_ATTN_DECL(16)
 #endif
 
 #endif

@@ -1,0 +1,294 @@
+// prefill_kernels.cu - the engine's device code for the prompt: the token
+// embedding, RoPE + KV append of M rows, and causal attention of a chunk of
+// M query rows over the cache, on tensor cores.
+//
+// Decisions:
+// - The prompt is compute-bound (M rows share every weight), so attention
+//   is a flash-attention-2 kernel: a block takes 64 query rows of one KV
+//   head and streams that head's keys and values through shared memory once
+//   for all of them; each warp owns 16 rows (one m16n8k16 A tile) and keeps
+//   its own online softmax, so nothing but the tile loads is shared.
+// - GQA the way the decode kernels do it: a block's rows are (position,
+//   query head) pairs of ONE KV head's group, G heads per position, so a
+//   block reads its K/V tiles once for G x (64 / G) rows.
+// - Fragment layouts are the decode kernel's (llama_attn_tc_g<G>,
+//   kernels.cu), checked there: Q K^T sums the dims in a permuted order so
+//   that Q and K fragments are whole 16-byte loads; P's A fragments are S's
+//   accumulators; V's B fragments pair two keys at one dim with byte
+//   permutes; P enters as bf16 hi + lo (two MMAs), keeping the fp32
+//   softmax's precision, so the same fp64 bounds hold.
+// - Positions come from device memory (pos[0] = the chunk's first
+//   position), never from arguments: one graph serves every chunk of its
+//   size, rebound per chunk.
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+#include "examples/llama/kernels.h"
+#include "examples/llama/kernels_common.cuh"
+
+extern "C" __global__ void __launch_bounds__(128)
+    llama_embed(__nv_bfloat16 *x, const __nv_bfloat16 *emb, const int *ids, int hidden, int vocab) {
+  const int i = blockIdx.x, nv = hidden / 8;
+  pdl_wait();
+  const int id = ids[i];
+  uint4 *dst = reinterpret_cast<uint4 *>(x + (size_t)i * hidden);
+  if (id < 0 || id >= vocab) {
+    for (int j = threadIdx.x; j < nv; j += blockDim.x) dst[j] = make_uint4(~0u, ~0u, ~0u, ~0u);  // NaN
+    return;
+  }
+  const uint4 *src = reinterpret_cast<const uint4 *>(emb + (size_t)id * hidden);
+  for (int j = threadIdx.x; j < nv; j += blockDim.x) dst[j] = src[j];
+}
+
+extern "C" __global__ void __launch_bounds__(64)
+    llama_prefill_rope(__nv_bfloat16 *q, __nv_bfloat16 *k_cache, __nv_bfloat16 *v_cache, const __nv_bfloat16 *qkv,
+                       const int *pos, int nq, int nkv, int max_ctx, float theta, const float *inv_freq) {
+  const int row = blockIdx.x, h = blockIdx.y, i = threadIdx.x;
+  pdl_wait();
+  const int p = pos[0] + row;
+  const __nv_bfloat16 *src = qkv + ((size_t)row * (nq + 2 * nkv) + h) * kD;
+  float a = __bfloat162float(src[i]), c = __bfloat162float(src[i + kD / 2]);
+  if (h < nq + nkv) rope_rotate(a, c, p, i, theta, inv_freq);
+  __nv_bfloat16 *dst;
+  if (h < nq) {
+    dst = q + ((size_t)row * nq + h) * kD;
+  } else {
+    if (p < 0 || p >= max_ctx) return;  // the engine's bug; never write outside the cache
+    const int kv = h < nq + nkv ? h - nq : h - nq - nkv;
+    dst = (h < nq + nkv ? k_cache : v_cache) + ((size_t)kv * max_ctx + p) * kD;
+  }
+  dst[i] = __float2bfloat16_rn(a);
+  dst[i + kD / 2] = __float2bfloat16_rn(c);
+}
+
+namespace {
+
+// 16 bytes global -> shared without registers (sm_80+); ok = false writes
+// 16 zero bytes and reads nothing (src-size 0), for keys past the end.
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool ok) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(ok ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// One block: KV head h, query rows r = 0..63 of block qb, row r being
+// position i = qb * RPB + r / G and query head h * G + r % G (RPB = 64 / G
+// positions per block). Blocks run from the last positions to the first
+// (blockIdx.x reversed): those attend the most keys, so they start first.
+// Warp w owns rows 16w .. 16w + 15; lane (g, tig) = (lane / 4, lane % 4)
+// holds rows 16w + g ("row 0") and 16w + g + 8 ("row 1") of every
+// accumulator, as in the decode kernel.
+//
+// Keys stream in tiles of KT = 32 through two shared-memory stages
+// (cp.async: tile t + 1 loads while tile t is used). Keys at or past the
+// block's end (its last row's position + 1) are zero-filled, so V rows of 0
+// keep 0 x garbage out of P V and no cache row past the chunk is ever read.
+// Per tile and warp (skipped when all its rows end before the tile):
+//   S [16 rows x 32 keys] = Q K^T: 4 n-tiles of 8 keys x 8 k-steps of 16 dims
+//   causal mask (key > the row's position: -inf), online softmax (log2)
+//   O [16 rows x 128 dims] += P V: 2 k-steps of 16 keys x 16 n-tiles, hi + lo
+// Shared-memory row pitches are chosen against bank conflicts of the
+// 16-byte fragment loads (8 lanes per phase): K rows are read 8 rows x 4
+// dim groups (pitch = 16 words mod 32), V rows 4 rows 2 apart x 2 dim
+// groups (pitch = 4 words mod 32).
+template <int G>
+__device__ __forceinline__ void prefill_attn(__nv_bfloat16 *out, const __nv_bfloat16 *q,
+                                             const __nv_bfloat16 *k_cache, const __nv_bfloat16 *v_cache,
+                                             const int *pos, int M, int nkv, int max_ctx, float scale_log2) {
+  static_assert(G >= 1 && G <= 16 && (G & (G - 1)) == 0, "a block's 64 rows hold whole groups");
+  constexpr int W = 4, RPB = LLAMA_PREFILL_ROWS / G, KT = 32;
+  constexpr int KPK = kD + 32, KPV = kD + 8;  // shared row pitches (bf16) of K and V
+  static_assert(W * 16 == LLAMA_PREFILL_ROWS, "4 warps x 16 MMA rows");
+  __shared__ __align__(16) __nv_bfloat16 ks[2][KT * KPK];
+  __shared__ __align__(16) __nv_bfloat16 vs[2][KT * KPV];
+
+  const int qb = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, t = threadIdx.x;
+  const int w = t >> 5, lane = t & 31, g = lane >> 2, tig = lane & 3;
+  pdl_wait();
+  const int p0 = pos[0], nq = nkv * G;
+  const int i_first = qb * RPB, i_last = min(M, i_first + RPB) - 1;  // the block's positions (indices in the chunk)
+  const int kend = p0 + i_last + 1;                                    // keys the block needs: 0 .. kend - 1
+  // This lane's two rows: chunk index (clamped: rows past M compute as the
+  // block's last valid one and are never stored), query head, last key.
+  const int ra = 16 * w + g, rb = ra + 8;
+  const int ia = i_first + ra / G, ib = i_first + rb / G;
+  const int ca = min(ia, i_last), cb = min(ib, i_last);
+  const int ha = h * G + ra % G, hb = h * G + rb % G;
+  const int lim0 = p0 + ca, lim1 = p0 + cb;  // row 0 attends keys <= lim0
+  const int wend = p0 + min(i_first + (16 * w + 15) / G, i_last) + 1;  // the warp's rows need keys < wend
+
+  // Q fragments for the whole key loop (dims permuted as in the decode kernel).
+  uint4 qa[4], qb4[4];
+  {
+    const __nv_bfloat16 *qra = q + ((size_t)ca * nq + ha) * kD, *qrb = q + ((size_t)cb * nq + hb) * kD;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+      qa[j] = *reinterpret_cast<const uint4 *>(qra + 32 * j + 8 * tig);
+      qb4[j] = *reinterpret_cast<const uint4 *>(qrb + 32 * j + 8 * tig);
+    }
+  }
+  float oacc[2][8][4];
+#pragma unroll
+  for (int H = 0; H < 2; H++)
+#pragma unroll
+    for (int i = 0; i < 8; i++) oacc[H][i][0] = oacc[H][i][1] = oacc[H][i][2] = oacc[H][i][3] = 0.f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;  // l: this lane's keys only, summed at the end
+
+  const size_t head = (size_t)h * max_ctx * kD;
+  const __nv_bfloat16 *kb = k_cache + head, *vb = v_cache + head;
+  const int ntiles = (kend + KT - 1) / KT;
+  // A tile: KT rows x 16 chunks of 16 bytes, of K and of V: 4 + 4 per thread.
+  auto load = [&](int tile, int buf) {
+#pragma unroll
+    for (int u = 0; u < KT * 16 / 128; u++) {
+      const int c = t + 128 * u, row = c >> 4, col = c & 15, key = tile * KT + row;
+      const bool ok = key < kend;
+      const size_t at = (size_t)(ok ? key : 0) * kD + col * 8;
+      cp_async16(&ks[buf][row * KPK + col * 8], kb + at, ok);
+      cp_async16(&vs[buf][row * KPV + col * 8], vb + at, ok);
+    }
+    cp_async_commit();
+  };
+  load(0, 0);
+  for (int tile = 0; tile < ntiles; tile++) {
+    const int buf = tile & 1, k0 = tile * KT;
+    if (tile + 1 < ntiles) {
+      load(tile + 1, buf ^ 1);  // that stage was last read in tile - 1, before its closing barrier
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // tile's stage is in shared memory for every warp
+    if (k0 < wend) {
+      const __nv_bfloat16 *kt = ks[buf], *vt = vs[buf];
+      float sc[4][4];
+#pragma unroll
+      for (int n = 0; n < 4; n++) {
+        sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.f;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+          const uint4 kr = *reinterpret_cast<const uint4 *>(kt + (8 * n + g) * KPK + 32 * j + 8 * tig);
+          mma_bf16(sc[n], qa[j].x, qb4[j].x, qa[j].y, qb4[j].y, kr.x, kr.y);
+          mma_bf16(sc[n], qa[j].z, qb4[j].z, qa[j].w, qb4[j].w, kr.z, kr.w);
+        }
+      }
+      // sc[n][c]: row 0 (c < 2) or row 1, key k0 + 8n + 2tig + (c & 1).
+      float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+      for (int n = 0; n < 4; n++)
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+          const int key = k0 + 8 * n + 2 * tig + (c & 1);
+          const bool ok = key <= (c < 2 ? lim0 : lim1);
+          sc[n][c] = ok ? sc[n][c] * scale_log2 : -INFINITY;
+          if (c < 2)
+            mx0 = fmaxf(mx0, sc[n][c]);
+          else
+            mx1 = fmaxf(mx1, sc[n][c]);
+        }
+#pragma unroll
+      for (int o = 1; o <= 2; o <<= 1) {
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, o));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, o));
+      }
+      // Key 0 is in tile 0 and every row attends it, so m is finite from
+      // the first tile on; a tile with no key of a row leaves it as it was
+      // (mx = -inf: alpha 1, p 0).
+      const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+      const float al0 = exp2f(m0 - mn0), al1 = exp2f(m1 - mn1);  // 0 on the first tile (m = -inf)
+      m0 = mn0;
+      m1 = mn1;
+      l0 *= al0;
+      l1 *= al1;
+#pragma unroll
+      for (int n = 0; n < 4; n++) {
+        sc[n][0] = exp2f(sc[n][0] - mn0);  // masked keys: exp2(-inf) = 0
+        sc[n][1] = exp2f(sc[n][1] - mn0);
+        sc[n][2] = exp2f(sc[n][2] - mn1);
+        sc[n][3] = exp2f(sc[n][3] - mn1);
+        l0 += sc[n][0] + sc[n][1];
+        l1 += sc[n][2] + sc[n][3];
+      }
+#pragma unroll
+      for (int H = 0; H < 2; H++)
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+          oacc[H][i][0] *= al0;
+          oacc[H][i][1] *= al0;
+          oacc[H][i][2] *= al1;
+          oacc[H][i][3] *= al1;
+        }
+#pragma unroll
+      for (int kk = 0; kk < 2; kk++) {  // 16 keys: k0 + 16kk ..
+        uint32_t ph[4], pl[4];  // A fragments of P: (row 0 | row 1) x (keys 2tig.. | 2tig+8..)
+        split2(sc[2 * kk][0], sc[2 * kk][1], ph[0], pl[0]);
+        split2(sc[2 * kk][2], sc[2 * kk][3], ph[1], pl[1]);
+        split2(sc[2 * kk + 1][0], sc[2 * kk + 1][1], ph[2], pl[2]);
+        split2(sc[2 * kk + 1][2], sc[2 * kk + 1][3], ph[3], pl[3]);
+        uint4 vr[4][2];  // keys 2tig, 2tig+1, 2tig+8, 2tig+9 of the 16, dims 64H + 8g .. +7
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+#pragma unroll
+          for (int H = 0; H < 2; H++)
+            vr[r][H] = *reinterpret_cast<const uint4 *>(vt + (16 * kk + 2 * tig + (r & 1) + 8 * (r >> 1)) * KPV +
+                                                        64 * H + 8 * g);
+#pragma unroll
+        for (int H = 0; H < 2; H++)
+#pragma unroll
+          for (int i = 0; i < 8; i++) {
+            const uint32_t sel = (i & 1) ? 0x7632u : 0x5410u;
+            const uint32_t b0 = __byte_perm(word(vr[0][H], i >> 1), word(vr[1][H], i >> 1), sel);
+            const uint32_t b1 = __byte_perm(word(vr[2][H], i >> 1), word(vr[3][H], i >> 1), sel);
+            mma_bf16(oacc[H][i], ph[0], ph[1], ph[2], ph[3], b0, b1);
+            mma_bf16(oacc[H][i], pl[0], pl[1], pl[2], pl[3], b0, b1);
+          }
+      }
+    }
+    __syncthreads();  // every warp is done with this stage before tile + 2 loads into it
+  }
+#pragma unroll
+  for (int o = 1; o <= 2; o <<= 1) {
+    l0 += __shfl_xor_sync(0xffffffffu, l0, o);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, o);
+  }
+  // oacc[H][i]: c0 / c2 hold dim 64H + 16tig + i of row 0 / row 1, c1 / c3
+  // dim 64H + 16tig + 8 + i: two 16-byte stores per row and half.
+  const float ia0 = 1.f / l0, ia1 = 1.f / l1;
+#pragma unroll
+  for (int H = 0; H < 2; H++)
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+      uint4 va, vb2;
+      __nv_bfloat162 *pa = reinterpret_cast<__nv_bfloat162 *>(&va), *pb = reinterpret_cast<__nv_bfloat162 *>(&vb2);
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        pa[i] = __floats2bfloat162_rn(oacc[H][2 * i][half] * ia0, oacc[H][2 * i + 1][half] * ia0);
+        pb[i] = __floats2bfloat162_rn(oacc[H][2 * i][2 + half] * ia1, oacc[H][2 * i + 1][2 + half] * ia1);
+      }
+      const int d = 64 * H + 16 * tig + 8 * half;
+      if (ia <= i_last) *reinterpret_cast<uint4 *>(out + ((size_t)ia * nq + ha) * kD + d) = va;
+      if (ib <= i_last) *reinterpret_cast<uint4 *>(out + ((size_t)ib * nq + hb) * kD + d) = vb2;
+    }
+}
+
+}  // namespace
+
+// Registers: 64 accumulators, 32 for the Q fragments, 32 for a k-step's V
+// fragments; two blocks per SM leaves up to 255 per thread (no spills) and
+// the 37 KB of shared memory twice.
+#define LLAMA_PREFILL_ATTN_DEF(G)                                                                              \
+  extern "C" __global__ void __launch_bounds__(128, 2)                                                        \
+      llama_prefill_attn_g##G(__nv_bfloat16 *out, const __nv_bfloat16 *q, const __nv_bfloat16 *k_cache,       \
+                              const __nv_bfloat16 *v_cache, const int *pos, int M, int nkv, int max_ctx,       \
+                              float scale_log2) {                                                              \
+    prefill_attn<G>(out, q, k_cache, v_cache, pos, M, nkv, max_ctx, scale_log2);                               \
+  }
+LLAMA_PREFILL_ATTN_DEF(1)
+LLAMA_PREFILL_ATTN_DEF(2)
+LLAMA_PREFILL_ATTN_DEF(4)
+LLAMA_PREFILL_ATTN_DEF(8)
+LLAMA_PREFILL_ATTN_DEF(16)
