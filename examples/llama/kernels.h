@@ -24,6 +24,9 @@
 #define LLAMA_ATTN_TILE 64
 // The GQA group sizes with a compiled attention kernel (llama_attn_g<G>).
 #define LLAMA_ATTN_MAX_GROUP 16
+// Query rows per block of llama_prefill_attn_g<G>: 4 warps x 16 MMA rows,
+// each row one (position, query head) pair; a block holds 64 / G positions.
+#define LLAMA_PREFILL_ROWS 64
 
 #ifdef __CUDACC__
 #include <cuda_bf16.h>
@@ -112,10 +115,6 @@ extern "C" __global__ void llama_attn_combine(__nv_bfloat16 *out, const float *o
 //   q        [M, nq, 128]            rotated queries
 //   k_cache, v_cache [nkv, max_ctx, 128]  the sequence's caches (batch 1)
 //   out      [M, nq * 128]           attention output
-
-// Query rows per block of llama_prefill_attn_g<G>: 4 warps x 16 MMA rows,
-// each row one (position, query head) pair; a block holds 64 / G positions.
-#define LLAMA_PREFILL_ROWS 64
 
 // x[i, :] = emb[ids[i], :]. A token outside [0, vocab) gives a NaN row (the
 // host checks the ids; a NaN shows where it did not). grid (M), block 128;

@@ -47,6 +47,7 @@ struct Rank {
                                  // as this CUfunction instead of by name in `module`
   tpg_comm *comm = nullptr;       // null at TP 1: a one-rank plan needs none
   tpg_module *module = nullptr;  // examples/llama/kernels.cu
+  tpg_module *prefill_module = nullptr;  // examples/llama/prefill_kernels.cu (--model's prefill)
   cublasHandle_t cublas = nullptr;
   void *cublas_ws = nullptr;     // cuBLAS must not allocate while captured
   size_t cublas_ws_bytes = 0;
@@ -190,6 +191,9 @@ int alloc_step_io(const Config &c, Step *s, std::string *err);
 // the ranks).
 int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k, int max_len, LmHead *lm, Step *s,
                std::string *err);
+// The LM head's captured cuBLAS call (tpg_capture_fn; user: the LmHead):
+// views h [batch, hidden], this rank's LM-head rows, logits [batch, V/R] fp32.
+int lm_head_capture(void *user, tpg_stream stream, void *const *ptrs, int nptrs);
 // Runs the LM head's cuBLAS call once, eagerly, before it is captured: its
 // first call loads kernels and picks an algorithm, work better kept out of
 // the capture.

@@ -53,10 +53,13 @@ struct Options {
   int decode = 0, end_token = -1;  // --decode N: decode.h's host loop vs device loop
   // --model DIR (a Hugging Face checkpoint): --prompt-ids in, new ids out
   // (model/generate.h); other_flag: the first flag seen that --model refuses.
-  std::string model, other_flag;
+  std::string model, other_flag, model_flag;  // model_flag: the first of --model's own flags seen
   std::vector<int> prompt;
   int max_new = 32;
-  bool set_max_new = false;
+  bool set_max_new = false, set_iters = false;
+  GenerateOptions::Prefill prefill = GenerateOptions::PREFILL_GRAPH;  // --prefill graph|steps
+  int prefill_chunk = 256;
+  std::string prompt_logits;  // --prompt-logits FILE
 };
 
 void usage(FILE *f) {
@@ -103,9 +106,15 @@ void usage(FILE *f) {
                "                    engine runs (docs/llama.md, \"Hugging Face checkpoints\"); each rank\n"
                "                    reads its shard. With --prompt-ids: one sequence, greedy\n"
                "  --prompt-ids L    token ids, comma-separated (no tokenizer here). The prompt runs as\n"
-               "                    single-token decode steps, a stand-in for an M-row prefill graph\n"
-               "                    (not built yet); then the host and device loops decode\n"
-               "  --max-new-tokens N  tokens to make, 1..8191 (default 32); prompt + N <= 8192\n");
+               "                    a prefill of M-row graphs (causal attention over the cache), whose\n"
+               "                    last row gives the first new token; then the host and device loops\n"
+               "  --max-new-tokens N  tokens to make, 1..8191 (default 32); prompt + N <= 8192\n"
+               "  --prefill graph|steps  with --model: the prompt as M-row graphs (default), or as\n"
+               "                    single-token decode steps (the older path, for comparison)\n"
+               "  --prefill-chunk N rows per prefill graph, a multiple of 64 up to 8192 (default 256)\n"
+               "  --prompt-logits F with --model: write the last prompt row's logits (fp32, vocab_size)\n"
+               "                    to file F (prefill graph only)\n"
+               "  --iters N         with --model: timed runs after one warm-up (default 1; medians)\n");
 }
 
 // "1,2,3" -> {1, 2, 3}: non-negative integers, nothing else.
@@ -153,6 +162,11 @@ int parse_model(Options *o) {
                  o->other_flag.c_str());
     return 2;
   }
+  if (!o->prompt_logits.empty() && o->prefill != GenerateOptions::PREFILL_GRAPH) {
+    std::fprintf(stderr, "llama: --prompt-logits needs --prefill graph (the prompt's logits come from its last chunk)\n");
+    return 2;
+  }
+  if (!o->set_iters) o->iters = 1;
   const int P = (int)o->prompt.size(), need = P + o->max_new;
   if (need > 8192) {
     std::fprintf(stderr,
@@ -182,7 +196,7 @@ int parse_model(Options *o) {
 
 int parse(int argc, char **argv, Options *o) {
   enum { DECODE = 100, ENDTOKEN };  // decode.h's flags
-  enum { MODEL = 200, PROMPTIDS, MAXNEW };  // model/generate.h's
+  enum { MODEL = 200, PROMPTIDS, MAXNEW, PREFILL, PREFILLCHUNK, PROMPTLOGITS };  // model/generate.h's
   enum { CONFIG = 1, LAYERS, BATCH, CTX, STEPS, TP, WEIGHTS, OUT, BENCH, SWEEP, LMHEAD, VOCAB, SEED, ITERS, WARMUP,
          IDFILE, PDL, NOPDL, MODE, VERIFY, ATTN, ATTNBPS, HELP };
   static const option opts[] = {
@@ -201,6 +215,9 @@ int parse(int argc, char **argv, Options *o) {
       {"attn", required_argument, 0, ATTN},     {"attn-bps", required_argument, 0, ATTNBPS},
       {"model", required_argument, 0, MODEL},   {"prompt-ids", required_argument, 0, PROMPTIDS},
       {"max-new-tokens", required_argument, 0, MAXNEW},
+      {"prefill", required_argument, 0, PREFILL},
+      {"prefill-chunk", required_argument, 0, PREFILLCHUNK},
+      {"prompt-logits", required_argument, 0, PROMPTLOGITS},
       {0, 0, 0, 0}};
   int ch, v, idx = -1;
   Config &c = o->c;
@@ -208,13 +225,33 @@ int parse(int argc, char **argv, Options *o) {
     // --model takes the model and the run from the checkpoint and the
     // prompt: flags that set either are refused with it, not ignored.
     if (idx >= 0 && o->other_flag.empty() && ch != MODEL && ch != PROMPTIDS && ch != MAXNEW && ch != TP &&
-        ch != ENDTOKEN && ch != PDL && ch != NOPDL && ch != ATTN && ch != ATTNBPS && ch != IDFILE && ch != HELP)
+        ch != ENDTOKEN && ch != PDL && ch != NOPDL && ch != ATTN && ch != ATTNBPS && ch != IDFILE && ch != HELP &&
+        ch != PREFILL && ch != PREFILLCHUNK && ch != PROMPTLOGITS && ch != ITERS)
       o->other_flag = std::string("--") + opts[idx].name;
+    // ... and its own flags need it.
+    if (idx >= 0 && (ch == PREFILL || ch == PREFILLCHUNK || ch == PROMPTLOGITS) && o->model_flag.empty())
+      o->model_flag = std::string("--") + opts[idx].name;
     idx = -1;
     switch (ch) {
       case MODEL: o->model = optarg; break;
       case PROMPTIDS: if (!parse_ids(optarg, &o->prompt)) return 2; break;
       case MAXNEW: if (!parse_int("--max-new-tokens", optarg, 1, 8191, &o->max_new)) return 2; o->set_max_new = true; break;
+      case PREFILL:
+        if (!std::strcmp(optarg, "graph")) o->prefill = GenerateOptions::PREFILL_GRAPH;
+        else if (!std::strcmp(optarg, "steps")) o->prefill = GenerateOptions::PREFILL_STEPS;
+        else {
+          std::fprintf(stderr, "llama: --prefill '%s': expected graph or steps\n", optarg);
+          return 2;
+        }
+        break;
+      case PREFILLCHUNK:
+        if (!parse_int("--prefill-chunk", optarg, 64, 8192, &o->prefill_chunk)) return 2;
+        if (o->prefill_chunk % 64) {
+          std::fprintf(stderr, "llama: --prefill-chunk %d: expected a multiple of 64\n", o->prefill_chunk);
+          return 2;
+        }
+        break;
+      case PROMPTLOGITS: o->prompt_logits = optarg; break;
       case CONFIG:
         if (!std::strcmp(optarg, "8b")) {
           c.hidden = 4096, c.heads = 32, c.kv_heads = 8, c.ffn = 14336;
@@ -239,7 +276,7 @@ int parse(int argc, char **argv, Options *o) {
       case LMHEAD: o->lm_head = true; break;
       case VOCAB: if (!parse_int("--vocab", optarg, 8, 1 << 20, &o->vocab)) return 2; break;
       case SEED: if (!parse_int("--seed", optarg, 0, 1 << 30, &v)) return 2; c.seed = (uint64_t)v; break;
-      case ITERS: if (!parse_int("--iters", optarg, 1, 1000000, &o->iters)) return 2; break;
+      case ITERS: if (!parse_int("--iters", optarg, 1, 1000000, &o->iters)) return 2; o->set_iters = true; break;
       case WARMUP: if (!parse_int("--warmup", optarg, 0, 1000000, &o->warmup)) return 2; break;
       case IDFILE: o->id_file = optarg; break;
       case PDL: o->pdl = true; break;
@@ -274,6 +311,10 @@ int parse(int argc, char **argv, Options *o) {
     return 2;
   }
   if (!o->model.empty() || !o->prompt.empty() || o->set_max_new) return parse_model(o);
+  if (!o->model_flag.empty()) {
+    std::fprintf(stderr, "llama: %s goes with --model\n", o->model_flag.c_str());
+    return 2;
+  }
   if (o->decode && (o->bench || !o->lm_head)) {
     std::fprintf(stderr, "llama: --decode needs --lm-head (the tokens come from the logits), not --bench\n");
     return 2;
@@ -376,6 +417,7 @@ struct RankState {
     cudaFree(R.cublas_ws);
     if (R.stream) cudaStreamDestroy(R.stream);
     tpg_module_destroy(R.module);
+    tpg_module_destroy(R.prefill_module);
     tpg_comm_destroy(R.comm);
   }
 };
@@ -644,6 +686,15 @@ int run_rank(Options &o, int rank, int nranks, int device, const std::string &id
     return 1;
   }
   CHECK_TPG(tpg_module_load(blob->start, (size_t)(blob->end - blob->start), &R.module));
+  if (!o.model.empty()) {  // the prefill's kernels (prefill_kernels.cu), a blob of the same fatbin
+    const tpg_embedded_blob *pb = llama_kernels;
+    while (pb->name && std::strcmp(pb->name, "prefill_kernels")) pb++;
+    if (!pb->name) {
+      std::fprintf(stderr, "llama: the embedded device code has no 'prefill_kernels' image\n");
+      return 1;
+    }
+    CHECK_TPG(tpg_module_load(pb->start, (size_t)(pb->end - pb->start), &R.prefill_module));
+  }
   if (o.c.vocab > 0) {
     if (cublasCreate(&R.cublas) != CUBLAS_STATUS_SUCCESS) {
       std::fprintf(stderr, "llama rank %d: cublasCreate failed\n", rank);
@@ -672,6 +723,10 @@ int run_rank(Options &o, int rank, int nranks, int device, const std::string &id
     g.prompt = o.prompt;
     g.max_new = o.max_new;
     g.end_token = o.end_token;
+    g.prefill = o.prefill;
+    g.chunk = o.prefill_chunk;
+    g.iters = o.iters;
+    g.logits_out = o.prompt_logits;
     if (rank == 0)
       std::printf("llama: %s, %d layers, hidden %d, %d/%d heads, ffn %d, vocab %d, theta %g%s, eps %g\n",
                   model.config().arch.c_str(), o.c.layers, o.c.hidden, o.c.heads, o.c.kv_heads, o.c.ffn, o.c.vocab,

@@ -25,18 +25,16 @@
 
 #include "examples/llama/kernels.h"
 #include "examples/llama/llama.h"
+#include "examples/llama/plan_builder.h"
 
 namespace llama {
 namespace {
 
-#define TRY(call)                                                                 \
-  do {                                                                            \
-    tpg_status s_ = (call);                                                       \
-    if (s_ != TPG_SUCCESS) {                                                      \
-      *err = std::string(#call) + ": " + tpg_last_error();                        \
-      return 1;                                                                   \
-    }                                                                             \
-  } while (0)
+#define TRY LLAMA_TRY
+
+using Builder = PlanBuilder;
+
+}  // namespace
 
 // The LM head: logits_r [B, V/R] fp32 = h [B, H] * Wlm_r^T, bf16 inputs, fp32
 // accumulation. Row-major Y = X W^T is column-major Y^T = W X^T: cuBLAS sees
@@ -57,55 +55,6 @@ int lm_head_capture(void *user, tpg_stream stream, void *const *ptrs, int nptrs)
                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   return st == CUBLAS_STATUS_SUCCESS ? 0 : 200 + (int)st;
 }
-
-struct Builder {
-  tpg_plan *p;
-  Step *s;
-  std::string *err;
-  tpg_node last = 0;
-  bool have_last = false;
-
-  int slot(const char *name, tpg_dtype t, tpg_memory m, size_t n, void *bound, tpg_slot *out) {
-    TRY(tpg_plan_add_slot(p, name, t, m, n, out));
-    if (m != TPG_MEM_SCRATCH) s->bindings.push_back({*out, bound});
-    return 0;
-  }
-  int slot(const std::string &name, tpg_dtype t, tpg_memory m, size_t n, void *bound, tpg_slot *out) {
-    return slot(name.c_str(), t, m, n, bound, out);
-  }
-  // The chain: every node after the previous one.
-  const tpg_node *dep() const { return have_last ? &last : nullptr; }
-  int ndep() const { return have_last ? 1 : 0; }
-  void chain(tpg_node n) {
-    last = n;
-    have_last = true;
-  }
-  int kernel(const char *name, const std::string &label, unsigned gx, unsigned gy, unsigned gz, unsigned block,
-             const std::vector<tpg_arg> &args, const Rank &r) {
-    tpg_kernel_desc k = TPG_KERNEL_DESC_INIT;
-    k.module = r.module;
-    k.pdl = r.pdl ? 1 : 0;  // kernels.cu: every kernel waits (griddepcontrol.wait) before reading
-    k.name = name;
-    k.grid[0] = gx;
-    k.grid[1] = gy;
-    k.grid[2] = gz;
-    k.block[0] = block;
-    k.args = args.data();
-    if (r.stub_function) {  // plan_test: no module without a GPU
-      k.module = nullptr;
-      k.name = nullptr;
-      k.cu_function = r.stub_function;
-    }
-    k.nargs = (int)args.size();
-    tpg_node n;
-    TRY(tpg_plan_add_kernel(p, &k, dep(), ndep(), &n));
-    TRY(tpg_plan_set_node_name(p, n, label.c_str()));
-    chain(n);
-    return 0;
-  }
-};
-
-}  // namespace
 
 // The attention's split length (whole tiles of LLAMA_ATTN_TILE keys) for
 // `heads` = B x nkv (sequence, KV head) pairs and contexts up to max_len.
@@ -181,7 +130,7 @@ int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k
 
   const int vpart = c.vocab / R;
   TRY(tpg_plan_create(&s->plan));
-  Builder b{s->plan, s, err};
+  Builder b{s->plan, &s->bindings, err};
   const tpg_memory DEV = TPG_MEM_DEVICE, SCR = TPG_MEM_SCRATCH;
   tpg_slot x, pos_host, pos, h, qkv, q, attn, o_part, ml_part, part, h2, act, final_norm, attn_cnt;
   // int32 data lives in TPG_F32 slots: tpgraph only needs its 4-byte width.

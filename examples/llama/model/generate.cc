@@ -1,13 +1,14 @@
-// generate.cc - generate.h: the prompt token by token, then decode.h's two
-// greedy loops from the last prompt token.
+// generate.cc - generate.h: the prompt (prefill graphs, or token by token),
+// then decode.h's two greedy loops.
 //
-// Three graphs over one set of caches: the decode step alone (the prompt's
-// steps; built with device_loop, so positions and x are device buffers the
-// host sets with stream-ordered copies, and no host wait between steps),
-// and the host and device loops of decode.cc around the same step. Each
-// run is warm-up then timed; both loops start from the same caches (the
-// prompt's positions 0 .. P-2, written once per run) and must make the same
-// tokens, as in --decode.
+// Graphs over one set of caches: the decode step alone (built with
+// device_loop, so positions and x are device buffers), the host and device
+// loops of decode.cc around the same step, and (--prefill graph, the
+// default) prefill.h's one or two chunk graphs, whose last one hands the
+// first new token to the step. Each run is a warm-up, then --iters timed
+// runs (medians); every run starts from an empty prompt (the caches are
+// rewritten at every position before they are read) and both loops start
+// from the same state, so every run must make the same tokens.
 #include "examples/llama/model/generate.h"
 
 #include <algorithm>
@@ -16,12 +17,19 @@
 #include <cstring>
 
 #include "examples/llama/decode.h"
+#include "examples/llama/prefill.h"
 
 namespace llama {
 namespace {
 
 double now_us() {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
 }
 
 // Everything run_generate creates, released in reverse order.
@@ -31,8 +39,18 @@ struct Run {
   Step s;
   tpg_plan *hp = nullptr, *dp = nullptr;
   tpg_graph *hg = nullptr, *dg = nullptr;
-  int *d_pos_table = nullptr;  // [P]: 0, 1, ..., P-1 (the prompt's positions, copied on the device)
+  int *d_pos_table = nullptr;  // [P + 1]: 0, 1, ..., P (positions, copied and bound on the device)
+  // --prefill graph
+  Prefill full, last;          // chunks of `chunk` rows (when there are two or more), the last chunk
+  int *d_ids = nullptr;        // [P] the prompt
+  float *d_logits = nullptr;   // [vocab] the last prompt row's logits
+  float *d_cand = nullptr;     // [4]
+  int *d_pf_step = nullptr, *d_pf_done = nullptr;  // [4] each
+  int *h_pf_out = nullptr;     // pinned [4]: the first new token
+  cudaEvent_t ev[2] = {nullptr, nullptr};
   ~Run() {
+    free_prefill(&full);
+    free_prefill(&last);
     if (hg) tpg_graph_destroy(hg);
     if (dg) tpg_graph_destroy(dg);
     tpg_plan_destroy(hp);
@@ -40,6 +58,14 @@ struct Run {
     free_step(&s);
     free_caches(&k);
     cudaFree(d_pos_table);
+    cudaFree(d_ids);
+    cudaFree(d_logits);
+    cudaFree(d_cand);
+    cudaFree(d_pf_step);
+    cudaFree(d_pf_done);
+    cudaFreeHost(h_pf_out);
+    for (cudaEvent_t e : ev)
+      if (e) cudaEventDestroy(e);
   }
 };
 
@@ -59,9 +85,10 @@ bool set_input(const Config &c, const Rank &r, Run &g, int token, int p, std::st
                  "pos", err);
 }
 
-// Positions 0 .. P-2: one launch of the step each, back to back (the copies
-// and launches are ordered on the stream; the host waits once at the end).
-bool run_prompt(const Config &c, const Rank &r, Run &g, const std::vector<int> &ids, std::string *err) {
+// --prefill steps: positions 0 .. P-2, one launch of the step each, back to
+// back (the copies and launches are ordered on the stream; the host waits
+// once at the end).
+bool run_prompt_steps(const Config &c, const Rank &r, Run &g, const std::vector<int> &ids, std::string *err) {
   for (size_t t = 0; t + 1 < ids.size(); t++) {
     if (!set_input(c, r, g, ids[t], (int)t, err)) return false;
     if (tpg_graph_launch(g.s.graph, r.stream) != TPG_SUCCESS) {
@@ -76,11 +103,39 @@ bool run_prompt(const Config &c, const Rank &r, Run &g, const std::vector<int> &
   return true;
 }
 
-// Both loops start here: the last prompt token at position P-1, counters
-// zero, no tokens.
-bool reset_loop(const Config &c, const Rank &r, Run &g, const std::vector<int> &ids, int n_max, std::string *err) {
-  const int P = (int)ids.size();
-  if (!set_input(c, r, g, ids[P - 1], P - 1, err) ||
+// --prefill graph: every chunk one launch (the full-size graph rebound to
+// its chunk first), the decode step's position set to P-1 for the last
+// chunk's pick to advance. Returns the first new token in *tok; *dev_ms:
+// the device time between the first launch and the last node.
+bool run_prefill(const Rank &r, Run &g, int P, const std::vector<PrefillChunk> &chunks, int *tok, float *dev_ms,
+                 std::string *err) {
+  if (!cuda_ok(cudaMemcpyAsync(g.s.d_pos, g.d_pos_table + (P - 1), sizeof(int), cudaMemcpyDeviceToDevice, r.stream),
+               "pos <- P-1", err) ||
+      !cuda_ok(cudaEventRecord(g.ev[0], r.stream), "event", err))
+    return false;
+  g.h_pf_out[0] = -1;
+  for (size_t i = 0; i < chunks.size(); i++) {
+    Prefill &pg = i + 1 == chunks.size() ? g.last : g.full;  // the last graph is bound to its chunk at build
+    if (&pg == &g.full && bind_chunk(&pg, g.d_ids, g.d_pos_table, chunks[i].p0, err)) return false;
+    if (tpg_graph_launch(pg.graph, r.stream) != TPG_SUCCESS) {
+      *err = std::string("prefill chunk ") + std::to_string(i) + ": " + tpg_last_error();
+      return false;
+    }
+  }
+  if (!cuda_ok(cudaEventRecord(g.ev[1], r.stream), "event", err)) return false;
+  if (wait_rank(r) != TPG_SUCCESS) {
+    *err = std::string("prefill: ") + tpg_last_error();
+    return false;
+  }
+  if (!cuda_ok(cudaEventElapsedTime(dev_ms, g.ev[0], g.ev[1]), "event time", err)) return false;
+  *tok = g.h_pf_out[0];
+  return true;
+}
+
+// Both loops start here: `token` at position p (the last prompt token at
+// P-1, or the prefill's token at P), counters zero, no tokens.
+bool reset_loop(const Config &c, const Rank &r, Run &g, int token, int p, int n_max, std::string *err) {
+  if (!set_input(c, r, g, token, p, err) ||
       !cuda_ok(cudaMemsetAsync(g.io.step, 0, 4 * sizeof(int), r.stream), "step", err) ||
       !cuda_ok(cudaMemsetAsync(g.io.done, 0, 4 * sizeof(int), r.stream), "done", err) ||
       !cuda_ok(cudaStreamSynchronize(r.stream), "reset", err))
@@ -89,13 +144,67 @@ bool reset_loop(const Config &c, const Rank &r, Run &g, const std::vector<int> &
   return true;
 }
 
+// The prefill's buffers and its one or two graphs (after the step's: the
+// LM head's cuBLAS call is warm by then and stays out of the capture's
+// first-call work).
+int setup_prefill(const Config &c, const Rank &r, const Weights &w, const GenerateOptions &o,
+                  const std::vector<PrefillChunk> &chunks, Run &g, std::string *err) {
+  const int P = (int)o.prompt.size();
+  if (!cuda_ok(cudaMalloc(reinterpret_cast<void **>(&g.d_ids), P * sizeof(int)), "prompt ids", err) ||
+      !cuda_ok(cudaMemcpy(g.d_ids, o.prompt.data(), P * sizeof(int), cudaMemcpyHostToDevice), "prompt ids", err) ||
+      !cuda_ok(cudaMalloc(reinterpret_cast<void **>(&g.d_logits), (size_t)c.vocab * 4), "prompt logits", err) ||
+      !cuda_ok(cudaMalloc(reinterpret_cast<void **>(&g.d_cand), 4 * sizeof(float)), "prefill argmax", err) ||
+      !cuda_ok(cudaMalloc(reinterpret_cast<void **>(&g.d_pf_step), 4 * sizeof(int)), "prefill step", err) ||
+      !cuda_ok(cudaMemset(g.d_pf_step, 0, 4 * sizeof(int)), "prefill step", err) ||
+      !cuda_ok(cudaMalloc(reinterpret_cast<void **>(&g.d_pf_done), 4 * sizeof(int)), "prefill done", err) ||
+      !cuda_ok(cudaHostAlloc(reinterpret_cast<void **>(&g.h_pf_out), 4 * sizeof(int), cudaHostAllocPortable),
+               "prefill token", err) ||
+      !cuda_ok(cudaEventCreate(&g.ev[0]), "event", err) || !cuda_ok(cudaEventCreate(&g.ev[1]), "event", err))
+    return 1;
+  PrefillTail tail;
+  tail.decode_module = g.io.mod;
+  tail.logits = g.d_logits;
+  tail.cand = g.d_cand;
+  tail.step = g.d_pf_step;
+  tail.done = g.d_pf_done;
+  tail.out = g.h_pf_out;
+  tail.dec_x = g.s.d_x;
+  tail.dec_pos = g.s.d_pos;
+  tail.end_token = o.end_token;
+  const PrefillChunk &lc = chunks.back();
+  if (chunks.size() > 1 &&
+      (build_prefill(c, r, w, g.k, o.chunk, g.io.emb, g.d_ids, g.d_pos_table, nullptr, &g.full, err) ||
+       create_prefill_graph(r, &g.full, err)))
+    return 1;
+  return build_prefill(c, r, w, g.k, lc.rows, g.io.emb, g.d_ids + lc.p0, g.d_pos_table + lc.p0, &tail, &g.last,
+                       err) ||
+         create_prefill_graph(r, &g.last, err);
+}
+
+bool write_floats(const std::string &path, const std::vector<float> &v) {
+  FILE *f = std::fopen(path.c_str(), "wb");
+  if (!f) return false;
+  const bool ok = std::fwrite(v.data(), 4, v.size(), f) == v.size();
+  return std::fclose(f) == 0 && ok;
+}
+
 }  // namespace
 
 int run_generate(const Config &c, const Rank &r, const Weights &w, const Source &src, const GenerateOptions &o,
                  std::string *err) {
   const int P = (int)o.prompt.size(), N = o.max_new;
-  if (c.batch != 1 || P < 1 || N < 1 || c.max_ctx < P + N || !w.lm_head) {
-    *err = "generate: needs batch 1, a prompt, --max-new-tokens >= 1, caches for prompt + new tokens and the LM head";
+  const bool graph = o.prefill == GenerateOptions::PREFILL_GRAPH;
+  if (c.batch != 1 || P < 1 || N < 1 || c.max_ctx < P + N || !w.lm_head || o.iters < 1) {
+    *err = "generate: needs batch 1, a prompt, --max-new-tokens >= 1, caches for prompt + new tokens, the LM head "
+           "and --iters >= 1";
+    return 1;
+  }
+  if (graph && (o.chunk < 64 || o.chunk % 64)) {
+    *err = "--prefill-chunk " + std::to_string(o.chunk) + ": a positive multiple of 64";
+    return 1;
+  }
+  if (!graph && !o.logits_out.empty()) {
+    *err = "--prompt-logits: the prompt's logits come from the prefill graph (not with --prefill steps)";
     return 1;
   }
   for (int id : o.prompt)
@@ -106,78 +215,132 @@ int run_generate(const Config &c, const Rank &r, const Weights &w, const Source 
     }
   Run g;
   g.s.device_loop = true;
+  // The prefill makes the first token itself: the loops make the rest.
+  const int nloop = graph ? N - 1 : N;
   DecodeOptions d;
-  d.steps = N;
+  d.steps = std::max(nloop, 1);
   d.end_token = o.end_token;
   LmHead lm{};
   std::vector<tpg_binding> hb, db;
-  std::vector<int> pos(P);
-  for (int i = 0; i < P; i++) pos[i] = i;
-  if (alloc_decode_io(c, r, N, &g.io, err) || load_tensor(c, src, "embed", c.vocab, c.hidden, g.io.emb, err) ||
-      !cuda_ok(cudaMalloc(reinterpret_cast<void **>(&g.d_pos_table), P * sizeof(int)), "positions", err) ||
-      !cuda_ok(cudaMemcpy(g.d_pos_table, pos.data(), P * sizeof(int), cudaMemcpyHostToDevice), "positions", err) ||
+  std::vector<int> pos(P + 1);
+  for (int i = 0; i <= P; i++) pos[i] = i;
+  const std::vector<PrefillChunk> chunks = prefill_chunks(P, o.chunk);
+  if (alloc_decode_io(c, r, d.steps, &g.io, err) || load_tensor(c, src, "embed", c.vocab, c.hidden, g.io.emb, err) ||
+      !cuda_ok(cudaMalloc(reinterpret_cast<void **>(&g.d_pos_table), (P + 1) * sizeof(int)), "positions", err) ||
+      !cuda_ok(cudaMemcpy(g.d_pos_table, pos.data(), (P + 1) * sizeof(int), cudaMemcpyHostToDevice), "positions",
+               err) ||
       alloc_caches(c, r, &g.k, err) || alloc_step_io(c, &g.s, err) ||
       build_step(c, r, w, g.k, P + N, &lm, &g.s, err) || warm_lm_head(r, w, &lm, &g.s, err) ||
-      create_step_graph(r, &g.s, err) || build_loop(c, r, g.s, g.io, d, false, &g.hp, &hb, err) ||
-      build_loop(c, r, g.s, g.io, d, true, &g.dp, &db, err) || create_loop_graph(r, g.hp, hb, &g.hg, err) ||
-      create_loop_graph(r, g.dp, db, &g.dg, err))
+      create_step_graph(r, &g.s, err))
     return 1;
+  if (nloop > 0 &&
+      (build_loop(c, r, g.s, g.io, d, false, &g.hp, &hb, err) || build_loop(c, r, g.s, g.io, d, true, &g.dp, &db, err) ||
+       create_loop_graph(r, g.hp, hb, &g.hg, err) || create_loop_graph(r, g.dp, db, &g.dg, err)))
+    return 1;
+  if (graph && setup_prefill(c, r, w, o, chunks, g, err)) return 1;
 
-  std::vector<int> host_tok, dev_tok;
-  double prompt_us = 0, first_us = 0, host_us = 0, dev_us = 0, dev_first_us = -1;
-  for (int it = 0; it < 2; it++) {  // run 0 warms up (first launches upload the graphs)
+  std::vector<int> host_tok, dev_tok, first_tok;
+  std::vector<double> prompt_us, prompt_dev_us, first_us, host_us, dev_us, dev_first_us;
+  for (int it = 0; it <= o.iters; it++) {  // run 0 warms up (first launches upload the graphs)
     double t0 = now_us();
-    if (!run_prompt(c, r, g, o.prompt, err)) return 1;
-    prompt_us = now_us() - t0;
-    // Host loop: launch, wait, read the token, decide.
-    if (!reset_loop(c, r, g, o.prompt, N, err)) return 1;
+    int t_first = -1;
+    if (graph) {
+      float ms = 0;
+      if (!run_prefill(r, g, P, chunks, &t_first, &ms, err)) return 1;
+      if (it) prompt_dev_us.push_back(1e3 * ms);
+    } else if (!run_prompt_steps(c, r, g, o.prompt, err)) {
+      return 1;
+    }
+    if (it) prompt_us.push_back(now_us() - t0);
+    if (graph && (t_first < 0 || t_first >= c.vocab)) {
+      *err = "prefill: no first token (got " + std::to_string(t_first) + ")";
+      return 1;
+    }
     host_tok.clear();
+    dev_tok.clear();
+    if (graph) {
+      host_tok.push_back(t_first);
+      dev_tok.push_back(t_first);
+      if (!first_tok.empty() && first_tok[0] != t_first) {
+        *err = "prefill: run " + std::to_string(it) + " made first token " + std::to_string(t_first) + ", run 0 " +
+               std::to_string(first_tok[0]);
+        return 1;
+      }
+      first_tok.assign(1, t_first);
+    }
+    const bool ended = graph && t_first == o.end_token;
+    if (nloop == 0 || ended) continue;
+    // Where both loops start: the prefill's token at position P, or the
+    // last prompt token at P-1.
+    const int start_tok = graph ? t_first : o.prompt[P - 1], start_pos = graph ? P : P - 1;
+    // Host loop: launch, wait, read the token, decide.
+    if (!reset_loop(c, r, g, start_tok, start_pos, nloop, err)) return 1;
     t0 = now_us();
-    for (int n = 0; n < N; n++) {
+    double first = 0;
+    for (int n = 0; n < nloop; n++) {
       if (tpg_graph_launch(g.hg, r.stream) != TPG_SUCCESS || wait_rank(r) != TPG_SUCCESS) {
         *err = std::string("host loop: ") + tpg_last_error();
         return 1;
       }
-      if (n == 0) first_us = now_us() - t0;
+      if (n == 0) first = now_us() - t0;
       host_tok.push_back(g.io.out[n]);
       if (host_tok.back() == o.end_token) break;
     }
-    host_us = now_us() - t0;
+    const int host_n = (int)host_tok.size() - (graph ? 1 : 0);
+    if (it) {
+      first_us.push_back(first);
+      host_us.push_back(host_n > 1 ? (now_us() - t0 - first) / (host_n - 1) : first);
+    }
     // Device loop: one launch from the same state; the host watches the
     // first token arrive (or gives up watching after 10 s and just waits).
-    if (!reset_loop(c, r, g, o.prompt, N, err)) return 1;
-    volatile int *progress = g.io.out + N;
+    if (!reset_loop(c, r, g, start_tok, start_pos, nloop, err)) return 1;
+    volatile int *progress = g.io.out + nloop;
     t0 = now_us();
     if (tpg_graph_launch(g.dg, r.stream) != TPG_SUCCESS) {
       *err = std::string("device loop: ") + tpg_last_error();
       return 1;
     }
-    dev_first_us = -1;
-    while (dev_first_us < 0 && now_us() - t0 < 1e7 && cudaStreamQuery(r.stream) == cudaErrorNotReady)
-      if (*progress >= 1) dev_first_us = now_us() - t0;
+    double seen = -1;
+    while (seen < 0 && now_us() - t0 < 1e7 && cudaStreamQuery(r.stream) == cudaErrorNotReady)
+      if (*progress >= 1) seen = now_us() - t0;
     if (wait_rank(r) != TPG_SUCCESS) {
       *err = std::string("device loop: ") + tpg_last_error();
       return 1;
     }
-    dev_us = now_us() - t0;
-    const int dev_n = std::max(0, std::min(N, g.io.out[N]));
-    dev_tok.assign(g.io.out, g.io.out + dev_n);
+    const double dus = now_us() - t0;
+    const int dev_n = std::max(0, std::min(nloop, g.io.out[nloop]));
+    dev_tok.insert(dev_tok.end(), g.io.out, g.io.out + dev_n);
+    if (it) {
+      dev_us.push_back(dev_n ? dus / dev_n : 0.0);
+      dev_first_us.push_back(seen);
+    }
     if (dev_tok != host_tok) break;
   }
   const int n = (int)host_tok.size();
-  const bool same = dev_tok == host_tok;
+  const bool same = dev_tok == host_tok, loops = nloop > 0 && !(graph && host_tok[0] == o.end_token);
   if (r.rank == 0) {
-    std::printf("llama: prompt of %d tokens as %d single-token decode steps (a stand-in for an M-row prefill "
-                "graph): %.2f ms (%.1f us/step)\n",
-                P, P - 1, prompt_us / 1e3, P > 1 ? prompt_us / (P - 1) : 0.0);
+    if (graph)
+      std::printf("llama: prefill of %d tokens in %zu chunk(s) of up to %d rows (M-row graphs): %.2f ms, device "
+                  "%.2f ms (median of %d)\n",
+                  P, chunks.size(), o.chunk, median(prompt_us) / 1e3, median(prompt_dev_us) / 1e3, o.iters);
+    else
+      std::printf("llama: prompt of %d tokens as %d single-token decode steps (--prefill steps): %.2f ms (%.1f "
+                  "us/step; median of %d)\n",
+                  P, P - 1, median(prompt_us) / 1e3, P > 1 ? median(prompt_us) / (P - 1) : 0.0, o.iters);
     std::printf("new ids:");
     for (int i = 0; i < n; i++) std::printf("%s%d", i ? "," : " ", host_tok[i]);
     std::printf("\n");
-    std::printf("llama: %d new tokens, TP %d: time to first token %.2f ms (prompt steps + the first host-loop step); "
-                "per token: host loop %.1f us, device loop %.1f us (first token visible %.0f us into it); device loop "
-                "tokens %s\n",
-                n, r.nranks, (prompt_us + first_us) / 1e3, n > 1 ? (host_us - first_us) / (n - 1) : first_us,
-                dev_tok.empty() ? 0.0 : dev_us / dev_tok.size(), dev_first_us, same ? "identical" : "DIFFER");
+    const double ttft = graph ? median(prompt_us) : median(prompt_us) + median(first_us);
+    char loop[256];
+    if (loops)
+      std::snprintf(loop, sizeof loop,
+                    "per token: host loop %.1f us, device loop %.1f us (first token visible %.0f us into it); device "
+                    "loop tokens %s",
+                    median(host_us), median(dev_us), median(dev_first_us), same ? "identical" : "DIFFER");
+    else
+      std::snprintf(loop, sizeof loop, "no decode loop (%s)", graph && N > 1 ? "the end token came first" : "one token");
+    std::printf("llama: %d new tokens, TP %d: time to first token %.2f ms (%s); %s\n", n, r.nranks, ttft / 1e3,
+                graph ? "the prefill" : "prompt steps + the first host-loop step", loop);
     std::fflush(stdout);
   }
   if (!same) {
@@ -185,6 +348,16 @@ int run_generate(const Config &c, const Rank &r, const Weights &w, const Source 
     while (i < std::min(host_tok.size(), dev_tok.size()) && host_tok[i] == dev_tok[i]) i++;
     *err = "the device loop's tokens differ from the host loop's from new token " + std::to_string(i) + " on";
     return 1;
+  }
+  if (r.rank == 0 && !o.logits_out.empty()) {
+    std::vector<float> lg(c.vocab);
+    if (!cuda_ok(cudaMemcpy(lg.data(), g.d_logits, lg.size() * 4, cudaMemcpyDeviceToHost), "prompt logits", err))
+      return 1;
+    if (!write_floats(o.logits_out, lg)) {
+      *err = "--prompt-logits: cannot write " + o.logits_out;
+      return 1;
+    }
+    std::printf("llama: the last prompt row's logits (fp32 [%d]) in %s\n", c.vocab, o.logits_out.c_str());
   }
   return 0;
 }

@@ -1,15 +1,17 @@
 // generate.h - token ids in, token ids out (llama --model DIR --prompt-ids ...).
 //
-// One sequence. The prompt goes through the ordinary decode step one token
-// at a time (positions 0 .. P-2, each launch writing that position's K and
-// V): a STAND-IN for a prefill graph of M rows with causal attention, which
-// is not built yet, so the time to first token grows with P launches of the
-// whole step. Then greedy decoding from the last prompt token at position
-// P-1 with decode.h's two loops on the same caches (the host loop: a launch
-// per token; the device loop: one launch of a WHILE node), whose tokens
-// must be identical. Every next-token embedding is written by an engine
-// kernel inside the graph (llama_decode_pick: x = emb[token]); the prompt's
-// embeddings are row copies from the same table.
+// One sequence. By default the prompt runs through prefill.h's graphs of M
+// rows (chunks of at most --prefill-chunk rows, causal attention over the
+// cache), whose last chunk ends in the LM head on the prompt's last row and
+// greedy argmax: the first new token, and the decode step's input and
+// position set from it. Then decode.h's two loops (the host loop: a launch
+// per token; the device loop: one launch of a WHILE node) make the rest on
+// the same caches; their tokens must be identical.
+// --prefill steps keeps the older path for comparison: the prompt through
+// the ordinary decode step one token at a time (positions 0 .. P-2), then
+// the loops from the last prompt token at position P-1. Both paths must
+// make the same tokens (up to near ties of bf16 noise: the GEMMs sum in
+// another order at M rows than at one).
 #ifndef LLAMA_MODEL_GENERATE_H
 #define LLAMA_MODEL_GENERATE_H
 
@@ -24,6 +26,10 @@ struct GenerateOptions {
   std::vector<int> prompt;  // token ids, at least one, each < vocab
   int max_new = 32;         // tokens to make at most
   int end_token = -1;       // stop at this token (-1: never)
+  enum Prefill { PREFILL_GRAPH, PREFILL_STEPS } prefill = PREFILL_GRAPH;  // --prefill graph|steps
+  int chunk = 256;          // --prefill-chunk: rows per prefill graph, a multiple of 64
+  int iters = 1;            // --iters: timed runs (after one warm-up); medians are reported
+  std::string logits_out;   // --prompt-logits FILE: the last prompt row's logits, fp32 [vocab] (graph only)
 };
 
 // c: the model (batch 1, max_ctx >= prompt + max_new), w its weights on this

@@ -1,0 +1,280 @@
+// prefill.cc - prefill.h: the plan of one chunk size, its graph, and the
+// per-chunk rebinding.
+//
+// The layer stack is the decode step's (step.cc) at M rows instead of B:
+// the same slots and names for the weights and caches, the same
+// column-parallel QKV and gate/up linears, the same row-parallel O and down
+// GEMMs whose all-reduces carry the residual add and the next RMSNorm as
+// their epilogue (TP 1: the epilogue alone). Only the attention differs:
+// RoPE + append of M rows, then causal attention over the cache, both
+// reading the chunk's first position from the "pos" slot.
+#include "examples/llama/prefill.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "examples/llama/kernels.h"
+#include "examples/llama/plan_builder.h"
+
+namespace llama {
+
+std::vector<PrefillChunk> prefill_chunks(int P, int chunk) {
+  std::vector<PrefillChunk> v;
+  if (P < 1 || chunk < 1) return v;
+  for (int p0 = 0; p0 < P; p0 += chunk) v.push_back({p0, std::min(chunk, P - p0)});
+  return v;
+}
+
+int build_prefill(const Config &c, const Rank &r, const Weights &w, const Caches &k, int rows, const void *emb,
+                  const int *ids, const int *pos, const PrefillTail *tail, Prefill *p, std::string *err) {
+  const int M = rows, H = c.hidden, D = c.head_dim, R = r.nranks;
+  const int nq = q_heads(c, r), nkv = kv_heads(c, r), G = nq / nkv, F = c.ffn / R;
+  const int wqkv = (nq + 2 * nkv) * D;
+  if (c.batch != 1) {
+    *err = "prefill: one sequence (batch 1), got batch " + std::to_string(c.batch);
+    return 1;
+  }
+  if (M < 1 || M > c.max_ctx) {
+    *err = "prefill: rows " + std::to_string(M) + " outside 1.." + std::to_string(c.max_ctx);
+    return 1;
+  }
+  if (D != LLAMA_HEAD_DIM || G > LLAMA_ATTN_MAX_GROUP || (G & (G - 1))) {
+    *err = "head_dim must be 128 and heads/kv_heads one of 1, 2, 4, 8, 16";
+    return 1;
+  }
+  if (tail && (!tail->decode_module && !r.stub_function)) {
+    *err = "prefill: the last chunk needs the decode kernels' module";
+    return 1;
+  }
+  p->rows = M;
+  p->last = tail != nullptr;
+  LLAMA_TRY(tpg_plan_create(&p->plan));
+  PlanBuilder b{p->plan, &p->bindings, err};
+  const tpg_memory DEV = TPG_MEM_DEVICE, SCR = TPG_MEM_SCRATCH;
+  tpg_slot ids_s, pos_s, emb_s, x, h, qkv, q, attn, part, h2, act, final_norm;
+  // int32 data lives in TPG_F32 slots: tpgraph only needs its 4-byte width.
+  if (b.slot("ids", TPG_F32, DEV, M, const_cast<int *>(ids), &ids_s) ||
+      b.slot("pos", TPG_F32, DEV, 1, const_cast<int *>(pos), &pos_s) ||
+      b.slot("emb", TPG_BF16, DEV, (size_t)c.vocab * H, const_cast<void *>(emb), &emb_s) ||
+      b.slot("x", TPG_BF16, SCR, (size_t)M * H, nullptr, &x) ||
+      b.slot("h", TPG_BF16, SCR, (size_t)M * H, nullptr, &h) ||
+      b.slot("qkv", TPG_BF16, SCR, (size_t)M * wqkv, nullptr, &qkv) ||
+      b.slot("q", TPG_BF16, SCR, (size_t)M * nq * D, nullptr, &q) ||
+      b.slot("attn", TPG_BF16, SCR, (size_t)M * nq * D, nullptr, &attn) ||
+      b.slot("part", TPG_BF16, SCR, (size_t)M * H, nullptr, &part) ||
+      b.slot("h2", TPG_BF16, SCR, (size_t)M * H, nullptr, &h2) ||
+      b.slot("act", TPG_BF16, SCR, (size_t)M * F, nullptr, &act) ||
+      b.slot("final_norm", TPG_BF16, DEV, H, w.final_norm, &final_norm))
+    return 1;
+  p->ids = ids_s;
+  p->pos = pos_s;
+  const float *const no_table = nullptr;
+  tpg_arg inv_freq = TPG_ARG_VALUE(no_table);
+  if (w.rope_inv_freq) {
+    tpg_slot t;
+    if (b.slot("rope_inv_freq", TPG_F32, DEV, D / 2, w.rope_inv_freq, &t)) return 1;
+    inv_freq = tpg_arg_view(t, 0);
+  }
+  std::vector<tpg_slot> attn_norm(c.layers), mlp_norm(c.layers), wqkv_s(c.layers), wo(c.layers), w13(c.layers),
+      w2(c.layers), kc(c.layers), vc(c.layers);
+  const size_t cache_n = (size_t)nkv * c.max_ctx * D;
+  for (int i = 0; i < c.layers; i++) {
+    const std::string l = "l" + std::to_string(i) + ".";
+    const LayerWeights &lw = w.layers[i];
+    if (b.slot(l + "attn_norm", TPG_BF16, DEV, H, lw.attn_norm, &attn_norm[i]) ||
+        b.slot(l + "mlp_norm", TPG_BF16, DEV, H, lw.mlp_norm, &mlp_norm[i]) ||
+        b.slot(l + "wqkv", TPG_BF16, DEV, (size_t)wqkv * H, lw.wqkv, &wqkv_s[i]) ||
+        b.slot(l + "wo", TPG_BF16, DEV, (size_t)H * nq * D, lw.wo, &wo[i]) ||
+        b.slot(l + "w13", TPG_BF16, DEV, (size_t)2 * F * H, lw.w13, &w13[i]) ||
+        b.slot(l + "w2", TPG_BF16, DEV, (size_t)H * F, lw.w2, &w2[i]) ||
+        b.slot(l + "k_cache", TPG_BF16, DEV, cache_n, k.k[i], &kc[i]) ||
+        b.slot(l + "v_cache", TPG_BF16, DEV, cache_n, k.v[i], &vc[i]))
+      return 1;
+  }
+
+  const float eps = c.eps, theta = c.theta;
+  const float scale_log2 = (float)(1.0 / std::sqrt((double)D) * 1.4426950408889634);
+  const int max_ctx = c.max_ctx, vocab = c.vocab;
+  const tpg_module *pm = r.prefill_module;
+  if (b.kernel("llama_embed", "embed", M, 1, 1, 128,
+               {tpg_arg_view(x, 0), tpg_arg_view(emb_s, 0), tpg_arg_view(ids_s, 0), TPG_ARG_VALUE(H),
+                TPG_ARG_VALUE(vocab)},
+               r, pm) ||
+      b.kernel("llama_rmsnorm", "l0.attn_norm", M, 1, 1, 256,
+               {tpg_arg_view(h, 0), tpg_arg_view(x, 0), tpg_arg_view(attn_norm[0], 0), TPG_ARG_VALUE(H),
+                TPG_ARG_VALUE(eps)},
+               r))
+    return 1;
+  const std::string attn_name = "llama_prefill_attn_g" + std::to_string(G);
+  const unsigned qblocks = (unsigned)(((long long)M * G + LLAMA_PREFILL_ROWS - 1) / LLAMA_PREFILL_ROWS);
+  tpg_node n;
+  for (int i = 0; i < c.layers; i++) {
+    const std::string l = "l" + std::to_string(i) + ".";
+    tpg_linear_desc qd = TPG_LINEAR_DESC_INIT;
+    qd.kind = TPG_LINEAR_COLUMN;
+    qd.rank = r.rank;
+    qd.nranks = R;
+    qd.tokens = M;
+    qd.in_features = H;
+    qd.out_features = wqkv * R;  // each rank's rows are its own heads (weights.cc), as in the step
+    qd.x = tpg_view{h, 0, 0};
+    qd.w = tpg_view{wqkv_s[i], 0, 0};
+    qd.y = tpg_view{qkv, 0, 0};
+    if (w.layers[i].bqkv) {  // Qwen2: the GEMM's bias epilogue
+      tpg_slot bs;
+      if (b.slot(l + "bqkv", TPG_BF16, DEV, (size_t)wqkv, w.layers[i].bqkv, &bs)) return 1;
+      qd.bias = tpg_view{bs, 0, 0};
+    }
+    const std::string qn = l + "qkv";
+    qd.name = qn.c_str();
+    LLAMA_TRY(tpg_plan_add_linear(p->plan, &qd, b.dep(), b.ndep(), &n));
+    b.chain(n);
+    if (b.kernel("llama_prefill_rope", l + "rope", M, nq + 2 * nkv, 1, 64,
+                 {tpg_arg_view(q, 0), tpg_arg_view(kc[i], 0), tpg_arg_view(vc[i], 0), tpg_arg_view(qkv, 0),
+                  tpg_arg_view(pos_s, 0), TPG_ARG_VALUE(nq), TPG_ARG_VALUE(nkv), TPG_ARG_VALUE(max_ctx),
+                  TPG_ARG_VALUE(theta), inv_freq},
+                 r, pm) ||
+        b.kernel(attn_name.c_str(), l + "attn", qblocks, nkv, 1, 128,
+                 {tpg_arg_view(attn, 0), tpg_arg_view(q, 0), tpg_arg_view(kc[i], 0), tpg_arg_view(vc[i], 0),
+                  tpg_arg_view(pos_s, 0), TPG_ARG_VALUE(M), TPG_ARG_VALUE(nkv), TPG_ARG_VALUE(max_ctx),
+                  TPG_ARG_VALUE(scale_log2)},
+                 r, pm))
+      return 1;
+    auto row_allreduce = [&](tpg_slot in, int k_in, tpg_slot wt, tpg_slot norm, tpg_slot out,
+                             const std::string &name) -> int {
+      tpg_gemm_desc g = TPG_GEMM_DESC_INIT;
+      g.m = M;
+      g.n = H;
+      g.k = k_in;
+      g.x = tpg_view{in, 0, 0};
+      g.w = tpg_view{wt, 0, 0};
+      g.y = tpg_view{part, 0, 0};
+      LLAMA_TRY(tpg_plan_add_gemm(p->plan, &g, b.dep(), b.ndep(), &n));
+      LLAMA_TRY(tpg_plan_set_node_name(p->plan, n, (name + ".gemm").c_str()));
+      b.chain(n);
+      tpg_collective_desc a = TPG_COLLECTIVE_DESC_INIT;
+      a.kind = TPG_ALL_REDUCE;
+      a.send = tpg_view{part, 0, 0};
+      a.recv = tpg_view{out, 0, 0};
+      a.count = (size_t)M * H;
+      a.hidden = H;
+      a.residual = a.residual_out = tpg_view{x, 0, 0};
+      a.norm_weight = tpg_view{norm, 0, 0};
+      a.norm_eps = eps;
+      LLAMA_TRY(tpg_plan_add_collective(p->plan, &a, b.dep(), b.ndep(), &n));
+      LLAMA_TRY(tpg_plan_set_node_name(p->plan, n, (name + ".allreduce").c_str()));
+      b.chain(n);
+      return 0;
+    };
+    if (row_allreduce(attn, nq * D, wo[i], mlp_norm[i], h2, l + "o")) return 1;
+    tpg_linear_desc up = TPG_LINEAR_DESC_INIT;
+    up.kind = TPG_LINEAR_COLUMN;
+    up.rank = r.rank;
+    up.nranks = R;
+    up.tokens = M;
+    up.in_features = H;
+    up.out_features = c.ffn;
+    up.activation = TPG_ACT_SWIGLU;
+    up.x = tpg_view{h2, 0, 0};
+    up.w = tpg_view{w13[i], 0, 0};
+    up.y = tpg_view{act, 0, 0};
+    const std::string un = l + "gate_up";
+    up.name = un.c_str();
+    LLAMA_TRY(tpg_plan_add_linear(p->plan, &up, b.dep(), b.ndep(), &n));
+    b.chain(n);
+    const bool lastl = i + 1 == c.layers;
+    if (row_allreduce(act, F, w2[i], lastl ? final_norm : attn_norm[i + 1], h, l + "down")) return 1;
+  }
+  if (tail) {
+    // The prompt's last row only: h[M-1] (the final norm's output) through
+    // the LM head, greedy argmax, and the token into the decode step.
+    if (vocab <= 0 || !w.lm_head) {
+      *err = "prefill: the last chunk needs the LM head";
+      return 1;
+    }
+    const int vpart = vocab / R;
+    tpg_slot lm_w, logits, logits_all, cand, step, done, out, dec_x, dec_pos;
+    if (b.slot("lm_head", TPG_BF16, DEV, (size_t)vpart * H, w.lm_head, &lm_w)) return 1;
+    if (R == 1) {
+      if (b.slot("logits", TPG_F32, DEV, vocab, tail->logits, &logits)) return 1;
+      logits_all = logits;
+    } else if (b.slot("logits", TPG_F32, SCR, vpart, nullptr, &logits) ||
+               b.slot("logits_all", TPG_F32, DEV, vocab, tail->logits, &logits_all)) {
+      return 1;
+    }
+    if (b.slot("pf.cand", TPG_F32, DEV, 4, tail->cand, &cand) ||
+        b.slot("pf.step", TPG_F32, DEV, 4, tail->step, &step) ||
+        b.slot("pf.done", TPG_F32, DEV, 4, tail->done, &done) ||
+        b.slot("pf.out", TPG_F32, TPG_MEM_HOST, 4, tail->out, &out) ||
+        b.slot("dec.x", TPG_BF16, DEV, H, tail->dec_x, &dec_x) ||
+        b.slot("dec.pos", TPG_F32, DEV, 1, tail->dec_pos, &dec_pos))
+      return 1;
+    p->lm.rank = &r;
+    p->lm.batch = 1;
+    p->lm.hidden = H;
+    p->lm.vocab_part = vpart;
+    const tpg_view views[3] = {{h, 0, (uint64_t)(M - 1) * H}, {lm_w, 0, 0}, {logits, 0, 0}};
+    const size_t counts[3] = {(size_t)H, (size_t)vpart * H, (size_t)vpart};
+    tpg_captured_desc cd = TPG_CAPTURED_DESC_INIT;
+    cd.fn = lm_head_capture;
+    cd.user = &p->lm;
+    cd.views = views;
+    cd.counts = counts;
+    cd.nviews = 3;
+    LLAMA_TRY(tpg_plan_add_captured(p->plan, &cd, b.dep(), b.ndep(), &n));
+    LLAMA_TRY(tpg_plan_set_node_name(p->plan, n, "lm_head"));
+    b.chain(n);
+    if (R > 1) {  // one row: rank-major [R][V/R] is [V] in vocab order
+      tpg_collective_desc g = TPG_COLLECTIVE_DESC_INIT;
+      g.kind = TPG_ALL_GATHER;
+      g.send = tpg_view{logits, 0, 0};
+      g.recv = tpg_view{logits_all, 0, 0};
+      g.count = (size_t)vpart;
+      LLAMA_TRY(tpg_plan_add_collective(p->plan, &g, b.dep(), b.ndep(), &n));
+      LLAMA_TRY(tpg_plan_set_node_name(p->plan, n, "logits.allgather"));
+      b.chain(n);
+    }
+    // Every rank takes the argmax of the whole gathered row, so all pick the
+    // same token (ties: the lowest id, as the decode loops), with no
+    // collective of its own.
+    const int one = 1, zero = 0, ncand = 4, end = tail->end_token;
+    const tpg_module *dm = tail->decode_module;
+    if (b.kernel("llama_argmax_part", "pf.argmax", 1, 1, 1, 1024,
+                 {tpg_arg_view(cand, 0), tpg_arg_view(logits_all, 0), TPG_ARG_VALUE(vocab), TPG_ARG_VALUE(zero),
+                  TPG_ARG_VALUE(one), TPG_ARG_VALUE(ncand)},
+                 r, dm, false) ||
+        b.kernel("llama_decode_pick", "pf.pick", 1, 1, 1, 256,
+                 {tpg_arg_view(cand, 0), TPG_ARG_VALUE(one), tpg_arg_view(out, 0), tpg_arg_view(step, 0),
+                  tpg_arg_view(dec_pos, 0), tpg_arg_view(done, 0), TPG_ARG_VALUE(end), tpg_arg_view(dec_x, 0),
+                  tpg_arg_view(emb_s, 0), TPG_ARG_VALUE(H)},
+                 r, dm, false))
+      return 1;
+  }
+  LLAMA_TRY(tpg_plan_validate(p->plan));
+  return 0;
+}
+
+int create_prefill_graph(const Rank &r, Prefill *p, std::string *err) {
+  tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
+  cfg.device = r.device;
+  cfg.comm = r.comm;
+  cfg.bindings = p->bindings.data();
+  cfg.nbindings = (int)p->bindings.size();
+  if (r.pdl) cfg.flags |= TPG_GRAPH_PDL;
+  LLAMA_TRY(tpg_graph_create(p->plan, &cfg, &p->graph));
+  return 0;
+}
+
+int bind_chunk(Prefill *p, const int *ids, const int *pos_table, int p0, std::string *err) {
+  const tpg_binding nb[2] = {{p->ids, const_cast<int *>(ids + p0)}, {p->pos, const_cast<int *>(pos_table + p0)}};
+  LLAMA_TRY(tpg_graph_rebind(p->graph, nb, 2));
+  return 0;
+}
+
+void free_prefill(Prefill *p) {
+  if (p->graph) tpg_graph_destroy(p->graph);
+  tpg_plan_destroy(p->plan);
+  *p = Prefill();
+}
+
+}  // namespace llama
