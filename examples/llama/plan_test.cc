@@ -7,7 +7,10 @@
 // at TP > 1, its all-gather), 2 all-reduces per layer. The engine's kernels
 // are named by a stand-in CUfunction (Rank::stub_function): resolving them
 // and checking their parameter lists needs the GPU (tpg_graph_create).
-// Also: a group size without a kernel is refused with a message.
+// Also: a group size without a kernel is refused with a message. The
+// prefill (prefill.h): the prompt's chunks, and its plan at M rows for both
+// shapes at TP 1..8, with and without the last chunk's tail (LM head on one
+// row, argmax, pick), accepted with the counts its design gives.
 //
 //   bazel test //examples/llama:plan_test
 #include <cstdio>
@@ -17,6 +20,7 @@
 
 #include "examples/llama/kernels.h"
 #include "examples/llama/llama.h"
+#include "examples/llama/prefill.h"
 
 using namespace llama;
 
@@ -228,6 +232,93 @@ int main() {
       tpg_plan_destroy(p);
       tpg_plan_destroy(s.plan);
     }
+  // The prompt's chunks: whole chunks, then the rest.
+  {
+    auto str = [](const std::vector<PrefillChunk> &v) {
+      std::string s;
+      for (const PrefillChunk &c : v) s += " " + std::to_string(c.p0) + "+" + std::to_string(c.rows);
+      return s;
+    };
+    const std::string a = str(prefill_chunks(1, 256)), b = str(prefill_chunks(256, 256)),
+                      d = str(prefill_chunks(257, 256)), e = str(prefill_chunks(600, 256)),
+                      f = str(prefill_chunks(2048, 512));
+    expect(a == " 0+1" && b == " 0+256" && d == " 0+256 256+1" && e == " 0+256 256+256 512+88" &&
+               f == " 0+512 512+512 1024+512 1536+512" && prefill_chunks(0, 256).empty() &&
+               prefill_chunks(5, 0).empty(),
+           "prefill chunks:" + a + " |" + b + " |" + d + " |" + e + " |" + f);
+  }
+  // The prefill's plan: 2 + 8 per layer (+ LM head, all-gather at TP > 1,
+  // argmax, pick on the last chunk), 2 all-reduces per layer.
+  for (int big = 0; big < 2; big++)
+    for (int R : {1, 2, 4, 8})
+      for (int rows : {1, 63, 256, 512})
+        for (int tail = 0; tail < 2; tail++) {
+          Config c = model(big);
+          c.layers = 2;
+          c.batch = 1;
+          c.max_ctx = 8192;
+          c.vocab = 128256;
+          Rank r;
+          r.rank = R - 1;
+          r.nranks = R;
+          r.sm_count = 132;
+          r.stub_function = reinterpret_cast<void *>(0x1000);
+          Weights w;
+          w.layers.resize(c.layers);
+          w.lm_head = reinterpret_cast<void *>(0x4000);  // stand-ins: never read on a CPU
+          Caches k;
+          k.k.assign(c.layers, nullptr);
+          k.v.assign(c.layers, nullptr);
+          PrefillTail t;
+          Prefill p;
+          std::string err;
+          char what[200];
+          std::snprintf(what, sizeof what, "prefill %s TP %d rows %d%s", big ? "70b" : "8b", R, rows,
+                        tail ? " last chunk" : "");
+          if (build_prefill(c, r, w, k, rows, nullptr, nullptr, nullptr, tail ? &t : nullptr, &p, &err)) {
+            expect(false, std::string(what) + ": " + err);
+            tpg_plan_destroy(p.plan);
+            continue;
+          }
+          int nodes = 0, colls = 0;
+          tpg_plan_get_stats(p.plan, &nodes, nullptr, &colls);
+          const int want_nodes = 2 + 8 * c.layers + (tail ? (R > 1 ? 4 : 3) : 0);
+          const int want_colls = 2 * c.layers + (tail && R > 1 ? 1 : 0);
+          const size_t want_binds = 4 + 8 * (size_t)c.layers + (tail ? 8 : 0);
+          std::snprintf(what + std::strlen(what), sizeof what - std::strlen(what),
+                        ": %d nodes (%d), %d collectives (%d), %zu bindings (%zu)", nodes, want_nodes, colls,
+                        want_colls, p.bindings.size(), want_binds);
+          expect(nodes == want_nodes && colls == want_colls && p.bindings.size() == want_binds, what);
+          tpg_plan_destroy(p.plan);
+        }
+  {  // Refused: two sequences; a group without a kernel; a tail without the LM head.
+    Config c = model(false);
+    c.layers = 1;
+    c.max_ctx = 1024;
+    c.vocab = 128256;
+    Rank r;
+    r.sm_count = 132;
+    r.stub_function = reinterpret_cast<void *>(0x1000);
+    Weights w;
+    w.layers.resize(1);
+    Caches k;
+    k.k.assign(1, nullptr);
+    k.v.assign(1, nullptr);
+    PrefillTail t;
+    std::string e1, e2, e3;
+    Prefill p1, p2, p3;
+    c.batch = 2;
+    const int r1 = build_prefill(c, r, w, k, 64, nullptr, nullptr, nullptr, nullptr, &p1, &e1);
+    c.batch = 1;
+    c.heads = 24;
+    const int r2 = build_prefill(c, r, w, k, 64, nullptr, nullptr, nullptr, nullptr, &p2, &e2);
+    c.heads = 32;
+    const int r3 = build_prefill(c, r, w, k, 64, nullptr, nullptr, nullptr, &t, &p3, &e3);
+    for (Prefill *p : {&p1, &p2, &p3}) tpg_plan_destroy(p->plan);
+    expect(r1 && e1.find("batch 2") != std::string::npos && r2 && e2.find("heads/kv_heads") != std::string::npos &&
+               r3 && e3.find("LM head") != std::string::npos,
+           "prefill refusals: " + e1 + " | " + e2 + " | " + e3);
+  }
   {  // 24 query heads over 8 KV heads: group 3 has no attention kernel.
     Config c = model(false);
     c.heads = 24;
