@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # llama_check.sh - the Llama decode example on a GPU machine: its kernels
-# against fp64 (kernel_check), then the whole engine at TP = 1 and TP = 2
+# against fp64 (kernel_check; the prefill's, prefill_check), then the whole engine at TP = 1 and TP = 2
 # against Hugging Face transformers (tests/gpu/llama_ref.py), on files made
 # by llama_ref.py gen in the format of docs/llama.md. Every case runs
 # several decode steps, so later steps read the K/V the engine appended.
@@ -8,7 +8,7 @@
 #   # from the repository root, with the bundle unpacked in .gpu/bin
 #   bash tests/gpu/llama_check.sh [WORKDIR]
 #
-# Needs //examples/llama:llama and :kernel_check in the bundle, python3 with
+# Needs //examples/llama:llama, :kernel_check and :prefill_check in the bundle, python3 with
 # torch and transformers. Ends with "llama_check: N passed, M failed".
 set -uo pipefail
 top=$(pwd)
@@ -34,10 +34,11 @@ check() {
   grep -E "passed|failed|rebind|verify|step [0-9]|FAIL|error|Error" "$work/$name.log" | tail -8 | sed 's/^/    /'
 }
 # The commands as arrays, not shell functions: check runs them under timeout.
-if [ ${#run[@]} -gt 0 ]; then engine=("${run[@]}" llama) kcheck=("${run[@]}" kernel_check)
-else engine=("$bin/llama") kcheck=("$bin/kernel_check"); fi
+if [ ${#run[@]} -gt 0 ]; then engine=("${run[@]}" llama) kcheck=("${run[@]}" kernel_check) pcheck=("${run[@]}" prefill_check)
+else engine=("$bin/llama") kcheck=("$bin/kernel_check") pcheck=("$bin/prefill_check"); fi
 
 check kernel_check "${kcheck[@]}"
+check prefill_check "${pcheck[@]}"
 
 # The engine alone on its seeded random model, against its own fp64 host
 # reference (--verify): needs no Python. 8B-like with the LM head; 70B-like
