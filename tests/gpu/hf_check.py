@@ -8,10 +8,15 @@ transformers on the same prompt. tests/gpu/hf_check.sh drives it:
   gen   DIR --case NAME [--seed N] [--device D]
         the model of case NAME (CASES or REFUSALS below) into DIR, and its
         prompt's token ids into DIR/prompt_ids.txt.
-  check DIR LOG [--device D]
-        LOG: the engine's output for DIR's prompt (its "new ids:" line).
+  check DIR LOG [--logits FILE] [--device D]
+        LOG: the engine's output for DIR's prompt (its "new ids:" line);
+        FILE: its --prompt-logits (the prefill's last prompt row, fp32).
         Prints the comparison, ends with PASS or FAIL, exits non-zero on FAIL.
-  fake  DIR LOG [--bug none|swap] [--device D]
+  same  DIR LOG_A LOG_B [--device D]
+        two engine runs on DIR's prompt (the prefill graph, --prefill steps):
+        the same ids, or a first difference at a near tie (the rule below,
+        on A's prefix, for both tokens).
+  fake  DIR LOG [--bug none|swap] [--logits FILE] [--device D]
         writes LOG as the engine would, from transformers' own bf16 greedy
         tokens (--bug swap: one clear token replaced): tests `check` without
         the engine, on a CPU too.
@@ -33,6 +38,12 @@ The rule (what "the same tokens" means under bf16):
   all ties would test nothing). Also reported: whether transformers'
   generate(do_sample=False) in bf16 made the very same ids, and if not,
   whether its first divergence is such a near tie.
+The prompt's logits (--logits): the engine's last-row logits e against
+ref's at the same position: max |e - ref| <= LOGIT_MAX_K x max |dev - ref|
+and ||e - ref|| / ||ref|| <= LOGIT_NORM_K x ||dev - ref|| / ||ref|| (the
+engine's bf16 error is transformers' own in size: llama_check found
+0.71-0.89x of its norm error). Self-check: the bound rejects the logits of
+the next position in place of the last prompt row's.
 Self-check: at the step where ref's best leads its 5th best the most, that
 5th token must be rejected; otherwise the bound is too loose to mean
 anything and the check fails. For a llama3 rope_scaling case, the same
@@ -63,6 +74,8 @@ NORM_SPREAD = 0.1
 SELF_BETA = 0.39
 TIED_EMBED_STD = 0.1
 
+LOGIT_MAX_K = 3.0       # prompt logits: max error within 3x transformers' own bf16 max error
+LOGIT_NORM_K = 2.0      # and the relative norm error within 2x its
 K_TIE = 2.0             # a near tie: within K_TIE x transformers' own bf16 noise at that step
 MAX_TIE_FRACTION = 0.25
 NEW_TOKENS = 32
@@ -353,10 +366,78 @@ def cmd_check(a):
         if seen == 0:
             ok = False
             msgs.append("self-check: this case cannot tell llama3 scaling from none")
+    if a.logits:
+        lok, lmsgs = check_prompt_logits(a.logits, lf, lb)
+        ok &= lok
+        msgs += lmsgs
     for m in msgs:
         print("  " + m)
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
+
+
+def check_prompt_logits(path, lf, lb):
+    """The engine's last-prompt-row logits (fp32 file) against ref's row 0 (see the top)."""
+    import numpy as np
+    e = torch.from_numpy(np.fromfile(path, dtype=np.float32)).to(lf.device)
+    ref, dev = lf[0], lb[0]
+    if e.numel() != ref.numel():
+        return False, ["prompt logits: %s holds %d values, the vocabulary is %d" % (path, e.numel(), ref.numel())]
+    noise = float((dev - ref).abs().max())
+    err = float((e - ref).abs().max())
+    rel_b = float((dev - ref).norm() / ref.norm())
+    rel_e = float((e - ref).norm() / ref.norm())
+    ok = bool(torch.isfinite(e).all()) and err <= LOGIT_MAX_K * noise and rel_e <= LOGIT_NORM_K * rel_b
+    print("  prompt logits (last row, %d): engine max err %.4g (bound %.1fx bf16's %.4g), rel norm %.3g (bound %.1fx "
+          "bf16's %.3g); argmax engine %d, ref %d: %s" %
+          (e.numel(), err, LOGIT_MAX_K, noise, rel_e, LOGIT_NORM_K, rel_b, int(e.argmax()), int(ref.argmax()),
+           "ok" if ok else "OUTSIDE"))
+    msgs = [] if ok else ["the prompt's logits are outside transformers' bf16 bounds"]
+    if lf.shape[0] > 1:  # self-check: the next position's logits must be rejected
+        moved = float((lf[1] - ref).abs().max())
+        seen = moved > LOGIT_MAX_K * noise
+        print("  self-check: the next position's logits differ by %.4g: %s" % (moved, "rejected" if seen else
+                                                                                 "WOULD PASS"))
+        if not seen:
+            ok = False
+            msgs.append("self-check: the logit bound accepts another position's logits")
+    return ok, msgs
+
+
+def cmd_same(a):
+    """Two engine runs (prefill graph vs --prefill steps): the same ids, or a near tie where they part."""
+    dev = a.device or default_device()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    prompt = read_prompt(a.dir)
+    ia, _ = read_engine_ids(a.log_a)
+    ib, _ = read_engine_ids(a.log_b)
+    if ia == ib:
+        print("same: the two runs made the same %d ids\nPASS" % len(ia))
+        return 0
+    n = min(len(ia), len(ib))
+    if n == 0:
+        print("same: one run made no ids (%d vs %d)\nFAIL" % (len(ia), len(ib)))
+        return 1
+    k = next((i for i in range(n) if ia[i] != ib[i]), n)
+    if k == n:
+        print("same: one run stopped early (%d vs %d ids)\nFAIL" % (len(ia), len(ib)))
+        return 1
+    # Both runs share the prefix up to k: judge both tokens at step k there.
+    dev_m = load(a.dir, dev, torch.bfloat16)
+    lb = step_logits(dev_m, prompt, ia[:k + 1], dev)[k]
+    del dev_m
+    ref_m = load(a.dir, dev, torch.float32, attn="eager")
+    lf = step_logits(ref_m, prompt, ia[:k + 1], dev)[k]
+    del ref_m
+    bound = K_TIE * float((lb - lf).abs().max())
+    gaps = float(lf.max() - lf[ia[k]]), float(lf.max() - lf[ib[k]])
+    tie = max(gaps) <= bound
+    print("same: the ids part at step %d: %d vs %d (ref's gaps %.4g and %.4g, bound %.4g): %s" %
+          (k, ia[k], ib[k], gaps[0], gaps[1], bound, "a near tie" if tie else "NOT a near tie"))
+    print("PASS" if tie else "FAIL")
+    return 0 if tie else 1
 
 
 def cmd_fake(a):
@@ -371,6 +452,8 @@ def cmd_fake(a):
         top5 = torch.topk(lb, 5, dim=1)
         s = int(torch.argmax(top5.values[:, 0] - top5.values[:, 4]))
         ids[s] = int(top5.indices[s, 4])
+    if a.logits:  # the prompt's last-row logits as --prompt-logits writes them: bf16 transformers'
+        step_logits(m, prompt, ids, dev)[0].float().cpu().numpy().tofile(a.logits)
     with open(a.log, "w") as f:
         f.write("llama: (fake) from transformers bf16 generate\nnew ids: %s\n" % ",".join(map(str, ids)))
         f.write("llama: %d new tokens, TP 1: (fake); device loop tokens identical\n" % len(ids))
@@ -388,17 +471,26 @@ def main():
     c = sub.add_parser("check")
     c.add_argument("dir")
     c.add_argument("log")
+    c.add_argument("--logits")
     c.add_argument("--device")
+    sm = sub.add_parser("same")
+    sm.add_argument("dir")
+    sm.add_argument("log_a")
+    sm.add_argument("log_b")
+    sm.add_argument("--device")
     f = sub.add_parser("fake")
     f.add_argument("dir")
     f.add_argument("log")
     f.add_argument("--bug", choices=["none", "swap"], default="none")
+    f.add_argument("--logits")
     f.add_argument("--device")
     a = p.parse_args()
     if a.cmd == "gen":
         return cmd_gen(a) or 0
     if a.cmd == "check":
         return cmd_check(a)
+    if a.cmd == "same":
+        return cmd_same(a)
     return cmd_fake(a) or 0
 
 

@@ -4,8 +4,12 @@
 # written by save_pretrained (tests/gpu/hf_check.py gen), the engine's
 # greedy ids for a prompt of 120-200 ids and 32 new tokens at TP 1 (and 2
 # with two GPUs) judged against transformers (hf_check.py check; the rule
-# for near ties is in its docstring), then configurations the engine must
-# refuse, each with its message.
+# for near ties is in its docstring). The prompt runs through the prefill
+# graphs in chunks of $HF_CHUNK rows (64: two to four chunks, both graphs),
+# whose last-row logits are held to transformers' bf16 bounds too; then the
+# same prompt as single-token steps (--prefill steps) must make the same ids
+# (hf_check.py same: or part at a near tie). Then configurations the engine
+# must refuse, each with its message.
 #
 #   # from the repository root, with the bundle in .gpu (tools/gpu_bundle.sh)
 #   bash tests/gpu/hf_check.sh [WORKDIR]
@@ -29,6 +33,7 @@ if [ ${#run[@]} -gt 0 ]; then engine=("${run[@]}" llama); else engine=("$bin/lla
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
 pass=0 fail=0
 new=32
+chunk=${HF_CHUNK:-64}
 
 # check NAME CMD...: runs it, logs to $work/NAME.log, prints its key lines.
 check() {
@@ -38,7 +43,7 @@ check() {
   else
     fail=$((fail + 1)); echo "FAIL $name (rc $?, $work/$name.log)"
   fi
-  grep -E "^(gen:|hf_check|  |new ids|llama: (prompt|[0-9]+ new|Llama|Mistral|Qwen))|FAIL|rror" "$work/$name.log" |
+  grep -E "^(gen:|hf_check|same:|  |new ids|llama: (prompt|prefill|[0-9]+ new|Llama|Mistral|Qwen))|FAIL|rror" "$work/$name.log" |
     grep -v "^  File" | tail -14 | cut -c1-300 | sed 's/^/    /'
 }
 
@@ -51,8 +56,13 @@ for c in "${cases[@]}"; do
   for tp in 1 2; do
     [ "$tp" -le "$ngpu" ] || { echo "SKIP ${c}_tp$tp: $ngpu GPU(s)"; continue; }
     check "engine_${c}_tp$tp" "${engine[@]}" --model "$d" --prompt-ids "$(cat "$d/prompt_ids.txt")" \
-      --max-new-tokens $new --tp "$tp"
-    check "check_${c}_tp$tp" python3 tests/gpu/hf_check.py check "$d" "$work/engine_${c}_tp$tp.log"
+      --max-new-tokens $new --tp "$tp" --prefill-chunk "$chunk" --prompt-logits "$work/logits_${c}_tp$tp.f32"
+    check "check_${c}_tp$tp" python3 tests/gpu/hf_check.py check "$d" "$work/engine_${c}_tp$tp.log" \
+      --logits "$work/logits_${c}_tp$tp.f32"
+    check "engine_steps_${c}_tp$tp" "${engine[@]}" --model "$d" --prompt-ids "$(cat "$d/prompt_ids.txt")" \
+      --max-new-tokens $new --tp "$tp" --prefill steps
+    check "same_${c}_tp$tp" python3 tests/gpu/hf_check.py same "$d" "$work/engine_${c}_tp$tp.log" \
+      "$work/engine_steps_${c}_tp$tp.log"
   done
   rm -rf "$d"/*.safetensors  # the disk holds one model at a time
 done
