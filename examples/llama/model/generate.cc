@@ -157,7 +157,8 @@ int setup_prefill(const Config &c, const Rank &r, const Weights &w, const Genera
       !cuda_ok(cudaMalloc(reinterpret_cast<void **>(&g.d_pf_step), 4 * sizeof(int)), "prefill step", err) ||
       !cuda_ok(cudaMemset(g.d_pf_step, 0, 4 * sizeof(int)), "prefill step", err) ||
       !cuda_ok(cudaMalloc(reinterpret_cast<void **>(&g.d_pf_done), 4 * sizeof(int)), "prefill done", err) ||
-      !cuda_ok(cudaHostAlloc(reinterpret_cast<void **>(&g.h_pf_out), 4 * sizeof(int), cudaHostAllocPortable),
+      !cuda_ok(cudaHostAlloc(reinterpret_cast<void **>(&g.h_pf_out), 4 * sizeof(int),
+                             cudaHostAllocMapped | cudaHostAllocPortable),
                "prefill token", err) ||
       !cuda_ok(cudaEventCreate(&g.ev[0]), "event", err) || !cuda_ok(cudaEventCreate(&g.ev[1]), "event", err))
     return 1;
