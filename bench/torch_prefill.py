@@ -28,7 +28,8 @@ row, 2 x hidden x vocab.
 
 Usage (from the repository root, the bundle unpacked in .gpu):
   python3 bench/torch_prefill.py --config 8b --layers 4 --prompts 512,2048 --chunks 256,2048 \\
-      --ours "LD_LIBRARY_PATH=.gpu/bin bash .gpu/run.sh llama" --json /tmp/prefill.json
+      --ours "LD_LIBRARY_PATH=.gpu/bin:$CUBLAS_LIB bash .gpu/run.sh llama" --json /tmp/prefill.json
+  (CUBLAS_LIB: python3 -c 'import nvidia.cublas, os; print(os.path.join(nvidia.cublas.__path__[0], "lib"))')
 """
 import argparse
 import json
@@ -78,7 +79,8 @@ def make_model(a, d):
 
 def run_ours(a, d, ids, chunk):
     """The engine's prefill of ids: (host ms, device ms) medians, from its output."""
-    cmd = shlex.split(a.ours) + ["--model", d, "--prompt-ids", ",".join(map(str, ids)), "--max-new-tokens", "1",
+    # through env(1), so that the command may start with VAR=value settings
+    cmd = ["env"] + shlex.split(a.ours) + ["--model", d, "--prompt-ids", ",".join(map(str, ids)), "--max-new-tokens", "1",
                                  "--iters", str(a.iters_ours), "--prefill-chunk", str(chunk)]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     m = re.search(r"prefill of (\d+) tokens in (\d+) chunk\(s\) of up to (\d+) rows.*?: ([0-9.]+) ms, device "
