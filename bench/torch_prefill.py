@@ -97,7 +97,7 @@ def main():
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--vocab", type=int, default=128256)
     p.add_argument("--prompts", default="512,2048")
-    p.add_argument("--chunks", default="256", help="the engine's --prefill-chunk values to time")
+    p.add_argument("--chunks", default="256,2048", help="the engine's --prefill-chunk values to time")
     p.add_argument("--ours", default="", help="the engine's command (without --model ...); empty: PyTorch only")
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--iters-ours", type=int, default=10)

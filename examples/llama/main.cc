@@ -58,7 +58,7 @@ struct Options {
   int max_new = 32;
   bool set_max_new = false, set_iters = false;
   GenerateOptions::Prefill prefill = GenerateOptions::PREFILL_GRAPH;  // --prefill graph|steps
-  int prefill_chunk = 256;
+  int prefill_chunk = 2048;
   std::string prompt_logits;  // --prompt-logits FILE
 };
 
@@ -111,7 +111,7 @@ void usage(FILE *f) {
                "  --max-new-tokens N  tokens to make, 1..8191 (default 32); prompt + N <= 8192\n"
                "  --prefill graph|steps  with --model: the prompt as M-row graphs (default), or as\n"
                "                    single-token decode steps (the older path, for comparison)\n"
-               "  --prefill-chunk N rows per prefill graph, a multiple of 64 up to 8192 (default 256)\n"
+               "  --prefill-chunk N rows per prefill graph, a multiple of 64 up to 8192 (default 2048)\n"
                "  --prompt-logits F with --model: write the last prompt row's logits (fp32, vocab_size)\n"
                "                    to file F (prefill graph only)\n"
                "  --iters N         with --model: timed runs after one warm-up (default 1; medians)\n");
