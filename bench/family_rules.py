@@ -165,6 +165,19 @@ def report(z, rows, table):
           f"(issue 27: <= 0.97 overall, <= 1.02 per M, none over 1.10, rule within 3% of best)")
 
 
+def nearest_m(table, mi, wi, ki):
+    """The CUTLASS table's pick for an M class the zoo did not run: that of
+    the nearest M class with the same W and K cuts that it did (the smaller
+    one on a tie), so TPG_GEMM_FAMILY=cutlass stays CUTLASS wherever a
+    CUTLASS kernel can run (an A/B switch), not ours by absence of data.
+    AUTO keeps ours there: what ships changes only on data."""
+    for d in range(1, len(M_CUTS) + 1):
+        for mj in (mi - d, mi + d):
+            if mj >= 1 and table.get((mj, wi, ki), (None, None))[0] is not None:
+                return table[(mj, wi, ki)][0]
+    return None
+
+
 def emit(table, path, source):
     """lib/gemm/family_table.inc from the fit."""
     def bound(cuts, i, anyv):
@@ -177,9 +190,11 @@ def emit(table, path, source):
         for mi in range(len(M_CUTS) + 1):
             for wi in range(len(W_CUTS) + 1):
                 for ki in range(len(K_CUTS) + 1):
-                    o = table.get((mi, wi, ki), (None, None))[which]
                     if mi == 0:
                         continue  # M <= 16: decode, ours (the row above)
+                    o = table.get((mi, wi, ki), (None, None))[which]
+                    if o is None and which == 0:
+                        o = nearest_m(table, mi, wi, ki)
                     k, mode = (o[0] + 1, MODES[o[1]]) if o else (0, "0")
                     lines.append(f"    {{{bound(M_CUTS, mi, 'TPG_FR_ANY_M')}, {bound(W_CUTS, wi, 'TPG_FR_ANY_W')}, "
                                  f"{bound(K_CUTS, ki, 'TPG_FR_ANY_K')}, {k}, {mode}}},")
