@@ -24,7 +24,7 @@
  *           the bias is per row of Y^T, Y^T is stored column-major (= Y
  *           row-major)
  *
- * Why these four (each costs ~50 s of nvcc on a 2-core machine, once per
+ * Why these five (each costs ~50 s of nvcc on a 2-core machine, once per
  * workspace): 128 x 256 with a 2 x 1 cluster is the tile, cluster and
  * schedule cuBLASLt runs at M >= 1024 (docs/kernels.md: our kernel keeps
  * the tensor pipe 81% busy there, cuBLASLt's 91%); 128 x 128 with 1 x 2
@@ -32,7 +32,12 @@
  * SMs idle; the swapped 128 x 64 covers M <= 64..256 with whole W-row tiles
  * and stream-K over K (M = 64..512 stream W at 40-60% of DRAM peak in ours);
  * ping-pong 128 x 128 is the small-K, large-M case (the epilogue hidden
- * under the other warpgroup's MMAs). All bf16 (the zoo's and the layers'
+ * under the other warpgroup's MMAs). Ping-pong 64 x 96 (tokens x W rows,
+ * W multicast to two token tiles) is the tile cuBLASLt's nvjet kernel runs
+ * at M = 128, N = 6144, K = 12288 (ncu: 96 x 64, cluster 1 x 2 in its
+ * order, 10 stages, 128 CTAs): tiles of 96 W rows make one wave of ~128
+ * CTAs on 132 SMs at M = 128..256 without splitting K, where our 64 / 128 /
+ * 256-row tiles leave 48 or 96 tiles and need stream-K. All bf16 (the zoo's and the layers'
  * dtype); f16 keeps our kernels.
  */
 #ifndef TPG_SM90_CUTLASS_LIST_H
@@ -46,8 +51,10 @@
 #define TPG_CUTLASS_ROW1(X) X(1, coop_128x128_c1x2, 128, 128, 1, 2, TPG_CUTLASS_SCHED_COOP_SK, 0)
 #define TPG_CUTLASS_ROW2(X) X(2, coop_sw_128x64, 128, 64, 1, 1, TPG_CUTLASS_SCHED_COOP_SK, 1)
 #define TPG_CUTLASS_ROW3(X) X(3, ping_128x128_c2x1, 128, 128, 2, 1, TPG_CUTLASS_SCHED_PINGPONG, 0)
-#define TPG_CUTLASS_LIST(X) TPG_CUTLASS_ROW0(X) TPG_CUTLASS_ROW1(X) TPG_CUTLASS_ROW2(X) TPG_CUTLASS_ROW3(X)
+#define TPG_CUTLASS_ROW4(X) X(4, ping_64x96_c2x1, 64, 96, 2, 1, TPG_CUTLASS_SCHED_PINGPONG, 0)
+#define TPG_CUTLASS_LIST(X) \
+  TPG_CUTLASS_ROW0(X) TPG_CUTLASS_ROW1(X) TPG_CUTLASS_ROW2(X) TPG_CUTLASS_ROW3(X) TPG_CUTLASS_ROW4(X)
 
-#define TPG_CUTLASS_COUNT 4
+#define TPG_CUTLASS_COUNT 5
 
 #endif

@@ -155,10 +155,11 @@ int tpg_gemm_variant_family(const tpg_gemm_variant *v) {
   return v->kind == TPG_GEMM_VAR_CUTLASS ? TPG_GEMM_FAMILY_CUTLASS : TPG_GEMM_FAMILY_OURS;
 }
 
-/* Candidates by M (CUTLASS's tiles are 128 rows of M, or with the swapped
- * kernel 64 tokens): the swapped 128 x 64 from 17 to 256 tokens; 128 x 128
- * (X shared along N) from 17; 128 x 256 (W shared along M) and ping-pong
- * 128 x 128 from 129 (their 2 x 1 clusters want two M tiles). Each
+/* Candidates by M (CUTLASS's tiles are 128 or 64 rows of M, or with the
+ * swapped kernel 64 tokens): the swapped 128 x 64 from 17 to 256 tokens;
+ * 128 x 128 (X shared along N) from 17; 128 x 256 (W shared along M) and
+ * ping-pong 128 x 128 from 129, ping-pong 64 x 96 from 65 (their 2 x 1
+ * clusters want two M tiles). Each
  * cooperative kernel data-parallel, with stream-K when its tiles leave the
  * last wave partial, and split-K where the tiles leave SMs for >= 2 ranges. */
 int tpg_gemm_cutlass_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_sms, tpg_gemm_variant *list,
@@ -170,7 +171,7 @@ int tpg_gemm_cutlass_candidates(int m, int n, int k, int epilogue, int sm_arch, 
     const long tiles = cutlass_tiles(i, m, n);
     int mode;
     if (kk->swap && m > 256) continue;
-    if (kk->cm > 1 && m <= 128) continue;
+    if (kk->cm > 1 && !kk->swap && m <= kk->tm * (kk->cm - 1)) continue; /* a cluster wants cm M tiles */
     for (mode = 0; mode < 3; ++mode) {
       tpg_gemm_variant v;
       memset(&v, 0, sizeof v);

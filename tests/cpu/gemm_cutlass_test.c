@@ -49,7 +49,10 @@ int main(void) {
   for (i = 0; i < TPG_CUTLASS_COUNT; ++i) {
     const tpg_cutlass_kernel *k = &tpg_cutlass_kernels[i];
     CHECK(strstr(k->entry, "tpg_cutlass_bf16_") == k->entry && !strcmp(k->entry + 17, k->name));
-    CHECK(k->tm == 128 && (k->tn == 64 || k->tn == 128 || k->tn == 256) && k->cm * k->cn <= 2);
+    /* wgmma's shapes: 64 rows a warpgroup (the cooperative kernels split 128
+     * between two), N a multiple of 8 up to 256 */
+    CHECK((k->tm == 128 || (k->tm == 64 && k->sched == TPG_CUTLASS_SCHED_PINGPONG)) && k->tn % 8 == 0 &&
+          k->tn >= 8 && k->tn <= 256 && k->cm * k->cn <= 2);
   }
 
   for (size_t s = 0; s < sizeof ms / sizeof ms[0]; ++s)
