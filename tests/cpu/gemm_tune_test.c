@@ -115,8 +115,9 @@ static void graph_policy(const char *path) {
     /* past creation (update): b is not cached -> the heuristic, not timed */
     s.may_time = 0;
     CHECK_OK(tpg_gemm_tune_graph_pick(&s, &b, 1024, 1024, 1, &L, &xm, &wm));
-    CHECK(tpg_gemm_select_tma(96, 5120, 1024, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 1024, 1024, 1, &H, &hx, &hw, why,
-                              sizeof why) == 0);
+    /* the heuristic is the family rule (family_table.inc: ours or CUTLASS) */
+    CHECK(tpg_gemm_select_rule(96, 5120, 1024, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 1024, 1024, c.streamk, c.family,
+                               &H, &hx, &hw, why, sizeof why) == 0);
     CHECK(memcmp(&L, &H, sizeof L) == 0 && f.calls == calls && s.timed == 1 && s.cached == 1);
     CHECK(tpg_gemm_tune_lookup(&b, NULL, NULL) != 0);
     /* ... and a still comes from the cache */
