@@ -29,7 +29,8 @@ row, 2 x hidden x vocab.
 Usage (from the repository root, the bundle unpacked in .gpu):
   python3 bench/torch_prefill.py --config 8b --layers 4 --prompts 512,2048 --chunks 256,2048 \\
       --ours "LD_LIBRARY_PATH=.gpu/bin:$CUBLAS_LIB bash .gpu/run.sh llama" --json /tmp/prefill.json
-  (CUBLAS_LIB: python3 -c 'import nvidia.cublas, os; print(os.path.join(nvidia.cublas.__path__[0], "lib"))')
+  (CUBLAS_LIB: the toolkit's /usr/local/cuda/lib64, or PyTorch's copy:
+   python3 -c 'import nvidia.cublas, os; print(os.path.join(nvidia.cublas.__path__[0], "lib"))')
 """
 import argparse
 import json
