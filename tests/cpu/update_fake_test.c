@@ -139,14 +139,11 @@ static tpg_plan *gemm_plan(int m, int n, int k, tpg_slot s[3]) {
 
 /* A TMA GEMM node's output moved by a rebind: the kernel's Y tensor map must
  * move with it (the epilogue stores through it; the fake checks that every
- * map's base is the argument block's pointer). Our kernels only
- * (TPG_GEMM_FAMILY=ours: the fitted family table may give this shape to a
- * CUTLASS kernel, whose rebinds cutlass_fake_test covers); M = 128 on the
- * fake's sm_90 then picks a TMA kernel, and the count below fails the test
- * if it ever does not. */
+ * map's base is the argument block's pointer). Our kernels only (main
+ * sets TPG_GEMM_FAMILY=ours); M = 128 on the fake's sm_90 then picks a TMA
+ * kernel, and the count below fails the test if it ever does not. */
 static void gemm_y_rebind(void) {
   enum { M = 128, NN = 256, K = 256 };
-  setenv("TPG_GEMM_FAMILY", "ours", 1);
   tpgfake_reset();
   uint16_t *x = tpgfake_dev_alloc(0, M * K * 2), *w = tpgfake_dev_alloc(0, NN * K * 2);
   uint16_t *y = tpgfake_dev_alloc(0, M * NN * 2), *y2 = tpgfake_dev_alloc(0, M * NN * 2);
@@ -170,7 +167,6 @@ static void gemm_y_rebind(void) {
   tpgfake_free(w);
   tpgfake_free(y);
   tpgfake_free(y2);
-  unsetenv("TPG_GEMM_FAMILY");
   CHECK(clean("GEMM y rebind"));
 }
 
@@ -248,8 +244,13 @@ static void gemm_kcluster(void) {
 int main(int argc, char **argv) {
   if (tpgfake_setup(argc, argv) != 0) return 2;
   char msg[1024];
+  /* These two are about our TMA kernels' maps and clusters: the fitted
+   * family table may give their shapes to a CUTLASS kernel, whose nodes
+   * and rebinds cutlass_fake_test covers. */
+  setenv("TPG_GEMM_FAMILY", "ours", 1);
   gemm_y_rebind();
   gemm_kcluster();
+  unsetenv("TPG_GEMM_FAMILY");
   tpgfake_reset();
   tpg_status st = sequence(1, msg, sizeof msg);
   if (st) fprintf(stderr, "clean run failed: %s\n", msg);
