@@ -166,6 +166,17 @@ int parse_model(Options *o) {
     std::fprintf(stderr, "llama: --prompt-logits needs --prefill graph (the prompt's logits come from its last chunk)\n");
     return 2;
   }
+  if (!o->prompt_logits.empty()) {  // the file is written after the whole run: refuse it now, not then
+    const char *f = o->prompt_logits.c_str();
+    const bool existed = access(f, F_OK) == 0;
+    FILE *t = std::fopen(f, "ab");  // appends nothing: an existing file stays as it is
+    if (!t) {
+      std::fprintf(stderr, "llama: --prompt-logits '%s': cannot write it (%s)\n", f, std::strerror(errno));
+      return 2;
+    }
+    std::fclose(t);
+    if (!existed) unlink(f);
+  }
   if (!o->set_iters) o->iters = 1;
   const int P = (int)o->prompt.size(), need = P + o->max_new;
   if (need > 8192) {
