@@ -56,7 +56,7 @@ struct Options {
   std::string model, other_flag, model_flag;  // model_flag: the first of --model's own flags seen
   std::vector<int> prompt;
   int max_new = 32;
-  bool set_max_new = false, set_iters = false;
+  bool set_max_new = false, set_iters = false, set_prefill_chunk = false;
   GenerateOptions::Prefill prefill = GenerateOptions::PREFILL_GRAPH;  // --prefill graph|steps
   int prefill_chunk = 2048;
   std::string prompt_logits;  // --prompt-logits FILE
@@ -166,6 +166,11 @@ int parse_model(Options *o) {
     std::fprintf(stderr, "llama: --prompt-logits needs --prefill graph (the prompt's logits come from its last chunk)\n");
     return 2;
   }
+  if (o->set_prefill_chunk && o->prefill != GenerateOptions::PREFILL_GRAPH) {
+    std::fprintf(stderr, "llama: --prefill-chunk %d needs --prefill graph (--prefill steps runs no chunks)\n",
+                 o->prefill_chunk);
+    return 2;
+  }
   if (!o->prompt_logits.empty()) {  // the file is written after the whole run: refuse it now, not then
     const char *f = o->prompt_logits.c_str();
     const bool existed = access(f, F_OK) == 0;
@@ -261,6 +266,7 @@ int parse(int argc, char **argv, Options *o) {
           std::fprintf(stderr, "llama: --prefill-chunk %d: expected a multiple of 64\n", o->prefill_chunk);
           return 2;
         }
+        o->set_prefill_chunk = true;
         break;
       case PROMPTLOGITS: o->prompt_logits = optarg; break;
       case CONFIG:
