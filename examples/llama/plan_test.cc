@@ -315,7 +315,7 @@ int main() {
     c.heads = 32;
     const int r3 = build_prefill(c, r, w, k, 64, nullptr, nullptr, nullptr, &t, &p3, &e3);
     for (Prefill *p : {&p1, &p2, &p3}) tpg_plan_destroy(p->plan);
-    expect(r1 && e1.find("batch 2") != std::string::npos && r2 && e2.find("heads/kv_heads") != std::string::npos &&
+    expect(r1 && e1.find("batch 2") != std::string::npos && r2 && e2.find("heads/kv_heads 3") != std::string::npos &&
                r3 && e3.find("LM head") != std::string::npos,
            "prefill refusals: " + e1 + " | " + e2 + " | " + e3);
   }

@@ -39,7 +39,8 @@ int build_prefill(const Config &c, const Rank &r, const Weights &w, const Caches
     return 1;
   }
   if (D != LLAMA_HEAD_DIM || G > LLAMA_ATTN_MAX_GROUP || (G & (G - 1))) {
-    *err = "head_dim must be 128 and heads/kv_heads one of 1, 2, 4, 8, 16";
+    *err = "prefill: head_dim " + std::to_string(D) + ", heads/kv_heads " + std::to_string(G) +
+           ": head_dim must be 128 and heads/kv_heads one of 1, 2, 4, 8, 16";
     return 1;
   }
   if (tail && (!tail->decode_module && !r.stub_function)) {
