@@ -27,7 +27,7 @@ struct GenerateOptions {
   int max_new = 32;         // tokens to make at most
   int end_token = -1;       // stop at this token (-1: never)
   enum Prefill { PREFILL_GRAPH, PREFILL_STEPS } prefill = PREFILL_GRAPH;  // --prefill graph|steps
-  int chunk = 256;          // --prefill-chunk: rows per prefill graph, a multiple of 64
+  int chunk = 2048;         // --prefill-chunk: rows per prefill graph, a multiple of 64
   int iters = 1;            // --iters: timed runs (after one warm-up); medians are reported
   std::string logits_out;   // --prompt-logits FILE: the last prompt row's logits, fp32 [vocab] (graph only)
 };
