@@ -73,16 +73,22 @@ static void *rank_main(void *arg) {
     goto done;
   }
   /* Rank 0 fails its memset setter (the node after the re-captured
-   * all-reduce); rank 1 does not. */
+   * all-reduce); rank 1 does not. The failure is armed process-wide (the
+   * fake's call counters are not per thread), so the ranks rebind in turn:
+   * rank 1 running first used to take rank 0's failure. */
   pthread_barrier_wait(j->bar);
-  if (j->rank == 0) tpgfake_fail_call("cuGraphExecMemsetNodeSetParams", 1);
   tpg_binding nb[2] = {{sy, y2}, {sz, z2}};
-  tpg_status st = tpg_graph_rebind(g, nb, 2);
-  j->ok_rebind = st == TPG_SUCCESS;
-  snprintf(j->msg, sizeof j->msg, "%s", tpg_last_error());
-  j->restored = strstr(j->msg, "(bindings restored)") != NULL;
-  pthread_barrier_wait(j->bar);
-  if (j->rank == 0) tpgfake_fail_call(NULL, 0);
+  for (int turn = 0; turn < 2; turn++) {
+    if (turn == j->rank) {
+      if (j->rank == 0) tpgfake_fail_call("cuGraphExecMemsetNodeSetParams", 1);
+      const tpg_status st = tpg_graph_rebind(g, nb, 2);
+      j->ok_rebind = st == TPG_SUCCESS;
+      snprintf(j->msg, sizeof j->msg, "%s", tpg_last_error());
+      j->restored = strstr(j->msg, "(bindings restored)") != NULL;
+      if (j->rank == 0) tpgfake_fail_call(NULL, 0);
+    }
+    pthread_barrier_wait(j->bar);
+  }
   memset(y, 0, N * 4);
   memset(y2, 0, N * 4);
   memset(z, 0, N * 4);
