@@ -25,6 +25,7 @@
 #include <cstring>
 #include <vector>
 
+#include "examples/llama/plan_builder.h"
 #include "lib/embedded.h"
 
 extern const tpg_embedded_blob llama_decode_kernels[];
@@ -35,14 +36,6 @@ extern "C" cudaError_t llama_fill_part(void *dst, size_t pitch, size_t rows, siz
 namespace llama {
 namespace {
 
-#define DTRY(call)                                                                \
-  do {                                                                            \
-    tpg_status s_ = (call);                                                       \
-    if (s_ != TPG_SUCCESS) {                                                      \
-      *err = std::string(#call) + ": " + tpg_last_error();                        \
-      return 1;                                                                   \
-    }                                                                             \
-  } while (0)
 #define DCUDA(call)                                                               \
   do {                                                                            \
     cudaError_t e_ = (call);                                                      \
@@ -66,7 +59,7 @@ DecodeIo::~DecodeIo() {
 int alloc_decode_io(const Config &c, const Rank &r, int steps, DecodeIo *io, std::string *err) {
   const int B = c.batch, R = r.nranks, N = steps;
   const tpg_embedded_blob *blob = llama_decode_kernels;
-  DTRY(tpg_module_load(blob->start, (size_t)(blob->end - blob->start), &io->mod));
+  LLAMA_TRY(tpg_module_load(blob->start, (size_t)(blob->end - blob->start), &io->mod));
   io->ncand = (B * R * 2 + 3) / 4 * 4;
   DCUDA(cudaMalloc(reinterpret_cast<void **>(&io->cand), io->ncand * sizeof(float)));
   DCUDA(cudaMalloc(reinterpret_cast<void **>(&io->step), 4 * sizeof(int)));
@@ -83,24 +76,24 @@ int build_loop(const Config &c, const Rank &r, const Step &s, const DecodeIo &io
                tpg_plan **out, std::vector<tpg_binding> *bind, std::string *err) {
   const int B = c.batch, R = r.nranks, H = c.hidden, vpart = c.vocab / R;
   tpg_plan *p = nullptr;
-  DTRY(tpg_plan_create(&p));
+  LLAMA_TRY(tpg_plan_create(&p));
   *out = p;
   int ns = 0, nn = 0;
-  DTRY(tpg_plan_get_stats(s.plan, &nn, &ns, nullptr));
+  LLAMA_TRY(tpg_plan_get_stats(s.plan, &nn, &ns, nullptr));
   for (tpg_slot i = 1; i <= (tpg_slot)ns; i++) {
     tpg_slot_info si;
     tpg_slot got;
-    DTRY(tpg_plan_get_slot_info(s.plan, i, &si, sizeof si));
-    DTRY(tpg_plan_add_slot(p, si.name, si.dtype, si.where, si.count, &got));
+    LLAMA_TRY(tpg_plan_get_slot_info(s.plan, i, &si, sizeof si));
+    LLAMA_TRY(tpg_plan_add_slot(p, si.name, si.dtype, si.where, si.count, &got));
   }
   *bind = s.bindings;
   tpg_slot cand, step, done, outs, emb;
   const int nd = (B + 3) / 4 * 4;
-  DTRY(tpg_plan_add_slot(p, "dec.cand", TPG_F32, TPG_MEM_DEVICE, io.ncand, &cand));
-  DTRY(tpg_plan_add_slot(p, "dec.step", TPG_F32, TPG_MEM_DEVICE, 4, &step));
-  DTRY(tpg_plan_add_slot(p, "dec.done", TPG_F32, TPG_MEM_DEVICE, nd, &done));
-  DTRY(tpg_plan_add_slot(p, "dec.out", TPG_F32, TPG_MEM_HOST, (size_t)o.steps * B + 4, &outs));
-  DTRY(tpg_plan_add_slot(p, "dec.emb", TPG_BF16, TPG_MEM_DEVICE, (size_t)c.vocab * H, &emb));
+  LLAMA_TRY(tpg_plan_add_slot(p, "dec.cand", TPG_F32, TPG_MEM_DEVICE, io.ncand, &cand));
+  LLAMA_TRY(tpg_plan_add_slot(p, "dec.step", TPG_F32, TPG_MEM_DEVICE, 4, &step));
+  LLAMA_TRY(tpg_plan_add_slot(p, "dec.done", TPG_F32, TPG_MEM_DEVICE, nd, &done));
+  LLAMA_TRY(tpg_plan_add_slot(p, "dec.out", TPG_F32, TPG_MEM_HOST, (size_t)o.steps * B + 4, &outs));
+  LLAMA_TRY(tpg_plan_add_slot(p, "dec.emb", TPG_BF16, TPG_MEM_DEVICE, (size_t)c.vocab * H, &emb));
   bind->push_back({cand, io.cand});
   bind->push_back({step, io.step});
   bind->push_back({done, io.done});
@@ -113,18 +106,18 @@ int build_loop(const Config &c, const Rank &r, const Step &s, const DecodeIo &io
     // Counters zeroed at every launch; the condition is 1 at every launch,
     // so the body runs at least once (one token always).
     tpg_node z[2];
-    DTRY(tpg_plan_add_memset(p, tpg_view{step, 0, 0}, 0, 4, nullptr, 0, &z[0]));
-    DTRY(tpg_plan_add_memset(p, tpg_view{done, 0, 0}, 0, nd, nullptr, 0, &z[1]));
-    DTRY(tpg_plan_add_cond(p, 1, 1, &cond));
+    LLAMA_TRY(tpg_plan_add_memset(p, tpg_view{step, 0, 0}, 0, 4, nullptr, 0, &z[0]));
+    LLAMA_TRY(tpg_plan_add_memset(p, tpg_view{done, 0, 0}, 0, nd, nullptr, 0, &z[1]));
+    LLAMA_TRY(tpg_plan_add_cond(p, 1, 1, &cond));
     tpg_conditional_desc cd = TPG_CONDITIONAL_DESC_INIT;
     cd.type = TPG_COND_WHILE;
     cd.cond = cond;
-    DTRY(tpg_plan_add_conditional(p, &cd, z, 2, &loop));
-    DTRY(tpg_plan_set_node_name(p, loop, "decode.while"));
-    DTRY(tpg_plan_body_begin(p, loop, 0));
+    LLAMA_TRY(tpg_plan_add_conditional(p, &cd, z, 2, &loop));
+    LLAMA_TRY(tpg_plan_set_node_name(p, loop, "decode.while"));
+    LLAMA_TRY(tpg_plan_body_begin(p, loop, 0));
   }
   std::vector<tpg_node> map(nn);
-  DTRY(tpg_plan_append(p, s.plan, map.data()));
+  LLAMA_TRY(tpg_plan_append(p, s.plan, map.data()));
   prev = map[nn - 1];
   auto kernel = [&](const char *name, unsigned grid, unsigned block, const std::vector<tpg_arg> &a) -> int {
     tpg_kernel_desc k = TPG_KERNEL_DESC_INIT;
@@ -134,8 +127,8 @@ int build_loop(const Config &c, const Rank &r, const Step &s, const DecodeIo &io
     k.block[0] = block;
     k.args = a.data();
     k.nargs = (int)a.size();
-    DTRY(tpg_plan_add_kernel(p, &k, &prev, 1, &n));
-    DTRY(tpg_plan_set_node_name(p, n, name));
+    LLAMA_TRY(tpg_plan_add_kernel(p, &k, &prev, 1, &n));
+    LLAMA_TRY(tpg_plan_set_node_name(p, n, name));
     prev = n;
     return 0;
   };
@@ -149,8 +142,8 @@ int build_loop(const Config &c, const Rank &r, const Step &s, const DecodeIo &io
     a.send = a.recv = tpg_view{cand, 0, 0};
     a.count = (size_t)ncand;
     a.algo = TPG_ALGO_ONESHOT;
-    DTRY(tpg_plan_add_collective(p, &a, &prev, 1, &n));
-    DTRY(tpg_plan_set_node_name(p, n, "decode.cand.allreduce"));
+    LLAMA_TRY(tpg_plan_add_collective(p, &a, &prev, 1, &n));
+    LLAMA_TRY(tpg_plan_set_node_name(p, n, "decode.cand.allreduce"));
     prev = n;
   }
   if (kernel("llama_decode_pick", B, 256,
@@ -164,13 +157,13 @@ int build_loop(const Config &c, const Rank &r, const Step &s, const DecodeIo &io
                {tpg_arg_cond(cond), tpg_arg_view(step, 0), tpg_arg_view(done, 0), TPG_ARG_VALUE(B),
                 TPG_ARG_VALUE(steps), tpg_arg_view(outs, progress)}))
       return 1;
-    DTRY(tpg_plan_body_end(p));
+    LLAMA_TRY(tpg_plan_body_end(p));
   } else if (kernel("llama_decode_count", 1, 32,
                     {tpg_arg_view(step, 0), tpg_arg_view(done, 0), TPG_ARG_VALUE(B), TPG_ARG_VALUE(steps),
                      tpg_arg_view(outs, progress)})) {
     return 1;
   }
-  DTRY(tpg_plan_validate(p));
+  LLAMA_TRY(tpg_plan_validate(p));
   return 0;
 }
 
@@ -182,7 +175,7 @@ int create_loop_graph(const Rank &r, tpg_plan *p, const std::vector<tpg_binding>
   cfg.bindings = b.data();
   cfg.nbindings = (int)b.size();
   if (r.pdl) cfg.flags |= TPG_GRAPH_PDL;
-  DTRY(tpg_graph_create(p, &cfg, g));
+  LLAMA_TRY(tpg_graph_create(p, &cfg, g));
   return 0;
 }
 
