@@ -27,62 +27,28 @@
 #include <random>
 #include <vector>
 
+#include "examples/llama/check_util.cuh"
 #include "examples/llama/kernels.h"
 #include "examples/llama/model/rope.h"
 
-#define CK(call)                                                                                  \
-  do {                                                                                            \
-    cudaError_t e_ = (call);                                                                      \
-    if (e_ != cudaSuccess) {                                                                      \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(2);                                                                               \
-    }                                                                                             \
-  } while (0)
-
 namespace {
+
+using llama_check::b2f;
+using llama_check::down;
+using llama_check::f2b;
+using llama_check::poisoned;
+using llama_check::up;
 
 constexpr int kD = LLAMA_HEAD_DIM;
 constexpr uint16_t kNaN = 0x7fc0;  // bf16 quiet NaN
 int g_pass = 0, g_fail = 0;
 std::mt19937 g_rng(4321);
 
-uint16_t f2b(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
-float b2f(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 std::vector<uint16_t> rnd(size_t n, float lo, float hi) {
   std::uniform_real_distribution<float> u(lo, hi);
   std::vector<uint16_t> v(n);
   for (auto &x : v) x = f2b(u(g_rng));
   return v;
-}
-template <class T>
-T *up(const std::vector<T> &h) {
-  T *d;
-  CK(cudaMalloc(&d, h.size() * sizeof(T)));
-  CK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return d;
-}
-template <class T>
-std::vector<T> down(const T *d, size_t n) {
-  std::vector<T> h(n);
-  CK(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
-  return h;
-}
-template <class T>
-T *poisoned(size_t n) {  // 0xff bytes: NaN in bf16 and fp32
-  T *d;
-  CK(cudaMalloc(&d, n * sizeof(T)));
-  CK(cudaMemset(d, 0xff, n * sizeof(T)));
-  return d;
 }
 
 // Element-wise |got - ref| <= tol (NaN fails) and ||got - ref|| / ||ref||.
