@@ -34,7 +34,6 @@ using llama_check::f2b;
 using llama_check::poisoned;
 using llama_check::up;
 
-constexpr int kD = LLAMA_HEAD_DIM;
 int g_pass = 0, g_fail = 0;
 std::mt19937 g_rng(1234);
 
@@ -104,54 +103,60 @@ void check_rmsnorm(int B, int hidden) {
 
 // table: RoPE's inverse frequencies given to the kernel (a scaled RoPE), or
 // empty: the kernel's own 1 / theta^(2i/128).
-void check_rope(int B, int nq, int nkv, int max_ctx, const std::vector<int> &pos,
+typedef void (*rope_fn)(__nv_bfloat16 *, __nv_bfloat16 *, __nv_bfloat16 *, const __nv_bfloat16 *, const int *, int,
+                        int, int, float, const float *);
+rope_fn rope_kernel(int D) { return D == 64 ? llama_rope_append_d64 : llama_rope_append; }
+typedef void (*combine_fn)(__nv_bfloat16 *, const float *, const float *, const int *, int, int, int);
+combine_fn combine_kernel(int D) { return D == 64 ? llama_attn_combine_d64 : llama_attn_combine; }
+
+void check_rope(int D, int B, int nq, int nkv, int max_ctx, const std::vector<int> &pos,
                 const std::vector<float> &table = {}) {
   const float theta = 500000.f;
   const int nh = nq + 2 * nkv;
   float *dtab = table.empty() ? nullptr : up(table);
-  auto qkv = rnd((size_t)B * nh * kD, -1.f, 1.f);
-  const size_t csz = (size_t)B * nkv * max_ctx * kD;
+  auto qkv = rnd((size_t)B * nh * D, -1.f, 1.f);
+  const size_t csz = (size_t)B * nkv * max_ctx * D;
   auto kc0 = rnd(csz, -1.f, 1.f), vc0 = rnd(csz, -1.f, 1.f);
   __nv_bfloat16 *dqkv = (__nv_bfloat16 *)up(qkv), *dk = (__nv_bfloat16 *)up(kc0), *dv = (__nv_bfloat16 *)up(vc0);
-  __nv_bfloat16 *dq = poisoned<__nv_bfloat16>((size_t)B * nq * kD);
+  __nv_bfloat16 *dq = poisoned<__nv_bfloat16>((size_t)B * nq * D);
   int *dpos = up(pos);
-  llama_rope_append<<<dim3(B, nh), 64>>>(dq, dk, dv, dqkv, dpos, nq, nkv, max_ctx, theta, dtab);
+  rope_kernel(D)<<<dim3(B, nh), D / 2>>>(dq, dk, dv, dqkv, dpos, nq, nkv, max_ctx, theta, dtab);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
-  auto q = down((uint16_t *)dq, (size_t)B * nq * kD);
+  auto q = down((uint16_t *)dq, (size_t)B * nq * D);
   auto kc = down((uint16_t *)dk, csz), vc = down((uint16_t *)dv, csz);
   Cmp c;
   size_t moved = 0, vbad = 0;  // cache rows that changed but should not; v not copied bit-exactly
   for (int b = 0; b < B; b++)
     for (int h = 0; h < nq + nkv; h++) {
-      const uint16_t *src = &qkv[((size_t)b * nh + h) * kD];
-      const uint16_t *got = h < nq ? &q[((size_t)b * nq + h) * kD]
-                                   : &kc[(((size_t)b * nkv + (h - nq)) * max_ctx + pos[b]) * kD];
-      for (int i = 0; i < kD / 2; i++) {
-        const double inv = table.empty() ? std::pow((double)theta, -2.0 * i / kD) : (double)table[i];
+      const uint16_t *src = &qkv[((size_t)b * nh + h) * D];
+      const uint16_t *got = h < nq ? &q[((size_t)b * nq + h) * D]
+                                   : &kc[(((size_t)b * nkv + (h - nq)) * max_ctx + pos[b]) * D];
+      for (int i = 0; i < D / 2; i++) {
+        const double inv = table.empty() ? std::pow((double)theta, -2.0 * i / D) : (double)table[i];
         const double ang = pos[b] * inv;
-        const double a = b2f(src[i]), cc = b2f(src[i + kD / 2]);
+        const double a = b2f(src[i]), cc = b2f(src[i + D / 2]);
         const double r0 = a * std::cos(ang) - cc * std::sin(ang), r1 = cc * std::cos(ang) + a * std::sin(ang);
         // The kernel's angle is fl32(pos * fl32(1 / powf(theta, 2i/128))),
         // or fl32(pos * table[i]): a few fp32 ulps of the angle, 8 * 2^-24 *
         // angle rad, moves the output by that times |a| + |c|.
         const double ang_err = 8.0 * std::ldexp(1.0, -24) * ang + 1e-6;
         c.add(b2f(got[i]), r0, kRound * std::fabs(r0) + ang_err * (std::fabs(a) + std::fabs(cc)));
-        c.add(b2f(got[i + kD / 2]), r1, kRound * std::fabs(r1) + ang_err * (std::fabs(a) + std::fabs(cc)));
+        c.add(b2f(got[i + D / 2]), r1, kRound * std::fabs(r1) + ang_err * (std::fabs(a) + std::fabs(cc)));
       }
     }
   for (int b = 0; b < B; b++)
     for (int h = 0; h < nkv; h++)
       for (int p = 0; p < max_ctx; p++) {
-        const size_t row = (((size_t)b * nkv + h) * max_ctx + p) * kD;
+        const size_t row = (((size_t)b * nkv + h) * max_ctx + p) * D;
         if (p == pos[b]) {
-          if (std::memcmp(&vc[row], &qkv[((size_t)b * nh + nq + nkv + h) * kD], kD * 2)) vbad++;
+          if (std::memcmp(&vc[row], &qkv[((size_t)b * nh + nq + nkv + h) * D], D * 2)) vbad++;
         } else {
-          if (std::memcmp(&kc[row], &kc0[row], kD * 2) || std::memcmp(&vc[row], &vc0[row], kD * 2)) moved++;
+          if (std::memcmp(&kc[row], &kc0[row], D * 2) || std::memcmp(&vc[row], &vc0[row], D * 2)) moved++;
         }
       }
   char what[96];
-  std::snprintf(what, sizeof what, "rope+append B=%d nq=%d nkv=%d max_ctx=%d%s", B, nq, nkv, max_ctx,
+  std::snprintf(what, sizeof what, "rope+append D=%d B=%d nq=%d nkv=%d max_ctx=%d%s", D, B, nq, nkv, max_ctx,
                 table.empty() ? "" : " inv_freq table");
   c.report(what, kRound);
   std::snprintf(what, sizeof what, "  cache rows: v copied exactly, others untouched");
@@ -173,64 +178,66 @@ void check_rope(int B, int nq, int nkv, int max_ctx, const std::vector<int> &pos
 // 1e-6 relative per term, bounded by 2^-13 max |v| (a weight of 1/4097 on a
 // skipped key is 2^-12 max |v|, and the needle cases make one key carry most
 // of the weight).
-void attn_reference(Cmp &c, const std::vector<uint16_t> &out, const std::vector<uint16_t> &q,
+void attn_reference(int D, Cmp &c, const std::vector<uint16_t> &out, const std::vector<uint16_t> &q,
                     const std::vector<uint16_t> &kc, const std::vector<uint16_t> &vc, int B, int nq, int nkv,
                     int max_ctx, const std::vector<int> &lens) {
   const int G = nq / nkv;
-  const double scale = 1.0 / std::sqrt((double)kD);
+  const double scale = 1.0 / std::sqrt((double)D);
   std::vector<double> sc;
   for (int b = 0; b < B; b++)
     for (int hq = 0; hq < nq; hq++) {
       const int h = hq / G;
-      const uint16_t *qq = &q[((size_t)b * nq + hq) * kD];
+      const uint16_t *qq = &q[((size_t)b * nq + hq) * D];
       sc.assign(lens[b], 0);
       double m = -INFINITY;
       for (int p = 0; p < lens[b]; p++) {
-        const uint16_t *kk = &kc[(((size_t)b * nkv + h) * max_ctx + p) * kD];
+        const uint16_t *kk = &kc[(((size_t)b * nkv + h) * max_ctx + p) * D];
         double d = 0;
-        for (int i = 0; i < kD; i++) d += (double)b2f(qq[i]) * b2f(kk[i]);
+        for (int i = 0; i < D; i++) d += (double)b2f(qq[i]) * b2f(kk[i]);
         sc[p] = d * scale;
         m = std::max(m, sc[p]);
       }
       double l = 0;
       for (int p = 0; p < lens[b]; p++) l += (sc[p] = std::exp(sc[p] - m));
-      for (int i = 0; i < kD; i++) {
+      for (int i = 0; i < D; i++) {
         double o = 0, vmax = 0;
         for (int p = 0; p < lens[b]; p++) {
-          const double v = b2f(vc[(((size_t)b * nkv + h) * max_ctx + p) * kD + i]);
+          const double v = b2f(vc[(((size_t)b * nkv + h) * max_ctx + p) * D + i]);
           o += sc[p] * v;
           vmax = std::max(vmax, std::fabs(v));
         }
         o /= l;
-        c.add(b2f(out[((size_t)b * nq + hq) * kD + i]), o, kRound * std::fabs(o) + std::ldexp(vmax, -13));
+        c.add(b2f(out[((size_t)b * nq + hq) * D + i]), o, kRound * std::fabs(o) + std::ldexp(vmax, -13));
       }
     }
 }
 
 typedef void (*attn_fn)(float *, float *, const __nv_bfloat16 *, const __nv_bfloat16 *, const __nv_bfloat16 *,
                         const int *, int, int, int, int, float);
-attn_fn attn_kernel(int G, bool tc) {
-  switch (G) {
-    case 1: return tc ? llama_attn_tc_g1 : llama_attn_g1;
-    case 2: return tc ? llama_attn_tc_g2 : llama_attn_g2;
-    case 4: return tc ? llama_attn_tc_g4 : llama_attn_g4;
-    case 8: return tc ? llama_attn_tc_g8 : llama_attn_g8;
-    case 16: return tc ? llama_attn_tc_g16 : llama_attn_g16;
+#define KC_FMA(G) llama_attn_g##G,
+#define KC_TC(G) llama_attn_tc_g##G,
+#define KC_TC64(G) llama_attn_tc_d64_g##G,
+const attn_fn kFma[] = {LLAMA_GROUPS(KC_FMA)}, kTc[] = {LLAMA_GROUPS(KC_TC)}, kTc64[] = {LLAMA_GROUPS(KC_TC64)};
+// The first pass for head dim D and group G: tensor cores, or the scalar
+// one (head dim 128 only: null for 64).
+attn_fn attn_kernel(int D, int G, bool tc) {
+  if (G < 1 || G > LLAMA_ATTN_MAX_GROUP) {
+    std::fprintf(stderr, "no attention kernel for group %d\n", G);
+    std::exit(2);
   }
-  std::fprintf(stderr, "no attention kernel for group %d\n", G);
-  std::exit(2);
+  return D == 64 ? (tc ? kTc64[G - 1] : nullptr) : (tc ? kTc : kFma)[G - 1];
 }
 
 // lens[b] = pos[b] + 1 keys; nsplit splits of split_len keys (the grid may
 // cover more than the longest sequence, as the engine's does). needle: in
 // each (b, kv head) one random key gets a copy of the group's first query,
 // scaled so that it dominates the softmax.
-void check_attn(int B, int nq, int nkv, int max_ctx, const std::vector<int> &lens, int split_len, int nsplit,
+void check_attn(int D, int B, int nq, int nkv, int max_ctx, const std::vector<int> &lens, int split_len, int nsplit,
                 bool needle) {
   const int G = nq / nkv;
-  const double scale = 1.0 / std::sqrt((double)kD);
-  auto q = rnd((size_t)B * nq * kD, -3.f, 3.f);
-  const size_t csz = (size_t)B * nkv * max_ctx * kD;
+  const double scale = 1.0 / std::sqrt((double)D);
+  auto q = rnd((size_t)B * nq * D, -3.f, 3.f);
+  const size_t csz = (size_t)B * nkv * max_ctx * D;
   auto kc = rnd(csz, -1.f, 1.f), vc = rnd(csz, -1.f, 1.f);
   std::vector<int> pos(B);
   for (int b = 0; b < B; b++) pos[b] = lens[b] - 1;
@@ -238,30 +245,31 @@ void check_attn(int B, int nq, int nkv, int max_ctx, const std::vector<int> &len
     for (int b = 0; b < B; b++)
       for (int h = 0; h < nkv; h++) {
         const int p = std::uniform_int_distribution<int>(0, lens[b] - 1)(g_rng);
-        for (int i = 0; i < kD; i++)
-          kc[(((size_t)b * nkv + h) * max_ctx + p) * kD + i] =
-              f2b(b2f(q[((size_t)b * nq + (size_t)h * G) * kD + i]) * 2.f);
+        for (int i = 0; i < D; i++)
+          kc[(((size_t)b * nkv + h) * max_ctx + p) * D + i] =
+              f2b(b2f(q[((size_t)b * nq + (size_t)h * G) * D + i]) * 2.f);
       }
   __nv_bfloat16 *dq = (__nv_bfloat16 *)up(q), *dk = (__nv_bfloat16 *)up(kc), *dv = (__nv_bfloat16 *)up(vc);
   int *dpos = up(pos);
   // Both first passes (fp32 FMA and tensor cores) on the same data, each
   // into freshly poisoned partials.
   for (int tc = 0; tc < 2; tc++) {
-    float *dop = poisoned<float>((size_t)B * nq * nsplit * kD), *dml = poisoned<float>((size_t)B * nq * nsplit * 2);
-    __nv_bfloat16 *dout = poisoned<__nv_bfloat16>((size_t)B * nq * kD);
-    attn_kernel(G, tc)<<<dim3(nsplit, nkv, B), 128>>>(dop, dml, dq, dk, dv, dpos, nkv, max_ctx, split_len, nsplit,
+    if (!attn_kernel(D, G, tc)) continue;  // no scalar kernel at head dim 64
+    float *dop = poisoned<float>((size_t)B * nq * nsplit * D), *dml = poisoned<float>((size_t)B * nq * nsplit * 2);
+    __nv_bfloat16 *dout = poisoned<__nv_bfloat16>((size_t)B * nq * D);
+    attn_kernel(D, G, tc)<<<dim3(nsplit, nkv, B), 128>>>(dop, dml, dq, dk, dv, dpos, nkv, max_ctx, split_len, nsplit,
                                                    (float)(scale * 1.4426950408889634));
     CK(cudaGetLastError());
-    llama_attn_combine<<<dim3(nq, B), 128>>>(dout, dop, dml, dpos, nq, split_len, nsplit);
+    combine_kernel(D)<<<dim3(nq, B), 128>>>(dout, dop, dml, dpos, nq, split_len, nsplit);
     CK(cudaGetLastError());
     CK(cudaDeviceSynchronize());
-    auto out = down((uint16_t *)dout, (size_t)B * nq * kD);
+    auto out = down((uint16_t *)dout, (size_t)B * nq * D);
     Cmp c;
-    attn_reference(c, out, q, kc, vc, B, nq, nkv, max_ctx, lens);
+    attn_reference(D, c, out, q, kc, vc, B, nq, nkv, max_ctx, lens);
     char what[128];
     int lmin = *std::min_element(lens.begin(), lens.end()), lmax = *std::max_element(lens.begin(), lens.end());
-    std::snprintf(what, sizeof what, "attn%s B=%d nq=%d nkv=%d len %d..%d split %dx%d%s", tc ? "_tc" : "", B, nq, nkv,
-                  lmin, lmax, nsplit, split_len, needle ? " needle" : "");
+    std::snprintf(what, sizeof what, "attn%s D=%d B=%d nq=%d nkv=%d len %d..%d split %dx%d%s", tc ? "_tc" : "", D, B,
+                  nq, nkv, lmin, lmax, nsplit, split_len, needle ? " needle" : "");
     c.report(what, kRound);
     CK(cudaFree(dop));
     CK(cudaFree(dml));
@@ -275,16 +283,15 @@ void check_attn(int B, int nq, int nkv, int max_ctx, const std::vector<int> &len
 
 typedef void (*fused_fn)(__nv_bfloat16 *, float *, float *, unsigned *, __nv_bfloat16 *, __nv_bfloat16 *,
                          const __nv_bfloat16 *, const int *, int, int, int, int, float, float, const float *);
-fused_fn fused_kernel(int G) {
-  switch (G) {
-    case 1: return llama_attn_fused_g1;
-    case 2: return llama_attn_fused_g2;
-    case 4: return llama_attn_fused_g4;
-    case 8: return llama_attn_fused_g8;
-    case 16: return llama_attn_fused_g16;
+#define KC_FUSED(G) llama_attn_fused_g##G,
+#define KC_FUSED64(G) llama_attn_fused_d64_g##G,
+const fused_fn kFused[] = {LLAMA_GROUPS(KC_FUSED)}, kFused64[] = {LLAMA_GROUPS(KC_FUSED64)};
+fused_fn fused_kernel(int D, int G) {
+  if (G < 1 || G > LLAMA_ATTN_MAX_GROUP) {
+    std::fprintf(stderr, "no fused attention kernel for group %d\n", G);
+    std::exit(2);
   }
-  std::fprintf(stderr, "no fused attention kernel for group %d\n", G);
-  std::exit(2);
+  return (D == 64 ? kFused64 : kFused)[G - 1];
 }
 
 // The fused node (RoPE + append + attention + merge) on a random qkv and
@@ -294,35 +301,35 @@ fused_fn fused_kernel(int G) {
 // fp64 attention over llama_rope_append's queries and the appended caches.
 // Launched twice on the same inputs: the second must give the same bits
 // (its split counters were put back to 0 by the first).
-void check_attn_fused(int B, int nq, int nkv, int max_ctx, const std::vector<int> &lens, int split_len, int nsplit,
+void check_attn_fused(int D, int B, int nq, int nkv, int max_ctx, const std::vector<int> &lens, int split_len, int nsplit,
                       bool needle, const std::vector<float> &table = {}) {
   const int G = nq / nkv, nh = nq + 2 * nkv;
   float *dtab = table.empty() ? nullptr : up(table);
   const float theta = 500000.f;
-  const double scale = 1.0 / std::sqrt((double)kD);
-  auto qkv = rnd((size_t)B * nh * kD, -3.f, 3.f);
-  const size_t csz = (size_t)B * nkv * max_ctx * kD;
+  const double scale = 1.0 / std::sqrt((double)D);
+  auto qkv = rnd((size_t)B * nh * D, -3.f, 3.f);
+  const size_t csz = (size_t)B * nkv * max_ctx * D;
   auto kc0 = rnd(csz, -1.f, 1.f), vc0 = rnd(csz, -1.f, 1.f);
   std::vector<int> pos(B);
   for (int b = 0; b < B; b++) pos[b] = lens[b] - 1;
   __nv_bfloat16 *dqkv = (__nv_bfloat16 *)up(qkv);
   int *dpos = up(pos);
   // The reference's queries and appended rows: llama_rope_append's.
-  __nv_bfloat16 *rq = poisoned<__nv_bfloat16>((size_t)B * nq * kD), *rk = (__nv_bfloat16 *)up(kc0),
+  __nv_bfloat16 *rq = poisoned<__nv_bfloat16>((size_t)B * nq * D), *rk = (__nv_bfloat16 *)up(kc0),
                 *rv = (__nv_bfloat16 *)up(vc0);
-  llama_rope_append<<<dim3(B, nh), 64>>>(rq, rk, rv, dqkv, dpos, nq, nkv, max_ctx, theta, dtab);
+  rope_kernel(D)<<<dim3(B, nh), D / 2>>>(rq, rk, rv, dqkv, dpos, nq, nkv, max_ctx, theta, dtab);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
-  auto q = down((uint16_t *)rq, (size_t)B * nq * kD);
+  auto q = down((uint16_t *)rq, (size_t)B * nq * D);
   auto kc = down((uint16_t *)rk, csz), vc = down((uint16_t *)rv, csz);
   if (needle)  // a cached key (not the new one) made to dominate, in both copies
     for (int b = 0; b < B; b++)
       for (int h = 0; h < nkv; h++) {
         if (lens[b] < 2) continue;
         const int p = std::uniform_int_distribution<int>(0, lens[b] - 2)(g_rng);
-        for (int i = 0; i < kD; i++) {
-          const size_t at = (((size_t)b * nkv + h) * max_ctx + p) * kD + i;
-          kc[at] = kc0[at] = f2b(b2f(q[((size_t)b * nq + (size_t)h * G) * kD + i]) * 2.f);
+        for (int i = 0; i < D; i++) {
+          const size_t at = (((size_t)b * nkv + h) * max_ctx + p) * D + i;
+          kc[at] = kc0[at] = f2b(b2f(q[((size_t)b * nq + (size_t)h * G) * D + i]) * 2.f);
         }
       }
   __nv_bfloat16 *dk = (__nv_bfloat16 *)up(kc0), *dv = (__nv_bfloat16 *)up(vc0);
@@ -331,13 +338,13 @@ void check_attn_fused(int B, int nq, int nkv, int max_ctx, const std::vector<int
   CK(cudaMemset(dcnt, 0, (size_t)B * nkv * 4));
   std::vector<uint16_t> out[2];
   for (int run = 0; run < 2; run++) {
-    float *dop = poisoned<float>((size_t)B * nq * nsplit * kD), *dml = poisoned<float>((size_t)B * nq * nsplit * 2);
-    __nv_bfloat16 *dout = poisoned<__nv_bfloat16>((size_t)B * nq * kD);
-    fused_kernel(G)<<<dim3(nsplit, nkv, B), 128>>>(dout, dop, dml, dcnt, dk, dv, dqkv, dpos, nkv, max_ctx, split_len,
+    float *dop = poisoned<float>((size_t)B * nq * nsplit * D), *dml = poisoned<float>((size_t)B * nq * nsplit * 2);
+    __nv_bfloat16 *dout = poisoned<__nv_bfloat16>((size_t)B * nq * D);
+    fused_kernel(D, G)<<<dim3(nsplit, nkv, B), 128>>>(dout, dop, dml, dcnt, dk, dv, dqkv, dpos, nkv, max_ctx, split_len,
                                                    nsplit, (float)(scale * 1.4426950408889634), theta, dtab);
     CK(cudaGetLastError());
     CK(cudaDeviceSynchronize());
-    out[run] = down((uint16_t *)dout, (size_t)B * nq * kD);
+    out[run] = down((uint16_t *)dout, (size_t)B * nq * D);
     CK(cudaFree(dop));
     CK(cudaFree(dml));
     CK(cudaFree(dout));
@@ -345,11 +352,11 @@ void check_attn_fused(int B, int nq, int nkv, int max_ctx, const std::vector<int
   auto fk = down((uint16_t *)dk, csz), fv = down((uint16_t *)dv, csz);
   auto cnt = down(dcnt, (size_t)B * nkv);
   Cmp c;
-  attn_reference(c, out[0], q, kc, vc, B, nq, nkv, max_ctx, lens);
+  attn_reference(D, c, out[0], q, kc, vc, B, nq, nkv, max_ctx, lens);
   char what[160];
   int lmin = *std::min_element(lens.begin(), lens.end()), lmax = *std::max_element(lens.begin(), lens.end());
-  std::snprintf(what, sizeof what, "attn_fused B=%d nq=%d nkv=%d len %d..%d split %dx%d%s%s", B, nq, nkv, lmin,
-                lmax, nsplit, split_len, needle ? " needle" : "", table.empty() ? "" : " table");
+  std::snprintf(what, sizeof what, "attn_fused D=%d B=%d nq=%d nkv=%d len %d..%d split %dx%d%s%s", D, B, nq, nkv,
+                lmin, lmax, nsplit, split_len, needle ? " needle" : "", table.empty() ? "" : " table");
   c.report(what, kRound);
   const bool same = out[0] == out[1], caches = fk == kc && fv == vc;
   size_t left = 0;
@@ -381,57 +388,87 @@ int main() {
   check_rmsnorm(2, 16384);  // the longest row kept in registers (8 vectors per thread)
   check_rmsnorm(3, 16392);  // one vector longer: the two-pass loop
 
-  check_rope(1, 32, 8, 16, {0});
-  check_rope(3, 16, 4, 8192, {8191, 1, 4096});
-  check_rope(64, 4, 1, 64, rnd_lens(64, 0, 63));
-  check_rope(2, 64, 8, 32, {31, 17});
+  check_rope(128, 1, 32, 8, 16, {0});
+  check_rope(128, 3, 16, 4, 8192, {8191, 1, 4096});
+  check_rope(128, 64, 4, 1, 64, rnd_lens(64, 0, 63));
+  check_rope(128, 2, 64, 8, 32, {31, 17});
   // Llama 3.1's scaled RoPE (rope_type "llama3", factor 8): the kernel reads
   // the table instead of computing 1 / theta^(2i/128); positions to 8191.
-  const std::vector<float> llama31 = llama::llama3_inv_freq(kD, 500000.0, 8.0, 1.0, 4.0, 8192.0);
-  check_rope(3, 16, 4, 8192, {8191, 1, 4096}, llama31);
-  check_rope(64, 4, 1, 64, rnd_lens(64, 0, 63), llama31);
+  const std::vector<float> llama31 = llama::llama3_inv_freq(128, 500000.0, 8.0, 1.0, 4.0, 8192.0);
+  check_rope(128, 3, 16, 4, 8192, {8191, 1, 4096}, llama31);
+  check_rope(128, 64, 4, 1, 64, rnd_lens(64, 0, 63), llama31);
 
   const int T = LLAMA_ATTN_TILE;
   // ctx = 1, one split, every group size.
-  for (int G : {1, 2, 4, 8, 16}) check_attn(1, 8 * G / (G > 8 ? 2 : 1), 8 / (G > 8 ? 2 : 1), 8, {1}, T, 1, false);
+  for (int G = 1; G <= LLAMA_ATTN_MAX_GROUP; G++) check_attn(128, 1, 2 * G, 2, 8, {1}, T, 1, false);
   // Tile and split edges: 63, 64, 65 keys; split boundaries at 128.
-  check_attn(3, 32, 8, 300, {63, 64, 65}, T, 2, false);
-  check_attn(4, 8, 1, 300, {127, 128, 129, 257}, 2 * T, 3, false);
-  check_attn(4, 8, 1, 300, {127, 128, 129, 257}, 2 * T, 3, true);
+  check_attn(128, 3, 32, 8, 300, {63, 64, 65}, T, 2, false);
+  check_attn(128, 4, 8, 1, 300, {127, 128, 129, 257}, 2 * T, 3, false);
+  check_attn(128, 4, 8, 1, 300, {127, 128, 129, 257}, 2 * T, 3, true);
   // Llama-3-70B-like group at TP = 2 (nq 32, nkv 4), long odd contexts.
-  check_attn(2, 32, 4, 4200, {4097, 4095}, 8 * T, 9, false);
-  check_attn(2, 32, 4, 4200, {4097, 1}, 8 * T, 9, true);
+  check_attn(128, 2, 32, 4, 4200, {4097, 4095}, 8 * T, 9, false);
+  check_attn(128, 2, 32, 4, 4200, {4097, 1}, 8 * T, 9, true);
   // Llama-3-8B-like at TP = 1 (nq 32, nkv 8), one split over the whole context.
-  check_attn(2, 32, 8, 1100, {1031, 700}, 17 * T, 1, false);
+  check_attn(128, 2, 32, 8, 1100, {1031, 700}, 17 * T, 1, false);
   // Many sequences, a grid with more splits than any of them needs.
-  check_attn(64, 4, 2, 200, rnd_lens(64, 1, 130), T, 4, false);
-  check_attn(8, 16, 1, 700, rnd_lens(8, 1, 700), 3 * T, 4, true);
+  check_attn(128, 64, 4, 2, 200, rnd_lens(64, 1, 130), T, 4, false);
+  check_attn(128, 8, 16, 1, 700, rnd_lens(8, 1, 700), 3 * T, 4, true);
   // Long contexts over several splits for the group sizes the cases above
   // cover only briefly: 16 (a full MMA of query heads), 1 and 2.
-  check_attn(2, 16, 1, 1000, {999, 517}, 2 * T, 8, true);
-  check_attn(3, 8, 8, 500, {200, 77, 500}, T, 8, false);
-  check_attn(2, 8, 4, 500, {300, 129}, 2 * T, 4, true);
+  check_attn(128, 2, 16, 1, 1000, {999, 517}, 2 * T, 8, true);
+  check_attn(128, 3, 8, 8, 500, {200, 77, 500}, T, 8, false);
+  check_attn(128, 2, 8, 4, 500, {300, 129}, 2 * T, 4, true);
   // Near the longest context: 8192 keys in 16 splits.
-  check_attn(1, 8, 1, 8192, {8192}, 8 * T, 16, true);
+  check_attn(128, 1, 8, 1, 8192, {8192}, 8 * T, 16, true);
   // Many splits: the combine's warps take several batches of 8 splits each
   // and rescale between them (the needle may sit in any batch); 125 of the
   // 128 splits hold keys.
-  check_attn(1, 8, 1, 8192, {8192}, T, 128, true);
-  check_attn(2, 16, 2, 8192, {8000, 4000}, T, 128, true);
-  check_attn(2, 16, 2, 8192, {8000, 33}, T, 128, false);
+  check_attn(128, 1, 8, 1, 8192, {8192}, T, 128, true);
+  check_attn(128, 2, 16, 2, 8192, {8000, 4000}, T, 128, true);
+  check_attn(128, 2, 16, 2, 8192, {8000, 33}, T, 128, false);
 
   // The fused node: every group size; a split holding only the new key;
   // one split; many splits with a needle; the 70B group at TP 1 over a long
   // odd context; 64 sequences of random lengths.
-  for (int G : {1, 2, 4, 8, 16}) check_attn_fused(2, 8 * G / (G > 8 ? 2 : 1), 8 / (G > 8 ? 2 : 1), 300, {1, 65}, T, 2, false);
-  check_attn_fused(3, 32, 8, 300, {63, 64, 65}, T, 2, true);
-  check_attn_fused(2, 32, 8, 1100, {1031, 700}, 17 * T, 1, false);
-  check_attn_fused(1, 64, 8, 8192, {8192}, T, 128, true);
-  check_attn_fused(2, 64, 8, 4200, {4097, 4095}, 8 * T, 9, true);
-  check_attn_fused(64, 4, 2, 200, rnd_lens(64, 1, 130), T, 4, false);
-  check_attn_fused(32, 32, 8, 600, rnd_lens(32, 400, 513), 3 * T, 3, true);
+  for (int G = 1; G <= LLAMA_ATTN_MAX_GROUP; G++) check_attn_fused(128, 2, 2 * G, 2, 300, {1, 65}, T, 2, false);
+  check_attn_fused(128, 3, 32, 8, 300, {63, 64, 65}, T, 2, true);
+  check_attn_fused(128, 2, 32, 8, 1100, {1031, 700}, 17 * T, 1, false);
+  check_attn_fused(128, 1, 64, 8, 8192, {8192}, T, 128, true);
+  check_attn_fused(128, 2, 64, 8, 4200, {4097, 4095}, 8 * T, 9, true);
+  check_attn_fused(128, 64, 4, 2, 200, rnd_lens(64, 1, 130), T, 4, false);
+  check_attn_fused(128, 32, 32, 8, 600, rnd_lens(32, 400, 513), 3 * T, 3, true);
   // The same with Llama 3.1's table: its rows must still be rope_append's, bit for bit.
-  check_attn_fused(2, 32, 8, 4200, {4097, 300}, 8 * T, 9, true, llama31);
+  check_attn_fused(128, 2, 32, 8, 4200, {4097, 300}, 8 * T, 9, true, llama31);
+
+
+  // Groups that are not powers of two (the MMA's rows G .. 15 and, for the
+  // scalar kernel, a padding head) over several splits with needles: 3
+  // (Llama-3.2-3B), 5 (Qwen2.5-14B / 32B), 7 (Qwen2.5-7B), 12, 15.
+  check_attn(128, 2, 15, 5, 700, {700, 333}, 2 * T, 6, true);
+  check_attn(128, 3, 40, 8, 1100, {1031, 64, 65}, 3 * T, 6, true);
+  check_attn(128, 2, 28, 4, 600, {513, 77}, T, 10, false);
+  check_attn(128, 2, 24, 2, 300, {300, 129}, 2 * T, 3, true);
+  check_attn(128, 1, 15, 1, 4100, {4097}, 8 * T, 9, true);
+  check_attn_fused(128, 2, 40, 8, 1100, {1031, 700}, 3 * T, 6, true);
+  check_attn_fused(128, 3, 21, 3, 600, {1, 64, 600}, T, 10, true);
+  check_attn_fused(128, 2, 26, 2, 4200, {4097, 300}, 8 * T, 9, true, llama31);
+
+  // Head dim 64 (Llama-3.2-1B: 32 / 8; Qwen2.5-0.5B: 14 / 2): RoPE with and
+  // without a table, the tensor-core pass + combine, and the fused node,
+  // every group once, edges and needles as above.
+  const std::vector<float> llama32 = llama::llama3_inv_freq(64, 500000.0, 32.0, 1.0, 4.0, 8192.0);
+  check_rope(64, 1, 32, 8, 16, {0});
+  check_rope(64, 3, 14, 2, 8192, {8191, 1, 4096});
+  check_rope(64, 3, 32, 8, 8192, {8191, 1, 4096}, llama32);
+  for (int G = 1; G <= LLAMA_ATTN_MAX_GROUP; G++) check_attn(64, 1, 2 * G, 2, 8, {1}, T, 1, false);
+  check_attn(64, 3, 32, 8, 300, {63, 64, 65}, T, 2, true);
+  check_attn(64, 2, 14, 2, 4200, {4097, 1}, 8 * T, 9, true);
+  check_attn(64, 1, 8, 1, 8192, {8192}, T, 128, true);
+  check_attn(64, 8, 16, 1, 700, rnd_lens(8, 1, 700), 3 * T, 4, true);
+  for (int G = 1; G <= LLAMA_ATTN_MAX_GROUP; G++) check_attn_fused(64, 2, 2 * G, 2, 300, {1, 65}, T, 2, false);
+  check_attn_fused(64, 2, 32, 8, 4200, {4097, 300}, 8 * T, 9, true, llama32);
+  check_attn_fused(64, 32, 14, 2, 600, rnd_lens(32, 400, 513), 3 * T, 3, true);
+  check_attn_fused(64, 1, 32, 8, 8192, {8192}, T, 128, true);
 
   std::printf("kernel_check: %d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;

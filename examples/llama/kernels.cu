@@ -21,6 +21,10 @@
 
 namespace {
 
+// The head dim of the scalar first pass (llama_attn_g<G>) and the rows of
+// RMSNorm's vectors; the tensor-core kernels take theirs as a parameter D.
+constexpr int kD = LLAMA_HEAD_DIM;
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -125,26 +129,40 @@ extern "C" __global__ void __launch_bounds__(256)
 }
 
 // RoPE: rope_rotate (kernels_common.cuh), shared with the prefill kernels.
-extern "C" __global__ void __launch_bounds__(64)
-    llama_rope_append(__nv_bfloat16 *q, __nv_bfloat16 *k_cache, __nv_bfloat16 *v_cache, const __nv_bfloat16 *qkv,
-                      const int *pos, int nq, int nkv, int max_ctx, float theta, const float *inv_freq) {
+namespace {
+template <int D>
+__device__ __forceinline__ void rope_append(__nv_bfloat16 *q, __nv_bfloat16 *k_cache, __nv_bfloat16 *v_cache,
+                                            const __nv_bfloat16 *qkv, const int *pos, int nq, int nkv, int max_ctx,
+                                            float theta, const float *inv_freq) {
+  static_assert(kHeadDimOk<D>, "a head dim with kernels");
   const int b = blockIdx.x, h = blockIdx.y, i = threadIdx.x;
   pdl_wait();
   const int p = pos[b];
-  const __nv_bfloat16 *src = qkv + ((size_t)b * (nq + 2 * nkv) + h) * kD;
-  float a = __bfloat162float(src[i]), c = __bfloat162float(src[i + kD / 2]);
-  if (h < nq + nkv) rope_rotate(a, c, p, i, theta, inv_freq);
+  const __nv_bfloat16 *src = qkv + ((size_t)b * (nq + 2 * nkv) + h) * D;
+  float a = __bfloat162float(src[i]), c = __bfloat162float(src[i + D / 2]);
+  if (h < nq + nkv) rope_rotate<D>(a, c, p, i, theta, inv_freq);
   __nv_bfloat16 *dst;
   if (h < nq) {
-    dst = q + ((size_t)b * nq + h) * kD;
+    dst = q + ((size_t)b * nq + h) * D;
   } else {
     if (p < 0 || p >= max_ctx) return;  // the engine's bug; never write outside the cache
     const int kv = h < nq + nkv ? h - nq : h - nq - nkv;
-    dst = (h < nq + nkv ? k_cache : v_cache) + (((size_t)b * nkv + kv) * max_ctx + p) * kD;
+    dst = (h < nq + nkv ? k_cache : v_cache) + (((size_t)b * nkv + kv) * max_ctx + p) * D;
   }
   dst[i] = __float2bfloat16_rn(a);
-  dst[i + kD / 2] = __float2bfloat16_rn(c);
+  dst[i + D / 2] = __float2bfloat16_rn(c);
 }
+}  // namespace
+
+#define LLAMA_ROPE_APPEND_DEF(SFX, D)                                                                            \
+  extern "C" __global__ void __launch_bounds__(D / 2)                                                          \
+      llama_rope_append##SFX(__nv_bfloat16 *q, __nv_bfloat16 *k_cache, __nv_bfloat16 *v_cache,                 \
+                             const __nv_bfloat16 *qkv, const int *pos, int nq, int nkv, int max_ctx, float theta, \
+                             const float *inv_freq) {                                                           \
+    rope_append<D>(q, k_cache, v_cache, qkv, pos, nq, nkv, max_ctx, theta, inv_freq);                           \
+  }
+LLAMA_ROPE_APPEND_DEF(, 128)
+LLAMA_ROPE_APPEND_DEF(_d64, 64)
 
 namespace {
 
@@ -153,20 +171,22 @@ namespace {
 // (16-byte loads, all issued before the stores), scores, an online-softmax
 // update per head (one warp per head), then P V. Thread t owns output dims
 // 2(t%64), 2(t%64)+1 of heads (t/64)*HPT .. +HPT-1 and computes the scores of
-// key t%64 for the same heads.
+// key t%64 for the same heads. An odd group G > 1 gets one padding head G
+// (HPT = (G + 1) / 2 per half): its query is zero and its output is never
+// stored, so both halves run the same unrolled code.
 template <int G>
 __device__ __forceinline__ void attn_partial(float *o_part, float *ml_part, const __nv_bfloat16 *q,
                                              const __nv_bfloat16 *k_cache, const __nv_bfloat16 *v_cache,
                                              const int *pos, int nkv, int max_ctx, int split_len, int nsplit,
                                              float scale_log2) {
   constexpr int T = LLAMA_ATTN_TILE, KP = kD + 8;  // K rows padded: row reads of a warp avoid bank conflicts
-  constexpr int HPT = G >= 2 ? G / 2 : 1;
+  constexpr int HPT = G >= 2 ? (G + 1) / 2 : 1, GP = G >= 2 ? 2 * HPT : 1;  // GP: G and the padding head
   static_assert(T == 64, "thread t%64 is a key of the tile");
   __shared__ __align__(16) __nv_bfloat16 ks[T * KP];
   __shared__ __align__(16) __nv_bfloat16 vs[T * kD];
-  __shared__ __align__(16) float qs[G * kD];
-  __shared__ __align__(16) float ps[G * T];
-  __shared__ float ms[G], ls[G], alphas[G];
+  __shared__ __align__(16) float qs[GP * kD];
+  __shared__ __align__(16) float ps[GP * T];
+  __shared__ float ms[GP], ls[GP], alphas[GP];
 
   const int s = blockIdx.x, h = blockIdx.y, b = blockIdx.z, t = threadIdx.x;
   pdl_wait();
@@ -177,10 +197,11 @@ __device__ __forceinline__ void attn_partial(float *o_part, float *ml_part, cons
   const int end = min(len, start + split_len);
 
   const __nv_bfloat16 *qg = q + ((size_t)b * nq + (size_t)h * G) * kD;
-  for (int i = t; i < G * kD; i += blockDim.x) qs[i] = __bfloat162float(qg[i]) * scale_log2;
-  if (t < G) {
+  for (int i = t; i < GP * kD; i += blockDim.x) qs[i] = i < G * kD ? __bfloat162float(qg[i]) * scale_log2 : 0.f;
+  if (t < GP) {
     ms[t] = -INFINITY;
     ls[t] = 0.f;
+    alphas[t] = 0.f;  // the padding head's stays 0
   }
   const int kk = t & 63, hs = t >> 6, g0 = hs * HPT;
   float acc[HPT][2];
@@ -211,7 +232,7 @@ __device__ __forceinline__ void attn_partial(float *o_part, float *ml_part, cons
     }
     __syncthreads();
 
-    if (g0 < G) {  // scores of key kk for heads g0 .. g0+HPT-1
+    if (g0 < G) {  // scores of key kk for heads g0 .. g0+HPT-1 (the last may be the padding)
       float d[HPT];
 #pragma unroll
       for (int j = 0; j < HPT; j++) d[j] = 0.f;
@@ -229,7 +250,10 @@ __device__ __forceinline__ void attn_partial(float *o_part, float *ml_part, cons
         }
       }
 #pragma unroll
-      for (int j = 0; j < HPT; j++) ps[(g0 + j) * T + kk] = kk < nk ? d[j] : -INFINITY;
+      for (int j = 0; j < HPT; j++) {
+        const bool real = GP == G || g0 + j < G;  // the padding head's p stay 0
+        ps[(g0 + j) * T + kk] = !real ? 0.f : kk < nk ? d[j] : -INFINITY;
+      }
     }
     __syncthreads();
 
@@ -297,11 +321,7 @@ __device__ __forceinline__ void attn_partial(float *o_part, float *ml_part, cons
                       int nsplit, float scale_log2) {                                                           \
     attn_partial<G>(o_part, ml_part, q, k_cache, v_cache, pos, nkv, max_ctx, split_len, nsplit, scale_log2);  \
   }
-LLAMA_ATTN_DEF(1)
-LLAMA_ATTN_DEF(2)
-LLAMA_ATTN_DEF(4)
-LLAMA_ATTN_DEF(8)
-LLAMA_ATTN_DEF(16)
+LLAMA_GROUPS(LLAMA_ATTN_DEF)
 
 namespace {
 
@@ -328,11 +348,12 @@ namespace {
 // The scale is applied to the fp32 scores (q and k enter exactly as stored).
 // One warp's share of a split merge: splits first, first + stride, ... <
 // ns of one (query head, sequence) row, lane l owning dims 4l..4l+3 (op is
-// already offset by the lane). kCU splits' loads go out before any is used
+// already offset by the lane; at D = 64 lanes 16.. repeat lanes 0..15). kCU splits' loads go out before any is used
 // (from L2: other blocks or kernels wrote them), and the running max
 // rescales the sums when it grows, so a row of many splits costs a few
 // memory round trips. Folds into (m, l, o); the result is sum_s exp2(m_s -
 // m) o_s / sum_s exp2(m_s - m) l_s up to fp32 summation order.
+template <int D>
 __device__ __forceinline__ void merge_splits(const float2 *ml, const float4 *op, int first, int stride, int ns,
                                              float &m, float &l, float4 &o) {
   constexpr int kCU = 8;
@@ -344,7 +365,7 @@ __device__ __forceinline__ void merge_splits(const float2 *ml, const float4 *op,
       const int sp = s0 + u * stride;
       if (sp < ns) {
         st[u] = __ldcg(ml + sp);
-        v[u] = __ldcg(op + (size_t)sp * (kD / 4));
+        v[u] = __ldcg(op + (size_t)sp * (D / 4));
       } else {
         st[u] = make_float2(-INFINITY, 0.f);
         v[u] = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -375,49 +396,57 @@ __device__ __forceinline__ void merge_splits(const float2 *ml, const float4 *op,
 
 // The fused form's extra arguments (llama_attn_fused_g<G>, FUSED = true).
 struct FusedArgs {
-  __nv_bfloat16 *out;          // [B, nq * 128]: the merged attention output
+  __nv_bfloat16 *out;          // [B, nq * D]: the merged attention output
   unsigned *counters;          // [B * nkv]: splits done per (sequence, KV head); 0 between launches
   __nv_bfloat16 *k_cache_w, *v_cache_w;  // the caches, written at pos (the same buffers as k_cache, v_cache)
-  const __nv_bfloat16 *qkv;    // [B, (nq + 2 nkv) * 128]: the QKV projection, unrotated
+  const __nv_bfloat16 *qkv;    // [B, (nq + 2 nkv) * D]: the QKV projection, unrotated
   float theta;
-  const float *inv_freq;       // [64] RoPE's inverse frequencies, or null (from theta)
+  const float *inv_freq;       // [D / 2] RoPE's inverse frequencies, or null (from theta)
 };
 
 // The last block of (b, h): every split that holds keys has written its
 // partials (their counter reached ns), so it merges them into out for the G
 // query heads, as llama_attn_combine does for one (merge_splits): warp w
 // takes heads w, w + 4, ... and all of a head's splits.
-template <int G>
+template <int D, int G>
 __device__ __forceinline__ void attn_merge(const FusedArgs &f, const float *o_part, const float *ml_part, int b,
                                            int h, int nq, int nsplit, int ns) {
-  const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int w = threadIdx.x >> 5, lane = (threadIdx.x & 31) % (D / 4);  // D = 64: two lanes per 4 dims
   for (int gg = w; gg < G; gg += 4) {
     const size_t row = (size_t)b * nq + (size_t)h * G + gg;
     const float2 *ml = reinterpret_cast<const float2 *>(ml_part + row * nsplit * 2);
-    const float4 *op = reinterpret_cast<const float4 *>(o_part + row * nsplit * kD) + lane;
+    const float4 *op = reinterpret_cast<const float4 *>(o_part + row * nsplit * D) + lane;
     float m = -INFINITY, l = 0.f;
     float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
-    merge_splits(ml, op, 0, 1, ns, m, l, o);
+    merge_splits<D>(ml, op, 0, 1, ns, m, l, o);
+    if ((threadIdx.x & 31) >= D / 4) continue;  // the repeat stores nothing
     const float r = 1.f / l;
     __nv_bfloat162 lo = __floats2bfloat162_rn(o.x * r, o.y * r), hi = __floats2bfloat162_rn(o.z * r, o.w * r);
     uint2 pk;
     pk.x = *reinterpret_cast<const uint32_t *>(&lo);
     pk.y = *reinterpret_cast<const uint32_t *>(&hi);
-    *reinterpret_cast<uint2 *>(f.out + row * kD + 4 * lane) = pk;
+    *reinterpret_cast<uint2 *>(f.out + row * D + 4 * lane) = pk;
   }
 }
 
-template <int G, bool FUSED>
+template <int D, int G, bool FUSED>
 __device__ __forceinline__ void attn_partial_tc(float *o_part, float *ml_part, const __nv_bfloat16 *q,
                                                 const __nv_bfloat16 *k_cache, const __nv_bfloat16 *v_cache,
                                                 const int *pos, int nkv, int max_ctx, int split_len, int nsplit,
                                                 float scale_log2, const FusedArgs &f) {
   static_assert(G >= 1 && G <= 16, "the group is the 16 rows of one MMA");
-  constexpr int W = 4, KS = 16, OP = kD + 4;  // warps; keys per warp step; padded rows of the merge
+  static_assert(kHeadDimOk<D>, "a head dim with kernels");
+  constexpr int W = 4, KS = 16, OP = D + 4;  // warps; keys per warp step; padded rows of the merge
+  constexpr int KJ = D / 32, VH = D / 64;    // Q K^T k-step pairs; 64-dim halves of P V
+  // MMA rows g and g + 8 hold query heads when these are true: the second
+  // only for groups over 8 (for G = 9..15 its rows G - 8 .. 7 are zero
+  // queries whose output is never stored).
+  const auto row0 = [](int gr) { return G >= 8 || gr < G; };
+  const auto row1 = [](int gr) { return G == 16 || (G > 8 && gr + 8 < G); };
   constexpr int QG = FUSED ? G : 1;            // rotated queries staged in shared memory (fused form)
   __shared__ __align__(16) float osm[W][G][OP];
   __shared__ float msm[W][G], lsm[W][G];
-  __shared__ __align__(16) __nv_bfloat16 qsm[QG][kD];
+  __shared__ __align__(16) __nv_bfloat16 qsm[QG][D];
   __shared__ int last;
   const int s = blockIdx.x, h = blockIdx.y, b = blockIdx.z, t = threadIdx.x;
   const int w = t >> 5, lane = t & 31, g = lane >> 2, tig = lane & 3;
@@ -437,72 +466,72 @@ __device__ __forceinline__ void attn_partial_tc(float *o_part, float *ml_part, c
     // key and writes it and the value into the caches, before any warp of
     // this block reads keys (no other block reads position p).
     const int nh = nq + 2 * nkv;
-    const __nv_bfloat16 *src = f.qkv + (size_t)b * nh * kD;
-    for (int idx = t; idx < G * (kD / 2); idx += blockDim.x) {
-      const int gg = idx / (kD / 2), i = idx % (kD / 2);
-      const __nv_bfloat16 *x = src + ((size_t)h * G + gg) * kD;
-      float a = __bfloat162float(x[i]), c = __bfloat162float(x[i + kD / 2]);
-      rope_rotate(a, c, p, i, f.theta, f.inv_freq);
+    const __nv_bfloat16 *src = f.qkv + (size_t)b * nh * D;
+    for (int idx = t; idx < G * (D / 2); idx += blockDim.x) {
+      const int gg = idx / (D / 2), i = idx % (D / 2);
+      const __nv_bfloat16 *x = src + ((size_t)h * G + gg) * D;
+      float a = __bfloat162float(x[i]), c = __bfloat162float(x[i + D / 2]);
+      rope_rotate<D>(a, c, p, i, f.theta, f.inv_freq);
       qsm[gg][i] = __float2bfloat16_rn(a);
-      qsm[gg][i + kD / 2] = __float2bfloat16_rn(c);
+      qsm[gg][i + D / 2] = __float2bfloat16_rn(c);
     }
     if (s == ns - 1 && p < max_ctx) {  // p >= max_ctx would be the engine's bug: never write outside the cache
-      const size_t row = (((size_t)b * nkv + h) * max_ctx + p) * kD;
-      const int i = t & (kD / 2 - 1);
-      if (t < kD / 2) {
-        const __nv_bfloat16 *x = src + ((size_t)nq + h) * kD;
-        float a = __bfloat162float(x[i]), c = __bfloat162float(x[i + kD / 2]);
-        rope_rotate(a, c, p, i, f.theta, f.inv_freq);
+      const size_t row = (((size_t)b * nkv + h) * max_ctx + p) * D;
+      const int i = t & (D / 2 - 1);  // threads 0 .. D/2 - 1: the key; D/2 .. D - 1: the value
+      if (t < D / 2) {
+        const __nv_bfloat16 *x = src + ((size_t)nq + h) * D;
+        float a = __bfloat162float(x[i]), c = __bfloat162float(x[i + D / 2]);
+        rope_rotate<D>(a, c, p, i, f.theta, f.inv_freq);
         f.k_cache_w[row + i] = __float2bfloat16_rn(a);
-        f.k_cache_w[row + i + kD / 2] = __float2bfloat16_rn(c);
-      } else {
-        const __nv_bfloat16 *x = src + ((size_t)nq + nkv + h) * kD;
+        f.k_cache_w[row + i + D / 2] = __float2bfloat16_rn(c);
+      } else if (t < D) {
+        const __nv_bfloat16 *x = src + ((size_t)nq + nkv + h) * D;
         f.v_cache_w[row + i] = x[i];
-        f.v_cache_w[row + i + kD / 2] = x[i + kD / 2];
+        f.v_cache_w[row + i + D / 2] = x[i + D / 2];
       }
     }
     __syncthreads();  // qsm and the new cache row, before any warp reads them
     qg = &qsm[0][0];
   } else {
-    qg = q + ((size_t)b * nq + (size_t)h * G) * kD;
+    qg = q + ((size_t)b * nq + (size_t)h * G) * D;
   }
 
   // Q fragments, fixed for the whole split: qa for head g, qb for head g + 8.
-  uint4 qa[4], qb[4];
+  uint4 qa[KJ], qb[KJ];
 #pragma unroll
-  for (int j = 0; j < 4; j++) {
+  for (int j = 0; j < KJ; j++) {
     const uint4 z = make_uint4(0, 0, 0, 0);
-    qa[j] = g < G ? *reinterpret_cast<const uint4 *>(qg + (size_t)g * kD + 32 * j + 8 * tig) : z;
-    qb[j] = G > 8 ? *reinterpret_cast<const uint4 *>(qg + (size_t)(g + 8) * kD + 32 * j + 8 * tig) : z;
+    qa[j] = row0(g) ? *reinterpret_cast<const uint4 *>(qg + (size_t)g * D + 32 * j + 8 * tig) : z;
+    qb[j] = row1(g) ? *reinterpret_cast<const uint4 *>(qg + (size_t)(g + 8) * D + 32 * j + 8 * tig) : z;
   }
-  float oacc[2][8][4];
+  float oacc[VH][8][4];
 #pragma unroll
-  for (int H = 0; H < 2; H++)
+  for (int H = 0; H < VH; H++)
 #pragma unroll
     for (int i = 0; i < 8; i++) oacc[H][i][0] = oacc[H][i][1] = oacc[H][i][2] = oacc[H][i][3] = 0.f;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;  // rows g, g + 8; l: this lane's keys only
 
-  const size_t head = ((size_t)b * nkv + h) * (size_t)max_ctx * kD;
+  const size_t head = ((size_t)b * nkv + h) * (size_t)max_ctx * D;
   const __nv_bfloat16 *kb = k_cache + head, *vb = v_cache + head;
   for (int base = start + KS * w; base < end; base += KS * W) {
     // All 16 loads of the step first (8 KB per warp in flight). Keys at or
     // past the end load as zeros: their scores are masked, and V rows of 0
     // keep 0 * garbage out of P V.
-    uint4 kr[2][4], vr[4][2];
+    uint4 kr[2][KJ], vr[4][VH];
 #pragma unroll
     for (int n = 0; n < 2; n++) {
       const int key = base + 8 * n + g;
 #pragma unroll
-      for (int j = 0; j < 4; j++)
-        kr[n][j] = key < end ? *reinterpret_cast<const uint4 *>(kb + (size_t)key * kD + 32 * j + 8 * tig)
+      for (int j = 0; j < KJ; j++)
+        kr[n][j] = key < end ? *reinterpret_cast<const uint4 *>(kb + (size_t)key * D + 32 * j + 8 * tig)
                              : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
     for (int r = 0; r < 4; r++) {
       const int key = base + 2 * tig + (r & 1) + 8 * (r >> 1);
 #pragma unroll
-      for (int H = 0; H < 2; H++)
-        vr[r][H] = key < end ? *reinterpret_cast<const uint4 *>(vb + (size_t)key * kD + 64 * H + 8 * g)
+      for (int H = 0; H < VH; H++)
+        vr[r][H] = key < end ? *reinterpret_cast<const uint4 *>(vb + (size_t)key * D + 64 * H + 8 * g)
                              : make_uint4(0, 0, 0, 0);
     }
 
@@ -511,7 +540,7 @@ __device__ __forceinline__ void attn_partial_tc(float *o_part, float *ml_part, c
     for (int n = 0; n < 2; n++) {
       sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.f;
 #pragma unroll
-      for (int j = 0; j < 4; j++) {
+      for (int j = 0; j < KJ; j++) {
         mma_bf16(sc[n], qa[j].x, qb[j].x, qa[j].y, qb[j].y, kr[n][j].x, kr[n][j].y);
         mma_bf16(sc[n], qa[j].z, qb[j].z, qa[j].w, qb[j].w, kr[n][j].z, kr[n][j].w);
       }
@@ -556,7 +585,7 @@ __device__ __forceinline__ void attn_partial_tc(float *o_part, float *ml_part, c
     split2(sc[1][0], sc[1][1], ph[2], pl[2]);
     split2(sc[1][2], sc[1][3], ph[3], pl[3]);
 #pragma unroll
-    for (int H = 0; H < 2; H++)
+    for (int H = 0; H < VH; H++)
 #pragma unroll
       for (int i = 0; i < 8; i++) {
         float(&o)[4] = oacc[H][i];
@@ -579,39 +608,39 @@ __device__ __forceinline__ void attn_partial_tc(float *o_part, float *ml_part, c
     l1 += __shfl_xor_sync(0xffffffffu, l1, o);
   }
 #pragma unroll
-  for (int H = 0; H < 2; H++)
+  for (int H = 0; H < VH; H++)
 #pragma unroll
     for (int i = 0; i < 8; i++) {
       const int d = 64 * H + 16 * tig + i;
-      if (g < G) {
+      if (row0(g)) {
         osm[w][g][d] = oacc[H][i][0];
         osm[w][g][d + 8] = oacc[H][i][1];
       }
-      if (G > 8) {
+      if (row1(g)) {
         osm[w][g + 8][d] = oacc[H][i][2];
         osm[w][g + 8][d + 8] = oacc[H][i][3];
       }
     }
   if (tig == 0) {
-    if (g < G) {
+    if (row0(g)) {
       msm[w][g] = m0;
       lsm[w][g] = l0;
     }
-    if (G > 8) {
+    if (row1(g)) {
       msm[w][g + 8] = m1;
       lsm[w][g + 8] = l1;
     }
   }
   __syncthreads();
-  for (int idx = t; idx < G * kD; idx += blockDim.x) {
-    const int gg = idx / kD, d = idx % kD;
+  for (int idx = t; idx < G * D; idx += blockDim.x) {
+    const int gg = idx / D, d = idx % D;
     float M = msm[0][gg];
 #pragma unroll
     for (int v = 1; v < W; v++) M = fmaxf(M, msm[v][gg]);  // warp 0 has key start: finite
     float o = 0.f;
 #pragma unroll
     for (int v = 0; v < W; v++) o += (msm[v][gg] == -INFINITY ? 0.f : exp2f(msm[v][gg] - M)) * osm[v][gg][d];
-    o_part[(((size_t)b * nq + (size_t)h * G + gg) * nsplit + s) * kD + d] = o;
+    o_part[(((size_t)b * nq + (size_t)h * G + gg) * nsplit + s) * D + d] = o;
   }
   if (t < G) {
     float M = msm[0][t];
@@ -639,66 +668,67 @@ __device__ __forceinline__ void attn_partial_tc(float *o_part, float *ml_part, c
     __syncthreads();
     if (!last) return;
     __threadfence();
-    attn_merge<G>(f, o_part, ml_part, b, h, nq, nsplit, ns);
+    attn_merge<D, G>(f, o_part, ml_part, b, h, nq, nsplit, ns);
   }
 }
 
 }  // namespace
 
-// Registers (ptxas -v, CUDA 13.0, sm_90a): unbounded, 174-184 per thread, so
-// 2 blocks (8 warps) per SM; held to 168 for a third block, i.e. 50% more
-// loads in flight, for 0-24 spilled bytes per thread.
-#define LLAMA_ATTN_TC_MINB(G) 3
-#define LLAMA_ATTN_TC_DEF(G)                                                                                     \
-  extern "C" __global__ void __launch_bounds__(128, LLAMA_ATTN_TC_MINB(G))                                     \
-      llama_attn_tc_g##G(float *o_part, float *ml_part, const __nv_bfloat16 *q, const __nv_bfloat16 *k_cache,  \
-                         const __nv_bfloat16 *v_cache, const int *pos, int nkv, int max_ctx, int split_len,     \
-                         int nsplit, float scale_log2) {                                                        \
-    attn_partial_tc<G, false>(o_part, ml_part, q, k_cache, v_cache, pos, nkv, max_ctx, split_len, nsplit,      \
-                              scale_log2, FusedArgs{});                                                         \
+// Registers (ptxas -v, CUDA 13.0, sm_90a, D = 128): unbounded, 174-184 per
+// thread, so 2 blocks (8 warps) per SM; held to 168 for a third block, i.e.
+// 50% more loads in flight, for 0-24 spilled bytes per thread.
+#define LLAMA_ATTN_TC_DEF(SFX, D, G)                                                                           \
+  extern "C" __global__ void __launch_bounds__(128, 3)                                                         \
+      llama_attn_tc##SFX##_g##G(float *o_part, float *ml_part, const __nv_bfloat16 *q,                          \
+                                const __nv_bfloat16 *k_cache, const __nv_bfloat16 *v_cache, const int *pos,     \
+                                int nkv, int max_ctx, int split_len, int nsplit, float scale_log2) {            \
+    attn_partial_tc<D, G, false>(o_part, ml_part, q, k_cache, v_cache, pos, nkv, max_ctx, split_len, nsplit,   \
+                                 scale_log2, FusedArgs{});                                                      \
   }                                                                                                             \
-  extern "C" __global__ void __launch_bounds__(128, LLAMA_ATTN_TC_MINB(G))                                     \
-      llama_attn_fused_g##G(__nv_bfloat16 *out, float *o_part, float *ml_part, unsigned *counters,              \
-                            __nv_bfloat16 *k_cache, __nv_bfloat16 *v_cache, const __nv_bfloat16 *qkv,           \
-                            const int *pos, int nkv, int max_ctx, int split_len, int nsplit, float scale_log2,  \
-                            float theta, const float *inv_freq) {                                               \
+  extern "C" __global__ void __launch_bounds__(128, 3)                                                         \
+      llama_attn_fused##SFX##_g##G(__nv_bfloat16 *out, float *o_part, float *ml_part, unsigned *counters,       \
+                                   __nv_bfloat16 *k_cache, __nv_bfloat16 *v_cache, const __nv_bfloat16 *qkv,    \
+                                   const int *pos, int nkv, int max_ctx, int split_len, int nsplit,             \
+                                   float scale_log2, float theta, const float *inv_freq) {                      \
     const FusedArgs f{out, counters, k_cache, v_cache, qkv, theta, inv_freq};                                   \
-    attn_partial_tc<G, true>(o_part, ml_part, nullptr, k_cache, v_cache, pos, nkv, max_ctx, split_len, nsplit, \
-                             scale_log2, f);                                                                    \
+    attn_partial_tc<D, G, true>(o_part, ml_part, nullptr, k_cache, v_cache, pos, nkv, max_ctx, split_len,      \
+                                nsplit, scale_log2, f);                                                         \
   }
-LLAMA_ATTN_TC_DEF(1)
-LLAMA_ATTN_TC_DEF(2)
-LLAMA_ATTN_TC_DEF(4)
-LLAMA_ATTN_TC_DEF(8)
-LLAMA_ATTN_TC_DEF(16)
+#define LLAMA_ATTN_TC_DEF_128(G) LLAMA_ATTN_TC_DEF(, 128, G)
+#define LLAMA_ATTN_TC_DEF_64(G) LLAMA_ATTN_TC_DEF(_d64, 64, G)
+LLAMA_GROUPS(LLAMA_ATTN_TC_DEF_128)
+LLAMA_GROUPS(LLAMA_ATTN_TC_DEF_64)
 
 // One block per (head, sequence) row, 128 threads = 4 warps. Warp w takes
 // splits w, w+4, ... (merge_splits: 8 splits' loads in flight, a running
 // max), so the whole row costs about one memory round trip per 32 splits
 // instead of one per split; the 4 warps' (max, sum, o) are merged through
-// shared memory.
-extern "C" __global__ void __launch_bounds__(128)
-    llama_attn_combine(__nv_bfloat16 *out, const float *o_part, const float *ml_part, const int *pos, int nq,
-                       int split_len, int nsplit) {
+// shared memory. At D = 64 lanes 16.. of each warp repeat lanes 0..15 and
+// threads 64.. store nothing.
+namespace {
+template <int D>
+__device__ __forceinline__ void attn_combine(__nv_bfloat16 *out, const float *o_part, const float *ml_part,
+                                             const int *pos, int nq, int split_len, int nsplit) {
   constexpr int kW = 4;
-  __shared__ __align__(16) float os[kW][kD];
+  __shared__ __align__(16) float os[kW][D];
   __shared__ float mws[kW], lws[kW];
-  const int h = blockIdx.x, b = blockIdx.y, t = threadIdx.x, w = t >> 5, lane = t & 31;
+  const int h = blockIdx.x, b = blockIdx.y, t = threadIdx.x, w = t >> 5, lane = (t & 31) % (D / 4);
   pdl_wait();
   const int len = pos[b] + 1;
   const int ns = min(nsplit, (len + split_len - 1) / split_len);
   const size_t row = (size_t)b * nq + h;
   const float2 *ml = reinterpret_cast<const float2 *>(ml_part + row * nsplit * 2);
-  const float4 *op = reinterpret_cast<const float4 *>(o_part + row * nsplit * kD) + lane;
+  const float4 *op = reinterpret_cast<const float4 *>(o_part + row * nsplit * D) + lane;
   float m = -INFINITY, l = 0.f;
   float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
-  merge_splits(ml, op, w, kW, ns, m, l, o);
-  *reinterpret_cast<float4 *>(&os[w][4 * lane]) = o;
+  merge_splits<D>(ml, op, w, kW, ns, m, l, o);
+  if ((t & 31) < D / 4) *reinterpret_cast<float4 *>(&os[w][4 * lane]) = o;
   if (lane == 0) {
     mws[w] = m;
     lws[w] = l;
   }
   __syncthreads();
+  if (t >= D) return;
   float M = mws[0];
 #pragma unroll
   for (int i = 1; i < kW; i++) M = fmaxf(M, mws[i]);
@@ -709,5 +739,15 @@ extern "C" __global__ void __launch_bounds__(128)
     L += f * lws[i];
     O += f * os[i][t];
   }
-  out[row * kD + t] = __float2bfloat16_rn(O / L);
+  out[row * D + t] = __float2bfloat16_rn(O / L);
 }
+}  // namespace
+
+#define LLAMA_ATTN_COMBINE_DEF(SFX, D)                                                                         \
+  extern "C" __global__ void __launch_bounds__(128)                                                          \
+      llama_attn_combine##SFX(__nv_bfloat16 *out, const float *o_part, const float *ml_part, const int *pos,  \
+                              int nq, int split_len, int nsplit) {                                            \
+    attn_combine<D>(out, o_part, ml_part, pos, nq, split_len, nsplit);                                        \
+  }
+LLAMA_ATTN_COMBINE_DEF(, 128)
+LLAMA_ATTN_COMBINE_DEF(_d64, 64)

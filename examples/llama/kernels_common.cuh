@@ -13,8 +13,6 @@
 
 namespace {
 
-constexpr int kD = LLAMA_HEAD_DIM;
-
 // Programmatic dependent launch: the engine may let these kernels start
 // while the node before them still runs (tpg_kernel_desc.pdl = 1 with
 // TPG_GRAPH_PDL); every block waits here for that node's completion and
@@ -31,25 +29,31 @@ __device__ __forceinline__ void pdl_wait() {
 #endif
 }
 
-// Thread i rotates the pair (i, i + 64): rotate_half pairs each element of
+// Thread i rotates the pair (i, i + D/2): rotate_half pairs each element of
 // the first half with the same index of the second. The angle is computed
-// as transformers does (fp32 inv_freq = 1 / theta^(2i/128), times the fp32
+// as transformers does (fp32 inv_freq = 1 / theta^(2i/D), times the fp32
 // position), with the accurate sincosf: at positions near 8192 the fast
 // intrinsics would be off by far more than a bf16 ulp. A scaled RoPE (Llama
 // 3.1's "llama3") brings its own inv_freq table, made on the host as
 // transformers makes it (model/rope.cc), instead of the formula.
-// rope_rotate turns the pair (a, c) = (x[i], x[i + 64]) of one head by
+// rope_rotate turns the pair (a, c) = (x[i], x[i + D/2]) of one head by
 // position p: the one rotation of the engine (llama_rope_append, the fused
 // attention kernel and the prefill's llama_prefill_rope), so all store the
-// same bits. inv_freq: [64] or null.
+// same bits. inv_freq: [D / 2] or null.
+template <int D>
 __device__ __forceinline__ void rope_rotate(float &a, float &c, int p, int i, float theta, const float *inv_freq) {
-  const float inv = inv_freq ? inv_freq[i] : 1.0f / powf(theta, (float)(2 * i) / (float)kD);
+  const float inv = inv_freq ? inv_freq[i] : 1.0f / powf(theta, (float)(2 * i) / (float)D);
   float sn, cs;
   sincosf((float)p * inv, &sn, &cs);
   const float a2 = a * cs - c * sn;
   c = c * cs + a * sn;
   a = a2;
 }
+
+// The head dims with kernels (kernels.h): the templates below are
+// instantiated for these only.
+template <int D>
+constexpr bool kHeadDimOk = D == LLAMA_HEAD_DIM || D == LLAMA_HEAD_DIM_SMALL;
 
 // D += A B, m16n8k16, bf16 inputs, fp32 accumulators (sm_80+).
 __device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,

@@ -2,8 +2,8 @@
 // fp64 CPU reference, as kernel_check.cu does for the decode kernels.
 //
 // Launches llama_embed, llama_prefill_rope and llama_prefill_attn_g<G>
-// directly (CUDA runtime, no tpgraph) on fresh random inputs: every group
-// size, chunks of 1 row, 63 / 64 / 65 rows (a block's 64 / G positions and
+// directly (CUDA runtime, no tpgraph) on fresh random inputs: both head
+// dims (128, 64), every group size 1..16, chunks of 1 row, 63 / 64 / 65 rows (a block's 64 / G positions and
 // the 32-key tiles end inside them), later chunks over a filled cache
 // (p0 > 0, chunk boundaries), a tail that ends at position 8191, a 2048-row
 // prompt in one chunk, "needle" keys that carry most of a row's weight (a
@@ -39,7 +39,6 @@ using llama_check::f2b;
 using llama_check::poisoned;
 using llama_check::up;
 
-constexpr int kD = LLAMA_HEAD_DIM;
 constexpr uint16_t kNaN = 0x7fc0;  // bf16 quiet NaN
 int g_pass = 0, g_fail = 0;
 std::mt19937 g_rng(4321);
@@ -86,23 +85,27 @@ constexpr double kRound = 1.0 / 256;
 
 typedef void (*attn_fn)(__nv_bfloat16 *, const __nv_bfloat16 *, const __nv_bfloat16 *, const __nv_bfloat16 *,
                         const int *, int, int, int, float);
-attn_fn attn_kernel(int G) {
-  switch (G) {
-    case 1: return llama_prefill_attn_g1;
-    case 2: return llama_prefill_attn_g2;
-    case 4: return llama_prefill_attn_g4;
-    case 8: return llama_prefill_attn_g8;
-    case 16: return llama_prefill_attn_g16;
+#define PC_ATTN(G) llama_prefill_attn_g##G,
+#define PC_ATTN64(G) llama_prefill_attn_d64_g##G,
+const attn_fn kAttn[] = {LLAMA_GROUPS(PC_ATTN)}, kAttn64[] = {LLAMA_GROUPS(PC_ATTN64)};
+attn_fn attn_kernel(int D, int G) {
+  if (G < 1 || G > LLAMA_ATTN_MAX_GROUP) {
+    std::fprintf(stderr, "no prefill attention kernel for group %d\n", G);
+    std::exit(2);
   }
-  std::fprintf(stderr, "no prefill attention kernel for group %d\n", G);
-  std::exit(2);
+  return (D == 64 ? kAttn64 : kAttn)[G - 1];
 }
-const float kScaleLog2 = (float)(1.0 / std::sqrt((double)kD) * 1.4426950408889634);
+typedef void (*rope_fn)(__nv_bfloat16 *, __nv_bfloat16 *, __nv_bfloat16 *, const __nv_bfloat16 *, const int *, int,
+                        int, int, float, const float *);
+rope_fn rope_kernel(int D) { return D == 64 ? llama_prefill_rope_d64 : llama_prefill_rope; }
+float scale_log2(int D) { return (float)(1.0 / std::sqrt((double)D) * 1.4426950408889634); }
 
-void launch_attn(int G, __nv_bfloat16 *out, const __nv_bfloat16 *q, const __nv_bfloat16 *kc, const __nv_bfloat16 *vc,
-                 const int *pos, int M, int nkv, int max_ctx) {
-  const unsigned qblocks = (unsigned)(((long long)M * G + LLAMA_PREFILL_ROWS - 1) / LLAMA_PREFILL_ROWS);
-  attn_kernel(G)<<<dim3(qblocks, nkv), 128>>>(out, q, kc, vc, pos, M, nkv, max_ctx, kScaleLog2);
+// The engine's grid: llama_prefill_blocks (kernels.h), floor(64 / G)
+// positions a block.
+void launch_attn(int D, int G, __nv_bfloat16 *out, const __nv_bfloat16 *q, const __nv_bfloat16 *kc,
+                 const __nv_bfloat16 *vc, const int *pos, int M, int nkv, int max_ctx) {
+  attn_kernel(D, G)<<<dim3(llama_prefill_blocks(M, G), nkv), 128>>>(out, q, kc, vc, pos, M, nkv, max_ctx,
+                                                                    scale_log2(D));
   CK(cudaGetLastError());
 }
 
@@ -114,32 +117,32 @@ void launch_attn(int G, __nv_bfloat16 *out, const __nv_bfloat16 *q, const __nv_b
 // rounding plus 2^-13 max |v| for the fp32 scores, exp2f and sums (errors of
 // order 1e-6 relative per term; a weight of 1/8192 on a skipped key is
 // already 2^-13 max |v|, and the needle cases put most weight on one key).
-void attn_reference(Cmp &c, const std::vector<uint16_t> &out, const std::vector<uint16_t> &q,
+void attn_reference(int D, Cmp &c, const std::vector<uint16_t> &out, const std::vector<uint16_t> &q,
                     const std::vector<uint16_t> &kc, const std::vector<uint16_t> &vc, int p0, int M, int nq, int nkv,
                     int max_ctx) {
   const int G = nq / nkv, len = p0 + M;
-  const double scale = 1.0 / std::sqrt((double)kD);
+  const double scale = 1.0 / std::sqrt((double)D);
   // vmax[h, p, d]: max |v| over keys 0 .. p (the bound's scale for a row
   // whose last key is p).
-  std::vector<float> kf((size_t)nkv * len * kD), vf((size_t)nkv * len * kD), vmax((size_t)nkv * len * kD);
+  std::vector<float> kf((size_t)nkv * len * D), vf((size_t)nkv * len * D), vmax((size_t)nkv * len * D);
   for (int h = 0; h < nkv; h++)
     for (int p = 0; p < len; p++)
-      for (int d = 0; d < kD; d++) {
-        const size_t at = ((size_t)h * len + p) * kD + d;
-        kf[at] = b2f(kc[((size_t)h * max_ctx + p) * kD + d]);
-        vf[at] = b2f(vc[((size_t)h * max_ctx + p) * kD + d]);
-        vmax[at] = std::max(p ? vmax[at - kD] : 0.f, std::fabs(vf[at]));
+      for (int d = 0; d < D; d++) {
+        const size_t at = ((size_t)h * len + p) * D + d;
+        kf[at] = b2f(kc[((size_t)h * max_ctx + p) * D + d]);
+        vf[at] = b2f(vc[((size_t)h * max_ctx + p) * D + d]);
+        vmax[at] = std::max(p ? vmax[at - D] : 0.f, std::fabs(vf[at]));
       }
-  std::vector<double> sc(len), o(kD), qd(kD);
+  std::vector<double> sc(len), o(D), qd(D);
   for (int i = 0; i < M; i++)
     for (int hq = 0; hq < nq; hq++) {
       const int h = hq / G, n = p0 + i + 1;
-      for (int d = 0; d < kD; d++) qd[d] = b2f(q[((size_t)i * nq + hq) * kD + d]);
+      for (int d = 0; d < D; d++) qd[d] = b2f(q[((size_t)i * nq + hq) * D + d]);
       double m = -INFINITY;
       for (int p = 0; p < n; p++) {
-        const float *kk = &kf[((size_t)h * len + p) * kD];
+        const float *kk = &kf[((size_t)h * len + p) * D];
         double s = 0;
-        for (int d = 0; d < kD; d++) s += qd[d] * kk[d];
+        for (int d = 0; d < D; d++) s += qd[d] * kk[d];
         sc[p] = s * scale;
         m = std::max(m, sc[p]);
       }
@@ -148,12 +151,12 @@ void attn_reference(Cmp &c, const std::vector<uint16_t> &out, const std::vector<
       for (int p = 0; p < n; p++) {
         const double wgt = std::exp(sc[p] - m);
         l += wgt;
-        const float *vv = &vf[((size_t)h * len + p) * kD];
-        for (int d = 0; d < kD; d++) o[d] += wgt * vv[d];
+        const float *vv = &vf[((size_t)h * len + p) * D];
+        for (int d = 0; d < D; d++) o[d] += wgt * vv[d];
       }
-      for (int d = 0; d < kD; d++) {
-        const double ref = o[d] / l, vm = vmax[((size_t)h * len + n - 1) * kD + d];
-        c.add(b2f(out[((size_t)i * nq + hq) * kD + d]), ref, kRound * std::fabs(ref) + std::ldexp(vm, -13));
+      for (int d = 0; d < D; d++) {
+        const double ref = o[d] / l, vm = vmax[((size_t)h * len + n - 1) * D + d];
+        c.add(b2f(out[((size_t)i * nq + hq) * D + d]), ref, kRound * std::fabs(ref) + std::ldexp(vm, -13));
       }
     }
 }
@@ -161,41 +164,41 @@ void attn_reference(Cmp &c, const std::vector<uint16_t> &out, const std::vector<
 // One chunk of M rows at p0 over a cache whose positions 0 .. p0+M-1 are
 // random and the rest NaN. needle: in each KV head one random key (attended
 // by some row) gets 2x that row's query, so it dominates the row's softmax.
-void check_attn(int p0, int M, int nq, int nkv, int max_ctx, bool needle) {
+void check_attn(int D, int p0, int M, int nq, int nkv, int max_ctx, bool needle) {
   const int G = nq / nkv, len = p0 + M;
-  auto q = rnd((size_t)M * nq * kD, -3.f, 3.f);
-  const size_t csz = (size_t)nkv * max_ctx * kD;
+  auto q = rnd((size_t)M * nq * D, -3.f, 3.f);
+  const size_t csz = (size_t)nkv * max_ctx * D;
   auto kc = rnd(csz, -1.f, 1.f), vc = rnd(csz, -1.f, 1.f);
   for (int h = 0; h < nkv; h++)
     for (int p = len; p < max_ctx; p++)
-      for (int d = 0; d < kD; d++) kc[((size_t)h * max_ctx + p) * kD + d] = vc[((size_t)h * max_ctx + p) * kD + d] = kNaN;
+      for (int d = 0; d < D; d++) kc[((size_t)h * max_ctx + p) * D + d] = vc[((size_t)h * max_ctx + p) * D + d] = kNaN;
   if (needle)
     for (int h = 0; h < nkv; h++) {
       const int i = std::uniform_int_distribution<int>(0, M - 1)(g_rng);
       const int p = std::uniform_int_distribution<int>(0, p0 + i)(g_rng);
-      for (int d = 0; d < kD; d++)
-        kc[((size_t)h * max_ctx + p) * kD + d] = f2b(b2f(q[((size_t)i * nq + (size_t)h * G) * kD + d]) * 2.f);
+      for (int d = 0; d < D; d++)
+        kc[((size_t)h * max_ctx + p) * D + d] = f2b(b2f(q[((size_t)i * nq + (size_t)h * G) * D + d]) * 2.f);
     }
   __nv_bfloat16 *dq = (__nv_bfloat16 *)up(q), *dk = (__nv_bfloat16 *)up(kc), *dv = (__nv_bfloat16 *)up(vc);
   int *dpos = up(std::vector<int>{p0});
-  __nv_bfloat16 *dout = poisoned<__nv_bfloat16>((size_t)M * nq * kD);
-  launch_attn(G, dout, dq, dk, dv, dpos, M, nkv, max_ctx);
+  __nv_bfloat16 *dout = poisoned<__nv_bfloat16>((size_t)M * nq * D);
+  launch_attn(D, G, dout, dq, dk, dv, dpos, M, nkv, max_ctx);
   CK(cudaDeviceSynchronize());
-  auto out = down((uint16_t *)dout, (size_t)M * nq * kD);
+  auto out = down((uint16_t *)dout, (size_t)M * nq * D);
   Cmp c;
-  attn_reference(c, out, q, kc, vc, p0, M, nq, nkv, max_ctx);
+  attn_reference(D, c, out, q, kc, vc, p0, M, nq, nkv, max_ctx);
   char what[128];
-  std::snprintf(what, sizeof what, "prefill_attn p0=%d M=%d nq=%d nkv=%d (G %d) max_ctx=%d%s", p0, M, nq, nkv, G,
-                max_ctx, needle ? " needle" : "");
+  std::snprintf(what, sizeof what, "prefill_attn D=%d p0=%d M=%d nq=%d nkv=%d (G %d) max_ctx=%d%s", D, p0, M, nq, nkv,
+                G, max_ctx, needle ? " needle" : "");
   c.report(what, kRound);
   for (void *d : {(void *)dq, (void *)dk, (void *)dv, (void *)dpos, (void *)dout}) CK(cudaFree(d));
 }
 
 // fp64 RoPE of one (a, c) pair at position p; the bound as kernel_check's:
 // bf16 rounding plus a few fp32 ulps of the angle times |a| + |c|.
-void rope_ref(Cmp &c, uint16_t got0, uint16_t got1, uint16_t a16, uint16_t c16, int p, int i,
+void rope_ref(int D, Cmp &c, uint16_t got0, uint16_t got1, uint16_t a16, uint16_t c16, int p, int i,
               const std::vector<float> &table, double theta) {
-  const double inv = table.empty() ? std::pow(theta, -2.0 * i / kD) : (double)table[i];
+  const double inv = table.empty() ? std::pow(theta, -2.0 * i / D) : (double)table[i];
   const double ang = p * inv, a = b2f(a16), cc = b2f(c16);
   const double r0 = a * std::cos(ang) - cc * std::sin(ang), r1 = cc * std::cos(ang) + a * std::sin(ang);
   const double ang_err = 8.0 * std::ldexp(1.0, -24) * ang + 1e-6;
@@ -206,20 +209,20 @@ void rope_ref(Cmp &c, uint16_t got0, uint16_t got1, uint16_t a16, uint16_t c16, 
 // llama_prefill_rope on M rows at p0: q and the new cache rows against
 // fp64, v copied bit-exactly, every other cache row untouched, rows at or
 // past max_ctx not written.
-void check_rope(int p0, int M, int nq, int nkv, int max_ctx, const std::vector<float> &table = {}) {
+void check_rope(int D, int p0, int M, int nq, int nkv, int max_ctx, const std::vector<float> &table = {}) {
   const float theta = 500000.f;
   const int nh = nq + 2 * nkv;
   float *dtab = table.empty() ? nullptr : up(table);
-  auto qkv = rnd((size_t)M * nh * kD, -1.f, 1.f);
-  const size_t csz = (size_t)nkv * max_ctx * kD;
+  auto qkv = rnd((size_t)M * nh * D, -1.f, 1.f);
+  const size_t csz = (size_t)nkv * max_ctx * D;
   auto kc0 = rnd(csz, -1.f, 1.f), vc0 = rnd(csz, -1.f, 1.f);
   __nv_bfloat16 *dqkv = (__nv_bfloat16 *)up(qkv), *dk = (__nv_bfloat16 *)up(kc0), *dv = (__nv_bfloat16 *)up(vc0);
-  __nv_bfloat16 *dq = poisoned<__nv_bfloat16>((size_t)M * nq * kD);
+  __nv_bfloat16 *dq = poisoned<__nv_bfloat16>((size_t)M * nq * D);
   int *dpos = up(std::vector<int>{p0});
-  llama_prefill_rope<<<dim3(M, nh), 64>>>(dq, dk, dv, dqkv, dpos, nq, nkv, max_ctx, theta, dtab);
+  rope_kernel(D)<<<dim3(M, nh), D / 2>>>(dq, dk, dv, dqkv, dpos, nq, nkv, max_ctx, theta, dtab);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
-  auto q = down((uint16_t *)dq, (size_t)M * nq * kD);
+  auto q = down((uint16_t *)dq, (size_t)M * nq * D);
   auto kc = down((uint16_t *)dk, csz), vc = down((uint16_t *)dv, csz);
   Cmp c;
   size_t moved = 0, vbad = 0;
@@ -227,23 +230,23 @@ void check_rope(int p0, int M, int nq, int nkv, int max_ctx, const std::vector<f
     const int p = p0 + i;
     for (int h = 0; h < nq + nkv; h++) {
       if (h >= nq && p >= max_ctx) continue;
-      const uint16_t *src = &qkv[((size_t)i * nh + h) * kD];
-      const uint16_t *got = h < nq ? &q[((size_t)i * nq + h) * kD] : &kc[((size_t)(h - nq) * max_ctx + p) * kD];
-      for (int j = 0; j < kD / 2; j++) rope_ref(c, got[j], got[j + kD / 2], src[j], src[j + kD / 2], p, j, table, theta);
+      const uint16_t *src = &qkv[((size_t)i * nh + h) * D];
+      const uint16_t *got = h < nq ? &q[((size_t)i * nq + h) * D] : &kc[((size_t)(h - nq) * max_ctx + p) * D];
+      for (int j = 0; j < D / 2; j++) rope_ref(D, c, got[j], got[j + D / 2], src[j], src[j + D / 2], p, j, table, theta);
     }
   }
   for (int h = 0; h < nkv; h++)
     for (int p = 0; p < max_ctx; p++) {
-      const size_t row = ((size_t)h * max_ctx + p) * kD;
+      const size_t row = ((size_t)h * max_ctx + p) * D;
       if (p >= p0 && p < p0 + M) {
-        if (std::memcmp(&vc[row], &qkv[((size_t)(p - p0) * nh + nq + nkv + h) * kD], kD * 2)) vbad++;
-      } else if (std::memcmp(&kc[row], &kc0[row], kD * 2) || std::memcmp(&vc[row], &vc0[row], kD * 2)) {
+        if (std::memcmp(&vc[row], &qkv[((size_t)(p - p0) * nh + nq + nkv + h) * D], D * 2)) vbad++;
+      } else if (std::memcmp(&kc[row], &kc0[row], D * 2) || std::memcmp(&vc[row], &vc0[row], D * 2)) {
         moved++;
       }
     }
   char what[128];
-  std::snprintf(what, sizeof what, "prefill_rope p0=%d M=%d nq=%d nkv=%d max_ctx=%d%s", p0, M, nq, nkv, max_ctx,
-                table.empty() ? "" : " inv_freq table");
+  std::snprintf(what, sizeof what, "prefill_rope D=%d p0=%d M=%d nq=%d nkv=%d max_ctx=%d%s", D, p0, M, nq, nkv,
+                max_ctx, table.empty() ? "" : " inv_freq table");
   c.report(what, kRound);
   char detail[96];
   std::snprintf(detail, sizeof detail, "%zu v rows wrong, %zu other rows changed", vbad, moved);
@@ -280,33 +283,33 @@ void check_embed(int M, int vocab, int hidden) {
 // append then attention, the position read from a table on the device
 // (pos = table + p0). Every row's output against fp64 attention over the
 // caches as the kernels left them (their rotation is checked above).
-void check_chunks(int P, int chunk, int nq, int nkv, int max_ctx) {
+void check_chunks(int D, int P, int chunk, int nq, int nkv, int max_ctx) {
   const int G = nq / nkv, nh = nq + 2 * nkv;
   const float theta = 500000.f;
-  auto qkv = rnd((size_t)P * nh * kD, -2.f, 2.f);
+  auto qkv = rnd((size_t)P * nh * D, -2.f, 2.f);
   std::vector<int> table(P + 1);
   for (int i = 0; i <= P; i++) table[i] = i;
-  const size_t csz = (size_t)nkv * max_ctx * kD;
+  const size_t csz = (size_t)nkv * max_ctx * D;
   __nv_bfloat16 *dqkv = (__nv_bfloat16 *)up(qkv), *dk = poisoned<__nv_bfloat16>(csz),
                 *dv = poisoned<__nv_bfloat16>(csz);  // NaN until appended
-  __nv_bfloat16 *dq = poisoned<__nv_bfloat16>((size_t)P * nq * kD), *dout = poisoned<__nv_bfloat16>((size_t)P * nq * kD);
+  __nv_bfloat16 *dq = poisoned<__nv_bfloat16>((size_t)P * nq * D), *dout = poisoned<__nv_bfloat16>((size_t)P * nq * D);
   int *dtab = up(table);
   int nchunks = 0;
   for (int p0 = 0; p0 < P; p0 += chunk, nchunks++) {
     const int M = std::min(chunk, P - p0);
-    llama_prefill_rope<<<dim3(M, nh), 64>>>(dq + (size_t)p0 * nq * kD, dk, dv, dqkv + (size_t)p0 * nh * kD,
+    rope_kernel(D)<<<dim3(M, nh), D / 2>>>(dq + (size_t)p0 * nq * D, dk, dv, dqkv + (size_t)p0 * nh * D,
                                             dtab + p0, nq, nkv, max_ctx, theta, nullptr);
     CK(cudaGetLastError());
-    launch_attn(G, dout + (size_t)p0 * nq * kD, dq + (size_t)p0 * nq * kD, dk, dv, dtab + p0, M, nkv, max_ctx);
+    launch_attn(D, G, dout + (size_t)p0 * nq * D, dq + (size_t)p0 * nq * D, dk, dv, dtab + p0, M, nkv, max_ctx);
   }
   CK(cudaDeviceSynchronize());
-  auto q = down((uint16_t *)dq, (size_t)P * nq * kD), out = down((uint16_t *)dout, (size_t)P * nq * kD);
+  auto q = down((uint16_t *)dq, (size_t)P * nq * D), out = down((uint16_t *)dout, (size_t)P * nq * D);
   auto kc = down((uint16_t *)dk, csz), vc = down((uint16_t *)dv, csz);
   Cmp c;
-  attn_reference(c, out, q, kc, vc, 0, P, nq, nkv, max_ctx);
+  attn_reference(D, c, out, q, kc, vc, 0, P, nq, nkv, max_ctx);
   char what[128];
-  std::snprintf(what, sizeof what, "prompt P=%d in %d chunks of %d, nq=%d nkv=%d: rope+append, attention", P, nchunks,
-                chunk, nq, nkv);
+  std::snprintf(what, sizeof what, "prompt D=%d P=%d in %d chunks of %d, nq=%d nkv=%d: rope+append, attention", D, P,
+                nchunks, chunk, nq, nkv);
   c.report(what, kRound);
   for (void *d : {(void *)dqkv, (void *)dk, (void *)dv, (void *)dq, (void *)dout, (void *)dtab}) CK(cudaFree(d));
 }
@@ -318,36 +321,63 @@ int main() {
   check_embed(37, 1000, 4096);
   check_embed(1, 50, 8);
 
-  const std::vector<float> llama31 = llama::llama3_inv_freq(kD, 500000.0, 8.0, 1.0, 4.0, 8192.0);
-  check_rope(0, 256, 32, 8, 300);
-  check_rope(0, 1, 8, 2, 16);
-  check_rope(7999, 193, 16, 4, 8192, llama31);  // the last row at 8191
-  check_rope(250, 64, 8, 1, 300);               // 14 rows past max_ctx: not written
+  const std::vector<float> llama31 = llama::llama3_inv_freq(128, 500000.0, 8.0, 1.0, 4.0, 8192.0);
+  check_rope(128, 0, 256, 32, 8, 300);
+  check_rope(128, 0, 1, 8, 2, 16);
+  check_rope(128, 7999, 193, 16, 4, 8192, llama31);  // the last row at 8191
+  check_rope(128, 250, 64, 8, 1, 300);               // 14 rows past max_ctx: not written
 
   // One row, every group size (nq = 2G over 2 KV heads).
-  for (int G : {1, 2, 4, 8, 16}) check_attn(0, 1, 2 * G, 2, 64, false);
+  for (int G = 1; G <= LLAMA_ATTN_MAX_GROUP; G++) check_attn(128, 0, 1, 2 * G, 2, 64, false);
   // A block's positions (64 / G) and the 32-key tiles end inside the chunk.
-  for (int M : {63, 64, 65}) check_attn(0, M, 8, 2, 128, false);
-  check_attn(0, 33, 16, 1, 64, false);
+  for (int M : {63, 64, 65}) check_attn(128, 0, M, 8, 2, 128, false);
+  check_attn(128, 0, 33, 16, 1, 64, false);
   // Llama-3-8B-like at TP 1 (32 / 8): a first and a second chunk of 256.
-  check_attn(0, 256, 32, 8, 600, false);
-  check_attn(256, 256, 32, 8, 600, true);
+  check_attn(128, 0, 256, 32, 8, 600, false);
+  check_attn(128, 256, 256, 32, 8, 600, true);
   // 70B-like at TP 2 (32 / 4, G 8): a tail of 200 after two chunks.
-  check_attn(512, 200, 32, 4, 800, false);
+  check_attn(128, 512, 200, 32, 4, 800, false);
   // G 16 (a warp's 16 rows are one position), needles; G 2 after 4000 positions.
-  check_attn(0, 300, 16, 1, 320, true);
-  check_attn(4000, 97, 4, 2, 4100, true);
+  check_attn(128, 0, 300, 16, 1, 320, true);
+  check_attn(128, 4000, 97, 4, 2, 4100, true);
   // One row after a long context (what a decode step is), and the last
   // positions of the cache.
-  check_attn(1000, 1, 32, 8, 1001, true);
-  check_attn(8125, 67, 8, 1, 8192, true);
+  check_attn(128, 1000, 1, 32, 8, 1001, true);
+  check_attn(128, 8125, 67, 8, 1, 8192, true);
   // A 2048-row prompt in one chunk (the benchmark's long prompt).
-  check_attn(0, 2048, 8, 2, 2048, true);
+  check_attn(128, 0, 2048, 8, 2, 2048, true);
 
   // Whole prompts chunk by chunk.
-  check_chunks(700, 256, 32, 8, 704);
-  check_chunks(300, 64, 16, 1, 300);
-  check_chunks(129, 128, 8, 8, 200);
+  check_chunks(128, 700, 256, 32, 8, 704);
+  check_chunks(128, 300, 64, 16, 1, 300);
+  check_chunks(128, 129, 128, 8, 8, 200);
+
+  // Groups that are not powers of two: a block holds floor(64 / G)
+  // positions and 64 mod G rows that store nothing; chunks that end inside
+  // a block, later chunks, needles. 3, 5 (Qwen2.5-14B: 40 / 8), 7 (Qwen2.5-7B:
+  // 28 / 4), 9 .. 15 (one or two positions a block).
+  for (int G = 3; G <= LLAMA_ATTN_MAX_GROUP; G += 2) check_attn(128, 0, 67, 2 * G, 2, 80, true);
+  check_attn(128, 0, 256, 40, 8, 600, false);
+  check_attn(128, 256, 200, 40, 8, 600, true);
+  check_attn(128, 1000, 1, 28, 4, 1001, true);
+  check_attn(128, 0, 130, 12, 1, 200, true);
+  check_chunks(128, 300, 64, 40, 8, 300);
+  check_chunks(128, 200, 128, 21, 3, 256);
+
+  // Head dim 64 (Llama-3.2-1B: 32 / 8 with its "llama3" table; Qwen2.5-0.5B:
+  // 14 / 2): RoPE, every group, edges, needles, whole prompts.
+  const std::vector<float> llama32 = llama::llama3_inv_freq(64, 500000.0, 32.0, 1.0, 4.0, 8192.0);
+  check_rope(64, 0, 256, 32, 8, 300);
+  check_rope(64, 7999, 193, 14, 2, 8192, llama32);
+  check_rope(64, 250, 64, 8, 1, 300);
+  for (int G = 1; G <= LLAMA_ATTN_MAX_GROUP; G++) check_attn(64, 0, 1, 2 * G, 2, 64, false);
+  for (int M : {63, 64, 65}) check_attn(64, 0, M, 32, 8, 128, false);
+  check_attn(64, 256, 256, 32, 8, 600, true);
+  check_attn(64, 0, 300, 14, 2, 320, true);
+  check_attn(64, 8125, 67, 16, 1, 8192, true);
+  check_attn(64, 0, 2048, 8, 2, 2048, true);
+  check_chunks(64, 700, 256, 32, 8, 704);
+  check_chunks(64, 300, 64, 14, 2, 300);
 
   std::printf("prefill_check: %d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;

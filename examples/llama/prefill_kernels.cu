@@ -40,26 +40,40 @@ extern "C" __global__ void __launch_bounds__(128)
   for (int j = threadIdx.x; j < nv; j += blockDim.x) dst[j] = src[j];
 }
 
-extern "C" __global__ void __launch_bounds__(64)
-    llama_prefill_rope(__nv_bfloat16 *q, __nv_bfloat16 *k_cache, __nv_bfloat16 *v_cache, const __nv_bfloat16 *qkv,
-                       const int *pos, int nq, int nkv, int max_ctx, float theta, const float *inv_freq) {
+namespace {
+template <int D>
+__device__ __forceinline__ void prefill_rope(__nv_bfloat16 *q, __nv_bfloat16 *k_cache, __nv_bfloat16 *v_cache,
+                                             const __nv_bfloat16 *qkv, const int *pos, int nq, int nkv, int max_ctx,
+                                             float theta, const float *inv_freq) {
+  static_assert(kHeadDimOk<D>, "a head dim with kernels");
   const int row = blockIdx.x, h = blockIdx.y, i = threadIdx.x;
   pdl_wait();
   const int p = pos[0] + row;
-  const __nv_bfloat16 *src = qkv + ((size_t)row * (nq + 2 * nkv) + h) * kD;
-  float a = __bfloat162float(src[i]), c = __bfloat162float(src[i + kD / 2]);
-  if (h < nq + nkv) rope_rotate(a, c, p, i, theta, inv_freq);
+  const __nv_bfloat16 *src = qkv + ((size_t)row * (nq + 2 * nkv) + h) * D;
+  float a = __bfloat162float(src[i]), c = __bfloat162float(src[i + D / 2]);
+  if (h < nq + nkv) rope_rotate<D>(a, c, p, i, theta, inv_freq);
   __nv_bfloat16 *dst;
   if (h < nq) {
-    dst = q + ((size_t)row * nq + h) * kD;
+    dst = q + ((size_t)row * nq + h) * D;
   } else {
     if (p < 0 || p >= max_ctx) return;  // the engine's bug; never write outside the cache
     const int kv = h < nq + nkv ? h - nq : h - nq - nkv;
-    dst = (h < nq + nkv ? k_cache : v_cache) + ((size_t)kv * max_ctx + p) * kD;
+    dst = (h < nq + nkv ? k_cache : v_cache) + ((size_t)kv * max_ctx + p) * D;
   }
   dst[i] = __float2bfloat16_rn(a);
-  dst[i + kD / 2] = __float2bfloat16_rn(c);
+  dst[i + D / 2] = __float2bfloat16_rn(c);
 }
+}  // namespace
+
+#define LLAMA_PREFILL_ROPE_DEF(SFX, D)                                                                           \
+  extern "C" __global__ void __launch_bounds__(D / 2)                                                          \
+      llama_prefill_rope##SFX(__nv_bfloat16 *q, __nv_bfloat16 *k_cache, __nv_bfloat16 *v_cache,                \
+                              const __nv_bfloat16 *qkv, const int *pos, int nq, int nkv, int max_ctx,           \
+                              float theta, const float *inv_freq) {                                             \
+    prefill_rope<D>(q, k_cache, v_cache, qkv, pos, nq, nkv, max_ctx, theta, inv_freq);                          \
+  }
+LLAMA_PREFILL_ROPE_DEF(, 128)
+LLAMA_PREFILL_ROPE_DEF(_d64, 64)
 
 namespace {
 
@@ -76,8 +90,10 @@ __device__ __forceinline__ void cp_async_wait() {
 }
 
 // One block: KV head h, query rows r = 0..63 of block qb, row r being
-// position i = qb * RPB + r / G and query head h * G + r % G (RPB = 64 / G
-// positions per block). Blocks run from the last positions to the first
+// position i = qb * RPB + r / G and query head h * G + r % G (RPB =
+// floor(64 / G) positions per block). When G does not divide 64 the last
+// 64 mod G rows name position qb * RPB + RPB, past the block's last: they
+// compute (as a copy of the block's last row) and are never stored. Blocks run from the last positions to the first
 // (blockIdx.x reversed): those attend the most keys, so they start first.
 // Warp w owns rows 16w .. 16w + 15; lane (g, tig) = (lane / 4, lane % 4)
 // holds rows 16w + g ("row 0") and 16w + g + 8 ("row 1") of every
@@ -88,20 +104,22 @@ __device__ __forceinline__ void cp_async_wait() {
 // block's end (its last row's position + 1) are zero-filled, so V rows of 0
 // keep 0 x garbage out of P V and no cache row past the chunk is ever read.
 // Per tile and warp (skipped when all its rows end before the tile):
-//   S [16 rows x 32 keys] = Q K^T: 4 n-tiles of 8 keys x 8 k-steps of 16 dims
+//   S [16 rows x 32 keys] = Q K^T: 4 n-tiles of 8 keys x D/16 k-steps of 16 dims
 //   causal mask (key > the row's position: -inf), online softmax (log2)
-//   O [16 rows x 128 dims] += P V: 2 k-steps of 16 keys x 16 n-tiles, hi + lo
+//   O [16 rows x D dims] += P V: 2 k-steps of 16 keys x D/8 n-tiles, hi + lo
 // Shared-memory row pitches are chosen against bank conflicts of the
 // 16-byte fragment loads (8 lanes per phase): K rows are read 8 rows x 4
 // dim groups (pitch = 16 words mod 32), V rows 4 rows 2 apart x 2 dim
 // groups (pitch = 4 words mod 32).
-template <int G>
+template <int D, int G>
 __device__ __forceinline__ void prefill_attn(__nv_bfloat16 *out, const __nv_bfloat16 *q,
                                              const __nv_bfloat16 *k_cache, const __nv_bfloat16 *v_cache,
                                              const int *pos, int M, int nkv, int max_ctx, float scale_log2) {
-  static_assert(G >= 1 && G <= 16 && (G & (G - 1)) == 0, "a block's 64 rows hold whole groups");
-  constexpr int W = 4, RPB = LLAMA_PREFILL_ROWS / G, KT = 32;
-  constexpr int KPK = kD + 32, KPV = kD + 8;  // shared row pitches (bf16) of K and V
+  static_assert(G >= 1 && G <= 16, "a block's 64 rows hold at least 4 whole groups");
+  static_assert(kHeadDimOk<D>, "a head dim with kernels");
+  constexpr int W = 4, RPB = LLAMA_PREFILL_POSITIONS(G), KT = 32;
+  constexpr int KJ = D / 32, VH = D / 64, CPR = D / 8;  // Q K^T k-step pairs; 64-dim halves; 16-byte chunks a row
+  constexpr int KPK = D + 32, KPV = D + 8;  // shared row pitches (bf16) of K and V
   static_assert(W * 16 == LLAMA_PREFILL_ROWS, "4 warps x 16 MMA rows");
   __shared__ __align__(16) __nv_bfloat16 ks[2][KT * KPK];
   __shared__ __align__(16) __nv_bfloat16 vs[2][KT * KPV];
@@ -112,8 +130,9 @@ __device__ __forceinline__ void prefill_attn(__nv_bfloat16 *out, const __nv_bflo
   const int p0 = pos[0], nq = nkv * G;
   const int i_first = qb * RPB, i_last = min(M, i_first + RPB) - 1;  // the block's positions (indices in the chunk)
   const int kend = p0 + i_last + 1;                                    // keys the block needs: 0 .. kend - 1
-  // This lane's two rows: chunk index (clamped: rows past M compute as the
-  // block's last valid one and are never stored), query head, last key.
+  // This lane's two rows: chunk index (clamped: rows past M, or past the
+  // block's whole groups, compute as the block's last valid one and are
+  // never stored), query head, last key.
   const int ra = 16 * w + g, rb = ra + 8;
   const int ia = i_first + ra / G, ib = i_first + rb / G;
   const int ca = min(ia, i_last), cb = min(ib, i_last);
@@ -122,32 +141,32 @@ __device__ __forceinline__ void prefill_attn(__nv_bfloat16 *out, const __nv_bflo
   const int wend = p0 + min(i_first + (16 * w + 15) / G, i_last) + 1;  // the warp's rows need keys < wend
 
   // Q fragments for the whole key loop (dims permuted as in the decode kernel).
-  uint4 qa[4], qb4[4];
+  uint4 qa[KJ], qb4[KJ];
   {
-    const __nv_bfloat16 *qra = q + ((size_t)ca * nq + ha) * kD, *qrb = q + ((size_t)cb * nq + hb) * kD;
+    const __nv_bfloat16 *qra = q + ((size_t)ca * nq + ha) * D, *qrb = q + ((size_t)cb * nq + hb) * D;
 #pragma unroll
-    for (int j = 0; j < 4; j++) {
+    for (int j = 0; j < KJ; j++) {
       qa[j] = *reinterpret_cast<const uint4 *>(qra + 32 * j + 8 * tig);
       qb4[j] = *reinterpret_cast<const uint4 *>(qrb + 32 * j + 8 * tig);
     }
   }
-  float oacc[2][8][4];
+  float oacc[VH][8][4];
 #pragma unroll
-  for (int H = 0; H < 2; H++)
+  for (int H = 0; H < VH; H++)
 #pragma unroll
     for (int i = 0; i < 8; i++) oacc[H][i][0] = oacc[H][i][1] = oacc[H][i][2] = oacc[H][i][3] = 0.f;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;  // l: this lane's keys only, summed at the end
 
-  const size_t head = (size_t)h * max_ctx * kD;
+  const size_t head = (size_t)h * max_ctx * D;
   const __nv_bfloat16 *kb = k_cache + head, *vb = v_cache + head;
   const int ntiles = (kend + KT - 1) / KT;
-  // A tile: KT rows x 16 chunks of 16 bytes, of K and of V: 4 + 4 per thread.
+  // A tile: KT rows x D/8 chunks of 16 bytes, of K and of V: D/32 + D/32 per thread.
   auto load = [&](int tile, int buf) {
 #pragma unroll
-    for (int u = 0; u < KT * 16 / 128; u++) {
-      const int c = t + 128 * u, row = c >> 4, col = c & 15, key = tile * KT + row;
+    for (int u = 0; u < KT * CPR / 128; u++) {
+      const int c = t + 128 * u, row = c >> (CPR == 16 ? 4 : 3), col = c & (CPR - 1), key = tile * KT + row;
       const bool ok = key < kend;
-      const size_t at = (size_t)(ok ? key : 0) * kD + col * 8;
+      const size_t at = (size_t)(ok ? key : 0) * D + col * 8;
       cp_async16(&ks[buf][row * KPK + col * 8], kb + at, ok);
       cp_async16(&vs[buf][row * KPV + col * 8], vb + at, ok);
     }
@@ -170,7 +189,7 @@ __device__ __forceinline__ void prefill_attn(__nv_bfloat16 *out, const __nv_bflo
       for (int n = 0; n < 4; n++) {
         sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.f;
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
+        for (int j = 0; j < KJ; j++) {
           const uint4 kr = *reinterpret_cast<const uint4 *>(kt + (8 * n + g) * KPK + 32 * j + 8 * tig);
           mma_bf16(sc[n], qa[j].x, qb4[j].x, qa[j].y, qb4[j].y, kr.x, kr.y);
           mma_bf16(sc[n], qa[j].z, qb4[j].z, qa[j].w, qb4[j].w, kr.z, kr.w);
@@ -214,7 +233,7 @@ __device__ __forceinline__ void prefill_attn(__nv_bfloat16 *out, const __nv_bflo
         l1 += sc[n][2] + sc[n][3];
       }
 #pragma unroll
-      for (int H = 0; H < 2; H++)
+      for (int H = 0; H < VH; H++)
 #pragma unroll
         for (int i = 0; i < 8; i++) {
           oacc[H][i][0] *= al0;
@@ -229,15 +248,15 @@ __device__ __forceinline__ void prefill_attn(__nv_bfloat16 *out, const __nv_bflo
         split2(sc[2 * kk][2], sc[2 * kk][3], ph[1], pl[1]);
         split2(sc[2 * kk + 1][0], sc[2 * kk + 1][1], ph[2], pl[2]);
         split2(sc[2 * kk + 1][2], sc[2 * kk + 1][3], ph[3], pl[3]);
-        uint4 vr[4][2];  // keys 2tig, 2tig+1, 2tig+8, 2tig+9 of the 16, dims 64H + 8g .. +7
+        uint4 vr[4][VH];  // keys 2tig, 2tig+1, 2tig+8, 2tig+9 of the 16, dims 64H + 8g .. +7
 #pragma unroll
         for (int r = 0; r < 4; r++)
 #pragma unroll
-          for (int H = 0; H < 2; H++)
+          for (int H = 0; H < VH; H++)
             vr[r][H] = *reinterpret_cast<const uint4 *>(vt + (16 * kk + 2 * tig + (r & 1) + 8 * (r >> 1)) * KPV +
                                                         64 * H + 8 * g);
 #pragma unroll
-        for (int H = 0; H < 2; H++)
+        for (int H = 0; H < VH; H++)
 #pragma unroll
           for (int i = 0; i < 8; i++) {
             const uint32_t sel = (i & 1) ? 0x7632u : 0x5410u;
@@ -259,7 +278,7 @@ __device__ __forceinline__ void prefill_attn(__nv_bfloat16 *out, const __nv_bflo
   // dim 64H + 16tig + 8 + i: two 16-byte stores per row and half.
   const float ia0 = 1.f / l0, ia1 = 1.f / l1;
 #pragma unroll
-  for (int H = 0; H < 2; H++)
+  for (int H = 0; H < VH; H++)
 #pragma unroll
     for (int half = 0; half < 2; half++) {
       uint4 va, vb2;
@@ -270,8 +289,8 @@ __device__ __forceinline__ void prefill_attn(__nv_bfloat16 *out, const __nv_bflo
         pb[i] = __floats2bfloat162_rn(oacc[H][2 * i][2 + half] * ia1, oacc[H][2 * i + 1][2 + half] * ia1);
       }
       const int d = 64 * H + 16 * tig + 8 * half;
-      if (ia <= i_last) *reinterpret_cast<uint4 *>(out + ((size_t)ia * nq + ha) * kD + d) = va;
-      if (ib <= i_last) *reinterpret_cast<uint4 *>(out + ((size_t)ib * nq + hb) * kD + d) = vb2;
+      if (ia <= i_last) *reinterpret_cast<uint4 *>(out + ((size_t)ia * nq + ha) * D + d) = va;
+      if (ib <= i_last) *reinterpret_cast<uint4 *>(out + ((size_t)ib * nq + hb) * D + d) = vb2;
     }
 }
 
@@ -280,15 +299,14 @@ __device__ __forceinline__ void prefill_attn(__nv_bfloat16 *out, const __nv_bflo
 // Registers: 64 accumulators, 32 for the Q fragments, 32 for a k-step's V
 // fragments; two blocks per SM leaves up to 255 per thread (no spills) and
 // the 37 KB of shared memory twice.
-#define LLAMA_PREFILL_ATTN_DEF(G)                                                                              \
+#define LLAMA_PREFILL_ATTN_DEF(SFX, D, G)                                                                      \
   extern "C" __global__ void __launch_bounds__(128, 2)                                                        \
-      llama_prefill_attn_g##G(__nv_bfloat16 *out, const __nv_bfloat16 *q, const __nv_bfloat16 *k_cache,       \
-                              const __nv_bfloat16 *v_cache, const int *pos, int M, int nkv, int max_ctx,       \
-                              float scale_log2) {                                                              \
-    prefill_attn<G>(out, q, k_cache, v_cache, pos, M, nkv, max_ctx, scale_log2);                               \
+      llama_prefill_attn##SFX##_g##G(__nv_bfloat16 *out, const __nv_bfloat16 *q, const __nv_bfloat16 *k_cache, \
+                                     const __nv_bfloat16 *v_cache, const int *pos, int M, int nkv, int max_ctx, \
+                                     float scale_log2) {                                                       \
+    prefill_attn<D, G>(out, q, k_cache, v_cache, pos, M, nkv, max_ctx, scale_log2);                            \
   }
-LLAMA_PREFILL_ATTN_DEF(1)
-LLAMA_PREFILL_ATTN_DEF(2)
-LLAMA_PREFILL_ATTN_DEF(4)
-LLAMA_PREFILL_ATTN_DEF(8)
-LLAMA_PREFILL_ATTN_DEF(16)
+#define LLAMA_PREFILL_ATTN_DEF_128(G) LLAMA_PREFILL_ATTN_DEF(, 128, G)
+#define LLAMA_PREFILL_ATTN_DEF_64(G) LLAMA_PREFILL_ATTN_DEF(_d64, 64, G)
+LLAMA_GROUPS(LLAMA_PREFILL_ATTN_DEF_128)
+LLAMA_GROUPS(LLAMA_PREFILL_ATTN_DEF_64)
