@@ -201,6 +201,11 @@ int parse_model(Options *o) {
     std::fprintf(stderr, "llama: --model: %s\n", err.c_str());
     return 2;
   }
+  if (o->attn == Rank::ATTN_FMA && c.head_dim != LLAMA_HEAD_DIM) {
+    std::fprintf(stderr, "llama: --attn fma: head_dim %d: the scalar attention is for head_dim 128 (use fused or tc)\n",
+                 c.head_dim);
+    return 2;
+  }
   for (int id : o->prompt)
     if (id >= c.vocab) {
       std::fprintf(stderr, "llama: --prompt-ids: token %d is outside the vocabulary (vocab_size %d)\n", id, c.vocab);
@@ -369,7 +374,9 @@ int parse(int argc, char **argv, Options *o) {
   if (c.max_ctx < need) c.max_ctx = need;
   const char *bad = nullptr;
   char why[160];
-  if (c.head_dim != LLAMA_HEAD_DIM) bad = "head_dim must be 128";
+  if (c.head_dim != LLAMA_HEAD_DIM && c.head_dim != LLAMA_HEAD_DIM_SMALL) bad = "head_dim must be 128 or 64";
+  else if (c.heads % c.kv_heads == 0 && c.heads / c.kv_heads > LLAMA_ATTN_MAX_GROUP) bad = "heads / kv_heads must be 1..16";
+  else if (o->attn == Rank::ATTN_FMA && c.head_dim != LLAMA_HEAD_DIM) bad = "--attn fma: head_dim 128 only (use fused or tc)";
   else if (c.hidden % 8 || c.hidden <= 0) bad = "hidden must be a positive multiple of 8";
   else if (c.heads % c.kv_heads) bad = "heads must be a multiple of kv_heads";
   else if (c.kv_heads % o->tp) { std::snprintf(why, sizeof why, "--tp %d must divide kv_heads %d", o->tp, c.kv_heads); bad = why; }

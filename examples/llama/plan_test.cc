@@ -7,7 +7,8 @@
 // at TP > 1, its all-gather), 2 all-reduces per layer. The engine's kernels
 // are named by a stand-in CUfunction (Rank::stub_function): resolving them
 // and checking their parameter lists needs the GPU (tpg_graph_create).
-// Also: a group size without a kernel is refused with a message. The
+// Also: groups 1..16 and head dims 64 / 128 are accepted, others refused
+// with a message. The
 // prefill (prefill.h): the prompt's chunks, and its plan at M rows for both
 // shapes at TP 1..8, with and without the last chunk's tail (LM head on one
 // row, argmax, pick), accepted with the counts its design gives.
@@ -310,23 +311,53 @@ int main() {
     c.batch = 2;
     const int r1 = build_prefill(c, r, w, k, 64, nullptr, nullptr, nullptr, nullptr, &p1, &e1);
     c.batch = 1;
-    c.heads = 24;
-    const int r2 = build_prefill(c, r, w, k, 64, nullptr, nullptr, nullptr, nullptr, &p2, &e2);
     c.heads = 32;
+    c.kv_heads = 1;  // a group of 32
+    const int r2 = build_prefill(c, r, w, k, 64, nullptr, nullptr, nullptr, nullptr, &p2, &e2);
+    c.kv_heads = 8;
     const int r3 = build_prefill(c, r, w, k, 64, nullptr, nullptr, nullptr, &t, &p3, &e3);
     for (Prefill *p : {&p1, &p2, &p3}) tpg_plan_destroy(p->plan);
-    expect(r1 && e1.find("batch 2") != std::string::npos && r2 && e2.find("heads/kv_heads 3") != std::string::npos &&
+    expect(r1 && e1.find("batch 2") != std::string::npos && r2 && e2.find("heads/kv_heads 32") != std::string::npos &&
                r3 && e3.find("LM head") != std::string::npos,
            "prefill refusals: " + e1 + " | " + e2 + " | " + e3);
   }
-  {  // 24 query heads over 8 KV heads: group 3 has no attention kernel.
-    Config c = model(false);
-    c.heads = 24;
-    std::string err, dot;
-    int nodes, colls;
-    size_t binds;
-    const int rc = plan(c, 1, &err, &nodes, &colls, &binds, &dot);
-    expect(rc != 0 && err.find("heads/kv_heads") != std::string::npos, "group of 3 refused: " + err);
+  {  // Groups 1..16 and head dims 64 and 128 have kernels; others are refused,
+     // and so is the scalar attention (--attn fma) at head dim 64.
+    struct Shape {
+      int heads, kv, head_dim;
+      Rank::Attn attn;
+      bool ok;
+      const char *what, *want;
+    };
+    const Shape shapes[] = {
+        {24, 8, 128, Rank::ATTN_FUSED, true, "group 3 (24 over 8)", ""},
+        {40, 8, 128, Rank::ATTN_TC, true, "group 5 (40 over 8), tc", ""},
+        {28, 4, 128, Rank::ATTN_FMA, true, "group 7 (28 over 4), fma", ""},
+        {32, 8, 64, Rank::ATTN_FUSED, true, "head_dim 64, group 4", ""},
+        {14, 2, 64, Rank::ATTN_TC, true, "head_dim 64, group 7, tc", ""},
+        {32, 1, 128, Rank::ATTN_FUSED, false, "group 32 (32 over 1)", "heads/kv_heads 32"},
+        {32, 8, 96, Rank::ATTN_FUSED, false, "head_dim 96", "head_dim 96"},
+        {32, 8, 64, Rank::ATTN_FMA, false, "head_dim 64 with fma", "128 with --attn fma"},
+    };
+    for (const Shape &sh : shapes) {
+      Config c = model(false);
+      c.heads = sh.heads;
+      c.kv_heads = sh.kv;
+      c.head_dim = sh.head_dim;
+      c.layers = 2;
+      c.ctx = 300;
+      c.steps = 3;
+      c.max_ctx = c.ctx + c.steps;
+      std::string err, dot;
+      int nodes = 0, colls = 0;
+      size_t binds = 0;
+      const int rc = plan(c, 1, &err, &nodes, &colls, &binds, &dot, sh.attn);
+      if (sh.ok)
+        expect(rc == 0 && nodes == 2 + (sh.attn == Rank::ATTN_FUSED ? 7 : 9) * c.layers,
+               std::string(sh.what) + ": accepted, " + std::to_string(nodes) + " nodes " + err);
+      else
+        expect(rc != 0 && err.find(sh.want) != std::string::npos, std::string(sh.what) + " refused: " + err);
+    }
   }
   std::printf("plan_test: %d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;

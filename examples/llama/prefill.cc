@@ -38,9 +38,9 @@ int build_prefill(const Config &c, const Rank &r, const Weights &w, const Caches
     *err = "prefill: rows " + std::to_string(M) + " outside 1.." + std::to_string(c.max_ctx);
     return 1;
   }
-  if (D != LLAMA_HEAD_DIM || G > LLAMA_ATTN_MAX_GROUP || (G & (G - 1))) {
+  if ((D != LLAMA_HEAD_DIM && D != LLAMA_HEAD_DIM_SMALL) || G < 1 || G > LLAMA_ATTN_MAX_GROUP) {
     *err = "prefill: head_dim " + std::to_string(D) + ", heads/kv_heads " + std::to_string(G) +
-           ": head_dim must be 128 and heads/kv_heads one of 1, 2, 4, 8, 16";
+           ": head_dim must be 128 or 64 and heads/kv_heads 1..16";
     return 1;
   }
   if (tail && (!tail->decode_module && !r.stub_function)) {
@@ -106,8 +106,9 @@ int build_prefill(const Config &c, const Rank &r, const Weights &w, const Caches
                 TPG_ARG_VALUE(eps)},
                r))
     return 1;
-  const std::string attn_name = "llama_prefill_attn_g" + std::to_string(G);
-  const unsigned qblocks = (unsigned)(((long long)M * G + LLAMA_PREFILL_ROWS - 1) / LLAMA_PREFILL_ROWS);
+  const std::string attn_name = llama_kernel_name("llama_prefill_attn", D, G),
+                    rope_name = llama_kernel_name("llama_prefill_rope", D, 0);
+  const unsigned qblocks = llama_prefill_blocks(M, G);
   tpg_node n;
   for (int i = 0; i < c.layers; i++) {
     const std::string l = "l" + std::to_string(i) + ".";
@@ -130,7 +131,7 @@ int build_prefill(const Config &c, const Rank &r, const Weights &w, const Caches
     qd.name = qn.c_str();
     LLAMA_TRY(tpg_plan_add_linear(p->plan, &qd, b.dep(), b.ndep(), &n));
     b.chain(n);
-    if (b.kernel("llama_prefill_rope", l + "rope", M, nq + 2 * nkv, 1, 64,
+    if (b.kernel(rope_name.c_str(), l + "rope", M, nq + 2 * nkv, 1, D / 2,
                  {tpg_arg_view(q, 0), tpg_arg_view(kc[i], 0), tpg_arg_view(vc[i], 0), tpg_arg_view(qkv, 0),
                   tpg_arg_view(pos_s, 0), TPG_ARG_VALUE(nq), TPG_ARG_VALUE(nkv), TPG_ARG_VALUE(max_ctx),
                   TPG_ARG_VALUE(theta), inv_freq},

@@ -119,8 +119,10 @@ int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k
   const int B = c.batch, H = c.hidden, D = c.head_dim, R = r.nranks;
   const int nq = q_heads(c, r), nkv = kv_heads(c, r), G = nq / nkv, F = c.ffn / R;
   const int wqkv = (nq + 2 * nkv) * D;
-  if (D != LLAMA_HEAD_DIM || G > LLAMA_ATTN_MAX_GROUP || (G & (G - 1))) {
-    *err = "head_dim must be 128 and heads/kv_heads one of 1, 2, 4, 8, 16";
+  if ((D != LLAMA_HEAD_DIM && D != LLAMA_HEAD_DIM_SMALL) || G < 1 || G > LLAMA_ATTN_MAX_GROUP ||
+      (r.attn == Rank::ATTN_FMA && D != LLAMA_HEAD_DIM)) {
+    *err = "head_dim " + std::to_string(D) + ", heads/kv_heads " + std::to_string(G) +
+           ": head_dim must be 128 or 64 (128 with --attn fma) and heads/kv_heads 1..16";
     return 1;
   }
   // Attention's context split for the longest context this graph serves.
@@ -194,10 +196,12 @@ int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k
                 TPG_ARG_VALUE(eps)},
                r))
     return 1;
-  const std::string attn_name = (r.attn == Rank::ATTN_FUSED ? "llama_attn_fused_g"
-                                  : r.attn == Rank::ATTN_FMA ? "llama_attn_g"
-                                                             : "llama_attn_tc_g") +
-                                 std::to_string(G);
+  const std::string attn_name = llama_kernel_name(r.attn == Rank::ATTN_FUSED ? "llama_attn_fused"
+                                                  : r.attn == Rank::ATTN_FMA ? "llama_attn"
+                                                                             : "llama_attn_tc",
+                                                  D, G),
+                    rope_name = llama_kernel_name("llama_rope_append", D, 0),
+                    combine_name = llama_kernel_name("llama_attn_combine", D, 0);
   for (int i = 0; i < c.layers; i++) {
     const std::string l = "l" + std::to_string(i) + ".";
     tpg_linear_desc qd = TPG_LINEAR_DESC_INIT;
@@ -229,7 +233,7 @@ int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k
                     TPG_ARG_VALUE(theta), inv_freq},
                    r))
         return 1;
-    } else if (b.kernel("llama_rope_append", l + "rope_append", B, nq + 2 * nkv, 1, 64,
+    } else if (b.kernel(rope_name.c_str(), l + "rope_append", B, nq + 2 * nkv, 1, D / 2,
                  {tpg_arg_view(q, 0), tpg_arg_view(s->k_cache[i], 0), tpg_arg_view(s->v_cache[i], 0),
                   tpg_arg_view(qkv, 0), tpg_arg_view(pos, 0), TPG_ARG_VALUE(nq), TPG_ARG_VALUE(nkv),
                   TPG_ARG_VALUE(max_ctx), TPG_ARG_VALUE(theta), inv_freq},
@@ -240,7 +244,7 @@ int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k
                   TPG_ARG_VALUE(nkv), TPG_ARG_VALUE(max_ctx), TPG_ARG_VALUE(split_len), TPG_ARG_VALUE(nsplit),
                   TPG_ARG_VALUE(scale_log2)},
                  r) ||
-        b.kernel("llama_attn_combine", l + "attn_combine", nq, B, 1, 128,
+        b.kernel(combine_name.c_str(), l + "attn_combine", nq, B, 1, 128,
                  {tpg_arg_view(attn, 0), tpg_arg_view(o_part, 0), tpg_arg_view(ml_part, 0), tpg_arg_view(pos, 0),
                   TPG_ARG_VALUE(nq), TPG_ARG_VALUE(split_len), TPG_ARG_VALUE(nsplit)},
                  r))

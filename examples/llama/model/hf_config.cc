@@ -2,8 +2,8 @@
 //
 // Absent fields take transformers' defaults (so a config that transformers
 // accepts means the same here); a present field of the wrong type is an
-// error, never a default. The limits are the engine's today: head_dim 128,
-// GQA groups with a compiled attention kernel, no biases but Qwen2's q/k/v
+// error, never a default. The limits are the engine's today: head_dim 128
+// or 64, GQA groups 1..16 (kernels.h), no biases but Qwen2's q/k/v
 // ones (the QKV GEMM's bias epilogue), RoPE unscaled or
 // Llama 3.1's "llama3" scaling, full attention over the whole context.
 #include "examples/llama/model/hf_config.h"
@@ -210,12 +210,12 @@ int hf_engine_config(const HfConfig &h, int tp, int max_ctx, Config *c, std::str
   // attention_bias also gives o_proj a bias, which the engine has no place for yet.
   if (h.attention_bias) return refuse("attention_bias true (o_proj.bias): not supported yet");
   if (h.mlp_bias) return refuse("mlp_bias true: not supported yet");
-  if (h.head_dim != LLAMA_HEAD_DIM) {
+  if (h.head_dim != LLAMA_HEAD_DIM && h.head_dim != LLAMA_HEAD_DIM_SMALL) {
     const std::string how =
         h.head_dim_given ? "" : " (hidden_size " + std::to_string(h.hidden) + " / num_attention_heads " +
                                     std::to_string(h.heads) + ")";
     return refuse("head_dim " + std::to_string(h.head_dim) + how + ": this engine supports " +
-                  std::to_string(LLAMA_HEAD_DIM));
+                  std::to_string(LLAMA_HEAD_DIM_SMALL) + " and " + std::to_string(LLAMA_HEAD_DIM));
   }
   if (h.partial_rotary != 1.0)
     return refuse("partial_rotary_factor " + num_string(h.partial_rotary) + ": supported: 1");
@@ -223,9 +223,9 @@ int hf_engine_config(const HfConfig &h, int tp, int max_ctx, Config *c, std::str
     return refuse("num_attention_heads " + std::to_string(h.heads) + " is not a multiple of num_key_value_heads " +
                   std::to_string(h.kv_heads));
   const int g = h.heads / h.kv_heads;
-  if (g > LLAMA_ATTN_MAX_GROUP || (g & (g - 1)))
+  if (g > LLAMA_ATTN_MAX_GROUP)
     return refuse("num_attention_heads/num_key_value_heads = " + std::to_string(g) + " (" + std::to_string(h.heads) +
-                  "/" + std::to_string(h.kv_heads) + "): supported 1, 2, 4, 8, 16");
+                  "/" + std::to_string(h.kv_heads) + "): supported 1.." + std::to_string(LLAMA_ATTN_MAX_GROUP));
   if (h.kv_heads % tp)
     return refuse("num_key_value_heads " + std::to_string(h.kv_heads) + ": --tp " + std::to_string(tp) +
                   " must divide it");

@@ -1,6 +1,6 @@
 // hf_test.cc - the Hugging Face checkpoint reader on a CPU (no GPU).
 //
-// Writes its own tiny checkpoints (a few layers at head_dim 128, hidden 32)
+// Writes its own tiny checkpoints (a few layers at head_dim 128 or 64, hidden 32)
 // and checks:
 //   - the JSON reader on good documents and on each kind of malformed one;
 //   - bf16 conversion: every fp16 value and a million fp32 bit patterns
@@ -181,11 +181,11 @@ std::string safetensors_bytes(const std::vector<Tensor> &ts, bool pad = true) {
   return out;
 }
 
-// A model to write: the engine's tiny shape (head_dim 128 is the engine's),
+// A model to write: the engine's tiny shape (head_dim one of the engine's),
 // config.json's fields as raw JSON (an empty value drops the field), and the
 // dtype of each tensor.
 struct Spec {
-  int hidden = 32, heads = 4, kv = 2, ffn = 48, layers = 2, vocab = 32;
+  int hidden = 32, heads = 4, kv = 2, ffn = 48, layers = 2, vocab = 32, head_dim = 128;
   bool tie = false;
   bool qkv_bias = false;  // q/k/v_proj.bias tensors (Qwen2)
   int files = 1;  // > 1: model-0000i-of-0000n.safetensors + model.safetensors.index.json
@@ -222,7 +222,7 @@ Spec llama_spec() {
 }
 
 std::vector<std::pair<std::string, std::vector<int64_t>>> hf_tensors(const Spec &s) {
-  const int64_t H = s.hidden, D = 128;
+  const int64_t H = s.hidden, D = s.head_dim;
   std::vector<std::pair<std::string, std::vector<int64_t>>> v;
   for (int i = 0; i < s.layers; i++) {
     const std::string l = "model.layers." + std::to_string(i) + ".";
@@ -531,7 +531,7 @@ int load_host(const HfModel &m, const Config &c, const Rank &r, HostRank *h, std
 // The layout of docs/llama.md, computed here from the whole tensors'
 // values: how many elements of rank r's buffers differ from it.
 size_t layout_errors(const Spec &s, const HostRank &h, int rank, int R) {
-  const size_t H = s.hidden, D = 128, nq = s.heads / R, nkv = s.kv / R, F = s.ffn / R, V = s.vocab / R;
+  const size_t H = s.hidden, D = s.head_dim, nq = s.heads / R, nkv = s.kv / R, F = s.ffn / R, V = s.vocab / R;
   size_t bad = 0;
   auto want = [](const std::string &n, size_t r, size_t c) { return bits_bf16(val(n, r, c)); };
   for (int i = 0; i < s.layers; i++) {
@@ -580,7 +580,7 @@ void check_model(const std::string &what, const Spec &s, const std::string &dir)
       expect(false, what + " TP " + std::to_string(R) + ": open", err);
       continue;
     }
-    const bool cfg_ok = c.hidden == s.hidden && c.heads == s.heads && c.kv_heads == s.kv && c.head_dim == 128 &&
+    const bool cfg_ok = c.hidden == s.hidden && c.heads == s.heads && c.kv_heads == s.kv && c.head_dim == s.head_dim &&
                         c.ffn == s.ffn && c.layers == s.layers && c.vocab == s.vocab && c.theta == 500000.f &&
                         c.eps == 1e-5f && c.rope_inv_freq.empty() && c.qkv_bias == s.qkv_bias;
     expect(cfg_ok, what + " TP " + std::to_string(R) + ": config.json into the engine's Config");
@@ -651,6 +651,24 @@ void test_shards() {
   q.cfg["sliding_window"] = "null";
   q.cfg["attention_bias"] = q.cfg["mlp_bias"] = "";
   check_model("qwen2 bf16 with q/k/v biases, tied", q, write_model("m_qwen2", q));
+
+  Spec d = llama_spec();  // Llama-3.2-1B-like: head_dim 64, tied embeddings
+  d.head_dim = 64;
+  d.tie = true;
+  d.cfg["head_dim"] = "64";
+  d.cfg["tie_word_embeddings"] = "true";
+  check_model("llama head_dim 64, tied", d, write_model("m_hd64", d));
+
+  Spec g = llama_spec();  // Qwen2.5-14B-like group of 5 (10 heads over 2), q/k/v biases
+  g.heads = 10;
+  g.qkv_bias = true;
+  g.cfg["num_attention_heads"] = "10";
+  g.cfg["architectures"] = "[\"Qwen2ForCausalLM\"]";
+  g.cfg["model_type"] = "\"qwen2\"";
+  g.cfg["use_sliding_window"] = "false";
+  g.cfg["sliding_window"] = "null";
+  g.cfg["attention_bias"] = g.cfg["mlp_bias"] = "";
+  check_model("qwen2 group 5 (10 heads over 2) with biases", g, write_model("m_group5", g));
 }
 
 // ------------------------------------------------------------ refusals
@@ -684,13 +702,14 @@ void test_refusals() {
          "tensor model.norm.weight: shape [1, 32], expected [32]");
   refuse("a bias tensor the config does not announce", [&](Spec *s) { s->add = {{D + "0.self_attn.k_proj.bias", {256}}}; },
          "tensor model.layers.0.self_attn.k_proj.bias [256]: biases are not supported yet");
-  refuse("head_dim 64", [](Spec *s) { s->cfg["head_dim"] = "64"; }, "config.json: head_dim 64: this engine supports 128");
+  refuse("head_dim 96", [](Spec *s) { s->cfg["head_dim"] = "96"; },
+         "config.json: head_dim 96: this engine supports 64 and 128");
   refuse("head_dim from hidden/heads", [](Spec *s) { s->cfg["head_dim"] = ""; },
-         "config.json: head_dim 8 (hidden_size 32 / num_attention_heads 4): this engine supports 128");
-  refuse("a group of 5 (40 heads over 8)", [](Spec *s) { s->cfg["num_attention_heads"] = "40"; s->cfg["num_key_value_heads"] = "8"; },
-         "config.json: num_attention_heads/num_key_value_heads = 5 (40/8): supported 1, 2, 4, 8, 16");
+         "config.json: head_dim 8 (hidden_size 32 / num_attention_heads 4): this engine supports 64 and 128");
   refuse("a group of 32", [](Spec *s) { s->cfg["num_attention_heads"] = "64"; },
-         "num_attention_heads/num_key_value_heads = 32 (64/2): supported 1, 2, 4, 8, 16");
+         "num_attention_heads/num_key_value_heads = 32 (64/2): supported 1..16");
+  refuse("a group of 17", [](Spec *s) { s->cfg["num_attention_heads"] = "34"; },
+         "num_attention_heads/num_key_value_heads = 17 (34/2): supported 1..16");
   refuse("heads not a multiple of kv heads", [](Spec *s) { s->cfg["num_key_value_heads"] = "3"; },
          "num_attention_heads 4 is not a multiple of num_key_value_heads 3");
   refuse("--tp that does not divide the KV heads", [](Spec *) {}, "num_key_value_heads 2: --tp 4 must divide it", 4);
