@@ -86,6 +86,14 @@ WIDTHS = {
     "qwen3b": dict(hidden_size=2048, num_attention_heads=16, num_key_value_heads=2, head_dim=128,
                    intermediate_size=11008),
     "tiny": dict(hidden_size=256, num_attention_heads=4, num_key_value_heads=2, head_dim=128, intermediate_size=512),
+    # Llama-3.2-1B: head_dim 64, 32 query heads over 8.
+    "1b": dict(hidden_size=2048, num_attention_heads=32, num_key_value_heads=8, head_dim=64, intermediate_size=8192),
+    # Qwen2.5-14B: 40 query heads over 8 (a group of 5).
+    "qwen14b": dict(hidden_size=5120, num_attention_heads=40, num_key_value_heads=8, head_dim=128,
+                    intermediate_size=13824),
+    # Qwen2.5-0.5B: head_dim 64, 14 query heads over 2 (a group of 7).
+    "qwen05b": dict(hidden_size=896, num_attention_heads=14, num_key_value_heads=2, head_dim=64,
+                    intermediate_size=4864),
 }
 # Llama 3.1's scaling with original_max_position_embeddings 512 instead of
 # 8192, so that at a prompt of ~200 tokens most frequencies are scaled (at
@@ -93,6 +101,8 @@ WIDTHS = {
 # missing table would pass unseen).
 LLAMA3_SCALING = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                   "original_max_position_embeddings": 512, "rope_theta": 500000.0}
+# Llama 3.2's factor (32), with the same shortened original length.
+LLAMA32_SCALING = dict(LLAMA3_SCALING, factor=32.0)
 
 # name: how to make it. family llama|mistral|qwen2; widths; layers; vocab;
 # dtype of the files; shard: max_shard_size (None: one file); prompt length.
@@ -109,7 +119,16 @@ CASES = {
     # Qwen2.5-3B-like (group 8) with its q/k/v biases and tied embeddings.
     "qwen25_3b_bf16_bias_tied": dict(family="qwen2", widths="qwen3b", layers=2, vocab=8192, dtype="bf16", shard=None,
                                      prompt=200, tie=True, rope={"rope_type": "default", "rope_theta": 1000000.0}),
-    # For trying this script on a CPU (the engine needs head_dim 128, so it runs this one too).
+    # Llama-3.2-1B-like: head_dim 64, tied embeddings, Llama 3.2's rope scaling.
+    "llama32_1b_hd64_tied": dict(family="llama", widths="1b", layers=2, vocab=8192, dtype="bf16", shard=None,
+                                 prompt=200, tie=True, rope=LLAMA32_SCALING),
+    # Qwen2.5-14B-like: a group of 5 (40 / 8), q/k/v biases.
+    "qwen25_14b_group5_bias": dict(family="qwen2", widths="qwen14b", layers=2, vocab=8192, dtype="bf16", shard=None,
+                                   prompt=200, rope={"rope_type": "default", "rope_theta": 1000000.0}),
+    # Qwen2.5-0.5B-like: head_dim 64 and a group of 7 together, biases, tied.
+    "qwen25_05b_hd64_group7": dict(family="qwen2", widths="qwen05b", layers=2, vocab=8192, dtype="bf16", shard=None,
+                                   prompt=200, tie=True, rope={"rope_type": "default", "rope_theta": 1000000.0}),
+    # For trying this script on a CPU (small enough to run there too).
     "tiny": dict(family="llama", widths="tiny", layers=2, vocab=512, dtype="bf16", shard=None, prompt=40,
                  rope={"rope_type": "default", "rope_theta": 500000.0}),
 }
@@ -118,11 +137,11 @@ CASES = {
 REFUSALS = {
     "llama_attention_bias": dict(family="llama", widths="tiny", layers=1, vocab=512, dtype="bf16", shard=None,
                                  prompt=8, attention_bias=True, rope={"rope_type": "default", "rope_theta": 5e5}),
-    "llama32_1b_head_dim_64": dict(family="llama", widths="tiny", layers=1, vocab=512, dtype="bf16", shard=None,
-                                   prompt=8, head_dim=64, rope={"rope_type": "default", "rope_theta": 500000.0}),
-    "qwen25_14b_like_group_5": dict(family="llama", widths="tiny", layers=1, vocab=512, dtype="bf16", shard=None,
-                                    prompt=8, heads=40, kv_heads=8, hidden=5120,
-                                    rope={"rope_type": "default", "rope_theta": 1000000.0}),
+    "llama_head_dim_96": dict(family="llama", widths="tiny", layers=1, vocab=512, dtype="bf16", shard=None,
+                              prompt=8, head_dim=96, rope={"rope_type": "default", "rope_theta": 500000.0}),
+    "llama_group_32": dict(family="llama", widths="tiny", layers=1, vocab=512, dtype="bf16", shard=None,
+                           prompt=8, heads=32, kv_heads=1, hidden=256,
+                           rope={"rope_type": "default", "rope_theta": 500000.0}),
     "mistral_window_256": dict(family="mistral", widths="tiny", layers=1, vocab=512, dtype="bf16", shard=None,
                                prompt=8, sliding_window=256, rope={"rope_type": "default", "rope_theta": 1e6}),
 }

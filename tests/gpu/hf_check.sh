@@ -48,7 +48,7 @@ check() {
 }
 
 cases=(${HF_CASES-llama3_8b_bf16 llama31_8b_fp16_tied_sharded mistral_7b_fp32_sharded llama3_70b_1layer_bf16
-  qwen25_3b_bf16_bias_tied})
+  qwen25_3b_bf16_bias_tied llama32_1b_hd64_tied qwen25_14b_group5_bias qwen25_05b_hd64_group7})
 for c in "${cases[@]}"; do
   d="$work/$c"
   check "gen_$c" python3 tests/gpu/hf_check.py gen "$d" --case "$c"
@@ -70,8 +70,8 @@ done
 # name | extra engine flags | the message the refusal must hold (exit 2, before any GPU work).
 refusals=(
   "llama_attention_bias||attention_bias true (o_proj.bias): not supported yet"
-  "llama32_1b_head_dim_64||head_dim 64: this engine supports 128"
-  "qwen25_14b_like_group_5||num_attention_heads/num_key_value_heads = 5 (40/8): supported 1, 2, 4, 8, 16"
+  "llama_head_dim_96||head_dim 96: this engine supports 64 and 128"
+  "llama_group_32||num_attention_heads/num_key_value_heads = 32 (32/1): supported 1..16"
   "mistral_window_256|--max-new-tokens 300|sliding_window 256 < max context 308"
 )
 for r in "${refusals[@]}"; do
