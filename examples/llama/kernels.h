@@ -41,6 +41,8 @@
 // real row and store nothing. llama_prefill_blocks: the grid's x.
 #define LLAMA_PREFILL_ROWS 64
 #define LLAMA_PREFILL_POSITIONS(G) (LLAMA_PREFILL_ROWS / (G))
+// Threads of llama_prefill_rope's block (one block a row).
+#define LLAMA_PREFILL_ROPE_THREADS 256
 
 #ifdef __cplusplus
 #include <string>
@@ -158,7 +160,7 @@ extern "C" __global__ void llama_embed(__nv_bfloat16 *x, const __nv_bfloat16 *em
 // llama_rope_append for the M rows of one sequence: row i at position
 // pos[0] + i; q -> q [M, nq, D], rotated k and plain v -> the caches at
 // that position. Rows whose position is not below max_ctx are not written.
-// grid (M, nq + 2 nkv), block D / 2.
+// grid (M), block LLAMA_PREFILL_ROPE_THREADS.
 #define LLAMA_PREFILL_ROPE_DECL(SFX)                                                                           \
   extern "C" __global__ void llama_prefill_rope##SFX(__nv_bfloat16 *q, __nv_bfloat16 *k_cache,                \
                                                      __nv_bfloat16 *v_cache, const __nv_bfloat16 *qkv,         \

@@ -40,14 +40,24 @@ __device__ __forceinline__ void pdl_wait() {
 // position p: the one rotation of the engine (llama_rope_append, the fused
 // attention kernel and the prefill's llama_prefill_rope), so all store the
 // same bits. inv_freq: [D / 2] or null.
+// rope_sincos: the angle's sine and cosine for pair i at position p (the
+// same for every head of a row, so a kernel may compute it once per row);
+// rope_apply turns the pair with them. rope_rotate is the two together.
 template <int D>
-__device__ __forceinline__ void rope_rotate(float &a, float &c, int p, int i, float theta, const float *inv_freq) {
+__device__ __forceinline__ void rope_sincos(int p, int i, float theta, const float *inv_freq, float &sn, float &cs) {
   const float inv = inv_freq ? inv_freq[i] : 1.0f / powf(theta, (float)(2 * i) / (float)D);
-  float sn, cs;
   sincosf((float)p * inv, &sn, &cs);
+}
+__device__ __forceinline__ void rope_apply(float &a, float &c, float sn, float cs) {
   const float a2 = a * cs - c * sn;
   c = c * cs + a * sn;
   a = a2;
+}
+template <int D>
+__device__ __forceinline__ void rope_rotate(float &a, float &c, int p, int i, float theta, const float *inv_freq) {
+  float sn, cs;
+  rope_sincos<D>(p, i, theta, inv_freq, sn, cs);
+  rope_apply(a, c, sn, cs);
 }
 
 // The head dims with kernels (kernels.h): the templates below are

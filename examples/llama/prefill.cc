@@ -131,7 +131,7 @@ int build_prefill(const Config &c, const Rank &r, const Weights &w, const Caches
     qd.name = qn.c_str();
     LLAMA_TRY(tpg_plan_add_linear(p->plan, &qd, b.dep(), b.ndep(), &n));
     b.chain(n);
-    if (b.kernel(rope_name.c_str(), l + "rope", M, nq + 2 * nkv, 1, D / 2,
+    if (b.kernel(rope_name.c_str(), l + "rope", M, 1, 1, LLAMA_PREFILL_ROPE_THREADS,
                  {tpg_arg_view(q, 0), tpg_arg_view(kc[i], 0), tpg_arg_view(vc[i], 0), tpg_arg_view(qkv, 0),
                   tpg_arg_view(pos_s, 0), TPG_ARG_VALUE(nq), TPG_ARG_VALUE(nkv), TPG_ARG_VALUE(max_ctx),
                   TPG_ARG_VALUE(theta), inv_freq},

@@ -219,7 +219,7 @@ void check_rope(int D, int p0, int M, int nq, int nkv, int max_ctx, const std::v
   __nv_bfloat16 *dqkv = (__nv_bfloat16 *)up(qkv), *dk = (__nv_bfloat16 *)up(kc0), *dv = (__nv_bfloat16 *)up(vc0);
   __nv_bfloat16 *dq = poisoned<__nv_bfloat16>((size_t)M * nq * D);
   int *dpos = up(std::vector<int>{p0});
-  rope_kernel(D)<<<dim3(M, nh), D / 2>>>(dq, dk, dv, dqkv, dpos, nq, nkv, max_ctx, theta, dtab);
+  rope_kernel(D)<<<M, LLAMA_PREFILL_ROPE_THREADS>>>(dq, dk, dv, dqkv, dpos, nq, nkv, max_ctx, theta, dtab);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
   auto q = down((uint16_t *)dq, (size_t)M * nq * D);
@@ -297,7 +297,7 @@ void check_chunks(int D, int P, int chunk, int nq, int nkv, int max_ctx) {
   int nchunks = 0;
   for (int p0 = 0; p0 < P; p0 += chunk, nchunks++) {
     const int M = std::min(chunk, P - p0);
-    rope_kernel(D)<<<dim3(M, nh), D / 2>>>(dq + (size_t)p0 * nq * D, dk, dv, dqkv + (size_t)p0 * nh * D,
+    rope_kernel(D)<<<M, LLAMA_PREFILL_ROPE_THREADS>>>(dq + (size_t)p0 * nq * D, dk, dv, dqkv + (size_t)p0 * nh * D,
                                             dtab + p0, nq, nkv, max_ctx, theta, nullptr);
     CK(cudaGetLastError());
     launch_attn(D, G, dout + (size_t)p0 * nq * D, dq + (size_t)p0 * nq * D, dk, dv, dtab + p0, M, nkv, max_ctx);

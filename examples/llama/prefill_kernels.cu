@@ -40,33 +40,46 @@ extern "C" __global__ void __launch_bounds__(128)
   for (int j = threadIdx.x; j < nv; j += blockDim.x) dst[j] = src[j];
 }
 
+// One block per row, not per (row, head): the angle depends on the
+// position and the pair only, so thread t computes sin/cos once for pair i
+// = t % (D/2) and applies them to heads t / (D/2), + HS, ... (HS = threads /
+// (D/2) heads in flight). A block per (row, head) computed them again for
+// every head, and its 2048 x 48 tiny blocks took 120 us at M = 2048 (ncu),
+// a tenth of a layer's prefill; this is memory-bound.
 namespace {
 template <int D>
 __device__ __forceinline__ void prefill_rope(__nv_bfloat16 *q, __nv_bfloat16 *k_cache, __nv_bfloat16 *v_cache,
                                              const __nv_bfloat16 *qkv, const int *pos, int nq, int nkv, int max_ctx,
                                              float theta, const float *inv_freq) {
   static_assert(kHeadDimOk<D>, "a head dim with kernels");
-  const int row = blockIdx.x, h = blockIdx.y, i = threadIdx.x;
+  constexpr int HS = LLAMA_PREFILL_ROPE_THREADS / (D / 2);
+  const int row = blockIdx.x, i = threadIdx.x % (D / 2), nh = nq + 2 * nkv;
   pdl_wait();
   const int p = pos[0] + row;
-  const __nv_bfloat16 *src = qkv + ((size_t)row * (nq + 2 * nkv) + h) * D;
-  float a = __bfloat162float(src[i]), c = __bfloat162float(src[i + D / 2]);
-  if (h < nq + nkv) rope_rotate<D>(a, c, p, i, theta, inv_freq);
-  __nv_bfloat16 *dst;
-  if (h < nq) {
-    dst = q + ((size_t)row * nq + h) * D;
-  } else {
-    if (p < 0 || p >= max_ctx) return;  // the engine's bug; never write outside the cache
-    const int kv = h < nq + nkv ? h - nq : h - nq - nkv;
-    dst = (h < nq + nkv ? k_cache : v_cache) + ((size_t)kv * max_ctx + p) * D;
+  const bool cache = p >= 0 && p < max_ctx;  // else the engine's bug: never write outside the cache
+  float sn, cs;
+  rope_sincos<D>(p, i, theta, inv_freq, sn, cs);
+  const __nv_bfloat16 *src = qkv + (size_t)row * nh * D;
+#pragma unroll 4
+  for (int h = threadIdx.x / (D / 2); h < nh; h += HS) {
+    float a = __bfloat162float(src[(size_t)h * D + i]), c = __bfloat162float(src[(size_t)h * D + i + D / 2]);
+    if (h < nq + nkv) rope_apply(a, c, sn, cs);
+    __nv_bfloat16 *dst;
+    if (h < nq) {
+      dst = q + ((size_t)row * nq + h) * D;
+    } else {
+      if (!cache) continue;
+      const int kv = h < nq + nkv ? h - nq : h - nq - nkv;
+      dst = (h < nq + nkv ? k_cache : v_cache) + ((size_t)kv * max_ctx + p) * D;
+    }
+    dst[i] = __float2bfloat16_rn(a);
+    dst[i + D / 2] = __float2bfloat16_rn(c);
   }
-  dst[i] = __float2bfloat16_rn(a);
-  dst[i + D / 2] = __float2bfloat16_rn(c);
 }
 }  // namespace
 
 #define LLAMA_PREFILL_ROPE_DEF(SFX, D)                                                                           \
-  extern "C" __global__ void __launch_bounds__(D / 2)                                                          \
+  extern "C" __global__ void __launch_bounds__(LLAMA_PREFILL_ROPE_THREADS)                                     \
       llama_prefill_rope##SFX(__nv_bfloat16 *q, __nv_bfloat16 *k_cache, __nv_bfloat16 *v_cache,                \
                               const __nv_bfloat16 *qkv, const int *pos, int nq, int nkv, int max_ctx,           \
                               float theta, const float *inv_freq) {                                             \
