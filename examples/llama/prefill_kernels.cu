@@ -112,14 +112,14 @@ __device__ __forceinline__ void cp_async_wait() {
 // holds rows 16w + g ("row 0") and 16w + g + 8 ("row 1") of every
 // accumulator, as in the decode kernel.
 //
-// Keys stream in tiles of KT = 32 through two shared-memory stages
+// Keys stream in tiles of KT = 32 (64 at D = 64) through two shared-memory stages
 // (cp.async: tile t + 1 loads while tile t is used). Keys at or past the
 // block's end (its last row's position + 1) are zero-filled, so V rows of 0
 // keep 0 x garbage out of P V and no cache row past the chunk is ever read.
 // Per tile and warp (skipped when all its rows end before the tile):
-//   S [16 rows x 32 keys] = Q K^T: 4 n-tiles of 8 keys x D/16 k-steps of 16 dims
+//   S [16 rows x KT keys] = Q K^T: KT/8 n-tiles of 8 keys x D/16 k-steps of 16 dims
 //   causal mask (key > the row's position: -inf), online softmax (log2)
-//   O [16 rows x D dims] += P V: 2 k-steps of 16 keys x D/8 n-tiles, hi + lo
+//   O [16 rows x D dims] += P V: KT/16 k-steps of 16 keys x D/8 n-tiles, hi + lo
 // Shared-memory row pitches are chosen against bank conflicts of the
 // 16-byte fragment loads (8 lanes per phase): K rows are read 8 rows x 4
 // dim groups (pitch = 16 words mod 32), V rows 4 rows 2 apart x 2 dim
@@ -130,7 +130,9 @@ __device__ __forceinline__ void prefill_attn(__nv_bfloat16 *out, const __nv_bflo
                                              const int *pos, int M, int nkv, int max_ctx, float scale_log2) {
   static_assert(G >= 1 && G <= 16, "a block's 64 rows hold at least 4 whole groups");
   static_assert(kHeadDimOk<D>, "a head dim with kernels");
-  constexpr int W = 4, RPB = LLAMA_PREFILL_POSITIONS(G), KT = 32;
+  // Keys a tile: 32 at D = 128; 64 at D = 64, where a tile's MMAs are half
+  // as many per key and the per-tile softmax and barriers would weigh twice.
+  constexpr int W = 4, RPB = LLAMA_PREFILL_POSITIONS(G), KT = D == 64 ? 64 : 32, NT = KT / 8;
   constexpr int KJ = D / 32, VH = D / 64, CPR = D / 8;  // Q K^T k-step pairs; 64-dim halves; 16-byte chunks a row
   constexpr int KPK = D + 32, KPV = D + 8;  // shared row pitches (bf16) of K and V
   static_assert(W * 16 == LLAMA_PREFILL_ROWS, "4 warps x 16 MMA rows");
@@ -197,9 +199,9 @@ __device__ __forceinline__ void prefill_attn(__nv_bfloat16 *out, const __nv_bflo
     __syncthreads();  // tile's stage is in shared memory for every warp
     if (k0 < wend) {
       const __nv_bfloat16 *kt = ks[buf], *vt = vs[buf];
-      float sc[4][4];
+      float sc[NT][4];
 #pragma unroll
-      for (int n = 0; n < 4; n++) {
+      for (int n = 0; n < NT; n++) {
         sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.f;
 #pragma unroll
         for (int j = 0; j < KJ; j++) {
@@ -211,7 +213,7 @@ __device__ __forceinline__ void prefill_attn(__nv_bfloat16 *out, const __nv_bflo
       // sc[n][c]: row 0 (c < 2) or row 1, key k0 + 8n + 2tig + (c & 1).
       float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
-      for (int n = 0; n < 4; n++)
+      for (int n = 0; n < NT; n++)
 #pragma unroll
         for (int c = 0; c < 4; c++) {
           const int key = k0 + 8 * n + 2 * tig + (c & 1);
@@ -237,7 +239,7 @@ __device__ __forceinline__ void prefill_attn(__nv_bfloat16 *out, const __nv_bflo
       l0 *= al0;
       l1 *= al1;
 #pragma unroll
-      for (int n = 0; n < 4; n++) {
+      for (int n = 0; n < NT; n++) {
         sc[n][0] = exp2f(sc[n][0] - mn0);  // masked keys: exp2(-inf) = 0
         sc[n][1] = exp2f(sc[n][1] - mn0);
         sc[n][2] = exp2f(sc[n][2] - mn1);
@@ -255,7 +257,7 @@ __device__ __forceinline__ void prefill_attn(__nv_bfloat16 *out, const __nv_bflo
           oacc[H][i][3] *= al1;
         }
 #pragma unroll
-      for (int kk = 0; kk < 2; kk++) {  // 16 keys: k0 + 16kk ..
+      for (int kk = 0; kk < KT / 16; kk++) {  // 16 keys: k0 + 16kk ..
         uint32_t ph[4], pl[4];  // A fragments of P: (row 0 | row 1) x (keys 2tig.. | 2tig+8..)
         split2(sc[2 * kk][0], sc[2 * kk][1], ph[0], pl[0]);
         split2(sc[2 * kk][2], sc[2 * kk][3], ph[1], pl[1]);
