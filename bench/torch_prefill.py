@@ -53,6 +53,12 @@ CONFIGS = {
                intermediate_size=14336),
     "70b": dict(hidden_size=8192, num_attention_heads=64, num_key_value_heads=8, head_dim=128,
                 intermediate_size=28672),
+    # Llama-3.2-1B's widths: head_dim 64.
+    "1b": dict(hidden_size=2048, num_attention_heads=32, num_key_value_heads=8, head_dim=64,
+               intermediate_size=8192),
+    # Qwen2.5-14B's widths as a Llama (no biases): a group of 5 (40 / 8).
+    "14b": dict(hidden_size=5120, num_attention_heads=40, num_key_value_heads=8, head_dim=128,
+                intermediate_size=13824),
 }
 PEAK_FLOPS = 790e12
 
