@@ -221,6 +221,17 @@ Spec llama_spec() {
   return s;
 }
 
+// A Qwen2 checkpoint from a Llama one: its q/k/v biases, no sliding window,
+// and none of Llama's bias fields.
+void make_qwen2(Spec *s) {
+  s->qkv_bias = true;
+  s->cfg["architectures"] = "[\"Qwen2ForCausalLM\"]";
+  s->cfg["model_type"] = "\"qwen2\"";
+  s->cfg["use_sliding_window"] = "false";
+  s->cfg["sliding_window"] = "null";
+  s->cfg["attention_bias"] = s->cfg["mlp_bias"] = "";
+}
+
 std::vector<std::pair<std::string, std::vector<int64_t>>> hf_tensors(const Spec &s) {
   const int64_t H = s.hidden, D = s.head_dim;
   std::vector<std::pair<std::string, std::vector<int64_t>>> v;
@@ -643,13 +654,9 @@ void test_shards() {
   check_model("mistral fp16, group 4", m, write_model("m_mistral", m));
 
   Spec q = llama_spec();  // Qwen2: q/k/v biases (sharded as wqkv's rows), tied embeddings
-  q.qkv_bias = q.tie = true;
-  q.cfg["architectures"] = "[\"Qwen2ForCausalLM\"]";
-  q.cfg["model_type"] = "\"qwen2\"";
+  make_qwen2(&q);
+  q.tie = true;
   q.cfg["tie_word_embeddings"] = "true";
-  q.cfg["use_sliding_window"] = "false";
-  q.cfg["sliding_window"] = "null";
-  q.cfg["attention_bias"] = q.cfg["mlp_bias"] = "";
   check_model("qwen2 bf16 with q/k/v biases, tied", q, write_model("m_qwen2", q));
 
   Spec d = llama_spec();  // Llama-3.2-1B-like: head_dim 64, tied embeddings
@@ -660,14 +667,9 @@ void test_shards() {
   check_model("llama head_dim 64, tied", d, write_model("m_hd64", d));
 
   Spec g = llama_spec();  // Qwen2.5-14B-like group of 5 (10 heads over 2), q/k/v biases
+  make_qwen2(&g);
   g.heads = 10;
-  g.qkv_bias = true;
   g.cfg["num_attention_heads"] = "10";
-  g.cfg["architectures"] = "[\"Qwen2ForCausalLM\"]";
-  g.cfg["model_type"] = "\"qwen2\"";
-  g.cfg["use_sliding_window"] = "false";
-  g.cfg["sliding_window"] = "null";
-  g.cfg["attention_bias"] = g.cfg["mlp_bias"] = "";
   check_model("qwen2 group 5 (10 heads over 2) with biases", g, write_model("m_group5", g));
 }
 
@@ -725,11 +727,7 @@ void test_refusals() {
   refuse("attention_bias", [](Spec *s) { s->cfg["attention_bias"] = "true"; },
          "config.json: attention_bias true (o_proj.bias): not supported yet");
   refuse("mlp_bias", [](Spec *s) { s->cfg["mlp_bias"] = "true"; }, "config.json: mlp_bias true: not supported yet");
-  auto qwen2 = [](Spec *s) {
-    s->cfg["architectures"] = "[\"Qwen2ForCausalLM\"]";
-    s->cfg["model_type"] = "\"qwen2\"";
-    s->qkv_bias = true;
-  };
+  const auto qwen2 = make_qwen2;
   refuse("Qwen2 without its q_proj.bias", [&](Spec *s) { qwen2(s); s->drop = {D + "0.self_attn.q_proj.bias"}; },
          "missing tensor model.layers.0.self_attn.q_proj.bias [512]");
   refuse("Qwen2 with a k_proj.bias of the wrong shape",
