@@ -1,7 +1,8 @@
-// plan_builder.h - the few lines every plan of the engine repeats (the
-// decode step, step.cc, and the prefill, prefill.cc): a slot with its
-// binding, a chain of nodes each after the one before, an engine kernel
-// node by name.
+// plan_builder.h - what every plan of the engine repeats (the decode step,
+// step.cc, and the prefill, prefill.cc): a slot with its binding, a chain
+// of nodes each after the one before, an engine kernel node by name, and
+// the layer's QKV linear and everything after its attention, which the two
+// build alike at their own row counts.
 #ifndef LLAMA_PLAN_BUILDER_H
 #define LLAMA_PLAN_BUILDER_H
 
@@ -68,6 +69,101 @@ struct PlanBuilder {
     tpg_node n;
     LLAMA_TRY(tpg_plan_add_kernel(p, &k, dep(), ndep(), &n));
     LLAMA_TRY(tpg_plan_set_node_name(p, n, label.c_str()));
+    chain(n);
+    return 0;
+  }
+
+  // The parts of a layer the decode step (rows = B sequences) and the
+  // prefill (rows = M prompt rows) build alike; l is the layer's name
+  // prefix ("l3."), and the nodes are named as below.
+  //
+  // "<l>qkv": qkv = h Wqkv_r^T, a column linear over the whole layer's
+  // width (each rank's rows are its own heads, weights.cc); bias: Qwen2's
+  // q/k/v biases of this rank (slot "<l>bqkv", the GEMM's bias epilogue), or null.
+  int qkv_linear(const Rank &r, int rows, int hidden, int wqkv, tpg_slot h, tpg_slot w, tpg_slot qkv, void *bias,
+                 const std::string &l) {
+    tpg_linear_desc d = TPG_LINEAR_DESC_INIT;
+    d.kind = TPG_LINEAR_COLUMN;
+    d.rank = r.rank;
+    d.nranks = r.nranks;
+    d.tokens = rows;
+    d.in_features = hidden;
+    d.out_features = wqkv * r.nranks;
+    d.x = tpg_view{h, 0, 0};
+    d.w = tpg_view{w, 0, 0};
+    d.y = tpg_view{qkv, 0, 0};
+    if (bias) {
+      tpg_slot bs;
+      if (slot(l + "bqkv", TPG_BF16, TPG_MEM_DEVICE, (size_t)wqkv, bias, &bs)) return 1;
+      d.bias = tpg_view{bs, 0, 0};
+    }
+    const std::string name = l + "qkv";
+    d.name = name.c_str();
+    tpg_node n;
+    LLAMA_TRY(tpg_plan_add_linear(p, &d, dep(), ndep(), &n));
+    chain(n);
+    return 0;
+  }
+
+  // The rest of the layer after attention, on rows x hidden buffers:
+  //   "<l>o":        part = attn Wo_r^T, all-reduce; x += sum, h2 = RMSNorm(x) * mlp_norm
+  //   "<l>gate_up":  act = silu(h2 Wg_r^T) * (h2 Wu_r^T), a column linear with SwiGLU
+  //   "<l>down":     part = act W2_r^T, all-reduce; x += sum, h = RMSNorm(x) * next_norm
+  // (each row-parallel GEMM then its all-reduce, whose epilogue adds the
+  // residual x in place and applies the next RMSNorm).
+  struct Rows {
+    int rows, hidden;
+    float eps;
+    tpg_slot x, h, h2, part, act;
+  };
+  int layer_after_attention(const Config &c, const Rank &r, const Rows &b, tpg_slot attn, int attn_width, tpg_slot wo,
+                            tpg_slot mlp_norm, tpg_slot w13, tpg_slot w2, tpg_slot next_norm, const std::string &l) {
+    if (row_allreduce(b, attn, attn_width, wo, mlp_norm, b.h2, l + "o")) return 1;
+    tpg_linear_desc up = TPG_LINEAR_DESC_INIT;
+    up.kind = TPG_LINEAR_COLUMN;
+    up.rank = r.rank;
+    up.nranks = r.nranks;
+    up.tokens = b.rows;
+    up.in_features = b.hidden;
+    up.out_features = c.ffn;
+    up.activation = TPG_ACT_SWIGLU;
+    up.x = tpg_view{b.h2, 0, 0};
+    up.w = tpg_view{w13, 0, 0};
+    up.y = tpg_view{b.act, 0, 0};
+    const std::string un = l + "gate_up";
+    up.name = un.c_str();
+    tpg_node n;
+    LLAMA_TRY(tpg_plan_add_linear(p, &up, dep(), ndep(), &n));
+    chain(n);
+    return row_allreduce(b, b.act, c.ffn / r.nranks, w2, next_norm, b.h, l + "down");
+  }
+
+ private:
+  // "<name>.gemm" then "<name>.allreduce" (its epilogue: x += sum, out = RMSNorm(x) * norm).
+  int row_allreduce(const Rows &b, tpg_slot in, int k_in, tpg_slot wt, tpg_slot norm, tpg_slot out,
+                    const std::string &name) {
+    tpg_gemm_desc g = TPG_GEMM_DESC_INIT;
+    g.m = b.rows;
+    g.n = b.hidden;
+    g.k = k_in;
+    g.x = tpg_view{in, 0, 0};
+    g.w = tpg_view{wt, 0, 0};
+    g.y = tpg_view{b.part, 0, 0};
+    tpg_node n;
+    LLAMA_TRY(tpg_plan_add_gemm(p, &g, dep(), ndep(), &n));
+    LLAMA_TRY(tpg_plan_set_node_name(p, n, (name + ".gemm").c_str()));
+    chain(n);
+    tpg_collective_desc a = TPG_COLLECTIVE_DESC_INIT;
+    a.kind = TPG_ALL_REDUCE;
+    a.send = tpg_view{b.part, 0, 0};
+    a.recv = tpg_view{out, 0, 0};
+    a.count = (size_t)b.rows * b.hidden;
+    a.hidden = b.hidden;
+    a.residual = a.residual_out = tpg_view{b.x, 0, 0};
+    a.norm_weight = tpg_view{norm, 0, 0};
+    a.norm_eps = b.eps;
+    LLAMA_TRY(tpg_plan_add_collective(p, &a, dep(), ndep(), &n));
+    LLAMA_TRY(tpg_plan_set_node_name(p, n, (name + ".allreduce").c_str()));
     chain(n);
     return 0;
   }

@@ -110,27 +110,10 @@ int build_prefill(const Config &c, const Rank &r, const Weights &w, const Caches
                     rope_name = llama_kernel_name("llama_prefill_rope", D, 0);
   const unsigned qblocks = llama_prefill_blocks(M, G);
   tpg_node n;
+  const PlanBuilder::Rows bufs{M, H, eps, x, h, h2, part, act};
   for (int i = 0; i < c.layers; i++) {
     const std::string l = "l" + std::to_string(i) + ".";
-    tpg_linear_desc qd = TPG_LINEAR_DESC_INIT;
-    qd.kind = TPG_LINEAR_COLUMN;
-    qd.rank = r.rank;
-    qd.nranks = R;
-    qd.tokens = M;
-    qd.in_features = H;
-    qd.out_features = wqkv * R;  // each rank's rows are its own heads (weights.cc), as in the step
-    qd.x = tpg_view{h, 0, 0};
-    qd.w = tpg_view{wqkv_s[i], 0, 0};
-    qd.y = tpg_view{qkv, 0, 0};
-    if (w.layers[i].bqkv) {  // Qwen2: the GEMM's bias epilogue
-      tpg_slot bs;
-      if (b.slot(l + "bqkv", TPG_BF16, DEV, (size_t)wqkv, w.layers[i].bqkv, &bs)) return 1;
-      qd.bias = tpg_view{bs, 0, 0};
-    }
-    const std::string qn = l + "qkv";
-    qd.name = qn.c_str();
-    LLAMA_TRY(tpg_plan_add_linear(p->plan, &qd, b.dep(), b.ndep(), &n));
-    b.chain(n);
+    if (b.qkv_linear(r, M, H, wqkv, h, wqkv_s[i], qkv, w.layers[i].bqkv, l)) return 1;
     if (b.kernel(rope_name.c_str(), l + "rope", M, 1, 1, LLAMA_PREFILL_ROPE_THREADS,
                  {tpg_arg_view(q, 0), tpg_arg_view(kc[i], 0), tpg_arg_view(vc[i], 0), tpg_arg_view(qkv, 0),
                   tpg_arg_view(pos_s, 0), TPG_ARG_VALUE(nq), TPG_ARG_VALUE(nkv), TPG_ARG_VALUE(max_ctx),
@@ -142,50 +125,10 @@ int build_prefill(const Config &c, const Rank &r, const Weights &w, const Caches
                   TPG_ARG_VALUE(scale_log2)},
                  r, pm))
       return 1;
-    auto row_allreduce = [&](tpg_slot in, int k_in, tpg_slot wt, tpg_slot norm, tpg_slot out,
-                             const std::string &name) -> int {
-      tpg_gemm_desc g = TPG_GEMM_DESC_INIT;
-      g.m = M;
-      g.n = H;
-      g.k = k_in;
-      g.x = tpg_view{in, 0, 0};
-      g.w = tpg_view{wt, 0, 0};
-      g.y = tpg_view{part, 0, 0};
-      LLAMA_TRY(tpg_plan_add_gemm(p->plan, &g, b.dep(), b.ndep(), &n));
-      LLAMA_TRY(tpg_plan_set_node_name(p->plan, n, (name + ".gemm").c_str()));
-      b.chain(n);
-      tpg_collective_desc a = TPG_COLLECTIVE_DESC_INIT;
-      a.kind = TPG_ALL_REDUCE;
-      a.send = tpg_view{part, 0, 0};
-      a.recv = tpg_view{out, 0, 0};
-      a.count = (size_t)M * H;
-      a.hidden = H;
-      a.residual = a.residual_out = tpg_view{x, 0, 0};
-      a.norm_weight = tpg_view{norm, 0, 0};
-      a.norm_eps = eps;
-      LLAMA_TRY(tpg_plan_add_collective(p->plan, &a, b.dep(), b.ndep(), &n));
-      LLAMA_TRY(tpg_plan_set_node_name(p->plan, n, (name + ".allreduce").c_str()));
-      b.chain(n);
-      return 0;
-    };
-    if (row_allreduce(attn, nq * D, wo[i], mlp_norm[i], h2, l + "o")) return 1;
-    tpg_linear_desc up = TPG_LINEAR_DESC_INIT;
-    up.kind = TPG_LINEAR_COLUMN;
-    up.rank = r.rank;
-    up.nranks = R;
-    up.tokens = M;
-    up.in_features = H;
-    up.out_features = c.ffn;
-    up.activation = TPG_ACT_SWIGLU;
-    up.x = tpg_view{h2, 0, 0};
-    up.w = tpg_view{w13[i], 0, 0};
-    up.y = tpg_view{act, 0, 0};
-    const std::string un = l + "gate_up";
-    up.name = un.c_str();
-    LLAMA_TRY(tpg_plan_add_linear(p->plan, &up, b.dep(), b.ndep(), &n));
-    b.chain(n);
     const bool lastl = i + 1 == c.layers;
-    if (row_allreduce(act, F, w2[i], lastl ? final_norm : attn_norm[i + 1], h, l + "down")) return 1;
+    if (b.layer_after_attention(c, r, bufs, attn, nq * D, wo[i], mlp_norm[i], w13[i], w2[i],
+                                lastl ? final_norm : attn_norm[i + 1], l))
+      return 1;
   }
   if (tail) {
     // The prompt's last row only: h[M-1] (the final norm's output) through

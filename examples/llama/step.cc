@@ -202,27 +202,10 @@ int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k
                                                   D, G),
                     rope_name = llama_kernel_name("llama_rope_append", D, 0),
                     combine_name = llama_kernel_name("llama_attn_combine", D, 0);
+  const Builder::Rows bufs{B, H, eps, x, h, h2, part, act};
   for (int i = 0; i < c.layers; i++) {
     const std::string l = "l" + std::to_string(i) + ".";
-    tpg_linear_desc qd = TPG_LINEAR_DESC_INIT;
-    qd.kind = TPG_LINEAR_COLUMN;
-    qd.rank = r.rank;
-    qd.nranks = R;
-    qd.tokens = B;
-    qd.in_features = H;
-    qd.out_features = wqkv * R;  // the whole layer's width; each rank's rows are its own heads (weights.cc)
-    qd.x = tpg_view{h, 0, 0};
-    qd.w = tpg_view{wqkv_s[i], 0, 0};
-    qd.y = tpg_view{qkv, 0, 0};
-    if (w.layers[i].bqkv) {  // Qwen2: the GEMM's bias epilogue adds this rank's q, k, v biases
-      tpg_slot bs;
-      if (b.slot(l + "bqkv", TPG_BF16, DEV, (size_t)wqkv, w.layers[i].bqkv, &bs)) return 1;
-      qd.bias = tpg_view{bs, 0, 0};
-    }
-    const std::string qn = l + "qkv";
-    qd.name = qn.c_str();
-    TRY(tpg_plan_add_linear(s->plan, &qd, b.dep(), b.ndep(), &n));
-    b.chain(n);
+    if (b.qkv_linear(r, B, H, wqkv, h, wqkv_s[i], qkv, w.layers[i].bqkv, l)) return 1;
     if (r.attn == Rank::ATTN_FUSED) {
       // One node: RoPE, the KV append, the split attention and its merge.
       if (b.kernel(attn_name.c_str(), l + "attn", nsplit, nkv, B, 128,
@@ -249,52 +232,10 @@ int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k
                   TPG_ARG_VALUE(nq), TPG_ARG_VALUE(split_len), TPG_ARG_VALUE(nsplit)},
                  r))
       return 1;
-    // Row-parallel projection + all-reduce whose epilogue adds the residual
-    // (x, updated in place) and applies the next RMSNorm.
-    auto row_allreduce = [&](tpg_slot in, int k_in, tpg_slot wt, tpg_slot norm, tpg_slot out,
-                             const std::string &name) -> int {
-      tpg_gemm_desc g = TPG_GEMM_DESC_INIT;
-      g.m = B;
-      g.n = H;
-      g.k = k_in;
-      g.x = tpg_view{in, 0, 0};
-      g.w = tpg_view{wt, 0, 0};
-      g.y = tpg_view{part, 0, 0};
-      TRY(tpg_plan_add_gemm(s->plan, &g, b.dep(), b.ndep(), &n));
-      TRY(tpg_plan_set_node_name(s->plan, n, (name + ".gemm").c_str()));
-      b.chain(n);
-      tpg_collective_desc a = TPG_COLLECTIVE_DESC_INIT;
-      a.kind = TPG_ALL_REDUCE;
-      a.send = tpg_view{part, 0, 0};
-      a.recv = tpg_view{out, 0, 0};
-      a.count = (size_t)B * H;
-      a.hidden = H;
-      a.residual = a.residual_out = tpg_view{x, 0, 0};
-      a.norm_weight = tpg_view{norm, 0, 0};
-      a.norm_eps = eps;
-      TRY(tpg_plan_add_collective(s->plan, &a, b.dep(), b.ndep(), &n));
-      TRY(tpg_plan_set_node_name(s->plan, n, (name + ".allreduce").c_str()));
-      b.chain(n);
-      return 0;
-    };
-    if (row_allreduce(attn, nq * D, wo[i], mlp_norm[i], h2, l + "o")) return 1;
-    tpg_linear_desc up = TPG_LINEAR_DESC_INIT;
-    up.kind = TPG_LINEAR_COLUMN;
-    up.rank = r.rank;
-    up.nranks = R;
-    up.tokens = B;
-    up.in_features = H;
-    up.out_features = c.ffn;
-    up.activation = TPG_ACT_SWIGLU;
-    up.x = tpg_view{h2, 0, 0};
-    up.w = tpg_view{w13[i], 0, 0};
-    up.y = tpg_view{act, 0, 0};
-    const std::string un = l + "gate_up";
-    up.name = un.c_str();
-    TRY(tpg_plan_add_linear(s->plan, &up, b.dep(), b.ndep(), &n));
-    b.chain(n);
     const bool lastl = i + 1 == c.layers;
-    if (row_allreduce(act, F, w2[i], lastl ? final_norm : attn_norm[i + 1], h, l + "down")) return 1;
+    if (b.layer_after_attention(c, r, bufs, attn, nq * D, wo[i], mlp_norm[i], w13[i], w2[i],
+                                lastl ? final_norm : attn_norm[i + 1], l))
+      return 1;
   }
   if (c.vocab > 0) {
     tpg_slot lm_w, logits, logits_all;
