@@ -547,43 +547,17 @@ __device__ __forceinline__ void attn_partial_tc(float *o_part, float *ml_part, c
     }
     // Online softmax (log2 domain). sc[n][c]: row g (c < 2) or g + 8, key
     // base + 8n + 2tig + (c & 1); the row's 16 keys live in the 4 lanes tig.
-    float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
     for (int n = 0; n < 2; n++)
 #pragma unroll
       for (int c = 0; c < 4; c++) {
         const bool ok = base + 8 * n + 2 * tig + (c & 1) < end;
         sc[n][c] = ok ? sc[n][c] * scale_log2 : -INFINITY;
-        if (c < 2)
-          mx0 = fmaxf(mx0, sc[n][c]);
-        else
-          mx1 = fmaxf(mx1, sc[n][c]);
       }
-#pragma unroll
-    for (int o = 1; o <= 2; o <<= 1) {
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, o));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, o));
-    }
-    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);  // key base is valid: finite
-    const float al0 = exp2f(m0 - mn0), al1 = exp2f(m1 - mn1);  // 0 on the first step (m = -inf)
-    m0 = mn0;
-    m1 = mn1;
-    l0 *= al0;
-    l1 *= al1;
-#pragma unroll
-    for (int n = 0; n < 2; n++) {
-      sc[n][0] = exp2f(sc[n][0] - mn0);  // masked keys: exp2(-inf) = 0
-      sc[n][1] = exp2f(sc[n][1] - mn0);
-      sc[n][2] = exp2f(sc[n][2] - mn1);
-      sc[n][3] = exp2f(sc[n][3] - mn1);
-      l0 += sc[n][0] + sc[n][1];
-      l1 += sc[n][2] + sc[n][3];
-    }
+    float al0, al1;
+    softmax_step(sc, m0, m1, l0, l1, al0, al1);  // key base is valid: the max is finite
     uint32_t ph[4], pl[4];  // A fragments of P: (row g | g+8) x (keys 2tig.. | 2tig+8..)
-    split2(sc[0][0], sc[0][1], ph[0], pl[0]);
-    split2(sc[0][2], sc[0][3], ph[1], pl[1]);
-    split2(sc[1][0], sc[1][1], ph[2], pl[2]);
-    split2(sc[1][2], sc[1][3], ph[3], pl[3]);
+    p_fragments(sc[0], sc[1], ph, pl);
 #pragma unroll
     for (int H = 0; H < VH; H++)
 #pragma unroll
@@ -593,11 +567,7 @@ __device__ __forceinline__ void attn_partial_tc(float *o_part, float *ml_part, c
         o[1] *= al0;
         o[2] *= al1;
         o[3] *= al1;
-        const uint32_t sel = (i & 1) ? 0x7632u : 0x5410u;
-        const uint32_t b0 = __byte_perm(word(vr[0][H], i >> 1), word(vr[1][H], i >> 1), sel);
-        const uint32_t b1 = __byte_perm(word(vr[2][H], i >> 1), word(vr[3][H], i >> 1), sel);
-        mma_bf16(o, ph[0], ph[1], ph[2], ph[3], b0, b1);
-        mma_bf16(o, pl[0], pl[1], pl[2], pl[3], b0, b1);
+        pv_mma(o, vr[0][H], vr[1][H], vr[2][H], vr[3][H], i, ph, pl);
       }
   }
   // This warp's (max, sum, output) per head to shared memory; a warp that had

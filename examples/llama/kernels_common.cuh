@@ -88,6 +88,77 @@ __device__ __forceinline__ void split2(float x, float y, uint32_t &hi, uint32_t 
   lo = *reinterpret_cast<const uint32_t *>(&l);
 }
 
+// The flash-attention inner step both attention kernels run per warp
+// (llama_attn_tc_g<G> / llama_attn_fused_g<G> over 16 keys, the prefill
+// over a tile): the lane holds two MMA rows, row 0 in sc[n][0..1] and row
+// 1 in sc[n][2..3] of NT n-tiles of 8 keys, a row's keys spread over the 4
+// lanes of its group (tig).
+//
+// softmax_step: sc enters as scaled scores (log2 domain, -inf where
+// masked) and leaves as p = exp2(s - m); the running max m and this lane's
+// sum l are updated, and al0 / al1 (exp2(m_old - m_new): 0 on the first
+// step, where m_old = -inf) rescale the row's earlier output. The caller
+// guarantees each row a finite max from its first step on.
+template <int NT>
+__device__ __forceinline__ void softmax_step(float (&sc)[NT][4], float &m0, float &m1, float &l0, float &l1,
+                                             float &al0, float &al1) {
+  float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+  for (int n = 0; n < NT; n++)
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+      if (c < 2)
+        mx0 = fmaxf(mx0, sc[n][c]);
+      else
+        mx1 = fmaxf(mx1, sc[n][c]);
+    }
+#pragma unroll
+  for (int o = 1; o <= 2; o <<= 1) {
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, o));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, o));
+  }
+  const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+  al0 = exp2f(m0 - mn0);
+  al1 = exp2f(m1 - mn1);
+  m0 = mn0;
+  m1 = mn1;
+  l0 *= al0;
+  l1 *= al1;
+#pragma unroll
+  for (int n = 0; n < NT; n++) {
+    sc[n][0] = exp2f(sc[n][0] - mn0);  // masked keys: exp2(-inf) = 0
+    sc[n][1] = exp2f(sc[n][1] - mn0);
+    sc[n][2] = exp2f(sc[n][2] - mn1);
+    sc[n][3] = exp2f(sc[n][3] - mn1);
+    l0 += sc[n][0] + sc[n][1];
+    l1 += sc[n][2] + sc[n][3];
+  }
+}
+
+// P's A fragments for 16 keys, the n-tiles s0 (keys 0..7) and s1 (8..15)
+// of softmax_step's output: S's accumulator layout is P's A-fragment
+// layout; each as bf16 hi + lo parts (split2).
+__device__ __forceinline__ void p_fragments(const float (&s0)[4], const float (&s1)[4], uint32_t (&ph)[4],
+                                            uint32_t (&pl)[4]) {
+  split2(s0[0], s0[1], ph[0], pl[0]);
+  split2(s0[2], s0[3], ph[1], pl[1]);
+  split2(s1[0], s1[1], ph[2], pl[2]);
+  split2(s1[2], s1[3], ph[3], pl[3]);
+}
+
+// o += P V for output n-tile i of a 64-dim half: v0..v3 are the lane's
+// value rows of keys 2tig, 2tig + 1, 2tig + 8, 2tig + 9 at the half's dims
+// 8g .. 8g + 7; byte permutes pair two keys at one dim into V's B
+// fragment (column g of n-tile i is dim 8g + i), then hi and lo MMAs.
+__device__ __forceinline__ void pv_mma(float (&o)[4], const uint4 &v0, const uint4 &v1, const uint4 &v2,
+                                       const uint4 &v3, int i, const uint32_t (&ph)[4], const uint32_t (&pl)[4]) {
+  const uint32_t sel = (i & 1) ? 0x7632u : 0x5410u;
+  const uint32_t b0 = __byte_perm(word(v0, i >> 1), word(v1, i >> 1), sel);
+  const uint32_t b1 = __byte_perm(word(v2, i >> 1), word(v3, i >> 1), sel);
+  mma_bf16(o, ph[0], ph[1], ph[2], ph[3], b0, b1);
+  mma_bf16(o, pl[0], pl[1], pl[2], pl[3], b0, b1);
+}
+
 }  // namespace
 
 #endif

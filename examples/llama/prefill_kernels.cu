@@ -211,7 +211,6 @@ __device__ __forceinline__ void prefill_attn(__nv_bfloat16 *out, const __nv_bflo
         }
       }
       // sc[n][c]: row 0 (c < 2) or row 1, key k0 + 8n + 2tig + (c & 1).
-      float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
       for (int n = 0; n < NT; n++)
 #pragma unroll
@@ -219,34 +218,12 @@ __device__ __forceinline__ void prefill_attn(__nv_bfloat16 *out, const __nv_bflo
           const int key = k0 + 8 * n + 2 * tig + (c & 1);
           const bool ok = key <= (c < 2 ? lim0 : lim1);
           sc[n][c] = ok ? sc[n][c] * scale_log2 : -INFINITY;
-          if (c < 2)
-            mx0 = fmaxf(mx0, sc[n][c]);
-          else
-            mx1 = fmaxf(mx1, sc[n][c]);
         }
-#pragma unroll
-      for (int o = 1; o <= 2; o <<= 1) {
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, o));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, o));
-      }
       // Key 0 is in tile 0 and every row attends it, so m is finite from
       // the first tile on; a tile with no key of a row leaves it as it was
-      // (mx = -inf: alpha 1, p 0).
-      const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-      const float al0 = exp2f(m0 - mn0), al1 = exp2f(m1 - mn1);  // 0 on the first tile (m = -inf)
-      m0 = mn0;
-      m1 = mn1;
-      l0 *= al0;
-      l1 *= al1;
-#pragma unroll
-      for (int n = 0; n < NT; n++) {
-        sc[n][0] = exp2f(sc[n][0] - mn0);  // masked keys: exp2(-inf) = 0
-        sc[n][1] = exp2f(sc[n][1] - mn0);
-        sc[n][2] = exp2f(sc[n][2] - mn1);
-        sc[n][3] = exp2f(sc[n][3] - mn1);
-        l0 += sc[n][0] + sc[n][1];
-        l1 += sc[n][2] + sc[n][3];
-      }
+      // (its max -inf: alpha 1, p 0).
+      float al0, al1;
+      softmax_step(sc, m0, m1, l0, l1, al0, al1);
 #pragma unroll
       for (int H = 0; H < VH; H++)
 #pragma unroll
@@ -259,10 +236,7 @@ __device__ __forceinline__ void prefill_attn(__nv_bfloat16 *out, const __nv_bflo
 #pragma unroll
       for (int kk = 0; kk < KT / 16; kk++) {  // 16 keys: k0 + 16kk ..
         uint32_t ph[4], pl[4];  // A fragments of P: (row 0 | row 1) x (keys 2tig.. | 2tig+8..)
-        split2(sc[2 * kk][0], sc[2 * kk][1], ph[0], pl[0]);
-        split2(sc[2 * kk][2], sc[2 * kk][3], ph[1], pl[1]);
-        split2(sc[2 * kk + 1][0], sc[2 * kk + 1][1], ph[2], pl[2]);
-        split2(sc[2 * kk + 1][2], sc[2 * kk + 1][3], ph[3], pl[3]);
+        p_fragments(sc[2 * kk], sc[2 * kk + 1], ph, pl);
         uint4 vr[4][VH];  // keys 2tig, 2tig+1, 2tig+8, 2tig+9 of the 16, dims 64H + 8g .. +7
 #pragma unroll
         for (int r = 0; r < 4; r++)
@@ -273,13 +247,7 @@ __device__ __forceinline__ void prefill_attn(__nv_bfloat16 *out, const __nv_bflo
 #pragma unroll
         for (int H = 0; H < VH; H++)
 #pragma unroll
-          for (int i = 0; i < 8; i++) {
-            const uint32_t sel = (i & 1) ? 0x7632u : 0x5410u;
-            const uint32_t b0 = __byte_perm(word(vr[0][H], i >> 1), word(vr[1][H], i >> 1), sel);
-            const uint32_t b1 = __byte_perm(word(vr[2][H], i >> 1), word(vr[3][H], i >> 1), sel);
-            mma_bf16(oacc[H][i], ph[0], ph[1], ph[2], ph[3], b0, b1);
-            mma_bf16(oacc[H][i], pl[0], pl[1], pl[2], pl[3], b0, b1);
-          }
+          for (int i = 0; i < 8; i++) pv_mma(oacc[H][i], vr[0][H], vr[1][H], vr[2][H], vr[3][H], i, ph, pl);
       }
     }
     __syncthreads();  // every warp is done with this stage before tile + 2 loads into it
