@@ -301,8 +301,8 @@ fused_fn fused_kernel(int D, int G) {
 // fp64 attention over llama_rope_append's queries and the appended caches.
 // Launched twice on the same inputs: the second must give the same bits
 // (its split counters were put back to 0 by the first).
-void check_attn_fused(int D, int B, int nq, int nkv, int max_ctx, const std::vector<int> &lens, int split_len, int nsplit,
-                      bool needle, const std::vector<float> &table = {}) {
+void check_attn_fused(int D, int B, int nq, int nkv, int max_ctx, const std::vector<int> &lens, int split_len,
+                      int nsplit, bool needle, const std::vector<float> &table = {}) {
   const int G = nq / nkv, nh = nq + 2 * nkv;
   float *dtab = table.empty() ? nullptr : up(table);
   const float theta = 500000.f;

@@ -348,7 +348,8 @@ namespace {
 // The scale is applied to the fp32 scores (q and k enter exactly as stored).
 // One warp's share of a split merge: splits first, first + stride, ... <
 // ns of one (query head, sequence) row, lane l owning dims 4l..4l+3 (op is
-// already offset by the lane; at D = 64 lanes 16.. repeat lanes 0..15). kCU splits' loads go out before any is used
+// already offset by the lane; at D = 64 lanes 16.. repeat lanes 0..15).
+// kCU splits' loads go out before any is used
 // (from L2: other blocks or kernels wrote them), and the running max
 // rescales the sums when it grows, so a row of many splits costs a few
 // memory round trips. Folds into (m, l, o); the result is sum_s exp2(m_s -

@@ -375,8 +375,10 @@ int parse(int argc, char **argv, Options *o) {
   const char *bad = nullptr;
   char why[160];
   if (c.head_dim != LLAMA_HEAD_DIM && c.head_dim != LLAMA_HEAD_DIM_SMALL) bad = "head_dim must be 128 or 64";
-  else if (c.heads % c.kv_heads == 0 && c.heads / c.kv_heads > LLAMA_ATTN_MAX_GROUP) bad = "heads / kv_heads must be 1..16";
-  else if (o->attn == Rank::ATTN_FMA && c.head_dim != LLAMA_HEAD_DIM) bad = "--attn fma: head_dim 128 only (use fused or tc)";
+  else if (c.heads % c.kv_heads == 0 && c.heads / c.kv_heads > LLAMA_ATTN_MAX_GROUP)
+    bad = "heads / kv_heads must be 1..16";
+  else if (o->attn == Rank::ATTN_FMA && c.head_dim != LLAMA_HEAD_DIM)
+    bad = "--attn fma: head_dim 128 only (use fused or tc)";
   else if (c.hidden % 8 || c.hidden <= 0) bad = "hidden must be a positive multiple of 8";
   else if (c.heads % c.kv_heads) bad = "heads must be a multiple of kv_heads";
   else if (c.kv_heads % o->tp) { std::snprintf(why, sizeof why, "--tp %d must divide kv_heads %d", o->tp, c.kv_heads); bad = why; }

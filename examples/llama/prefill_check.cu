@@ -232,7 +232,8 @@ void check_rope(int D, int p0, int M, int nq, int nkv, int max_ctx, const std::v
       if (h >= nq && p >= max_ctx) continue;
       const uint16_t *src = &qkv[((size_t)i * nh + h) * D];
       const uint16_t *got = h < nq ? &q[((size_t)i * nq + h) * D] : &kc[((size_t)(h - nq) * max_ctx + p) * D];
-      for (int j = 0; j < D / 2; j++) rope_ref(D, c, got[j], got[j + D / 2], src[j], src[j + D / 2], p, j, table, theta);
+      for (int j = 0; j < D / 2; j++)
+        rope_ref(D, c, got[j], got[j + D / 2], src[j], src[j + D / 2], p, j, table, theta);
     }
   }
   for (int h = 0; h < nkv; h++)
