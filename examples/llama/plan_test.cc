@@ -15,6 +15,7 @@
 //
 //   bazel test //examples/llama:plan_test
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -32,6 +33,24 @@ int g_pass = 0, g_fail = 0;
 void expect(bool ok, const std::string &what) {
   std::printf("%s %s\n", ok ? "PASS" : "FAIL", what.c_str());
   (ok ? g_pass : g_fail)++;
+}
+
+// With TPG_PLAN_DUMP=DIR, each plan's DOT goes to DIR/NAME.dot, so that a
+// change that must not alter the plans (a move, a refactor) can be diffed.
+void dump(const tpg_plan *plan, const std::string &name) {
+  const char *dir = std::getenv("TPG_PLAN_DUMP");
+  if (!dir || !plan) return;
+  size_t need = 0;
+  tpg_plan_dot(plan, nullptr, 0, &need);
+  std::string dot(need, '\0');
+  tpg_plan_dot(plan, &dot[0], need, &need);
+  std::string file = std::string(dir) + "/" + name + ".dot";
+  for (size_t i = std::strlen(dir) + 1; i < file.size(); i++)
+    if (file[i] == ' ' || file[i] == '/') file[i] = '_';
+  if (FILE *f = std::fopen(file.c_str(), "w")) {
+    std::fputs(dot.c_str(), f);
+    std::fclose(f);
+  }
 }
 
 Config model(bool big) {
@@ -68,6 +87,9 @@ int plan(const Config &c, int R, std::string *err, int *nodes, int *colls, size_
     dot->assign(need, '\0');
     tpg_plan_dot(s.plan, &(*dot)[0], need, &need);
   }
+  dump(s.plan, "step R" + std::to_string(R) + " h" + std::to_string(c.hidden) + " B" + std::to_string(c.batch) + " V" +
+                   std::to_string(c.vocab) + " attn" + std::to_string(attn) + (rope_table ? " rope" : "") +
+                   (qkv_bias ? " bias" : "") + " hd" + std::to_string(c.head_dim) + " kv" + std::to_string(c.kv_heads));
   tpg_plan_destroy(s.plan);
   return rc;
 }
@@ -203,6 +225,7 @@ int main() {
         continue;
       }
       int nodes = 0, colls = 0, nslots = 0;
+      dump(s.plan, what);
       tpg_plan_get_stats(s.plan, &nodes, &nslots, &colls);
       const int want_nodes = loop ? 1 + 7 * c.layers + 1 : 2 + 7 * c.layers + (R > 1 ? 2 : 1);
       tpg_plan *p = nullptr;
@@ -282,6 +305,7 @@ int main() {
             continue;
           }
           int nodes = 0, colls = 0;
+          dump(p.plan, what);
           tpg_plan_get_stats(p.plan, &nodes, nullptr, &colls);
           const int want_nodes = 2 + 8 * c.layers + (tail ? (R > 1 ? 4 : 3) : 0);
           const int want_colls = 2 * c.layers + (tail && R > 1 ? 1 : 0);
