@@ -27,7 +27,7 @@ struct Config {
   uint64_t seed = 1;
   bool qkv_bias = false;  // the q/k/v projections have biases (Qwen2): l{i}.bq, l{i}.bk, l{i}.bv
   // RoPE's inverse frequencies [head_dim / 2] when the model scales them
-  // (Llama-3.1's rope_scaling "llama3", model/hf_config.cc); empty: the
+  // (Llama-3.1's rope_scaling "llama3", model/hf/config.cc); empty: the
   // kernels compute 1 / theta^(2i/128) themselves.
   std::vector<float> rope_inv_freq;
 };
@@ -46,8 +46,8 @@ struct Rank {
   void *stub_function = nullptr; // plan_test only (no GPU): names every engine kernel
                                  // as this CUfunction instead of by name in `module`
   tpg_comm *comm = nullptr;       // null at TP 1: a one-rank plan needs none
-  tpg_module *module = nullptr;  // examples/llama/kernels.cu
-  tpg_module *prefill_module = nullptr;  // examples/llama/prefill_kernels.cu (--model's prefill)
+  tpg_module *module = nullptr;  // examples/llama/kernels/step.cu
+  tpg_module *prefill_module = nullptr;  // examples/llama/kernels/prefill.cu (--model's prefill)
   cublasHandle_t cublas = nullptr;
   void *cublas_ws = nullptr;     // cuBLAS must not allocate while captured
   size_t cublas_ws_bytes = 0;
@@ -94,7 +94,7 @@ struct Caches {
 
 // A source of whole tensors on the host by the engine's names (those of
 // docs/llama.md's files: "l{i}.wq", ..., "final_norm", "lm_head", and
-// "embed", the token embedding [vocab, hidden]); model/hf_model.h reads them
+// "embed", the token embedding [vocab, hidden]); model/hf/checkpoint.h reads them
 // from a Hugging Face checkpoint.
 struct TensorReader {
   virtual ~TensorReader() = default;

@@ -1,4 +1,4 @@
-// check_util.cuh - what the engine's fp64 checks (kernel_check.cu,
+// test/check_util.cuh - what the engine's fp64 checks (kernel_check.cu,
 // prefill_check.cu) share on the host: a CUDA call that must succeed (else
 // exit 2), bf16 bit patterns to and from float, and device buffers filled
 // from the host, read back, or poisoned first.

@@ -31,10 +31,10 @@ struct DecodeOptions {
 int run_decode(const Config &c, const Rank &r, const Weights &w, const Source &src, const DecodeOptions &o,
                std::string *err);
 
-// The loops' own buffers, shared with model/generate.cc (which runs the
+// The loops' own buffers, shared with run/generate.cc (which runs the
 // same two loops on a checkpoint's embedding, after its prompt).
 struct DecodeIo {
-  tpg_module *mod = nullptr;  // decode_kernels.cu
+  tpg_module *mod = nullptr;  // kernels/loop.cu
   float *cand = nullptr;      // [ncand] device
   int ncand = 0;
   int *step = nullptr;        // [4] device: steps made

@@ -1,6 +1,6 @@
-// hf_model.h - a Hugging Face model directory as the engine's tensor source.
+// checkpoint.h - a Hugging Face model directory as the engine's tensor source.
 //
-// Opens config.json (hf_config.h) and the safetensors files (safetensors.h),
+// Opens config.json (model/hf/config.h) and the safetensors files (safetensors.h),
 // checks every tensor the engine will read before any is read (present,
 // dtype BF16/F16/F32, the shape the config implies; no bias tensors but
 // Qwen2's q/k/v ones), and
@@ -24,8 +24,8 @@
 #include <string>
 
 #include "examples/llama/llama.h"
-#include "examples/llama/model/hf_config.h"
-#include "examples/llama/model/safetensors.h"
+#include "examples/llama/model/hf/config.h"
+#include "examples/llama/model/hf/safetensors.h"
 
 namespace llama {
 

@@ -1,6 +1,6 @@
 // kernels.h - the Llama example engine's own kernels: names and parameters.
 //
-// The engine never links these: it loads examples/llama/kernels.cu's fatbin
+// The engine never links these: it loads examples/llama/kernels/step.cu's fatbin
 // with tpg_module_load and adds the kernels to its plan by NAME, so the
 // names are extern "C" (unmangled) and the parameter lists below are the
 // contract its tpg_arg lists must match (tpg_graph_create checks them
@@ -98,7 +98,7 @@ LLAMA_ROPE_APPEND_DECL(_d64)
 LLAMA_GROUPS(LLAMA_ATTN_DECL)
 
 // The same first pass on tensor cores (mma.sync m16n8k16, sm_80+): same
-// grid, block, arguments and outputs; kernels.cu says how. The engine uses
+// grid, block, arguments and outputs; kernels/step.cu says how. The engine uses
 // these unless --attn fma.
 #define LLAMA_ATTN_TC_DECL(SFX, G)                                                                             \
   extern "C" __global__ void llama_attn_tc##SFX##_g##G(                                                        \
@@ -140,7 +140,7 @@ LLAMA_GROUPS(LLAMA_ATTN_FUSED_DECL_64)
 LLAMA_ATTN_COMBINE_DECL()
 LLAMA_ATTN_COMBINE_DECL(_d64)
 
-// ---- Prefill (prefill_kernels.cu: its own blob "prefill_kernels" of the
+// ---- Prefill (kernels/prefill.cu: its own blob "prefill_kernels" of the
 // same fatbin, a module of its own). One sequence, a chunk of M prompt rows
 // at positions p0 .. p0 + M - 1, p0 = pos[0] read from device memory (the
 // engine rebinds pos per chunk, so one graph serves every chunk of a size):
@@ -175,7 +175,7 @@ LLAMA_PREFILL_ROPE_DECL(_d64)
 // query heads of its group at positions qb * P .. qb * P + P - 1, P =
 // LLAMA_PREFILL_POSITIONS(G). Tensor cores (mma.sync m16n8k16, bf16 in,
 // fp32 accumulate) with an online softmax in fp32, log2 domain;
-// prefill_kernels.cu says how. grid (llama_prefill_blocks(M, G), nkv),
+// kernels/prefill.cu says how. grid (llama_prefill_blocks(M, G), nkv),
 // block 128.
 #define LLAMA_PREFILL_ATTN_DECL(SFX, G)                                                                        \
   extern "C" __global__ void llama_prefill_attn##SFX##_g##G(                                                   \

@@ -1,4 +1,4 @@
-// hf_config.cc - hf_config.h: config.json's fields, then the engine's limits.
+// config.cc - model/hf/config.h: config.json's fields, then the engine's limits.
 //
 // Absent fields take transformers' defaults (so a config that transformers
 // accepts means the same here); a present field of the wrong type is an
@@ -6,13 +6,13 @@
 // or 64, GQA groups 1..16 (kernels.h), no biases but Qwen2's q/k/v
 // ones (the QKV GEMM's bias epilogue), RoPE unscaled or
 // Llama 3.1's "llama3" scaling, full attention over the whole context.
-#include "examples/llama/model/hf_config.h"
+#include "examples/llama/model/hf/config.h"
 
 #include <cmath>
 #include <cstdio>
 
-#include "examples/llama/kernels.h"
-#include "examples/llama/model/json.h"
+#include "examples/llama/kernels/kernels.h"
+#include "examples/llama/model/hf/json.h"
 
 namespace llama {
 namespace {

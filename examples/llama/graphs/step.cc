@@ -23,9 +23,9 @@
 #include <cstdio>
 #include <cstring>
 
-#include "examples/llama/kernels.h"
+#include "examples/llama/kernels/kernels.h"
 #include "examples/llama/llama.h"
-#include "examples/llama/plan_builder.h"
+#include "examples/llama/graphs/layer.h"
 
 namespace llama {
 namespace {

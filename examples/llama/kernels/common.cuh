@@ -1,5 +1,5 @@
-// kernels_common.cuh - device helpers shared by the engine's two kernel
-// files: kernels.cu (decode) and prefill_kernels.cu (prefill). One copy of
+// common.cuh - device helpers shared by the engine's two kernel
+// files: kernels/step.cu (decode) and kernels/prefill.cu (prefill). One copy of
 // each, so that both paths rotate with the same function (the prefill's
 // cache rows are then what the decode step would have written) and feed
 // the tensor cores the same way.
@@ -9,7 +9,7 @@
 #include <cuda_bf16.h>
 #include <stdint.h>
 
-#include "examples/llama/kernels.h"
+#include "examples/llama/kernels/kernels.h"
 
 namespace {
 

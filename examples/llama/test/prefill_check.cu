@@ -1,4 +1,4 @@
-// prefill_check.cu - the prefill kernels (prefill_kernels.cu) against an
+// prefill_check.cu - the prefill kernels (kernels/prefill.cu) against an
 // fp64 CPU reference, as kernel_check.cu does for the decode kernels.
 //
 // Launches llama_embed, llama_prefill_rope and llama_prefill_attn_g<G>
@@ -27,8 +27,8 @@
 #include <random>
 #include <vector>
 
-#include "examples/llama/check_util.cuh"
-#include "examples/llama/kernels.h"
+#include "examples/llama/test/check_util.cuh"
+#include "examples/llama/kernels/kernels.h"
 #include "examples/llama/model/rope.h"
 
 namespace {

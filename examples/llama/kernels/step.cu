@@ -1,4 +1,4 @@
-// kernels.cu - the Llama example engine's own device code: RMSNorm, RoPE +
+// step.cu - the Llama example engine's own device code: RMSNorm, RoPE +
 // KV-cache append, and split-KV (flash-decoding) attention with GQA.
 //
 // This is engine code, not tpgraph's: the engine embeds this file's fatbin
@@ -16,8 +16,8 @@
 #include <cuda_bf16.h>
 #include <stdint.h>
 
-#include "examples/llama/kernels.h"
-#include "examples/llama/kernels_common.cuh"
+#include "examples/llama/kernels/kernels.h"
+#include "examples/llama/kernels/common.cuh"
 
 namespace {
 
@@ -128,7 +128,7 @@ extern "C" __global__ void __launch_bounds__(256)
   }
 }
 
-// RoPE: rope_rotate (kernels_common.cuh), shared with the prefill kernels.
+// RoPE: rope_rotate (kernels/common.cuh), shared with the prefill kernels.
 namespace {
 template <int D>
 __device__ __forceinline__ void rope_append(__nv_bfloat16 *q, __nv_bfloat16 *k_cache, __nv_bfloat16 *v_cache,

@@ -24,7 +24,7 @@
 //   last chunk only:
 //     logits_r = h[M-1] Wlm_r^T     cuBLAS, captured (one row)
 //     logits = all-gather           (R > 1; [V] in vocab order, since one row)
-//     llama_argmax_part, llama_decode_pick (decode_kernels.cu): the token to
+//     llama_argmax_part, llama_decode_pick (kernels/loop.cu): the token to
 //     pinned host memory, the decode step's x = emb[token], its position + 1
 #ifndef LLAMA_PREFILL_H
 #define LLAMA_PREFILL_H
@@ -46,7 +46,7 @@ std::vector<PrefillChunk> prefill_chunks(int P, int chunk);
 // What the last chunk's graph reads and writes besides the model: borrowed
 // buffers, all device memory except out.
 struct PrefillTail {
-  const tpg_module *decode_module = nullptr;  // decode_kernels.cu (llama_argmax_part, llama_decode_pick)
+  const tpg_module *decode_module = nullptr;  // kernels/loop.cu (llama_argmax_part, llama_decode_pick)
   float *logits = nullptr;  // [vocab] fp32: the last prompt row's logits, every rank's slice (vocab order)
   float *cand = nullptr;    // [4]: (value, token) of the best logit
   int *step = nullptr;      // [4], zero: pick writes out[step[0]]

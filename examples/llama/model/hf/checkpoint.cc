@@ -1,5 +1,5 @@
-// hf_model.cc - hf_model.h: the name map, the checks at open, reads.
-#include "examples/llama/model/hf_model.h"
+// checkpoint.cc - model/hf/checkpoint.h: the name map, the checks at open, reads.
+#include "examples/llama/model/hf/checkpoint.h"
 
 #include <cstdlib>
 

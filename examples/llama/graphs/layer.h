@@ -1,4 +1,4 @@
-// plan_builder.h - what every plan of the engine repeats (the decode step,
+// layer.h - what every plan of the engine repeats (the decode step,
 // step.cc, and the prefill, prefill.cc): a slot with its binding, a chain
 // of nodes each after the one before, an engine kernel node by name, and
 // the layer's QKV linear and everything after its attention, which the two
@@ -46,8 +46,8 @@ struct PlanBuilder {
     have_last = true;
   }
   // An engine kernel by name: of r.module, or of `mod` when given. pdl:
-  // the kernel waits with griddepcontrol.wait before it reads (kernels.cu's
-  // and prefill_kernels.cu's do; decode_kernels.cu's do not), so it is
+  // the kernel waits with griddepcontrol.wait before it reads (kernels/step.cu's
+  // and kernels/prefill.cu's do; kernels/loop.cu's do not), so it is
   // marked pdl when the rank runs with PDL.
   int kernel(const char *name, const std::string &label, unsigned gx, unsigned gy, unsigned gz, unsigned block,
              const std::vector<tpg_arg> &args, const Rank &r, const tpg_module *mod = nullptr, bool pdl = true) {

@@ -1,4 +1,4 @@
-// decode_kernels.cu - the device side of decode.cc's loops: greedy sampling
+// loop.cu - the device side of decode.cc's loops: greedy sampling
 // across tensor-parallel ranks, appending the token, advancing positions,
 // and (device loop) setting the loop's condition. Loaded as a module of its
 // own (symbol llama_decode_kernels); every parameter is listed in decode.cc.

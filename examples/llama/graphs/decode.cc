@@ -17,7 +17,7 @@
 //     the whole is the body of that WHILE, after memsets of the counters.
 // The embedding table is a random [vocab, hidden] bf16 tensor (the example
 // has none of its own): what matters here is that the token feeds back.
-#include "examples/llama/decode.h"
+#include "examples/llama/graphs/decode.h"
 
 #include <algorithm>
 #include <chrono>
@@ -25,7 +25,7 @@
 #include <cstring>
 #include <vector>
 
-#include "examples/llama/plan_builder.h"
+#include "examples/llama/graphs/layer.h"
 #include "lib/embedded.h"
 
 extern const tpg_embedded_blob llama_decode_kernels[];

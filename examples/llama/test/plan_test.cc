@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
-#include "examples/llama/kernels.h"
+#include "examples/llama/kernels/kernels.h"
 #include "examples/llama/llama.h"
-#include "examples/llama/prefill.h"
+#include "examples/llama/graphs/prefill.h"
 
 using namespace llama;
 

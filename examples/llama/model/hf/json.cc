@@ -1,7 +1,7 @@
 // json.cc - json.h's reader: recursive descent over the text, one function
 // per value kind, the position kept for messages. Recursion is bounded
 // (kMaxDepth), so a hostile file cannot exhaust the stack.
-#include "examples/llama/model/json.h"
+#include "examples/llama/model/hf/json.h"
 
 #include <cerrno>
 #include <cmath>

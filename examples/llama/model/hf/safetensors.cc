@@ -1,5 +1,5 @@
 // safetensors.cc - safetensors.h: header checks at open, reads in place.
-#include "examples/llama/model/safetensors.h"
+#include "examples/llama/model/hf/safetensors.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "examples/llama/model/json.h"
+#include "examples/llama/model/hf/json.h"
 
 namespace llama {
 namespace {

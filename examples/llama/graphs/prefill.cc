@@ -8,13 +8,13 @@
 // their epilogue (TP 1: the epilogue alone). Only the attention differs:
 // RoPE + append of M rows, then causal attention over the cache, both
 // reading the chunk's first position from the "pos" slot.
-#include "examples/llama/prefill.h"
+#include "examples/llama/graphs/prefill.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "examples/llama/kernels.h"
-#include "examples/llama/plan_builder.h"
+#include "examples/llama/kernels/kernels.h"
+#include "examples/llama/graphs/layer.h"
 
 namespace llama {
 

@@ -22,8 +22,8 @@
 #include <random>
 #include <vector>
 
-#include "examples/llama/check_util.cuh"
-#include "examples/llama/kernels.h"
+#include "examples/llama/test/check_util.cuh"
+#include "examples/llama/kernels/kernels.h"
 #include "examples/llama/model/rope.h"
 
 namespace {

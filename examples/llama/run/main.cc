@@ -11,7 +11,7 @@
 //   llama --config 70b --layers 4 --tp 2 --bench --sweep --out DIR
 //   llama --weights DIR --tp 2 --lm-head --out OUT    (files of docs/llama.md)
 //   llama --model HF_DIR --prompt-ids 1,2,3 --max-new-tokens 32 --tp 2
-//                                                     (model/generate.h)
+//                                                     (run/generate.h)
 #include <getopt.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -27,11 +27,11 @@
 #include <string>
 #include <vector>
 
-#include "examples/llama/kernels.h"
+#include "examples/llama/kernels/kernels.h"
 #include "examples/llama/llama.h"
-#include "examples/llama/decode.h"
-#include "examples/llama/model/generate.h"
-#include "examples/llama/model/hf_model.h"
+#include "examples/llama/graphs/decode.h"
+#include "examples/llama/run/generate.h"
+#include "examples/llama/model/hf/checkpoint.h"
 #include "lib/embedded.h"
 
 extern "C" const tpg_embedded_blob llama_kernels[];  // //examples/llama:device_code
@@ -52,7 +52,7 @@ struct Options {
   bool set_layers = false, set_batch = false, set_ctx = false, set_steps = false;
   int decode = 0, end_token = -1;  // --decode N: decode.h's host loop vs device loop
   // --model DIR (a Hugging Face checkpoint): --prompt-ids in, new ids out
-  // (model/generate.h); other_flag: the first flag seen that --model refuses.
+  // (run/generate.h); other_flag: the first flag seen that --model refuses.
   std::string model, other_flag, model_flag;  // model_flag: the first of --model's own flags seen
   std::vector<int> prompt;
   int max_new = 32;
@@ -217,7 +217,7 @@ int parse_model(Options *o) {
 
 int parse(int argc, char **argv, Options *o) {
   enum { DECODE = 100, ENDTOKEN };  // decode.h's flags
-  enum { MODEL = 200, PROMPTIDS, MAXNEW, PREFILL, PREFILLCHUNK, PROMPTLOGITS };  // model/generate.h's
+  enum { MODEL = 200, PROMPTIDS, MAXNEW, PREFILL, PREFILLCHUNK, PROMPTLOGITS };  // run/generate.h's
   enum { CONFIG = 1, LAYERS, BATCH, CTX, STEPS, TP, WEIGHTS, OUT, BENCH, SWEEP, LMHEAD, VOCAB, SEED, ITERS, WARMUP,
          IDFILE, PDL, NOPDL, MODE, VERIFY, ATTN, ATTNBPS, HELP };
   static const option opts[] = {
@@ -712,7 +712,7 @@ int run_rank(Options &o, int rank, int nranks, int device, const std::string &id
     return 1;
   }
   CHECK_TPG(tpg_module_load(blob->start, (size_t)(blob->end - blob->start), &R.module));
-  if (!o.model.empty()) {  // the prefill's kernels (prefill_kernels.cu), a blob of the same fatbin
+  if (!o.model.empty()) {  // the prefill's kernels (kernels/prefill.cu), a blob of the same fatbin
     const tpg_embedded_blob *pb = llama_kernels;
     while (pb->name && std::strcmp(pb->name, "prefill_kernels")) pb++;
     if (!pb->name) {

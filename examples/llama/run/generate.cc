@@ -9,15 +9,15 @@
 // runs (medians); every run starts from an empty prompt (the caches are
 // rewritten at every position before they are read) and both loops start
 // from the same state, so every run must make the same tokens.
-#include "examples/llama/model/generate.h"
+#include "examples/llama/run/generate.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 
-#include "examples/llama/decode.h"
-#include "examples/llama/prefill.h"
+#include "examples/llama/graphs/decode.h"
+#include "examples/llama/graphs/prefill.h"
 
 namespace llama {
 namespace {

@@ -1,4 +1,4 @@
-// hf_config.h - a Hugging Face config.json, and whether this engine runs it.
+// config.h - a Hugging Face config.json, and whether this engine runs it.
 //
 // Two steps, kept apart so that a message can say which went wrong:
 // read_hf_config reads the fields of the three families the engine knows

@@ -1,4 +1,4 @@
-// prefill_kernels.cu - the engine's device code for the prompt: the token
+// prefill.cu - the engine's device code for the prompt: the token
 // embedding, RoPE + KV append of M rows, and causal attention of a chunk of
 // M query rows over the cache, on tensor cores.
 //
@@ -12,7 +12,7 @@
 //   query head) pairs of ONE KV head's group, G heads per position, so a
 //   block reads its K/V tiles once for G x (64 / G) rows.
 // - Fragment layouts are the decode kernel's (llama_attn_tc_g<G>,
-//   kernels.cu), checked there: Q K^T sums the dims in a permuted order so
+//   kernels/step.cu), checked there: Q K^T sums the dims in a permuted order so
 //   that Q and K fragments are whole 16-byte loads; P's A fragments are S's
 //   accumulators; V's B fragments pair two keys at one dim with byte
 //   permutes; P enters as bf16 hi + lo (two MMAs), keeping the fp32
@@ -23,8 +23,8 @@
 #include <cuda_bf16.h>
 #include <stdint.h>
 
-#include "examples/llama/kernels.h"
-#include "examples/llama/kernels_common.cuh"
+#include "examples/llama/kernels/kernels.h"
+#include "examples/llama/kernels/common.cuh"
 
 extern "C" __global__ void __launch_bounds__(128)
     llama_embed(__nv_bfloat16 *x, const __nv_bfloat16 *emb, const int *ids, int hidden, int vocab) {

@@ -31,10 +31,10 @@
 #include <vector>
 
 #include "examples/llama/llama.h"
-#include "examples/llama/model/hf_config.h"
-#include "examples/llama/model/hf_model.h"
-#include "examples/llama/model/json.h"
-#include "examples/llama/model/safetensors.h"
+#include "examples/llama/model/hf/config.h"
+#include "examples/llama/model/hf/checkpoint.h"
+#include "examples/llama/model/hf/json.h"
+#include "examples/llama/model/hf/safetensors.h"
 
 using namespace llama;
 
