@@ -74,10 +74,18 @@ bool parse_int(const char *flag, const char *s, int lo, int hi, int *out) {
   return true;
 }
 
+// --tp left out: the largest TP up to the GPUs here that the model divides,
+// said once (the ranks this process starts are told theirs).
+int chosen_tp(const Config &c, int gpus) {
+  const int t = largest_tp(c, std::max(1, std::min(gpus, 8)));
+  std::printf("llama: TP %d (%d GPU(s) here%s)\n", t, gpus, t < gpus ? "; the model divides no more" : "");
+  return t;
+}
+
 // --model: the run is one sequence of the prompt plus --max-new-tokens; the
 // model, and whether the engine can run it, come from the checkpoint (read
 // here already, headers only, so a refusal costs no GPU time: exit 2).
-int parse_model(Options *o) {
+int parse_model(Options *o, int gpus) {
   if (o->model.empty() || o->prompt.empty()) {
     std::fprintf(stderr, "llama: --model, --prompt-ids (and --max-new-tokens) go together\n");
     return 2;
@@ -122,7 +130,9 @@ int parse_model(Options *o) {
   c.max_ctx = need;
   HfModel m;
   std::string err;
-  if (m.open(o->model, o->tp, need, &c, &err)) {
+  const bool pick = o->tp == 0;  // the checkpoint's widths first, at TP 1, then the TP they allow
+  if (m.open(o->model, pick ? 1 : o->tp, need, &c, &err) ||
+      (pick && (o->tp = chosen_tp(c, gpus)) > 1 && m.open(o->model, o->tp, need, &c, &err))) {
     std::fprintf(stderr, "llama: --model: %s\n", err.c_str());
     return 2;
   }
@@ -232,7 +242,8 @@ void usage(FILE *f) {
                "  --batch B         sequences, 1..64 (default 1)\n"
                "  --ctx C           positions already in the KV cache (default 512)\n"
                "  --steps S         decode steps; ctx + S <= 8192 (default 4)\n"
-               "  --tp N            tensor-parallel ranks, 1..8 (default 1); started by this\n"
+               "  --tp N            tensor-parallel ranks, 1..8 (default: the GPUs here, or mpirun's\n"
+               "                    -np, capped by what the model divides); started by this\n"
                "                    program unless run under mpirun -np N\n"
                "  --weights DIR     read config.txt, weights, caches and inputs from DIR\n"
                "                    (docs/llama.md); without: seeded random, same on every rank\n"
@@ -278,6 +289,12 @@ void usage(FILE *f) {
                "  --iters N         with --model: timed runs after one warm-up (default 1; medians)\n");
 }
 
+int largest_tp(const Config &c, int limit) {
+  for (int t = limit; t > 1; t--)
+    if (c.kv_heads > 0 && c.kv_heads % t == 0 && c.ffn % (8 * t) == 0 && c.vocab % (8 * t) == 0) return t;
+  return 1;
+}
+
 int parse_args(int argc, char **argv, Options *o) {
   int ch, idx = -1;
   while ((ch = getopt_long(argc, argv, "", kOpts, &idx)) != -1) {
@@ -300,9 +317,9 @@ int parse_args(int argc, char **argv, Options *o) {
   return 0;
 }
 
-int finish_args(Options *o) {
+int finish_args(Options *o, int gpus) {
   Config &c = o->c;
-  if (!o->model.empty() || !o->prompt.empty() || o->set_max_new) return parse_model(o);
+  if (!o->model.empty() || !o->prompt.empty() || o->set_max_new) return parse_model(o, gpus);
   if (!o->model_flag.empty()) {
     std::fprintf(stderr, "llama: %s goes with --model\n", o->model_flag.c_str());
     return 2;
@@ -340,6 +357,7 @@ int finish_args(Options *o) {
   } else {
     c.vocab = o->lm_head ? o->vocab : 0;
   }
+  if (o->tp == 0) o->tp = chosen_tp(c, gpus);
   const int need = c.ctx + c.steps;
   if (c.max_ctx < need) c.max_ctx = need;
   const char *bad = nullptr;

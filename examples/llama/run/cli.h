@@ -16,7 +16,7 @@ namespace llama {
 
 struct Options {
   Config c;
-  int tp = 1;
+  int tp = 0;  // --tp; 0: the GPUs present, capped by what the model divides
   std::string weights, out, id_file;
   bool bench = false, sweep = false, lm_head = false, pdl = true, verify = false;
   Rank::Attn attn = Rank::ATTN_FUSED;
@@ -44,8 +44,13 @@ void usage(FILE *f);
 int parse_args(int argc, char **argv, Options *o);
 
 // The model and the run (the checkpoint's headers or config.txt read, every
-// limit checked). 0 or 2, as parse_args.
-int finish_args(Options *o);
+// limit checked), with o->tp chosen when it was not given: the largest TP up
+// to `gpus` that the model divides. 0 or 2, as parse_args.
+int finish_args(Options *o, int gpus);
+
+// The largest t <= limit that divides the model's KV heads, and whose 8 x t
+// divides its FFN width and vocabulary: what every rank's shard needs.
+int largest_tp(const Config &c, int limit);
 
 }  // namespace llama
 

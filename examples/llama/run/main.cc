@@ -9,9 +9,9 @@
 // (graphs/step.cc) and launches it once per token; rank 0 writes the outputs
 // and prints the results.
 //
-//   llama --config 70b --layers 4 --tp 2 --bench --sweep --out DIR
-//   llama --weights DIR --tp 2 --lm-head --out OUT    (files of docs/llama.md)
-//   llama --model HF_DIR --prompt-ids 1,2,3 --max-new-tokens 32 --tp 2
+//   llama --config 70b --layers 4 --bench --sweep --out DIR
+//   llama --weights DIR --lm-head --out OUT         (files of docs/llama.md)
+//   llama --model HF_DIR --prompt-ids 1,2,3 --max-new-tokens 32
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -88,16 +88,20 @@ int main(int argc, char **argv) {
   Options o;
   const int pr = parse_args(argc, argv, &o);
   if (pr) return pr == 1 ? 0 : 2;
-  if (finish_args(&o)) return 2;
-  // Before any CUDA call: without a usable driver or GPU (a CPU build box, CI)
-  // say so plainly, as tpbench does, instead of the CUDA runtime's message.
+  // Ranks under mpirun, or started by this program, are told their TP;
+  // otherwise it follows the GPUs here (the driver asked, no CUDA work).
+  const int mpi_size = env_int("OMPI_COMM_WORLD_SIZE", 0), own = env_int("LLAMA_NRANKS", 0);
+  if (o.tp == 0) o.tp = mpi_size > 0 ? mpi_size : own;
   tpg_runtime_info ri;
-  if (tpg_runtime_get_info(&ri, sizeof ri) != TPG_SUCCESS || ri.device_count < 1) {
+  const bool driver = tpg_runtime_get_info(&ri, sizeof ri) == TPG_SUCCESS;
+  if (finish_args(&o, driver ? ri.device_count : 0)) return 2;
+  // Without a usable driver or GPU (a CPU build box, CI) say so plainly,
+  // as tpbench does, instead of the CUDA runtime's message.
+  if (!driver || ri.device_count < 1) {
     std::fprintf(stderr, "llama: no GPU here (%s). Run it on a machine with NVIDIA GPUs.\n",
                  ri.driver_error[0] ? ri.driver_error : "the driver sees no device");
     return 1;
   }
-  const int mpi_size = env_int("OMPI_COMM_WORLD_SIZE", 0), own = env_int("LLAMA_NRANKS", 0);
   if (mpi_size == 0 && own == 0 && o.tp > ri.device_count) {  // ranks spawned here, one GPU each
     std::fprintf(stderr, "llama: --tp %d: this machine has %d GPU(s) (run under mpirun to span machines)\n", o.tp,
                  ri.device_count);
