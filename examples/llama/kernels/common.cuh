@@ -1,8 +1,9 @@
-// common.cuh - device helpers shared by the engine's two kernel
-// files: kernels/step.cu (decode) and kernels/prefill.cu (prefill). One copy of
-// each, so that both paths rotate with the same function (the prefill's
-// cache rows are then what the decode step would have written) and feed
-// the tensor cores the same way.
+// common.cuh - device helpers shared by the engine's kernel files:
+// kernels/step.cu (decode), kernels/prefill.cu (prefill) and kernels/paged.cu
+// (both over the paged KV cache). One copy of each, so that every path
+// rotates with the same function (the prefill's cache rows are then what the
+// decode step would have written), feeds the tensor cores the same way and
+// merges attention splits in the same order.
 #ifndef LLAMA_KERNELS_COMMON_CUH
 #define LLAMA_KERNELS_COMMON_CUH
 
@@ -157,6 +158,67 @@ __device__ __forceinline__ void pv_mma(float (&o)[4], const uint4 &v0, const uin
   const uint32_t b1 = __byte_perm(word(v2, i >> 1), word(v3, i >> 1), sel);
   mma_bf16(o, ph[0], ph[1], ph[2], ph[3], b0, b1);
   mma_bf16(o, pl[0], pl[1], pl[2], pl[3], b0, b1);
+}
+
+// One warp's share of a split merge: splits first, first + stride, ... <
+// ns of one (query head, sequence) row, lane l owning dims 4l..4l+3 (op is
+// already offset by the lane; at D = 64 lanes 16.. repeat lanes 0..15).
+// kCU splits' loads go out before any is used
+// (from L2: other blocks or kernels wrote them), and the running max
+// rescales the sums when it grows, so a row of many splits costs a few
+// memory round trips. Folds into (m, l, o); the result is sum_s exp2(m_s -
+// m) o_s / sum_s exp2(m_s - m) l_s up to fp32 summation order.
+template <int D>
+__device__ __forceinline__ void merge_splits(const float2 *ml, const float4 *op, int first, int stride, int ns,
+                                             float &m, float &l, float4 &o) {
+  constexpr int kCU = 8;
+  for (int s0 = first; s0 < ns; s0 += stride * kCU) {
+    float2 st[kCU];
+    float4 v[kCU];
+#pragma unroll
+    for (int u = 0; u < kCU; u++) {
+      const int sp = s0 + u * stride;
+      if (sp < ns) {
+        st[u] = __ldcg(ml + sp);
+        v[u] = __ldcg(op + (size_t)sp * (D / 4));
+      } else {
+        st[u] = make_float2(-INFINITY, 0.f);
+        v[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+    }
+    float mb = st[0].x;  // split s0 < ns holds keys: finite
+#pragma unroll
+    for (int u = 1; u < kCU; u++) mb = fmaxf(mb, st[u].x);
+    const float mnew = fmaxf(m, mb);
+    const float al = exp2f(m - mnew);  // 0 on the first batch (m = -inf)
+    l *= al;
+    o.x *= al;
+    o.y *= al;
+    o.z *= al;
+    o.w *= al;
+#pragma unroll
+    for (int u = 0; u < kCU; u++) {
+      const float wgt = exp2f(st[u].x - mnew);  // 0 for the padding (-inf)
+      l += wgt * st[u].y;
+      o.x += wgt * v[u].x;
+      o.y += wgt * v[u].y;
+      o.z += wgt * v[u].z;
+      o.w += wgt * v[u].w;
+    }
+    m = mnew;
+  }
+}
+
+// 16 bytes global -> shared without registers (sm_80+); ok = false writes
+// 16 zero bytes and reads nothing (src-size 0), for keys past the end.
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool ok) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(ok ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 }  // namespace

@@ -90,18 +90,6 @@ LLAMA_PREFILL_ROPE_DEF(_d64, 64)
 
 namespace {
 
-// 16 bytes global -> shared without registers (sm_80+); ok = false writes
-// 16 zero bytes and reads nothing (src-size 0), for keys past the end.
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool ok) {
-  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(ok ? 16 : 0) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
 // One block: KV head h, query rows r = 0..63 of block qb, row r being
 // position i = qb * RPB + r / G and query head h * G + r % G (RPB =
 // floor(64 / G) positions per block). When G does not divide 64 the last

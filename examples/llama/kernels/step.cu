@@ -346,55 +346,6 @@ namespace {
 //   Its accumulator then holds dims 64H + 16 tig + i (c0) and + 8 + i (c1).
 // - P enters as bf16 hi + lo (split2): two MMAs, fp32-softmax precision.
 // The scale is applied to the fp32 scores (q and k enter exactly as stored).
-// One warp's share of a split merge: splits first, first + stride, ... <
-// ns of one (query head, sequence) row, lane l owning dims 4l..4l+3 (op is
-// already offset by the lane; at D = 64 lanes 16.. repeat lanes 0..15).
-// kCU splits' loads go out before any is used
-// (from L2: other blocks or kernels wrote them), and the running max
-// rescales the sums when it grows, so a row of many splits costs a few
-// memory round trips. Folds into (m, l, o); the result is sum_s exp2(m_s -
-// m) o_s / sum_s exp2(m_s - m) l_s up to fp32 summation order.
-template <int D>
-__device__ __forceinline__ void merge_splits(const float2 *ml, const float4 *op, int first, int stride, int ns,
-                                             float &m, float &l, float4 &o) {
-  constexpr int kCU = 8;
-  for (int s0 = first; s0 < ns; s0 += stride * kCU) {
-    float2 st[kCU];
-    float4 v[kCU];
-#pragma unroll
-    for (int u = 0; u < kCU; u++) {
-      const int sp = s0 + u * stride;
-      if (sp < ns) {
-        st[u] = __ldcg(ml + sp);
-        v[u] = __ldcg(op + (size_t)sp * (D / 4));
-      } else {
-        st[u] = make_float2(-INFINITY, 0.f);
-        v[u] = make_float4(0.f, 0.f, 0.f, 0.f);
-      }
-    }
-    float mb = st[0].x;  // split s0 < ns holds keys: finite
-#pragma unroll
-    for (int u = 1; u < kCU; u++) mb = fmaxf(mb, st[u].x);
-    const float mnew = fmaxf(m, mb);
-    const float al = exp2f(m - mnew);  // 0 on the first batch (m = -inf)
-    l *= al;
-    o.x *= al;
-    o.y *= al;
-    o.z *= al;
-    o.w *= al;
-#pragma unroll
-    for (int u = 0; u < kCU; u++) {
-      const float wgt = exp2f(st[u].x - mnew);  // 0 for the padding (-inf)
-      l += wgt * st[u].y;
-      o.x += wgt * v[u].x;
-      o.y += wgt * v[u].y;
-      o.z += wgt * v[u].z;
-      o.w += wgt * v[u].w;
-    }
-    m = mnew;
-  }
-}
-
 // The fused form's extra arguments (llama_attn_fused_g<G>, FUSED = true).
 struct FusedArgs {
   __nv_bfloat16 *out;          // [B, nq * D]: the merged attention output
