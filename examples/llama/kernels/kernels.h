@@ -28,6 +28,7 @@
 // one per kernels/*.cu file, named by the file's stem.
 #define LLAMA_BLOB_STEP "step"        // kernels/step.cu
 #define LLAMA_BLOB_PREFILL "prefill"  // kernels/prefill.cu
+#define LLAMA_BLOB_PAGED "paged"      // kernels/paged.cu
 
 // The head dims with compiled kernels.
 #define LLAMA_HEAD_DIM 128
@@ -49,6 +50,20 @@
 // Threads of llama_prefill_rope's block (one block a row).
 #define LLAMA_PREFILL_ROPE_THREADS 256
 
+// The paged KV cache (kernels/paged.cu): keys per block. One block of one
+// KV head is one tile of the attention kernels (LLAMA_ATTN_TILE keys, 16 KB
+// at head dim 128), so a tile costs one block-table lookup and one
+// contiguous load; 64 keys waste 32 positions per sequence on average.
+#define LLAMA_KV_BLOCK 64
+// Shared-memory stages of llama_paged_attn's K/V pipeline (cp.async): with
+// 2, two blocks fit an SM at head dim 128 (76 KB each) and keep ~150 KB of
+// loads in flight per SM; a third stage would leave one block per SM.
+#define LLAMA_PAGED_STAGES 2
+// The serving step's decode split in keys (whole blocks), by context length
+// alone so that a row never depends on the step's size (batch invariance;
+// docs/serving.md weighs it against the batch-dependent wave rule).
+#define LLAMA_PAGED_SPLIT 512
+
 #ifdef __cplusplus
 #include <string>
 // The kernel of stem ("llama_attn_tc", "llama_rope_append", ...) for head
@@ -63,6 +78,11 @@ inline std::string llama_kernel_name(const char *stem, int head_dim, int group) 
 inline unsigned llama_prefill_blocks(int rows, int group) {
   const int per = LLAMA_PREFILL_POSITIONS(group);
   return (unsigned)((rows + per - 1) / per);
+}
+// llama_paged_attn's dynamic shared memory: LLAMA_PAGED_STAGES stages of a
+// K tile (rows of D + 32 elements) and a V tile (D + 8), bf16.
+inline unsigned llama_paged_attn_smem(int head_dim) {
+  return (unsigned)(LLAMA_PAGED_STAGES * LLAMA_KV_BLOCK * (2 * head_dim + 40) * 2);
 }
 #endif
 
@@ -190,6 +210,74 @@ LLAMA_PREFILL_ROPE_DECL(_d64)
 #define LLAMA_PREFILL_ATTN_DECL_64(G) LLAMA_PREFILL_ATTN_DECL(_d64, G)
 LLAMA_GROUPS(LLAMA_PREFILL_ATTN_DECL_128)
 LLAMA_GROUPS(LLAMA_PREFILL_ATTN_DECL_64)
+
+// ---- The serving step over the paged KV cache (kernels/paged.cu, blob
+// "paged"; graphs/serve_step.cc). A step is T rows, each one token of one
+// sequence:
+//   rows 0 .. nd-1   decode rows: a sequence's newest token, which attends
+//                    to its whole context
+//   rows nd .. T-1   prefill rows (prompt tokens at consecutive positions,
+//                    of one or several prompts) or padding (seq < 0)
+// Caches, per layer, and the sequences' block tables:
+//   k_pool, v_pool [nblocks, nkv, LLAMA_KV_BLOCK, D]   one block of one head
+//                                                      is a contiguous tile
+//   tables int32 [max_seqs, max_blocks]   sequence s's position p is row
+//                    p % LLAMA_KV_BLOCK of block tables[s][p / LLAMA_KV_BLOCK]
+// Per-step inputs, int32 device memory the host fills before each launch
+// (the step's kernels read them; no argument changes between steps):
+//   meta [4]    meta[0] = nd, meta[1] = npw (prefill work items), 2..3 unused
+//   pos [T]     row i's position: its token is written there and attends to
+//               positions 0 .. pos[i] of its sequence
+//   seq [T]     row i's sequence (a row of tables), -1: padding (no work)
+//   work [W, 2] prefill work item j < npw: (i0, n), rows i0 .. i0 + n - 1
+//               are positions pos[i0] .. pos[i0] + n - 1 of one sequence,
+//               n <= LLAMA_PREFILL_POSITIONS(G)
+// Batch invariance: a row's outputs depend on its own sequence only, never
+// on the other rows, the step's size or how a prompt was cut into chunks
+// (docs/serving.md): the decode split is split_len keys from position 0
+// whatever T is, and the prefill's key tiles start at position 0.
+
+// Decode rows: RoPE + KV append + split attention + merge, as
+// llama_attn_fused_g<G>, over the pool through the row's block table, K/V
+// streamed through LLAMA_PAGED_STAGES shared-memory stages (cp.async); a
+// row's splits are split_len keys each (a multiple of LLAMA_KV_BLOCK),
+// ceil((pos + 1) / split_len) of them, merged by the last to finish
+// (counters [T * nkv], zero before the first launch and after every one).
+// Prefill rows: block (0, h, i) rotates the G query heads of group h into q
+// and appends key and value h at the row's position (the rotation is the
+// decode path's, bit for bit). out [T, nq * D] (decode rows), q [T, nq * D]
+// (prefill rows), o_part [T, nq, nsplit, D], ml_part [T, nq, nsplit, 2].
+// grid (nsplit, nkv, T), block 128, llama_paged_attn_smem(D) bytes of
+// dynamic shared memory.
+#define LLAMA_PAGED_ATTN_DECL(SFX, G)                                                                          \
+  extern "C" __global__ void llama_paged_attn##SFX##_g##G(                                                     \
+      __nv_bfloat16 *out, __nv_bfloat16 *q, float *o_part, float *ml_part, unsigned *counters,                 \
+      __nv_bfloat16 *k_pool, __nv_bfloat16 *v_pool, const int *tables, const __nv_bfloat16 *qkv,              \
+      const int *meta, const int *pos, const int *seq, int nkv, int max_blocks, int split_len, int nsplit,     \
+      float scale_log2, float theta, const float *inv_freq);
+#define LLAMA_PAGED_ATTN_DECL_128(G) LLAMA_PAGED_ATTN_DECL(, G)
+#define LLAMA_PAGED_ATTN_DECL_64(G) LLAMA_PAGED_ATTN_DECL(_d64, G)
+LLAMA_GROUPS(LLAMA_PAGED_ATTN_DECL_128)
+LLAMA_GROUPS(LLAMA_PAGED_ATTN_DECL_64)
+
+// Causal attention of the prefill rows over the pool, after
+// llama_paged_attn appended them: llama_prefill_attn_g<G>'s block and
+// arithmetic, a block per work item (wi, h): the rows of work item wi,
+// query heads of KV head h; items wi >= meta[1] exit. grid (W, nkv), block 128.
+#define LLAMA_PAGED_PREFILL_DECL(SFX, G)                                                                       \
+  extern "C" __global__ void llama_paged_prefill##SFX##_g##G(                                                  \
+      __nv_bfloat16 *out, const __nv_bfloat16 *q, const __nv_bfloat16 *k_pool, const __nv_bfloat16 *v_pool,   \
+      const int *tables, const int *meta, const int *pos, const int *seq, const int *work, int nkv,            \
+      int max_blocks, float scale_log2);
+#define LLAMA_PAGED_PREFILL_DECL_128(G) LLAMA_PAGED_PREFILL_DECL(, G)
+#define LLAMA_PAGED_PREFILL_DECL_64(G) LLAMA_PAGED_PREFILL_DECL(_d64, G)
+LLAMA_GROUPS(LLAMA_PAGED_PREFILL_DECL_128)
+LLAMA_GROUPS(LLAMA_PAGED_PREFILL_DECL_64)
+
+// dst[j, :] = src[rows[j], :] (the rows whose token the step samples, before
+// the LM head). grid (L), block 128; hidden a multiple of 8.
+extern "C" __global__ void llama_gather_rows(__nv_bfloat16 *dst, const __nv_bfloat16 *src, const int *rows,
+                                             int hidden);
 #endif
 
 #endif

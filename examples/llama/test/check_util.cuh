@@ -7,6 +7,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -56,6 +57,41 @@ T *poisoned(size_t n) {  // 0xff bytes: NaN in bf16 and fp32
   CK(cudaMalloc(&d, n * sizeof(T)));
   CK(cudaMemset(d, 0xff, n * sizeof(T)));
   return d;
+}
+
+// Element-wise |got - ref| <= tol (NaN fails) and the relative norm error
+// ||got - ref|| / ||ref||; report() prints one line and counts it in *pass
+// or *fail.
+struct Cmp {
+  double worst = 0, num = 0, den = 0;  // worst: max |err| / tol
+  size_t bad = 0, n = 0, first_bad = SIZE_MAX;
+  void add(double got, double ref, double tol) {
+    const double e = std::fabs(got - ref);
+    if (!(e <= tol)) {
+      if (!bad) first_bad = n;
+      bad++;
+    }
+    if (e / tol > worst || e != e) worst = e != e ? INFINITY : e / tol;
+    num += (got - ref) * (got - ref);
+    den += ref * ref;
+    n++;
+  }
+  bool report(const char *what, double rel_max, int *pass, int *fail) const {
+    const double rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+    const bool ok = bad == 0 && rel <= rel_max && n > 0;
+    std::printf("%s %-66s max err/bound %.3f, rel norm %.2e (<= %.1e), %zu/%zu bad\n", ok ? "PASS" : "FAIL", what,
+                worst, rel, rel_max, bad, n);
+    if (bad) std::printf("      first bad at index %zu\n", first_bad);
+    (ok ? *pass : *fail)++;
+    return ok;
+  }
+};
+
+// One line for a check that is a yes or no.
+inline bool verdict(bool ok, const char *what, const char *detail, int *pass, int *fail) {
+  std::printf("%s %-66s %s\n", ok ? "PASS" : "FAIL", what, detail);
+  (ok ? *pass : *fail)++;
+  return ok;
 }
 
 }  // namespace llama_check
