@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "examples/llama/graphs/decode.h"
+#include "examples/llama/kernels/kernels.h"
 #include "examples/llama/model/hf/checkpoint.h"
 #include "examples/llama/run/generate.h"
 #include "lib/embedded.h"
@@ -37,26 +38,27 @@ int open_comm(Rank &R, const std::string &id_file) {
   return 0;
 }
 
+// One blob of the engine's embedded fatbin (//examples/llama:device_code,
+// one blob per kernels/*.cu file, named by its stem) as a module: the one
+// place that reads the table, so that the library's own blob-by-name call
+// replaces this function alone when it lands.
+int load_blob(const Rank &R, const char *name, tpg_module **out) {
+  const tpg_embedded_blob *blob = llama_kernels;
+  while (blob->name && std::strcmp(blob->name, name)) blob++;
+  if (!blob->name) {
+    std::fprintf(stderr, "llama: the embedded device code has no '%s' image\n", name);
+    return 1;
+  }
+  CHECK_TPG(tpg_module_load(blob->start, (size_t)(blob->end - blob->start), out));
+  return 0;
+}
+
 // The engine's kernels (and the prefill's, with --model) from the embedded
 // fatbin, and cuBLAS for the LM head.
 int load_modules(const Options &o, Rank &R) {
   const int rank = R.rank;
-  const tpg_embedded_blob *blob = llama_kernels;
-  while (blob->name && std::strcmp(blob->name, "kernels")) blob++;
-  if (!blob->name) {
-    std::fprintf(stderr, "llama: the embedded device code has no 'kernels' image\n");
-    return 1;
-  }
-  CHECK_TPG(tpg_module_load(blob->start, (size_t)(blob->end - blob->start), &R.module));
-  if (!o.model.empty()) {  // the prefill's kernels (kernels/prefill.cu), a blob of the same fatbin
-    const tpg_embedded_blob *pb = llama_kernels;
-    while (pb->name && std::strcmp(pb->name, "prefill_kernels")) pb++;
-    if (!pb->name) {
-      std::fprintf(stderr, "llama: the embedded device code has no 'prefill_kernels' image\n");
-      return 1;
-    }
-    CHECK_TPG(tpg_module_load(pb->start, (size_t)(pb->end - pb->start), &R.prefill_module));
-  }
+  if (load_blob(R, LLAMA_BLOB_STEP, &R.module)) return 1;
+  if (!o.model.empty() && load_blob(R, LLAMA_BLOB_PREFILL, &R.prefill_module)) return 1;
   if (o.c.vocab > 0) {
     if (cublasCreate(&R.cublas) != CUBLAS_STATUS_SUCCESS) {
       std::fprintf(stderr, "llama rank %d: cublasCreate failed\n", rank);
