@@ -1322,6 +1322,27 @@ typedef struct tpg_linear_part {
 TPG_API tpg_status tpg_linear_shard(const tpg_linear_desc *desc, int device, const tpg_linear_whole *whole,
                                     const tpg_linear_part *out, tpg_stream stream);
 
+/* ------------------------------------------------------------------------ */
+/* Engines: device code embedded by name                                     */
+
+/* One fatbin of a table that //tools/cuda:defs.bzl's cuda_fatbin (or CMake's
+ * tpgraph_embed_kernels) embeds in a program: the rule defines
+ * `const tpg_embedded_blob <symbol>[]`, one entry per .cu source, named by
+ * its stem, and a last entry whose name is NULL. Declare it where it is used
+ * (C++: extern "C" const tpg_embedded_blob my_kernels[];). */
+typedef struct tpg_embedded_blob {
+  const char *name;            /* the .cu file's stem, e.g. "kernels"; NULL ends the table */
+  const unsigned char *start;  /* the fatbin's bytes                                       */
+  const unsigned char *end;
+} tpg_embedded_blob;
+
+/* Loads blob `name` of `table` as tpg_module_load loads an image (the module
+ * keeps its own copy). A name the table lacks is TPG_ERROR_INVALID_ARGUMENT
+ * listing the names it has; a table without its NULL entry within 4096 is
+ * refused rather than read past its end. */
+TPG_API tpg_status tpg_module_load_embedded(const tpg_embedded_blob *table /* borrowed */, const char *name,
+                                            tpg_module **out /* OUT, owned */);
+
 #ifdef __cplusplus
 }
 #endif
