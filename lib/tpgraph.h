@@ -1323,7 +1323,7 @@ TPG_API tpg_status tpg_linear_shard(const tpg_linear_desc *desc, int device, con
                                     const tpg_linear_part *out, tpg_stream stream);
 
 /* ------------------------------------------------------------------------ */
-/* Engines: device code embedded by name                                     */
+/* Engines: device code embedded by name, a plan's slots in one call         */
 
 /* One fatbin of a table that //tools/cuda:defs.bzl's cuda_fatbin (or CMake's
  * tpgraph_embed_kernels) embeds in a program: the rule defines
@@ -1342,6 +1342,16 @@ typedef struct tpg_embedded_blob {
  * refused rather than read past its end. */
 TPG_API tpg_status tpg_module_load_embedded(const tpg_embedded_blob *table /* borrowed */, const char *name,
                                             tpg_module **out /* OUT, owned */);
+
+/* Declares in `plan` every slot of `src`, in order, with its name, dtype,
+ * memory kind and count, so that src's slot ids are plan's and src can be
+ * appended (tpg_plan_append). Where plan has slots already, its first ones
+ * must be src's (same names, dtypes and memory kinds in the same order, each
+ * at least as large): they are kept and only src's later slots are added, so
+ * copying from the plan of the largest shape first and then from smaller
+ * ones declares nothing more. On failure plan is unchanged; src is never
+ * changed. *added (may be NULL): the number of slots declared now. */
+TPG_API tpg_status tpg_plan_copy_slots(tpg_plan *plan, const tpg_plan *src, int *added /* OUT, may be NULL */);
 
 #ifdef __cplusplus
 }
