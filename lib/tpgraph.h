@@ -1356,6 +1356,57 @@ TPG_API tpg_status tpg_module_load_embedded(const tpg_embedded_blob *table /* bo
 TPG_API tpg_status tpg_plan_copy_slots(tpg_plan *plan, const tpg_plan *src, int *added /* OUT, may be NULL */);
 
 /* ------------------------------------------------------------------------ */
+/* A row-parallel linear whose all-reduce finishes the block                 */
+/*
+ * What every tensor-parallel block ends with: the row-parallel projection
+ * (attention output, MLP down), its all-reduce, the residual add and the
+ * next RMSNorm, as one call. With h = sum over ranks of x_r W_r^T + bias +
+ * residual (bias and residual added once), per row of [tokens, out]:
+ *   residual_out = h                                      (if set)
+ *   y            = RMSNorm(h) * norm_weight               (h if no norm)
+ * Nodes: the GEMM of every rank writes its partial sum into `partial` (no
+ * bias or residual: the epilogue adds them once), then the all-reduce of
+ * partial into y with the epilogue fused (tpg_collective_desc's epilogue;
+ * desc->algo picks the algorithm). On one rank (nranks 1: no comm needed)
+ * the same two nodes, the all-reduce being its epilogue's kernel alone.
+ * A Llama block's "x = x + o_proj(attn); h2 = rmsnorm(x)" is: residual =
+ * residual_out = x, norm_weight = the norm's weight, y = h2.
+ *
+ *   tpg_linear_desc d = TPG_LINEAR_DESC_INIT;           // as for ROW
+ *   d.kind = TPG_LINEAR_ROW; d.rank = r; d.nranks = R; d.tokens = T;
+ *   d.in_features = D; d.out_features = H;
+ *   d.x = attn; d.w = wo; d.residual = x; d.y = h2;
+ *   tpg_linear_norm e = TPG_LINEAR_NORM_INIT;
+ *   e.partial = part;                  // [T, H] scratch
+ *   e.residual_out = x; e.norm_weight = mlp_norm; e.norm_eps = 1e-5f;
+ *   tpg_plan_add_linear_norm(plan, &d, &e, &prev, 1, &prev);
+ *
+ * desc is checked as tpg_plan_add_linear checks a ROW layer (kind must be
+ * TPG_LINEAR_ROW). The views, each refused by name: partial [tokens, out],
+ * a range of its own (it overlaps no other view); residual_out [tokens,
+ * out], exactly desc->residual (updated in place) or a range of its own;
+ * norm_weight [out]; y overlaps neither residual, residual_out, bias,
+ * norm_weight nor x. Rebinding y or partial re-captures an NCCL all-reduce
+ * (our kernels: a kernel-node update), as for tpg_plan_add_linear.
+ */
+typedef struct tpg_linear_norm {
+  size_t size;             /* sizeof(tpg_linear_norm)                               */
+  tpg_view partial;        /* [tokens, out]: this rank's GEMM output, the
+                              all-reduce's send (a TPG_MEM_SCRATCH slot fits)      */
+  tpg_view residual_out;   /* [tokens, out]: gets h; slot 0: h is not kept          */
+  tpg_view norm_weight;    /* [out]; slot 0: no norm, y = h                         */
+  float norm_eps;          /* >= 0, finite; TPG_LINEAR_NORM_INIT: 1e-6              */
+} tpg_linear_norm;
+#define TPG_LINEAR_NORM_INIT { sizeof(tpg_linear_norm) /* size */, {0, 0, 0} /* partial: set it */,           \
+                               {0, 0, 0}, {0, 0, 0} /* residual_out, norm_weight: none */, 1e-6f /* norm_eps */ }
+
+/* Adds the layer (above) after deps; *out (may be NULL, may alias a dep) gets
+ * the all-reduce node. All or nothing: on failure the plan is unchanged.
+ * With nranks > 1 every rank must add its layers in the same order. */
+TPG_API tpg_status tpg_plan_add_linear_norm(tpg_plan *plan, const tpg_linear_desc *desc, const tpg_linear_norm *norm,
+                                            const tpg_node *deps, int ndeps, tpg_node *out /* OUT, may be NULL */);
+
+/* ------------------------------------------------------------------------ */
 /* Graph sets: one step at many batch sizes                                  */
 /*
  * An engine that batches continuously runs its step at whatever batch size

@@ -477,10 +477,10 @@ done:
 
 /* Graph sets (one step at several batch sizes): one graph per size, then
  * one retargeted exec, over the same builder. Per size s: t = x (scratch),
- * y = 2 (2 t) by the fake's computing C kernel, a GEMM into scratch and an
- * all-reduce of it with an RMSNorm epilogue (one rank: the epilogue kernel
- * alone; two: our one-shot kernel), so a launch must leave y = 4 x on the
- * picked size's rows and the rest as it was. */
+ * y = 2 (2 t) by the fake's computing C kernel, and a row linear whose
+ * all-reduce applies an RMSNorm (one rank: the epilogue kernel alone; two:
+ * our one-shot kernel), so a launch must leave y = 4 x on the picked size's
+ * rows and the rest as it was. */
 #define SH 16
 #define SMAX 24
 typedef struct {
@@ -514,13 +514,15 @@ static tpg_status set_step(void *user, int s, tpg_graph_set_step *out) {
   T(add_k(p, sj->m, "scale2", a1, 3, &k[0], &k[1]));
   tpg_arg a2[3] = {tpg_arg_view(y, 0), tpg_arg_view(u, 0), TPG_ARG_VALUE(n)};
   T(add_k(p, sj->m, "scale2", a2, 3, &k[1], &k[2]));
-  tpg_gemm_desc g = TPG_GEMM_DESC_INIT;
-  g.m = s, g.n = H, g.k = H;
-  g.x.slot = a, g.w.slot = w, g.y.slot = c;
-  T(tpg_plan_add_gemm(p, &g, &k[2], 1, &k[3]));
-  tpg_collective_desc ar = TPG_COLLECTIVE_DESC_INIT;
-  ar.send.slot = c, ar.recv.slot = r, ar.count = (size_t)s * H, ar.hidden = H, ar.norm_weight.slot = nw;
-  T(tpg_plan_add_collective(p, &ar, &k[3], 1, NULL));
+  /* The row layer whose all-reduce applies the norm (tpg_plan_add_linear_norm). */
+  tpg_linear_desc ld = TPG_LINEAR_DESC_INIT;
+  ld.kind = TPG_LINEAR_ROW;
+  ld.rank = sj->rank, ld.nranks = sj->nranks, ld.tokens = s;
+  ld.in_features = H * sj->nranks, ld.out_features = H;
+  ld.x.slot = a, ld.w.slot = w, ld.y.slot = r;
+  tpg_linear_norm ln = TPG_LINEAR_NORM_INIT;
+  ln.partial.slot = c, ln.norm_weight.slot = nw;
+  T(tpg_plan_add_linear_norm(p, &ld, &ln, &k[2], 1, &k[3]));
 #undef T
   const tpg_slot bound[6] = {x, y, a, w, r, nw};
   for (int i = 0; i < 6; i++) sj->b[i] = (tpg_binding){bound[i], sj->buf[i]};
@@ -536,6 +538,8 @@ static void *run_sets(void *arg) {
   j->wrong = 0;
   set_job sj;
   memset(&sj, 0, sizeof sj);
+  sj.rank = j->rank;
+  sj.nranks = j->nranks;
   tpg_comm *comm = NULL;
   tpg_graph_set *set[2] = {NULL, NULL};
   static const size_t bytes[6] = {SMAX * SH * 4, SMAX * SH * 4, SMAX * H * 2, H * H * 2, SMAX * H * 2, H * 2};
