@@ -98,6 +98,16 @@ static tpg_status variants_free(tpg_graph_set *s) {
   return TPG_SUCCESS;
 }
 
+/* The builder's steps: plans not yet made into graphs, binding copies. */
+static void steps_free(tpg_graph_set *s) {
+  for (int i = 0; s->steps && i < s->n; i++) {
+    tpg_plan_destroy(s->steps[i].plan);
+    free(s->steps[i].b);
+  }
+  free(s->steps);
+  s->steps = NULL;
+}
+
 /* Everything the set holds. A graph whose destroy failed (its context could
  * not be made current) stays, and so does the set: the call can be made
  * again. */
@@ -125,12 +135,8 @@ static tpg_status set_release(tpg_graph_set *s) {
     tpg_dev_pop();
     s->arena = 0;
   }
-  for (int i = 0; s->steps && i < s->n; i++) {
-    tpg_plan_destroy(s->steps[i].plan);
-    free(s->steps[i].b);
-  }
+  steps_free(s);
   tpg_dev_close(&s->dev);
-  free(s->steps);
   free(s->sizes);
   free(s->graphs);
   free(s->info);
@@ -447,8 +453,7 @@ static tpg_status set_create(const int *sizes, int nsizes, tpg_graph_set_builder
     const char *rest = strstr(msg, ": ");
     return tpg_err(st, "tpg_graph_set_create", "%s", rest ? rest + 2 : msg);
   }
-  free(s->steps);
-  s->steps = NULL;
+  steps_free(s);
   s->total.count = s->n;
   s->total.retarget = (flags & TPG_GRAPH_SET_RETARGET) != 0;
   s->total.graphs = s->total.retarget ? 1 : s->n;
