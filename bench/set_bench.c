@@ -395,9 +395,10 @@ int main(int argc, char **argv) {
   if (first_refusal[0])
     printf("one exec, retargeted: %s over sizes 1..%d; refused over more: %s\n",
            r[3].max_size ? "measured" : "never accepted", r[3].max_size, first_refusal);
-  printf("(build: host seconds of the whole creation; exec MiB/g: the largest free-memory drop of one graph beyond its\n"
-         " own allocations, i.e. what the driver took for it; total: free-memory drop over the creation; pick+launch and\n"
-         " switch: host us, median over %d random batch sizes; GPU: us per step, median of 21 event-timed launches)\n",
+  printf("(build: host seconds of the whole creation; exec MiB/g: the largest free-memory drop of one graph\n"
+         " beyond its own allocations, i.e. what the driver took for it; total: free-memory drop over the\n"
+         " creation; pick+launch and switch: host us, median over %d random batch sizes; GPU: us per step,\n"
+         " median of 21 event-timed launches)\n",
          REPS);
   if (json) {
     FILE *f = fopen(json, "w");

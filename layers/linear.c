@@ -361,7 +361,8 @@ static tpg_status add_linear_norm(tpg_plan *p, const tpg_linear_desc *d, const t
   if (d->kind != TPG_LINEAR_ROW)
     return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "desc->kind is TPG_LINEAR_COLUMN: expected TPG_LINEAR_ROW (only a "
                    "row-parallel layer ends in an all-reduce)");
-  if (!e) return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "norm is NULL: expected a tpg_linear_norm (TPG_LINEAR_NORM_INIT)");
+  if (!e)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "norm is NULL: expected a tpg_linear_norm (TPG_LINEAR_NORM_INIT)");
   if (e->size != sizeof *e)
     return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "norm->size is %zu: expected sizeof(tpg_linear_norm) = %zu "
                    "(initialise with TPG_LINEAR_NORM_INIT)", e->size, sizeof *e);
