@@ -299,6 +299,15 @@ static tpg_status patch(const tpg_nctx *c) {
   return TPG_SUCCESS;
 }
 
+/* The kernel may change (its exec setter takes another function), its
+ * cluster attribute may not; a GEMV's PDL prefetch is set when the node is
+ * added, so it must agree too. */
+static int retarget(const tpg_node_rec *a, const tpg_gnode *ga, const tpg_node_rec *b, const tpg_gnode *gb) {
+  (void)a, (void)b;
+  return memcmp(ga->cluster, gb->cluster, sizeof ga->cluster) == 0 &&
+         gemm_args((tpg_gnode *)ga)->pdl_prefetch == gemm_args((tpg_gnode *)gb)->pdl_prefetch;
+}
+
 static unsigned pdl(const tpg_gnode *gn) {
   (void)gn;
   return TPG_PDL_PRIMARY | TPG_PDL_SECONDARY;
@@ -328,6 +337,7 @@ const tpg_kind_ops tpg_kind_gemm = {
     .add = add,
     .run_eager = run_eager,
     .patch = patch,
+    .retarget = retarget,
     .pdl = pdl,
     .count = count,
     .release = release,
