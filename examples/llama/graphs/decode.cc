@@ -26,7 +26,6 @@
 #include <vector>
 
 #include "examples/llama/graphs/layer.h"
-#include "lib/embedded.h"
 
 extern const tpg_embedded_blob llama_decode_kernels[];
 extern "C" cudaError_t llama_fill_part(void *dst, size_t pitch, size_t rows, size_t cols, size_t whole_cols,
@@ -58,8 +57,7 @@ DecodeIo::~DecodeIo() {
 
 int alloc_decode_io(const Config &c, const Rank &r, int steps, DecodeIo *io, std::string *err) {
   const int B = c.batch, R = r.nranks, N = steps;
-  const tpg_embedded_blob *blob = llama_decode_kernels;
-  LLAMA_TRY(tpg_module_load(blob->start, (size_t)(blob->end - blob->start), &io->mod));
+  LLAMA_TRY(tpg_module_load_embedded(llama_decode_kernels, "loop", &io->mod));
   io->ncand = (B * R * 2 + 3) / 4 * 4;
   DCUDA(cudaMalloc(reinterpret_cast<void **>(&io->cand), io->ncand * sizeof(float)));
   DCUDA(cudaMalloc(reinterpret_cast<void **>(&io->step), 4 * sizeof(int)));
@@ -70,22 +68,17 @@ int alloc_decode_io(const Config &c, const Rank &r, int steps, DecodeIo *io, std
   return 0;
 }
 
-// A loop's plan: the step's slots first (tpg_plan_append keeps slot ids),
-// then the loop's; bindings likewise.
+// A loop's plan: the step's slots first (tpg_plan_copy_slots, so that
+// tpg_plan_append keeps slot ids), then the loop's; bindings likewise.
 int build_loop(const Config &c, const Rank &r, const Step &s, const DecodeIo &io, const DecodeOptions &o, bool device,
                tpg_plan **out, std::vector<tpg_binding> *bind, std::string *err) {
   const int B = c.batch, R = r.nranks, H = c.hidden, vpart = c.vocab / R;
   tpg_plan *p = nullptr;
   LLAMA_TRY(tpg_plan_create(&p));
   *out = p;
-  int ns = 0, nn = 0;
-  LLAMA_TRY(tpg_plan_get_stats(s.plan, &nn, &ns, nullptr));
-  for (tpg_slot i = 1; i <= (tpg_slot)ns; i++) {
-    tpg_slot_info si;
-    tpg_slot got;
-    LLAMA_TRY(tpg_plan_get_slot_info(s.plan, i, &si, sizeof si));
-    LLAMA_TRY(tpg_plan_add_slot(p, si.name, si.dtype, si.where, si.count, &got));
-  }
+  int nn = 0;
+  LLAMA_TRY(tpg_plan_get_stats(s.plan, &nn, nullptr, nullptr));
+  LLAMA_TRY(tpg_plan_copy_slots(p, s.plan, nullptr));
   *bind = s.bindings;
   tpg_slot cand, step, done, outs, emb;
   const int nd = (B + 3) / 4 * 4;

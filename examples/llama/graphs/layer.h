@@ -49,8 +49,10 @@ struct PlanBuilder {
   // the kernel waits with griddepcontrol.wait before it reads (kernels/step.cu's
   // and kernels/prefill.cu's do; kernels/loop.cu's do not), so it is
   // marked pdl when the rank runs with PDL.
+  // smem: dynamic shared memory per block.
   int kernel(const char *name, const std::string &label, unsigned gx, unsigned gy, unsigned gz, unsigned block,
-             const std::vector<tpg_arg> &args, const Rank &r, const tpg_module *mod = nullptr, bool pdl = true) {
+             const std::vector<tpg_arg> &args, const Rank &r, const tpg_module *mod = nullptr, bool pdl = true,
+             unsigned smem = 0) {
     tpg_kernel_desc k = TPG_KERNEL_DESC_INIT;
     k.module = mod ? mod : r.module;
     k.pdl = r.pdl && pdl ? 1 : 0;
@@ -59,6 +61,7 @@ struct PlanBuilder {
     k.grid[1] = gy;
     k.grid[2] = gz;
     k.block[0] = block;
+    k.shared_bytes = smem;
     k.args = args.data();
     if (r.stub_function) {  // plan_test: no module without a GPU
       k.module = nullptr;
@@ -110,7 +113,7 @@ struct PlanBuilder {
   //   "<l>gate_up":  act = silu(h2 Wg_r^T) * (h2 Wu_r^T), a column linear with SwiGLU
   //   "<l>down":     part = act W2_r^T, all-reduce; x += sum, h = RMSNorm(x) * next_norm
   // (each row-parallel GEMM then its all-reduce, whose epilogue adds the
-  // residual x in place and applies the next RMSNorm).
+  // residual x in place and applies the next RMSNorm: tpg_plan_add_linear_norm).
   struct Rows {
     int rows, hidden;
     float eps;
@@ -118,7 +121,7 @@ struct PlanBuilder {
   };
   int layer_after_attention(const Config &c, const Rank &r, const Rows &b, tpg_slot attn, int attn_width, tpg_slot wo,
                             tpg_slot mlp_norm, tpg_slot w13, tpg_slot w2, tpg_slot next_norm, const std::string &l) {
-    if (row_allreduce(b, attn, attn_width, wo, mlp_norm, b.h2, l + "o")) return 1;
+    if (row_allreduce(b, attn, attn_width, wo, mlp_norm, b.h2, l + "o", r.nranks, r.rank)) return 1;
     tpg_linear_desc up = TPG_LINEAR_DESC_INIT;
     up.kind = TPG_LINEAR_COLUMN;
     up.rank = r.rank;
@@ -135,35 +138,35 @@ struct PlanBuilder {
     tpg_node n;
     LLAMA_TRY(tpg_plan_add_linear(p, &up, dep(), ndep(), &n));
     chain(n);
-    return row_allreduce(b, b.act, c.ffn / r.nranks, w2, next_norm, b.h, l + "down");
+    return row_allreduce(b, b.act, c.ffn / r.nranks, w2, next_norm, b.h, l + "down", r.nranks, r.rank);
   }
 
  private:
-  // "<name>.gemm" then "<name>.allreduce" (its epilogue: x += sum, out = RMSNorm(x) * norm).
+  // "<name>.gemm" then "<name>.all_reduce": tpgraph's row-parallel linear
+  // whose all-reduce adds the residual x in place and applies RMSNorm with
+  // `norm` into out (tpg_plan_add_linear_norm; on one rank the all-reduce is
+  // its epilogue's kernel alone).
   int row_allreduce(const Rows &b, tpg_slot in, int k_in, tpg_slot wt, tpg_slot norm, tpg_slot out,
-                    const std::string &name) {
-    tpg_gemm_desc g = TPG_GEMM_DESC_INIT;
-    g.m = b.rows;
-    g.n = b.hidden;
-    g.k = k_in;
-    g.x = tpg_view{in, 0, 0};
-    g.w = tpg_view{wt, 0, 0};
-    g.y = tpg_view{b.part, 0, 0};
+                    const std::string &name, int nranks, int rank) {
+    tpg_linear_desc d = TPG_LINEAR_DESC_INIT;
+    d.kind = TPG_LINEAR_ROW;
+    d.rank = rank;
+    d.nranks = nranks;
+    d.tokens = b.rows;
+    d.in_features = k_in * nranks;
+    d.out_features = b.hidden;
+    d.name = name.c_str();
+    d.x = tpg_view{in, 0, 0};
+    d.w = tpg_view{wt, 0, 0};
+    d.residual = tpg_view{b.x, 0, 0};
+    d.y = tpg_view{out, 0, 0};
+    tpg_linear_norm e = TPG_LINEAR_NORM_INIT;
+    e.partial = tpg_view{b.part, 0, 0};
+    e.residual_out = tpg_view{b.x, 0, 0};
+    e.norm_weight = tpg_view{norm, 0, 0};
+    e.norm_eps = b.eps;
     tpg_node n;
-    LLAMA_TRY(tpg_plan_add_gemm(p, &g, dep(), ndep(), &n));
-    LLAMA_TRY(tpg_plan_set_node_name(p, n, (name + ".gemm").c_str()));
-    chain(n);
-    tpg_collective_desc a = TPG_COLLECTIVE_DESC_INIT;
-    a.kind = TPG_ALL_REDUCE;
-    a.send = tpg_view{b.part, 0, 0};
-    a.recv = tpg_view{out, 0, 0};
-    a.count = (size_t)b.rows * b.hidden;
-    a.hidden = b.hidden;
-    a.residual = a.residual_out = tpg_view{b.x, 0, 0};
-    a.norm_weight = tpg_view{norm, 0, 0};
-    a.norm_eps = b.eps;
-    LLAMA_TRY(tpg_plan_add_collective(p, &a, dep(), ndep(), &n));
-    LLAMA_TRY(tpg_plan_set_node_name(p, n, (name + ".allreduce").c_str()));
+    LLAMA_TRY(tpg_plan_add_linear_norm(p, &d, &e, dep(), ndep(), &n));
     chain(n);
     return 0;
   }

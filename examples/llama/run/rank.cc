@@ -11,7 +11,6 @@
 #include "examples/llama/kernels/kernels.h"
 #include "examples/llama/model/hf/checkpoint.h"
 #include "examples/llama/run/generate.h"
-#include "lib/embedded.h"
 
 extern "C" const tpg_embedded_blob llama_kernels[];  // //examples/llama:device_code
 
@@ -39,17 +38,9 @@ int open_comm(Rank &R, const std::string &id_file) {
 }
 
 // One blob of the engine's embedded fatbin (//examples/llama:device_code,
-// one blob per kernels/*.cu file, named by its stem) as a module: the one
-// place that reads the table, so that the library's own blob-by-name call
-// replaces this function alone when it lands.
+// one blob per kernels/*.cu file, named by its stem) as a module.
 int load_blob(const Rank &R, const char *name, tpg_module **out) {
-  const tpg_embedded_blob *blob = llama_kernels;
-  while (blob->name && std::strcmp(blob->name, name)) blob++;
-  if (!blob->name) {
-    std::fprintf(stderr, "llama: the embedded device code has no '%s' image\n", name);
-    return 1;
-  }
-  CHECK_TPG(tpg_module_load(blob->start, (size_t)(blob->end - blob->start), out));
+  CHECK_TPG(tpg_module_load_embedded(llama_kernels, name, out));
   return 0;
 }
 

@@ -23,8 +23,6 @@
 #include "examples/llama/kernels/kernels.h"
 #include "examples/llama/llama.h"
 #include "examples/llama/graphs/prefill.h"
-#include "lib/embedded.h"
-
 extern "C" const tpg_embedded_blob llama_kernels[];  // //examples/llama:device_code
 
 using namespace llama;
@@ -103,13 +101,16 @@ int plan(const Config &c, int R, std::string *err, int *nodes, int *colls, size_
 // from the kernels/*.cu stems, so a renamed file must rename its blob).
 void check_blobs() {
   std::string have;
-  bool step = false, prefill = false;
+  bool step = false, prefill = false, paged = false;
   for (const tpg_embedded_blob *b = llama_kernels; b->name; b++) {
     have += std::string(" ") + b->name;
     step |= !std::strcmp(b->name, LLAMA_BLOB_STEP) && b->end > b->start;
     prefill |= !std::strcmp(b->name, LLAMA_BLOB_PREFILL) && b->end > b->start;
+    paged |= !std::strcmp(b->name, LLAMA_BLOB_PAGED) && b->end > b->start;
   }
-  expect(step && prefill, std::string("embedded blobs '" LLAMA_BLOB_STEP "', '" LLAMA_BLOB_PREFILL "' present:") + have);
+  expect(step && prefill && paged,
+         std::string("embedded blobs '" LLAMA_BLOB_STEP "', '" LLAMA_BLOB_PREFILL "', '" LLAMA_BLOB_PAGED
+                     "' present:") + have);
 }
 
 int main() {
@@ -140,7 +141,7 @@ int main() {
           // lm_head and the logits.
           const size_t want_binds = 4 + 8 * (size_t)c.layers + (vocab ? 2 : 0);
           const bool named = dot.find("l0.attn") != std::string::npos &&
-                             dot.find("l2.down.allreduce") != std::string::npos &&
+                             dot.find("l2.down.all_reduce") != std::string::npos &&
                              (!vocab || dot.find("lm_head") != std::string::npos);
           std::snprintf(what + std::strlen(what), sizeof what - std::strlen(what),
                         ": %d nodes (%d), %d collectives (%d), %zu bindings (%zu)", nodes, want_nodes, colls,
@@ -247,12 +248,7 @@ int main() {
       const int want_nodes = loop ? 1 + 7 * c.layers + 1 : 2 + 7 * c.layers + (R > 1 ? 2 : 1);
       tpg_plan *p = nullptr;
       tpg_plan_create(&p);
-      for (tpg_slot i = 1; i <= (tpg_slot)nslots; i++) {
-        tpg_slot_info si;
-        tpg_slot got;
-        tpg_plan_get_slot_info(s.plan, i, &si, sizeof si);
-        tpg_plan_add_slot(p, si.name, si.dtype, si.where, si.count, &got);
-      }
+      tpg_plan_copy_slots(p, s.plan, nullptr);
       tpg_cond cond;
       tpg_node wn;
       tpg_plan_add_cond(p, 1, 1, &cond);
