@@ -97,6 +97,8 @@ int plan(const Config &c, int R, std::string *err, int *nodes, int *colls, size_
 
 }  // namespace
 
+namespace {
+
 // The blobs the engine loads by name are in its embedded fatbin (names come
 // from the kernels/*.cu stems, so a renamed file must rename its blob).
 void check_blobs() {
@@ -113,8 +115,9 @@ void check_blobs() {
                      "' present:") + have);
 }
 
-int main() {
-  check_blobs();
+// The decode step at every shape: both models, TP 1..8, batch 1..64, with
+// and without the LM head: 2 + 7 nodes per layer, 2 all-reduces per layer.
+void check_steps() {
   for (int big = 0; big < 2; big++)
     for (int R : {1, 2, 4, 8})
       for (int B : {1, 3, 64})
@@ -148,9 +151,12 @@ int main() {
                         want_colls, binds, want_binds);
           expect(nodes == want_nodes && colls == want_colls && binds == want_binds && named, what);
         }
-  // The attention split's wave rule (step.cc, attn_split) at the points it
-  // was fitted on (132 SMs, 8 KV heads at TP 1): batch 1 / 8 / 32 x ctx 512 /
-  // 4096 -> 9, 5, 1 and 33, 6, 3 splits; --attn-bps 4 is the old rule.
+}
+
+// The attention split's wave rule (step.cc, attn_split) at the points it
+// was fitted on (132 SMs, 8 KV heads at TP 1): batch 1 / 8 / 32 x ctx 512 /
+// 4096 -> 9, 5, 1 and 33, 6, 3 splits; --attn-bps 4 is the old rule.
+void check_split_rule() {
   {
     const int heads[3] = {8, 64, 256}, lens[2] = {513, 4097}, want[2][3] = {{9, 5, 1}, {33, 6, 3}};
     bool ok = true;
@@ -164,7 +170,10 @@ int main() {
     ok &= attn_split(256, 4097, 132, 4) == 1408 && attn_split(8, 4097, 132, 4) == 64;
     expect(ok, "attention split rule: splits" + got + " (want 9 5 1 33 6 3), --attn-bps 4 as before");
   }
-  // --attn tc / fma: RoPE, the first pass and the combine as three nodes.
+}
+
+// --attn tc / fma: RoPE, the first pass and the combine as three nodes.
+void check_attn_forms() {
   for (Rank::Attn a : {Rank::ATTN_TC, Rank::ATTN_FMA}) {
     Config c = model(false);
     c.layers = 3;
@@ -178,8 +187,11 @@ int main() {
                   2 + 9 * c.layers, rc ? ": " : "", err.c_str());
     expect(!rc && nodes == 2 + 9 * c.layers && dot.find("l2.attn_combine") != std::string::npos, what);
   }
-  // A scaled RoPE (Llama 3.1): its inverse-frequency table is one more
-  // bound slot, read by the fused attention or by RoPE + append.
+}
+
+// A scaled RoPE (Llama 3.1): its inverse-frequency table is one more
+// bound slot, read by the fused attention or by RoPE + append.
+void check_rope_table() {
   for (Rank::Attn a : {Rank::ATTN_FUSED, Rank::ATTN_TC}) {
     Config c = model(false);
     c.layers = 2;
@@ -194,8 +206,11 @@ int main() {
                   err.c_str());
     expect(!rc && binds == (size_t)4 + 8 * c.layers + 1 && dot.find("rope_inv_freq") != std::string::npos, what);
   }
-  // Qwen2's q/k/v biases: one bound slot per layer, the QKV linear's bias
-  // (tpgraph's GEMM bias epilogue), accepted at every TP degree.
+}
+
+// Qwen2's q/k/v biases: one bound slot per layer, the QKV linear's bias
+// (tpgraph's GEMM bias epilogue), accepted at every TP degree.
+void check_qkv_bias() {
   for (int R : {1, 2, 4}) {
     Config c = model(false);
     c.layers = 2;
@@ -210,9 +225,12 @@ int main() {
                   2 + 7 * c.layers, binds, want, rc ? ": " : "", err.c_str());
     expect(!rc && nodes == 2 + 7 * c.layers && binds == want, what);
   }
-  // decode.cc's device loop: the step built with device_loop (positions in
-  // device memory, no memcpy node; no all-gather) goes into a WHILE body as
-  // it is; the ordinary step's NCCL all-gather is refused there.
+}
+
+// decode.cc's device loop: the step built with device_loop (positions in
+// device memory, no memcpy node; no all-gather) goes into a WHILE body as
+// it is; the ordinary step's NCCL all-gather is refused there.
+void check_device_loop() {
   for (int R : {1, 2, 8})
     for (int loop = 0; loop < 2; loop++) {
       Config c = model(false);
@@ -269,7 +287,10 @@ int main() {
       tpg_plan_destroy(p);
       tpg_plan_destroy(s.plan);
     }
-  // The prompt's chunks: whole chunks, then the rest.
+}
+
+// The prompt's chunks: whole chunks, then the rest.
+void check_prefill_chunks() {
   {
     auto str = [](const std::vector<PrefillChunk> &v) {
       std::string s;
@@ -284,8 +305,11 @@ int main() {
                prefill_chunks(5, 0).empty(),
            "prefill chunks:" + a + " |" + b + " |" + d + " |" + e + " |" + f);
   }
-  // The prefill's plan: 2 + 8 per layer (+ LM head, all-gather at TP > 1,
-  // argmax, pick on the last chunk), 2 all-reduces per layer.
+}
+
+// The prefill's plan: 2 + 8 per layer (+ LM head, all-gather at TP > 1,
+// argmax, pick on the last chunk), 2 all-reduces per layer.
+void check_prefill_plans() {
   for (int big = 0; big < 2; big++)
     for (int R : {1, 2, 4, 8})
       for (int rows : {1, 63, 256, 512})
@@ -329,6 +353,9 @@ int main() {
           expect(nodes == want_nodes && colls == want_colls && p.bindings.size() == want_binds, what);
           tpg_plan_destroy(p.plan);
         }
+}
+
+void check_prefill_refusals() {
   {  // Refused: two sequences; a group without a kernel; a tail without the LM head.
     Config c = model(false);
     c.layers = 1;
@@ -358,6 +385,9 @@ int main() {
                r3 && e3.find("LM head") != std::string::npos,
            "prefill refusals: " + e1 + " | " + e2 + " | " + e3);
   }
+}
+
+void check_groups() {
   {  // Groups 1..16 and head dims 64 and 128 have kernels; others are refused,
      // and so is the scalar attention (--attn fma) at head dim 64.
     struct Shape {
@@ -396,6 +426,21 @@ int main() {
         expect(rc != 0 && err.find(sh.want) != std::string::npos, std::string(sh.what) + " refused: " + err);
     }
   }
+}
+}  // namespace
+
+int main() {
+  check_blobs();
+  check_steps();
+  check_split_rule();
+  check_attn_forms();
+  check_rope_table();
+  check_qkv_bias();
+  check_device_loop();
+  check_prefill_chunks();
+  check_prefill_plans();
+  check_prefill_refusals();
+  check_groups();
   std::printf("plan_test: %d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;
 }
