@@ -48,6 +48,8 @@ struct Rank {
   tpg_comm *comm = nullptr;       // null at TP 1: a one-rank plan needs none
   tpg_module *module = nullptr;  // examples/llama/kernels/step.cu
   tpg_module *prefill_module = nullptr;  // examples/llama/kernels/prefill.cu (--model's prefill)
+  tpg_module *paged_module = nullptr;    // examples/llama/kernels/paged.cu (--requests: the serving step)
+  tpg_module *loop_module = nullptr;     // examples/llama/kernels/loop.cu (--requests: sampling)
   cublasHandle_t cublas = nullptr;
   void *cublas_ws = nullptr;     // cuBLAS must not allocate while captured
   size_t cublas_ws_bytes = 0;

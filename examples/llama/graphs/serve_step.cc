@@ -1,10 +1,10 @@
 // serve_step.cc - serve_step.h: the serving step's buffers and its plan at
 // one size.
 //
-// Every slot is a device (or pinned) slot bound to ServeBuffers: none is
-// tpgraph scratch, so the graphs of all sizes share one set of activations
-// (they run one at a time, on one stream) and a size costs only its GEMM
-// workspaces. The layer stack is the decode step's (graphs/layer.h); only the
+// The activations are scratch, which a graph set lays out in one arena for
+// every size (the sizes run one at a time, on one stream); what lives from
+// one step to the next (block tables, pools, split counters) and the inputs
+// and tokens are bound to ServeBuffers. The layer stack is the decode step's (graphs/layer.h); only the
 // attention (two paged kernels) and the tail (gather, GEMM LM head, greedy
 // pick) are the serving step's own.
 #include "examples/llama/graphs/serve_step.h"
@@ -62,10 +62,8 @@ StepLayout step_layout(const ServeShape &sh, int T, int G) {
 }
 
 int alloc_serve(const Config &c, const Rank &r, const ServeShape &sh, ServeBuffers *b, std::string *err) {
-  const int nq = q_heads(c, r), nkv = kv_heads(c, r), D = c.head_dim, R = r.nranks;
-  const int G = nq / nkv, wqkv = (nq + 2 * nkv) * D, S = sh.max_seqs;
-  const size_t T = (size_t)sh.max_rows, H = (size_t)c.hidden, B2 = 2;
-  const StepLayout lay = step_layout(sh, sh.max_rows, G);
+  const int nkv = kv_heads(c, r), D = c.head_dim, S = sh.max_seqs;
+  const StepLayout lay = step_layout(sh, sh.max_rows, q_heads(c, r) / nkv);
   if (cudaHostAlloc(reinterpret_cast<void **>(&b->in_host), (size_t)lay.total * 4, cudaHostAllocPortable) !=
           cudaSuccess ||
       cudaHostAlloc(reinterpret_cast<void **>(&b->out), (size_t)S * 4, cudaHostAllocMapped | cudaHostAllocPortable) !=
@@ -73,23 +71,12 @@ int alloc_serve(const Config &c, const Rank &r, const ServeShape &sh, ServeBuffe
     *err = "out of pinned host memory for the serving step's inputs and tokens";
     return 1;
   }
-  b->ncand = round4(S * R * 2);
-  const size_t pool = (size_t)sh.nblocks * nkv * LLAMA_KV_BLOCK * D * B2, ns = (size_t)sh.nsplit();
+  b->ncand = round4(S * r.nranks * 2);
+  const size_t pool = (size_t)sh.nblocks * nkv * LLAMA_KV_BLOCK * D * 2;
   size_t *t = &b->bytes;
-  if (!cuda_alloc(reinterpret_cast<void **>(&b->in), (size_t)lay.total * 4, "inputs", t, err) ||
-      !cuda_alloc(reinterpret_cast<void **>(&b->tables), (size_t)S * sh.max_blocks() * 4, "block tables", t, err) ||
-      !cuda_alloc(&b->emb, (size_t)c.vocab * H * B2, "token embedding", t, err) ||
-      !cuda_alloc(&b->x, T * H * B2, "x", t, err) || !cuda_alloc(&b->h, T * H * B2, "h", t, err) ||
-      !cuda_alloc(&b->h2, T * H * B2, "h2", t, err) || !cuda_alloc(&b->part, T * H * B2, "partial sums", t, err) ||
-      !cuda_alloc(&b->qkv, T * wqkv * B2, "qkv", t, err) || !cuda_alloc(&b->q, T * nq * D * B2, "q", t, err) ||
-      !cuda_alloc(&b->attn, T * nq * D * B2, "attention output", t, err) ||
-      !cuda_alloc(&b->act, T * (c.ffn / R) * B2, "activations", t, err) ||
-      !cuda_alloc(reinterpret_cast<void **>(&b->o_part), (size_t)S * nq * ns * D * 4, "split partials", t, err) ||
-      !cuda_alloc(reinterpret_cast<void **>(&b->ml_part), (size_t)S * nq * ns * 2 * 4, "split statistics", t, err) ||
-      !cuda_alloc(reinterpret_cast<void **>(&b->counters), (size_t)S * nkv * 4, "split counters", t, err) ||
-      !cuda_alloc(&b->lm_in, (size_t)S * H * B2, "LM head input", t, err) ||
-      !cuda_alloc(reinterpret_cast<void **>(&b->logits), (size_t)S * (c.vocab / R) * 4, "logits", t, err) ||
-      !cuda_alloc(reinterpret_cast<void **>(&b->cand), (size_t)b->ncand * 4, "candidates", t, err))
+  if (!cuda_alloc(reinterpret_cast<void **>(&b->tables), (size_t)S * sh.max_blocks() * 4, "block tables", t, err) ||
+      !cuda_alloc(&b->emb, (size_t)c.vocab * c.hidden * 2, "token embedding", t, err) ||
+      !cuda_alloc(reinterpret_cast<void **>(&b->counters), (size_t)S * nkv * 4, "split counters", t, err))
     return 1;
   b->k_pool.assign(c.layers, nullptr);
   b->v_pool.assign(c.layers, nullptr);
@@ -103,10 +90,7 @@ int alloc_serve(const Config &c, const Rank &r, const ServeShape &sh, ServeBuffe
 void free_serve(ServeBuffers *b) {
   cudaFreeHost(b->in_host);
   cudaFreeHost(b->out);
-  for (void *p : {(void *)b->in, (void *)b->tables, b->emb, b->x, b->h, b->h2, b->part, b->qkv, b->q, b->attn, b->act,
-                  (void *)b->o_part, (void *)b->ml_part, (void *)b->counters, b->lm_in, (void *)b->logits,
-                  (void *)b->cand})
-    cudaFree(p);
+  for (void *p : {(void *)b->tables, b->emb, (void *)b->counters}) cudaFree(p);
   for (void *p : b->k_pool) cudaFree(p);
   for (void *p : b->v_pool) cudaFree(p);
   *b = ServeBuffers();
@@ -114,34 +98,35 @@ void free_serve(ServeBuffers *b) {
 
 namespace {
 
-// Every slot of the step at T rows, bound to b (int32 data in TPG_F32
-// slots: tpgraph only needs the 4-byte width).
+// Every slot of the step at T rows: the bound ones to b, the activations
+// scratch (int32 data in TPG_F32 slots: tpgraph only needs the 4-byte width).
 int add_slots(const Config &c, const Rank &r, const Weights &w, const ServeShape &sh, const ServeBuffers &b,
-              const StepLayout &lay, PlanBuilder &pb, Slots &s) {
+              const StepLayout &lay, int ncand, PlanBuilder &pb, Slots &s) {
   const int T = lay.T, L = lay.L, H = c.hidden, D = c.head_dim, R = r.nranks, nq = q_heads(c, r);
   const int nkv = kv_heads(c, r), wqkv = (nq + 2 * nkv) * D, F = c.ffn / R, vpart = c.vocab / R;
   const size_t ns = (size_t)sh.nsplit(), S = (size_t)sh.max_seqs;
   const size_t pool = (size_t)sh.nblocks * nkv * LLAMA_KV_BLOCK * D;
-  const tpg_memory DEV = TPG_MEM_DEVICE;
+  const tpg_memory DEV = TPG_MEM_DEVICE, SCR = TPG_MEM_SCRATCH;
   if (pb.slot("in_host", TPG_F32, TPG_MEM_HOST, lay.total, b.in_host, &s.in_host) ||
-      pb.slot("in", TPG_F32, DEV, lay.total, b.in, &s.in) ||
+      pb.slot("in", TPG_F32, SCR, lay.total, nullptr, &s.in) ||
       pb.slot("tables", TPG_F32, DEV, S * sh.max_blocks(), b.tables, &s.tables) ||
       pb.slot("emb", TPG_BF16, DEV, (size_t)c.vocab * H, b.emb, &s.emb) ||
-      pb.slot("x", TPG_BF16, DEV, (size_t)T * H, b.x, &s.x) || pb.slot("h", TPG_BF16, DEV, (size_t)T * H, b.h, &s.h) ||
-      pb.slot("h2", TPG_BF16, DEV, (size_t)T * H, b.h2, &s.h2) ||
-      pb.slot("part", TPG_BF16, DEV, (size_t)T * H, b.part, &s.part) ||
-      pb.slot("qkv", TPG_BF16, DEV, (size_t)T * wqkv, b.qkv, &s.qkv) ||
-      pb.slot("q", TPG_BF16, DEV, (size_t)T * nq * D, b.q, &s.q) ||
-      pb.slot("attn", TPG_BF16, DEV, (size_t)T * nq * D, b.attn, &s.attn) ||
-      pb.slot("act", TPG_BF16, DEV, (size_t)T * F, b.act, &s.act) ||
-      pb.slot("o_part", TPG_F32, DEV, S * nq * ns * D, b.o_part, &s.o_part) ||
-      pb.slot("ml_part", TPG_F32, DEV, S * nq * ns * 2, b.ml_part, &s.ml_part) ||
+      pb.slot("x", TPG_BF16, SCR, (size_t)T * H, nullptr, &s.x) ||
+      pb.slot("h", TPG_BF16, SCR, (size_t)T * H, nullptr, &s.h) ||
+      pb.slot("h2", TPG_BF16, SCR, (size_t)T * H, nullptr, &s.h2) ||
+      pb.slot("part", TPG_BF16, SCR, (size_t)T * H, nullptr, &s.part) ||
+      pb.slot("qkv", TPG_BF16, SCR, (size_t)T * wqkv, nullptr, &s.qkv) ||
+      pb.slot("q", TPG_BF16, SCR, (size_t)T * nq * D, nullptr, &s.q) ||
+      pb.slot("attn", TPG_BF16, SCR, (size_t)T * nq * D, nullptr, &s.attn) ||
+      pb.slot("act", TPG_BF16, SCR, (size_t)T * F, nullptr, &s.act) ||
+      pb.slot("o_part", TPG_F32, SCR, S * nq * ns * D, nullptr, &s.o_part) ||
+      pb.slot("ml_part", TPG_F32, SCR, S * nq * ns * 2, nullptr, &s.ml_part) ||
       pb.slot("attn_cnt", TPG_F32, DEV, S * nkv, b.counters, &s.counters) ||
       pb.slot("final_norm", TPG_BF16, DEV, H, w.final_norm, &s.final_norm) ||
-      pb.slot("lm_in", TPG_BF16, DEV, (size_t)L * H, b.lm_in, &s.lm_in) ||
+      pb.slot("lm_in", TPG_BF16, SCR, (size_t)L * H, nullptr, &s.lm_in) ||
       pb.slot("lm_head", TPG_BF16, DEV, (size_t)vpart * H, w.lm_head, &s.lm_w) ||
-      pb.slot("logits", TPG_F32, DEV, (size_t)L * vpart, b.logits, &s.logits) ||
-      pb.slot("cand", TPG_F32, DEV, b.ncand, b.cand, &s.cand) ||
+      pb.slot("logits", TPG_F32, SCR, (size_t)L * vpart, nullptr, &s.logits) ||
+      pb.slot("cand", TPG_F32, SCR, ncand, nullptr, &s.cand) ||
       pb.slot("out", TPG_F32, TPG_MEM_HOST, L, b.out, &s.out))
     return 1;
   const float *const no_table = nullptr;
@@ -176,6 +161,7 @@ int add_layers(const Config &c, const Rank &r, const ServeShape &sh, const StepL
   const int wqkv = (nq + 2 * nkv) * D, vocab = c.vocab, mb = sh.max_blocks(), nsplit = sh.nsplit();
   const int split = sh.split_len > 0 ? sh.split_len : LLAMA_PAGED_SPLIT;
   const float eps = c.eps, theta = c.theta, scale_log2 = (float)(1.0 / std::sqrt((double)D) * 1.4426950408889634);
+  std::string *err = pb.err;
   tpg_node n;
   LLAMA_TRY(tpg_plan_add_memcpy(pb.p, tpg_view{s.in, 0, 0}, tpg_view{s.in_host, 0, 0}, lay.total, nullptr, 0, &n));
   LLAMA_TRY(tpg_plan_set_node_name(pb.p, n, "in<-host"));
@@ -218,6 +204,7 @@ int add_layers(const Config &c, const Rank &r, const ServeShape &sh, const StepL
 // the ranks, the tokens to pinned host memory.
 int add_tail(const Config &c, const Rank &r, const StepLayout &lay, PlanBuilder &pb, const Slots &s, int ncand) {
   const int L = lay.L, H = c.hidden, R = r.nranks, rank = r.rank, vpart = c.vocab / R;
+  std::string *err = pb.err;
   if (pb.kernel("llama_gather_rows", "lm_rows", L, 1, 1, 128,
                 {tpg_arg_view(s.lm_in, 0), tpg_arg_view(s.h, 0), tpg_arg_view(s.in, lay.sample), TPG_ARG_VALUE(H)}, r,
                 r.paged_module))
@@ -269,12 +256,17 @@ int build_serve_step(const Config &c, const Rank &r, const Weights &w, const Ser
            ": head_dim must be 128 or 64 and heads/kv_heads 1..16";
     return 1;
   }
-  if (T < 1 || T > sh.max_rows || sh.max_seqs < 1 || sh.max_prompts < 1 || sh.nblocks < 1 || sh.max_ctx < 1 ||
-      split % LLAMA_KV_BLOCK || c.vocab <= 0 || !w.lm_head) {
-    *err = "serving step: rows " + std::to_string(T) + " (1.." + std::to_string(sh.max_rows) + "), " +
-           std::to_string(sh.max_seqs) + " sequences, " + std::to_string(sh.nblocks) + " blocks, split " +
-           std::to_string(split) + " (a multiple of " + std::to_string(LLAMA_KV_BLOCK) + "), vocab " +
-           std::to_string(c.vocab) + (w.lm_head ? "" : ", no LM head") + ": each must be positive";
+  std::string bad;
+  if (T < 1 || T > sh.max_rows)
+    bad = "rows " + std::to_string(T) + ": expected 1.." + std::to_string(sh.max_rows) + " (the largest step)";
+  else if (sh.max_seqs < 1 || sh.max_prompts < 1 || sh.nblocks < 1 || sh.max_ctx < 1)
+    bad = "sequences, prompts a step, pool blocks and context must each be at least 1";
+  else if (split < LLAMA_KV_BLOCK || split % LLAMA_KV_BLOCK)
+    bad = "split " + std::to_string(split) + ": expected a multiple of " + std::to_string(LLAMA_KV_BLOCK);
+  else if (c.vocab <= 0 || !w.lm_head)
+    bad = "no LM head (vocab " + std::to_string(c.vocab) + "): the step samples tokens";
+  if (!bad.empty()) {
+    *err = "serving step: " + bad;
     return 1;
   }
   const StepLayout lay = step_layout(sh, T, G);
@@ -283,7 +275,7 @@ int build_serve_step(const Config &c, const Rank &r, const Weights &w, const Ser
   PlanBuilder pb{p, bind, err};
   Slots s;
   const int ncand = b.ncand > 0 ? b.ncand : round4(sh.max_seqs * r.nranks * 2);
-  if (add_slots(c, r, w, sh, b, lay, pb, s) || add_layers(c, r, sh, lay, w, pb, s) ||
+  if (add_slots(c, r, w, sh, b, lay, ncand, pb, s) || add_layers(c, r, sh, lay, w, pb, s) ||
       add_tail(c, r, lay, pb, s, ncand) || validate(p, err)) {
     tpg_plan_destroy(p);
     bind->clear();

@@ -1,9 +1,9 @@
 // serve_step.h - the serving step: one launch runs T rows, each one token of
 // one of many sequences (decode rows, then prompt chunks, then padding), over
 // the paged KV cache, and samples the next token of the sequences that need
-// one. One plan per step size T; every size's graph reads and writes the same
-// buffers (ServeBuffers, sized for the largest), so the sizes cost no memory
-// of their own beyond tpgraph's GEMM workspaces.
+// one. One plan per step size T, built into a graph set (graph_set.h): every
+// size binds the same buffers (ServeBuffers) and shares one scratch arena,
+// so a size costs little more than its GEMM workspaces and its exec.
 //
 // Per step (R ranks; nq, nkv as the decode step's; kernels.h, "The serving
 // step", has the row layout and the per-step inputs):
@@ -58,22 +58,17 @@ struct StepLayout {
 // G: the GQA group (a prefill work item holds LLAMA_PREFILL_POSITIONS(G) rows).
 StepLayout step_layout(const ServeShape &sh, int T, int G);
 
-// The buffers of a graph set: device memory unless said otherwise; owned.
+// What the graphs of a set bind (owned; device memory unless said
+// otherwise). The activations are tpgraph scratch: a graph set lays every
+// size's out in one arena, as large as the largest size needs.
 struct ServeBuffers {
   int *in_host = nullptr;             // pinned: the step's inputs, step_layout(max_rows)
-  int *in = nullptr;                  // the same on the device (the memcpy node's target)
-  int *tables = nullptr;              // [max_seqs, max_blocks] block tables (the host mirror is the scheduler's)
+  int *tables = nullptr;              // [max_seqs, max_blocks] block tables (the scheduler keeps the host's copy)
   std::vector<void *> k_pool, v_pool; // per layer [nblocks, nkv, LLAMA_KV_BLOCK, D]
   void *emb = nullptr;                // [vocab, hidden] the token embedding (filled by the caller)
-  void *x = nullptr, *h = nullptr, *h2 = nullptr, *part = nullptr;  // [max_rows, hidden]
-  void *qkv = nullptr, *q = nullptr, *attn = nullptr, *act = nullptr;
-  float *o_part = nullptr, *ml_part = nullptr;  // decode rows' split partials: [max_seqs, nq, nsplit, D | 2]
-  unsigned *counters = nullptr;       // [max_seqs * nkv], zero
-  void *lm_in = nullptr;              // [max_seqs, hidden]
-  float *logits = nullptr;            // [max_seqs, vocab / R]
-  float *cand = nullptr;              // [ncand]: (logit, token) per sampled row and rank
-  int ncand = 0;
+  unsigned *counters = nullptr;       // [max_seqs * nkv] the decode splits' counters: zero, and left zero
   int *out = nullptr;                 // pinned, mapped: [max_seqs] the sampled tokens
+  int ncand = 0;                      // the candidates' length (scratch)
   size_t bytes = 0;                   // device memory above, pools included
   size_t pool_bytes = 0;              // the pools alone
 };

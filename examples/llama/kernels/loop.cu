@@ -110,3 +110,23 @@ extern "C" __global__ void llama_decode_cond(cudaGraphConditionalHandle h, int *
 extern "C" __global__ void llama_decode_count(int *step, const int *done, int B, int max_steps, int *progress) {
   if (blockIdx.x == 0 && threadIdx.x == 0) (void)step_done(step, done, B, max_steps, progress);
 }
+
+// The serving step's sampling (graphs/serve_step.cc): row b's token is the
+// best of its R candidates (ties: the lowest id), as llama_decode_pick
+// chooses it, written to pinned host memory; the host does the rest. Block
+// b, one thread does the work.
+extern "C" __global__ void llama_serve_pick(const float *cand, int nranks, int *out) {
+  if (threadIdx.x) return;
+  const int b = blockIdx.x;
+  float bv = cand[(size_t)b * nranks * 2];
+  int bt = (int)cand[(size_t)b * nranks * 2 + 1];
+  for (int r = 1; r < nranks; r++) {
+    const float v = cand[((size_t)b * nranks + r) * 2];
+    const int t = (int)cand[((size_t)b * nranks + r) * 2 + 1];
+    if (v > bv || (v == bv && t < bt)) {
+      bv = v;
+      bt = t;
+    }
+  }
+  out[b] = bt;
+}

@@ -23,6 +23,7 @@
 #include "examples/llama/kernels/kernels.h"
 #include "examples/llama/llama.h"
 #include "examples/llama/graphs/prefill.h"
+#include "examples/llama/graphs/serve_step.h"
 extern "C" const tpg_embedded_blob llama_kernels[];  // //examples/llama:device_code
 
 using namespace llama;
@@ -427,6 +428,125 @@ void check_groups() {
     }
   }
 }
+// A rank and stand-in weights for the serving step's plans (pointers never
+// read on a CPU).
+Rank stub_rank(int R) {
+  Rank r;
+  r.rank = R - 1;
+  r.nranks = R;
+  r.sm_count = 132;
+  r.stub_function = reinterpret_cast<void *>(0x1000);
+  return r;
+}
+Weights stub_weights(const Config &c) {
+  Weights w;
+  w.layers.resize(c.layers);
+  w.lm_head = reinterpret_cast<void *>(0x4000);
+  return w;
+}
+
+// The serving step (serve_step.h) at decode and prefill sizes, both models,
+// both head dims, TP 1..8: 3 + 8 nodes per layer + gather, LM head, argmax,
+// pick (+ the candidates' all-reduce at TP > 1); 2 all-reduces per layer;
+// bindings: inputs, tables, embedding, counters, final norm, LM head and
+// tokens, and per layer 2 norms, 4 weights, 2 pools. Its GEMM list has the
+// plan's 4 per layer + the LM head.
+void check_serve_plans() {
+  for (int big = 0; big < 2; big++)
+    for (int hd : {128, 64})
+      for (int R : {1, 2, 8})
+        for (int T : {1, 8, 64, 257, 512}) {
+          Config c = model(big);
+          c.head_dim = hd;
+          c.layers = 2;
+          c.vocab = 128256;
+          const Rank r = stub_rank(R);
+          const Weights w = stub_weights(c);
+          ServeShape sh;
+          sh.nblocks = 4096;
+          ServeBuffers b;
+          tpg_plan *p = nullptr;
+          std::vector<tpg_binding> bind;
+          std::string err;
+          char what[200];
+          std::snprintf(what, sizeof what, "serve step %s hd %d TP %d rows %d", big ? "70b" : "8b", hd, R, T);
+          if (build_serve_step(c, r, w, sh, b, T, &p, &bind, &err)) {
+            expect(false, std::string(what) + ": " + err);
+            continue;
+          }
+          int nodes = 0, colls = 0;
+          dump(p, what);
+          tpg_plan_get_stats(p, &nodes, nullptr, &colls);
+          std::string dot;
+          size_t need = 0;
+          tpg_plan_dot(p, nullptr, 0, &need);
+          dot.assign(need, '\0');
+          tpg_plan_dot(p, &dot[0], need, &need);
+          const int want_nodes = 3 + 8 * c.layers + 4 + (R > 1), want_colls = 2 * c.layers + (R > 1);
+          const size_t want_binds = 7 + 8 * (size_t)c.layers, gemms = serve_step_gemms(c, r, w, sh, T).size();
+          const bool named = dot.find("l1.prefill_attn") != std::string::npos && dot.find("pick") != std::string::npos;
+          std::snprintf(what + std::strlen(what), sizeof what - std::strlen(what),
+                        ": %d nodes (%d), %d collectives (%d), %zu bindings (%zu), %zu GEMMs", nodes, want_nodes,
+                        colls, want_colls, bind.size(), want_binds, gemms);
+          expect(nodes == want_nodes && colls == want_colls && bind.size() == want_binds && named &&
+                     gemms == 4 * (size_t)c.layers + 1,
+                 what);
+          tpg_plan_destroy(p);
+        }
+}
+
+// The step inputs' layout: every array 16-byte aligned, room for the work
+// items of any mix of prompts, the LM head's rows min(T, max_seqs).
+void check_serve_layout() {
+  ServeShape sh;
+  bool ok = true;
+  std::string got;
+  for (int G : {1, 4, 5, 16})
+    for (int T : {1, 7, 256, 512}) {
+      const StepLayout l = step_layout(sh, T, G);
+      const int per = LLAMA_PREFILL_POSITIONS(G);
+      ok &= l.ids % 4 == 0 && l.pos % 4 == 0 && l.seq % 4 == 0 && l.work % 4 == 0 && l.sample % 4 == 0 &&
+            l.pos >= l.ids + T && l.seq >= l.pos + T && l.work >= l.seq + T && l.sample >= l.work + 2 * l.W &&
+            l.total >= l.sample + l.L && l.L == std::min(T, sh.max_seqs) &&
+            l.W >= (T + per - 1) / per + std::min(T, sh.max_prompts);
+      got += " " + std::to_string(l.total);
+    }
+  expect(ok, "serve step inputs' layout: aligned, disjoint, room for every work item; totals" + got);
+}
+
+// Refused, with a message: a size of 0 or above the largest, a head dim
+// without kernels, a split that is not whole blocks, no LM head.
+void check_serve_refusals() {
+  Config c = model(false);
+  c.layers = 1;
+  c.vocab = 128256;
+  const Rank r = stub_rank(1);
+  Weights w = stub_weights(c);
+  ServeShape sh;
+  sh.nblocks = 64;
+  ServeBuffers b;
+  struct Case {
+    int T, head_dim, split;
+    bool lm;
+    const char *want;
+  };
+  const Case cases[] = {{0, 128, 0, true, "rows 0: expected 1..512"}, {513, 128, 0, true, "rows 513"},
+                        {8, 96, 0, true, "head_dim 96"}, {8, 128, 100, true, "split 100: expected a multiple of 64"},
+                        {8, 128, 0, false, "no LM head"}};
+  for (const Case &k : cases) {
+    Config cc = c;
+    cc.head_dim = k.head_dim;
+    ServeShape s2 = sh;
+    s2.split_len = k.split;
+    w.lm_head = k.lm ? reinterpret_cast<void *>(0x4000) : nullptr;
+    tpg_plan *p = reinterpret_cast<tpg_plan *>(0x1);
+    std::vector<tpg_binding> bind;
+    std::string err;
+    const int rc = build_serve_step(cc, r, w, s2, b, k.T, &p, &bind, &err);
+    expect(rc != 0 && p == nullptr && err.find(k.want) != std::string::npos, "serve step refused: " + err);
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -441,6 +561,9 @@ int main() {
   check_prefill_plans();
   check_prefill_refusals();
   check_groups();
+  check_serve_plans();
+  check_serve_layout();
+  check_serve_refusals();
   std::printf("plan_test: %d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;
 }
