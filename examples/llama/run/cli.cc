@@ -12,12 +12,14 @@
 
 #include "examples/llama/kernels/kernels.h"
 #include "examples/llama/model/hf/checkpoint.h"
+#include "examples/llama/run/serve_cli.h"
 
 namespace llama {
 namespace {
 
 enum { DECODE = 100, ENDTOKEN };  // decode.h's flags
 enum { MODEL = 200, PROMPTIDS, MAXNEW, PREFILL, PREFILLCHUNK, PROMPTLOGITS };  // run/generate.h's
+enum { SERVE = 300 };  // run/serve.h's flags: SERVE + their index (serve_options)
 enum { CONFIG = 1, LAYERS, BATCH, CTX, STEPS, TP, WEIGHTS, OUT, BENCH, SWEEP, LMHEAD, VOCAB, SEED, ITERS, WARMUP,
        IDFILE, PDL, NOPDL, MODE, VERIFY, ATTN, ATTNBPS, HELP };
 
@@ -90,9 +92,9 @@ int parse_model(Options *o, int gpus) {
     std::fprintf(stderr, "llama: --model, --prompt-ids (and --max-new-tokens) go together\n");
     return 2;
   }
-  if (!o->other_flag.empty()) {
+  if (!o->other_flag.empty() || !o->out.empty()) {
     std::fprintf(stderr, "llama: %s does not go with --model (the checkpoint sets the model; the prompt, the run)\n",
-                 o->other_flag.c_str());
+                 o->other_flag.empty() ? "--out" : o->other_flag.c_str());
     return 2;
   }
   if (!o->prompt_logits.empty() && o->prefill != GenerateOptions::PREFILL_GRAPH) {
@@ -226,7 +228,10 @@ int apply_flag(int ch, const char *arg, Options *o) {
       o->set_mode = true;
       break;
     case HELP: usage(stdout); return 1;
-    default: usage(stderr); return 2;
+    default:
+      if (ch >= SERVE) return apply_serve_flag(ch - SERVE, arg, &o->serve);
+      usage(stderr);
+      return 2;
   }
   return 0;
 }
@@ -287,6 +292,7 @@ void usage(FILE *f) {
                "  --prompt-logits F with --model: write the last prompt row's logits (fp32, vocab_size)\n"
                "                    to file F (prefill graph only)\n"
                "  --iters N         with --model: timed runs after one warm-up (default 1; medians)\n");
+  serve_usage(f);
 }
 
 int largest_tp(const Config &c, int limit) {
@@ -297,16 +303,20 @@ int largest_tp(const Config &c, int limit) {
 
 int parse_args(int argc, char **argv, Options *o) {
   int ch, idx = -1;
-  while ((ch = getopt_long(argc, argv, "", kOpts, &idx)) != -1) {
+  std::vector<option> opts(kOpts, kOpts + sizeof kOpts / sizeof kOpts[0] - 1);
+  const std::vector<option> serve = serve_options(SERVE);
+  opts.insert(opts.end(), serve.begin(), serve.end());
+  opts.push_back({0, 0, 0, 0});
+  while ((ch = getopt_long(argc, argv, "", opts.data(), &idx)) != -1) {
     // --model takes the model and the run from the checkpoint and the
     // prompt: flags that set either are refused with it, not ignored.
     if (idx >= 0 && o->other_flag.empty() && ch != MODEL && ch != PROMPTIDS && ch != MAXNEW && ch != TP &&
         ch != ENDTOKEN && ch != PDL && ch != NOPDL && ch != ATTN && ch != ATTNBPS && ch != IDFILE && ch != HELP &&
-        ch != PREFILL && ch != PREFILLCHUNK && ch != PROMPTLOGITS && ch != ITERS)
-      o->other_flag = std::string("--") + kOpts[idx].name;
+        ch != PREFILL && ch != PREFILLCHUNK && ch != PROMPTLOGITS && ch != ITERS && ch != OUT && ch < SERVE)
+      o->other_flag = std::string("--") + opts[idx].name;
     // ... and its own flags need it.
     if (idx >= 0 && (ch == PREFILL || ch == PREFILLCHUNK || ch == PROMPTLOGITS) && o->model_flag.empty())
-      o->model_flag = std::string("--") + kOpts[idx].name;
+      o->model_flag = std::string("--") + opts[idx].name;
     idx = -1;
     if (const int rc = apply_flag(ch, optarg, o)) return rc;
   }
@@ -319,6 +329,9 @@ int parse_args(int argc, char **argv, Options *o) {
 
 int finish_args(Options *o, int gpus) {
   Config &c = o->c;
+  bool served = false;  // --requests: run/serve_cli.cc checks the whole run
+  if (const int rc = finish_serve(o, gpus, &served)) return rc;
+  if (served) return 0;
   if (!o->model.empty() || !o->prompt.empty() || o->set_max_new) return parse_model(o, gpus);
   if (!o->model_flag.empty()) {
     std::fprintf(stderr, "llama: %s goes with --model\n", o->model_flag.c_str());

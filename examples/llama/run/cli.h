@@ -11,6 +11,7 @@
 
 #include "examples/llama/llama.h"
 #include "examples/llama/run/generate.h"
+#include "examples/llama/run/serve.h"
 
 namespace llama {
 
@@ -35,6 +36,7 @@ struct Options {
   GenerateOptions::Prefill prefill = GenerateOptions::PREFILL_GRAPH;  // --prefill graph|steps
   int prefill_chunk = 2048;
   std::string prompt_logits;  // --prompt-logits FILE
+  ServeOptions serve;         // --requests, --graph-sizes and their flags (run/serve.h, run/serve_cli.cc)
 };
 
 void usage(FILE *f);

@@ -11,8 +11,10 @@
 #include "examples/llama/kernels/kernels.h"
 #include "examples/llama/model/hf/checkpoint.h"
 #include "examples/llama/run/generate.h"
+#include "examples/llama/run/serve.h"
 
 extern "C" const tpg_embedded_blob llama_kernels[];  // //examples/llama:device_code
+extern const tpg_embedded_blob llama_decode_kernels[];  // //examples/llama:decode_code (kernels/loop.cu)
 
 namespace llama {
 namespace {
@@ -49,7 +51,12 @@ int load_blob(const Rank &R, const char *name, tpg_module **out) {
 int load_modules(const Options &o, Rank &R) {
   const int rank = R.rank;
   if (load_blob(R, LLAMA_BLOB_STEP, &R.module)) return 1;
-  if (!o.model.empty() && load_blob(R, LLAMA_BLOB_PREFILL, &R.prefill_module)) return 1;
+  const bool serving = !o.serve.requests.empty() || !o.serve.sizes.empty();  // run/serve.h
+  if ((!o.model.empty() || serving) && load_blob(R, LLAMA_BLOB_PREFILL, &R.prefill_module)) return 1;
+  if (serving) {
+    if (load_blob(R, LLAMA_BLOB_PAGED, &R.paged_module)) return 1;
+    CHECK_TPG(tpg_module_load_embedded(llama_decode_kernels, "loop", &R.loop_module));
+  }
   if (o.c.vocab > 0) {
     if (cublasCreate(&R.cublas) != CUBLAS_STATUS_SUCCESS) {
       std::fprintf(stderr, "llama rank %d: cublasCreate failed\n", rank);
@@ -96,6 +103,22 @@ int print_graph_info(const Step &s) {
   return 0;
 }
 
+// --model --prompt-ids: one prompt (run/generate.h).
+int run_model(const Options &o, RankState &st, const Source &src) {
+  const Rank &R = st.R;
+  std::string err;
+  GenerateOptions g;
+  g.prompt = o.prompt;
+  g.max_new = o.max_new;
+  g.end_token = o.end_token;
+  g.prefill = o.prefill;
+  g.chunk = o.prefill_chunk;
+  g.iters = o.iters;
+  g.logits_out = o.prompt_logits;
+  CHECK_OK(run_generate(o.c, R, st.w, src, g, &err));
+  return 0;
+}
+
 int run_rank(Options &o, int rank, int nranks, int device, const std::string &id_file) {
   RankState st;
   Rank &R = st.R;
@@ -132,23 +155,20 @@ int run_rank(Options &o, int rank, int nranks, int device, const std::string &id
   if (rank == 0)
     std::printf("llama: rank 0 of %d on GPU %d: %.1f MiB of weights (%s)\n", nranks, device, st.w.bytes / 1048576.0,
                 !o.model.empty() ? o.model.c_str() : src.dir.empty() ? "random" : src.dir.c_str());
-  if (!o.model.empty()) {
-    GenerateOptions g;
-    g.prompt = o.prompt;
-    g.max_new = o.max_new;
-    g.end_token = o.end_token;
-    g.prefill = o.prefill;
-    g.chunk = o.prefill_chunk;
-    g.iters = o.iters;
-    g.logits_out = o.prompt_logits;
-    if (rank == 0)
-      std::printf("llama: %s, %d layers, hidden %d, %d/%d heads, ffn %d, vocab %d, theta %g%s, eps %g\n",
-                  model.config().arch.c_str(), o.c.layers, o.c.hidden, o.c.heads, o.c.kv_heads, o.c.ffn, o.c.vocab,
-                  (double)o.c.theta, o.c.rope_inv_freq.empty() ? "" : " (llama3 scaling: inv_freq table)",
-                  (double)o.c.eps);
-    CHECK_OK(run_generate(o.c, R, st.w, src, g, &err));
+  if (rank == 0 && !o.model.empty())
+    std::printf("llama: %s, %d layers, hidden %d, %d/%d heads, ffn %d, vocab %d, theta %g%s, eps %g\n",
+                model.config().arch.c_str(), o.c.layers, o.c.hidden, o.c.heads, o.c.kv_heads, o.c.ffn, o.c.vocab,
+                (double)o.c.theta, o.c.rope_inv_freq.empty() ? "" : " (llama3 scaling: inv_freq table)",
+                (double)o.c.eps);
+  if (!o.serve.requests.empty()) {
+    CHECK_OK(run_serve(o.c, R, st.w, src, o.serve, o.out, &err));
     return 0;
   }
+  if (!o.serve.sizes.empty()) {
+    CHECK_OK(run_graph_sizes(o.c, R, st.w, src, o.serve, &err));
+    return 0;
+  }
+  if (!o.model.empty()) return run_model(o, st, src);
   if (o.decode) {
     DecodeOptions d;
     d.steps = o.decode;

@@ -28,6 +28,8 @@ struct RankState {
     if (R.stream) cudaStreamDestroy(R.stream);
     tpg_module_destroy(R.module);
     tpg_module_destroy(R.prefill_module);
+    tpg_module_destroy(R.paged_module);
+    tpg_module_destroy(R.loop_module);
     tpg_comm_destroy(R.comm);
   }
 };

@@ -3,6 +3,8 @@
 #include "examples/llama/run/scheduler.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 
 namespace llama {
 
@@ -169,6 +171,40 @@ void Scheduler::commit(const StepPlan &p, const std::vector<int> &tokens, double
     o.ended = tokens[j] == r.end_token;
     if (o.ended || (int)o.ids.size() >= r.max_new) finish(slot);
   }
+}
+
+int graph_sizes(const std::string &spec, int max_rows, std::vector<int> *out, std::string *err) {
+  out->clear();
+  if (spec == "vllm") {
+    for (int v : {1, 2, 4}) out->push_back(v);
+    for (int v = 8; v <= 256; v += 8) out->push_back(v);
+  } else if (spec == "all") {
+    for (int v = 1; v <= max_rows; v++) out->push_back(v);
+  } else if (spec.empty()) {
+    for (int v : {1, 2, 4}) out->push_back(v);
+    for (int v = 8; v <= max_rows; v += 8) out->push_back(v);
+  } else {
+    const char *p = spec.c_str();
+    for (;;) {
+      char *end;
+      errno = 0;
+      const long v = std::strtol(p, &end, 10);
+      if (end == p || errno || v < 1 || v > 4096 || (*end && *end != ',') || *p == '+' || *p == '-' || *p == ' ') {
+        *err = "'" + spec + "': expected vllm, all, or sizes separated by commas (1..4096)";
+        return 1;
+      }
+      out->push_back((int)v);
+      if (!*end) break;
+      p = end + 1;
+    }
+  }
+  std::sort(out->begin(), out->end());
+  out->erase(std::unique(out->begin(), out->end()), out->end());
+  if (out->empty() || out->back() > max_rows) {
+    *err = "'" + spec + "': sizes above --max-step-rows " + std::to_string(max_rows);
+    return 1;
+  }
+  return 0;
 }
 
 }  // namespace llama

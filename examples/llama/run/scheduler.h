@@ -110,6 +110,11 @@ class Scheduler {
   int promised_ = 0, finished_ = 0, running_ = 0, peak_ = 0;
 };
 
+// The graph sizes a spec names, ascending: "vllm" (1, 2, 4, 8, 16, 24, ...,
+// 256), "all" (1 .. max_rows), a comma list, or empty: 1, 2, 4 and every 8
+// up to max_rows. 1 and *err on a malformed list or a size outside 1..max_rows.
+int graph_sizes(const std::string &spec, int max_rows, std::vector<int> *out, std::string *err);
+
 }  // namespace llama
 
 #endif
