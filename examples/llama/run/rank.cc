@@ -165,7 +165,7 @@ int run_rank(Options &o, int rank, int nranks, int device, const std::string &id
     return 0;
   }
   if (!o.serve.sizes.empty()) {
-    CHECK_OK(run_graph_sizes(o.c, R, st.w, src, o.serve, &err));
+    CHECK_OK(run_graph_sizes(o.c, R, st.w, src, o.serve, o.out, &err));
     return 0;
   }
   if (!o.model.empty()) return run_model(o, st, src);

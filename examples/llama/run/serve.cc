@@ -240,7 +240,7 @@ int run_serve(const Config &c, const Rank &r, const Weights &w, const Source &sr
 }
 
 int run_graph_sizes(const Config &c, const Rank &r, const Weights &w, const Source &src, const ServeOptions &o,
-                    std::string *err) {
+                    const std::string &out, std::string *err) {
   Engine e;
   ServeOptions so = o;
   if (so.kv_blocks <= 0) so.kv_blocks = so.max_seqs;  // the pool's size changes no graph: one block a sequence
@@ -249,8 +249,9 @@ int run_graph_sizes(const Config &c, const Rank &r, const Weights &w, const Sour
       alloc_serve(c, r, e.sh, &e.b, err) || load_tensor(c, src, "embed", c.vocab, c.hidden, e.b.emb, err) ||
       build_set(c, r, w, so.batch_invariant, e, err))
     return 1;
-  if (r.rank == 0) print_graph_sizes(e.set, e.b, c);
-  return 0;
+  if (r.rank != 0) return 0;
+  const std::string json = print_graph_sizes(e.set, e.b, c);
+  return out.empty() ? 0 : write_graph_sizes(out, json, err);
 }
 
 }  // namespace llama

@@ -55,9 +55,9 @@ int run_serve(const Config &c, const Rank &r, const Weights &w, const Source &sr
               const std::string &out, std::string *err);
 
 // The serving step's graph set at o.sizes on random weights: build time and
-// memory per size and in all.
+// memory per size and in all; with out, rank 0 writes out/graph_sizes.json.
 int run_graph_sizes(const Config &c, const Rank &r, const Weights &w, const Source &src, const ServeOptions &o,
-                    std::string *err);
+                    const std::string &out, std::string *err);
 
 }  // namespace llama
 

@@ -152,7 +152,7 @@ int write_outputs(const std::string &dir, const std::vector<Request> &reqs, cons
   return 0;
 }
 
-void print_graph_sizes(const GraphSet &set, const ServeBuffers &b, const Config &c) {
+std::string print_graph_sizes(const GraphSet &set, const ServeBuffers &b, const Config &c) {
   std::printf("graph sizes: the serving step, %d layers, hidden %d, vocab %d: %zu sizes\n", c.layers, c.hidden,
               c.vocab, set.sizes.size());
   std::printf("graph sizes: %6s %10s %10s %12s %10s %12s\n", "size", "plan us", "create us", "instantiate", "own KiB",
@@ -167,10 +167,27 @@ void print_graph_sizes(const GraphSet &set, const ServeBuffers &b, const Config 
               "MiB); the engine's bound buffers (pools, tables, embedding) %.1f MiB\n",
               t.count, t.build_us / 1e3, t.builder_us / 1e3, t.arena_bytes / 1048576.0, beyond,
               t.own_bytes / 1048576.0, b.bytes / 1048576.0);
-  std::printf("graph-sizes-json: {\"sizes\": %d, \"build_ms\": %.2f, \"builder_ms\": %.2f, \"arena_bytes\": %zu, "
-              "\"own_bytes\": %zu, \"measured_bytes\": %zu, \"beyond_arena_mib\": %.2f}\n",
-              t.count, t.build_us / 1e3, t.builder_us / 1e3, t.arena_bytes, t.own_bytes, t.measured_bytes, beyond);
+  char j[512];
+  std::snprintf(j, sizeof j,
+                "{\"sizes\": %d, \"build_s\": %.5f, \"builder_s\": %.5f, \"arena_bytes\": %zu, \"own_bytes\": %zu, "
+                "\"measured_bytes\": %zu, \"beyond_arena_bytes\": %.0f, \"layers\": %d}\n",
+                t.count, t.build_us / 1e6, t.builder_us / 1e6, t.arena_bytes, t.own_bytes, t.measured_bytes,
+                beyond * 1048576.0, c.layers);
+  std::printf("graph-sizes-json: %s", j);
   std::fflush(stdout);
+  return j;
+}
+
+int write_graph_sizes(const std::string &dir, const std::string &json, std::string *err) {
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    *err = "--out " + dir + ": " + std::strerror(errno);
+    return 1;
+  }
+  if (!write_text(dir + "/graph_sizes.json", json)) {
+    *err = "cannot write " + dir + "/graph_sizes.json";
+    return 1;
+  }
+  return 0;
 }
 
 }  // namespace llama

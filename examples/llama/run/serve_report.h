@@ -48,7 +48,11 @@ int write_outputs(const std::string &dir, const std::vector<Request> &reqs, cons
 
 // Per size: the builder's time, graph creation, instantiation, its own
 // memory and the measured; then the set's totals against the targets.
-void print_graph_sizes(const GraphSet &set, const ServeBuffers &b, const Config &c);
+// Returns the totals as JSON (build_s and measured_bytes, as
+// bench/torch_capture.py's --ours reads them).
+std::string print_graph_sizes(const GraphSet &set, const ServeBuffers &b, const Config &c);
+// dir/graph_sizes.json. 0, or 1 and *err.
+int write_graph_sizes(const std::string &dir, const std::string &json, std::string *err);
 
 }  // namespace llama
 
