@@ -16,6 +16,17 @@ transformers on the same prompt. tests/gpu/hf_check.sh drives it:
         two engine runs on DIR's prompt (the prefill graph, --prefill steps):
         the same ids, or a first difference at a near tie (the rule below,
         on A's prefix, for both tokens).
+  requests DIR FILE [--n N] [--seed S] [--bad] [--device D]
+        N requests for DIR's model as JSON lines (llama --requests): prompts
+        of 1..300 ids, 1..48 new tokens, a quarter with an end token (the one
+        transformers' bf16 greedy run makes 5th, so most of them stop there);
+        --bad appends lines the engine must refuse (their line numbers and
+        reasons go to FILE.refusals, one "LINE reason" a line).
+  many  DIR FILE IDS [--device D]
+        IDS: the engine's ids.jsonl for requests FILE. Every served request's
+        ids judged by the rule below on its own prefix (teacher forcing, one
+        forward per request), near ties counted over all requests; a request
+        stopped early must end with its end token.
   fake  DIR LOG [--bug none|swap] [--logits FILE] [--device D]
         writes LOG as the engine would, from transformers' own bf16 greedy
         tokens (--bug swap: one clear token replaced): tests `check` without
@@ -459,6 +470,94 @@ def cmd_same(a):
     return 0 if tie else 1
 
 
+def cmd_requests(a):
+    """Requests for the engine's --requests on DIR's model (see the top)."""
+    import random
+    dev = a.device or default_device()
+    with open(os.path.join(a.dir, "case.json")) as f:
+        vocab = json.load(f)["vocab"]
+    rng = random.Random(a.seed)
+    reqs = []
+    for i in range(a.n):
+        p = rng.choice([1, 2, 63, 64, 65]) if i < 5 else rng.randint(1, 300)
+        reqs.append({"prompt_ids": [rng.randrange(vocab) for _ in range(p)], "max_new_tokens": rng.randint(1, 48),
+                     "id": "r%d" % i})
+    m = load(a.dir, dev, torch.bfloat16)
+    for r in reqs[::4]:  # an end token the run is likely to make: transformers' own 5th
+        r["max_new_tokens"] = max(r["max_new_tokens"], 8)
+        r["end_token"] = generate_bf16(m, r["prompt_ids"], 5, dev)[4]
+    del m
+    lines = [json.dumps(r) for r in reqs]
+    bad = []
+    if a.bad:
+        extra = [('{"prompt_ids": [1, 2', "column"),
+                 ('{"prompt_ids": [1], "max_new_tokens": 2, "top_k": 5}', 'unknown key "top_k"'),
+                 ('{"prompt_ids": [%d], "max_new_tokens": 2}' % vocab, "not below the vocabulary"),
+                 ('{"prompt_ids": [1, 2], "max_new_tokens": 8191}', "a sequence holds at most"),
+                 ('["not", "an", "object"]', "expected a JSON object")]
+        for k, (text, why) in enumerate(extra):
+            at = 3 + 7 * k  # among the good ones
+            lines.insert(at, text)
+        for no, text in enumerate(lines, 1):
+            for t, why in extra:
+                if text == t:
+                    bad.append("%d %s" % (no, why))
+    with open(a.file, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    with open(a.file + ".refusals", "w") as f:
+        f.write("".join(b + "\n" for b in bad))
+    print("requests: %d requests, %d bad lines in %s" % (len(reqs), len(bad), a.file))
+
+
+@torch.no_grad()
+def cmd_many(a):
+    """Every served request's ids against transformers by the near-tie rule."""
+    dev = a.device or default_device()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    out = [json.loads(l) for l in open(a.ids) if l.strip()]
+    served = [o for o in out if "ids" in o]
+    lines = open(a.file).read().split("\n")
+    good = {o["line"]: json.loads(lines[o["line"] - 1]) for o in served}  # the engine numbers lines from 1
+    dev_m = load(a.dir, dev, torch.bfloat16)
+    lb = {o["line"]: step_logits(dev_m, good[o["line"]]["prompt_ids"], o["ids"], dev) for o in served if o["ids"]}
+    del dev_m
+    ref_m = load(a.dir, dev, torch.float32, attn="eager")
+    steps = agree = ties = wrong = stops = 0
+    for o in served:
+        r, ids = good[o["line"]], o["ids"]
+        if not ids:
+            wrong += 1
+            print("  line %d: no ids" % o["line"])
+            continue
+        lf = step_logits(ref_m, r["prompt_ids"], ids, dev)
+        bound = K_TIE * (lb[o["line"]] - lf).abs().max(dim=1).values
+        best = lf.argmax(dim=1)
+        for t, e in enumerate(ids):
+            steps += 1
+            if e == int(best[t]):
+                agree += 1
+            elif float(lf[t, best[t]] - lf[t, e]) <= float(bound[t]):
+                ties += 1
+            else:
+                wrong += 1
+                print("  line %d step %d: engine %d, ref %d: WRONG (gap %.4g > bound %.4g)" % (
+                    o["line"], t, e, int(best[t]), float(lf[t, best[t]] - lf[t, e]), float(bound[t])))
+        end = r.get("end_token")
+        early = len(ids) < r["max_new_tokens"]
+        stops += early
+        if (early and ids[-1] != end) or (end is not None and end in ids[:-1]):
+            wrong += 1
+            print("  line %d: stopped at %d tokens of %d without its end token %s" % (o["line"], len(ids),
+                                                                                        r["max_new_tokens"], end))
+    ok = wrong == 0 and ties <= MAX_TIE_FRACTION * steps and len(served) > 0
+    print("hf_check many: %d requests served, %d tokens: %d agree with fp32 transformers, %d near ties, %d wrong; "
+          "%d stopped at their end token" % (len(served), steps, agree, ties, wrong, stops))
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
 def cmd_fake(a):
     """The engine's output line from transformers' own bf16 greedy ids (a stand-in to test check)."""
     dev = a.device or default_device()
@@ -497,6 +596,18 @@ def main():
     sm.add_argument("log_a")
     sm.add_argument("log_b")
     sm.add_argument("--device")
+    q = sub.add_parser("requests")
+    q.add_argument("dir")
+    q.add_argument("file")
+    q.add_argument("--n", type=int, default=40)
+    q.add_argument("--seed", type=int, default=3)
+    q.add_argument("--bad", action="store_true")
+    q.add_argument("--device")
+    mn = sub.add_parser("many")
+    mn.add_argument("dir")
+    mn.add_argument("file")
+    mn.add_argument("ids")
+    mn.add_argument("--device")
     f = sub.add_parser("fake")
     f.add_argument("dir")
     f.add_argument("log")
@@ -510,6 +621,10 @@ def main():
         return cmd_check(a)
     if a.cmd == "same":
         return cmd_same(a)
+    if a.cmd == "requests":
+        return cmd_requests(a) or 0
+    if a.cmd == "many":
+        return cmd_many(a)
     return cmd_fake(a) or 0
 
 

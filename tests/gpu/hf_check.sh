@@ -8,8 +8,10 @@
 # graphs in chunks of $HF_CHUNK rows (64: two to four chunks, both graphs),
 # whose last-row logits are held to transformers' bf16 bounds too; then the
 # same prompt as single-token steps (--prefill steps) must make the same ids
-# (hf_check.py same: or part at a near tie). Then configurations the engine
-# must refuse, each with its message.
+# (hf_check.py same: or part at a near tie). On the first case, 40 requests
+# at once through llama --requests, each also alone, all judged the same way
+# (hf_check.py many). Then configurations the engine must refuse, each with
+# its message.
 #
 #   # from the repository root, with the bundle in .gpu (tools/gpu_bundle.sh)
 #   bash tests/gpu/hf_check.sh [WORKDIR]
@@ -43,7 +45,7 @@ check() {
   else
     fail=$((fail + 1)); echo "FAIL $name (rc $?, $work/$name.log)"
   fi
-  grep -E "^(gen:|hf_check|same:|  |new ids|llama: (prompt|prefill|[0-9]+ new|Llama|Mistral|Qwen))|FAIL|rror" "$work/$name.log" |
+  grep -E "^(gen:|hf_check|same:|requests:|serve:|  |new ids|llama: (prompt|prefill|[0-9]+ new|Llama|Mistral|Qwen))|FAIL|rror" "$work/$name.log" |
     grep -v "^  File" | tail -14 | cut -c1-300 | sed 's/^/    /'
 }
 
@@ -64,6 +66,16 @@ for c in "${cases[@]}"; do
     check "same_${c}_tp$tp" python3 tests/gpu/hf_check.py same "$d" "$work/engine_${c}_tp$tp.log" \
       "$work/engine_steps_${c}_tp$tp.log"
   done
+  if [ "$c" = "${HF_MANY_CASE-llama3_8b_bf16}" ]; then
+    # Many requests at once (llama --requests, docs/serving.md): 40 of them
+    # continuously batched, each also served alone (--check-alone; under
+    # --batch-invariant the ids must be the same), every one judged against
+    # transformers by the rule above.
+    check "requests_$c" python3 tests/gpu/hf_check.py requests "$d" "$work/requests_$c.jsonl" --n 40
+    check "engine_requests_$c" "${engine[@]}" --model "$d" --requests "$work/requests_$c.jsonl" --tp 1 \
+      --batch-invariant --check-alone --max-seqs 16 --max-step-rows 128 --out "$work/serve_$c"
+    check "many_$c" python3 tests/gpu/hf_check.py many "$d" "$work/requests_$c.jsonl" "$work/serve_$c/ids.jsonl"
+  fi
   rm -rf "$d"/*.safetensors  # the disk holds one model at a time
 done
 
