@@ -114,10 +114,152 @@ int alloc_step_io(const Config &c, Step *s, std::string *err) {
   return 0;
 }
 
+namespace {
+
+// The step's slots (in this order: plan_test's dumps name them by id).
+struct StepSlots {
+  tpg_slot x, pos_host, pos, h, qkv, q, attn, o_part, ml_part, part, h2, act, final_norm, attn_cnt;
+  tpg_arg inv_freq;
+  std::vector<tpg_slot> attn_norm, mlp_norm, wqkv, wo, w13, w2;
+};
+
+// Every slot of the step, the bound ones to s's buffers, w and k.
+int step_slots(const Config &c, const Rank &r, const Weights &w, const Caches &k, Step *s, Builder &b,
+               StepSlots &sl) {
+  const int B = c.batch, H = c.hidden, D = c.head_dim, nq = q_heads(c, r), nkv = kv_heads(c, r);
+  const int F = c.ffn / r.nranks, wqkv = (nq + 2 * nkv) * D;
+  const tpg_memory DEV = TPG_MEM_DEVICE, SCR = TPG_MEM_SCRATCH;
+  // int32 data lives in TPG_F32 slots: tpgraph only needs its 4-byte width.
+  if (b.slot("x", TPG_BF16, DEV, (size_t)B * H, s->d_x, &sl.x) ||
+      b.slot("pos_host", TPG_F32, TPG_MEM_HOST, B, s->h_pos, &sl.pos_host) ||
+      (s->device_loop ? b.slot("pos", TPG_F32, DEV, B, s->d_pos, &sl.pos)
+                      : b.slot("pos", TPG_F32, SCR, B, nullptr, &sl.pos)) ||
+      b.slot("h", TPG_BF16, SCR, (size_t)B * H, nullptr, &sl.h) ||
+      b.slot("qkv", TPG_BF16, SCR, (size_t)B * wqkv, nullptr, &sl.qkv) ||
+      b.slot("q", TPG_BF16, SCR, (size_t)B * nq * D, nullptr, &sl.q) ||
+      b.slot("attn", TPG_BF16, SCR, (size_t)B * nq * D, nullptr, &sl.attn) ||
+      b.slot("o_part", TPG_F32, SCR, (size_t)B * nq * s->nsplit * D, nullptr, &sl.o_part) ||
+      b.slot("ml_part", TPG_F32, SCR, (size_t)B * nq * s->nsplit * 2, nullptr, &sl.ml_part) ||
+      b.slot("part", TPG_BF16, SCR, (size_t)B * H, nullptr, &sl.part) ||
+      b.slot("h2", TPG_BF16, SCR, (size_t)B * H, nullptr, &sl.h2) ||
+      b.slot("act", TPG_BF16, SCR, (size_t)B * F, nullptr, &sl.act) ||
+      b.slot("final_norm", TPG_BF16, DEV, H, w.final_norm, &sl.final_norm) ||
+      b.slot("attn_cnt", TPG_F32, DEV, (size_t)B * nkv, s->d_attn_cnt, &sl.attn_cnt))
+    return 1;
+  // RoPE's inverse frequencies: a table when the model scales them (Llama
+  // 3.1), else a null pointer and the kernels use theta.
+  const float *const no_table = nullptr;
+  sl.inv_freq = TPG_ARG_VALUE(no_table);
+  if (w.rope_inv_freq) {
+    tpg_slot t;
+    if (b.slot("rope_inv_freq", TPG_F32, DEV, D / 2, w.rope_inv_freq, &t)) return 1;
+    sl.inv_freq = tpg_arg_view(t, 0);
+  }
+  for (auto *v : {&sl.attn_norm, &sl.mlp_norm, &sl.wqkv, &sl.wo, &sl.w13, &sl.w2}) v->assign(c.layers, 0);
+  s->k_cache.assign(c.layers, 0);
+  s->v_cache.assign(c.layers, 0);
+  const size_t cache_n = (size_t)B * nkv * c.max_ctx * D;
+  for (int i = 0; i < c.layers; i++) {
+    const std::string l = "l" + std::to_string(i) + ".";
+    const LayerWeights &lw = w.layers[i];
+    if (b.slot(l + "attn_norm", TPG_BF16, DEV, H, lw.attn_norm, &sl.attn_norm[i]) ||
+        b.slot(l + "mlp_norm", TPG_BF16, DEV, H, lw.mlp_norm, &sl.mlp_norm[i]) ||
+        b.slot(l + "wqkv", TPG_BF16, DEV, (size_t)wqkv * H, lw.wqkv, &sl.wqkv[i]) ||
+        b.slot(l + "wo", TPG_BF16, DEV, (size_t)H * nq * D, lw.wo, &sl.wo[i]) ||
+        b.slot(l + "w13", TPG_BF16, DEV, (size_t)2 * F * H, lw.w13, &sl.w13[i]) ||
+        b.slot(l + "w2", TPG_BF16, DEV, (size_t)H * F, lw.w2, &sl.w2[i]) ||
+        b.slot(l + "k_cache", TPG_BF16, DEV, cache_n, k.k[i], &s->k_cache[i]) ||
+        b.slot(l + "v_cache", TPG_BF16, DEV, cache_n, k.v[i], &s->v_cache[i]))
+      return 1;
+  }
+  return 0;
+}
+
+// Layer i's attention: one fused node, or (--attn tc|fma) RoPE + append,
+// the first pass and the combine.
+int step_attention(const Config &c, const Rank &r, const Step *s, const StepSlots &sl, int i, Builder &b) {
+  const int B = c.batch, D = c.head_dim, nq = q_heads(c, r), nkv = kv_heads(c, r), G = nq / nkv;
+  const float theta = c.theta, scale_log2 = (float)(1.0 / std::sqrt((double)D) * 1.4426950408889634);
+  const int max_ctx = c.max_ctx, split_len = s->split_len, nsplit = s->nsplit;
+  const std::string l = "l" + std::to_string(i) + ".";
+  const std::string attn_name = llama_kernel_name(r.attn == Rank::ATTN_FUSED ? "llama_attn_fused"
+                                                  : r.attn == Rank::ATTN_FMA ? "llama_attn"
+                                                                             : "llama_attn_tc",
+                                                  D, G),
+                    rope_name = llama_kernel_name("llama_rope_append", D, 0),
+                    combine_name = llama_kernel_name("llama_attn_combine", D, 0);
+  const tpg_arg kc = tpg_arg_view(s->k_cache[i], 0), vc = tpg_arg_view(s->v_cache[i], 0),
+                pos = tpg_arg_view(sl.pos, 0);
+  if (r.attn == Rank::ATTN_FUSED)  // one node: RoPE, the KV append, the split attention and its merge
+    return b.kernel(attn_name.c_str(), l + "attn", nsplit, nkv, B, 128,
+                    {tpg_arg_view(sl.attn, 0), tpg_arg_view(sl.o_part, 0), tpg_arg_view(sl.ml_part, 0),
+                     tpg_arg_view(sl.attn_cnt, 0), kc, vc, tpg_arg_view(sl.qkv, 0), pos, TPG_ARG_VALUE(nkv),
+                     TPG_ARG_VALUE(max_ctx), TPG_ARG_VALUE(split_len), TPG_ARG_VALUE(nsplit),
+                     TPG_ARG_VALUE(scale_log2), TPG_ARG_VALUE(theta), sl.inv_freq},
+                    r);
+  return b.kernel(rope_name.c_str(), l + "rope_append", B, nq + 2 * nkv, 1, D / 2,
+                  {tpg_arg_view(sl.q, 0), kc, vc, tpg_arg_view(sl.qkv, 0), pos, TPG_ARG_VALUE(nq), TPG_ARG_VALUE(nkv),
+                   TPG_ARG_VALUE(max_ctx), TPG_ARG_VALUE(theta), sl.inv_freq},
+                  r) ||
+         b.kernel(attn_name.c_str(), l + "attn", nsplit, nkv, B, 128,
+                  {tpg_arg_view(sl.o_part, 0), tpg_arg_view(sl.ml_part, 0), tpg_arg_view(sl.q, 0), kc, vc, pos,
+                   TPG_ARG_VALUE(nkv), TPG_ARG_VALUE(max_ctx), TPG_ARG_VALUE(split_len), TPG_ARG_VALUE(nsplit),
+                   TPG_ARG_VALUE(scale_log2)},
+                  r) ||
+         b.kernel(combine_name.c_str(), l + "attn_combine", nq, B, 1, 128,
+                  {tpg_arg_view(sl.attn, 0), tpg_arg_view(sl.o_part, 0), tpg_arg_view(sl.ml_part, 0), pos,
+                   TPG_ARG_VALUE(nq), TPG_ARG_VALUE(split_len), TPG_ARG_VALUE(nsplit)},
+                  r);
+}
+
+// --lm-head: the captured cuBLAS call, then (R > 1, not in a device loop)
+// the all-gather of the vocab slices.
+int step_lm_head(const Config &c, const Rank &r, const Weights &w, LmHead *lm, Step *s, const StepSlots &sl,
+                 Builder &b, std::string *err) {
+  const int B = c.batch, H = c.hidden, R = r.nranks, vpart = c.vocab / R;
+  const tpg_memory DEV = TPG_MEM_DEVICE, SCR = TPG_MEM_SCRATCH;
+  tpg_slot lm_w, logits, logits_all;
+  if (b.slot("lm_head", TPG_BF16, DEV, (size_t)vpart * H, w.lm_head, &lm_w)) return 1;
+  if (R == 1 || s->device_loop) {
+    if (b.slot("logits", TPG_F32, DEV, (size_t)B * vpart, s->d_logits, &logits)) return 1;
+    logits_all = logits;
+  } else if (b.slot("logits", TPG_F32, SCR, (size_t)B * vpart, nullptr, &logits) ||
+             b.slot("logits_all", TPG_F32, DEV, (size_t)B * c.vocab, s->d_logits, &logits_all)) {
+    return 1;
+  }
+  lm->rank = &r;
+  lm->batch = B;
+  lm->hidden = H;
+  lm->vocab_part = vpart;
+  const tpg_view views[3] = {{sl.h, 0, 0}, {lm_w, 0, 0}, {logits, 0, 0}};
+  tpg_captured_desc cd = TPG_CAPTURED_DESC_INIT;
+  cd.fn = lm_head_capture;
+  cd.user = lm;
+  cd.views = views;
+  cd.nviews = 3;
+  tpg_node n;
+  TRY(tpg_plan_add_captured(s->plan, &cd, b.dep(), b.ndep(), &n));
+  TRY(tpg_plan_set_node_name(s->plan, n, "lm_head"));
+  b.chain(n);
+  if (R > 1 && !s->device_loop) {  // rank-major [R][B][V/R]; main.cc puts the vocab slices side by side
+    tpg_collective_desc g = TPG_COLLECTIVE_DESC_INIT;
+    g.kind = TPG_ALL_GATHER;
+    g.send = tpg_view{logits, 0, 0};
+    g.recv = tpg_view{logits_all, 0, 0};
+    g.count = (size_t)B * vpart;
+    TRY(tpg_plan_add_collective(s->plan, &g, b.dep(), b.ndep(), &n));
+    TRY(tpg_plan_set_node_name(s->plan, n, "logits.allgather"));
+    b.chain(n);
+  }
+  s->logits = logits_all;
+  return 0;
+}
+
+}  // namespace
+
 int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k, int max_len, LmHead *lm, Step *s,
                std::string *err) {
-  const int B = c.batch, H = c.hidden, D = c.head_dim, R = r.nranks;
-  const int nq = q_heads(c, r), nkv = kv_heads(c, r), G = nq / nkv, F = c.ffn / R;
+  const int B = c.batch, H = c.hidden, D = c.head_dim, nq = q_heads(c, r), nkv = kv_heads(c, r), G = nq / nkv;
   const int wqkv = (nq + 2 * nkv) * D;
   if ((D != LLAMA_HEAD_DIM && D != LLAMA_HEAD_DIM_SMALL) || G < 1 || G > LLAMA_ATTN_MAX_GROUP ||
       (r.attn == Rank::ATTN_FMA && D != LLAMA_HEAD_DIM)) {
@@ -129,149 +271,35 @@ int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k
   const int split = attn_split(B * nkv, max_len, r.sm_count, r.attn_bps);
   s->split_len = split;
   s->nsplit = (max_len + split - 1) / split;
-
-  const int vpart = c.vocab / R;
   TRY(tpg_plan_create(&s->plan));
   Builder b{s->plan, &s->bindings, err};
-  const tpg_memory DEV = TPG_MEM_DEVICE, SCR = TPG_MEM_SCRATCH;
-  tpg_slot x, pos_host, pos, h, qkv, q, attn, o_part, ml_part, part, h2, act, final_norm, attn_cnt;
-  // int32 data lives in TPG_F32 slots: tpgraph only needs its 4-byte width.
-  if (b.slot("x", TPG_BF16, DEV, (size_t)B * H, s->d_x, &x) ||
-      b.slot("pos_host", TPG_F32, TPG_MEM_HOST, B, s->h_pos, &pos_host) ||
-      (s->device_loop ? b.slot("pos", TPG_F32, DEV, B, s->d_pos, &pos) : b.slot("pos", TPG_F32, SCR, B, nullptr, &pos)) ||
-      b.slot("h", TPG_BF16, SCR, (size_t)B * H, nullptr, &h) ||
-      b.slot("qkv", TPG_BF16, SCR, (size_t)B * wqkv, nullptr, &qkv) ||
-      b.slot("q", TPG_BF16, SCR, (size_t)B * nq * D, nullptr, &q) ||
-      b.slot("attn", TPG_BF16, SCR, (size_t)B * nq * D, nullptr, &attn) ||
-      b.slot("o_part", TPG_F32, SCR, (size_t)B * nq * s->nsplit * D, nullptr, &o_part) ||
-      b.slot("ml_part", TPG_F32, SCR, (size_t)B * nq * s->nsplit * 2, nullptr, &ml_part) ||
-      b.slot("part", TPG_BF16, SCR, (size_t)B * H, nullptr, &part) ||
-      b.slot("h2", TPG_BF16, SCR, (size_t)B * H, nullptr, &h2) ||
-      b.slot("act", TPG_BF16, SCR, (size_t)B * F, nullptr, &act) ||
-      b.slot("final_norm", TPG_BF16, DEV, H, w.final_norm, &final_norm) ||
-      b.slot("attn_cnt", TPG_F32, DEV, (size_t)B * nkv, s->d_attn_cnt, &attn_cnt))
-    return 1;
-  // RoPE's inverse frequencies: a table when the model scales them (Llama
-  // 3.1), else a null pointer and the kernels use theta.
-  const float *const no_table = nullptr;
-  tpg_arg inv_freq = TPG_ARG_VALUE(no_table);
-  if (w.rope_inv_freq) {
-    tpg_slot t;
-    if (b.slot("rope_inv_freq", TPG_F32, DEV, D / 2, w.rope_inv_freq, &t)) return 1;
-    inv_freq = tpg_arg_view(t, 0);
-  }
-  s->x = x;
-  s->pos_host = pos_host;
-  std::vector<tpg_slot> attn_norm(c.layers), mlp_norm(c.layers), wqkv_s(c.layers), wo(c.layers), w13(c.layers),
-      w2(c.layers);
-  s->k_cache.assign(c.layers, 0);
-  s->v_cache.assign(c.layers, 0);
-  const size_t cache_n = (size_t)B * nkv * c.max_ctx * D;
-  for (int i = 0; i < c.layers; i++) {
-    const std::string l = "l" + std::to_string(i) + ".";
-    const LayerWeights &lw = w.layers[i];
-    if (b.slot(l + "attn_norm", TPG_BF16, DEV, H, lw.attn_norm, &attn_norm[i]) ||
-        b.slot(l + "mlp_norm", TPG_BF16, DEV, H, lw.mlp_norm, &mlp_norm[i]) ||
-        b.slot(l + "wqkv", TPG_BF16, DEV, (size_t)wqkv * H, lw.wqkv, &wqkv_s[i]) ||
-        b.slot(l + "wo", TPG_BF16, DEV, (size_t)H * nq * D, lw.wo, &wo[i]) ||
-        b.slot(l + "w13", TPG_BF16, DEV, (size_t)2 * F * H, lw.w13, &w13[i]) ||
-        b.slot(l + "w2", TPG_BF16, DEV, (size_t)H * F, lw.w2, &w2[i]) ||
-        b.slot(l + "k_cache", TPG_BF16, DEV, cache_n, k.k[i], &s->k_cache[i]) ||
-        b.slot(l + "v_cache", TPG_BF16, DEV, cache_n, k.v[i], &s->v_cache[i]))
-      return 1;
-  }
-
+  StepSlots sl;
+  if (step_slots(c, r, w, k, s, b, sl)) return 1;
+  s->x = sl.x;
+  s->pos_host = sl.pos_host;
+  s->pos = sl.pos;
   tpg_node n;
-  s->pos = pos;
   if (!s->device_loop) {
-    TRY(tpg_plan_add_memcpy(s->plan, tpg_view{pos, 0, 0}, tpg_view{pos_host, 0, 0}, B, nullptr, 0, &n));
+    TRY(tpg_plan_add_memcpy(s->plan, tpg_view{sl.pos, 0, 0}, tpg_view{sl.pos_host, 0, 0}, B, nullptr, 0, &n));
     TRY(tpg_plan_set_node_name(s->plan, n, "pos<-host"));
     b.chain(n);
   }
-  const float eps = c.eps, theta = c.theta;
-  const float scale_log2 = (float)(1.0 / std::sqrt((double)D) * 1.4426950408889634);
-  const int max_ctx = c.max_ctx, split_len = s->split_len, nsplit = s->nsplit;
+  const float eps = c.eps;
   if (b.kernel("llama_rmsnorm", "l0.attn_norm", B, 1, 1, 256,
-               {tpg_arg_view(h, 0), tpg_arg_view(x, 0), tpg_arg_view(attn_norm[0], 0), TPG_ARG_VALUE(H),
+               {tpg_arg_view(sl.h, 0), tpg_arg_view(sl.x, 0), tpg_arg_view(sl.attn_norm[0], 0), TPG_ARG_VALUE(H),
                 TPG_ARG_VALUE(eps)},
                r))
     return 1;
-  const std::string attn_name = llama_kernel_name(r.attn == Rank::ATTN_FUSED ? "llama_attn_fused"
-                                                  : r.attn == Rank::ATTN_FMA ? "llama_attn"
-                                                                             : "llama_attn_tc",
-                                                  D, G),
-                    rope_name = llama_kernel_name("llama_rope_append", D, 0),
-                    combine_name = llama_kernel_name("llama_attn_combine", D, 0);
-  const Builder::Rows bufs{B, H, eps, x, h, h2, part, act};
+  const Builder::Rows bufs{B, H, eps, sl.x, sl.h, sl.h2, sl.part, sl.act};
   for (int i = 0; i < c.layers; i++) {
     const std::string l = "l" + std::to_string(i) + ".";
-    if (b.qkv_linear(r, B, H, wqkv, h, wqkv_s[i], qkv, w.layers[i].bqkv, l)) return 1;
-    if (r.attn == Rank::ATTN_FUSED) {
-      // One node: RoPE, the KV append, the split attention and its merge.
-      if (b.kernel(attn_name.c_str(), l + "attn", nsplit, nkv, B, 128,
-                   {tpg_arg_view(attn, 0), tpg_arg_view(o_part, 0), tpg_arg_view(ml_part, 0),
-                    tpg_arg_view(attn_cnt, 0), tpg_arg_view(s->k_cache[i], 0), tpg_arg_view(s->v_cache[i], 0),
-                    tpg_arg_view(qkv, 0), tpg_arg_view(pos, 0), TPG_ARG_VALUE(nkv), TPG_ARG_VALUE(max_ctx),
-                    TPG_ARG_VALUE(split_len), TPG_ARG_VALUE(nsplit), TPG_ARG_VALUE(scale_log2),
-                    TPG_ARG_VALUE(theta), inv_freq},
-                   r))
-        return 1;
-    } else if (b.kernel(rope_name.c_str(), l + "rope_append", B, nq + 2 * nkv, 1, D / 2,
-                 {tpg_arg_view(q, 0), tpg_arg_view(s->k_cache[i], 0), tpg_arg_view(s->v_cache[i], 0),
-                  tpg_arg_view(qkv, 0), tpg_arg_view(pos, 0), TPG_ARG_VALUE(nq), TPG_ARG_VALUE(nkv),
-                  TPG_ARG_VALUE(max_ctx), TPG_ARG_VALUE(theta), inv_freq},
-                 r) ||
-        b.kernel(attn_name.c_str(), l + "attn", nsplit, nkv, B, 128,
-                 {tpg_arg_view(o_part, 0), tpg_arg_view(ml_part, 0), tpg_arg_view(q, 0),
-                  tpg_arg_view(s->k_cache[i], 0), tpg_arg_view(s->v_cache[i], 0), tpg_arg_view(pos, 0),
-                  TPG_ARG_VALUE(nkv), TPG_ARG_VALUE(max_ctx), TPG_ARG_VALUE(split_len), TPG_ARG_VALUE(nsplit),
-                  TPG_ARG_VALUE(scale_log2)},
-                 r) ||
-        b.kernel(combine_name.c_str(), l + "attn_combine", nq, B, 1, 128,
-                 {tpg_arg_view(attn, 0), tpg_arg_view(o_part, 0), tpg_arg_view(ml_part, 0), tpg_arg_view(pos, 0),
-                  TPG_ARG_VALUE(nq), TPG_ARG_VALUE(split_len), TPG_ARG_VALUE(nsplit)},
-                 r))
-      return 1;
-    const bool lastl = i + 1 == c.layers;
-    if (b.layer_after_attention(c, r, bufs, attn, nq * D, wo[i], mlp_norm[i], w13[i], w2[i],
-                                lastl ? final_norm : attn_norm[i + 1], l))
+    if (b.qkv_linear(r, B, H, wqkv, sl.h, sl.wqkv[i], sl.qkv, w.layers[i].bqkv, l) ||
+        step_attention(c, r, s, sl, i, b) ||
+        b.layer_after_attention(c, r, bufs, sl.attn, nq * D, sl.wo[i], sl.mlp_norm[i], sl.w13[i], sl.w2[i],
+                                i + 1 == c.layers ? sl.final_norm : sl.attn_norm[i + 1], l))
       return 1;
   }
-  if (c.vocab > 0) {
-    tpg_slot lm_w, logits, logits_all;
-    if (b.slot("lm_head", TPG_BF16, DEV, (size_t)vpart * H, w.lm_head, &lm_w)) return 1;
-    if (R == 1 || s->device_loop) {
-      if (b.slot("logits", TPG_F32, DEV, (size_t)B * vpart, s->d_logits, &logits)) return 1;
-      logits_all = logits;
-    } else if (b.slot("logits", TPG_F32, SCR, (size_t)B * vpart, nullptr, &logits) ||
-               b.slot("logits_all", TPG_F32, DEV, (size_t)B * c.vocab, s->d_logits, &logits_all)) {
-      return 1;
-    }
-    lm->rank = &r;
-    lm->batch = B;
-    lm->hidden = H;
-    lm->vocab_part = vpart;
-    const tpg_view views[3] = {{h, 0, 0}, {lm_w, 0, 0}, {logits, 0, 0}};
-    tpg_captured_desc cd = TPG_CAPTURED_DESC_INIT;
-    cd.fn = lm_head_capture;
-    cd.user = lm;
-    cd.views = views;
-    cd.nviews = 3;
-    TRY(tpg_plan_add_captured(s->plan, &cd, b.dep(), b.ndep(), &n));
-    TRY(tpg_plan_set_node_name(s->plan, n, "lm_head"));
-    b.chain(n);
-    if (R > 1 && !s->device_loop) {  // rank-major [R][B][V/R]; main.cc puts the vocab slices side by side
-      tpg_collective_desc g = TPG_COLLECTIVE_DESC_INIT;
-      g.kind = TPG_ALL_GATHER;
-      g.send = tpg_view{logits, 0, 0};
-      g.recv = tpg_view{logits_all, 0, 0};
-      g.count = (size_t)B * vpart;
-      TRY(tpg_plan_add_collective(s->plan, &g, b.dep(), b.ndep(), &n));
-      TRY(tpg_plan_set_node_name(s->plan, n, "logits.allgather"));
-      b.chain(n);
-    }
-    s->logits = logits_all;
-  }
+  if (c.vocab > 0 && step_lm_head(c, r, w, lm, s, sl, b, err)) return 1;
   TRY(tpg_plan_validate(s->plan));
   return 0;
 }
