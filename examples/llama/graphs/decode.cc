@@ -195,149 +195,185 @@ double now_us() {
 
 }  // namespace
 
+namespace {
+
+// Everything run_decode holds, released in reverse order.
+struct DecodeRun {
+  Config cc;
+  DecodeIo io;
+  Caches k;
+  Step s;
+  LmHead lm{};
+  tpg_plan *hp = nullptr, *dp = nullptr;
+  tpg_graph *hg = nullptr, *dg = nullptr;
+  ~DecodeRun() {
+    if (hg) tpg_graph_destroy(hg);
+    if (dg) tpg_graph_destroy(dg);
+    tpg_plan_destroy(hp);
+    tpg_plan_destroy(dp);
+    free_step(&s);
+    free_caches(&k);
+  }
+};
+
+// Host loop: launch, wait, read the token back, decide; the device loop's
+// rule on the host: stop once every sequence has made the end token (at any
+// step), or after N steps. *n: steps made; *us: per step.
+int host_loop(const Rank &r, const Source &src, const DecodeOptions &o, DecodeRun &d, int *n, double *us,
+              std::string *err) {
+  const int B = d.cc.batch, N = o.steps;
+  if (reset(d.cc, r, src, d.s, d.io, o, err)) return 1;
+  const double t0 = now_us();
+  std::vector<char> ended(B, 0);
+  for (*n = 0; *n < N;) {
+    if (tpg_graph_launch(d.hg, r.stream) != TPG_SUCCESS || wait_rank(r) != TPG_SUCCESS) {
+      *err = std::string("host loop: ") + tpg_last_error();
+      return 1;
+    }
+    bool all = true;
+    for (int b = 0; b < B; b++) {
+      ended[b] |= d.io.out[(size_t)*n * B + b] == o.end_token;
+      all &= ended[b] != 0;
+    }
+    (*n)++;
+    if (all) break;
+  }
+  *us = (now_us() - t0) / *n;
+  return 0;
+}
+
+// Device loop: one launch; the host watches the first token arrive, then
+// (or after 10 s, in case the loop hangs) leaves the waiting to wait_rank
+// (tpg_comm_wait aborts on a lost peer). *n: steps made; *us: per step;
+// *seen: when the first token was visible.
+int device_loop(const Rank &r, const Source &src, const DecodeOptions &o, DecodeRun &d, int *n, double *us,
+                double *seen, std::string *err) {
+  const int B = d.cc.batch, N = o.steps;
+  if (reset(d.cc, r, src, d.s, d.io, o, err)) return 1;
+  const double t0 = now_us();
+  if (tpg_graph_launch(d.dg, r.stream) != TPG_SUCCESS) {
+    *err = std::string("device loop: ") + tpg_last_error();
+    return 1;
+  }
+  volatile int *progress = d.io.out + (size_t)N * B;
+  *seen = -1;
+  while (*seen < 0 && now_us() - t0 < 1e7 && cudaStreamQuery(r.stream) == cudaErrorNotReady)
+    if (*progress >= 1) *seen = now_us() - t0;
+  if (wait_rank(r) != TPG_SUCCESS) {
+    *err = std::string("device loop: ") + tpg_last_error();
+    return 1;
+  }
+  *n = d.io.out[(size_t)N * B];
+  *us = (now_us() - t0) / std::max(*n, 1);
+  return 0;
+}
+
+// The body's device time alone: the host loop's graph (the same step,
+// sampling and counting, with positions advanced on the device) launched
+// host_n times back to back between two events, no host wait in between:
+// what the device loop would cost per token if its WHILE node were free.
+int body_time(const Rank &r, const Source &src, const DecodeOptions &o, DecodeRun &d, int host_n, double *us,
+              std::string *err) {
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  float ms = 0;
+  bool ok = reset(d.cc, r, src, d.s, d.io, o, err) == 0 && cudaEventCreate(&e0) == cudaSuccess &&
+            cudaEventCreate(&e1) == cudaSuccess && cudaEventRecord(e0, r.stream) == cudaSuccess;
+  for (int n = 0; ok && n < host_n; n++) ok = tpg_graph_launch(d.hg, r.stream) == TPG_SUCCESS;
+  ok = ok && cudaEventRecord(e1, r.stream) == cudaSuccess && wait_rank(r) == TPG_SUCCESS &&
+       cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess;
+  if (e0) cudaEventDestroy(e0);
+  if (e1) cudaEventDestroy(e1);
+  if (!ok) {
+    if (err->empty()) *err = std::string("body timing: ") + tpg_last_error();
+    return 1;
+  }
+  *us = 1e3 * ms / host_n;
+  return 0;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// What both loops made and took; 1 when their tokens differ.
+struct LoopResults {
+  std::vector<int> host_tok, dev_tok;
+  std::vector<double> host_us, dev_us;
+  int host_n = 0, dev_n = 0;
+  double first_seen_us = -1, body_us = 0;
+};
+int report(const Config &c, const Rank &r, const LoopResults &lr, std::string *err) {
+  const int B = c.batch;
+  size_t diff = 0, first = (size_t)-1;
+  for (size_t i = 0; i < std::min(lr.host_tok.size(), lr.dev_tok.size()); i++)
+    if (lr.host_tok[i] != lr.dev_tok[i] && diff++ == 0) first = i;
+  const bool same = lr.dev_n == lr.host_n && diff == 0;
+  const double hu = median(lr.host_us), du = median(lr.dev_us);
+  // us/token: per decode step (B tokens each); tokens/s counts all B.
+  std::printf("decode rank %d: %d layers TP %d batch %d ctx %d: host loop %d steps %.1f us/token (%.0f tokens/s), "
+              "device loop %d steps %.1f us/token (%.0f tokens/s), %.2fx; first token visible to the host %.0f us "
+              "into the device loop; tokens %s (%zu of %zu differ)\n",
+              r.rank, c.layers, r.nranks, B, c.ctx, lr.host_n, hu, hu > 0 ? B * 1e6 / hu : 0.0, lr.dev_n, du,
+              du > 0 ? B * 1e6 / du : 0.0, du > 0 ? hu / du : 0.0, lr.first_seen_us, same ? "identical" : "DIFFER",
+              diff, lr.host_tok.size());
+  std::printf("decode rank %d: the body alone (%d launches back to back) %.1f us/token; device loop / body %.3f\n",
+              r.rank, lr.host_n, lr.body_us, lr.body_us > 0 ? du / lr.body_us : 0.0);
+  if (r.rank == 0) {
+    std::printf("decode: tokens of sequence 0:");
+    for (int i = 0; i < std::min(lr.host_n, 16); i++) std::printf(" %d", lr.host_tok[(size_t)i * B]);
+    std::printf("%s\n", lr.host_n > 16 ? " ..." : "");
+  }
+  if (same) return 0;
+  // A first difference late in the run, after identical steps, points at
+  // a near-tie flipped by a reordered float sum (split-K GEMVs add
+  // partials with atomics); one at step 0 at the loop itself.
+  if (first != (size_t)-1)
+    std::printf("decode rank %d: first difference at step %zu, sequence %zu: host %d, device %d\n", r.rank, first / B,
+                first % B, lr.host_tok[first], lr.dev_tok[first]);
+  *err = "the device loop's tokens differ from the host loop's";
+  return 1;
+}
+
+}  // namespace
+
 int run_decode(const Config &c, const Rank &r, const Weights &w, const Source &src, const DecodeOptions &o,
                std::string *err) {
-  const int B = c.batch, R = r.nranks, N = o.steps;
+  const int B = c.batch, N = o.steps;
   if (c.vocab <= 0 || !w.lm_head) {
     *err = "decoding needs the LM head (--vocab)";
     return 1;
   }
-  Config cc = c;
-  cc.max_ctx = std::max(c.max_ctx, c.ctx + N);
-  DecodeIo io;
-  if (alloc_decode_io(c, r, N, &io, err)) return 1;
-  DCUDA(llama_fill_part(io.emb, c.hidden, c.vocab, c.hidden, c.hidden, 0, 0, c.seed, 0x454d4231u /* "EMB1" */, -1.f,
+  DecodeRun d;
+  d.cc = c;
+  d.cc.max_ctx = std::max(c.max_ctx, c.ctx + N);
+  if (alloc_decode_io(c, r, N, &d.io, err)) return 1;
+  DCUDA(llama_fill_part(d.io.emb, c.hidden, c.vocab, c.hidden, c.hidden, 0, 0, c.seed, 0x454d4231u /* "EMB1" */, -1.f,
                         1.f, r.stream));
-  Caches k;
-  Step s;
-  s.device_loop = true;
-  LmHead lm{};
-  tpg_plan *hp = nullptr, *dp = nullptr;
-  tpg_graph *hg = nullptr, *dg = nullptr;
+  d.s.device_loop = true;
   std::vector<tpg_binding> hb, db;
-  int rc = alloc_caches(cc, r, &k, err) || load_caches(cc, r, src, k, err) || alloc_step_io(cc, &s, err) ||
-           build_step(cc, r, w, k, cc.ctx + N, &lm, &s, err) || warm_lm_head(r, w, &lm, &s, err) ||
-           build_loop(cc, r, s, io, o, false, &hp, &hb, err) || build_loop(cc, r, s, io, o, true, &dp, &db, err) ||
-           create_loop_graph(r, hp, hb, &hg, err) || create_loop_graph(r, dp, db, &dg, err);
-  std::vector<int> host_tok, dev_tok;
-  std::vector<double> host_us, dev_us;
-  int host_n = 0, dev_n = 0;
-  double first_seen_us = -1;
-  for (int it = 0; !rc && it <= o.iters; it++) {  // run 0 warms up
-    // Host loop: launch, wait, read the token back, decide.
-    if ((rc = reset(cc, r, src, s, io, o, err))) break;
-    double t0 = now_us();
-    int n = 0;
-    std::vector<char> ended(B, 0);
-    while (n < N) {
-      if (tpg_graph_launch(hg, r.stream) != TPG_SUCCESS || wait_rank(r) != TPG_SUCCESS) {
-        *err = std::string("host loop: ") + tpg_last_error();
-        rc = 1;
-        break;
-      }
-      // The device loop's rule, on the host: stop once every sequence has
-      // made the end token (at any step), or after N steps.
-      bool all = true;
-      for (int b = 0; b < B; b++) {
-        ended[b] |= io.out[(size_t)n * B + b] == o.end_token;
-        all &= ended[b] != 0;
-      }
-      n++;
-      if (all) break;
-    }
-    if (rc) break;
-    if (it) host_us.push_back((now_us() - t0) / n);
-    host_n = n;
-    host_tok.assign(io.out, io.out + (size_t)n * B);
-    // Device loop: one launch; the host watches tokens arrive.
-    if ((rc = reset(cc, r, src, s, io, o, err))) break;
-    t0 = now_us();
-    if (tpg_graph_launch(dg, r.stream) != TPG_SUCCESS) {
-      *err = std::string("device loop: ") + tpg_last_error();
-      rc = 1;
-      break;
-    }
-    volatile int *progress = io.out + (size_t)N * B;
-    double seen = -1;
-    // Watch the first token arrive; then (or after 10 s, in case the loop
-    // hangs) leave the waiting to wait_rank (tpg_comm_wait aborts on a lost peer).
-    while (seen < 0 && now_us() - t0 < 1e7 && cudaStreamQuery(r.stream) == cudaErrorNotReady)
-      if (*progress >= 1) seen = now_us() - t0;
-    if (wait_rank(r) != TPG_SUCCESS) {
-      *err = std::string("device loop: ") + tpg_last_error();
-      rc = 1;
-      break;
-    }
-    dev_n = io.out[(size_t)N * B];
+  if (alloc_caches(d.cc, r, &d.k, err) || load_caches(d.cc, r, src, d.k, err) || alloc_step_io(d.cc, &d.s, err) ||
+      build_step(d.cc, r, w, d.k, d.cc.ctx + N, &d.lm, &d.s, err) || warm_lm_head(r, w, &d.lm, &d.s, err) ||
+      build_loop(d.cc, r, d.s, d.io, o, false, &d.hp, &hb, err) ||
+      build_loop(d.cc, r, d.s, d.io, o, true, &d.dp, &db, err) || create_loop_graph(r, d.hp, hb, &d.hg, err) ||
+      create_loop_graph(r, d.dp, db, &d.dg, err))
+    return 1;
+  LoopResults lr;
+  for (int it = 0; it <= o.iters; it++) {  // run 0 warms up
+    double hu = 0, du = 0, seen = -1;
+    if (host_loop(r, src, o, d, &lr.host_n, &hu, err)) return 1;
+    if (it) lr.host_us.push_back(hu);
+    lr.host_tok.assign(d.io.out, d.io.out + (size_t)lr.host_n * B);
+    if (device_loop(r, src, o, d, &lr.dev_n, &du, &seen, err)) return 1;
     if (it) {
-      dev_us.push_back((now_us() - t0) / std::max(dev_n, 1));
-      first_seen_us = seen;
+      lr.dev_us.push_back(du);
+      lr.first_seen_us = seen;
     }
-    dev_tok.assign(io.out, io.out + (size_t)std::max(dev_n, 0) * B);
-    if (dev_n != host_n || dev_tok != host_tok) break;
+    lr.dev_tok.assign(d.io.out, d.io.out + (size_t)std::max(lr.dev_n, 0) * B);
+    if (lr.dev_n != lr.host_n || lr.dev_tok != lr.host_tok) break;
   }
-  // The body's device time alone: the host loop's graph (the same step,
-  // sampling and counting, with positions advanced on the device) launched
-  // host_n times back to back between two events, no host wait in between:
-  // what the device loop would cost per token if its WHILE node were free.
-  double body_us = 0;
-  if (!rc && host_n > 0) {
-    cudaEvent_t e0 = nullptr, e1 = nullptr;
-    float ms = 0;
-    bool ok = reset(cc, r, src, s, io, o, err) == 0 && cudaEventCreate(&e0) == cudaSuccess &&
-              cudaEventCreate(&e1) == cudaSuccess && cudaEventRecord(e0, r.stream) == cudaSuccess;
-    for (int n = 0; ok && n < host_n; n++) ok = tpg_graph_launch(hg, r.stream) == TPG_SUCCESS;
-    ok = ok && cudaEventRecord(e1, r.stream) == cudaSuccess && wait_rank(r) == TPG_SUCCESS &&
-         cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess;
-    if (e0) cudaEventDestroy(e0);
-    if (e1) cudaEventDestroy(e1);
-    if (!ok) {
-      if (err->empty()) *err = std::string("body timing: ") + tpg_last_error();
-      rc = 1;
-    }
-    body_us = 1e3 * ms / host_n;
-  }
-  if (!rc) {
-    size_t diff = 0, first = (size_t)-1;
-    for (size_t i = 0; i < std::min(host_tok.size(), dev_tok.size()); i++)
-      if (host_tok[i] != dev_tok[i] && diff++ == 0) first = i;
-    const bool same = dev_n == host_n && diff == 0;
-    std::sort(host_us.begin(), host_us.end());
-    std::sort(dev_us.begin(), dev_us.end());
-    const double hu = host_us.empty() ? 0 : host_us[host_us.size() / 2];
-    const double du = dev_us.empty() ? 0 : dev_us[dev_us.size() / 2];
-    // us/token: per decode step (B tokens each); tokens/s counts all B.
-    std::printf("decode rank %d: %d layers TP %d batch %d ctx %d: host loop %d steps %.1f us/token (%.0f tokens/s), "
-                "device loop %d steps %.1f us/token (%.0f tokens/s), %.2fx; first token visible to the host %.0f us "
-                "into the device loop; tokens %s (%zu of %zu differ)\n",
-                r.rank, c.layers, R, B, c.ctx, host_n, hu, hu > 0 ? B * 1e6 / hu : 0.0, dev_n, du,
-                du > 0 ? B * 1e6 / du : 0.0, du > 0 ? hu / du : 0.0, first_seen_us, same ? "identical" : "DIFFER",
-                diff, host_tok.size());
-    std::printf("decode rank %d: the body alone (%d launches back to back) %.1f us/token; device loop / body %.3f\n",
-                r.rank, host_n, body_us, body_us > 0 ? du / body_us : 0.0);
-    if (r.rank == 0) {
-      std::printf("decode: tokens of sequence 0:");
-      for (int i = 0; i < std::min(host_n, 16); i++) std::printf(" %d", host_tok[(size_t)i * B]);
-      std::printf("%s\n", host_n > 16 ? " ..." : "");
-    }
-    if (!same) {
-      // A first difference late in the run, after identical steps, points at
-      // a near-tie flipped by a reordered float sum (split-K GEMVs add
-      // partials with atomics); one at step 0 at the loop itself.
-      if (first != (size_t)-1)
-        std::printf("decode rank %d: first difference at step %zu, sequence %zu: host %d, device %d\n", r.rank,
-                    first / B, first % B, host_tok[first], dev_tok[first]);
-      *err = "the device loop's tokens differ from the host loop's";
-      rc = 1;
-    }
-  }
-  if (hg) tpg_graph_destroy(hg);
-  if (dg) tpg_graph_destroy(dg);
-  tpg_plan_destroy(hp);
-  tpg_plan_destroy(dp);
-  free_step(&s);
-  free_caches(&k);
-  return rc;
+  if (lr.host_n > 0 && body_time(r, src, o, d, lr.host_n, &lr.body_us, err)) return 1;
+  return report(c, r, lr, err);
 }
 
 }  // namespace llama
