@@ -37,6 +37,7 @@ struct Run {
   DecodeIo io;
   Caches k;
   Step s;
+  LmHead lm{};                 // the step's LM head call (the plan keeps its address)
   tpg_plan *hp = nullptr, *dp = nullptr;
   tpg_graph *hg = nullptr, *dg = nullptr;
   int *d_pos_table = nullptr;  // [P + 1]: 0, 1, ..., P (positions, copied and bound on the device)
@@ -191,8 +192,10 @@ bool write_floats(const std::string &path, const std::vector<float> &v) {
 
 }  // namespace
 
-int run_generate(const Config &c, const Rank &r, const Weights &w, const Source &src, const GenerateOptions &o,
-                 std::string *err) {
+namespace {
+
+// The run's arguments against the engine's limits.
+int check_generate(const Config &c, const Weights &w, const GenerateOptions &o, std::string *err) {
   const int P = (int)o.prompt.size(), N = o.max_new;
   const bool graph = o.prefill == GenerateOptions::PREFILL_GRAPH;
   if (c.batch != 1 || P < 1 || N < 1 || c.max_ctx < P + N || !w.lm_head || o.iters < 1) {
@@ -214,139 +217,185 @@ int run_generate(const Config &c, const Rank &r, const Weights &w, const Source 
              std::to_string(c.vocab) + ")";
       return 1;
     }
-  Run g;
+  return 0;
+}
+
+// The buffers, the step, the two loops (nloop > 0) and the prefill's graphs.
+int setup_generate(const Config &c, const Rank &r, const Weights &w, const Source &src, const GenerateOptions &o,
+                   const std::vector<PrefillChunk> &chunks, int nloop, Run &g, std::string *err) {
+  const int P = (int)o.prompt.size(), N = o.max_new;
   g.s.device_loop = true;
-  // The prefill makes the first token itself: the loops make the rest.
-  const int nloop = graph ? N - 1 : N;
   DecodeOptions d;
   d.steps = std::max(nloop, 1);
   d.end_token = o.end_token;
-  LmHead lm{};
   std::vector<tpg_binding> hb, db;
   std::vector<int> pos(P + 1);
   for (int i = 0; i <= P; i++) pos[i] = i;
-  const std::vector<PrefillChunk> chunks = prefill_chunks(P, o.chunk);
   if (alloc_decode_io(c, r, d.steps, &g.io, err) || load_tensor(c, src, "embed", c.vocab, c.hidden, g.io.emb, err) ||
       !cuda_ok(cudaMalloc(reinterpret_cast<void **>(&g.d_pos_table), (P + 1) * sizeof(int)), "positions", err) ||
       !cuda_ok(cudaMemcpy(g.d_pos_table, pos.data(), (P + 1) * sizeof(int), cudaMemcpyHostToDevice), "positions",
                err) ||
       alloc_caches(c, r, &g.k, err) || alloc_step_io(c, &g.s, err) ||
-      build_step(c, r, w, g.k, P + N, &lm, &g.s, err) || warm_lm_head(r, w, &lm, &g.s, err) ||
+      build_step(c, r, w, g.k, P + N, &g.lm, &g.s, err) || warm_lm_head(r, w, &g.lm, &g.s, err) ||
       create_step_graph(r, &g.s, err))
     return 1;
   if (nloop > 0 &&
       (build_loop(c, r, g.s, g.io, d, false, &g.hp, &hb, err) || build_loop(c, r, g.s, g.io, d, true, &g.dp, &db, err) ||
        create_loop_graph(r, g.hp, hb, &g.hg, err) || create_loop_graph(r, g.dp, db, &g.dg, err)))
     return 1;
-  if (graph && setup_prefill(c, r, w, o, chunks, g, err)) return 1;
+  return o.prefill == GenerateOptions::PREFILL_GRAPH ? setup_prefill(c, r, w, o, chunks, g, err) : 0;
+}
 
+// Every run's tokens and times (run 0, the warm-up, adds no times).
+struct GenResults {
   std::vector<int> host_tok, dev_tok, first_tok;
   std::vector<double> prompt_us, prompt_dev_us, first_us, host_us, dev_us, dev_first_us;
-  for (int it = 0; it <= o.iters; it++) {  // run 0 warms up (first launches upload the graphs)
-    double t0 = now_us();
-    int t_first = -1;
-    if (graph) {
-      float ms = 0;
-      if (!run_prefill(r, g, P, chunks, &t_first, &ms, err)) return 1;
-      if (it) prompt_dev_us.push_back(1e3 * ms);
-    } else if (!run_prompt_steps(c, r, g, o.prompt, err)) {
+};
+
+// Host loop from (start_tok, start_pos): launch, wait, read the token, decide.
+int gen_host_loop(const Config &c, const Rank &r, const GenerateOptions &o, Run &g, int nloop, int start_tok,
+                  int start_pos, bool timed, GenResults &gr, std::string *err) {
+  const bool graph = o.prefill == GenerateOptions::PREFILL_GRAPH;
+  if (!reset_loop(c, r, g, start_tok, start_pos, nloop, err)) return 1;
+  const double t0 = now_us();
+  double first = 0;
+  for (int n = 0; n < nloop; n++) {
+    if (tpg_graph_launch(g.hg, r.stream) != TPG_SUCCESS || wait_rank(r) != TPG_SUCCESS) {
+      *err = std::string("host loop: ") + tpg_last_error();
       return 1;
     }
-    if (it) prompt_us.push_back(now_us() - t0);
-    if (graph && (t_first < 0 || t_first >= c.vocab)) {
-      *err = "prefill: no first token (got " + std::to_string(t_first) + ")";
-      return 1;
-    }
-    host_tok.clear();
-    dev_tok.clear();
-    if (graph) {
-      host_tok.push_back(t_first);
-      dev_tok.push_back(t_first);
-      if (!first_tok.empty() && first_tok[0] != t_first) {
-        *err = "prefill: run " + std::to_string(it) + " made first token " + std::to_string(t_first) + ", run 0 " +
-               std::to_string(first_tok[0]);
-        return 1;
-      }
-      first_tok.assign(1, t_first);
-    }
-    const bool ended = graph && t_first == o.end_token;
-    if (nloop == 0 || ended) continue;
-    // Where both loops start: the prefill's token at position P, or the
-    // last prompt token at P-1.
-    const int start_tok = graph ? t_first : o.prompt[P - 1], start_pos = graph ? P : P - 1;
-    // Host loop: launch, wait, read the token, decide.
-    if (!reset_loop(c, r, g, start_tok, start_pos, nloop, err)) return 1;
-    t0 = now_us();
-    double first = 0;
-    for (int n = 0; n < nloop; n++) {
-      if (tpg_graph_launch(g.hg, r.stream) != TPG_SUCCESS || wait_rank(r) != TPG_SUCCESS) {
-        *err = std::string("host loop: ") + tpg_last_error();
-        return 1;
-      }
-      if (n == 0) first = now_us() - t0;
-      host_tok.push_back(g.io.out[n]);
-      if (host_tok.back() == o.end_token) break;
-    }
-    const int host_n = (int)host_tok.size() - (graph ? 1 : 0);
-    if (it) {
-      first_us.push_back(first);
-      host_us.push_back(host_n > 1 ? (now_us() - t0 - first) / (host_n - 1) : first);
-    }
-    // Device loop: one launch from the same state; the host watches the
-    // first token arrive (or gives up watching after 10 s and just waits).
-    if (!reset_loop(c, r, g, start_tok, start_pos, nloop, err)) return 1;
-    volatile int *progress = g.io.out + nloop;
-    t0 = now_us();
-    if (tpg_graph_launch(g.dg, r.stream) != TPG_SUCCESS) {
-      *err = std::string("device loop: ") + tpg_last_error();
-      return 1;
-    }
-    double seen = -1;
-    while (seen < 0 && now_us() - t0 < 1e7 && cudaStreamQuery(r.stream) == cudaErrorNotReady)
-      if (*progress >= 1) seen = now_us() - t0;
-    if (wait_rank(r) != TPG_SUCCESS) {
-      *err = std::string("device loop: ") + tpg_last_error();
-      return 1;
-    }
-    const double dus = now_us() - t0;
-    const int dev_n = std::max(0, std::min(nloop, g.io.out[nloop]));
-    dev_tok.insert(dev_tok.end(), g.io.out, g.io.out + dev_n);
-    if (it) {
-      dev_us.push_back(dev_n ? dus / dev_n : 0.0);
-      dev_first_us.push_back(seen);
-    }
-    if (dev_tok != host_tok) break;
+    if (n == 0) first = now_us() - t0;
+    gr.host_tok.push_back(g.io.out[n]);
+    if (gr.host_tok.back() == o.end_token) break;
   }
-  const int n = (int)host_tok.size();
-  const bool same = dev_tok == host_tok, loops = nloop > 0 && !(graph && host_tok[0] == o.end_token);
-  if (r.rank == 0) {
-    if (graph)
-      std::printf("llama: prefill of %d tokens in %zu chunk(s) of up to %d rows (M-row graphs): %.2f ms, device "
-                  "%.2f ms (median of %d)\n",
-                  P, chunks.size(), o.chunk, median(prompt_us) / 1e3, median(prompt_dev_us) / 1e3, o.iters);
-    else
-      std::printf("llama: prompt of %d tokens as %d single-token decode steps (--prefill steps): %.2f ms (%.1f "
-                  "us/step; median of %d)\n",
-                  P, P - 1, median(prompt_us) / 1e3, P > 1 ? median(prompt_us) / (P - 1) : 0.0, o.iters);
-    std::printf("new ids:");
-    for (int i = 0; i < n; i++) std::printf("%s%d", i ? "," : " ", host_tok[i]);
-    std::printf("\n");
-    const double ttft = graph ? median(prompt_us) : median(prompt_us) + median(first_us);
-    char loop[256];
-    if (loops)
-      std::snprintf(loop, sizeof loop,
-                    "per token: host loop %.1f us, device loop %.1f us (first token visible %.0f us into it); device "
-                    "loop tokens %s",
-                    median(host_us), median(dev_us), median(dev_first_us), same ? "identical" : "DIFFER");
-    else
-      std::snprintf(loop, sizeof loop, "no decode loop (%s)", graph && N > 1 ? "the end token came first" : "one token");
-    std::printf("llama: %d new tokens, TP %d: time to first token %.2f ms (%s); %s\n", n, r.nranks, ttft / 1e3,
-                graph ? "the prefill" : "prompt steps + the first host-loop step", loop);
-    std::fflush(stdout);
+  const int host_n = (int)gr.host_tok.size() - (graph ? 1 : 0);
+  if (timed) {
+    gr.first_us.push_back(first);
+    gr.host_us.push_back(host_n > 1 ? (now_us() - t0 - first) / (host_n - 1) : first);
   }
-  if (!same) {
+  return 0;
+}
+
+// Device loop: one launch from the same state; the host watches the first
+// token arrive (or gives up watching after 10 s and just waits).
+int gen_device_loop(const Config &c, const Rank &r, Run &g, int nloop, int start_tok, int start_pos, bool timed,
+                    GenResults &gr, std::string *err) {
+  if (!reset_loop(c, r, g, start_tok, start_pos, nloop, err)) return 1;
+  volatile int *progress = g.io.out + nloop;
+  const double t0 = now_us();
+  if (tpg_graph_launch(g.dg, r.stream) != TPG_SUCCESS) {
+    *err = std::string("device loop: ") + tpg_last_error();
+    return 1;
+  }
+  double seen = -1;
+  while (seen < 0 && now_us() - t0 < 1e7 && cudaStreamQuery(r.stream) == cudaErrorNotReady)
+    if (*progress >= 1) seen = now_us() - t0;
+  if (wait_rank(r) != TPG_SUCCESS) {
+    *err = std::string("device loop: ") + tpg_last_error();
+    return 1;
+  }
+  const double dus = now_us() - t0;
+  const int dev_n = std::max(0, std::min(nloop, g.io.out[nloop]));
+  gr.dev_tok.insert(gr.dev_tok.end(), g.io.out, g.io.out + dev_n);
+  if (timed) {
+    gr.dev_us.push_back(dev_n ? dus / dev_n : 0.0);
+    gr.dev_first_us.push_back(seen);
+  }
+  return 0;
+}
+
+// Run `it`: the prompt, then both loops from where it left off. *stop: the
+// loops' tokens differ (no more runs).
+int one_run(const Config &c, const Rank &r, const GenerateOptions &o, const std::vector<PrefillChunk> &chunks,
+            int nloop, int it, Run &g, GenResults &gr, bool *stop, std::string *err) {
+  const int P = (int)o.prompt.size();
+  const bool graph = o.prefill == GenerateOptions::PREFILL_GRAPH;
+  const double t0 = now_us();
+  int t_first = -1;
+  if (graph) {
+    float ms = 0;
+    if (!run_prefill(r, g, P, chunks, &t_first, &ms, err)) return 1;
+    if (it) gr.prompt_dev_us.push_back(1e3 * ms);
+  } else if (!run_prompt_steps(c, r, g, o.prompt, err)) {
+    return 1;
+  }
+  if (it) gr.prompt_us.push_back(now_us() - t0);
+  if (graph && (t_first < 0 || t_first >= c.vocab)) {
+    *err = "prefill: no first token (got " + std::to_string(t_first) + ")";
+    return 1;
+  }
+  gr.host_tok.clear();
+  gr.dev_tok.clear();
+  if (graph) {
+    gr.host_tok.push_back(t_first);
+    gr.dev_tok.push_back(t_first);
+    if (!gr.first_tok.empty() && gr.first_tok[0] != t_first) {
+      *err = "prefill: run " + std::to_string(it) + " made first token " + std::to_string(t_first) + ", run 0 " +
+             std::to_string(gr.first_tok[0]);
+      return 1;
+    }
+    gr.first_tok.assign(1, t_first);
+  }
+  if (nloop == 0 || (graph && t_first == o.end_token)) return 0;
+  // Where both loops start: the prefill's token at position P, or the last
+  // prompt token at P-1.
+  const int start_tok = graph ? t_first : o.prompt[P - 1], start_pos = graph ? P : P - 1;
+  if (gen_host_loop(c, r, o, g, nloop, start_tok, start_pos, it > 0, gr, err) ||
+      gen_device_loop(c, r, g, nloop, start_tok, start_pos, it > 0, gr, err))
+    return 1;
+  *stop = gr.dev_tok != gr.host_tok;
+  return 0;
+}
+
+// Rank 0's lines: the prompt's time, the ids, time to first token and the loops.
+void print_generate(const Rank &r, const GenerateOptions &o, const std::vector<PrefillChunk> &chunks, int nloop,
+                    const GenResults &gr) {
+  const int P = (int)o.prompt.size(), N = o.max_new, n = (int)gr.host_tok.size();
+  const bool graph = o.prefill == GenerateOptions::PREFILL_GRAPH;
+  const bool same = gr.dev_tok == gr.host_tok, loops = nloop > 0 && !(graph && gr.host_tok[0] == o.end_token);
+  if (graph)
+    std::printf("llama: prefill of %d tokens in %zu chunk(s) of up to %d rows (M-row graphs): %.2f ms, device "
+                "%.2f ms (median of %d)\n",
+                P, chunks.size(), o.chunk, median(gr.prompt_us) / 1e3, median(gr.prompt_dev_us) / 1e3, o.iters);
+  else
+    std::printf("llama: prompt of %d tokens as %d single-token decode steps (--prefill steps): %.2f ms (%.1f "
+                "us/step; median of %d)\n",
+                P, P - 1, median(gr.prompt_us) / 1e3, P > 1 ? median(gr.prompt_us) / (P - 1) : 0.0, o.iters);
+  std::printf("new ids:");
+  for (int i = 0; i < n; i++) std::printf("%s%d", i ? "," : " ", gr.host_tok[i]);
+  std::printf("\n");
+  const double ttft = graph ? median(gr.prompt_us) : median(gr.prompt_us) + median(gr.first_us);
+  char loop[256];
+  if (loops)
+    std::snprintf(loop, sizeof loop,
+                  "per token: host loop %.1f us, device loop %.1f us (first token visible %.0f us into it); device "
+                  "loop tokens %s",
+                  median(gr.host_us), median(gr.dev_us), median(gr.dev_first_us), same ? "identical" : "DIFFER");
+  else
+    std::snprintf(loop, sizeof loop, "no decode loop (%s)", graph && N > 1 ? "the end token came first" : "one token");
+  std::printf("llama: %d new tokens, TP %d: time to first token %.2f ms (%s); %s\n", n, r.nranks, ttft / 1e3,
+              graph ? "the prefill" : "prompt steps + the first host-loop step", loop);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int run_generate(const Config &c, const Rank &r, const Weights &w, const Source &src, const GenerateOptions &o,
+                 std::string *err) {
+  if (check_generate(c, w, o, err)) return 1;
+  const bool graph = o.prefill == GenerateOptions::PREFILL_GRAPH;
+  const int nloop = graph ? o.max_new - 1 : o.max_new;  // the prefill makes the first token itself
+  const std::vector<PrefillChunk> chunks = prefill_chunks((int)o.prompt.size(), o.chunk);
+  Run g;
+  if (setup_generate(c, r, w, src, o, chunks, nloop, g, err)) return 1;
+  GenResults gr;
+  bool stop = false;
+  for (int it = 0; it <= o.iters && !stop; it++)  // run 0 warms up (first launches upload the graphs)
+    if (one_run(c, r, o, chunks, nloop, it, g, gr, &stop, err)) return 1;
+  if (r.rank == 0) print_generate(r, o, chunks, nloop, gr);
+  if (gr.dev_tok != gr.host_tok) {
     size_t i = 0;
-    while (i < std::min(host_tok.size(), dev_tok.size()) && host_tok[i] == dev_tok[i]) i++;
+    while (i < std::min(gr.host_tok.size(), gr.dev_tok.size()) && gr.host_tok[i] == gr.dev_tok[i]) i++;
     *err = "the device loop's tokens differ from the host loop's from new token " + std::to_string(i) + " on";
     return 1;
   }
