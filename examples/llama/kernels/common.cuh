@@ -209,6 +209,208 @@ __device__ __forceinline__ void merge_splits(const float2 *ml, const float4 *op,
   }
 }
 
+// One warp's running state over its keys: rows g, g + 8 of the MMA.
+template <int D>
+struct WarpAcc {
+  float o[D / 64][8][4];
+  float m0, m1, l0, l1;  // l: this lane's keys only
+};
+
+template <int D>
+__device__ __forceinline__ void init_acc(WarpAcc<D> &acc) {
+#pragma unroll
+  for (int H = 0; H < D / 64; H++)
+#pragma unroll
+    for (int k = 0; k < 8; k++) acc.o[H][k][0] = acc.o[H][k][1] = acc.o[H][k][2] = acc.o[H][k][3] = 0.f;
+  acc.m0 = acc.m1 = -INFINITY;
+  acc.l0 = acc.l1 = 0.f;
+}
+
+// Keys a tile of the prefill: 32 at D = 128, 64 at D = 64 (prefill.cu says
+// why); both divide LLAMA_KV_BLOCK, so a tile lies in one pool block.
+template <int D>
+struct PTile {
+  static constexpr int KT = D == 64 ? 64 : 32, NT = KT / 8, KPK = D + 32, KPV = D + 8;
+};
+
+// One warp's share of a prefill key tile (keys k0 ..; kt, vt: the tile in
+// shared memory at PTile's pitches): its rows 0 and 1 attend keys <= lim0
+// and <= lim1. Q K^T, the causal mask, the online softmax, P V (prefill.cu
+// says how). A tile past a row's last key leaves the row exactly as it was
+// (alpha 1, p 0), which keeps a row's bits independent of the rows beside it.
+template <int D>
+__device__ __forceinline__ void prefill_tile(const __nv_bfloat16 *kt, const __nv_bfloat16 *vt, int k0, int lim0,
+                                             int lim1, const uint4 *qa, const uint4 *qb, float scale_log2,
+                                             WarpAcc<D> &acc) {
+  constexpr int KJ = D / 32, VH = D / 64, KT = PTile<D>::KT, NT = PTile<D>::NT;
+  constexpr int KPK = PTile<D>::KPK, KPV = PTile<D>::KPV;
+  const int lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
+  float sc[NT][4];
+#pragma unroll
+  for (int n = 0; n < NT; n++) {
+    sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.f;
+#pragma unroll
+    for (int j = 0; j < KJ; j++) {
+      const uint4 kr = *reinterpret_cast<const uint4 *>(kt + (8 * n + g) * KPK + 32 * j + 8 * tig);
+      mma_bf16(sc[n], qa[j].x, qb[j].x, qa[j].y, qb[j].y, kr.x, kr.y);
+      mma_bf16(sc[n], qa[j].z, qb[j].z, qa[j].w, qb[j].w, kr.z, kr.w);
+    }
+  }
+#pragma unroll
+  for (int n = 0; n < NT; n++)
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+      const int key = k0 + 8 * n + 2 * tig + (c & 1);
+      sc[n][c] = key <= (c < 2 ? lim0 : lim1) ? sc[n][c] * scale_log2 : -INFINITY;
+    }
+  float al0, al1;
+  softmax_step(sc, acc.m0, acc.m1, acc.l0, acc.l1, al0, al1);  // key 0 is in tile 0: m finite from there on
+#pragma unroll
+  for (int H = 0; H < VH; H++)
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+      acc.o[H][i][0] *= al0;
+      acc.o[H][i][1] *= al0;
+      acc.o[H][i][2] *= al1;
+      acc.o[H][i][3] *= al1;
+    }
+#pragma unroll
+  for (int kk = 0; kk < KT / 16; kk++) {
+    uint32_t ph[4], pl[4];
+    p_fragments(sc[2 * kk], sc[2 * kk + 1], ph, pl);
+    uint4 vr[4][VH];
+#pragma unroll
+    for (int r = 0; r < 4; r++)
+#pragma unroll
+      for (int H = 0; H < VH; H++)
+        vr[r][H] = *reinterpret_cast<const uint4 *>(vt + (16 * kk + 2 * tig + (r & 1) + 8 * (r >> 1)) * KPV + 64 * H +
+                                                    8 * g);
+#pragma unroll
+    for (int H = 0; H < VH; H++)
+#pragma unroll
+      for (int i = 0; i < 8; i++) pv_mma(acc.o[H][i], vr[0][H], vr[1][H], vr[2][H], vr[3][H], i, ph, pl);
+  }
+}
+
+// A warp's rows 0 and 1, normalised, to out at element offsets out_a and
+// out_b (each stored only when asked).
+template <int D>
+__device__ __forceinline__ void prefill_store(__nv_bfloat16 *out, WarpAcc<D> &acc, size_t out_a, size_t out_b,
+                                              bool store_a, bool store_b) {
+  constexpr int VH = D / 64;
+  const int tig = threadIdx.x & 3;
+#pragma unroll
+  for (int o = 1; o <= 2; o <<= 1) {
+    acc.l0 += __shfl_xor_sync(0xffffffffu, acc.l0, o);
+    acc.l1 += __shfl_xor_sync(0xffffffffu, acc.l1, o);
+  }
+  const float ia0 = 1.f / acc.l0, ia1 = 1.f / acc.l1;
+#pragma unroll
+  for (int H = 0; H < VH; H++)
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+      uint4 va, vb;
+      __nv_bfloat162 *pa = reinterpret_cast<__nv_bfloat162 *>(&va), *pb = reinterpret_cast<__nv_bfloat162 *>(&vb);
+#pragma unroll
+      for (int k = 0; k < 4; k++) {
+        pa[k] = __floats2bfloat162_rn(acc.o[H][2 * k][half] * ia0, acc.o[H][2 * k + 1][half] * ia0);
+        pb[k] = __floats2bfloat162_rn(acc.o[H][2 * k][2 + half] * ia1, acc.o[H][2 * k + 1][2 + half] * ia1);
+      }
+      const int d = 64 * H + 16 * tig + 8 * half;
+      if (store_a) *reinterpret_cast<uint4 *>(out + out_a + d) = va;
+      if (store_b) *reinterpret_cast<uint4 *>(out + out_b + d) = vb;
+    }
+}
+
+// The 4 warps' (max, sum, output) of a split merged into its partials
+// o_part [.., nsplit, D] and ml_part [.., nsplit, 2] of rows row .. row + G
+// - 1 (one per query head of the group), through shared memory osm (4 x G x
+// (D + 4) floats, free to use). A warp that had no keys left max -inf, sum
+// 0, output 0. Every thread of the block calls it.
+template <int D, int G>
+__device__ __forceinline__ void store_split_partials(float *o_part, float *ml_part, size_t row, int nsplit, int s,
+                                                     WarpAcc<D> &acc, float *osm_base) {
+  constexpr int W = 4, VH = D / 64, OP = D + 4;
+  const auto row0 = [](int gr) { return G >= 8 || gr < G; };  // MMA rows holding query heads (kernels/step.cu)
+  const auto row1 = [](int gr) { return G == 16 || (G > 8 && gr + 8 < G); };
+  float(*osm)[G][OP] = reinterpret_cast<float(*)[G][OP]>(osm_base);
+  __shared__ float msm[W][G], lsm[W][G];
+  const int t = threadIdx.x, w = t >> 5, lane = t & 31, g = lane >> 2, tig = lane & 3;
+#pragma unroll
+  for (int o = 1; o <= 2; o <<= 1) {
+    acc.l0 += __shfl_xor_sync(0xffffffffu, acc.l0, o);
+    acc.l1 += __shfl_xor_sync(0xffffffffu, acc.l1, o);
+  }
+#pragma unroll
+  for (int H = 0; H < VH; H++)
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+      const int d = 64 * H + 16 * tig + k;
+      if (row0(g)) osm[w][g][d] = acc.o[H][k][0], osm[w][g][d + 8] = acc.o[H][k][1];
+      if (row1(g)) osm[w][g + 8][d] = acc.o[H][k][2], osm[w][g + 8][d + 8] = acc.o[H][k][3];
+    }
+  if (tig == 0) {
+    if (row0(g)) msm[w][g] = acc.m0, lsm[w][g] = acc.l0;
+    if (row1(g)) msm[w][g + 8] = acc.m1, lsm[w][g + 8] = acc.l1;
+  }
+  __syncthreads();
+  for (int idx = t; idx < G * D; idx += blockDim.x) {
+    const int gg = idx / D, d = idx % D;
+    float M = msm[0][gg];  // warp 0 holds the split's first key: finite
+#pragma unroll
+    for (int v = 1; v < W; v++) M = fmaxf(M, msm[v][gg]);
+    float o = 0.f;
+#pragma unroll
+    for (int v = 0; v < W; v++) o += (msm[v][gg] == -INFINITY ? 0.f : exp2f(msm[v][gg] - M)) * osm[v][gg][d];
+    o_part[((row + gg) * nsplit + s) * D + d] = o;
+  }
+  if (t < G) {
+    float M = msm[0][t], L = 0.f;
+#pragma unroll
+    for (int v = 1; v < W; v++) M = fmaxf(M, msm[v][t]);
+#pragma unroll
+    for (int v = 0; v < W; v++) L += (msm[v][t] == -INFINITY ? 0.f : exp2f(msm[v][t] - M)) * lsm[v][t];
+    ml_part[((row + t) * nsplit + s) * 2] = M;
+    ml_part[((row + t) * nsplit + s) * 2 + 1] = L;
+  }
+}
+
+// The split handshake: every block publishes its partials (fence) and counts
+// itself in *counter; the block that brings it to ns merges the ns splits of
+// rows row .. row + G - 1 in split order (merge_splits, as
+// llama_attn_combine) into out [.., D] and puts the counter back to 0 for the
+// next launch (the graph's order makes that visible to it).
+template <int D, int G>
+__device__ __forceinline__ void merge_last_split(__nv_bfloat16 *out, const float *o_part, const float *ml_part,
+                                                 unsigned *counter, size_t row0, int nsplit, int ns) {
+  __shared__ int last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last = atomicAdd(counter, 1u) == (unsigned)ns - 1;
+    if (last) *counter = 0;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const int w = threadIdx.x >> 5, lane = (threadIdx.x & 31) % (D / 4);  // D = 64: two lanes per 4 dims
+  for (int gg = w; gg < G; gg += 4) {
+    const size_t row = row0 + gg;
+    const float2 *ml = reinterpret_cast<const float2 *>(ml_part + row * nsplit * 2);
+    const float4 *op = reinterpret_cast<const float4 *>(o_part + row * nsplit * D) + lane;
+    float m = -INFINITY, l = 0.f;
+    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+    merge_splits<D>(ml, op, 0, 1, ns, m, l, o);
+    if ((threadIdx.x & 31) >= D / 4) continue;  // the repeat stores nothing
+    const float r = 1.f / l;
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(o.x * r, o.y * r), hi = __floats2bfloat162_rn(o.z * r, o.w * r);
+    uint2 pk;
+    pk.x = *reinterpret_cast<const uint32_t *>(&lo);
+    pk.y = *reinterpret_cast<const uint32_t *>(&hi);
+    *reinterpret_cast<uint2 *>(out + row * D + 4 * lane) = pk;
+  }
+}
+
 // 16 bytes global -> shared without registers (sm_80+); ok = false writes
 // 16 zero bytes and reads nothing (src-size 0), for keys past the end.
 __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool ok) {

@@ -29,7 +29,6 @@ extern __shared__ __align__(16) unsigned char llama_paged_smem[];
 namespace {
 
 constexpr int kBS = LLAMA_KV_BLOCK;
-constexpr int kWarps = 4;
 
 // Row `off` of head h in pool block blk.
 template <int D>
@@ -144,13 +143,6 @@ __device__ __forceinline__ void load_tile(__nv_bfloat16 *stage, const PagedArgs 
   }
 }
 
-// One warp's running state over its keys: rows g, g + 8 of the MMA.
-template <int D>
-struct WarpAcc {
-  float o[D / 64][8][4];
-  float m0, m1, l0, l1;  // l: this lane's keys only
-};
-
 // Warp w's 16 keys of a stage (tile rows 16w .. 16w + 15, nk of them valid):
 // Q K^T, masking, the online softmax and P V, as llama_attn_tc_g<G> does per
 // 16 keys (kernels/step.cu: the dims of Q K^T permuted so Q and K fragments
@@ -229,92 +221,6 @@ __device__ __forceinline__ void decode_tiles(const PagedArgs &a, int h, int star
   __syncthreads();  // the stages are free: the caller reuses them
 }
 
-// The 4 warps' (max, sum, output) merged into split s's partials of row i
-// (o_part, ml_part), through shared memory (the stages, free by now). A
-// warp that had no keys left max -inf, sum 0, output 0.
-template <int D, int G>
-__device__ __forceinline__ void store_partials(const PagedArgs &a, int i, int h, int s, WarpAcc<D> &acc) {
-  constexpr int VH = D / 64, OP = D + 4;
-  const auto row0 = [](int gr) { return G >= 8 || gr < G; };  // MMA rows holding query heads (kernels/step.cu)
-  const auto row1 = [](int gr) { return G == 16 || (G > 8 && gr + 8 < G); };
-  float(*osm)[G][OP] = reinterpret_cast<float(*)[G][OP]>(llama_paged_smem);
-  __shared__ float msm[kWarps][G], lsm[kWarps][G];
-  const int t = threadIdx.x, w = t >> 5, lane = t & 31, g = lane >> 2, tig = lane & 3, nq = a.nkv * G;
-#pragma unroll
-  for (int o = 1; o <= 2; o <<= 1) {
-    acc.l0 += __shfl_xor_sync(0xffffffffu, acc.l0, o);
-    acc.l1 += __shfl_xor_sync(0xffffffffu, acc.l1, o);
-  }
-#pragma unroll
-  for (int H = 0; H < VH; H++)
-#pragma unroll
-    for (int k = 0; k < 8; k++) {
-      const int d = 64 * H + 16 * tig + k;
-      if (row0(g)) osm[w][g][d] = acc.o[H][k][0], osm[w][g][d + 8] = acc.o[H][k][1];
-      if (row1(g)) osm[w][g + 8][d] = acc.o[H][k][2], osm[w][g + 8][d + 8] = acc.o[H][k][3];
-    }
-  if (tig == 0) {
-    if (row0(g)) msm[w][g] = acc.m0, lsm[w][g] = acc.l0;
-    if (row1(g)) msm[w][g + 8] = acc.m1, lsm[w][g + 8] = acc.l1;
-  }
-  __syncthreads();
-  const size_t row = (size_t)i * nq + (size_t)h * G;
-  for (int idx = t; idx < G * D; idx += blockDim.x) {
-    const int gg = idx / D, d = idx % D;
-    float M = msm[0][gg];  // warp 0 holds key start: finite
-#pragma unroll
-    for (int v = 1; v < kWarps; v++) M = fmaxf(M, msm[v][gg]);
-    float o = 0.f;
-#pragma unroll
-    for (int v = 0; v < kWarps; v++) o += (msm[v][gg] == -INFINITY ? 0.f : exp2f(msm[v][gg] - M)) * osm[v][gg][d];
-    a.o_part[((row + gg) * a.nsplit + s) * D + d] = o;
-  }
-  if (t < G) {
-    float M = msm[0][t], L = 0.f;
-#pragma unroll
-    for (int v = 1; v < kWarps; v++) M = fmaxf(M, msm[v][t]);
-#pragma unroll
-    for (int v = 0; v < kWarps; v++) L += (msm[v][t] == -INFINITY ? 0.f : exp2f(msm[v][t] - M)) * lsm[v][t];
-    a.ml_part[((row + t) * a.nsplit + s) * 2] = M;
-    a.ml_part[((row + t) * a.nsplit + s) * 2 + 1] = L;
-  }
-}
-
-// The split handshake: every block publishes its partials (fence) and counts
-// itself; the block that brings row i's count for head h to ns merges the ns
-// splits in split order (merge_splits, as llama_attn_combine) into out and
-// puts the counter back to 0 for the next launch.
-template <int D, int G>
-__device__ __forceinline__ void merge_row(const PagedArgs &a, int i, int h, int ns) {
-  __shared__ int last;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned *cnt = a.counters + (size_t)i * a.nkv + h;
-    last = atomicAdd(cnt, 1u) == (unsigned)ns - 1;
-    if (last) *cnt = 0;
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  const int nq = a.nkv * G, w = threadIdx.x >> 5, lane = (threadIdx.x & 31) % (D / 4);
-  for (int gg = w; gg < G; gg += kWarps) {
-    const size_t row = (size_t)i * nq + (size_t)h * G + gg;
-    const float2 *ml = reinterpret_cast<const float2 *>(a.ml_part + row * a.nsplit * 2);
-    const float4 *op = reinterpret_cast<const float4 *>(a.o_part + row * a.nsplit * D) + lane;
-    float m = -INFINITY, l = 0.f;
-    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
-    merge_splits<D>(ml, op, 0, 1, ns, m, l, o);
-    if ((threadIdx.x & 31) >= D / 4) continue;  // D = 64: the repeat stores nothing
-    const float r = 1.f / l;
-    const __nv_bfloat162 lo = __floats2bfloat162_rn(o.x * r, o.y * r), hi = __floats2bfloat162_rn(o.z * r, o.w * r);
-    uint2 pk;
-    pk.x = *reinterpret_cast<const uint32_t *>(&lo);
-    pk.y = *reinterpret_cast<const uint32_t *>(&hi);
-    *reinterpret_cast<uint2 *>(a.out + row * D + 4 * lane) = pk;
-  }
-}
-
 // Split s of decode row i (position p), KV head h.
 template <int D, int G>
 __device__ __forceinline__ void decode_row(const PagedArgs &a, int i, int h, int s, int p, const int *bt) {
@@ -337,15 +243,11 @@ __device__ __forceinline__ void decode_row(const PagedArgs &a, int i, int h, int
     qb[j] = r1 ? *reinterpret_cast<const uint4 *>(&qsm[g + 8][32 * j + 8 * tig]) : z;
   }
   WarpAcc<D> acc;
-#pragma unroll
-  for (int H = 0; H < D / 64; H++)
-#pragma unroll
-    for (int k = 0; k < 8; k++) acc.o[H][k][0] = acc.o[H][k][1] = acc.o[H][k][2] = acc.o[H][k][3] = 0.f;
-  acc.m0 = acc.m1 = -INFINITY;
-  acc.l0 = acc.l1 = 0.f;
+  init_acc(acc);
   decode_tiles<D>(a, h, start, end, bt, qa, qb, acc);
-  store_partials<D, G>(a, i, h, s, acc);
-  merge_row<D, G>(a, i, h, ns);
+  const size_t row = (size_t)i * a.nkv * G + (size_t)h * G;  // row i's first query head of group h
+  store_split_partials<D, G>(a.o_part, a.ml_part, row, a.nsplit, s, acc, reinterpret_cast<float *>(llama_paged_smem));
+  merge_last_split<D, G>(a.out, a.o_part, a.ml_part, a.counters + (size_t)i * a.nkv + h, row, a.nsplit, ns);
 }
 
 // Block (s, h, i): row i's kind decides its work.
@@ -396,101 +298,6 @@ struct PrefillArgs {
   float scale_log2;
 };
 
-// Keys a tile of the prefill: 32 at D = 128, 64 at D = 64 (prefill.cu says
-// why); both divide LLAMA_KV_BLOCK, so a tile lies in one pool block.
-template <int D>
-struct PTile {
-  static constexpr int KT = D == 64 ? 64 : 32, NT = KT / 8, KPK = D + 32, KPV = D + 8;
-};
-
-// One warp's share of a key tile (keys k0 ..): its rows 0 and 1 attend keys
-// <= lim0 and <= lim1. prefill.cu's per-tile step: Q K^T, the causal mask,
-// the online softmax, P V. A tile past a row's last key leaves the row
-// exactly as it was (alpha 1, p 0), which keeps a row's bits independent of
-// the rows beside it.
-template <int D>
-__device__ __forceinline__ void prefill_tile(const __nv_bfloat16 *kt, const __nv_bfloat16 *vt, int k0, int lim0,
-                                             int lim1, const uint4 *qa, const uint4 *qb, float scale_log2,
-                                             WarpAcc<D> &acc) {
-  constexpr int KJ = D / 32, VH = D / 64, KT = PTile<D>::KT, NT = PTile<D>::NT;
-  constexpr int KPK = PTile<D>::KPK, KPV = PTile<D>::KPV;
-  const int lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
-  float sc[NT][4];
-#pragma unroll
-  for (int n = 0; n < NT; n++) {
-    sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.f;
-#pragma unroll
-    for (int j = 0; j < KJ; j++) {
-      const uint4 kr = *reinterpret_cast<const uint4 *>(kt + (8 * n + g) * KPK + 32 * j + 8 * tig);
-      mma_bf16(sc[n], qa[j].x, qb[j].x, qa[j].y, qb[j].y, kr.x, kr.y);
-      mma_bf16(sc[n], qa[j].z, qb[j].z, qa[j].w, qb[j].w, kr.z, kr.w);
-    }
-  }
-#pragma unroll
-  for (int n = 0; n < NT; n++)
-#pragma unroll
-    for (int c = 0; c < 4; c++) {
-      const int key = k0 + 8 * n + 2 * tig + (c & 1);
-      sc[n][c] = key <= (c < 2 ? lim0 : lim1) ? sc[n][c] * scale_log2 : -INFINITY;
-    }
-  float al0, al1;
-  softmax_step(sc, acc.m0, acc.m1, acc.l0, acc.l1, al0, al1);  // key 0 is in tile 0: m finite from there on
-#pragma unroll
-  for (int H = 0; H < VH; H++)
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-      acc.o[H][i][0] *= al0;
-      acc.o[H][i][1] *= al0;
-      acc.o[H][i][2] *= al1;
-      acc.o[H][i][3] *= al1;
-    }
-#pragma unroll
-  for (int kk = 0; kk < KT / 16; kk++) {
-    uint32_t ph[4], pl[4];
-    p_fragments(sc[2 * kk], sc[2 * kk + 1], ph, pl);
-    uint4 vr[4][VH];
-#pragma unroll
-    for (int r = 0; r < 4; r++)
-#pragma unroll
-      for (int H = 0; H < VH; H++)
-        vr[r][H] = *reinterpret_cast<const uint4 *>(vt + (16 * kk + 2 * tig + (r & 1) + 8 * (r >> 1)) * KPV + 64 * H +
-                                                    8 * g);
-#pragma unroll
-    for (int H = 0; H < VH; H++)
-#pragma unroll
-      for (int i = 0; i < 8; i++) pv_mma(acc.o[H][i], vr[0][H], vr[1][H], vr[2][H], vr[3][H], i, ph, pl);
-  }
-}
-
-// Rows ra (row 0) and rb (row 1) of the work item, normalised, to out.
-template <int D>
-__device__ __forceinline__ void prefill_store(const PrefillArgs &a, WarpAcc<D> &acc, size_t out_a, size_t out_b,
-                                              bool store_a, bool store_b) {
-  constexpr int VH = D / 64;
-  const int tig = threadIdx.x & 3;
-#pragma unroll
-  for (int o = 1; o <= 2; o <<= 1) {
-    acc.l0 += __shfl_xor_sync(0xffffffffu, acc.l0, o);
-    acc.l1 += __shfl_xor_sync(0xffffffffu, acc.l1, o);
-  }
-  const float ia0 = 1.f / acc.l0, ia1 = 1.f / acc.l1;
-#pragma unroll
-  for (int H = 0; H < VH; H++)
-#pragma unroll
-    for (int half = 0; half < 2; half++) {
-      uint4 va, vb;
-      __nv_bfloat162 *pa = reinterpret_cast<__nv_bfloat162 *>(&va), *pb = reinterpret_cast<__nv_bfloat162 *>(&vb);
-#pragma unroll
-      for (int k = 0; k < 4; k++) {
-        pa[k] = __floats2bfloat162_rn(acc.o[H][2 * k][half] * ia0, acc.o[H][2 * k + 1][half] * ia0);
-        pb[k] = __floats2bfloat162_rn(acc.o[H][2 * k][2 + half] * ia1, acc.o[H][2 * k + 1][2 + half] * ia1);
-      }
-      const int d = 64 * H + 16 * tig + 8 * half;
-      if (store_a) *reinterpret_cast<uint4 *>(a.out + out_a + d) = va;
-      if (store_b) *reinterpret_cast<uint4 *>(a.out + out_b + d) = vb;
-    }
-}
-
 // Block (wi, h): work item wi's rows i0 .. i0 + n - 1 (positions p0 ..) of
 // one sequence, query heads of KV head h; block row r is position index
 // r / G and query head h * G + r % G, as llama_prefill_attn_g<G>'s (rows past
@@ -500,7 +307,7 @@ __device__ __forceinline__ void prefill_store(const PrefillArgs &a, WarpAcc<D> &
 template <int D, int G>
 __device__ __forceinline__ void paged_prefill(const PrefillArgs &a) {
   static_assert(G >= 1 && G <= 16 && kHeadDimOk<D>, "a group and head dim with kernels");
-  constexpr int KJ = D / 32, VH = D / 64, KT = PTile<D>::KT, CPR = D / 8;
+  constexpr int KJ = D / 32, KT = PTile<D>::KT, CPR = D / 8;
   constexpr int KPK = PTile<D>::KPK, KPV = PTile<D>::KPV;
   __shared__ __align__(16) __nv_bfloat16 ks[2][KT * KPK];
   __shared__ __align__(16) __nv_bfloat16 vs[2][KT * KPV];
@@ -524,12 +331,7 @@ __device__ __forceinline__ void paged_prefill(const PrefillArgs &a) {
     }
   }
   WarpAcc<D> acc;
-#pragma unroll
-  for (int H = 0; H < VH; H++)
-#pragma unroll
-    for (int k = 0; k < 8; k++) acc.o[H][k][0] = acc.o[H][k][1] = acc.o[H][k][2] = acc.o[H][k][3] = 0.f;
-  acc.m0 = acc.m1 = -INFINITY;
-  acc.l0 = acc.l1 = 0.f;
+  init_acc(acc);
   const int ntiles = (kend + KT - 1) / KT;
   auto load = [&](int tile, int buf) {
     const size_t base = pool_row<D>(bt[tile * KT / kBS], a.nkv, h, tile * KT % kBS);
@@ -556,7 +358,7 @@ __device__ __forceinline__ void paged_prefill(const PrefillArgs &a) {
     if (tile * KT < wend) prefill_tile<D>(ks[buf], vs[buf], tile * KT, lim0, lim1, qa, qb, a.scale_log2, acc);
     __syncthreads();  // every warp is done with this stage before tile + 2 loads into it
   }
-  prefill_store<D>(a, acc, ((size_t)(i0 + ia) * nq + ha) * D, ((size_t)(i0 + ib) * nq + hb) * D, ia < n, ib < n);
+  prefill_store<D>(a.out, acc, ((size_t)(i0 + ia) * nq + ha) * D, ((size_t)(i0 + ib) * nq + hb) * D, ia < n, ib < n);
 }
 
 }  // namespace

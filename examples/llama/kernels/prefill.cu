@@ -118,11 +118,10 @@ __device__ __forceinline__ void prefill_attn(__nv_bfloat16 *out, const __nv_bflo
                                              const int *pos, int M, int nkv, int max_ctx, float scale_log2) {
   static_assert(G >= 1 && G <= 16, "a block's 64 rows hold at least 4 whole groups");
   static_assert(kHeadDimOk<D>, "a head dim with kernels");
-  // Keys a tile: 32 at D = 128; 64 at D = 64, where a tile's MMAs are half
-  // as many per key and the per-tile softmax and barriers would weigh twice.
-  constexpr int W = 4, RPB = LLAMA_PREFILL_POSITIONS(G), KT = D == 64 ? 64 : 32, NT = KT / 8;
-  constexpr int KJ = D / 32, VH = D / 64, CPR = D / 8;  // Q K^T k-step pairs; 64-dim halves; 16-byte chunks a row
-  constexpr int KPK = D + 32, KPV = D + 8;  // shared row pitches (bf16) of K and V
+  // Keys a tile (PTile): 32 at D = 128; 64 at D = 64, where a tile's MMAs are
+  // half as many per key and the per-tile softmax and barriers would weigh twice.
+  constexpr int W = 4, RPB = LLAMA_PREFILL_POSITIONS(G), KT = PTile<D>::KT, KJ = D / 32, CPR = D / 8;
+  constexpr int KPK = PTile<D>::KPK, KPV = PTile<D>::KPV;  // shared row pitches (bf16) of K and V
   static_assert(W * 16 == LLAMA_PREFILL_ROWS, "4 warps x 16 MMA rows");
   __shared__ __align__(16) __nv_bfloat16 ks[2][KT * KPK];
   __shared__ __align__(16) __nv_bfloat16 vs[2][KT * KPV];
@@ -153,13 +152,8 @@ __device__ __forceinline__ void prefill_attn(__nv_bfloat16 *out, const __nv_bflo
       qb4[j] = *reinterpret_cast<const uint4 *>(qrb + 32 * j + 8 * tig);
     }
   }
-  float oacc[VH][8][4];
-#pragma unroll
-  for (int H = 0; H < VH; H++)
-#pragma unroll
-    for (int i = 0; i < 8; i++) oacc[H][i][0] = oacc[H][i][1] = oacc[H][i][2] = oacc[H][i][3] = 0.f;
-  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;  // l: this lane's keys only, summed at the end
-
+  WarpAcc<D> acc;  // l: this lane's keys only, summed at the end
+  init_acc(acc);
   const size_t head = (size_t)h * max_ctx * D;
   const __nv_bfloat16 *kb = k_cache + head, *vb = v_cache + head;
   const int ntiles = (kend + KT - 1) / KT;
@@ -185,84 +179,10 @@ __device__ __forceinline__ void prefill_attn(__nv_bfloat16 *out, const __nv_bflo
       cp_async_wait<0>();
     }
     __syncthreads();  // tile's stage is in shared memory for every warp
-    if (k0 < wend) {
-      const __nv_bfloat16 *kt = ks[buf], *vt = vs[buf];
-      float sc[NT][4];
-#pragma unroll
-      for (int n = 0; n < NT; n++) {
-        sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.f;
-#pragma unroll
-        for (int j = 0; j < KJ; j++) {
-          const uint4 kr = *reinterpret_cast<const uint4 *>(kt + (8 * n + g) * KPK + 32 * j + 8 * tig);
-          mma_bf16(sc[n], qa[j].x, qb4[j].x, qa[j].y, qb4[j].y, kr.x, kr.y);
-          mma_bf16(sc[n], qa[j].z, qb4[j].z, qa[j].w, qb4[j].w, kr.z, kr.w);
-        }
-      }
-      // sc[n][c]: row 0 (c < 2) or row 1, key k0 + 8n + 2tig + (c & 1).
-#pragma unroll
-      for (int n = 0; n < NT; n++)
-#pragma unroll
-        for (int c = 0; c < 4; c++) {
-          const int key = k0 + 8 * n + 2 * tig + (c & 1);
-          const bool ok = key <= (c < 2 ? lim0 : lim1);
-          sc[n][c] = ok ? sc[n][c] * scale_log2 : -INFINITY;
-        }
-      // Key 0 is in tile 0 and every row attends it, so m is finite from
-      // the first tile on; a tile with no key of a row leaves it as it was
-      // (its max -inf: alpha 1, p 0).
-      float al0, al1;
-      softmax_step(sc, m0, m1, l0, l1, al0, al1);
-#pragma unroll
-      for (int H = 0; H < VH; H++)
-#pragma unroll
-        for (int i = 0; i < 8; i++) {
-          oacc[H][i][0] *= al0;
-          oacc[H][i][1] *= al0;
-          oacc[H][i][2] *= al1;
-          oacc[H][i][3] *= al1;
-        }
-#pragma unroll
-      for (int kk = 0; kk < KT / 16; kk++) {  // 16 keys: k0 + 16kk ..
-        uint32_t ph[4], pl[4];  // A fragments of P: (row 0 | row 1) x (keys 2tig.. | 2tig+8..)
-        p_fragments(sc[2 * kk], sc[2 * kk + 1], ph, pl);
-        uint4 vr[4][VH];  // keys 2tig, 2tig+1, 2tig+8, 2tig+9 of the 16, dims 64H + 8g .. +7
-#pragma unroll
-        for (int r = 0; r < 4; r++)
-#pragma unroll
-          for (int H = 0; H < VH; H++)
-            vr[r][H] = *reinterpret_cast<const uint4 *>(vt + (16 * kk + 2 * tig + (r & 1) + 8 * (r >> 1)) * KPV +
-                                                        64 * H + 8 * g);
-#pragma unroll
-        for (int H = 0; H < VH; H++)
-#pragma unroll
-          for (int i = 0; i < 8; i++) pv_mma(oacc[H][i], vr[0][H], vr[1][H], vr[2][H], vr[3][H], i, ph, pl);
-      }
-    }
+    if (k0 < wend) prefill_tile<D>(ks[buf], vs[buf], k0, lim0, lim1, qa, qb4, scale_log2, acc);
     __syncthreads();  // every warp is done with this stage before tile + 2 loads into it
   }
-#pragma unroll
-  for (int o = 1; o <= 2; o <<= 1) {
-    l0 += __shfl_xor_sync(0xffffffffu, l0, o);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, o);
-  }
-  // oacc[H][i]: c0 / c2 hold dim 64H + 16tig + i of row 0 / row 1, c1 / c3
-  // dim 64H + 16tig + 8 + i: two 16-byte stores per row and half.
-  const float ia0 = 1.f / l0, ia1 = 1.f / l1;
-#pragma unroll
-  for (int H = 0; H < VH; H++)
-#pragma unroll
-    for (int half = 0; half < 2; half++) {
-      uint4 va, vb2;
-      __nv_bfloat162 *pa = reinterpret_cast<__nv_bfloat162 *>(&va), *pb = reinterpret_cast<__nv_bfloat162 *>(&vb2);
-#pragma unroll
-      for (int i = 0; i < 4; i++) {
-        pa[i] = __floats2bfloat162_rn(oacc[H][2 * i][half] * ia0, oacc[H][2 * i + 1][half] * ia0);
-        pb[i] = __floats2bfloat162_rn(oacc[H][2 * i][2 + half] * ia1, oacc[H][2 * i + 1][2 + half] * ia1);
-      }
-      const int d = 64 * H + 16 * tig + 8 * half;
-      if (ia <= i_last) *reinterpret_cast<uint4 *>(out + ((size_t)ia * nq + ha) * D + d) = va;
-      if (ib <= i_last) *reinterpret_cast<uint4 *>(out + ((size_t)ib * nq + hb) * D + d) = vb2;
-    }
+  prefill_store<D>(out, acc, ((size_t)ia * nq + ha) * D, ((size_t)ib * nq + hb) * D, ia <= i_last, ib <= i_last);
 }
 
 }  // namespace

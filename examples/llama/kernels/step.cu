@@ -166,21 +166,134 @@ LLAMA_ROPE_APPEND_DEF(_d64, 64)
 
 namespace {
 
+// The scalar first pass's shapes: K rows padded so that a warp's row reads
+// avoid bank conflicts; HPT heads a thread, GP = G and the padding head.
+template <int G>
+struct Fma {
+  static constexpr int T = LLAMA_ATTN_TILE, KP = kD + 8;
+  static constexpr int HPT = G >= 2 ? (G + 1) / 2 : 1, GP = G >= 2 ? 2 * HPT : 1;
+};
+
+// Keys k0 .. k0 + nk - 1 of head kb / vb into ks / vs: 64 rows x 16 chunks of
+// 16 bytes, 8 per thread, all loads issued before the stores; rows past nk
+// are zeros (P V sums whole tiles, p = 0 there).
+template <int G>
+__device__ __forceinline__ void fma_tile(__nv_bfloat16 *ks, __nv_bfloat16 *vs, const __nv_bfloat16 *kb,
+                                         const __nv_bfloat16 *vb, int k0, int nk) {
+  constexpr int KP = Fma<G>::KP;
+  const int t = threadIdx.x;
+  uint4 kr[8], vr[8];
+#pragma unroll
+  for (int j = 0; j < 8; j++) {
+    const int c = t + j * 128, row = c >> 4, col = c & 15;
+    if (row < nk) {
+      kr[j] = *reinterpret_cast<const uint4 *>(kb + (size_t)(k0 + row) * kD + col * 8);
+      vr[j] = *reinterpret_cast<const uint4 *>(vb + (size_t)(k0 + row) * kD + col * 8);
+    } else {
+      kr[j] = vr[j] = make_uint4(0, 0, 0, 0);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 8; j++) {
+    const int c = t + j * 128, row = c >> 4, col = c & 15;
+    *reinterpret_cast<uint4 *>(ks + row * KP + col * 8) = kr[j];
+    *reinterpret_cast<uint4 *>(vs + row * kD + col * 8) = vr[j];
+  }
+}
+
+// Scores of key kk for heads g0 .. g0 + HPT - 1 (the last may be the
+// padding, whose p stay 0) into ps; keys past nk -inf.
+template <int G>
+__device__ __forceinline__ void fma_scores(const float *qs, const __nv_bfloat16 *ks, float *ps, int kk, int g0,
+                                           int nk) {
+  constexpr int T = Fma<G>::T, KP = Fma<G>::KP, HPT = Fma<G>::HPT, GP = Fma<G>::GP;
+  float d[HPT];
+#pragma unroll
+  for (int j = 0; j < HPT; j++) d[j] = 0.f;
+  const __nv_bfloat16 *krow = ks + kk * KP;
+#pragma unroll 4
+  for (int c = 0; c < kD; c += 8) {
+    float kf[8];
+    unpack8(*reinterpret_cast<const uint4 *>(krow + c), kf);
+#pragma unroll
+    for (int j = 0; j < HPT; j++) {
+      const float4 qa = *reinterpret_cast<const float4 *>(qs + (g0 + j) * kD + c);
+      const float4 qb = *reinterpret_cast<const float4 *>(qs + (g0 + j) * kD + c + 4);
+      d[j] += qa.x * kf[0] + qa.y * kf[1] + qa.z * kf[2] + qa.w * kf[3] + qb.x * kf[4] + qb.y * kf[5] +
+              qb.z * kf[6] + qb.w * kf[7];
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < HPT; j++) {
+    const bool real = GP == G || g0 + j < G;
+    ps[(g0 + j) * T + kk] = !real ? 0.f : kk < nk ? d[j] : -INFINITY;
+  }
+}
+
+// The online softmax of a tile, one warp per head: p = exp2(s - m) in ps,
+// the running (max, sum) in ms, ls, and each head's rescale in alphas.
+template <int G>
+__device__ __forceinline__ void fma_softmax(float *ps, float *ms, float *ls, float *alphas) {
+  constexpr int T = Fma<G>::T;
+  const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int g = w; g < G; g += 4) {
+    float a0 = ps[g * T + lane], a1 = ps[g * T + lane + 32];
+    const float mold = ms[g];
+    const float mnew = fmaxf(mold, warp_max(fmaxf(a0, a1)));  // key k0 is valid: finite
+    a0 = exp2f(a0 - mnew);
+    a1 = exp2f(a1 - mnew);
+    ps[g * T + lane] = a0;
+    ps[g * T + lane + 32] = a1;
+    const float sum = warp_sum(a0 + a1);
+    if (lane == 0) {
+      const float al = exp2f(mold - mnew);  // 0 on the first tile (mold = -inf)
+      alphas[g] = al;
+      ls[g] = ls[g] * al + sum;
+      ms[g] = mnew;
+    }
+  }
+}
+
+// P V into this thread's dims 2kk, 2kk + 1 of heads g0 ..: each value row
+// read once for all HPT heads.
+template <int G>
+__device__ __forceinline__ void fma_pv(float (&acc)[Fma<G>::HPT][2], const float *alphas, const float *ps,
+                                       const __nv_bfloat16 *vs, int kk, int g0) {
+  constexpr int T = Fma<G>::T, HPT = Fma<G>::HPT;
+#pragma unroll
+  for (int j = 0; j < HPT; j++) {
+    const float al = alphas[g0 + j];
+    acc[j][0] *= al;
+    acc[j][1] *= al;
+  }
+#pragma unroll 2
+  for (int k = 0; k < T; k += 4) {
+    float2 v[4];
+#pragma unroll
+    for (int u = 0; u < 4; u++)
+      v[u] = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(vs + (k + u) * kD + 2 * kk));
+#pragma unroll
+    for (int j = 0; j < HPT; j++) {
+      const float4 p4 = *reinterpret_cast<const float4 *>(ps + (g0 + j) * T + k);
+      acc[j][0] += p4.x * v[0].x + p4.y * v[1].x + p4.z * v[2].x + p4.w * v[3].x;
+      acc[j][1] += p4.x * v[0].y + p4.y * v[1].y + p4.z * v[2].y + p4.w * v[3].y;
+    }
+  }
+}
+
 // One block: KV head h of sequence b, keys of split s, the G query heads of
-// the group. Per tile of LLAMA_ATTN_TILE keys: K and V to shared memory
-// (16-byte loads, all issued before the stores), scores, an online-softmax
-// update per head (one warp per head), then P V. Thread t owns output dims
-// 2(t%64), 2(t%64)+1 of heads (t/64)*HPT .. +HPT-1 and computes the scores of
-// key t%64 for the same heads. An odd group G > 1 gets one padding head G
-// (HPT = (G + 1) / 2 per half): its query is zero and its output is never
-// stored, so both halves run the same unrolled code.
+// the group. Per tile of LLAMA_ATTN_TILE keys: K and V to shared memory,
+// scores, an online-softmax update per head (one warp per head), then P V.
+// Thread t owns output dims 2(t%64), 2(t%64)+1 of heads (t/64)*HPT .. +HPT-1
+// and computes the scores of key t%64 for the same heads. An odd group G > 1
+// gets one padding head G (HPT = (G + 1) / 2 per half): its query is zero
+// and its output is never stored, so both halves run the same unrolled code.
 template <int G>
 __device__ __forceinline__ void attn_partial(float *o_part, float *ml_part, const __nv_bfloat16 *q,
                                              const __nv_bfloat16 *k_cache, const __nv_bfloat16 *v_cache,
                                              const int *pos, int nkv, int max_ctx, int split_len, int nsplit,
                                              float scale_log2) {
-  constexpr int T = LLAMA_ATTN_TILE, KP = kD + 8;  // K rows padded: row reads of a warp avoid bank conflicts
-  constexpr int HPT = G >= 2 ? (G + 1) / 2 : 1, GP = G >= 2 ? 2 * HPT : 1;  // GP: G and the padding head
+  constexpr int T = Fma<G>::T, KP = Fma<G>::KP, HPT = Fma<G>::HPT, GP = Fma<G>::GP;
   static_assert(T == 64, "thread t%64 is a key of the tile");
   __shared__ __align__(16) __nv_bfloat16 ks[T * KP];
   __shared__ __align__(16) __nv_bfloat16 vs[T * kD];
@@ -208,95 +321,16 @@ __device__ __forceinline__ void attn_partial(float *o_part, float *ml_part, cons
 #pragma unroll
   for (int j = 0; j < HPT; j++) acc[j][0] = acc[j][1] = 0.f;
   const size_t head = ((size_t)b * nkv + h) * (size_t)max_ctx * kD;
-  const __nv_bfloat16 *kb = k_cache + head, *vb = v_cache + head;
-
   for (int k0 = start; k0 < end; k0 += T) {
     const int nk = min(T, end - k0);
     __syncthreads();  // the previous tile is consumed (first pass: qs, ms, ls written)
-    uint4 kr[8], vr[8];
-#pragma unroll
-    for (int j = 0; j < 8; j++) {  // 64 rows x 16 chunks of 16 bytes, 8 per thread
-      const int c = t + j * 128, row = c >> 4, col = c & 15;
-      if (row < nk) {
-        kr[j] = *reinterpret_cast<const uint4 *>(kb + (size_t)(k0 + row) * kD + col * 8);
-        vr[j] = *reinterpret_cast<const uint4 *>(vb + (size_t)(k0 + row) * kD + col * 8);
-      } else {
-        kr[j] = vr[j] = make_uint4(0, 0, 0, 0);  // zeros: P V sums whole tiles, p = 0 there
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-      const int c = t + j * 128, row = c >> 4, col = c & 15;
-      *reinterpret_cast<uint4 *>(ks + row * KP + col * 8) = kr[j];
-      *reinterpret_cast<uint4 *>(vs + row * kD + col * 8) = vr[j];
-    }
+    fma_tile<G>(ks, vs, k_cache + head, v_cache + head, k0, nk);
     __syncthreads();
-
-    if (g0 < G) {  // scores of key kk for heads g0 .. g0+HPT-1 (the last may be the padding)
-      float d[HPT];
-#pragma unroll
-      for (int j = 0; j < HPT; j++) d[j] = 0.f;
-      const __nv_bfloat16 *krow = ks + kk * KP;
-#pragma unroll 4
-      for (int c = 0; c < kD; c += 8) {
-        float kf[8];
-        unpack8(*reinterpret_cast<const uint4 *>(krow + c), kf);
-#pragma unroll
-        for (int j = 0; j < HPT; j++) {
-          const float4 qa = *reinterpret_cast<const float4 *>(qs + (g0 + j) * kD + c);
-          const float4 qb = *reinterpret_cast<const float4 *>(qs + (g0 + j) * kD + c + 4);
-          d[j] += qa.x * kf[0] + qa.y * kf[1] + qa.z * kf[2] + qa.w * kf[3] + qb.x * kf[4] + qb.y * kf[5] +
-                  qb.z * kf[6] + qb.w * kf[7];
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < HPT; j++) {
-        const bool real = GP == G || g0 + j < G;  // the padding head's p stay 0
-        ps[(g0 + j) * T + kk] = !real ? 0.f : kk < nk ? d[j] : -INFINITY;
-      }
-    }
+    if (g0 < G) fma_scores<G>(qs, ks, ps, kk, g0, nk);
     __syncthreads();
-
-    const int w = t >> 5, lane = t & 31;
-    for (int g = w; g < G; g += 4) {  // online softmax, one warp per head
-      float a0 = ps[g * T + lane], a1 = ps[g * T + lane + 32];
-      const float mold = ms[g];
-      const float mnew = fmaxf(mold, warp_max(fmaxf(a0, a1)));  // key k0 is valid: finite
-      a0 = exp2f(a0 - mnew);
-      a1 = exp2f(a1 - mnew);
-      ps[g * T + lane] = a0;
-      ps[g * T + lane + 32] = a1;
-      const float sum = warp_sum(a0 + a1);
-      if (lane == 0) {
-        const float al = exp2f(mold - mnew);  // 0 on the first tile (mold = -inf)
-        alphas[g] = al;
-        ls[g] = ls[g] * al + sum;
-        ms[g] = mnew;
-      }
-    }
+    fma_softmax<G>(ps, ms, ls, alphas);
     __syncthreads();
-
-    if (g0 < G) {  // P V: each value row read once for all HPT heads
-#pragma unroll
-      for (int j = 0; j < HPT; j++) {
-        const float al = alphas[g0 + j];
-        acc[j][0] *= al;
-        acc[j][1] *= al;
-      }
-#pragma unroll 2
-      for (int k = 0; k < T; k += 4) {
-        float2 v[4];
-#pragma unroll
-        for (int u = 0; u < 4; u++)
-          v[u] = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(vs + (k + u) * kD + 2 * kk));
-#pragma unroll
-        for (int j = 0; j < HPT; j++) {
-          const float4 p4 = *reinterpret_cast<const float4 *>(ps + (g0 + j) * T + k);
-          acc[j][0] += p4.x * v[0].x + p4.y * v[1].x + p4.z * v[2].x + p4.w * v[3].x;
-          acc[j][1] += p4.x * v[0].y + p4.y * v[1].y + p4.z * v[2].y + p4.w * v[3].y;
-        }
-      }
-    }
+    if (g0 < G) fma_pv<G>(acc, alphas, ps, vs, kk, g0);
   }
 #pragma unroll
   for (int j = 0; j < HPT; j++) {
@@ -356,119 +390,53 @@ struct FusedArgs {
   const float *inv_freq;       // [D / 2] RoPE's inverse frequencies, or null (from theta)
 };
 
-// The last block of (b, h): every split that holds keys has written its
-// partials (their counter reached ns), so it merges them into out for the G
-// query heads, as llama_attn_combine does for one (merge_splits): warp w
-// takes heads w, w + 4, ... and all of a head's splits.
+// FUSED: RoPE here instead of a node of its own: the group's G query heads
+// of sequence b, rotated and rounded to bf16 as llama_rope_append stores
+// them, into qsm; the split that holds position p (last_split) also rotates
+// the new key and writes it and the value into the caches, before any warp
+// of this block reads keys (no other block reads position p).
 template <int D, int G>
-__device__ __forceinline__ void attn_merge(const FusedArgs &f, const float *o_part, const float *ml_part, int b,
-                                           int h, int nq, int nsplit, int ns) {
-  const int w = threadIdx.x >> 5, lane = (threadIdx.x & 31) % (D / 4);  // D = 64: two lanes per 4 dims
-  for (int gg = w; gg < G; gg += 4) {
-    const size_t row = (size_t)b * nq + (size_t)h * G + gg;
-    const float2 *ml = reinterpret_cast<const float2 *>(ml_part + row * nsplit * 2);
-    const float4 *op = reinterpret_cast<const float4 *>(o_part + row * nsplit * D) + lane;
-    float m = -INFINITY, l = 0.f;
-    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
-    merge_splits<D>(ml, op, 0, 1, ns, m, l, o);
-    if ((threadIdx.x & 31) >= D / 4) continue;  // the repeat stores nothing
-    const float r = 1.f / l;
-    __nv_bfloat162 lo = __floats2bfloat162_rn(o.x * r, o.y * r), hi = __floats2bfloat162_rn(o.z * r, o.w * r);
-    uint2 pk;
-    pk.x = *reinterpret_cast<const uint32_t *>(&lo);
-    pk.y = *reinterpret_cast<const uint32_t *>(&hi);
-    *reinterpret_cast<uint2 *>(f.out + row * D + 4 * lane) = pk;
+__device__ __forceinline__ void fused_rope(const FusedArgs &f, int b, int h, int nkv, int p, int max_ctx,
+                                           bool last_split, __nv_bfloat16 (*qsm)[D]) {
+  const int nq = nkv * G, nh = nq + 2 * nkv, t = threadIdx.x;
+  const __nv_bfloat16 *src = f.qkv + (size_t)b * nh * D;
+  for (int idx = t; idx < G * (D / 2); idx += blockDim.x) {
+    const int gg = idx / (D / 2), i = idx % (D / 2);
+    const __nv_bfloat16 *x = src + ((size_t)h * G + gg) * D;
+    float a = __bfloat162float(x[i]), c = __bfloat162float(x[i + D / 2]);
+    rope_rotate<D>(a, c, p, i, f.theta, f.inv_freq);
+    qsm[gg][i] = __float2bfloat16_rn(a);
+    qsm[gg][i + D / 2] = __float2bfloat16_rn(c);
+  }
+  if (last_split && p < max_ctx) {  // p >= max_ctx would be the engine's bug: never write outside the cache
+    const size_t row = (((size_t)b * nkv + h) * max_ctx + p) * D;
+    const int i = t & (D / 2 - 1);  // threads 0 .. D/2 - 1: the key; D/2 .. D - 1: the value
+    if (t < D / 2) {
+      const __nv_bfloat16 *x = src + ((size_t)nq + h) * D;
+      float a = __bfloat162float(x[i]), c = __bfloat162float(x[i + D / 2]);
+      rope_rotate<D>(a, c, p, i, f.theta, f.inv_freq);
+      f.k_cache_w[row + i] = __float2bfloat16_rn(a);
+      f.k_cache_w[row + i + D / 2] = __float2bfloat16_rn(c);
+    } else if (t < D) {
+      const __nv_bfloat16 *x = src + ((size_t)nq + nkv + h) * D;
+      f.v_cache_w[row + i] = x[i];
+      f.v_cache_w[row + i + D / 2] = x[i + D / 2];
+    }
   }
 }
 
-template <int D, int G, bool FUSED>
-__device__ __forceinline__ void attn_partial_tc(float *o_part, float *ml_part, const __nv_bfloat16 *q,
-                                                const __nv_bfloat16 *k_cache, const __nv_bfloat16 *v_cache,
-                                                const int *pos, int nkv, int max_ctx, int split_len, int nsplit,
-                                                float scale_log2, const FusedArgs &f) {
-  static_assert(G >= 1 && G <= 16, "the group is the 16 rows of one MMA");
-  static_assert(kHeadDimOk<D>, "a head dim with kernels");
-  constexpr int W = 4, KS = 16, OP = D + 4;  // warps; keys per warp step; padded rows of the merge
-  constexpr int KJ = D / 32, VH = D / 64;    // Q K^T k-step pairs; 64-dim halves of P V
-  // MMA rows g and g + 8 hold query heads when these are true: the second
-  // only for groups over 8 (for G = 9..15 its rows G - 8 .. 7 are zero
-  // queries whose output is never stored).
-  const auto row0 = [](int gr) { return G >= 8 || gr < G; };
-  const auto row1 = [](int gr) { return G == 16 || (G > 8 && gr + 8 < G); };
-  constexpr int QG = FUSED ? G : 1;            // rotated queries staged in shared memory (fused form)
-  __shared__ __align__(16) float osm[W][G][OP];
-  __shared__ float msm[W][G], lsm[W][G];
-  __shared__ __align__(16) __nv_bfloat16 qsm[QG][D];
-  __shared__ int last;
-  const int s = blockIdx.x, h = blockIdx.y, b = blockIdx.z, t = threadIdx.x;
-  const int w = t >> 5, lane = t & 31, g = lane >> 2, tig = lane & 3;
-  pdl_wait();
-  const int nq = nkv * G;
-  const int p = pos[b], len = p + 1;
-  const int start = s * split_len;
-  if (start >= len) return;  // the merge reads only the splits that hold keys
-  const int end = min(len, start + split_len);
-  const int ns = (len + split_len - 1) / split_len;  // splits that hold keys
-
-  const __nv_bfloat16 *qg;
-  if constexpr (FUSED) {
-    // RoPE here instead of a node of its own: the group's G query heads,
-    // rotated and rounded to bf16 as llama_rope_append stores them, to
-    // shared memory; the split that holds position p also rotates the new
-    // key and writes it and the value into the caches, before any warp of
-    // this block reads keys (no other block reads position p).
-    const int nh = nq + 2 * nkv;
-    const __nv_bfloat16 *src = f.qkv + (size_t)b * nh * D;
-    for (int idx = t; idx < G * (D / 2); idx += blockDim.x) {
-      const int gg = idx / (D / 2), i = idx % (D / 2);
-      const __nv_bfloat16 *x = src + ((size_t)h * G + gg) * D;
-      float a = __bfloat162float(x[i]), c = __bfloat162float(x[i + D / 2]);
-      rope_rotate<D>(a, c, p, i, f.theta, f.inv_freq);
-      qsm[gg][i] = __float2bfloat16_rn(a);
-      qsm[gg][i + D / 2] = __float2bfloat16_rn(c);
-    }
-    if (s == ns - 1 && p < max_ctx) {  // p >= max_ctx would be the engine's bug: never write outside the cache
-      const size_t row = (((size_t)b * nkv + h) * max_ctx + p) * D;
-      const int i = t & (D / 2 - 1);  // threads 0 .. D/2 - 1: the key; D/2 .. D - 1: the value
-      if (t < D / 2) {
-        const __nv_bfloat16 *x = src + ((size_t)nq + h) * D;
-        float a = __bfloat162float(x[i]), c = __bfloat162float(x[i + D / 2]);
-        rope_rotate<D>(a, c, p, i, f.theta, f.inv_freq);
-        f.k_cache_w[row + i] = __float2bfloat16_rn(a);
-        f.k_cache_w[row + i + D / 2] = __float2bfloat16_rn(c);
-      } else if (t < D) {
-        const __nv_bfloat16 *x = src + ((size_t)nq + nkv + h) * D;
-        f.v_cache_w[row + i] = x[i];
-        f.v_cache_w[row + i + D / 2] = x[i + D / 2];
-      }
-    }
-    __syncthreads();  // qsm and the new cache row, before any warp reads them
-    qg = &qsm[0][0];
-  } else {
-    qg = q + ((size_t)b * nq + (size_t)h * G) * D;
-  }
-
-  // Q fragments, fixed for the whole split: qa for head g, qb for head g + 8.
-  uint4 qa[KJ], qb[KJ];
-#pragma unroll
-  for (int j = 0; j < KJ; j++) {
-    const uint4 z = make_uint4(0, 0, 0, 0);
-    qa[j] = row0(g) ? *reinterpret_cast<const uint4 *>(qg + (size_t)g * D + 32 * j + 8 * tig) : z;
-    qb[j] = row1(g) ? *reinterpret_cast<const uint4 *>(qg + (size_t)(g + 8) * D + 32 * j + 8 * tig) : z;
-  }
-  float oacc[VH][8][4];
-#pragma unroll
-  for (int H = 0; H < VH; H++)
-#pragma unroll
-    for (int i = 0; i < 8; i++) oacc[H][i][0] = oacc[H][i][1] = oacc[H][i][2] = oacc[H][i][3] = 0.f;
-  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;  // rows g, g + 8; l: this lane's keys only
-
-  const size_t head = ((size_t)b * nkv + h) * (size_t)max_ctx * D;
-  const __nv_bfloat16 *kb = k_cache + head, *vb = v_cache + head;
+// One warp's keys of the split [start, end): steps of 16 keys base = start
+// + 16 w, start + 64 + 16 w, ... (the comment above attn_partial_tc says
+// how). All 16 loads of a step go out first (8 KB per warp in flight); keys
+// at or past the end load as zeros: their scores are masked, and V rows of 0
+// keep 0 * garbage out of P V.
+template <int D>
+__device__ __forceinline__ void tc_keys(const __nv_bfloat16 *kb, const __nv_bfloat16 *vb, int start, int end,
+                                        const uint4 (&qa)[D / 32], const uint4 (&qb)[D / 32], float scale_log2,
+                                        WarpAcc<D> &acc) {
+  constexpr int W = 4, KS = 16, KJ = D / 32, VH = D / 64;
+  const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
   for (int base = start + KS * w; base < end; base += KS * W) {
-    // All 16 loads of the step first (8 KB per warp in flight). Keys at or
-    // past the end load as zeros: their scores are masked, and V rows of 0
-    // keep 0 * garbage out of P V.
     uint4 kr[2][KJ], vr[4][VH];
 #pragma unroll
     for (int n = 0; n < 2; n++) {
@@ -486,7 +454,6 @@ __device__ __forceinline__ void attn_partial_tc(float *o_part, float *ml_part, c
         vr[r][H] = key < end ? *reinterpret_cast<const uint4 *>(vb + (size_t)key * D + 64 * H + 8 * g)
                              : make_uint4(0, 0, 0, 0);
     }
-
     float sc[2][4];
 #pragma unroll
     for (int n = 0; n < 2; n++) {
@@ -502,19 +469,17 @@ __device__ __forceinline__ void attn_partial_tc(float *o_part, float *ml_part, c
 #pragma unroll
     for (int n = 0; n < 2; n++)
 #pragma unroll
-      for (int c = 0; c < 4; c++) {
-        const bool ok = base + 8 * n + 2 * tig + (c & 1) < end;
-        sc[n][c] = ok ? sc[n][c] * scale_log2 : -INFINITY;
-      }
+      for (int c = 0; c < 4; c++)
+        sc[n][c] = base + 8 * n + 2 * tig + (c & 1) < end ? sc[n][c] * scale_log2 : -INFINITY;
     float al0, al1;
-    softmax_step(sc, m0, m1, l0, l1, al0, al1);  // key base is valid: the max is finite
+    softmax_step(sc, acc.m0, acc.m1, acc.l0, acc.l1, al0, al1);  // key base is valid: the max is finite
     uint32_t ph[4], pl[4];  // A fragments of P: (row g | g+8) x (keys 2tig.. | 2tig+8..)
     p_fragments(sc[0], sc[1], ph, pl);
 #pragma unroll
     for (int H = 0; H < VH; H++)
 #pragma unroll
       for (int i = 0; i < 8; i++) {
-        float(&o)[4] = oacc[H][i];
+        float(&o)[4] = acc.o[H][i];
         o[0] *= al0;
         o[1] *= al0;
         o[2] *= al1;
@@ -522,76 +487,55 @@ __device__ __forceinline__ void attn_partial_tc(float *o_part, float *ml_part, c
         pv_mma(o, vr[0][H], vr[1][H], vr[2][H], vr[3][H], i, ph, pl);
       }
   }
-  // This warp's (max, sum, output) per head to shared memory; a warp that had
-  // no keys leaves max -inf, sum 0, output 0.
-#pragma unroll
-  for (int o = 1; o <= 2; o <<= 1) {
-    l0 += __shfl_xor_sync(0xffffffffu, l0, o);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, o);
-  }
-#pragma unroll
-  for (int H = 0; H < VH; H++)
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-      const int d = 64 * H + 16 * tig + i;
-      if (row0(g)) {
-        osm[w][g][d] = oacc[H][i][0];
-        osm[w][g][d + 8] = oacc[H][i][1];
-      }
-      if (row1(g)) {
-        osm[w][g + 8][d] = oacc[H][i][2];
-        osm[w][g + 8][d + 8] = oacc[H][i][3];
-      }
-    }
-  if (tig == 0) {
-    if (row0(g)) {
-      msm[w][g] = m0;
-      lsm[w][g] = l0;
-    }
-    if (row1(g)) {
-      msm[w][g + 8] = m1;
-      lsm[w][g + 8] = l1;
-    }
-  }
-  __syncthreads();
-  for (int idx = t; idx < G * D; idx += blockDim.x) {
-    const int gg = idx / D, d = idx % D;
-    float M = msm[0][gg];
-#pragma unroll
-    for (int v = 1; v < W; v++) M = fmaxf(M, msm[v][gg]);  // warp 0 has key start: finite
-    float o = 0.f;
-#pragma unroll
-    for (int v = 0; v < W; v++) o += (msm[v][gg] == -INFINITY ? 0.f : exp2f(msm[v][gg] - M)) * osm[v][gg][d];
-    o_part[(((size_t)b * nq + (size_t)h * G + gg) * nsplit + s) * D + d] = o;
-  }
-  if (t < G) {
-    float M = msm[0][t];
-#pragma unroll
-    for (int v = 1; v < W; v++) M = fmaxf(M, msm[v][t]);
-    float L = 0.f;
-#pragma unroll
-    for (int v = 0; v < W; v++) L += (msm[v][t] == -INFINITY ? 0.f : exp2f(msm[v][t] - M)) * lsm[v][t];
-    float *ml = ml_part + (((size_t)b * nq + (size_t)h * G + t) * nsplit + s) * 2;
-    ml[0] = M;
-    ml[1] = L;
-  }
+}
+
+template <int D, int G, bool FUSED>
+__device__ __forceinline__ void attn_partial_tc(float *o_part, float *ml_part, const __nv_bfloat16 *q,
+                                                const __nv_bfloat16 *k_cache, const __nv_bfloat16 *v_cache,
+                                                const int *pos, int nkv, int max_ctx, int split_len, int nsplit,
+                                                float scale_log2, const FusedArgs &f) {
+  static_assert(G >= 1 && G <= 16, "the group is the 16 rows of one MMA");
+  static_assert(kHeadDimOk<D>, "a head dim with kernels");
+  constexpr int W = 4, OP = D + 4, KJ = D / 32;  // warps; padded rows of the merge; Q K^T k-step pairs
+  constexpr int QG = FUSED ? G : 1;              // rotated queries staged in shared memory (fused form)
+  __shared__ __align__(16) float osm[W][G][OP];
+  __shared__ __align__(16) __nv_bfloat16 qsm[QG][D];
+  const int s = blockIdx.x, h = blockIdx.y, b = blockIdx.z, t = threadIdx.x;
+  const int g = (t & 31) >> 2, tig = t & 3;
+  pdl_wait();
+  const int nq = nkv * G;
+  const int p = pos[b], len = p + 1;
+  const int start = s * split_len;
+  if (start >= len) return;  // the merge reads only the splits that hold keys
+  const int end = min(len, start + split_len);
+  const int ns = (len + split_len - 1) / split_len;  // splits that hold keys
+
+  const __nv_bfloat16 *qg;
   if constexpr (FUSED) {
-    // The split-K handshake: every block publishes its partials (fence),
-    // then counts itself; the block that brings the count to ns merges, and
-    // puts the counter back to 0 for the next launch (the graph's order
-    // makes that visible to it).
-    __threadfence();
-    __syncthreads();
-    if (t == 0) {
-      unsigned *cnt = f.counters + (size_t)b * nkv + h;
-      last = atomicAdd(cnt, 1u) == (unsigned)ns - 1;
-      if (last) *cnt = 0;
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    attn_merge<D, G>(f, o_part, ml_part, b, h, nq, nsplit, ns);
+    fused_rope<D, G>(f, b, h, nkv, p, max_ctx, s == ns - 1, qsm);
+    __syncthreads();  // qsm and the new cache row, before any warp reads them
+    qg = &qsm[0][0];
+  } else {
+    qg = q + ((size_t)b * nq + (size_t)h * G) * D;
   }
+  // Q fragments, fixed for the whole split: qa for head g, qb for head g + 8
+  // (MMA rows holding no query head load zeros: kernels/paged.cu's rule).
+  uint4 qa[KJ], qb[KJ];
+#pragma unroll
+  for (int j = 0; j < KJ; j++) {
+    const uint4 z = make_uint4(0, 0, 0, 0);
+    const bool r0 = G >= 8 || g < G, r1 = G == 16 || (G > 8 && g + 8 < G);
+    qa[j] = r0 ? *reinterpret_cast<const uint4 *>(qg + (size_t)g * D + 32 * j + 8 * tig) : z;
+    qb[j] = r1 ? *reinterpret_cast<const uint4 *>(qg + (size_t)(g + 8) * D + 32 * j + 8 * tig) : z;
+  }
+  WarpAcc<D> acc;  // rows g, g + 8; l: this lane's keys only
+  init_acc(acc);
+  const size_t head = ((size_t)b * nkv + h) * (size_t)max_ctx * D;
+  tc_keys<D>(k_cache + head, v_cache + head, start, end, qa, qb, scale_log2, acc);
+  const size_t row = (size_t)b * nq + (size_t)h * G;
+  store_split_partials<D, G>(o_part, ml_part, row, nsplit, s, acc, &osm[0][0][0]);
+  if constexpr (FUSED) merge_last_split<D, G>(f.out, o_part, ml_part, f.counters + (size_t)b * nkv + h, row, nsplit, ns);
+  (void)t;
 }
 
 }  // namespace

@@ -377,27 +377,29 @@ std::vector<int> rnd_lens(int B, int lo, int hi) {
   return v;
 }
 
-}  // namespace
-
-int main() {
-  int dev = 0;
-  CK(cudaSetDevice(dev));
+// RMSNorm: rows in registers, the longest such row, one longer (two passes).
+void check_norms() {
   for (int B : {1, 3, 64})
     for (int hidden : {1024, 4096, 8192}) check_rmsnorm(B, hidden);
-  check_rmsnorm(2, 8);  // fewer vectors than threads
+  check_rmsnorm(2, 8);      // fewer vectors than threads
   check_rmsnorm(2, 16384);  // the longest row kept in registers (8 vectors per thread)
   check_rmsnorm(3, 16392);  // one vector longer: the two-pass loop
+}
 
+// RoPE + append, with and without Llama 3.1's scaled table (rope_type
+// "llama3", factor 8: the kernel reads the table instead of computing
+// 1 / theta^(2i/128); positions to 8191).
+void check_ropes(const std::vector<float> &llama31) {
   check_rope(128, 1, 32, 8, 16, {0});
   check_rope(128, 3, 16, 4, 8192, {8191, 1, 4096});
   check_rope(128, 64, 4, 1, 64, rnd_lens(64, 0, 63));
   check_rope(128, 2, 64, 8, 32, {31, 17});
-  // Llama 3.1's scaled RoPE (rope_type "llama3", factor 8): the kernel reads
-  // the table instead of computing 1 / theta^(2i/128); positions to 8191.
-  const std::vector<float> llama31 = llama::llama3_inv_freq(128, 500000.0, 8.0, 1.0, 4.0, 8192.0);
   check_rope(128, 3, 16, 4, 8192, {8191, 1, 4096}, llama31);
   check_rope(128, 64, 4, 1, 64, rnd_lens(64, 0, 63), llama31);
+}
 
+// The first passes + combine at head dim 128.
+void check_attn_128() {
   const int T = LLAMA_ATTN_TILE;
   // ctx = 1, one split, every group size.
   for (int G = 1; G <= LLAMA_ATTN_MAX_GROUP; G++) check_attn(128, 1, 2 * G, 2, 8, {1}, T, 1, false);
@@ -426,10 +428,17 @@ int main() {
   check_attn(128, 1, 8, 1, 8192, {8192}, T, 128, true);
   check_attn(128, 2, 16, 2, 8192, {8000, 4000}, T, 128, true);
   check_attn(128, 2, 16, 2, 8192, {8000, 33}, T, 128, false);
+}
 
-  // The fused node: every group size; a split holding only the new key;
-  // one split; many splits with a needle; the 70B group at TP 1 over a long
-  // odd context; 64 sequences of random lengths.
+// The fused node: every group size; a split holding only the new key; one
+// split; many splits with a needle; the 70B group at TP 1 over a long odd
+// context; 64 sequences of random lengths; Llama 3.1's table (its rows must
+// still be rope_append's, bit for bit). Then groups that are not powers of
+// two (the MMA's rows G .. 15 and, for the scalar kernel, a padding head)
+// over several splits with needles: 3 (Llama-3.2-3B), 5 (Qwen2.5-14B /
+// 32B), 7 (Qwen2.5-7B), 12, 15.
+void check_fused_and_odd_groups(const std::vector<float> &llama31) {
+  const int T = LLAMA_ATTN_TILE;
   for (int G = 1; G <= LLAMA_ATTN_MAX_GROUP; G++) check_attn_fused(128, 2, 2 * G, 2, 300, {1, 65}, T, 2, false);
   check_attn_fused(128, 3, 32, 8, 300, {63, 64, 65}, T, 2, true);
   check_attn_fused(128, 2, 32, 8, 1100, {1031, 700}, 17 * T, 1, false);
@@ -437,13 +446,7 @@ int main() {
   check_attn_fused(128, 2, 64, 8, 4200, {4097, 4095}, 8 * T, 9, true);
   check_attn_fused(128, 64, 4, 2, 200, rnd_lens(64, 1, 130), T, 4, false);
   check_attn_fused(128, 32, 32, 8, 600, rnd_lens(32, 400, 513), 3 * T, 3, true);
-  // The same with Llama 3.1's table: its rows must still be rope_append's, bit for bit.
   check_attn_fused(128, 2, 32, 8, 4200, {4097, 300}, 8 * T, 9, true, llama31);
-
-
-  // Groups that are not powers of two (the MMA's rows G .. 15 and, for the
-  // scalar kernel, a padding head) over several splits with needles: 3
-  // (Llama-3.2-3B), 5 (Qwen2.5-14B / 32B), 7 (Qwen2.5-7B), 12, 15.
   check_attn(128, 2, 15, 5, 700, {700, 333}, 2 * T, 6, true);
   check_attn(128, 3, 40, 8, 1100, {1031, 64, 65}, 3 * T, 6, true);
   check_attn(128, 2, 28, 4, 600, {513, 77}, T, 10, false);
@@ -452,10 +455,13 @@ int main() {
   check_attn_fused(128, 2, 40, 8, 1100, {1031, 700}, 3 * T, 6, true);
   check_attn_fused(128, 3, 21, 3, 600, {1, 64, 600}, T, 10, true);
   check_attn_fused(128, 2, 26, 2, 4200, {4097, 300}, 8 * T, 9, true, llama31);
+}
 
-  // Head dim 64 (Llama-3.2-1B: 32 / 8; Qwen2.5-0.5B: 14 / 2): RoPE with and
-  // without a table, the tensor-core pass + combine, and the fused node,
-  // every group once, edges and needles as above.
+// Head dim 64 (Llama-3.2-1B: 32 / 8; Qwen2.5-0.5B: 14 / 2): RoPE with and
+// without a table, the tensor-core pass + combine, and the fused node,
+// every group once, edges and needles as above.
+void check_head_dim_64() {
+  const int T = LLAMA_ATTN_TILE;
   const std::vector<float> llama32 = llama::llama3_inv_freq(64, 500000.0, 32.0, 1.0, 4.0, 8192.0);
   check_rope(64, 1, 32, 8, 16, {0});
   check_rope(64, 3, 14, 2, 8192, {8191, 1, 4096});
@@ -469,7 +475,18 @@ int main() {
   check_attn_fused(64, 2, 32, 8, 4200, {4097, 300}, 8 * T, 9, true, llama32);
   check_attn_fused(64, 32, 14, 2, 600, rnd_lens(32, 400, 513), 3 * T, 3, true);
   check_attn_fused(64, 1, 32, 8, 8192, {8192}, T, 128, true);
+}
 
+}  // namespace
+
+int main() {
+  CK(cudaSetDevice(0));
+  const std::vector<float> llama31 = llama::llama3_inv_freq(128, 500000.0, 8.0, 1.0, 4.0, 8192.0);
+  check_norms();
+  check_ropes(llama31);
+  check_attn_128();
+  check_fused_and_odd_groups(llama31);
+  check_head_dim_64();
   std::printf("kernel_check: %d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;
 }
