@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 #include "examples/llama/graphs/gemm_pin.h"
@@ -83,6 +84,11 @@ int make_shape(const Config &c, const Rank &r, const ServeOptions &o, int max_ct
 // The set's plans, its pinned GEMMs (--batch-invariant) and its graphs.
 int build_set(const Config &c, const Rank &r, const Weights &w, bool invariant, Engine &e, std::string *err) {
   GraphSetOptions go;
+  for (const char *v : {"TPG_GEMM_TUNE", "TPG_GEMM_TUNE_CACHE"})  // they override the graph config's tuning
+    if (invariant && std::getenv(v) && *std::getenv(v)) {
+      *err = std::string("--batch-invariant pins the GEMMs through the graph config's tuning cache: unset ") + v;
+      return 1;
+    }
   if (invariant) {
     std::vector<GemmShape> shapes;
     for (int T : e.sizes) {

@@ -60,11 +60,14 @@ void refuse_vocab(ServeOptions *s, int vocab) {
 int check_serve(Options *o) {
   ServeOptions &s = o->serve;
   const char *alone = !o->prompt.empty() ? "--prompt-ids" : o->set_max_new ? "--max-new-tokens"
-                      : !o->model_flag.empty() ? o->model_flag.c_str() : o->end_token >= 0 ? "--end-token" : nullptr;
+                      : !o->model_flag.empty() ? o->model_flag.c_str() : o->end_token >= 0 ? "--end-token"
+                      : o->set_iters ? "--iters" : o->attn != Rank::ATTN_FUSED ? "--attn"
+                      : o->attn_bps ? "--attn-bps" : nullptr;
   if (o->model.empty() || alone || !o->other_flag.empty()) {
     std::fprintf(stderr, "llama: --requests %s\n",
                  o->model.empty() ? "needs --model DIR (the checkpoint)"
-                 : alone ? (std::string("does not go with ") + alone + " (the requests carry their own)").c_str()
+                 : alone ? (std::string("does not go with ") + alone +
+                            " (the requests carry their own; the step has its own attention)").c_str()
                          : (std::string("does not go with ") + o->other_flag).c_str());
     return 2;
   }
