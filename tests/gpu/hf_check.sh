@@ -45,7 +45,8 @@ check() {
   else
     fail=$((fail + 1)); echo "FAIL $name (rc $?, $work/$name.log)"
   fi
-  grep -E "^(gen:|hf_check|same:|requests:|serve:|  |new ids|llama: (prompt|prefill|[0-9]+ new|Llama|Mistral|Qwen))|FAIL|rror" "$work/$name.log" |
+  grep -E "^(gen:|hf_check|same:|requests:|serve:|  |new ids|llama: (prompt|prefill|[0-9]+ new|Llama|Mistral|Qwen))|FAIL|rror" \
+    "$work/$name.log" |
     grep -v "^  File" | tail -14 | cut -c1-300 | sed 's/^/    /'
 }
 

@@ -56,8 +56,9 @@ check() {
   else
     fail=$((fail + 1)); echo "FAIL $name (rc $?, $work/$name.log)"
   fi
-  grep -E "passed|failed|^(serve|hf_check|torch_serve|graph sizes: [0-9]+ sizes|attn bench|checkpoint|gen|requests):|alone|refused|FAIL|rror" \
-    "$work/$name.log" | grep -v "^  File" | tail -8 | cut -c1-240 | sed 's/^/    /'
+  local keys="passed|failed|alone|refused|FAIL|rror"
+  keys+="|^(serve|hf_check|torch_serve|graph sizes: [0-9]+ sizes|attn bench|checkpoint|gen|requests):"
+  grep -E "$keys" "$work/$name.log" | grep -v "^  File" | tail -8 | cut -c1-240 | sed 's/^/    /'
 }
 # verdict NAME PYTHON-EXPR-PRINTING-OK: a check written in Python over the files.
 verdict() {
@@ -151,14 +152,17 @@ def load(p):
         return json.load(open(os.path.join(w, p)))
     except (OSError, ValueError):
         return {}
-e, ei, t, g = load("speed/summary.json"), load("speed_inv/summary.json"), load("torch_serve.json"), load("sizes/graph_sizes.json")
+e, ei = load("speed/summary.json"), load("speed_inv/summary.json")
+t, g = load("torch_serve.json"), load("sizes/graph_sizes.json")
 rows = [("engine (tpgraph)", e), ("engine --batch-invariant", ei), ("transformers CB", t.get("cb", {})),
         ("static compile+graph", t.get("static", {}))]
 print("%-26s %10s %9s %9s %9s %9s" % ("serving", "tok/s", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99"))
 for name, r in rows:
-    print("%-26s %10.0f %9.1f %9.1f %9.2f %9.2f" % (name, r.get("output_tokens_per_s", 0), r.get("ttft_ms_p50", 0),
-          r.get("ttft_ms_p99", 0), r.get("itl_ms_p50", 0), r.get("itl_ms_p99", 0)) + ("  " + r["error"][:60] if "error" in r else ""))
-ours, cb, st = e.get("output_tokens_per_s", 0), t.get("cb", {}).get("output_tokens_per_s", 0), t.get("static", {}).get("output_tokens_per_s", 0)
+    note = "  " + r["error"][:60] if "error" in r else ""
+    print("%-26s %10.0f %9.1f %9.1f %9.2f %9.2f%s" % (name, r.get("output_tokens_per_s", 0), r.get("ttft_ms_p50", 0),
+          r.get("ttft_ms_p99", 0), r.get("itl_ms_p50", 0), r.get("itl_ms_p99", 0), note))
+ours = e.get("output_tokens_per_s", 0)
+cb, st = t.get("cb", {}).get("output_tokens_per_s", 0), t.get("static", {}).get("output_tokens_per_s", 0)
 r_cb, r_st = (ours / cb if cb else 0), (ours / st if st else 0)
 build, beyond = g.get("build_s", 0) * 1e3, g.get("beyond_arena_bytes", 0) / 2**20
 print("engine / transformers CB %.2fx (target >= 3), engine / static loop %.2fx (target >= 1.3); "

@@ -166,7 +166,8 @@ int add_layers(const Config &c, const Rank &r, const ServeShape &sh, const StepL
   LLAMA_TRY(tpg_plan_add_memcpy(pb.p, tpg_view{s.in, 0, 0}, tpg_view{s.in_host, 0, 0}, lay.total, nullptr, 0, &n));
   LLAMA_TRY(tpg_plan_set_node_name(pb.p, n, "in<-host"));
   pb.chain(n);
-  const tpg_arg meta = tpg_arg_view(s.in, lay.meta), pos = tpg_arg_view(s.in, lay.pos), seq = tpg_arg_view(s.in, lay.seq);
+  const tpg_arg meta = tpg_arg_view(s.in, lay.meta), pos = tpg_arg_view(s.in, lay.pos);
+  const tpg_arg seq = tpg_arg_view(s.in, lay.seq);
   if (pb.kernel("llama_embed", "embed", T, 1, 1, 128,
                 {tpg_arg_view(s.x, 0), tpg_arg_view(s.emb, 0), tpg_arg_view(s.in, lay.ids), TPG_ARG_VALUE(H),
                  TPG_ARG_VALUE(vocab)},
@@ -176,7 +177,8 @@ int add_layers(const Config &c, const Rank &r, const ServeShape &sh, const StepL
                  TPG_ARG_VALUE(eps)},
                 r))
     return 1;
-  const std::string attn = llama_kernel_name("llama_paged_attn", D, G), pre = llama_kernel_name("llama_paged_prefill", D, G);
+  const std::string attn = llama_kernel_name("llama_paged_attn", D, G);
+  const std::string pre = llama_kernel_name("llama_paged_prefill", D, G);
   const PlanBuilder::Rows bufs{T, H, eps, s.x, s.h, s.h2, s.part, s.act};
   for (int i = 0; i < c.layers; i++) {
     const std::string l = "l" + std::to_string(i) + ".";

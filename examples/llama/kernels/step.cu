@@ -534,7 +534,8 @@ __device__ __forceinline__ void attn_partial_tc(float *o_part, float *ml_part, c
   tc_keys<D>(k_cache + head, v_cache + head, start, end, qa, qb, scale_log2, acc);
   const size_t row = (size_t)b * nq + (size_t)h * G;
   store_split_partials<D, G>(o_part, ml_part, row, nsplit, s, acc, &osm[0][0][0]);
-  if constexpr (FUSED) merge_last_split<D, G>(f.out, o_part, ml_part, f.counters + (size_t)b * nkv + h, row, nsplit, ns);
+  if constexpr (FUSED)
+    merge_last_split<D, G>(f.out, o_part, ml_part, f.counters + (size_t)b * nkv + h, row, nsplit, ns);
   (void)t;
 }
 

@@ -75,7 +75,8 @@ bool fields(const Json &j, const RequestLimits &lim, Request *r, std::string *wh
       r->end_token = v.kind == Json::NUL ? -1 : (int)x;
     } else if (m.first == "id") {
       if (v.kind == Json::STRING) r->id = quoted(v.string);
-      else if (v.kind == Json::NUMBER && v.integer && std::fabs(v.number) < 9e15) r->id = std::to_string((long long)v.number);
+      else if (v.kind == Json::NUMBER && v.integer && std::fabs(v.number) < 9e15)
+        r->id = std::to_string((long long)v.number);
       else {
         *why = "\"id\" must be a string or an integer";
         return false;

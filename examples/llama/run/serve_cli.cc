@@ -127,7 +127,8 @@ int open_model(Options *o, int gpus) {
 
 std::vector<option> serve_options(int base) {
   std::vector<option> v;
-  for (int i = 0; i < kNServe; i++) v.push_back({kServe[i].name, kServe[i].arg ? required_argument : no_argument, 0, base + i});
+  for (int i = 0; i < kNServe; i++)
+    v.push_back({kServe[i].name, kServe[i].arg ? required_argument : no_argument, 0, base + i});
   return v;
 }
 

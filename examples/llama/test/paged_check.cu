@@ -347,8 +347,8 @@ void check_step(int D, int nq, int nkv, const std::vector<int> &lens, int pre0, 
   }
   const AttnRun r = run_attn(pc, st, nq, qkv, split_len, table, 2);
   char what[160];
-  std::snprintf(what, sizeof what, "paged_attn D=%d G=%d nkv=%d: %d decode (len %d..%d) + %d prefill + %d pad, split %d%s%s",
-                D, nq / nkv, nkv, nd, nd ? *std::min_element(lens.begin(), lens.end()) + 1 : 0,
+  std::snprintf(what, sizeof what,
+                "paged_attn D=%d G=%d nkv=%d: %d decode (len %d..%d) + %d prefill + %d pad, split %d%s%s", D, nq / nkv, nkv, nd, nd ? *std::min_element(lens.begin(), lens.end()) + 1 : 0,
                 nd ? *std::max_element(lens.begin(), lens.end()) + 1 : 0, chunk, pad, split_len,
                 needle ? " needle" : "", table.empty() ? "" : " table");
   Cmp c;
@@ -482,7 +482,8 @@ void check_prefill(int D, int nq, int nkv, const std::vector<int> &starts, const
     for (size_t s = 0; s < starts.size(); s++)
       for (int h = 0; h < nkv; h++) {
         const int i = ranges[s].first + irand(0, chunks[s] - 1), p = irand(0, st.pos[i]);
-        for (int d = 0; d < D; d++) pc.k[pc.key((int)s, h, p) + d] = f2b(b2f(q[((size_t)i * nq + h * G) * D + d]) * 2.f);
+        for (int d = 0; d < D; d++)
+          pc.k[pc.key((int)s, h, p) + d] = f2b(b2f(q[((size_t)i * nq + h * G) * D + d]) * 2.f);
       }
   const std::vector<uint16_t> out = run_prefill(pc, st, nq, q, make_work(ranges, G));
   Cmp c;
@@ -572,30 +573,35 @@ int main(int argc, char **argv) {
   // Every group, both head dims: decode rows of 1, 65 and 130 keys over
   // splits of one tile, a prompt chunk at 5, padding.
   for (int D : {128, 64})
-    for (int G = 1; G <= LLAMA_ATTN_MAX_GROUP; G += quick ? 5 : 1) check_step(D, 2 * G, 2, {0, 64, 129}, 5, 3, 2, T, G % 3 == 0);
+    for (int G = 1; G <= LLAMA_ATTN_MAX_GROUP; G += quick ? 5 : 1)
+      check_step(D, 2 * G, 2, {0, 64, 129}, 5, 3, 2, T, G % 3 == 0);
   check_gather();
   // Llama-3-8B at TP 1 (32 / 8): 32 decode rows up to 1100 keys beside a
   // chunk of 70 prompt rows, split 512; the 70B group at TP 2; long contexts.
-  check_step(128, 32, 8, lens_between(32, 0, 1100), 130, 70, 3, 8 * T, true);
+  check_step(128, 32, 8, lens_between(quick ? 8 : 32, 0, 1100), 130, 70, 3, 8 * T, true);
   check_step(64, 32, 8, lens_between(16, 0, 700), 0, 33, 0, 4 * T, true);
-  check_step(128, 32, 4, {4096, 8191, 100}, 0, 0, 0, 8 * T, true, llama31);
   if (!quick) {
+    check_step(128, 32, 4, {4096, 8191, 100}, 0, 0, 0, 8 * T, true, llama31);
     check_step(128, 8, 1, {8191, 4000}, 0, 0, 1, T, true);  // 128 splits
     check_step(128, 40, 8, lens_between(8, 0, 2000), 64, 64, 0, 8 * T, true);
     check_step(64, 14, 2, lens_between(64, 0, 300), 1, 1, 1, 2 * T, false);
   }
-  check_invariance(128, 32, 8, 24, 8 * T);
-  check_invariance(64, 14, 2, 17, 2 * T);
+  check_invariance(128, 32, 8, quick ? 6 : 24, 8 * T);
+  if (!quick) check_invariance(64, 14, 2, 17, 2 * T);
   // Prefill attention: several prompts a step (chunks at 0 and past cached
   // positions), every group, both head dims; chunk invariance.
   for (int D : {128, 64})
-    for (int G = 1; G <= LLAMA_ATTN_MAX_GROUP; G += quick ? 5 : 1) check_prefill(D, 2 * G, 2, {0, 70, 200}, {67, 1, 65}, 3, G % 2 == 0);
+    for (int G = 1; G <= LLAMA_ATTN_MAX_GROUP; G += quick ? 5 : 1)
+      check_prefill(D, 2 * G, 2, {0, 70, 200}, {67, 1, 65}, 3, G % 2 == 0);
   check_prefill(128, 32, 8, {0, 256, 900}, {256, 200, 99}, 17, true);
-  check_prefill(64, 32, 8, {4000}, {300}, 0, true);
+  if (!quick) check_prefill(64, 32, 8, {4000}, {300}, 0, true);
   if (!quick) check_prefill(128, 64, 8, {8125, 0}, {67, 512}, 1, true);
-  check_chunking(128, 32, 8, 700, {1, 64, 65, 300, 512});
-  check_chunking(64, 14, 2, 400, {7, 200, 333});
-  check_chunking(128, 40, 8, 300, {100, 101});
+  check_chunking(128, 32, 8, quick ? 200 : 700, {1, 64, 65, 130});
+  if (!quick) {
+    check_chunking(128, 32, 8, 700, {1, 64, 65, 300, 512});
+    check_chunking(64, 14, 2, 400, {7, 200, 333});
+    check_chunking(128, 40, 8, 300, {100, 101});
+  }
   std::printf("paged_check: %d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;
 }

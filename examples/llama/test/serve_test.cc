@@ -98,7 +98,8 @@ bool FakeStep::check_rows(const StepPlan &p, std::string *why) {
   bool pad = false;
   for (int i = p.nd; i < T; i++) {
     pad |= p.seq[i] < 0;
-    if (p.seq[i] >= 0 && (pad || !covered[i])) return *why = "row " + std::to_string(i) + ": a prompt row after padding or in no work item", false;
+    if (p.seq[i] >= 0 && (pad || !covered[i]))
+      return *why = "row " + std::to_string(i) + ": a prompt row after padding or in no work item", false;
     prompt_rows += p.seq[i] >= 0;
   }
   if (prompt_rows != p.prompt_rows) return *why = "prompt rows miscounted", false;
@@ -296,7 +297,8 @@ void check_requests() {
                "{\"prompt_ids\": [5], \"max_new_tokens\": 3, \"max_new_tokens\": 3}\n"  // 12 duplicate key
                "{\"prompt_ids\": [], \"max_new_tokens\": 3}\n"                         // 13 empty prompt
                "{\"prompt_ids\": [7, 8], \"max_new_tokens\": 3, \"end_token\": 9, \"id\": 42}\n");  // 14 ok
-  std::fprintf(f, "{\"prompt_ids\": [%s1], \"max_new_tokens\": 1}\n", std::string(3000, ' ').c_str());  // 15 too long a line
+  std::fprintf(f, "{\"prompt_ids\": [%s1], \"max_new_tokens\": 1}\n",
+               std::string(3000, ' ').c_str());  // 15 too long a line
   std::fclose(f);
   RequestLimits lim;
   lim.max_ctx = 8192;
@@ -350,7 +352,8 @@ void check_synthetic() {
              n / w.size() > 185 && n / w.size() < 215,
          what);
   int bad = 0;
-  for (const char *s : {"synthetic:", "synthetic:0", "synthetic:x", "synthetic:5:", "synthetic:5:-1", "synthetic:100001"})
+  for (const char *s :
+       {"synthetic:", "synthetic:0", "synthetic:x", "synthetic:5:", "synthetic:5:-1", "synthetic:100001"})
     bad += synthetic_requests(s, 100, &v, &err) != 0;
   expect(bad == 6, "malformed synthetic specs refused: " + err);
 }
