@@ -348,7 +348,8 @@ void check_step(int D, int nq, int nkv, const std::vector<int> &lens, int pre0, 
   const AttnRun r = run_attn(pc, st, nq, qkv, split_len, table, 2);
   char what[160];
   std::snprintf(what, sizeof what,
-                "paged_attn D=%d G=%d nkv=%d: %d decode (len %d..%d) + %d prefill + %d pad, split %d%s%s", D, nq / nkv, nkv, nd, nd ? *std::min_element(lens.begin(), lens.end()) + 1 : 0,
+                "paged_attn D=%d G=%d nkv=%d: %d decode (len %d..%d) + %d prefill + %d pad, split %d%s%s", D, nq / nkv,
+                nkv, nd, nd ? *std::min_element(lens.begin(), lens.end()) + 1 : 0,
                 nd ? *std::max_element(lens.begin(), lens.end()) + 1 : 0, chunk, pad, split_len,
                 needle ? " needle" : "", table.empty() ? "" : " table");
   Cmp c;
