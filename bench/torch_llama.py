@@ -84,6 +84,7 @@ Usage (from the repository root, the bundle in .gpu; {config} {tp} {layers}
 sets it up and runs both.)
 """
 import argparse
+import gc
 import json
 import math
 import os
@@ -98,7 +99,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn.functional as F
 
-from torch_timing import capture, copy_bandwidth, datasheet_bandwidth, timed
+from torch_timing import capture, compile_limits, copy_bandwidth, datasheet_bandwidth, timed
 
 CONFIGS = {
     "8b": dict(hidden=4096, heads=32, kv_heads=8, head_dim=128, ffn=14336, layers=32),
@@ -110,6 +111,7 @@ WIDTHS = ("hidden", "heads", "kv_heads", "head_dim", "ffn")
 EPS = 1e-5
 THETA = 500000.0
 GIB = float(1 << 30)
+DEV = "cuda"  # where the timed models live (a test of this file's logic may set "cpu")
 
 
 def weight_bytes(c, tp, layers, vocab):
@@ -416,7 +418,7 @@ def run_ours(args, name, layers, rank):
 
 def all_ranks(flag):
     """True where every rank says True (a skip must be the same on all ranks)."""
-    t = torch.tensor([1 if flag else 0], device="cuda")
+    t = torch.tensor([1 if flag else 0], device=DEV)
     if dist.get_world_size() > 1:
         dist.all_reduce(t, op=dist.ReduceOp.MIN)
     return bool(t.item())
@@ -441,7 +443,13 @@ def time_point(m, name, c, L, vocab, args, compiled, peak, B, ctx, first, rank):
     if not all_ranks(need <= free):
         row["skipped"] = "needs %.1f GiB for its caches and graphs; %.1f GiB free" % (need / GIB, free / GIB)
         return row, {}
-    p = Point(m, B, ctx, args, compiled, first)
+    try:
+        p = Point(m, B, ctx, args, compiled, first)
+    except torch.OutOfMemoryError as e:  # the estimate above was short: say so, go on with the next point
+        gc.collect()
+        torch.cuda.empty_cache()
+        row["skipped"] = "out of memory (%s)" % str(e).splitlines()[0][:160]
+        return row, {}
     times = {k: timed(run, args.iters, args.warmup) for k, run in p.runs.items()}
     row.update(attn_compiled=p.attn_best if "compile" in p.runs else None, notes=p.notes,
                compile_s=p.compile_s, graphs_compiled=p.graphs_compiled)
@@ -481,13 +489,13 @@ def run_config(name, args, rank, peak, results, report_json):
     torch.cuda.empty_cache()
     need, free = weight_bytes(c, args.tp, L, vocab) + 2 * GIB, torch.cuda.mem_get_info()[0]
     if not all_ranks(need <= free):
-        why = "its weights need %.1f GiB a rank; %.1f GiB free" % (need / GIB, free / GIB)
+        why = "its weights need %.1f GiB a rank (and 2 to run); %.1f GiB free" % (need / GIB - 2, free / GIB)
         for B, ctx in pts:
             results.append(dict(point_row(name, c, L, vocab, args, peak, B, ctx), skipped=why))
         if rank == 0:
             print("%s: skipped: %s" % (name, why), flush=True)
         return
-    m = Model(c, L, args.tp, torch.Generator(device="cuda").manual_seed(1234 + rank), vocab=vocab)
+    m = Model(c, L, args.tp, torch.Generator(device=DEV).manual_seed(1234 + rank), DEV, vocab)
     compiled = None
     if "compile" in args.modes:
         compiled = torch.compile(m.step, dynamic=False if args.compile_shapes == "static" else None,
@@ -531,8 +539,7 @@ def worker(rank, args, init):
         dist.barrier()
         dist.destroy_process_group()
         return
-    torch._dynamo.config.cache_size_limit = 1024       # one compile per (shape, form): no fallback to eager
-    torch._dynamo.config.accumulated_cache_size_limit = 4096
+    compile_limits()  # a compile per (shape class or point, form), and never a quiet fallback to eager
     t0 = time.time()
     peak = copy_bandwidth()
     if rank == 0:

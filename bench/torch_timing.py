@@ -69,3 +69,18 @@ def datasheet_bandwidth():
     p = torch.cuda.get_device_properties(torch.cuda.current_device())
     clk, bits = getattr(p, "memory_clock_rate", 0), getattr(p, "memory_bus_width", 0)
     return 2.0 * clk * 1e3 * bits / 8 if clk and bits else 0.0
+
+
+def compile_limits(limit=1024):
+    """torch.compile quietly runs a function eagerly once it has been
+    recompiled recompile_limit times (8): a "compile" column would then time
+    eager code in a graph. Raise the limit to what a sweep needs, and make a
+    hit an error (reported as a failed compile) where this PyTorch can."""
+    cfg = torch._dynamo.config
+    for name, v in (("recompile_limit", limit), ("accumulated_recompile_limit", 4 * limit),
+                    ("fail_on_recompile_limit_hit", True)):
+        if hasattr(cfg, name):
+            setattr(cfg, name, v)
+    if not hasattr(cfg, "recompile_limit"):  # older names
+        cfg.cache_size_limit = limit
+        cfg.accumulated_cache_size_limit = 4 * limit

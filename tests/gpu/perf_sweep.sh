@@ -42,7 +42,7 @@ py_lib() { python3 -c "import nvidia.$1, os; print(os.path.join(nvidia.$1.__path
 nd=$(py_lib nccl) cb=$(py_lib cublas)
 export LD_LIBRARY_PATH="$bin${nd:+:$nd}${cb:+:$cb}:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TRANSFORMERS_VERBOSITY=error
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TRANSFORMERS_VERBOSITY=error HF_HUB_DISABLE_PROGRESS_BARS=1
 iters=${PERF_ITERS:-100}
 # Checkpoints of the prefill part in memory when there is room (70b widths: ~8 GB).
 ckpt=/tmp
