@@ -519,9 +519,9 @@ def run_config(name, args, rank, peak, results, report_json):
                         "%s %.1f us" % (k, v) for k, v in sorted(t.items())),
                     time.time() - t0, ", compile %.0f s" % row["compile_s"] if ps == 0 and row.get("compile_s") else ""),
                     flush=True)
-    for pt in pts:
-        results.append(median_row(rows[pt], times[pt], ours[pt], L))
-    report_json(results)
+            if ps + 1 == args.passes:  # the point is done: into the JSON now (a timeout keeps what is done)
+                results.append(median_row(rows[(B, ctx)], times[(B, ctx)], ours[(B, ctx)], L))
+                report_json(results)
     del m, compiled
     torch._dynamo.reset()
     torch.cuda.empty_cache()

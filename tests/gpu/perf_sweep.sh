@@ -25,6 +25,7 @@
 #   static   a check of decode's class compile: 8b at batch 1 and 64, ctx
 #            512, compiled per point (torch only) -> static.json
 #   full     ours alone over `--sweep full` (ctx 2048 too), 8b and 70b
+#            -> full_<cfg>/bench.json
 # Everything lands in $OUT (at most 8 files come back): the JSON above,
 # perf_sweep.log (every part's output) and targets.txt (the table, last on
 # stdout too). PERF_TIMEOUT_<PART> (seconds) and PERF_ITERS override the
@@ -75,15 +76,15 @@ echo "perf_sweep: commit $(cat "$gpu/COMMIT" 2>/dev/null), $(nvidia-smi --query-
 for p in "${parts[@]}"; do
   case "$p" in
   decode)
-    part decode 270 python3 bench/torch_llama.py --config 8b,70b --layers 4 --tp 1 --batch $batches --ctx $ctxs \
+    part decode 250 python3 bench/torch_llama.py --config 8b,70b --layers 4 --tp 1 --batch $batches --ctx $ctxs \
       --iters "$iters" --compile-shapes class --json "$out/decode.json" --ours-timeout 150 \
       --ours "$llama --config {config} --layers {layers} --tp {tp} --bench --sweep {grid} --iters $iters --out {out}" ;;
   whole)
-    part whole 130 python3 bench/torch_llama.py --whole --config 8b,1b --tp 1 --batch 1 --ctx 512 \
+    part whole 120 python3 bench/torch_llama.py --whole --config 8b,1b --tp 1 --batch 1 --ctx 512 \
       --iters "$iters" --compile-shapes static --json "$out/whole.json" --ours-timeout 100 \
       --ours "$llama --config {config} --whole --tp {tp} --bench --sweep {grid} --iters $iters --out {out}" ;;
   prefill)
-    part prefill 190 python3 bench/torch_prefill.py --config 1b,8b,14b,70b --layers 4 --prompts 512,2048 \
+    part prefill 180 python3 bench/torch_prefill.py --config 1b,8b,14b,70b --layers 4 --prompts 512,2048 \
       --chunks 2048 --hf eager --compile-shapes static --dir "$ckpt" --ours "$llama --tp 1" --ours-timeout 60 \
       --json "$out/prefill.json" ;;
   static)
@@ -91,9 +92,9 @@ for p in "${parts[@]}"; do
       --iters "$iters" --compile-shapes static --json "$out/static.json" ;;
   full)
     for cfg in 8b 70b; do
-      mkdir -p "/tmp/perf_full_$cfg"
+      mkdir -p "$out/full_$cfg"
       part "full_$cfg" 150 "$llama" --config $cfg --layers 4 --tp 1 --bench --sweep full --iters "$iters" \
-        --out "/tmp/perf_full_$cfg"
+        --out "$out/full_$cfg"
     done ;;
   *) echo "perf_sweep: unknown part $p" | tee -a "$log" ;;
   esac
