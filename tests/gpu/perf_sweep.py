@@ -201,6 +201,14 @@ def main():
     judge_decode(drows, t)
     judge_whole(wrows, (whole or {}).get("meta"), t)
     judge_prefill(prows, t)
+    static, _ = load(d, "static.json")
+    if static:
+        srows = decode_rows(static)
+        print("class against static compile (ours / compile, each in its own run; ours the common yardstick):")
+        for k, (ours, cp, fl, r) in sorted(srows.items()):
+            o2, c2, _, _ = drows.get(k, (NAN, NAN, NAN, None))
+            print("  %-16s class %.3f  static %.3f  (static compile %.1f us, class %.1f us)" % (
+                "%s b%d c%d" % k, o2 / c2, ours / cp, cp, c2))
     for p in problems:
         print("note: " + p)
     print("targets (issue 36):")

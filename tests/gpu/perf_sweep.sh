@@ -22,8 +22,9 @@
 #            prompts 512 and 2048: ours (--model, chunks of 2048) against the
 #            lean step under torch.compile + graph and transformers' eager
 #            module -> prefill.json
-#   static   a check of decode's class compile: 8b at batch 1 and 64, ctx
-#            512, compiled per point (torch only) -> static.json
+#   static   a check of decode's class compile: 8b and 70b at batch 1 and
+#            64, ctx 512, compiled per point, ours beside it again: its
+#            ours / compile next to decode's -> static.json
 #   full     ours alone over `--sweep full` (ctx 2048 too), 8b and 70b
 #            -> full_<cfg>/bench.json
 # Everything lands in $OUT (at most 8 files come back): the JSON above,
@@ -88,8 +89,9 @@ for p in "${parts[@]}"; do
       --chunks 2048 --hf eager --compile-shapes static --dir "$ckpt" --ours "$llama --tp 1" --ours-timeout 60 \
       --json "$out/prefill.json" ;;
   static)
-    part static 120 python3 bench/torch_llama.py --config 8b --layers 4 --tp 1 --batch 1,64 --ctx 512 \
-      --iters "$iters" --compile-shapes static --json "$out/static.json" ;;
+    part static 150 python3 bench/torch_llama.py --config 8b,70b --layers 4 --tp 1 --batch 1,64 --ctx 512 \
+      --iters "$iters" --compile-shapes static --json "$out/static.json" --ours-timeout 100 \
+      --ours "$llama --config {config} --layers {layers} --tp {tp} --bench --sweep {grid} --iters $iters --out {out}" ;;
   full)
     for cfg in 8b 70b; do
       mkdir -p "$out/full_$cfg"
