@@ -138,10 +138,13 @@ std::string fmt(const char *f, ...) {
   return buf;
 }
 
+// --config's name, or "custom" for config.txt's model (--weights).
+std::string model_name(const Options &o) { return o.weights.empty() ? o.config_name : "custom"; }
+
 // The point's label: the model, its layers, the run's knobs.
 std::string label(const Options &o, const Config &c, const Rank &R) {
   static const char *const modes[] = {"", " capture", " eager"};
-  std::string s = (o.weights.empty() ? o.config_name : "custom") + (o.whole ? fmt(" whole (%d layers + LM head %d)", c.layers, c.vocab)
+  std::string s = model_name(o) + (o.whole ? fmt(" whole (%d layers + LM head %d)", c.layers, c.vocab)
                                            : fmt(" layers %d", c.layers));
   s += fmt(" TP %d%s%s%s", R.nranks, R.pdl ? " pdl" : "", modes[R.mode],
            R.attn == Rank::ATTN_FMA ? " attn-fma" : R.attn == Rank::ATTN_TC ? " attn-tc" : "");
@@ -166,7 +169,7 @@ std::string report(const Options &o, const Config &c, const RankState &st, const
   std::fflush(stdout);
   return fmt("  {\"config\": \"%s\", \"whole\": %d, \"hidden\": %d, \"heads\": %d, \"kv_heads\": %d, \"head_dim\": %d, "
              "\"ffn\": %d, \"layers\": %d, \"tp\": %d, \"pdl\": %d, \"attn_bps\": %d, \"mode\": %d, ",
-             o.config_name.c_str(), (int)o.whole, c.hidden, c.heads, c.kv_heads, c.head_dim, c.ffn, c.layers,
+             model_name(o).c_str(), (int)o.whole, c.hidden, c.heads, c.kv_heads, c.head_dim, c.ffn, c.layers,
              R.nranks, (int)R.pdl, R.attn_bps, (int)R.mode) +
          fmt("\"batch\": %d, \"ctx\": %d, \"vocab\": %d, \"iters\": %d, \"median_us\": %.2f, \"us_per_layer\": %.2f, "
              "\"floor_us\": %.2f, \"floor_us_per_layer\": %.2f, \"weight_bytes\": %zu, \"kv_bytes\": %.0f, ",
@@ -212,7 +215,7 @@ int run_bench(Options &o, RankState &st) {
         std::printf("bench: %s batch %2d ctx %4d: skipped: %s\n", label(o, c, R).c_str(), c.batch, c.ctx, why.c_str());
         rows.push_back(fmt("  {\"config\": \"%s\", \"whole\": %d, \"layers\": %d, \"tp\": %d, \"batch\": %d, \"ctx\": "
                            "%d, \"skipped\": \"%s\"}",
-                           o.config_name.c_str(), (int)o.whole, c.layers, R.nranks, c.batch, c.ctx, why.c_str()));
+                           model_name(o).c_str(), (int)o.whole, c.layers, R.nranks, c.batch, c.ctx, why.c_str()));
       }
       continue;
     }
@@ -244,11 +247,11 @@ bool bench_weights_fit(const Options &o, const Rank &R) {
   if (need + (3.0 * (1u << 30)) <= (double)free_b) return true;
   if (R.rank == 0)
     std::printf("bench: %s layers %d TP %d: skipped: its weights need %.1f GiB a rank; %.1f GiB free\n",
-                o.config_name.c_str(), o.c.layers, R.nranks, need / (1 << 30), (double)free_b / (1 << 30));
+                model_name(o).c_str(), o.c.layers, R.nranks, need / (1 << 30), (double)free_b / (1 << 30));
   if (R.rank == 0 && !o.out.empty()) {
     const std::string json = fmt("[\n  {\"config\": \"%s\", \"whole\": %d, \"layers\": %d, \"tp\": %d, \"skipped\": "
                                  "\"weights need %.1f GiB a rank, %.1f GiB free\"}\n]\n",
-                                 o.config_name.c_str(), (int)o.whole, o.c.layers, R.nranks, need / (1 << 30),
+                                 model_name(o).c_str(), (int)o.whole, o.c.layers, R.nranks, need / (1 << 30),
                                  (double)free_b / (1 << 30));
     write_file(o.out + "/bench.json", json.data(), json.size());
   }
