@@ -29,7 +29,8 @@
 #            -> full_<cfg>/bench.json
 # Everything lands in $OUT (at most 8 files come back): the JSON above,
 # perf_sweep.log (every part's output) and targets.txt (the table, last on
-# stdout too). PERF_TIMEOUT_<PART> (seconds) and PERF_ITERS override the
+# stdout too). PERF_TIMEOUT_<PART> (seconds), PERF_ITERS and decode's
+# PERF_BATCHES / PERF_CTXS (e.g. 512,2048,4096: the issue's ctx 2048) override the
 # defaults. Needs //examples/llama:llama in the bundle and python3 with
 # torch and transformers 5.x.
 set -uo pipefail
@@ -50,8 +51,8 @@ iters=${PERF_ITERS:-100}
 ckpt=/tmp
 [ -d /dev/shm ] && [ "$(df -k --output=avail /dev/shm 2>/dev/null | tail -1)" -gt 20000000 ] 2>/dev/null && ckpt=/dev/shm
 llama=$bin/llama
-batches=1,8,32,64,128,256
-ctxs=512,4096
+batches=${PERF_BATCHES:-1,8,32,64,128,256}
+ctxs=${PERF_CTXS:-512,4096}
 
 # part NAME DEFAULT_TIMEOUT CMD...: runs CMD under its timeout (its whole
 # process group: the ranks and the engine too), its output into the log and
@@ -77,7 +78,7 @@ echo "perf_sweep: commit $(cat "$gpu/COMMIT" 2>/dev/null), $(nvidia-smi --query-
 for p in "${parts[@]}"; do
   case "$p" in
   decode)
-    part decode 250 python3 bench/torch_llama.py --config 8b,70b --layers 4 --tp 1 --batch $batches --ctx $ctxs \
+    part decode 250 python3 bench/torch_llama.py --config 8b,70b --layers 4 --tp 1 --batch "$batches" --ctx "$ctxs" \
       --iters "$iters" --compile-shapes class --json "$out/decode.json" --ours-timeout 150 \
       --ours "$llama --config {config} --layers {layers} --tp {tp} --bench --sweep {grid} --iters $iters --out {out}" ;;
   whole)
