@@ -8,8 +8,10 @@
 #   bash tests/gpu/perf_sweep.sh [PART...]      # on the GPU machine, from the repository root
 #   python3 tests/gpu/perf_sweep.py DIR         # the table again, anywhere, from the JSON
 #
-# Parts, in the order given (default: decode whole prefill; about 8 minutes
-# on an H100, each part under its own timeout):
+# Parts, in the order given (default: decode whole prefill, each under its
+# own timeout: 240 + 150 + 180 s at most, so one 10-minute call; were a part
+# cut short, run `decode` and `whole prefill` as two calls and perf_sweep.py
+# over one folder holding both calls' JSON):
 #   decode   the step of 4 layers, 8b and 70b widths, TP 1, batch
 #            1/8/32/64/128/256 x ctx 512/4096: `llama --bench --sweep`, then
 #            bench/torch_llama.py (torch.compile + graph, one compile per
@@ -78,11 +80,11 @@ echo "perf_sweep: commit $(cat "$gpu/COMMIT" 2>/dev/null), $(nvidia-smi --query-
 for p in "${parts[@]}"; do
   case "$p" in
   decode)
-    part decode 250 python3 bench/torch_llama.py --config 8b,70b --layers 4 --tp 1 --batch "$batches" --ctx "$ctxs" \
+    part decode 240 python3 bench/torch_llama.py --config 8b,70b --layers 4 --tp 1 --batch "$batches" --ctx "$ctxs" \
       --iters "$iters" --compile-shapes class --json "$out/decode.json" --ours-timeout 150 \
       --ours "$llama --config {config} --layers {layers} --tp {tp} --bench --sweep {grid} --iters $iters --out {out}" ;;
   whole)
-    part whole 120 python3 bench/torch_llama.py --whole --config 8b,1b --tp 1 --batch 1 --ctx 512 \
+    part whole 150 python3 bench/torch_llama.py --whole --config 8b,1b --tp 1 --batch 1 --ctx 512 \
       --iters "$iters" --compile-shapes static --json "$out/whole.json" --ours-timeout 100 \
       --ours "$llama --config {config} --whole --tp {tp} --bench --sweep {grid} --iters $iters --out {out}" ;;
   prefill)
