@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -19,7 +20,8 @@ namespace {
 
 enum { DECODE = 100, ENDTOKEN };  // decode.h's flags
 enum { MODEL = 200, PROMPTIDS, MAXNEW, PREFILL, PREFILLCHUNK, PROMPTLOGITS };  // run/generate.h's
-enum { SERVE = 300 };  // run/serve.h's flags: SERVE + their index (serve_options)
+enum { WHOLE = 300 };  // bench.cc's
+enum { SERVE = 400 };  // run/serve.h's flags: SERVE + their index (serve_options)
 enum { CONFIG = 1, LAYERS, BATCH, CTX, STEPS, TP, WEIGHTS, OUT, BENCH, SWEEP, LMHEAD, VOCAB, SEED, ITERS, WARMUP,
        IDFILE, PDL, NOPDL, MODE, VERIFY, ATTN, ATTNBPS, HELP };
 
@@ -29,7 +31,7 @@ const option kOpts[] = {
     {"batch", required_argument, 0, BATCH},   {"ctx", required_argument, 0, CTX},
     {"steps", required_argument, 0, STEPS},   {"tp", required_argument, 0, TP},
     {"weights", required_argument, 0, WEIGHTS}, {"out", required_argument, 0, OUT},
-    {"bench", no_argument, 0, BENCH},         {"sweep", no_argument, 0, SWEEP},
+    {"bench", no_argument, 0, BENCH},         {"sweep", optional_argument, 0, SWEEP},
     {"lm-head", no_argument, 0, LMHEAD},      {"vocab", required_argument, 0, VOCAB},
     {"seed", required_argument, 0, SEED},     {"iters", required_argument, 0, ITERS},
     {"warmup", required_argument, 0, WARMUP}, {"id-file", required_argument, 0, IDFILE},
@@ -42,6 +44,7 @@ const option kOpts[] = {
     {"prefill", required_argument, 0, PREFILL},
     {"prefill-chunk", required_argument, 0, PREFILLCHUNK},
     {"prompt-logits", required_argument, 0, PROMPTLOGITS},
+    {"whole", no_argument, 0, WHOLE},
     {0, 0, 0, 0}};
 
 // "1,2,3" -> {1, 2, 3}: non-negative integers, nothing else.
@@ -76,12 +79,101 @@ bool parse_int(const char *flag, const char *s, int lo, int hi, int *out) {
   return true;
 }
 
+// The batch the bench goes up to (a serving engine's sizes); the checked
+// steps and --decode stay at kMaxBatch, what their tests cover.
+const int kMaxBatch = 64, kMaxBenchBatch = 256;
+
+// --config: the widths of a Llama, and its layer count for --whole.
+bool apply_config(const char *arg, Options *o) {
+  struct Preset {
+    const char *name;
+    int hidden, heads, kv_heads, head_dim, ffn, layers;
+  };
+  static const Preset presets[] = {{"8b", 4096, 32, 8, 128, 14336, 32},
+                                   {"70b", 8192, 64, 8, 128, 28672, 80},
+                                   {"1b", 2048, 32, 8, 64, 8192, 16}};  // Llama-3.2-1B: head_dim 64
+  for (const Preset &p : presets)
+    if (!std::strcmp(arg, p.name)) {
+      Config &c = o->c;
+      c.hidden = p.hidden, c.heads = p.heads, c.kv_heads = p.kv_heads, c.head_dim = p.head_dim, c.ffn = p.ffn;
+      o->config_name = p.name;
+      o->full_layers = p.layers;
+      return true;
+    }
+  std::fprintf(stderr, "llama: --config '%s': expected 8b, 70b or 1b\n", arg);
+  return false;
+}
+
+// --sweep's grid: "full" (batch 1..256 x ctx 512/2048/4096), "small" (batch
+// 1/8/32 x ctx 512/4096), or "B,B,...xC,C,..." (e.g. 1,8x512,4096).
+bool parse_grid(const char *s, Options *o) {
+  o->sweep_batch.clear();
+  o->sweep_ctx.clear();
+  if (!std::strcmp(s, "full")) {
+    o->sweep_batch = {1, 8, 32, 64, 128, 256};
+    o->sweep_ctx = {512, 2048, 4096};
+    return true;
+  }
+  if (!std::strcmp(s, "small")) {
+    o->sweep_batch = {1, 8, 32};
+    o->sweep_ctx = {512, 4096};
+    return true;
+  }
+  const char *x = std::strchr(s, 'x');
+  bool ok = x && x != s && x[1];
+  for (int part = 0; ok && part < 2; part++) {
+    const std::string list = part ? std::string(x + 1) : std::string(s, x);
+    std::vector<int> &out = part ? o->sweep_ctx : o->sweep_batch;
+    size_t p = 0;
+    while (ok && p <= list.size()) {
+      const size_t q = std::min(list.find(',', p), list.size());
+      const std::string item = list.substr(p, q - p);
+      char *end;
+      errno = 0;
+      const long v = std::strtol(item.c_str(), &end, 10);
+      ok = !item.empty() && std::isdigit((unsigned char)item[0]) && !*end && !errno &&
+           (part ? v >= 0 && v <= 8191 : v >= 1 && v <= kMaxBenchBatch);
+      if (ok) out.push_back((int)v);
+      p = q + 1;
+    }
+  }
+  if (!ok)
+    std::fprintf(stderr,
+                 "llama: --sweep '%s': expected full, small or BATCHES x CTXS (e.g. 1,8x512,4096; batch 1..%d, "
+                 "ctx 0..8191)\n",
+                 s, kMaxBenchBatch);
+  return ok;
+}
+
 // --tp left out: the largest TP up to the GPUs here that the model divides,
 // said once (the ranks this process starts are told theirs).
 int chosen_tp(const Config &c, int gpus) {
   const int t = largest_tp(c, std::max(1, std::min(gpus, 8)));
   std::printf("llama: TP %d (%d GPU(s) here%s)\n", t, gpus, t < gpus ? "; the model divides no more" : "");
   return t;
+}
+
+// --bench's own flags: --sweep and --whole need it; --whole runs the
+// whole model of --config (its layers, the LM head), so --layers and
+// --weights (config.txt's layers) do not go with it, nor --batch / --ctx
+// with --sweep (the grid sets them). The bench's points go up to batch
+// kMaxBenchBatch; the other runs stay at kMaxBatch.
+int check_bench_flags(Options *o) {
+  const char *bad = nullptr;
+  if ((o->sweep || o->whole) && !o->bench) bad = o->sweep ? "--sweep needs --bench" : "--whole needs --bench";
+  else if (o->whole && o->set_layers) bad = "--whole runs every layer of --config; it does not go with --layers";
+  else if (o->whole && !o->weights.empty()) bad = "--whole runs --config's model; it does not go with --weights";
+  else if (o->sweep && (o->set_batch || o->set_ctx))
+    bad = "--sweep sets batch and ctx (--sweep 1,8x512,4096 names others); it does not go with --batch or --ctx";
+  if (bad) {
+    std::fprintf(stderr, "llama: %s\n", bad);
+    return 2;
+  }
+  if (o->whole) {
+    o->c.layers = o->full_layers;
+    o->lm_head = true;
+  }
+  return 0;
 }
 
 // --model: the run is one sequence of the prompt plus --max-new-tokens; the
@@ -177,27 +269,19 @@ int apply_flag(int ch, const char *arg, Options *o) {
       o->set_prefill_chunk = true;
       break;
     case PROMPTLOGITS: o->prompt_logits = arg; break;
-    case CONFIG:
-      if (!std::strcmp(arg, "8b")) {
-        c.hidden = 4096, c.heads = 32, c.kv_heads = 8, c.ffn = 14336;
-      } else if (!std::strcmp(arg, "70b")) {
-        c.hidden = 8192, c.heads = 64, c.kv_heads = 8, c.ffn = 28672;
-      } else {
-        std::fprintf(stderr, "llama: --config '%s': expected 8b or 70b\n", arg);
-        return 2;
-      }
-      break;
+    case CONFIG: if (!apply_config(arg, o)) return 2; break;
     case DECODE: if (!parse_int("--decode", arg, 1, 8192, &o->decode)) return 2; break;
     case ENDTOKEN: if (!parse_int("--end-token", arg, 0, 1 << 30, &o->end_token)) return 2; break;
     case LAYERS: if (!parse_int("--layers", arg, 1, 1000, &c.layers)) return 2; o->set_layers = true; break;
-    case BATCH: if (!parse_int("--batch", arg, 1, 64, &c.batch)) return 2; o->set_batch = true; break;
+    case BATCH: if (!parse_int("--batch", arg, 1, kMaxBenchBatch, &c.batch)) return 2; o->set_batch = true; break;
     case CTX: if (!parse_int("--ctx", arg, 0, 8191, &c.ctx)) return 2; o->set_ctx = true; break;
     case STEPS: if (!parse_int("--steps", arg, 1, 8192, &c.steps)) return 2; o->set_steps = true; break;
     case TP: if (!parse_int("--tp", arg, 1, 8, &o->tp)) return 2; break;
     case WEIGHTS: o->weights = arg; break;
     case OUT: o->out = arg; break;
     case BENCH: o->bench = true; break;
-    case SWEEP: o->sweep = true; break;
+    case SWEEP: if (!parse_grid(arg ? arg : "full", o)) return 2; o->sweep = true; break;
+    case WHOLE: o->whole = true; break;
     case LMHEAD: o->lm_head = true; break;
     case VOCAB: if (!parse_int("--vocab", arg, 8, 1 << 20, &o->vocab)) return 2; break;
     case SEED: if (!parse_int("--seed", arg, 0, 1 << 30, &v)) return 2; c.seed = (uint64_t)v; break;
@@ -241,10 +325,11 @@ int apply_flag(int ch, const char *arg, Options *o) {
 void usage(FILE *f) {
   std::fprintf(f,
                "usage: llama [flags]\n"
-               "  --config 8b|70b   Llama-3-8B-like (4096 hidden, 32/8 heads, ffn 14336; default)\n"
-               "                    or 70B-like (8192, 64/8, 28672)\n"
+               "  --config 8b|70b|1b  Llama-3-8B-like (4096 hidden, 32/8 heads, ffn 14336, 32 layers;\n"
+               "                    default), 70B-like (8192, 64/8, 28672, 80) or Llama-3.2-1B-like\n"
+               "                    (2048, 32/8, head_dim 64, ffn 8192, 16)\n"
                "  --layers L        decoder layers in the graph (default 4)\n"
-               "  --batch B         sequences, 1..64 (default 1)\n"
+               "  --batch B         sequences, 1..64, or 1..256 with --bench (default 1)\n"
                "  --ctx C           positions already in the KV cache (default 512)\n"
                "  --steps S         decode steps; ctx + S <= 8192 (default 4)\n"
                "  --tp N            tensor-parallel ranks, 1..8 (default: the GPUs here, or mpirun's\n"
@@ -260,7 +345,14 @@ void usage(FILE *f) {
                "                    tensors, no TP) and compares y and logits: catches layout\n"
                "                    and sharding errors (small models: fp64 caches <= 16 GiB)\n"
                "  --bench           time the step instead (median of --iters launches)\n"
-               "  --sweep           with --bench: batch 1/8/32 x ctx 512/4096\n"
+               "  --sweep [GRID]    with --bench: each point of GRID, instead of --batch and --ctx:\n"
+               "                    full (default: batch 1/8/32/64/128/256 x ctx 512/2048/4096),\n"
+               "                    small (batch 1/8/32 x ctx 512/4096) or BATCHES x CTXS, e.g.\n"
+               "                    1,8,64x512,4096; a point the GPU's memory cannot hold is skipped\n"
+               "                    with its reason\n"
+               "  --whole           with --bench: the whole model of --config (all its layers, the\n"
+               "                    LM head): ms per token, tokens/s, bytes read per token and the\n"
+               "                    share of the device-to-device copy bandwidth measured first\n"
                "  --iters N, --warmup N   bench launches (default 200, 20)\n"
                "  --mode M          with --bench: explicit (tpgraph's graph, default), capture\n"
                "                    (the same nodes stream-captured) or eager (no graph)\n"
@@ -318,7 +410,11 @@ int parse_args(int argc, char **argv, Options *o) {
     if (idx >= 0 && (ch == PREFILL || ch == PREFILLCHUNK || ch == PROMPTLOGITS) && o->model_flag.empty())
       o->model_flag = std::string("--") + opts[idx].name;
     idx = -1;
-    if (const int rc = apply_flag(ch, optarg, o)) return rc;
+    const char *arg = optarg;
+    // "--sweep small" as well as "--sweep=small": the next word, when it is
+    // no flag, is the grid (the program takes no other words).
+    if (ch == SWEEP && !arg && optind < argc && argv[optind][0] != '-') arg = argv[optind++];
+    if (const int rc = apply_flag(ch, arg, o)) return rc;
   }
   if (optind < argc) {
     std::fprintf(stderr, "llama: unexpected argument '%s'\n", argv[optind]);
@@ -342,10 +438,7 @@ int finish_args(Options *o, int gpus) {
     return 2;
   }
   if (o->decode) c.steps = o->decode;  // the caches' capacity: ctx + N
-  if (o->sweep && !o->bench) {
-    std::fprintf(stderr, "llama: --sweep needs --bench\n");
-    return 2;
-  }
+  if (check_bench_flags(o)) return 2;
   if (o->verify && o->bench) {
     std::fprintf(stderr, "llama: --verify checks the decode steps; it does not go with --bench\n");
     return 2;
@@ -385,7 +478,10 @@ int finish_args(Options *o, int gpus) {
   else if (c.kv_heads % o->tp) { std::snprintf(why, sizeof why, "--tp %d must divide kv_heads %d", o->tp, c.kv_heads); bad = why; }
   else if (c.ffn % (8 * o->tp)) { std::snprintf(why, sizeof why, "ffn %d must be a multiple of 8 x --tp", c.ffn); bad = why; }
   else if (c.vocab % (8 * o->tp)) { std::snprintf(why, sizeof why, "vocab %d must be a multiple of 8 x --tp", c.vocab); bad = why; }
-  else if (c.batch < 1 || c.batch > 64) bad = "batch must be 1..64";
+  else if (c.batch < 1 || c.batch > (o->bench ? kMaxBenchBatch : kMaxBatch)) {
+    std::snprintf(why, sizeof why, "--batch %d: 1..%d (up to %d with --bench)", c.batch, kMaxBatch, kMaxBenchBatch);
+    bad = why;
+  }
   else if (c.max_ctx > 8192) { std::snprintf(why, sizeof why, "ctx + steps = %d: the cache holds at most 8192 positions", c.max_ctx); bad = why; }
   if (bad) {
     std::fprintf(stderr, "llama: %s\n", bad);

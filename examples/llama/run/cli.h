@@ -36,6 +36,13 @@ struct Options {
   GenerateOptions::Prefill prefill = GenerateOptions::PREFILL_GRAPH;  // --prefill graph|steps
   int prefill_chunk = 2048;
   std::string prompt_logits;  // --prompt-logits FILE
+  // --bench's points: --sweep GRID (full, small or BATCHES x CTXS, e.g.
+  // 1,8x512,4096), --whole (all layers of --config, the LM head), and what
+  // --config names: its label and its layer count.
+  std::vector<int> sweep_batch, sweep_ctx;
+  bool whole = false;
+  std::string config_name = "8b";
+  int full_layers = 32;
   ServeOptions serve;         // --requests, --graph-sizes and their flags (run/serve.h, run/serve_cli.cc)
 };
 

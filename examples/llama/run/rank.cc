@@ -151,6 +151,7 @@ int run_rank(Options &o, int rank, int nranks, int device, const std::string &id
     CHECK_OK(model.open(o.model, nranks, o.c.max_ctx, &c, &err));
     src.reader = &model;
   }
+  if (o.bench && !bench_weights_fit(o, R)) return 0;  // a --whole 70B on one GPU, say
   CHECK_OK(load_weights(o.c, R, src, &st.w, &err));
   if (rank == 0)
     std::printf("llama: rank 0 of %d on GPU %d: %.1f MiB of weights (%s)\n", nranks, device, st.w.bytes / 1048576.0,

@@ -50,6 +50,9 @@ int run_rank(Options &o, int rank, int nranks, int device, const std::string &id
 
 int run_check(Options &o, RankState &st);  // check.cc
 int run_bench(Options &o, RankState &st);  // bench.cc
+// Whether this rank's weights for --bench fit the GPU's free memory; if
+// not, rank 0 says so (and writes bench.json's row) and the run is skipped.
+bool bench_weights_fit(const Options &o, const Rank &R);  // bench.cc
 
 // What tpgraph built: the node kinds, the memory it owns, the build time.
 int print_graph_info(const Step &s);
