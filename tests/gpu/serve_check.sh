@@ -15,17 +15,22 @@
 #                3 blocks (the requests longer than it refused alone)
 #   3. speed     a Llama-3-8B-shaped checkpoint (random weights, written by
 #                transformers; SERVE_LAYERS layers, 32 by default), 256
-#                synthetic requests: the engine, then transformers'
-#                continuous batching and a static-batch torch.compile + graph
-#                loop (bench/torch_serve.py); the serving step's graphs for
-#                vLLM's 35 batch sizes (build time, memory), and what capture
-#                costs PyTorch for them (bench/torch_capture.py, plain mode)
-# A short table last, then "serve_check: N passed, M failed".
+#                synthetic requests: the engine (and with SERVE_INVARIANT=1
+#                under --batch-invariant too), then transformers' continuous
+#                batching and a static-batch torch.compile + graph loop
+#                (bench/torch_serve.py); the serving step's graphs for vLLM's
+#                35 batch sizes (build time, memory), and what capture costs
+#                PyTorch for them (bench/torch_capture.py, plain mode)
+# A short table last, then "serve_check: N passed, M failed". Each stage is
+# meant to fit one GPU call of under ten minutes: run them one a call.
+# WORKDIR gets the logs and small outputs (give one under the call's $OUT to
+# keep them); checkpoints go to SERVE_SCRATCH (default: a new /tmp folder).
 #
 #   # from the repository root, with the bundle in .gpu (tools/gpu_bundle.sh)
-#   bash tests/gpu/serve_check.sh [WORKDIR]
-#   SERVE_STAGES="kernels requests" bash tests/gpu/serve_check.sh   # some stages
-#   SERVE_LAYERS=16 SERVE_N=128 bash tests/gpu/serve_check.sh       # a smaller speed stage
+#   SERVE_STAGES=kernels bash tests/gpu/serve_check.sh "$OUT/serve"
+#   SERVE_STAGES=requests bash tests/gpu/serve_check.sh "$OUT/serve"
+#   SERVE_STAGES=speed bash tests/gpu/serve_check.sh "$OUT/serve"
+#   SERVE_LAYERS=16 SERVE_N=128 SERVE_STAGES=speed bash tests/gpu/serve_check.sh   # a smaller speed stage
 #
 # Needs //examples/llama:llama, :kernel_check, :prefill_check and :paged_check
 # in the bundle; python3 with torch and transformers 5.x (no network).
@@ -34,7 +39,8 @@ top=$(pwd)
 bin=${LLAMA_BIN:-$top/.gpu/bin}
 [ -d "$bin" ] || [ ! -f "$top/.gpu/bin.tar.xz" ] || tar -C "$top/.gpu" -xJf "$top/.gpu/bin.tar.xz"
 work=${1:-$(mktemp -d /tmp/serve_check.XXXXXX)}
-mkdir -p "$work"
+scratch=${SERVE_SCRATCH:-$(mktemp -d /tmp/serve_scratch.XXXXXX)}
+mkdir -p "$work" "$scratch"
 cb=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(nvidia.cublas.__path__[0], "lib"))' 2>/dev/null)
 export LD_LIBRARY_PATH="$bin${cb:+:$cb}:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
@@ -71,24 +77,24 @@ verdict() {
 if [[ " $stages " == *" kernels "* ]]; then
   for k in kernel_check prefill_check paged_check; do
     read -r -a cmd <<< "$(tool $k)"
-    check "$k" 900 "${cmd[@]}"
+    check "$k" 300 "${cmd[@]}"
   done
   cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
   if [ -n "$cs" ]; then
-    check sanitize_paged_check 900 "$cs" --tool memcheck --error-exitcode 99 "$bin/paged_check" --quick
+    check sanitize_paged_check 300 "$cs" --tool memcheck --error-exitcode 99 "$bin/paged_check" --quick
   else
     echo "SKIP sanitize_paged_check: no compute-sanitizer"
   fi
   read -r -a cmd <<< "$(tool paged_check)"
-  check paged_bench 300 "${cmd[@]}" --bench
+  check paged_bench 120 "${cmd[@]}" --bench
 fi
 
 if [[ " $stages " == *" requests "* ]]; then
-  d="$work/small"
-  check gen_small 600 python3 tests/gpu/hf_check.py gen "$d" --case llama3_8b_bf16
+  d="$scratch/small"
+  check gen_small 300 python3 tests/gpu/hf_check.py gen "$d" --case llama3_8b_bf16
   check requests_small 300 python3 tests/gpu/hf_check.py requests "$d" "$work/requests.jsonl" --n 40 --bad
   opts=(--model "$d" --requests "$work/requests.jsonl" --tp 1 --max-seqs 16 --max-step-rows 128)
-  check serve_invariant 900 "${engine[@]}" "${opts[@]}" --batch-invariant --check-alone --out "$work/inv"
+  check serve_invariant 300 "${engine[@]}" "${opts[@]}" --batch-invariant --check-alone --out "$work/inv"
   verdict refusals_by_line "$work/requests.jsonl.refusals" "$work/inv/ids.jsonl" <<'EOF'
 import json, sys
 want = [l.split(" ", 1) for l in open(sys.argv[1]) if l.strip()]
@@ -103,8 +109,8 @@ served = sum("ids" in o for o in got.values())
 print("%d lines refused as expected, %d served, every line accounted for: %s" % (len(want), served, ok))
 sys.exit(0 if ok and served == 40 else 1)
 EOF
-  check many_invariant 600 python3 tests/gpu/hf_check.py many "$d" "$work/requests.jsonl" "$work/inv/ids.jsonl"
-  check serve_tiny_pool 900 "${engine[@]}" "${opts[@]}" --batch-invariant --kv-blocks 12 --out "$work/tiny"
+  check many_invariant 300 python3 tests/gpu/hf_check.py many "$d" "$work/requests.jsonl" "$work/inv/ids.jsonl"
+  check serve_tiny_pool 240 "${engine[@]}" "${opts[@]}" --batch-invariant --kv-blocks 12 --out "$work/tiny"
   verdict tiny_pool_same_ids "$work/inv" "$work/tiny" <<'EOF'
 import json, sys
 ids = [{o["line"]: o.get("ids") for o in map(json.loads, open(d + "/ids.jsonl"))} for d in sys.argv[1:]]
@@ -114,9 +120,9 @@ print("pool of %d blocks: peak %d; the ids %s the big pool's" % (s["kv_blocks"],
                                                                   "equal" if same else "DIFFER FROM"))
 sys.exit(0 if same and s["peak_kv_blocks"] <= 12 and s["served"] == 40 else 1)
 EOF
-  check serve_default 900 "${engine[@]}" "${opts[@]}" --check-alone --out "$work/dflt"
-  check many_default 600 python3 tests/gpu/hf_check.py many "$d" "$work/requests.jsonl" "$work/dflt/ids.jsonl"
-  check serve_pool_of_3 900 "${engine[@]}" "${opts[@]}" --kv-blocks 3 --out "$work/three"
+  check serve_default 300 "${engine[@]}" "${opts[@]}" --check-alone --out "$work/dflt"
+  check many_default 300 python3 tests/gpu/hf_check.py many "$d" "$work/requests.jsonl" "$work/dflt/ids.jsonl"
+  check serve_pool_of_3 240 "${engine[@]}" "${opts[@]}" --kv-blocks 3 --out "$work/three"
   verdict longer_than_the_pool "$work/requests.jsonl" "$work/inv/ids.jsonl" "$work/three/ids.jsonl" <<'EOF'
 import json, sys
 lines = open(sys.argv[1]).read().split("\n")
@@ -133,16 +139,18 @@ EOF
 fi
 
 if [[ " $stages " == *" speed "* ]]; then
-  d="$work/llama8b"
-  check checkpoint_8b 900 python3 bench/torch_serve.py checkpoint "$d" --layers "$layers"
+  d="$scratch/llama8b"
+  check checkpoint_8b 300 python3 bench/torch_serve.py checkpoint "$d" --layers "$layers"
   check gen_requests 60 python3 bench/torch_serve.py gen "$work/synthetic.jsonl" --n "$nreq" --seed 1
-  check serve_8b 900 "${engine[@]}" --model "$d" --requests "$work/synthetic.jsonl" --tp 1 --out "$work/speed"
-  check serve_8b_invariant 900 "${engine[@]}" --model "$d" --requests "$work/synthetic.jsonl" --tp 1 \
-    --batch-invariant --out "$work/speed_inv"
-  check torch_serve 1500 python3 bench/torch_serve.py run "$d" "$work/synthetic.jsonl" --json "$work/torch_serve.json"
+  check serve_8b 240 "${engine[@]}" --model "$d" --requests "$work/synthetic.jsonl" --tp 1 --out "$work/speed"
+  if [ "${SERVE_INVARIANT:-0}" = 1 ]; then
+    check serve_8b_invariant 240 "${engine[@]}" --model "$d" --requests "$work/synthetic.jsonl" --tp 1 \
+      --batch-invariant --out "$work/speed_inv"
+  fi
+  check torch_serve 480 python3 bench/torch_serve.py run "$d" "$work/synthetic.jsonl" --json "$work/torch_serve.json"
   rm -rf "$d"
-  check graph_sizes 600 "${engine[@]}" --config 8b --layers 32 --graph-sizes vllm --out "$work/sizes"
-  check torch_capture 900 python3 bench/torch_capture.py --layers 32 --modes plain \
+  check graph_sizes 180 "${engine[@]}" --config 8b --layers 32 --graph-sizes vllm --out "$work/sizes"
+  check torch_capture 240 python3 bench/torch_capture.py --layers 32 --modes plain \
     --ours "cp $work/sizes/graph_sizes.json {out}" --json "$work/torch_capture.json"
   verdict speed_targets "$work" <<'EOF'
 import json, os, sys
@@ -154,8 +162,8 @@ def load(p):
         return {}
 e, ei = load("speed/summary.json"), load("speed_inv/summary.json")
 t, g = load("torch_serve.json"), load("sizes/graph_sizes.json")
-rows = [("engine (tpgraph)", e), ("engine --batch-invariant", ei), ("transformers CB", t.get("cb", {})),
-        ("static compile+graph", t.get("static", {}))]
+rows = [("engine (tpgraph)", e)] + ([("engine --batch-invariant", ei)] if ei else []) + [
+    ("transformers CB", t.get("cb", {})), ("static compile+graph", t.get("static", {}))]
 print("%-26s %10s %9s %9s %9s %9s" % ("serving", "tok/s", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99"))
 for name, r in rows:
     note = "  " + r["error"][:60] if "error" in r else ""
