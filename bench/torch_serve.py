@@ -234,7 +234,12 @@ class Static:
             idx = pos[:, None, :, None].expand(B, self.hk, S, self.hd)
             kc.scatter_(2, idx, k)
             vc.scatter_(2, idx, v.view(B, S, self.hk, self.hd).transpose(1, 2))
-            o = F.scaled_dot_product_attention(q, kc, vc, attn_mask=mask[:, None], enable_gqa=True)
+            if S == 1:  # decode: GQA in the kernel
+                o = F.scaled_dot_product_attention(q, kc, vc, attn_mask=mask[:, None], enable_gqa=True)
+            else:  # prefill: K/V repeated per query head, so a masked kernel (not the math one) runs it
+                g = self.hq // self.hk
+                o = F.scaled_dot_product_attention(q, kc.repeat_interleave(g, 1), vc.repeat_interleave(g, 1),
+                                                   attn_mask=mask[:, None])
             x = x + o.transpose(1, 2).reshape(B, S, -1) @ ly["wo"].t()
             g, u = (F.rms_norm(x, (self.H,), ly["mn"], self.eps) @ ly["wgu"].t()).chunk(2, -1)
             x = x + (F.silu(g) * u) @ ly["wd"].t()
