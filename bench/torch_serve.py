@@ -290,8 +290,14 @@ def run_static(d, reqs, B, compile_mode):
     L = (L + 63) // 64 * 64
     st = Static(hf, B, L)
     t_c = time.perf_counter()
-    step = torch.compile(st.decode, mode=compile_mode, fullgraph=True)
-    graph, _ = capture(step)
+    try:
+        graph, _ = capture(torch.compile(st.decode, mode=compile_mode, fullgraph=True))
+    except Exception as e:  # still a number, marked: the plain step captured
+        print("torch_serve static: torch.compile failed (%s); the plain step captured instead" %
+              str(e).splitlines()[0][:200], flush=True)
+        compile_mode = "none (compile failed)"
+        torch._dynamo.reset()
+        graph, _ = capture(st.decode)
     compile_s = time.perf_counter() - t_c
     t0 = time.perf_counter()
     outs = static_batches(st, reqs, B, graph, t0)
