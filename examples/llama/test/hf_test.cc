@@ -35,6 +35,7 @@
 #include "examples/llama/model/hf/checkpoint.h"
 #include "examples/llama/model/hf/json.h"
 #include "examples/llama/model/hf/safetensors.h"
+#include "examples/llama/model/input_file.h"
 
 using namespace llama;
 
@@ -368,8 +369,74 @@ void test_json() {
   std::string ok127(127, '[');
   ok127 += std::string(127, ']');
   expect(json_parse(ok127, &j, &err) == 0, "json: nesting of 127 is fine");
-  rc = json_read_file(g_root + "/no_such.json", &j, &err);
+  rc = json_read_file(g_root + "/no_such.json", 1 << 20, 1000, &j, &err);
   expect_error(rc, err, "no_such.json: cannot open", "json_read_file names the missing file");
+  rc = json_parse("{\"a\": 1, \"b\": 2, \"a\": 3, \"b\": 4, \"a\": 5}", &j, &err);
+  expect_error(rc, err, "line 1, column 18: duplicate key \"a\"", "json: the first repeated key in file order");
+  rc = json_parse("{\"x\": {\"a\": 1}, \"y\": {\"a\": 1}}", &j, &err);
+  expect(rc == 0, "json: one key in two objects is no duplicate", err);
+  rc = json_parse("[1, [2, 3], {\"k\": 4}]", &j, &err, 8);
+  expect(rc == 0, "json: 8 values (the key counts) within a limit of 8", err);
+  rc = json_parse("[1, [2, 3], {\"k\": 4}]", &j, &err, 7);
+  expect_error(rc, err, "line 1, column 19: more than 7 values", "json: the 8th value past a limit of 7");
+
+  // The cursor: a walk that keeps nothing, and exact integers.
+  const std::string text = "{\"n\": [0, 18446744073709551615, 18446744073709551616, 2.0, 1e0, -1], \"s\": \"x\"}";
+  JsonCursor c(text);
+  bool end = false;
+  ok = c.enter_object();
+  std::string key;
+  std::vector<int> exact;
+  while (ok && c.next_key(&key, &end) && !end) {
+    if (key == "n") {
+      ok &= c.enter_array();
+      while (ok && c.next_item(&end) && !end) {
+        JsonNumber n;
+        uint64_t v = 7;
+        ok &= c.number(&n);
+        exact.push_back(json_uint64(n, &v) ? (v == 0 ? 0 : v == UINT64_MAX ? 1 : 9) : -1);
+      }
+    } else {
+      ok &= c.skip();
+    }
+  }
+  ok &= c.finish();
+  expect(ok && exact == std::vector<int>{0, 1, -1, -1, -1, -1},
+         "json cursor: uint64 literals exact (0, 2^64-1); 2^64, 2.0, 1e0, -1 are not", c.error());
+  JsonCursor d("[1, 2");
+  ok = d.enter_array() && d.next_item(&end) && d.skip() && d.next_item(&end) && d.skip() && d.next_item(&end);
+  expect(!ok && d.error() == "line 1, column 6: expected ',' or ']' in an array, found the end of the text",
+         "json cursor: a document cut short", d.error());
+}
+
+// ------------------------------------------------------------ the file rule
+
+void test_input_files() {
+  std::string err, out;
+  const std::string dir = fresh_dir("files");
+  write_file(dir + "/ok.json", "{}");
+  int rc = read_input_file(dir + "/ok.json", 16, &out, &err);
+  expect(rc == 0 && out == "{}", "input file: a regular file read whole", err);
+  rc = read_input_file(dir + "/ok.json", 1, &out, &err);
+  expect_error(rc, err, "ok.json: 2 bytes, more than the 1 bytes this engine reads for it", "input file: over its cap");
+  expect(symlink((dir + "/ok.json").c_str(), (dir + "/link.json").c_str()) == 0, "input file: a symlink made");
+  rc = read_input_file(dir + "/link.json", 16, &out, &err);
+  expect(rc == 0 && out == "{}", "input file: a symlink to a regular file is followed (the Hugging Face cache)", err);
+  expect(mkfifo((dir + "/fifo").c_str(), 0600) == 0, "input file: a FIFO made");
+  rc = read_input_file(dir + "/fifo", 16, &out, &err);
+  expect_error(rc, err, "fifo: a FIFO, not a regular file", "input file: a FIFO refused, not waited on");
+  expect(symlink("/dev/zero", (dir + "/zero").c_str()) == 0, "input file: a link to /dev/zero made");
+  rc = read_input_file(dir + "/zero", 16, &out, &err);
+  expect_error(rc, err, "zero: a character device, not a regular file", "input file: a link to /dev/zero refused");
+  rc = read_input_file(dir, 16, &out, &err);
+  expect_error(rc, err, "files: a directory, not a regular file", "input file: a directory refused");
+  InputFile f;
+  rc = f.open(dir + "/ok.json", &err);
+  char buf[4];
+  expect(rc == 0 && truncate((dir + "/ok.json").c_str(), 1) == 0, "input file: opened, then truncated", err);
+  rc = f.read_at(0, buf, 2, &err);
+  expect_error(rc, err, "1 of 2 bytes at offset 0 could be read: the file is shorter than when it was opened (2 bytes)",
+               "input file: a file truncated after it was opened");
 }
 
 // ------------------------------------------------------------ conversions
@@ -829,6 +896,7 @@ int main() {
   }
   g_root = buf.data();
   test_json();
+  test_input_files();
   test_conversions();
   test_safetensors();
   test_shards();

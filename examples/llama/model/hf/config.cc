@@ -13,6 +13,8 @@
 
 #include "examples/llama/kernels/kernels.h"
 #include "examples/llama/model/hf/json.h"
+#include "examples/llama/model/input_file.h"
+#include "examples/llama/model/limits.h"
 
 namespace llama {
 namespace {
@@ -121,7 +123,7 @@ int read_hf_config(const std::string &dir, HfConfig *h, std::string *err) {
   *h = HfConfig();
   h->path = dir + "/config.json";
   Json j;
-  if (json_read_file(h->path, &j, err)) return 1;
+  if (json_read_file(h->path, kMaxConfigJsonBytes, kMaxConfigJsonValues, &j, err)) return 1;
   if (j.kind != Json::OBJECT) {
     *err = h->path + ": expected an object, got " + j.kind_name();
     return 1;
