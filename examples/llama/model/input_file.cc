@@ -32,6 +32,22 @@ std::string byte_size_string(uint64_t b) {
   return std::to_string(b) + " bytes";
 }
 
+std::string printable(const std::string &s) {
+  std::string o;
+  for (size_t k = 0; k < s.size() && k < 120; k++) {
+    const unsigned char ch = (unsigned char)s[k];
+    if (ch >= 0x20 && ch != 0x7f) {
+      o += (char)ch;
+    } else {
+      static const char hex[] = "0123456789abcdef";
+      o += "\\x";
+      o += hex[ch >> 4];
+      o += hex[ch & 15];
+    }
+  }
+  return s.size() > 120 ? o + "..." : o;
+}
+
 InputFile::~InputFile() {
   if (fd_ >= 0) ::close(fd_);
 }

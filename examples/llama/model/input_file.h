@@ -57,6 +57,10 @@ int read_input_file(const std::string &path, size_t cap, std::string *out, std::
 // "1 MiB", "64 KiB", "123 bytes": sizes in messages.
 std::string byte_size_string(uint64_t bytes);
 
+// Text from a file, fit for a message: control bytes (a NUL, a newline, a
+// terminal escape) as \xNN, and at most 120 bytes of it ("..." after).
+std::string printable(const std::string &s);
+
 }  // namespace llama
 
 #endif

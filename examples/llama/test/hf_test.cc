@@ -543,15 +543,54 @@ void test_safetensors() {
     return out + h + std::string(data, '\0');
   };
   broken("not_json", with_header("{\"a\": ", 0), "model.safetensors: header: line 1, column 7");
-  broken("not_object", with_header("[]", 0), "header is an array, expected an object");
+  broken("not_object", with_header("[]", 0), "model.safetensors: header: expected an object, got an array");
   broken("offsets", with_header("{\"t\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 4),
-         "tensor t: data_offsets outside the file's 4 data bytes");
+         "tensor t: data_offsets [0, 8] outside the file's 4 data bytes");
   broken("size", with_header("{\"t\": {\"dtype\": \"F32\", \"shape\": [3], \"data_offsets\": [0, 8]}}", 8),
          "tensor t: 8 data bytes, but F32 [3] needs 12");
   broken("shape", with_header("{\"t\": {\"dtype\": \"F32\", \"shape\": [-1], \"data_offsets\": [0, 0]}}", 0),
-         "tensor t: shape entries must be non-negative integers");
+         "tensor t: shape[0]: expected a non-negative integer below 2^63, got -1");
   broken("fields", with_header("{\"t\": {\"dtype\": \"F32\", \"shape\": [1]}}", 4),
          "tensor t: expected {\"dtype\": string, \"shape\": [...], \"data_offsets\": [begin, end]}");
+  // As strict as safetensors' own reader (each of these was accepted once).
+  const std::string f4 = "{\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": ";
+  broken("overlap", with_header("{\"a\": " + f4 + "[0, 4]}, \"b\": " + f4 + "[2, 6]}}", 8),
+         "tensor b (data_offsets [2, 6]) overlaps tensor a (ending at 4)");
+  broken("gap", with_header("{\"a\": " + f4 + "[0, 4]}, \"b\": " + f4 + "[8, 12]}}", 12),
+         "4 data bytes before tensor b (data_offsets [8, 12]) belong to no tensor");
+  broken("trailing", with_header("{\"a\": " + f4 + "[0, 4]}}", 8),
+         "4 data bytes after the last tensor belong to no tensor");
+  broken("float_shape", with_header("{\"t\": {\"dtype\": \"F32\", \"shape\": [2.0, 1e0], \"data_offsets\": [0, 8]}}", 8),
+         "tensor t: shape[0]: expected a non-negative integer below 2^63, got 2.0");
+  broken("float_offset", with_header("{\"t\": " + f4 + "[0, 4.0]}}", 4),
+         "tensor t: data_offsets[1]: expected a non-negative integer below 2^63, got 4.0");
+  broken("three_offsets", with_header("{\"t\": " + f4 + "[0, 4, 4]}}", 4),
+         "tensor t: data_offsets: expected [begin, end], got more than two numbers");
+  broken("unknown_dtype", with_header("{\"t\": {\"dtype\": \"Q4\", \"shape\": [3], \"data_offsets\": [0, 5]}}", 5),
+         "tensor t: dtype \"Q4\": not a safetensors dtype");
+  broken("sub_byte", with_header("{\"t\": {\"dtype\": \"F4\", \"shape\": [3], \"data_offsets\": [0, 2]}}", 2),
+         "tensor t: F4 [3] is 12 bits, not a whole number of bytes");
+  broken("metadata_number", with_header("{\"__metadata__\": 7}", 0), "__metadata__: expected a map of strings, got a number");
+  broken("metadata_value", with_header("{\"__metadata__\": {\"format\": [\"pt\"]}}", 0),
+         "__metadata__[\"format\"]: expected a string, got an array");
+  broken("nul_name", with_header("{\"a\\u0000b\": " + f4 + "[0, 4]}}", 4), "tensor a\\x00b: a NUL in the name");
+  broken("duplicate", with_header("{\"t\": " + f4 + "[0, 4]}, \"t\": " + f4 + "[4, 8]}}", 8),
+         "header: line 1, column 63: duplicate key \"t\"");
+  broken("unknown_field", with_header("{\"t\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4], \"x\": 1}}", 4),
+         "tensor t: unknown field \"x\": expected {\"dtype\"");
+  broken("overflow", with_header("{\"t\": {\"dtype\": \"F32\", \"shape\": [2147483648, 2147483648], \"data_offsets\": [0, 4]}}", 4),
+         "tensor t: 4 data bytes, but F32 [2147483648, 2147483648] needs 18446744073709551616");
+  broken("rank", with_header("{\"t\": {\"dtype\": \"U8\", \"shape\": [1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1], \"data_offsets\": [0, 1]}}", 1),
+         "tensor t: shape: more than 16 dimensions");
+  broken("missing", with_header("{\"t\": {\"shape\": [1], \"data_offsets\": [0, 4]}}", 4), "(dtype missing)");
+  {
+    const std::string dir = fresh_dir("st_accepted");
+    write_file(dir + "/model.safetensors", with_header("{\"__metadata__\": null, \"z\": {\"dtype\": \"F32\", \"shape\": [0, "
+                                                       "3], \"data_offsets\": [4, 4]}, \"a\": " + f4 + "[0, 4]}}", 4));
+    Checkpoint ck;
+    expect(ck.open(dir, &err) == 0 && ck.find("z") && ck.find("z")->bytes == 0,
+           "safetensors: __metadata__ null and an empty tensor at the end are accepted", err);
+  }
   {
     const std::string dir = fresh_dir("st_none");
     Checkpoint ck;
@@ -572,6 +611,21 @@ void test_safetensors() {
     expect_error(ck.open(dir, &err), err, "b.safetensors: cannot open", "checkpoint: an index naming a missing file");
     write_file(dir + "/model.safetensors.index.json", "{\"metadata\": {}}");
     expect_error(ck.open(dir, &err), err, "no \"weight_map\" object", "checkpoint: an index without weight_map");
+    write_file(dir + "/b.safetensors", safetensors_bytes({make_tensor("y", {2}, "BF16"), make_tensor("x", {2}, "BF16")}));
+    write_file(dir + "/model.safetensors.index.json", "{\"weight_map\": {\"x\": \"a.safetensors\", \"y\": \"b.safetensors\"}}");
+    expect_error(ck.open(dir, &err), err, "tensor x is in b.safetensors, but weight_map maps it to a.safetensors",
+                 "checkpoint: a tensor in two files");
+    write_file(dir + "/b.safetensors", safetensors_bytes({make_tensor("y", {2}, "BF16"), make_tensor("z", {2}, "BF16")}));
+    expect_error(ck.open(dir, &err), err, "tensor z is in b.safetensors, but weight_map does not list it",
+                 "checkpoint: a tensor of a shard the index does not list");
+    write_file(dir + "/model.safetensors.index.json", "{\"weight_map\": {\"x\": \"a.safetensors\", \"x\": \"a.safetensors\"}}");
+    expect_error(ck.open(dir, &err), err, "line 1, column 39: duplicate key \"x\"", "checkpoint: an index listing a tensor twice");
+    write_file(dir + "/model.safetensors.index.json", "{\"weight_map\": {\"x\": \"a.safetensors\\u0000.txt\"}}");
+    expect_error(ck.open(dir, &err), err, "weight_map[\"x\"]: expected a file name in", "checkpoint: a NUL in a file name");
+    write_file(dir + "/model.safetensors.index.json", "{\"weight_map\": [\"a.safetensors\"]}");
+    expect_error(ck.open(dir, &err), err, "weight_map: expected an object, got an array", "checkpoint: weight_map an array");
+    write_file(dir + "/model.safetensors.index.json", "{\"weight_map\": {\"x\": \"..\"}}");
+    expect_error(ck.open(dir, &err), err, "..: a directory, not a regular file", "checkpoint: an index naming ..");
   }
 }
 

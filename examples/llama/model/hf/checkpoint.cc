@@ -64,12 +64,12 @@ int HfModel::open(const std::string &dir, int tp, int max_ctx, Config *c, std::s
       return 1;
     }
     if (t->shape != w.second) {
-      *err = t->file + ": tensor " + n + ": shape " + shape_string(t->shape) + ", expected " +
+      *err = *t->file + ": tensor " + n + ": shape " + shape_string(t->shape) + ", expected " +
              shape_string(w.second) + " from config.json";
       return 1;
     }
     if (t->dtype != "BF16" && t->dtype != "F16" && t->dtype != "F32") {
-      *err = t->file + ": tensor " + n + ": dtype " + t->dtype + ": supported BF16, F16, F32";
+      *err = *t->file + ": tensor " + n + ": dtype " + t->dtype + ": supported BF16, F16, F32";
       return 1;
     }
   }
@@ -81,7 +81,7 @@ int HfModel::open(const std::string &dir, int tp, int max_ctx, Config *c, std::s
         continue;  // read (shard_pieces lists them)
       const std::string n = "model.layers." + std::to_string(i) + "." + b;
       if (const TensorInfo *t = ck_.find(n)) {
-        *err = t->file + ": tensor " + n + " " + shape_string(t->shape) + ": biases are not supported yet";
+        *err = *t->file + ": tensor " + n + " " + shape_string(t->shape) + ": biases are not supported yet";
         return 1;
       }
     }
@@ -101,7 +101,7 @@ int HfModel::read(const std::string &name, size_t whole_rows, size_t whole_cols,
                                         ? std::vector<int64_t>{(int64_t)whole_cols}
                                         : std::vector<int64_t>{(int64_t)whole_rows, (int64_t)whole_cols};
   if (t->shape != want) {
-    *err = t->file + ": tensor " + n + ": shape " + shape_string(t->shape) + ", the engine asked for " +
+    *err = *t->file + ": tensor " + n + ": shape " + shape_string(t->shape) + ", the engine asked for " +
            shape_string(want);
     return 1;
   }

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "examples/llama/model/hf/json.h"
+#include "examples/llama/model/hf/safetensors_header.h"
 #include "examples/llama/model/input_file.h"
 #include "examples/llama/model/limits.h"
 
@@ -20,29 +21,93 @@ namespace {
 // MiB); safetensors' own reader allows 100 MB, which this engine never needs.
 constexpr uint64_t kMaxHeader = 16u << 20;
 
-size_t dtype_bytes(const std::string &d) {
-  static const struct {
-    const char *name;
-    size_t bytes;
-  } table[] = {{"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E4M3", 1}, {"F8_E5M2", 1}, {"I16", 2},
-               {"U16", 2},  {"F16", 2}, {"BF16", 2}, {"I32", 4},     {"U32", 4},     {"F32", 4},
-               {"I64", 8},  {"U64", 8}, {"F64", 8}};
-  for (const auto &t : table)
-    if (d == t.name) return t.bytes;
-  return 0;
-}
-
-// A JSON integer that is exact in a double and in [0, 2^53].
-bool whole(const Json &j, uint64_t *v) {
-  if (j.kind != Json::NUMBER || j.number < 0 || j.number > 9007199254740992.0 || j.number != (double)(uint64_t)j.number)
-    return false;
-  *v = (uint64_t)j.number;
-  return true;
-}
-
 bool exists(const std::string &path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;
+}
+
+// model.safetensors.index.json: {"weight_map": {tensor: file, ...}, ...}
+// (other members, such as "metadata", are checked as JSON and dropped),
+// read through the cursor into the map: no tree of a hostile index is held.
+struct WeightMap {
+  std::vector<std::string> files;         // in the order first named
+  std::map<std::string, size_t> file_of;  // tensor -> its index in files
+};
+
+struct IndexReader {
+  JsonCursor c;
+  const std::string &path;
+  std::string *err;
+
+  int refuse(const std::string &what) {
+    *err = path + ": " + what;
+    return 1;
+  }
+  int json() { return refuse(c.error()); }
+
+  // One weight_map entry: the key read, its value next.
+  int entry(const std::string &key, std::map<std::string, size_t> *ids, WeightMap *wm) {
+    const std::string at = "weight_map[\"" + printable(key) + "\"]: ";
+    std::string file;
+    Json::Kind k;
+    if (!c.peek(&k)) return json();
+    if (k != Json::STRING || !c.string(&file) || file.empty() || file.find('/') != std::string::npos ||
+        file.find('\0') != std::string::npos)
+      return c.error().empty() ? refuse(at + "expected a file name in " + path.substr(0, path.rfind('/'))) : json();
+    if (key.find('\0') != std::string::npos) return refuse(at + "a NUL in the tensor's name");
+    if (wm->file_of.size() >= kMaxTensors) return refuse("weight_map: more than " + std::to_string(kMaxTensors) + " tensors");
+    const auto id = ids->emplace(file, wm->files.size());
+    if (id.second) {
+      if (wm->files.size() >= kMaxShardFiles)
+        return refuse("weight_map: more than " + std::to_string(kMaxShardFiles) + " files");
+      wm->files.push_back(file);
+    }
+    if (!wm->file_of.emplace(key, id.first->second).second)
+      return c.fail(c.key_at(), "duplicate key \"" + printable(key) + "\""), json();
+    return 0;
+  }
+
+  int weight_map(WeightMap *wm) {
+    std::map<std::string, size_t> ids;
+    std::string key;
+    bool end = false;
+    Json::Kind k;
+    if (!c.peek(&k)) return json();
+    if (k != Json::OBJECT) return refuse(std::string("weight_map: expected an object, got ") + Json::kind_name(k));
+    c.enter_object();
+    while (c.next_key(&key, &end) && !end)
+      if (entry(key, &ids, wm)) return 1;
+    return c.error().empty() ? 0 : json();
+  }
+
+  int read(WeightMap *wm) {
+    std::string key;
+    bool end = false, seen = false;
+    Json::Kind k;
+    if (!c.peek(&k)) return json();
+    if (k != Json::OBJECT) return refuse(std::string("expected an object, got ") + Json::kind_name(k));
+    c.enter_object();
+    while (c.next_key(&key, &end) && !end) {
+      if (key != "weight_map") {
+        if (!c.skip()) return json();
+      } else if (seen) {
+        return c.fail(c.key_at(), "duplicate key \"weight_map\""), json();
+      } else if (weight_map(wm)) {
+        return 1;
+      } else {
+        seen = true;
+      }
+    }
+    if (!c.error().empty() || !c.finish()) return json();
+    return seen ? 0 : refuse("no \"weight_map\" object");
+  }
+};
+
+int read_index(const std::string &path, WeightMap *wm, std::string *err) {
+  std::string text;
+  if (read_input_file(path, kMaxIndexJsonBytes, &text, err)) return 1;
+  IndexReader r{JsonCursor(text), path, err};
+  return r.read(wm);
 }
 
 }  // namespace
@@ -97,6 +162,7 @@ SafetensorsFile::~SafetensorsFile() {
 }
 
 int SafetensorsFile::open(const std::string &path, std::string *err) {
+  path_ = path;
   InputFile f;
   if (f.open(path, err)) return 1;
   if (f.size() < 8) {
@@ -113,7 +179,9 @@ int SafetensorsFile::open(const std::string &path, std::string *err) {
     return 1;
   }
   std::string header((size_t)n, '\0');
-  if (f.read_at(8, &header[0], header.size(), err)) return 1;
+  if (f.read_at(8, &header[0], header.size(), err) ||
+      parse_safetensors_header(header, path, 8 + n, f.size() - 8 - n, &tensors_, err))
+    return 1;
   size_ = (size_t)f.size();
   map_ = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, f.fd(), 0);
   if (map_ == MAP_FAILED) {
@@ -121,61 +189,9 @@ int SafetensorsFile::open(const std::string &path, std::string *err) {
     *err = path + ": mmap failed (" + std::strerror(errno) + ")";
     return 1;
   }
-  const unsigned char *base = static_cast<const unsigned char *>(map_);
-  Json h;
-  std::string jerr;
-  if (json_parse(header, &h, &jerr, kMaxTensors * 16 + 4096)) {
-    *err = path + ": header: " + jerr;
-    return 1;
-  }
-  if (h.kind != Json::OBJECT) {
-    *err = path + ": header is " + h.kind_name() + ", expected an object";
-    return 1;
-  }
-  const unsigned char *data = base + 8 + n;
-  const uint64_t data_len = size_ - 8 - n;
-  for (const auto &m : h.members) {
-    if (m.first == "__metadata__") continue;
-    const std::string at = path + ": tensor " + m.first + ": ";
-    const Json &t = m.second;
-    const Json *dt = t.get("dtype"), *sh = t.get("shape"), *off = t.get("data_offsets");
-    if (t.kind != Json::OBJECT || !dt || dt->kind != Json::STRING || !sh || sh->kind != Json::ARRAY || !off ||
-        off->kind != Json::ARRAY || off->items.size() != 2) {
-      *err = at + "expected {\"dtype\": string, \"shape\": [...], \"data_offsets\": [begin, end]}";
-      return 1;
-    }
-    TensorInfo ti;
-    ti.name = m.first;
-    ti.dtype = dt->string;
-    ti.file = path;
-    uint64_t numel = 1;
-    for (const Json &d : sh->items) {
-      uint64_t v;
-      if (!whole(d, &v)) {
-        *err = at + "shape entries must be non-negative integers";
-        return 1;
-      }
-      if (v && numel > UINT64_MAX / v) {
-        *err = at + "shape overflows";
-        return 1;
-      }
-      numel *= v;
-      ti.shape.push_back((int64_t)v);
-    }
-    uint64_t b, e;
-    if (!whole(off->items[0], &b) || !whole(off->items[1], &e) || b > e || e > data_len) {
-      *err = at + "data_offsets outside the file's " + std::to_string(data_len) + " data bytes";
-      return 1;
-    }
-    ti.elem_bytes = dtype_bytes(ti.dtype);
-    if (ti.elem_bytes && (numel > UINT64_MAX / ti.elem_bytes || e - b != numel * ti.elem_bytes)) {
-      *err = at + std::to_string(e - b) + " data bytes, but " + ti.dtype + " " + shape_string(ti.shape) + " needs " +
-             std::to_string(numel * ti.elem_bytes);
-      return 1;
-    }
-    ti.data = data + b;
-    ti.bytes = e - b;
-    tensors_.emplace(ti.name, std::move(ti));
+  for (auto &t : tensors_) {
+    t.second.data = static_cast<const unsigned char *>(map_) + t.second.offset;
+    t.second.file = &path_;
   }
   return 0;
 }
@@ -201,33 +217,29 @@ int Checkpoint::open(const std::string &dir, std::string *err) {
            "save the model with save_pretrained, which writes safetensors)";
     return 1;
   }
-  Json j;
-  if (json_read_file(index, kMaxIndexJsonBytes, 2 * kMaxTensors + 4096, &j, err)) return 1;
-  const Json *wm = j.get("weight_map");
-  if (!wm || wm->kind != Json::OBJECT) {
-    *err = index + ": no \"weight_map\" object";
-    return 1;
+  WeightMap wm;
+  if (read_index(index, &wm, err)) return 1;
+  for (size_t f = 0; f < wm.files.size(); f++) {
+    files_.emplace_back(new SafetensorsFile);
+    if (files_.back()->open(dir + "/" + wm.files[f], err)) return 1;
+    // Every tensor of the file must be mapped to it: a tensor the index
+    // does not list would be a model the index does not describe.
+    for (const auto &t : files_.back()->tensors()) {
+      const auto it = wm.file_of.find(t.first);
+      if (it == wm.file_of.end() || it->second != f) {
+        *err = index + ": tensor " + printable(t.first) + " is in " + wm.files[f] + ", but weight_map " +
+               (it == wm.file_of.end() ? "does not list it" : "maps it to " + wm.files[it->second]);
+        return 1;
+      }
+      index_[t.first] = &t.second;
+    }
   }
-  std::map<std::string, SafetensorsFile *> opened;
-  for (const auto &m : wm->members) {
-    const Json &f = m.second;
-    if (f.kind != Json::STRING || f.string.empty() || f.string.find('/') != std::string::npos) {
-      *err = index + ": weight_map[\"" + m.first + "\"]: expected a file name in " + dir;
+  for (const auto &m : wm.file_of)
+    if (!index_.count(m.first)) {
+      *err = index + ": tensor " + printable(m.first) + " is mapped to " + wm.files[m.second] +
+             ", which does not hold it";
       return 1;
     }
-    SafetensorsFile *&sf = opened[f.string];
-    if (!sf) {
-      files_.emplace_back(new SafetensorsFile);
-      sf = files_.back().get();
-      if (sf->open(dir + "/" + f.string, err)) return 1;
-    }
-    const TensorInfo *t = sf->find(m.first);
-    if (!t) {
-      *err = index + ": tensor " + m.first + " is mapped to " + f.string + ", which does not hold it";
-      return 1;
-    }
-    index_[m.first] = t;
-  }
   return 0;
 }
 

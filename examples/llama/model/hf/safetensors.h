@@ -7,9 +7,13 @@
 // the rows and columns of its shard (Checkpoint::read_bf16), so the page
 // cache, not every rank's heap, holds the model. A checkpoint directory is
 // either model.safetensors or model.safetensors.index.json with its shards.
-// Every header is checked when its file is opened (each tensor's offsets
-// inside the data, its size equal to shape x dtype), so no later read can
-// leave the mapping.
+// Every header is checked when its file is opened, as strictly as
+// safetensors' own reader: a known dtype, integer shape and offsets, each
+// tensor's size equal to shape x dtype, the offsets covering the data
+// exactly (no gap, no overlap, nothing after the last), __metadata__ a map
+// of strings, no NUL in a name, no name twice, at most kMaxTensors tensors.
+// The header is read through JsonCursor straight into the table, so a
+// hostile one is refused at its first bad entry and never held as a tree.
 #ifndef LLAMA_MODEL_SAFETENSORS_H
 #define LLAMA_MODEL_SAFETENSORS_H
 
@@ -25,10 +29,11 @@ namespace llama {
 struct TensorInfo {
   std::string name, dtype;      // dtype as the file writes it: "BF16", "F16", "F32", ...
   std::vector<int64_t> shape;
-  size_t elem_bytes = 0;        // 0: a dtype this reader does not know (refused when read)
-  const unsigned char *data = nullptr;  // into the mapping (no alignment promised)
+  size_t elem_bytes = 0;        // 0: a dtype of fewer than 8 bits (F4, F6_*), never read here
+  uint64_t offset = 0;          // of its first byte, from the file's start
   size_t bytes = 0;
-  std::string file;             // the file's path, for messages
+  const unsigned char *data = nullptr;  // into the mapping (no alignment promised)
+  const std::string *file = nullptr;    // the file's path, for messages (owned by its SafetensorsFile)
 };
 
 // "[4096, 128]"
@@ -46,15 +51,19 @@ class SafetensorsFile {
   int open(const std::string &path, std::string *err);
   const TensorInfo *find(const std::string &name) const;
   const std::map<std::string, TensorInfo> &tensors() const { return tensors_; }
+  const std::string &path() const { return path_; }
 
  private:
+  std::string path_;
   void *map_ = nullptr;
   size_t size_ = 0;
   std::map<std::string, TensorInfo> tensors_;
 };
 
 // A checkpoint directory: model.safetensors, or the files that
-// model.safetensors.index.json's "weight_map" names (each opened once).
+// model.safetensors.index.json's "weight_map" names (each opened once). The
+// index and the files must agree: every tensor it maps is in its file, and
+// every tensor of a file is mapped to that file.
 class Checkpoint {
  public:
   int open(const std::string &dir, std::string *err);
