@@ -884,6 +884,38 @@ void test_refusals() {
   refuse("an intermediate size not a multiple of 8 x TP", [](Spec *s) { s->cfg["intermediate_size"] = "40"; },
          "intermediate_size 40: must be a multiple of 8 x --tp 2", 2);
   refuse("config.json not JSON", [](Spec *s) { s->cfg["x"] = "[1,"; }, "config.json: line");
+  // Counts bounded before anything is sized from them; numbers checked in fp32.
+  refuse("2^31 - 1 layers", [](Spec *s) { s->cfg["num_hidden_layers"] = "2147483647"; },
+         "config.json: num_hidden_layers 2147483647: expected 1..1024 (the largest model this engine runs)");
+  refuse("0 layers", [](Spec *s) { s->cfg["num_hidden_layers"] = "0"; }, "num_hidden_layers 0: expected 1..1024");
+  refuse("a negative head count", [](Spec *s) { s->cfg["num_key_value_heads"] = "-2"; },
+         "num_key_value_heads -2: expected 1..1024");
+  refuse("an integer beyond int", [](Spec *s) { s->cfg["intermediate_size"] = "100000000000000000000"; },
+         "intermediate_size 1e+20: expected 1..1048576");
+  refuse("a vocabulary above 2^24 (token ids pass through fp32)", [](Spec *s) { s->cfg["vocab_size"] = "16777224"; },
+         "vocab_size 16777224: expected 1..16777216");
+  refuse("an integer written as a float", [](Spec *s) { s->cfg["hidden_size"] = "32.0"; },
+         "config.json: hidden_size: expected an integer, got a number");
+  refuse("rms_norm_eps 1e-300 (0 in fp32)", [](Spec *s) { s->cfg["rms_norm_eps"] = "1e-300"; },
+         "rms_norm_eps 1e-300: 0 in fp32 (the kernels' type): expected a normal fp32 in (0, 1]");
+  refuse("rms_norm_eps 1e300 (inf in fp32)", [](Spec *s) { s->cfg["rms_norm_eps"] = "1e300"; },
+         "rms_norm_eps 1e+300: inf in fp32");
+  refuse("rope_theta 1e39 (inf in fp32)", [](Spec *s) { s->cfg["rope_parameters"] = "{\"rope_theta\": 1e39, \"rope_type\": \"default\"}"; },
+         "rope_theta 1e+39: inf in fp32 (the kernels' type): expected a finite fp32 above 1");
+  refuse("rope_theta 0.5", [](Spec *s) { s->cfg["rope_parameters"] = "{\"rope_theta\": 0.5}"; },
+         "rope_theta 0.5: 0.5 in fp32 (the kernels' type): expected a finite fp32 above 1");
+  refuse("llama3 scaling with a factor of 1e39",
+         [](Spec *s) { s->cfg["rope_parameters"] = "{\"rope_type\": \"llama3\", \"rope_theta\": 500000.0, \"factor\": 1e39, "
+                                                   "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0}"; },
+         "rope_parameters.rope_type 'llama3': factor 1e+39");
+  refuse("a negative max_position_embeddings", [](Spec *s) { s->cfg["max_position_embeddings"] = "-1"; },
+         "max_position_embeddings -1: expected 1..1073741824");
+  refuse("a negative sliding window", [](Spec *s) {
+           s->cfg["architectures"] = "[\"MistralForCausalLM\"]";
+           s->cfg["sliding_window"] = "-5"; },
+         "sliding_window -5: expected 0..1073741824");
+  refuse("an architecture name with a newline", [](Spec *s) { s->cfg["architectures"] = "[\"X\\nY\"]"; },
+         "architectures X\\x0aY: supported");
   refuse("per-layer RoPE", [](Spec *s) { s->cfg["rope_parameters"] = "{\"full_attention\": {\"rope_type\": \"default\"}}"; },
          "rope_parameters: RoPE per layer type (full_attention, ...): not supported");
 }
