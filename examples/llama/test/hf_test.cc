@@ -825,6 +825,17 @@ void test_refusals() {
          "tensor model.norm.weight: shape [1, 32], expected [32]");
   refuse("a bias tensor the config does not announce", [&](Spec *s) { s->add = {{D + "0.self_attn.k_proj.bias", {256}}}; },
          "tensor model.layers.0.self_attn.k_proj.bias [256]: biases are not supported yet");
+  refuse("Qwen3's q_norm (a model the engine would run differently)",
+         [&](Spec *s) { s->add = {{D + "0.self_attn.q_norm.weight", {128}}}; },
+         "tensor model.layers.0.self_attn.q_norm.weight [128]: not a tensor this engine reads for LlamaForCausalLM");
+  refuse("a layer beyond num_hidden_layers", [&](Spec *s) { s->add = {{D + "2.mlp.up_proj.weight", {48, 32}}}; },
+         "tensor model.layers.2.mlp.up_proj.weight [48, 32]: layer 2, but num_hidden_layers is 2");
+  refuse("an unknown tensor outside the layers", [](Spec *s) { s->add = {{"model.extra", {4}}}; },
+         "tensor model.extra [4]: not a tensor this engine reads");
+  refuse("inv_freq of a layer beyond num_hidden_layers",
+         [&](Spec *s) { s->add = {{D + "7.self_attn.rotary_emb.inv_freq", {64}}}; }, "layer 7, but num_hidden_layers is 2");
+  refuse("an unknown tensor in a sharded checkpoint", [](Spec *s) { s->files = 2; s->add = {{"lm_head.bias", {32}}}; },
+         "tensor lm_head.bias [32]: biases are not supported yet");
   refuse("head_dim 96", [](Spec *s) { s->cfg["head_dim"] = "96"; },
          "config.json: head_dim 96: this engine supports 64 and 128");
   refuse("head_dim from hidden/heads", [](Spec *s) { s->cfg["head_dim"] = ""; },
@@ -932,6 +943,19 @@ void test_accepted() {
     HfModel m;
     Config c;
     expect(m.open(dir, 1, 4096, &c, &err) == 0, "accepted: Mistral's sliding_window 4096 at a max context of 4096", err);
+  }
+  Spec u = llama_spec();  // what a family carries unused: RoPE's table (older transformers), a tied lm_head
+  u.tie = true;
+  u.cfg["tie_word_embeddings"] = "true";
+  u.add = {{"model.layers.0.self_attn.rotary_emb.inv_freq", {64}},
+           {"model.layers.1.self_attn.rotary_emb.inv_freq", {64}},
+           {"lm_head.weight", {32, 32}}};
+  {
+    const std::string dir = write_model("a_unused", u);
+    HfModel m;
+    Config c;
+    expect(m.open(dir, 1, 256, &c, &err) == 0,
+           "accepted: rotary_emb.inv_freq per layer and lm_head.weight with tied embeddings (unused)", err);
   }
   Spec l = llama_spec();  // Llama 3.1's rope_scaling, transformers 4.x layout
   l.cfg["rope_parameters"] = "";

@@ -77,6 +77,8 @@ class Checkpoint {
                 size_t dst_pitch, std::string *err) const;
   const std::string &dir() const { return dir_; }
   size_t file_count() const { return files_.size(); }
+  // Every tensor of every file, by name.
+  const std::map<std::string, const TensorInfo *> &tensors() const { return index_; }
 
  private:
   std::string dir_;
