@@ -42,7 +42,6 @@ class InputFile {
   int read_at(uint64_t off, void *dst, size_t n, std::string *err) const;
   uint64_t size() const { return size_; }  // at open
   const std::string &path() const { return path_; }
-  int fd() const { return fd_; }
 
  private:
   int fd_ = -1;

@@ -525,6 +525,26 @@ void test_safetensors() {
     rc = ck.read_bf16("nope", 0, 1, 0, 1, ob.data(), 1, &err);
     expect_error(rc, err, "tensor nope: not in the checkpoint", "safetensors: an unknown tensor");
   }
+  // A file cut short after it was opened (a download replaced under a
+  // running engine): an error naming it, not a SIGBUS from a mapping.
+  {
+    const std::string dir = fresh_dir("st_truncated");
+    const std::string bytes = safetensors_bytes({make_tensor("a", {64, 64}, "BF16"), make_tensor("b", {64, 64}, "F32")});
+    write_file(dir + "/model.safetensors", bytes);
+    Checkpoint ck;
+    std::vector<uint16_t> out(64 * 64);
+    int rc = ck.open(dir, &err);
+    expect(rc == 0 && truncate((dir + "/model.safetensors").c_str(), (off_t)(bytes.size() - 64 * 64 * 3)) == 0,
+           "safetensors: opened, then truncated to the middle of tensor b", err);
+    rc = ck.read_bf16("a", 0, 64, 0, 64, out.data(), 64, &err);
+    expect(rc == 0, "safetensors: tensor a, before the cut, still reads", err);
+    rc = ck.read_bf16("b", 0, 64, 8, 32, out.data(), 32, &err);
+    expect_error(rc, err, "model.safetensors: 0 of 128 bytes at offset",
+                 "safetensors: a window of tensor b past the cut is an error, not SIGBUS");
+    rc = ck.read_bf16("b", 0, 64, 0, 64, out.data(), 64, &err);
+    expect_error(rc, err, "could be read: the file is shorter than when it was opened",
+                 "safetensors: whole rows of tensor b past the cut are an error, not SIGBUS");
+  }
   // Broken files.
   auto broken = [&](const std::string &name, const std::string &bytes, const std::string &want) {
     const std::string dir = fresh_dir("st_" + name);
