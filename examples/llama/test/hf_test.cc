@@ -12,11 +12,10 @@
 //     the whole tensors: single-file bf16, sharded with an index and mixed
 //     bf16/fp16/fp32 tensors, tied embeddings, fp32;
 //   - every refusal's message: field and value, or tensor and shape.
-// Tensor values are k/8 (|k| <= 125, a hash of tensor, row and column):
-// exact in bf16, fp16 and fp32, so every comparison is for equality.
+// The checkpoints come from test/checkpoint_writer.h (values exact in
+// every dtype, so every comparison is for equality).
 //
 //   bazel test //examples/llama:hf_test   (also under --config=asan)
-#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -36,8 +35,10 @@
 #include "examples/llama/model/hf/json.h"
 #include "examples/llama/model/hf/safetensors.h"
 #include "examples/llama/model/input_file.h"
+#include "examples/llama/test/checkpoint_writer.h"
 
 using namespace llama;
+using namespace llama_test;
 
 namespace {
 
@@ -58,66 +59,13 @@ void expect_error(int rc, const std::string &err, const std::string &want, const
   else expect(false, what, "rc " + std::to_string(rc) + ", message '" + err + "', wanted '" + want + "'");
 }
 
-void remove_tree(const std::string &path) {
-  if (DIR *d = opendir(path.c_str())) {
-    while (dirent *e = readdir(d)) {
-      const std::string n = e->d_name;
-      if (n == "." || n == "..") continue;
-      const std::string p = path + "/" + n;
-      struct stat st;
-      if (lstat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) remove_tree(p);
-      else unlink(p.c_str());
-    }
-    closedir(d);
-  }
-  rmdir(path.c_str());
-}
+std::string fresh_dir(const std::string &name) { return llama_test::fresh_dir(g_root, name); }
 
-std::string fresh_dir(const std::string &name) {
-  const std::string d = g_root + "/" + name;
-  remove_tree(d);
-  mkdir(d.c_str(), 0755);
-  return d;
-}
-
-void write_file(const std::string &path, const std::string &bytes) {
-  FILE *f = std::fopen(path.c_str(), "wb");
-  if (!f || std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) {
-    std::fprintf(stderr, "hf_test: cannot write %s\n", path.c_str());
-    std::exit(2);
-  }
-  std::fclose(f);
+std::string write_test_model(const std::string &name, const Spec &s) {
+  return llama_test::write_model(fresh_dir(name), s);
 }
 
 // ------------------------------------------------------------ values
-
-uint32_t fnv(const std::string &s) {
-  uint32_t h = 2166136261u;
-  for (unsigned char ch : s) h = (h ^ ch) * 16777619u;
-  return h;
-}
-
-// Element (r, c) of the tensor named n (a 1-D tensor is row 0): k / 8.
-float val(const std::string &n, size_t r, size_t c) {
-  uint64_t z = ((uint64_t)fnv(n) << 32) ^ (r * 0x9e3779b97f4a7c15ull) ^ (c * 0xbf58476d1ce4e5b9ull);
-  z = (z ^ (z >> 31)) * 0x94d049bb133111ebull;
-  z ^= z >> 29;
-  return (float)((int)(z % 251) - 125) / 8.f;
-}
-
-uint16_t bits_bf16(float f) {  // f is exact in bf16 here
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return (uint16_t)(u >> 16);
-}
-
-uint16_t exact_f16(float f) {  // f is k/8, |k| <= 125: exact in fp16
-  if (f == 0) return std::signbit(f) ? 0x8000 : 0;
-  int e;
-  const double m = std::frexp(std::fabs((double)f), &e);  // f = m 2^e, m in [0.5, 1)
-  const uint16_t mant = (uint16_t)((m * 2 - 1) * 1024);
-  return (uint16_t)((f < 0 ? 0x8000 : 0) | (e - 1 + 15) << 10 | mant);
-}
 
 // The independent reference rounding: x to the nearest bf16 (ties to even),
 // by scaling to 8 significant bits and nearbyint; beyond the range: inf.
@@ -130,174 +78,6 @@ uint16_t ref_bf16(double x) {
   const double q = std::nearbyint(x / ulp) * ulp;
   if (std::fabs(q) >= std::ldexp(1.0, 128)) return sign | 0x7f80;
   return bits_bf16((float)q);
-}
-
-// ------------------------------------------------------------ writing checkpoints
-
-struct Tensor {
-  std::string name, dtype;
-  std::vector<int64_t> shape;
-  std::string bytes;
-};
-
-// The tensor n of `shape` (1-D or 2-D) in dtype, values val(n, r, c).
-Tensor make_tensor(const std::string &n, const std::vector<int64_t> &shape, const std::string &dtype) {
-  Tensor t{n, dtype, shape, ""};
-  const size_t R = shape.size() == 2 ? shape[0] : 1, C = shape.back();
-  for (size_t r = 0; r < R; r++)
-    for (size_t c = 0; c < C; c++) {
-      const float v = val(n, r, c);
-      if (dtype == "BF16") {
-        const uint16_t b = bits_bf16(v);
-        t.bytes.append(reinterpret_cast<const char *>(&b), 2);
-      } else if (dtype == "F16") {
-        const uint16_t h = exact_f16(v);
-        t.bytes.append(reinterpret_cast<const char *>(&h), 2);
-      } else if (dtype == "F32") {
-        t.bytes.append(reinterpret_cast<const char *>(&v), 4);
-      } else {  // a one-byte dtype (I8, U8): the refusals only look at its name
-        t.bytes.push_back((char)(int)v);
-      }
-    }
-  return t;
-}
-
-// A safetensors file: header padded with spaces to 8 bytes (as safetensors
-// writes it) unless pad is false, data in the order given.
-std::string safetensors_bytes(const std::vector<Tensor> &ts, bool pad = true) {
-  std::string h = "{\"__metadata__\": {\"format\": \"pt\"}";
-  size_t off = 0;
-  for (const Tensor &t : ts) {
-    h += ", \"" + t.name + "\": {\"dtype\": \"" + t.dtype + "\", \"shape\": " + shape_string(t.shape) +
-         ", \"data_offsets\": [" + std::to_string(off) + ", " + std::to_string(off + t.bytes.size()) + "]}";
-    off += t.bytes.size();
-  }
-  h += "}";
-  while (pad && h.size() % 8) h += ' ';
-  std::string out(8, '\0');
-  const uint64_t n = h.size();
-  for (int k = 0; k < 8; k++) out[k] = (char)(n >> (8 * k));
-  out += h;
-  for (const Tensor &t : ts) out += t.bytes;
-  return out;
-}
-
-// A model to write: the engine's tiny shape (head_dim one of the engine's),
-// config.json's fields as raw JSON (an empty value drops the field), and the
-// dtype of each tensor.
-struct Spec {
-  int hidden = 32, heads = 4, kv = 2, ffn = 48, layers = 2, vocab = 32, head_dim = 128;
-  bool tie = false;
-  bool qkv_bias = false;  // q/k/v_proj.bias tensors (Qwen2)
-  int files = 1;  // > 1: model-0000i-of-0000n.safetensors + model.safetensors.index.json
-  std::map<std::string, std::string> cfg;
-  std::function<std::string(size_t index, const std::string &name)> dtype = [](size_t, const std::string &) {
-    return std::string("BF16");
-  };
-  std::vector<std::string> drop;                               // tensors left out
-  std::map<std::string, std::vector<int64_t>> reshape;         // tensors written with another shape
-  std::vector<std::pair<std::string, std::vector<int64_t>>> add;  // extra tensors
-};
-
-Spec llama_spec() {
-  Spec s;
-  s.cfg = {{"architectures", "[\"LlamaForCausalLM\"]"},
-           {"model_type", "\"llama\""},
-           {"hidden_size", "32"},
-           {"num_attention_heads", "4"},
-           {"num_key_value_heads", "2"},
-           {"head_dim", "128"},
-           {"intermediate_size", "48"},
-           {"num_hidden_layers", "2"},
-           {"vocab_size", "32"},
-           {"rms_norm_eps", "1e-05"},
-           {"hidden_act", "\"silu\""},
-           {"max_position_embeddings", "8192"},
-           {"attention_bias", "false"},
-           {"mlp_bias", "false"},
-           {"tie_word_embeddings", "false"},
-           {"rope_parameters", "{\"rope_theta\": 500000.0, \"rope_type\": \"default\"}"},
-           {"torch_dtype", "\"bfloat16\""},
-           {"eos_token_id", "[1, 2]"}};
-  return s;
-}
-
-// A Qwen2 checkpoint from a Llama one: its q/k/v biases, no sliding window,
-// and none of Llama's bias fields.
-void make_qwen2(Spec *s) {
-  s->qkv_bias = true;
-  s->cfg["architectures"] = "[\"Qwen2ForCausalLM\"]";
-  s->cfg["model_type"] = "\"qwen2\"";
-  s->cfg["use_sliding_window"] = "false";
-  s->cfg["sliding_window"] = "null";
-  s->cfg["attention_bias"] = s->cfg["mlp_bias"] = "";
-}
-
-std::vector<std::pair<std::string, std::vector<int64_t>>> hf_tensors(const Spec &s) {
-  const int64_t H = s.hidden, D = s.head_dim;
-  std::vector<std::pair<std::string, std::vector<int64_t>>> v;
-  for (int i = 0; i < s.layers; i++) {
-    const std::string l = "model.layers." + std::to_string(i) + ".";
-    v.push_back({l + "input_layernorm.weight", {H}});
-    v.push_back({l + "post_attention_layernorm.weight", {H}});
-    v.push_back({l + "self_attn.q_proj.weight", {s.heads * D, H}});
-    v.push_back({l + "self_attn.k_proj.weight", {s.kv * D, H}});
-    v.push_back({l + "self_attn.v_proj.weight", {s.kv * D, H}});
-    v.push_back({l + "self_attn.o_proj.weight", {H, s.heads * D}});
-    v.push_back({l + "mlp.gate_proj.weight", {s.ffn, H}});
-    v.push_back({l + "mlp.up_proj.weight", {s.ffn, H}});
-    v.push_back({l + "mlp.down_proj.weight", {H, s.ffn}});
-    if (s.qkv_bias) {
-      v.push_back({l + "self_attn.q_proj.bias", {s.heads * D}});
-      v.push_back({l + "self_attn.k_proj.bias", {s.kv * D}});
-      v.push_back({l + "self_attn.v_proj.bias", {s.kv * D}});
-    }
-  }
-  v.push_back({"model.norm.weight", {H}});
-  v.push_back({"model.embed_tokens.weight", {s.vocab, H}});
-  if (!s.tie) v.push_back({"lm_head.weight", {s.vocab, H}});
-  return v;
-}
-
-std::string write_model(const std::string &name, const Spec &s) {
-  const std::string dir = fresh_dir(name);
-  std::string cfg = "{\n";
-  bool first = true;
-  for (const auto &kv : s.cfg) {
-    if (kv.second.empty()) continue;
-    cfg += std::string(first ? "" : ",\n") + "  \"" + kv.first + "\": " + kv.second;
-    first = false;
-  }
-  write_file(dir + "/config.json", cfg + "\n}\n");
-  std::vector<std::vector<Tensor>> files(s.files);
-  auto all = hf_tensors(s);
-  for (const auto &a : s.add) all.push_back(a);
-  size_t k = 0;
-  for (auto &t : all) {
-    bool dropped = false;
-    for (const auto &d : s.drop) dropped |= d == t.first;
-    if (dropped) continue;
-    if (s.reshape.count(t.first)) t.second = s.reshape.at(t.first);
-    files[k % s.files].push_back(make_tensor(t.first, t.second, s.dtype(k, t.first)));
-    k++;
-  }
-  if (s.files == 1) {
-    write_file(dir + "/model.safetensors", safetensors_bytes(files[0]));
-    return dir;
-  }
-  std::string index = "{\"metadata\": {\"total_size\": 0}, \"weight_map\": {";
-  bool firstw = true;
-  for (int f = 0; f < s.files; f++) {
-    char fname[64];
-    std::snprintf(fname, sizeof fname, "model-%05d-of-%05d.safetensors", f + 1, s.files);
-    write_file(dir + "/" + fname, safetensors_bytes(files[f]));
-    for (const Tensor &t : files[f]) {
-      index += std::string(firstw ? "" : ", ") + "\"" + t.name + "\": \"" + fname + "\"";
-      firstw = false;
-    }
-  }
-  write_file(dir + "/model.safetensors.index.json", index + "}}\n");
-  return dir;
 }
 
 // ------------------------------------------------------------ JSON
@@ -557,11 +337,6 @@ void test_safetensors() {
   std::string len_big(8, '\0');
   len_big[0] = (char)200;
   broken("header_len", len_big + "{}", "header length 200 exceeds the file (10 bytes)");
-  auto with_header = [](const std::string &h, size_t data) {
-    std::string out(8, '\0');
-    for (int k = 0; k < 8; k++) out[k] = (char)((uint64_t)h.size() >> (8 * k));
-    return out + h + std::string(data, '\0');
-  };
   broken("not_json", with_header("{\"a\": ", 0), "model.safetensors: header: line 1, column 7");
   broken("not_object", with_header("[]", 0), "model.safetensors: header: expected an object, got an array");
   broken("offsets", with_header("{\"t\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 4),
@@ -768,21 +543,21 @@ void check_model(const std::string &what, const Spec &s, const std::string &dir)
 
 void test_shards() {
   Spec s = llama_spec();
-  check_model("llama single-file bf16", s, write_model("m_bf16", s));
+  check_model("llama single-file bf16", s, write_test_model("m_bf16", s));
 
   Spec t = llama_spec();  // sharded with an index, tied embeddings, dtypes mixed tensor by tensor
   t.files = 3;
   t.tie = true;
   t.cfg["tie_word_embeddings"] = "true";
   t.dtype = [](size_t k, const std::string &) { return std::string(k % 3 == 0 ? "BF16" : k % 3 == 1 ? "F16" : "F32"); };
-  check_model("llama sharded (index, 3 files) bf16/fp16/fp32 tied", t, write_model("m_sharded", t));
+  check_model("llama sharded (index, 3 files) bf16/fp16/fp32 tied", t, write_test_model("m_sharded", t));
 
   Spec f = llama_spec();  // fp32, and the transformers 4.x RoPE fields
   f.dtype = [](size_t, const std::string &) { return std::string("F32"); };
   f.cfg["rope_parameters"] = "";
   f.cfg["rope_theta"] = "500000.0";
   f.cfg["rope_scaling"] = "null";
-  check_model("llama fp32, rope_theta at the top (transformers 4.x)", f, write_model("m_f32", f));
+  check_model("llama fp32, rope_theta at the top (transformers 4.x)", f, write_test_model("m_f32", f));
 
   Spec m = llama_spec();  // Mistral: no sliding window, 8 heads over 2 (group 4)
   m.heads = 8;
@@ -792,26 +567,26 @@ void test_shards() {
   m.cfg["num_attention_heads"] = "8";
   m.cfg["sliding_window"] = "null";
   m.cfg["attention_bias"] = m.cfg["mlp_bias"] = "";
-  check_model("mistral fp16, group 4", m, write_model("m_mistral", m));
+  check_model("mistral fp16, group 4", m, write_test_model("m_mistral", m));
 
   Spec q = llama_spec();  // Qwen2: q/k/v biases (sharded as wqkv's rows), tied embeddings
   make_qwen2(&q);
   q.tie = true;
   q.cfg["tie_word_embeddings"] = "true";
-  check_model("qwen2 bf16 with q/k/v biases, tied", q, write_model("m_qwen2", q));
+  check_model("qwen2 bf16 with q/k/v biases, tied", q, write_test_model("m_qwen2", q));
 
   Spec d = llama_spec();  // Llama-3.2-1B-like: head_dim 64, tied embeddings
   d.head_dim = 64;
   d.tie = true;
   d.cfg["head_dim"] = "64";
   d.cfg["tie_word_embeddings"] = "true";
-  check_model("llama head_dim 64, tied", d, write_model("m_hd64", d));
+  check_model("llama head_dim 64, tied", d, write_test_model("m_hd64", d));
 
   Spec g = llama_spec();  // Qwen2.5-14B-like group of 5 (10 heads over 2), q/k/v biases
   make_qwen2(&g);
   g.heads = 10;
   g.cfg["num_attention_heads"] = "10";
-  check_model("qwen2 group 5 (10 heads over 2) with biases", g, write_model("m_group5", g));
+  check_model("qwen2 group 5 (10 heads over 2) with biases", g, write_test_model("m_group5", g));
 }
 
 // ------------------------------------------------------------ refusals
@@ -822,7 +597,7 @@ void refuse(const std::string &what, const std::function<void(Spec *)> &change, 
             int max_ctx = 256) {
   Spec s = llama_spec();
   change(&s);
-  const std::string dir = write_model("r_" + std::to_string(g_pass + g_fail), s);
+  const std::string dir = write_test_model("r_" + std::to_string(g_pass + g_fail), s);
   HfModel m;
   Config c;
   std::string err;
@@ -959,7 +734,7 @@ void test_accepted() {
   s.cfg["model_type"] = "\"mistral\"";
   s.cfg["sliding_window"] = "4096";
   {
-    const std::string dir = write_model("a_mistral_sw", s);
+    const std::string dir = write_test_model("a_mistral_sw", s);
     HfModel m;
     Config c;
     expect(m.open(dir, 1, 4096, &c, &err) == 0, "accepted: Mistral's sliding_window 4096 at a max context of 4096", err);
@@ -971,7 +746,7 @@ void test_accepted() {
            {"model.layers.1.self_attn.rotary_emb.inv_freq", {64}},
            {"lm_head.weight", {32, 32}}};
   {
-    const std::string dir = write_model("a_unused", u);
+    const std::string dir = write_test_model("a_unused", u);
     HfModel m;
     Config c;
     expect(m.open(dir, 1, 256, &c, &err) == 0,
@@ -984,7 +759,7 @@ void test_accepted() {
       "{\"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
       "\"original_max_position_embeddings\": 8192, \"rope_type\": \"llama3\"}";
   {
-    const std::string dir = write_model("a_llama31", l);
+    const std::string dir = write_test_model("a_llama31", l);
     HfModel m;
     Config c;
     const int rc = m.open(dir, 2, 8192, &c, &err);
@@ -1016,15 +791,7 @@ void test_accepted() {
 }  // namespace
 
 int main() {
-  const char *tmp = std::getenv("TEST_TMPDIR");
-  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/hf_test.XXXXXX";
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  if (!mkdtemp(buf.data())) {
-    std::perror("hf_test: mkdtemp");
-    return 2;
-  }
-  g_root = buf.data();
+  g_root = temp_root("hf_test");
   test_json();
   test_input_files();
   test_conversions();
