@@ -183,7 +183,16 @@ void test_json() {
   ok &= c.finish();
   expect(ok && exact == std::vector<int>{0, 1, -1, -1, -1, -1},
          "json cursor: uint64 literals exact (0, 2^64-1); 2^64, 2.0, 1e0, -1 are not", c.error());
-  JsonCursor d("[1, 2");
+  const std::string vt = "{\"k\": [\"\\u00e9x\", {\"a\\n\": null}]}", wt = "{\"abcd\": 1, \"abcde\": 2}", dt = "[1, 2";
+  JsonCursor v(vt, 128, 4);
+  ok = v.skip() && v.finish();
+  expect(ok, "json cursor: skip() checks without keeping (strings past max_string included)", v.error());
+  JsonCursor w(wt, 128, 4);
+  std::string k2;
+  ok = w.enter_object() && w.next_key(&k2, &end) && w.skip() && w.next_key(&k2, &end);
+  expect(!ok && w.error() == "line 1, column 13: a string longer than 4 bytes",
+         "json cursor: a key past max_string is refused as it is read", w.error());
+  JsonCursor d(dt);
   ok = d.enter_array() && d.next_item(&end) && d.skip() && d.next_item(&end) && d.skip() && d.next_item(&end);
   expect(!ok && d.error() == "line 1, column 6: expected ',' or ']' in an array, found the end of the text",
          "json cursor: a document cut short", d.error());

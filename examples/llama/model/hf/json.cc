@@ -29,22 +29,28 @@ std::string where(const std::string &s, size_t at) {
   return "line " + std::to_string(line) + ", column " + std::to_string(col);
 }
 
-void utf8(unsigned cp, std::string *o) {
+// Code point cp as UTF-8 into b; its length.
+size_t utf8(unsigned cp, char *b) {
   if (cp < 0x80) {
-    *o += (char)cp;
-  } else if (cp < 0x800) {
-    *o += (char)(0xc0 | cp >> 6);
-    *o += (char)(0x80 | (cp & 0x3f));
-  } else if (cp < 0x10000) {
-    *o += (char)(0xe0 | cp >> 12);
-    *o += (char)(0x80 | (cp >> 6 & 0x3f));
-    *o += (char)(0x80 | (cp & 0x3f));
-  } else {
-    *o += (char)(0xf0 | cp >> 18);
-    *o += (char)(0x80 | (cp >> 12 & 0x3f));
-    *o += (char)(0x80 | (cp >> 6 & 0x3f));
-    *o += (char)(0x80 | (cp & 0x3f));
+    b[0] = (char)cp;
+    return 1;
   }
+  if (cp < 0x800) {
+    b[0] = (char)(0xc0 | cp >> 6);
+    b[1] = (char)(0x80 | (cp & 0x3f));
+    return 2;
+  }
+  if (cp < 0x10000) {
+    b[0] = (char)(0xe0 | cp >> 12);
+    b[1] = (char)(0x80 | (cp >> 6 & 0x3f));
+    b[2] = (char)(0x80 | (cp & 0x3f));
+    return 3;
+  }
+  b[0] = (char)(0xf0 | cp >> 18);
+  b[1] = (char)(0x80 | (cp >> 12 & 0x3f));
+  b[2] = (char)(0x80 | (cp >> 6 & 0x3f));
+  b[3] = (char)(0x80 | (cp & 0x3f));
+  return 4;
 }
 
 }  // namespace
@@ -179,11 +185,11 @@ bool JsonCursor::next_key(std::string *key, bool *end) {
   first_.back() = false;
   if (i_ >= s_.size() || s_[i_] != '"') return fail(i_, "expected a key (a string), found " + seen(i_));
   key_at_ = i_;
-  key->clear();
+  if (key) key->clear();
   if (!expect_string(key)) return false;
   ws();
   if (i_ >= s_.size() || s_[i_] != ':')
-    return fail(i_, "expected ':' after the key \"" + *key + "\", found " + seen(i_));
+    return fail(i_, "expected ':' after the key" + (key ? " \"" + *key + "\"" : std::string()) + ", found " + seen(i_));
   i_++;
   return true;
 }
@@ -294,8 +300,16 @@ bool JsonCursor::utf8_seq(std::string *o) {
   }
   if (cp < lo || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
     return fail(at, "invalid UTF-8 (an overlong form, a surrogate or beyond U+10FFFF)");
-  o->append(s_, i_, n + 1);
   i_ += n + 1;
+  return add(o, &s_[at], n + 1, at);
+}
+
+// Appends n bytes to o (nothing when o is null: the string is only
+// checked), refusing a string that grows past max_string.
+bool JsonCursor::add(std::string *o, const char *p, size_t n, size_t at) {
+  if (!o) return true;
+  if (o->size() + n > max_string_) return fail(at, "a string longer than " + std::to_string(max_string_) + " bytes");
+  o->append(p, n);
   return true;
 }
 
@@ -303,11 +317,11 @@ bool JsonCursor::string(std::string *out) {
   if (!err_.empty()) return false;
   ws();
   if (i_ >= s_.size() || s_[i_] != '"') return fail(i_, "expected a string, found " + seen(i_));
-  out->clear();
+  if (out) out->clear();
   return expect_string(out);
 }
 
-// The string at i_ (its opening quote), decoded into o.
+// The string at i_ (its opening quote), decoded into o (or only checked).
 bool JsonCursor::expect_string(std::string *o) {
   const size_t at = i_;
   i_++;  // '"'
@@ -319,7 +333,7 @@ bool JsonCursor::expect_string(std::string *o) {
       if (ch == '"' || ch == '\\' || ch < 0x20 || ch >= 0x80) break;
       i_++;
     }
-    o->append(s_, run, i_ - run);
+    if (!add(o, &s_[0] + run, i_ - run, at)) return false;
     if (i_ >= s_.size()) return fail(at, "a string that never ends");
     const unsigned char ch = (unsigned char)s_[i_];
     if (ch == '"') {
@@ -334,15 +348,17 @@ bool JsonCursor::expect_string(std::string *o) {
     const size_t esc = i_++;  // a backslash
     if (i_ >= s_.size()) return fail(esc, "a string that never ends");
     const char e = s_[i_++];
+    char b[4];
+    size_t n = 1;
     switch (e) {
-      case '"': *o += '"'; break;
-      case '\\': *o += '\\'; break;
-      case '/': *o += '/'; break;
-      case 'b': *o += '\b'; break;
-      case 'f': *o += '\f'; break;
-      case 'n': *o += '\n'; break;
-      case 'r': *o += '\r'; break;
-      case 't': *o += '\t'; break;
+      case '"': b[0] = '"'; break;
+      case '\\': b[0] = '\\'; break;
+      case '/': b[0] = '/'; break;
+      case 'b': b[0] = '\b'; break;
+      case 'f': b[0] = '\f'; break;
+      case 'n': b[0] = '\n'; break;
+      case 'r': b[0] = '\r'; break;
+      case 't': b[0] = '\t'; break;
       case 'u': {
         unsigned u;
         if (!hex4(&u)) return false;
@@ -355,11 +371,12 @@ bool JsonCursor::expect_string(std::string *o) {
           if (v < 0xdc00 || v > 0xdfff) return fail(esc, "a high surrogate \\u escape without its low half");
           u = 0x10000 + ((u - 0xd800) << 10) + (v - 0xdc00);
         }
-        utf8(u, o);
+        n = utf8(u, b);
         break;
       }
       default: return fail(esc, "unknown escape: " + seen(esc + 1) + " after a backslash");
     }
+    if (!add(o, b, n, at)) return false;
   }
 }
 
@@ -367,12 +384,11 @@ bool JsonCursor::skip() {
   Json::Kind k;
   if (!peek(&k)) return false;
   bool end = false, b;
-  std::string tmp;
   JsonNumber n;
   switch (k) {
     case Json::OBJECT:
       if (!enter_object()) return false;
-      while (next_key(&tmp, &end) && !end)
+      while (next_key(nullptr, &end) && !end)
         if (!skip()) return false;
       return err_.empty();
     case Json::ARRAY:
@@ -380,7 +396,7 @@ bool JsonCursor::skip() {
       while (next_item(&end) && !end)
         if (!skip()) return false;
       return err_.empty();
-    case Json::STRING: return string(&tmp);
+    case Json::STRING: return string(nullptr);
     case Json::NUMBER: return number(&n);
     case Json::BOOL: return boolean(&b);
     case Json::NUL: return null();

@@ -18,6 +18,7 @@
 #ifndef LLAMA_MODEL_JSON_H
 #define LLAMA_MODEL_JSON_H
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -59,14 +60,20 @@ bool json_uint64(const JsonNumber &n, uint64_t *out);
 // "line L, column C: what" (calls after a failure keep failing).
 class JsonCursor {
  public:
-  explicit JsonCursor(const std::string &text, int max_depth = 128) : s_(text), max_depth_(max_depth) {}
+  // Strings (keys included) longer than max_string bytes are refused as
+  // they are read, so a hostile key costs no more memory than that.
+  explicit JsonCursor(const std::string &text, int max_depth = 128, size_t max_string = SIZE_MAX)
+      : s_(text), max_depth_(max_depth), max_string_(max_string) {}
+  // The cursor reads the caller's text in place: never a temporary.
+  JsonCursor(std::string &&, int = 128, size_t = SIZE_MAX) = delete;
   // The kind of the next value, not consumed.
   bool peek(Json::Kind *kind);
   // '{' (or '['): the start of an object (array), counted against the depth.
   bool enter_object();
   bool enter_array();
   // Inside an object: the next key and its ':' (*end false), or the object's
-  // closing brace (*end true). Commas between members are the cursor's.
+  // closing brace (*end true). Commas between members are the cursor's. A
+  // null key (or out, below) checks the string without keeping it.
   bool next_key(std::string *key, bool *end);
   // Where the last key next_key read starts (its quote), for messages.
   size_t key_at() const { return key_at_; }
@@ -88,6 +95,7 @@ class JsonCursor {
 
  private:
   bool expect_string(std::string *o);
+  bool add(std::string *o, const char *p, size_t n, size_t at);
   bool utf8_seq(std::string *o);
   bool hex4(unsigned *u);
   bool literal(const char *word);
@@ -98,6 +106,7 @@ class JsonCursor {
   const std::string &s_;
   size_t i_ = 0, key_at_ = 0;
   int max_depth_;
+  size_t max_string_;
   std::vector<bool> first_;  // per open object or array: no member or item read yet
   std::string err_;
 };

@@ -104,7 +104,7 @@ struct IndexReader {
 int read_index(const std::string &path, WeightMap *wm, std::string *err) {
   std::string text;
   if (read_input_file(path, kMaxIndexJsonBytes, &text, err)) return 1;
-  IndexReader r{JsonCursor(text), path, err};
+  IndexReader r{JsonCursor(text, 128, 1u << 16), path, err};  // names: safetensors_header.cc's bound
   return r.read(wm);
 }
 

@@ -16,6 +16,10 @@ namespace {
 
 constexpr size_t kMaxRank = 16;
 constexpr size_t kMaxMetadata = 4096;  // __metadata__ entries (writers put one: "format")
+// Names, dtypes and metadata keys longer than this are refused as they are
+// read (a tensor name is under 100 bytes); metadata values are checked
+// without being kept, so they cost nothing whatever their length.
+constexpr size_t kMaxString = 1u << 16;
 
 // Bits per element of every dtype safetensors defines; 0: not one of them.
 unsigned dtype_bits(const std::string &d) {
@@ -82,14 +86,14 @@ struct Reader {
     if (k == Json::NUL) return c.null() || json();
     if (k != Json::OBJECT) return refuse(std::string("__metadata__: expected a map of strings, got ") + Json::kind_name(k));
     std::set<std::string> keys;
-    std::string key, value;
+    std::string key;
     bool end = false;
     if (!c.enter_object()) return json();
     while (c.next_key(&key, &end) && !end) {
       if (keys.size() >= kMaxMetadata) return refuse("__metadata__: more than " + std::to_string(kMaxMetadata) + " entries");
       if (!keys.insert(key).second) return duplicate(key);
       if (!expect(Json::STRING, "__metadata__[\"" + printable(key) + "\"]", "a string")) return false;
-      if (!c.string(&value)) return json();
+      if (!c.string(nullptr)) return json();
     }
     return c.error().empty() || json();
   }
@@ -209,7 +213,7 @@ struct Reader {
 int parse_safetensors_header(const std::string &header, const std::string &path, uint64_t data_start,
                              uint64_t data_len, std::map<std::string, TensorInfo> *out, std::string *err) {
   out->clear();
-  Reader r{JsonCursor(header), path, err};
+  Reader r{JsonCursor(header, 128, kMaxString), path, err};
   if (!r.expect(Json::OBJECT, "header", "an object")) return 1;
   std::string key;
   bool end = false, meta = false;
