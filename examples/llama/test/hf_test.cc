@@ -2,16 +2,23 @@
 //
 // Writes its own tiny checkpoints (a few layers at head_dim 128 or 64, hidden 32)
 // and checks:
-//   - the JSON reader on good documents and on each kind of malformed one;
+//   - the JSON reader on good documents and on each kind of malformed one,
+//     its cursor and its limits (values, string length);
+//   - the rule for every file read (input_file.h): FIFOs, devices and
+//     directories refused, caps, a file truncated after it was opened;
 //   - bf16 conversion: every fp16 value and a million fp32 bit patterns
 //     against an independent rounding (scaled nearbyint), NaN kept;
 //   - safetensors reads: windows of rows and columns, unaligned data, each
-//     dtype; broken headers refused by name;
+//     dtype, a truncated file; broken headers refused by name, as strictly
+//     as safetensors' own reader (gaps, overlaps, float shapes, unknown
+//     dtypes, __metadata__, NUL, duplicates); index and shards agreeing;
 //   - each rank's weight buffers at TP 1 and 2 (shard_pieces applied with
 //     the reader, as load_weights does) against a layout computed here from
 //     the whole tensors: single-file bf16, sharded with an index and mixed
 //     bf16/fp16/fp32 tensors, tied embeddings, fp32;
-//   - every refusal's message: field and value, or tensor and shape.
+//   - every refusal's message: field and value (counts bounded, numbers
+//     checked in fp32), or tensor and shape (a tensor the engine does not
+//     read included), and the tensors a family carries unused accepted.
 // The checkpoints come from test/checkpoint_writer.h (values exact in
 // every dtype, so every comparison is for equality).
 //
@@ -160,6 +167,10 @@ void test_json() {
   rc = json_parse("[1, [2, 3], {\"k\": 4}]", &j, &err, 7);
   expect_error(rc, err, "line 1, column 19: more than 7 values", "json: the 8th value past a limit of 7");
 
+}
+
+void test_json_cursor() {
+  bool ok;
   // The cursor: a walk that keeps nothing, and exact integers.
   const std::string text = "{\"n\": [0, 18446744073709551615, 18446744073709551616, 2.0, 1e0, -1], \"s\": \"x\"}";
   JsonCursor c(text);
@@ -334,6 +345,10 @@ void test_safetensors() {
     expect_error(rc, err, "could be read: the file is shorter than when it was opened",
                  "safetensors: whole rows of tensor b past the cut are an error, not SIGBUS");
   }
+}
+
+void test_safetensors_broken() {
+  std::string err;
   // Broken files.
   auto broken = [&](const std::string &name, const std::string &bytes, const std::string &want) {
     const std::string dir = fresh_dir("st_" + name);
@@ -395,6 +410,10 @@ void test_safetensors() {
     expect(ck.open(dir, &err) == 0 && ck.find("z") && ck.find("z")->bytes == 0,
            "safetensors: __metadata__ null and an empty tensor at the end are accepted", err);
   }
+}
+
+void test_checkpoint_files() {
+  std::string err;
   {
     const std::string dir = fresh_dir("st_none");
     Checkpoint ck;
@@ -640,6 +659,10 @@ void test_refusals() {
          [&](Spec *s) { s->add = {{D + "7.self_attn.rotary_emb.inv_freq", {64}}}; }, "layer 7, but num_hidden_layers is 2");
   refuse("an unknown tensor in a sharded checkpoint", [](Spec *s) { s->files = 2; s->add = {{"lm_head.bias", {32}}}; },
          "tensor lm_head.bias [32]: biases are not supported yet");
+}
+
+void test_refusals_config() {
+  const std::string D = "model.layers.";
   refuse("head_dim 96", [](Spec *s) { s->cfg["head_dim"] = "96"; },
          "config.json: head_dim 96: this engine supports 64 and 128");
   refuse("head_dim from hidden/heads", [](Spec *s) { s->cfg["head_dim"] = ""; },
@@ -699,6 +722,9 @@ void test_refusals() {
   refuse("an intermediate size not a multiple of 8 x TP", [](Spec *s) { s->cfg["intermediate_size"] = "40"; },
          "intermediate_size 40: must be a multiple of 8 x --tp 2", 2);
   refuse("config.json not JSON", [](Spec *s) { s->cfg["x"] = "[1,"; }, "config.json: line");
+}
+
+void test_refusals_bounds() {
   // Counts bounded before anything is sized from them; numbers checked in fp32.
   refuse("2^31 - 1 layers", [](Spec *s) { s->cfg["num_hidden_layers"] = "2147483647"; },
          "config.json: num_hidden_layers 2147483647: expected 1..1024 (the largest model this engine runs)");
@@ -802,11 +828,16 @@ void test_accepted() {
 int main() {
   g_root = temp_root("hf_test");
   test_json();
+  test_json_cursor();
   test_input_files();
   test_conversions();
   test_safetensors();
+  test_safetensors_broken();
+  test_checkpoint_files();
   test_shards();
   test_refusals();
+  test_refusals_config();
+  test_refusals_bounds();
   test_accepted();
   remove_tree(g_root);
   std::printf("hf_test: %d passed, %d failed\n", g_pass, g_fail);
