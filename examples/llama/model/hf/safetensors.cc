@@ -198,14 +198,16 @@ int Checkpoint::read_bf16(const std::string &name, size_t row0, size_t rows, siz
     *err = "tensor " + name + ": dtype " + t->dtype + ": supported BF16, F16, F32";
     return 1;
   }
-  // Whole rows lie back to back in the file: up to 4 MiB of them per pread.
-  // A window of columns is read row by row (cutting it out of whole rows
-  // instead read twice the bytes at TP 2 and measured slower). BF16 goes
-  // straight into the caller's buffer when its rows are back to back there
-  // too; the rest through a staging buffer.
+  // Whole rows lie back to back in the file: up to 4 MiB of them per pread
+  // (256 KiB when they are converted after: the staging buffer stays in
+  // cache). A window of columns is read row by row: cutting it out of whole
+  // rows, or preadv over windows and gaps, measured slower at TP 2
+  // (docs/reliability.md). BF16 goes straight into the caller's buffer when
+  // its rows are back to back there too; the rest through the staging buffer.
   const size_t eb = t->elem_bytes, row_bytes = cols * eb;
   const bool whole_rows = cols == C, direct = kind == BF16 && (dst_pitch == cols || rows == 1);
-  const size_t per_read = whole_rows ? std::max<size_t>(1, (4u << 20) / row_bytes) : 1;
+  const size_t chunk = direct ? 4u << 20 : 256u << 10;
+  const size_t per_read = whole_rows ? std::max<size_t>(1, chunk / row_bytes) : 1;
   std::vector<unsigned char> stage(direct ? 0 : std::min(per_read, rows) * row_bytes);
   for (size_t r = 0; r < rows; r += per_read) {
     const size_t n = std::min(per_read, rows - r);  // n > 1: whole rows, so back to back in the file
