@@ -136,9 +136,9 @@ void parallel_for(size_t n, F fn) {
   for (auto &x : t) x.join();
 }
 
-// weights.cc
+// config_txt.cc
 int read_config(const std::string &dir, Config *c, std::string *err);
-// 0 on success; otherwise *err says what was wrong (file and size).
+// weights.cc: 0 on success; otherwise *err says what was wrong (file and size).
 int load_weights(const Config &c, const Rank &r, const Source &src, Weights *w, std::string *err);
 void free_weights(Weights *w);
 int alloc_caches(const Config &c, const Rank &r, Caches *k, std::string *err);

@@ -50,8 +50,10 @@ def runtime_info():
 
 
 def device_info(device):
+    from .types import integer
     di = _native.DeviceInfo()
-    check(_native.fn.device_query(device, di, ctypes.sizeof(di)), "tpg_device_get_info")
+    check(_native.fn.device_query(integer(device, "device_info: device"), di, ctypes.sizeof(di)),
+          "tpg_device_get_info")
     return {"name": di.name.decode(errors="replace"), "sm_arch": di.sm_arch, "sm_count": di.sm_count,
             "total_memory": di.total_memory, "l2_bytes": di.l2_bytes, "kernels_supported": bool(di.kernels_supported)}
 

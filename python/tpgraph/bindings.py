@@ -21,23 +21,31 @@ What is checked, by kind of buffer:
       slot's ("<f4" f32, "<f2" f16; bf16 has no typestr of its own, so a
       2-byte "V2" void type is taken for it), at least the slot's bytes;
       device memory only (the interface carries no device: C checks it).
-  int addresses: not checked here (the caller's responsibility); C still
-      checks what the driver reports for them.
+  int addresses: only that they are addresses (0..2^64-1, not a bool); the
+      rest is the caller's responsibility, and C still checks what the
+      driver reports for them.
+
+Every binding is checked whatever key it came under: a name, or a slot id
+taken as the uint32 C sees (an id past 2^32 is refused, not wrapped onto
+another slot whose check it would skip).
 """
 import ctypes
 
 from . import _native as _n
 from . import types as _t
 from .errors import INVALID_ARGUMENT, InvalidArgument, check
+from .streams import pointer
 
 
 class SlotSpec:
-    """A slot as its plan declared it (tpg_slot_info)."""
+    """A slot as its plan declared it (tpg_slot_info), or a buffer another
+    call expects (label: how messages name it; default the slot's binding)."""
 
-    __slots__ = ("id", "name", "dtype", "where", "count")
+    __slots__ = ("id", "name", "dtype", "where", "count", "label")
 
-    def __init__(self, slot_id, name, dtype, where, count):
+    def __init__(self, slot_id, name, dtype, where, count, label=None):
         self.id, self.name, self.dtype, self.where, self.count = slot_id, name, dtype, where, count
+        self.label = label or 'binding of slot "%s"' % name
 
     @property
     def nbytes(self):
@@ -63,7 +71,7 @@ def slot_table(plan_handle):
 
 
 def _refuse(call, spec, device, got):
-    msg = '%s: binding of slot "%s": expected %s; got %s' % (call, spec.name, spec.describe(device), got)
+    msg = '%s: %s: expected %s; got %s' % (call, spec.label, spec.describe(device), got)
     raise InvalidArgument(INVALID_ARGUMENT, msg, call)
 
 
@@ -121,7 +129,7 @@ def _check_cai(buf, cai, spec, device, call):
         _refuse(call, spec, device, got + " (device memory)")
     if _cai_dtype(typestr) != spec.dtype or numel * itemsize < spec.nbytes:
         _refuse(call, spec, device, got)
-    return int(cai["data"][0])
+    return _t.integer(cai["data"][0], "%s: %s: address" % (call, spec.label), _t.C_POINTER)
 
 
 def check_buffer(buf, spec, device, call):
@@ -129,14 +137,48 @@ def check_buffer(buf, spec, device, call):
     docstring). Raises InvalidArgument (a ValueError) naming the slot, or
     TypeError for something that is no buffer at all."""
     if isinstance(buf, bool):
-        raise TypeError('%s: binding of slot "%s": %r is not a tensor, a CUDA array or an int address'
-                        % (call, spec.name, buf))
+        raise TypeError('%s: %s: %r is not a tensor, a CUDA array or an int address' % (call, spec.label, buf))
     if isinstance(buf, int):
-        return buf
+        return _t.integer(buf, "%s: %s: address" % (call, spec.label), _t.C_POINTER)
     if callable(getattr(buf, "data_ptr", None)) and hasattr(buf, "dtype") and hasattr(buf, "numel"):
         return _check_tensor(buf, spec, device, call)
     cai = getattr(buf, "__cuda_array_interface__", None)
     if cai is not None:
         return _check_cai(buf, cai, spec, device, call)
-    raise TypeError('%s: binding of slot "%s": %r is not a tensor, a CUDA array or an int address'
-                    % (call, spec.name, buf))
+    raise TypeError('%s: %s: %r is not a tensor, a CUDA array or an int address' % (call, spec.label, buf))
+
+
+def address(buf, call, what):
+    """The address of a buffer no slot describes (the C call checks it):
+    an int in 0..2^64-1, a tensor's data_ptr, a CUDA array's pointer."""
+    if isinstance(buf, bool) or not (isinstance(buf, int) or hasattr(buf, "data_ptr")
+                                     or hasattr(buf, "__cuda_array_interface__")):
+        raise TypeError("%s: %s: %r is not a tensor, a CUDA array or an int address" % (call, what, buf))
+    return _t.integer(pointer(buf), "%s: %s: address" % (call, what), _t.C_POINTER)
+
+
+def binding_array(bindings, slots, device, call):
+    """(C array, count, [(slot id, buffer)]) for bindings (a mapping or pairs
+    of slot name or id -> buffer), each buffer checked against its slot of
+    `slots` ({id: SlotSpec}). An id the plan lacks is C's to refuse (its
+    message names the binding); its buffer is then only an address."""
+    names = {s.name: i for i, s in slots.items()}
+    items = list(bindings.items()) if hasattr(bindings, "items") else list(bindings)
+    if len(items) > _t.C_INT[1]:
+        raise InvalidArgument(INVALID_ARGUMENT, "%s: %d bindings: more than an int counts" % (call, len(items)), call)
+    arr = (_n.Binding * max(len(items), 1))()
+    held = []
+    for i, (key, buf) in enumerate(items):
+        if isinstance(key, str):
+            if key not in names:
+                raise InvalidArgument(INVALID_ARGUMENT, '%s: no slot named "%s" (slots: %s)'
+                                      % (call, key, ", ".join(sorted(names)) or "none"), call)
+            slot = names[key]
+        else:
+            slot = _t.integer(key, "%s: binding key %r" % (call, key), _t.C_UINT32)
+        spec = slots.get(slot)
+        arr[i].slot = slot
+        arr[i].ptr = check_buffer(buf, spec, device, call) if spec is not None else \
+            address(buf, call, "binding of slot id %d" % slot)
+        held.append((slot, buf))
+    return arr, len(items), held

@@ -5,6 +5,7 @@ import ctypes
 
 from . import _native as _n
 from .errors import check
+from .types import cstr, integer
 from .streams import stream_handle
 
 
@@ -26,12 +27,15 @@ def _to_id(data):
 
 def comm_id_write_file(data, path):
     cid = _to_id(data)
-    check(_n.fn.comm_id_write_file(ctypes.byref(cid), str(path).encode()), "tpg_comm_id_write_file")
+    check(_n.fn.comm_id_write_file(ctypes.byref(cid), cstr(str(path), "comm_id_write_file: path")),
+          "tpg_comm_id_write_file")
 
 
 def comm_id_read_file(path, timeout_ms=30000):
     cid = _n.CommId()
-    check(_n.fn.comm_id_read_file(str(path).encode(), timeout_ms, ctypes.byref(cid)), "tpg_comm_id_read_file")
+    check(_n.fn.comm_id_read_file(cstr(str(path), "comm_id_read_file: path"),
+                                  integer(timeout_ms, "comm_id_read_file: timeout_ms"), ctypes.byref(cid)),
+          "tpg_comm_id_read_file")
     return bytes(cid.bytes)
 
 
@@ -42,8 +46,9 @@ class Comm:
 
     def __init__(self, comm_id, rank, nranks, device, timeout_ms=0):
         cid = _to_id(comm_id)
-        cfg = _n.CommConfig(ctypes.sizeof(_n.CommConfig), _n.TPG_CONFIG_MAGIC, _n.VERSION_CODE, device, rank, nranks,
-                            timeout_ms)
+        cfg = _n.CommConfig(ctypes.sizeof(_n.CommConfig), _n.TPG_CONFIG_MAGIC, _n.VERSION_CODE,
+                            *[integer(v, "Comm(): " + n) for v, n in ((device, "device"), (rank, "rank"),
+                                                                      (nranks, "nranks"), (timeout_ms, "timeout_ms"))])
         self._h = ctypes.c_void_p()
         check(_n.fn.comm_create(ctypes.byref(cid), ctypes.byref(cfg), ctypes.byref(self._h)), "tpg_comm_create")
 

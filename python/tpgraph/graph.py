@@ -5,9 +5,9 @@ import ctypes
 
 from . import _native as _n
 from . import types as _t
-from .bindings import check_buffer, slot_table
-from .errors import INVALID_ARGUMENT, InvalidArgument, check
-from .streams import pointer, stream_handle
+from .bindings import binding_array, check_buffer, slot_table
+from .errors import check
+from .streams import stream_handle
 
 
 class Graph:
@@ -17,7 +17,8 @@ class Graph:
 
     Every binding is checked against its slot before C sees it (dtype, size,
     device, pinned host memory: tpgraph.bindings), at creation, rebind and
-    update; names resolve at any time (the graph keeps its plan's slot table).
+    update, whether it is keyed by name or by slot id; names resolve at any
+    time (the graph keeps its plan's slot table).
 
     Buffers are borrowed, as in C: they must stay allocated while a launch that
     uses them may run. The Graph keeps a reference to the buffers bound now, so
@@ -25,12 +26,12 @@ class Graph:
     be kept alive by the caller until launches queued before the rebind ended."""
 
     def __init__(self, plan, device, bindings, comm=None, mode="explicit", flags=0):
-        self._device = int(device)
+        self._device = _t.integer(device, "Graph(): device")
         self._set_slots(slot_table(plan.handle))
         b = self._bindings(bindings, "Graph()")
-        cfg = _n.GraphConfig(ctypes.sizeof(_n.GraphConfig), _n.TPG_CONFIG_MAGIC, _n.VERSION_CODE, device,
+        cfg = _n.GraphConfig(ctypes.sizeof(_n.GraphConfig), _n.TPG_CONFIG_MAGIC, _n.VERSION_CODE, self._device,
                              comm.handle if comm is not None else None, b[0], b[1],
-                             _t.enum(_t.MODE, mode, "mode"), flags)
+                             _t.enum(_t.MODE, mode, "mode"), _t.integer(flags, "Graph(): flags", _t.C_UINT32))
         self._h = ctypes.c_void_p()
         check(_n.fn.graph_create(plan.handle, ctypes.byref(cfg), ctypes.byref(self._h)), "tpg_graph_create")
         self._comm = comm          # borrowed by the C graph: keep it alive as long
@@ -50,36 +51,12 @@ class Graph:
         return g
 
     def _set_slots(self, slots):
-        self._slots = slots                                   # id -> SlotSpec
-        self._names = {s.name: i for i, s in slots.items()}   # name -> id
-
-    def _slot(self, key, call):
-        if isinstance(key, str):
-            if key not in self._names:
-                raise InvalidArgument(INVALID_ARGUMENT, '%s: no slot named "%s" (slots: %s)'
-                                      % (call, key, ", ".join(sorted(self._names)) or "none"), call)
-            return self._names[key]
-        return int(key)
+        self._slots = slots  # id -> SlotSpec
 
     def _bindings(self, bindings, call, slots=None):
         """(C array, count, [(slot, buffer)]) after checking each buffer
         against its slot of `slots` (default: the graph's)."""
-        slots = self._slots if slots is None else slots
-        names = {s.name: i for i, s in slots.items()}
-        items = list(bindings.items()) if hasattr(bindings, "items") else list(bindings)
-        arr = (_n.Binding * max(len(items), 1))()
-        held = []
-        for i, (key, buf) in enumerate(items):
-            if isinstance(key, str) and key in names:
-                slot = names[key]
-            else:
-                slot = self._slot(key, call)
-            arr[i].slot = slot
-            spec = slots.get(slot)
-            # An id the plan lacks is C's to refuse (it names the binding).
-            arr[i].ptr = check_buffer(buf, spec, self._device, call) if spec is not None else pointer(buf)
-            held.append((slot, buf))
-        return arr, len(items), held
+        return binding_array(bindings, self._slots if slots is None else slots, self._device, call)
 
     @property
     def handle(self):
@@ -121,7 +98,7 @@ class Graph:
         return {f: getattr(gi, f) for f, _ in _n.GraphInfo._fields_}
 
     def write_dot(self, path):
-        check(_n.fn.graph_write_dot(self.handle, str(path).encode()), "tpg_graph_write_dot")
+        check(_n.fn.graph_write_dot(self.handle, _t.cstr(str(path), "write_dot: path")), "tpg_graph_write_dot")
 
     def close(self):
         """Waits for the graph's launches, then frees what it owns."""

@@ -1,20 +1,21 @@
 """Helpers of the tensor-parallel layers: copying one rank's part out of a
 whole (unsplit) weight on the GPU, MLP slot ids, and token-count buckets (one
-graph per bucket size of an MLP stack, bound to the same buffers)."""
+graph per bucket size of an MLP stack, bound to the same buffers).
+
+The sharding helpers check their buffers as Graph checks bindings (dtype,
+elements, device: tpgraph.bindings), against the sizes the header gives each
+whole weight and each rank's part, before C copies anything: C sees only
+addresses, and a buffer too small would be overrun on the GPU."""
 import ctypes
 
 from . import _native as _n
 from . import types as _t
 from .errors import check
-from .bindings import check_buffer, slot_table
+from .bindings import SlotSpec, address, binding_array, check_buffer, slot_table
 from .errors import INVALID_ARGUMENT, InvalidArgument
 from .graph import Graph
-from .plan import Plan, mlp_desc
-from .streams import pointer, stream_handle
-
-
-def _ptr(v):
-    return None if v is None else pointer(v)
+from .plan import Plan, linear_ints, mlp_desc
+from .streams import stream_handle
 
 
 def mlp_slot(name, **mlp):
@@ -22,31 +23,92 @@ def mlp_slot(name, **mlp):
     mlp: Plan.mlp's keyword arguments."""
     d = mlp_desc(**mlp)
     out = ctypes.c_uint32()
-    check(_n.fn.mlp_slot(ctypes.byref(d), name.encode(), ctypes.byref(out)), "tpg_mlp_find_slot")
+    check(_n.fn.mlp_slot(ctypes.byref(d), _t.cstr(name, "mlp_slot: name"), ctypes.byref(out)), "tpg_mlp_find_slot")
     return out.value
+
+
+def _buffers(struct, given, sizes, dtype, device, call, what):
+    """struct's pointer fields from the dict `given`, each buffer checked as a
+    `dtype` device buffer of at least sizes[field] elements (sizes None: the
+    shape is one C refuses; only addresses are checked then). A key the
+    struct lacks is refused: it would be dropped silently."""
+    fields = [f for f, _ in struct._fields_]
+    unknown = sorted(set(given) - set(fields))
+    if unknown:
+        raise InvalidArgument(INVALID_ARGUMENT, "%s: %s[%r]: not one of %s" % (call, what, unknown[0], fields), call)
+    ptrs = []
+    for f in fields:
+        buf = given.get(f)
+        label = "%s[%r]" % (what, f)
+        if buf is None:
+            ptrs.append(None)
+        elif sizes is not None and sizes.get(f):
+            ptrs.append(check_buffer(buf, SlotSpec(0, f, dtype, _t.MEM_DEVICE, sizes[f], label), device, call))
+        else:
+            ptrs.append(address(buf, call, label))
+    return struct(*ptrs)
+
+
+def _mlp_sizes(d):
+    """({whole field: elements}, {part field: elements}) of tpg_mlp_shard_layer,
+    or (None, None) when nranks does not split ffn (C refuses it)."""
+    if d.nranks < 1 or d.ffn % d.nranks or d.hidden < 1 or d.ffn < 1:
+        return None, None
+    H, ffn, F = d.hidden, d.ffn, d.ffn // d.nranks
+    swiglu, bias = d.kind == _t.MLP["swiglu"], bool(d.bias)
+    f1 = 2 * F if swiglu else F
+    whole = {"w1": ffn * H, "w1_up": ffn * H if swiglu else 0, "b1": ffn if bias else 0,
+             "b1_up": ffn if bias and swiglu else 0, "w2": H * ffn, "b2": H if bias else 0}
+    part = {"w1": f1 * H, "b1": f1 if bias else 0, "w2": H * F, "b2": H if bias else 0}
+    return whole, part
 
 
 def shard_mlp_layer(device, whole, part, stream=None, **mlp):
     """tpg_mlp_shard_layer: copies mlp["rank"]'s part of one layer's whole
     weights (whole: w1, w1_up, b1, b1_up, w2, b2) into part's buffers (w1, b1,
-    w2, b2), on the GPU, asynchronously on stream."""
+    w2, b2), on the GPU, asynchronously on stream. Each buffer is checked
+    against the size the header gives it (tensors; int addresses are the
+    caller's)."""
+    call = "shard_mlp_layer()"
     d = mlp_desc(**mlp)
-    w = _n.MlpWholeLayer(*[_ptr(whole.get(k)) for k, _ in _n.MlpWholeLayer._fields_])
-    r = _n.MlpRankLayer(*[_ptr(part.get(k)) for k, _ in _n.MlpRankLayer._fields_])
+    device = _t.integer(device, call + ": device")
+    ws, ps = _mlp_sizes(d)
+    w = _buffers(_n.MlpWholeLayer, whole, ws, d.dtype, device, call, "whole")
+    r = _buffers(_n.MlpRankLayer, part, ps, d.dtype, device, call, "part")
     check(_n.fn.mlp_shard_layer(ctypes.byref(d), device, ctypes.byref(w), ctypes.byref(r), stream_handle(stream)),
           "tpg_mlp_shard_layer")
+
+
+def _linear_sizes(kind, in_features, out_features, nranks, swiglu, bias):
+    """As _mlp_sizes, for tpg_linear_shard (its header's shapes)."""
+    split = out_features if kind == _t.LINEAR["column"] else in_features
+    if nranks < 1 or in_features < 1 or out_features < 1 or split % nranks:
+        return None, None
+    whole = {"w": out_features * in_features, "w_up": out_features * in_features if swiglu else 0,
+             "bias": out_features if bias else 0, "bias_up": out_features if bias and swiglu else 0}
+    if kind == _t.LINEAR["column"]:
+        rows = (2 if swiglu else 1) * (out_features // nranks)
+        part = {"w": rows * in_features, "bias": rows if bias else 0}
+    else:
+        part = {"w": out_features * (in_features // nranks), "bias": out_features if bias else 0}
+    return whole, part
 
 
 def shard_linear(kind, tokens, in_features, out_features, rank, nranks, device, whole, part, dtype="bf16",
                  activation="none", bias=False, stream=None):
     """tpg_linear_shard: copies rank's part of a whole linear layer (whole: w,
     w_up, bias, bias_up) into part's buffers (w, bias), laid out as
-    Plan.add_linear expects. bias: whether the layer has one."""
-    d = _n.LinearDesc(ctypes.sizeof(_n.LinearDesc), _t.enum(_t.LINEAR, kind, "kind"), rank, nranks, tokens,
-                      in_features, out_features, _t.dtype(dtype), 0, _t.enum(_t.ACTIVATION, activation, "activation"),
-                      0, None, _n.View(), _n.View(), _n.View(1 if bias else 0, 0, 0), _n.View(), _n.View(), _n.View())
-    w = _n.LinearWhole(*[_ptr(whole.get(k)) for k, _ in _n.LinearWhole._fields_])
-    p = _n.LinearPart(*[_ptr(part.get(k)) for k, _ in _n.LinearPart._fields_])
+    Plan.add_linear expects. bias: whether the layer has one. Buffers are
+    checked as shard_mlp_layer's are."""
+    call = "shard_linear()"
+    k, act, dt = _t.enum(_t.LINEAR, kind, "kind"), _t.enum(_t.ACTIVATION, activation, "activation"), _t.dtype(dtype)
+    ints = linear_ints(call, rank, nranks, tokens, in_features, out_features)
+    device = _t.integer(device, call + ": device")
+    d = _n.LinearDesc(ctypes.sizeof(_n.LinearDesc), k, *ints, dt, 0, act, 0, None, _n.View(), _n.View(),
+                      _n.View(1 if bias else 0, 0, 0), _n.View(), _n.View(), _n.View())
+    ws, ps = _linear_sizes(k, ints[3], ints[4], ints[1], act == _t.ACTIVATION["swiglu"], bool(bias))
+    w = _buffers(_n.LinearWhole, whole, ws, dt, device, call, "whole")
+    p = _buffers(_n.LinearPart, part, ps, dt, device, call, "part")
     check(_n.fn.linear_shard(ctypes.byref(d), device, ctypes.byref(w), ctypes.byref(p), stream_handle(stream)),
           "tpg_linear_shard")
 
@@ -58,29 +120,20 @@ class MlpBuckets:
     bucket's slots as Graph checks them. Collective like Graph."""
 
     def __init__(self, sizes, device, bindings, comm=None, mode="explicit", flags=0, **mlp):
+        call = "MlpBuckets()"
         d = mlp_desc(**mlp)
         self._desc = d
         self._mlp = dict(mlp)
-        self._device = int(device)
+        self._device = _t.integer(device, call + ": device")
         with Plan.mlp(**mlp) as p:   # the largest bucket's slots (desc tokens)
             slots = slot_table(p.handle)
-        names = {s.name: i for i, s in slots.items()}
-        items = list(bindings.items()) if hasattr(bindings, "items") else list(bindings)
-        arr = (_n.Binding * max(len(items), 1))()
-        for i, (key, buf) in enumerate(items):
-            if isinstance(key, str):
-                if key not in names:
-                    raise InvalidArgument(INVALID_ARGUMENT, 'MlpBuckets(): no slot named "%s" (slots: %s)'
-                                          % (key, ", ".join(sorted(names))), "MlpBuckets()")
-                key = names[key]
-            arr[i].slot = key
-            spec = slots.get(key)
-            arr[i].ptr = check_buffer(buf, spec, self._device, "MlpBuckets()") if spec is not None else pointer(buf)
-        self._held = [buf for _, buf in items]
+        arr, n, held = binding_array(bindings, slots, self._device, call)
+        self._held = [buf for _, buf in held]
         self._slots = {}            # bucket tokens -> that bucket's slot table
-        cfg = _n.GraphConfig(ctypes.sizeof(_n.GraphConfig), _n.TPG_CONFIG_MAGIC, _n.VERSION_CODE, device,
-                             comm.handle if comm is not None else None, arr, len(items),
-                             _t.enum(_t.MODE, mode, "mode"), flags)
+        cfg = _n.GraphConfig(ctypes.sizeof(_n.GraphConfig), _n.TPG_CONFIG_MAGIC, _n.VERSION_CODE, self._device,
+                             comm.handle if comm is not None else None, arr, n,
+                             _t.enum(_t.MODE, mode, "mode"), _t.integer(flags, call + ": flags", _t.C_UINT32))
+        sizes = [_t.integer(t, "%s: sizes[%d]" % (call, i)) for i, t in enumerate(sizes)]
         sz = (ctypes.c_int * max(len(sizes), 1))(*sizes)
         self._comm = comm
         self._h = ctypes.c_void_p()
@@ -105,7 +158,8 @@ class MlpBuckets:
         """(bucket size, Graph) for a batch of `tokens`; the graph stays owned
         by these buckets."""
         bt, g = ctypes.c_int(), ctypes.c_void_p()
-        check(_n.fn.mlp_buckets_pick(self.handle, tokens, ctypes.byref(bt), ctypes.byref(g)), "tpg_mlp_buckets_pick")
+        check(_n.fn.mlp_buckets_pick(self.handle, _t.integer(tokens, "pick: tokens"), ctypes.byref(bt),
+                                     ctypes.byref(g)), "tpg_mlp_buckets_pick")
         return bt.value, Graph._borrow(g.value, self, self._bucket_slots(bt.value), self._device)
 
     def __len__(self):
@@ -116,7 +170,8 @@ class MlpBuckets:
     def info(self, i):
         """{"tokens", "device_bytes"} of bucket i (ascending)."""
         t, b = ctypes.c_int(), ctypes.c_size_t()
-        check(_n.fn.mlp_buckets_info(self.handle, i, None, ctypes.byref(t), ctypes.byref(b)), "tpg_mlp_buckets_get_info")
+        check(_n.fn.mlp_buckets_info(self.handle, _t.integer(i, "info: i"), None, ctypes.byref(t), ctypes.byref(b)),
+              "tpg_mlp_buckets_get_info")
         return {"tokens": t.value, "device_bytes": b.value}
 
     def close(self):

@@ -1,12 +1,14 @@
 """Plans: the CPU-side description of a graph (no CUDA calls). A thin layer
 over tpg_plan_*: every method is one C call, slots are ints (tpg_slot), nodes
 are ints (tpg_node), and anything the library refuses raises with its message.
-Views are a slot id, a slot name, or (slot, offset-in-elements)."""
+Views are a slot id, a slot name, or (slot, offset-in-elements). Every int
+and string is checked against its C type first (types.integer, types.cstr)."""
 import ctypes
 
 from . import _native as _n
 from . import types as _t
 from .errors import check
+from .types import C_SIZE, C_UINT32, C_UINT64, cstr, integer
 
 
 class Plan:
@@ -55,20 +57,20 @@ class Plan:
     # ---- slots ------------------------------------------------------------------
     def add_slot(self, name, dtype, count, memory="device"):
         out = ctypes.c_uint32()
-        check(_n.fn.plan_add_slot(self.handle, name.encode(), _t.dtype(dtype), _t.memory(memory), count,
-                                  ctypes.byref(out)), "tpg_plan_add_slot")
+        check(_n.fn.plan_add_slot(self.handle, cstr(name, "add_slot: name"), _t.dtype(dtype), _t.memory(memory),
+                                  integer(count, "add_slot: count", C_SIZE), ctypes.byref(out)), "tpg_plan_add_slot")
         return out.value
 
     def slot(self, name):
         out = ctypes.c_uint32()
-        check(_n.fn.plan_find_slot(self.handle, name.encode(), ctypes.byref(out)), "tpg_plan_find_slot")
+        check(_n.fn.plan_find_slot(self.handle, cstr(name, "slot: name"), ctypes.byref(out)), "tpg_plan_find_slot")
         return out.value
 
     def slot_info(self, slot):
         """{"id", "name", "dtype" ("bf16", ...), "memory" ("device", ...),
         "count", "bytes"} of a slot id or name (tpg_plan_get_slot_info)."""
         from .bindings import slot_table
-        sid = self.slot(slot) if isinstance(slot, str) else int(slot)
+        sid = self.slot(slot) if isinstance(slot, str) else integer(slot, "slot_info: slot", C_UINT32)
         table = slot_table(self.handle)
         if sid not in table:
             raise ValueError("slot_info: %r is not a slot of the plan (ids 1..%d)" % (slot, len(table)))
@@ -90,21 +92,24 @@ class Plan:
     def add_gemm(self, m, n, k, x, w, y, dtype="bf16", epilogue="none", bias=None, residual=None, sm_reserve=0,
                  deps=None):
         """y[m, n] = epilogue(x[m, k] w[n, k]^T)."""
-        d = _n.GemmDesc(ctypes.sizeof(_n.GemmDesc), m, n, k, _t.dtype(dtype),
-                        _t.enum(_t.EPILOGUE, epilogue, "epilogue"), self._v(x), self._v(w), self._v(y),
-                        self._v(bias), self._v(residual), sm_reserve)
+        d = _n.GemmDesc(ctypes.sizeof(_n.GemmDesc), integer(m, "add_gemm: m"), integer(n, "add_gemm: n"),
+                        integer(k, "add_gemm: k"), _t.dtype(dtype), _t.enum(_t.EPILOGUE, epilogue, "epilogue"),
+                        self._v(x), self._v(w), self._v(y), self._v(bias), self._v(residual),
+                        integer(sm_reserve, "add_gemm: sm_reserve"))
         return self._add("tpg_plan_add_gemm", _n.fn.plan_add_gemm, ctypes.byref(d), deps=deps)
 
     def add_axpby(self, y, x, count, alpha=1.0, beta=1.0, deps=None):
-        return self._add("tpg_plan_add_axpby", _n.fn.plan_add_axpby, self._v(y), self._v(x), count, alpha, beta,
-                         deps=deps)
+        return self._add("tpg_plan_add_axpby", _n.fn.plan_add_axpby, self._v(y), self._v(x),
+                         integer(count, "add_axpby: count", C_SIZE), alpha, beta, deps=deps)
 
     def add_memset(self, dst, value, count, deps=None):
-        return self._add("tpg_plan_add_memset", _n.fn.plan_add_memset, self._v(dst), value, count, deps=deps)
+        return self._add("tpg_plan_add_memset", _n.fn.plan_add_memset, self._v(dst),
+                         integer(value, "add_memset: value", C_UINT32), integer(count, "add_memset: count", C_SIZE),
+                         deps=deps)
 
     def add_memcpy(self, dst, src, count, deps=None):
-        return self._add("tpg_plan_add_memcpy", _n.fn.plan_add_memcpy, self._v(dst), self._v(src), count,
-                         deps=deps)
+        return self._add("tpg_plan_add_memcpy", _n.fn.plan_add_memcpy, self._v(dst), self._v(src),
+                         integer(count, "add_memcpy: count", C_SIZE), deps=deps)
 
     def add_empty(self, deps=None):
         return self._add("tpg_plan_add_empty", _n.fn.plan_add_empty, deps=deps)
@@ -114,7 +119,9 @@ class Plan:
         """kind: "all_reduce", "all_gather", "reduce_scatter" (or the int)."""
         kinds = {"all_reduce": _t.ALL_REDUCE, "all_gather": _t.ALL_GATHER, "reduce_scatter": _t.REDUCE_SCATTER}
         d = _n.CollectiveDesc(ctypes.sizeof(_n.CollectiveDesc), _t.enum(kinds, kind, "kind"), self._v(send),
-                              self._v(recv), count, _t.enum(_t.ALGO, algo, "algo"), hidden, self._v(bias),
+                              self._v(recv), integer(count, "add_collective: count", C_SIZE),
+                              _t.enum(_t.ALGO, algo, "algo"), integer(hidden, "add_collective: hidden", C_SIZE),
+                              self._v(bias),
                               self._v(residual), self._v(residual_out), self._v(norm_weight), norm_eps)
         return self._add("tpg_plan_add_collective", _n.fn.plan_add_collective, ctypes.byref(d), deps=deps)
 
@@ -124,22 +131,26 @@ class Plan:
         """One rank's part of a tensor-parallel linear (tpg_plan_add_linear):
         kind "column" (W split by output rows) or "row" (by input columns,
         then an all-reduce). Returns the layer's last node."""
-        d = _n.LinearDesc(ctypes.sizeof(_n.LinearDesc), _t.enum(_t.LINEAR, kind, "kind"), rank, nranks, tokens,
-                          in_features, out_features, _t.dtype(dtype), int(bool(gather)),
+        d = _n.LinearDesc(ctypes.sizeof(_n.LinearDesc), _t.enum(_t.LINEAR, kind, "kind"),
+                          *linear_ints("add_linear", rank, nranks, tokens, in_features, out_features),
+                          _t.dtype(dtype), int(bool(gather)),
                           _t.enum(_t.ACTIVATION, activation, "activation"), _t.enum(_t.ALGO, algo, "algo"),
-                          name.encode() if name else None, self._v(x), self._v(w), self._v(bias),
+                          cstr(name, "add_linear: name") if name else None, self._v(x), self._v(w), self._v(bias),
                           self._v(residual), self._v(y), self._v(work))
         return self._add("tpg_plan_add_linear", _n.fn.plan_add_linear, ctypes.byref(d), deps=deps)
 
     def add_concat_cols(self, dst, src, blocks, rows, cols, deps=None):
         return self._add("tpg_plan_add_concat_cols", _n.fn.plan_add_concat_cols, self._v(dst), self._v(src),
-                         blocks, rows, cols, deps=deps)
+                         integer(blocks, "add_concat_cols: blocks"), integer(rows, "add_concat_cols: rows"),
+                         integer(cols, "add_concat_cols: cols"), deps=deps)
 
     def add_dependency(self, before, after):
-        check(_n.fn.plan_add_dependency(self.handle, before, after), "tpg_plan_add_dependency")
+        check(_n.fn.plan_add_dependency(self.handle, integer(before, "add_dependency: before", C_UINT64),
+                                        integer(after, "add_dependency: after", C_UINT64)), "tpg_plan_add_dependency")
 
     def set_node_name(self, node, name):
-        check(_n.fn.plan_set_node_name(self.handle, node, name.encode()), "tpg_plan_set_node_name")
+        check(_n.fn.plan_set_node_name(self.handle, integer(node, "set_node_name: node", C_UINT64),
+                                       cstr(name, "set_node_name: name")), "tpg_plan_set_node_name")
 
     # ---- whole plan -----------------------------------------------------------------
     def validate(self):
@@ -153,7 +164,7 @@ class Plan:
 
     def set_ranks(self, nranks):
         """The rank count this plan is sharded for: its graph then needs a comm of that many ranks."""
-        check(_n.fn.plan_set_ranks(self.handle, nranks), "tpg_plan_set_ranks")
+        check(_n.fn.plan_set_ranks(self.handle, integer(nranks, "set_ranks: nranks")), "tpg_plan_set_ranks")
 
     def dot(self):
         """The plan as Graphviz DOT text."""
@@ -164,9 +175,19 @@ class Plan:
         return buf.value.decode()
 
 
+def linear_ints(call, rank, nranks, tokens, in_features, out_features):
+    """A linear layer's int fields, each checked as a C int."""
+    return [integer(v, "%s: %s" % (call, n)) for v, n in ((rank, "rank"), (nranks, "nranks"), (tokens, "tokens"),
+                                                          (in_features, "in_features"),
+                                                          (out_features, "out_features"))]
+
+
 def mlp_desc(kind="gelu", layers=1, tokens=1, hidden=0, ffn=0, rank=0, nranks=1, dtype="bf16", bias=True,
              collectives=True, overlap="auto", chunks=0, sm_reserve=0, allreduce="auto"):
-    return _n.MlpDesc(ctypes.sizeof(_n.MlpDesc), _t.enum(_t.MLP, kind, "kind"), layers, tokens, hidden, ffn, rank,
-                      nranks, _t.dtype(dtype), int(bool(bias)), int(bool(collectives)),
-                      _t.enum(_t.OVERLAP, overlap, "overlap"), chunks, sm_reserve,
+    def i(v, name):
+        return integer(v, "mlp: " + name)
+    return _n.MlpDesc(ctypes.sizeof(_n.MlpDesc), _t.enum(_t.MLP, kind, "kind"), i(layers, "layers"),
+                      i(tokens, "tokens"), i(hidden, "hidden"), i(ffn, "ffn"), i(rank, "rank"), i(nranks, "nranks"),
+                      _t.dtype(dtype), int(bool(bias)), int(bool(collectives)),
+                      _t.enum(_t.OVERLAP, overlap, "overlap"), i(chunks, "chunks"), i(sm_reserve, "sm_reserve"),
                       _t.enum(_t.ALGO, allreduce, "allreduce"))

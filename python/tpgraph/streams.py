@@ -12,7 +12,9 @@ def stream_handle(stream):
         if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
             return torch.cuda.current_stream().cuda_stream or None
         return None
-    if isinstance(stream, int):
+    if isinstance(stream, int) and not isinstance(stream, bool):
+        if not 0 <= stream < 2 ** 64:
+            raise ValueError("stream: %d is not a cudaStream_t value (0..2^64-1)" % stream)
         return stream or None
     handle = getattr(stream, "cuda_stream", None)
     if handle is None:

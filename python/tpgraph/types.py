@@ -1,8 +1,19 @@
 """Enum values of lib/tpgraph.h and the conversions every call shares (dtype
-names or torch dtypes, views, dependency lists)."""
+names or torch dtypes, views, dependency lists), and the checks every value
+passes before it crosses into C.
+
+ctypes converts a Python int to a C integer by wrapping it: 2**64 + 16 becomes
+a count of 16, slot + 2**32 becomes slot, and a str with a NUL becomes the C
+string before the NUL. So every integer that crosses (counts, sizes, slot ids,
+node handles, token counts, ranks, addresses) goes through integer() with the
+C type's range first, and every string through cstr(); both raise
+InvalidArgument (a ValueError) naming the argument, or TypeError for a value
+that is no integer (a bool or a float is refused, not truncated)."""
 import ctypes
+import operator
 
 from . import _native as _n
+from .errors import INVALID_ARGUMENT, InvalidArgument
 
 F32, F16, BF16 = 0, 1, 2
 MEM_DEVICE, MEM_HOST, MEM_SCRATCH = 0, 1, 2
@@ -27,9 +38,51 @@ _TORCH_NAMES = {v: k for k, v in TORCH_DTYPES.items()}
 _MEMORY = {"device": MEM_DEVICE, "host": MEM_HOST, "scratch": MEM_SCRATCH}
 
 
+# The ranges of the C types values cross as, (lo, hi).
+C_INT = (-2 ** 31, 2 ** 31 - 1)                                   # int, C enums
+C_UINT32 = (0, 2 ** 32 - 1)                                       # uint32_t (slot ids), unsigned
+C_SIZE = (0, 2 ** (8 * ctypes.sizeof(ctypes.c_size_t)) - 1)       # size_t
+C_UINT64 = (0, 2 ** 64 - 1)                                       # uint64_t (nodes, view offsets)
+C_POINTER = (0, 2 ** (8 * ctypes.sizeof(ctypes.c_void_p)) - 1)    # an address
+
+
+def _invalid(what, message):
+    return InvalidArgument(INVALID_ARGUMENT, "%s: %s" % (what, message), what)
+
+
+def integer(value, what, c_range=C_INT):
+    """value as an int within c_range (lo, hi): a bool, a float or anything
+    without __index__ raises TypeError, an int out of range InvalidArgument;
+    both name `what`."""
+    if isinstance(value, bool):
+        raise TypeError("%s: %r is a bool, not an integer" % (what, value))
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError("%s: %r is not an integer" % (what, value)) from None
+    lo, hi = c_range
+    if not lo <= v <= hi:
+        raise _invalid(what, "%d is outside %d..%d (the C type's range; ctypes would wrap it)" % (v, lo, hi))
+    return v
+
+
+def cstr(value, what):
+    """A str (or bytes) as a C string's bytes: UTF-8, no NUL (C would stop
+    there: "y\\0evil" would name the slot "y")."""
+    if isinstance(value, str):
+        data = value.encode()
+    elif isinstance(value, bytes):
+        data = value
+    else:
+        raise TypeError("%s: %r is not a string" % (what, value))
+    if b"\0" in data:
+        raise _invalid(what, "%r holds a NUL byte (C would read only %r)" % (value, data.split(b"\0")[0]))
+    return data
+
+
 def _lookup(table, value, what):
     if isinstance(value, int):
-        return value
+        return integer(value, what)
     try:
         return table[str(value).lower()]
     except KeyError:
@@ -39,7 +92,7 @@ def _lookup(table, value, what):
 def dtype(value):
     """F32/F16/BF16, a name ("bf16", "float16"), or a torch dtype."""
     if isinstance(value, int):
-        return value
+        return integer(value, "dtype")
     name = str(value)
     if name.startswith("torch."):
         name = name[len("torch."):]
@@ -79,9 +132,7 @@ def view(v, resolve=None):
         if resolve is None:
             raise ValueError("view: slot name %r needs a plan to look it up" % v)
         v = resolve(v)
-    if not isinstance(v, int) or v < 0:
-        raise ValueError("view: %r is not a slot id" % (v,))
-    return _n.View(v, 0, off)
+    return _n.View(integer(v, "view: slot id", C_UINT32), 0, integer(off, "view: offset", C_UINT64))
 
 
 def deps(d):
@@ -90,7 +141,9 @@ def deps(d):
         return None, 0
     if isinstance(d, int):
         d = [d]
-    d = list(d)
+    d = [integer(x, "deps[%d]" % i, C_UINT64) for i, x in enumerate(d)]
     if not d:
         return None, 0
+    if len(d) > C_INT[1]:
+        raise _invalid("deps", "%d nodes: more than an int counts" % len(d))
     return (ctypes.c_uint64 * len(d))(*d), len(d)

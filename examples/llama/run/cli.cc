@@ -395,6 +395,7 @@ int largest_tp(const Config &c, int limit) {
 
 int parse_args(int argc, char **argv, Options *o) {
   int ch, idx = -1;
+  optind = 0;  // getopt_long's state starts afresh: the parser may run more than once (tests, fuzzer)
   std::vector<option> opts(kOpts, kOpts + sizeof kOpts / sizeof kOpts[0] - 1);
   const std::vector<option> serve = serve_options(SERVE);
   opts.insert(opts.end(), serve.begin(), serve.end());
@@ -468,7 +469,8 @@ int finish_args(Options *o, int gpus) {
   if (c.max_ctx < need) c.max_ctx = need;
   const char *bad = nullptr;
   char why[160];
-  if (c.head_dim != LLAMA_HEAD_DIM && c.head_dim != LLAMA_HEAD_DIM_SMALL) bad = "head_dim must be 128 or 64";
+  if (c.heads < 1 || c.kv_heads < 1) bad = "heads and kv_heads must be positive";  // before any % by them
+  else if (c.head_dim != LLAMA_HEAD_DIM && c.head_dim != LLAMA_HEAD_DIM_SMALL) bad = "head_dim must be 128 or 64";
   else if (c.heads % c.kv_heads == 0 && c.heads / c.kv_heads > LLAMA_ATTN_MAX_GROUP)
     bad = "heads / kv_heads must be 1..16";
   else if (o->attn == Rank::ATTN_FMA && c.head_dim != LLAMA_HEAD_DIM)

@@ -2,21 +2,27 @@
 //
 // Writes its own tiny checkpoints (a few layers at head_dim 128 or 64, hidden 32)
 // and checks:
-//   - the JSON reader on good documents and on each kind of malformed one;
+//   - the JSON reader on good documents and on each kind of malformed one,
+//     its cursor and its limits (values, string length);
+//   - the rule for every file read (input_file.h): FIFOs, devices and
+//     directories refused, caps, a file truncated after it was opened;
 //   - bf16 conversion: every fp16 value and a million fp32 bit patterns
 //     against an independent rounding (scaled nearbyint), NaN kept;
 //   - safetensors reads: windows of rows and columns, unaligned data, each
-//     dtype; broken headers refused by name;
+//     dtype, a truncated file; broken headers refused by name, as strictly
+//     as safetensors' own reader (gaps, overlaps, float shapes, unknown
+//     dtypes, __metadata__, NUL, duplicates); index and shards agreeing;
 //   - each rank's weight buffers at TP 1 and 2 (shard_pieces applied with
 //     the reader, as load_weights does) against a layout computed here from
 //     the whole tensors: single-file bf16, sharded with an index and mixed
 //     bf16/fp16/fp32 tensors, tied embeddings, fp32;
-//   - every refusal's message: field and value, or tensor and shape.
-// Tensor values are k/8 (|k| <= 125, a hash of tensor, row and column):
-// exact in bf16, fp16 and fp32, so every comparison is for equality.
+//   - every refusal's message: field and value (counts bounded, numbers
+//     checked in fp32), or tensor and shape (a tensor the engine does not
+//     read included), and the tensors a family carries unused accepted.
+// The checkpoints come from test/checkpoint_writer.h (values exact in
+// every dtype, so every comparison is for equality).
 //
 //   bazel test //examples/llama:hf_test   (also under --config=asan)
-#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -35,8 +41,11 @@
 #include "examples/llama/model/hf/checkpoint.h"
 #include "examples/llama/model/hf/json.h"
 #include "examples/llama/model/hf/safetensors.h"
+#include "examples/llama/model/input_file.h"
+#include "examples/llama/test/checkpoint_writer.h"
 
 using namespace llama;
+using namespace llama_test;
 
 namespace {
 
@@ -57,66 +66,13 @@ void expect_error(int rc, const std::string &err, const std::string &want, const
   else expect(false, what, "rc " + std::to_string(rc) + ", message '" + err + "', wanted '" + want + "'");
 }
 
-void remove_tree(const std::string &path) {
-  if (DIR *d = opendir(path.c_str())) {
-    while (dirent *e = readdir(d)) {
-      const std::string n = e->d_name;
-      if (n == "." || n == "..") continue;
-      const std::string p = path + "/" + n;
-      struct stat st;
-      if (lstat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) remove_tree(p);
-      else unlink(p.c_str());
-    }
-    closedir(d);
-  }
-  rmdir(path.c_str());
-}
+std::string fresh_dir(const std::string &name) { return llama_test::fresh_dir(g_root, name); }
 
-std::string fresh_dir(const std::string &name) {
-  const std::string d = g_root + "/" + name;
-  remove_tree(d);
-  mkdir(d.c_str(), 0755);
-  return d;
-}
-
-void write_file(const std::string &path, const std::string &bytes) {
-  FILE *f = std::fopen(path.c_str(), "wb");
-  if (!f || std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) {
-    std::fprintf(stderr, "hf_test: cannot write %s\n", path.c_str());
-    std::exit(2);
-  }
-  std::fclose(f);
+std::string write_test_model(const std::string &name, const Spec &s) {
+  return llama_test::write_model(fresh_dir(name), s);
 }
 
 // ------------------------------------------------------------ values
-
-uint32_t fnv(const std::string &s) {
-  uint32_t h = 2166136261u;
-  for (unsigned char ch : s) h = (h ^ ch) * 16777619u;
-  return h;
-}
-
-// Element (r, c) of the tensor named n (a 1-D tensor is row 0): k / 8.
-float val(const std::string &n, size_t r, size_t c) {
-  uint64_t z = ((uint64_t)fnv(n) << 32) ^ (r * 0x9e3779b97f4a7c15ull) ^ (c * 0xbf58476d1ce4e5b9ull);
-  z = (z ^ (z >> 31)) * 0x94d049bb133111ebull;
-  z ^= z >> 29;
-  return (float)((int)(z % 251) - 125) / 8.f;
-}
-
-uint16_t bits_bf16(float f) {  // f is exact in bf16 here
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return (uint16_t)(u >> 16);
-}
-
-uint16_t exact_f16(float f) {  // f is k/8, |k| <= 125: exact in fp16
-  if (f == 0) return std::signbit(f) ? 0x8000 : 0;
-  int e;
-  const double m = std::frexp(std::fabs((double)f), &e);  // f = m 2^e, m in [0.5, 1)
-  const uint16_t mant = (uint16_t)((m * 2 - 1) * 1024);
-  return (uint16_t)((f < 0 ? 0x8000 : 0) | (e - 1 + 15) << 10 | mant);
-}
 
 // The independent reference rounding: x to the nearest bf16 (ties to even),
 // by scaling to 8 significant bits and nearbyint; beyond the range: inf.
@@ -129,174 +85,6 @@ uint16_t ref_bf16(double x) {
   const double q = std::nearbyint(x / ulp) * ulp;
   if (std::fabs(q) >= std::ldexp(1.0, 128)) return sign | 0x7f80;
   return bits_bf16((float)q);
-}
-
-// ------------------------------------------------------------ writing checkpoints
-
-struct Tensor {
-  std::string name, dtype;
-  std::vector<int64_t> shape;
-  std::string bytes;
-};
-
-// The tensor n of `shape` (1-D or 2-D) in dtype, values val(n, r, c).
-Tensor make_tensor(const std::string &n, const std::vector<int64_t> &shape, const std::string &dtype) {
-  Tensor t{n, dtype, shape, ""};
-  const size_t R = shape.size() == 2 ? shape[0] : 1, C = shape.back();
-  for (size_t r = 0; r < R; r++)
-    for (size_t c = 0; c < C; c++) {
-      const float v = val(n, r, c);
-      if (dtype == "BF16") {
-        const uint16_t b = bits_bf16(v);
-        t.bytes.append(reinterpret_cast<const char *>(&b), 2);
-      } else if (dtype == "F16") {
-        const uint16_t h = exact_f16(v);
-        t.bytes.append(reinterpret_cast<const char *>(&h), 2);
-      } else if (dtype == "F32") {
-        t.bytes.append(reinterpret_cast<const char *>(&v), 4);
-      } else {  // a one-byte dtype (I8, U8): the refusals only look at its name
-        t.bytes.push_back((char)(int)v);
-      }
-    }
-  return t;
-}
-
-// A safetensors file: header padded with spaces to 8 bytes (as safetensors
-// writes it) unless pad is false, data in the order given.
-std::string safetensors_bytes(const std::vector<Tensor> &ts, bool pad = true) {
-  std::string h = "{\"__metadata__\": {\"format\": \"pt\"}";
-  size_t off = 0;
-  for (const Tensor &t : ts) {
-    h += ", \"" + t.name + "\": {\"dtype\": \"" + t.dtype + "\", \"shape\": " + shape_string(t.shape) +
-         ", \"data_offsets\": [" + std::to_string(off) + ", " + std::to_string(off + t.bytes.size()) + "]}";
-    off += t.bytes.size();
-  }
-  h += "}";
-  while (pad && h.size() % 8) h += ' ';
-  std::string out(8, '\0');
-  const uint64_t n = h.size();
-  for (int k = 0; k < 8; k++) out[k] = (char)(n >> (8 * k));
-  out += h;
-  for (const Tensor &t : ts) out += t.bytes;
-  return out;
-}
-
-// A model to write: the engine's tiny shape (head_dim one of the engine's),
-// config.json's fields as raw JSON (an empty value drops the field), and the
-// dtype of each tensor.
-struct Spec {
-  int hidden = 32, heads = 4, kv = 2, ffn = 48, layers = 2, vocab = 32, head_dim = 128;
-  bool tie = false;
-  bool qkv_bias = false;  // q/k/v_proj.bias tensors (Qwen2)
-  int files = 1;  // > 1: model-0000i-of-0000n.safetensors + model.safetensors.index.json
-  std::map<std::string, std::string> cfg;
-  std::function<std::string(size_t index, const std::string &name)> dtype = [](size_t, const std::string &) {
-    return std::string("BF16");
-  };
-  std::vector<std::string> drop;                               // tensors left out
-  std::map<std::string, std::vector<int64_t>> reshape;         // tensors written with another shape
-  std::vector<std::pair<std::string, std::vector<int64_t>>> add;  // extra tensors
-};
-
-Spec llama_spec() {
-  Spec s;
-  s.cfg = {{"architectures", "[\"LlamaForCausalLM\"]"},
-           {"model_type", "\"llama\""},
-           {"hidden_size", "32"},
-           {"num_attention_heads", "4"},
-           {"num_key_value_heads", "2"},
-           {"head_dim", "128"},
-           {"intermediate_size", "48"},
-           {"num_hidden_layers", "2"},
-           {"vocab_size", "32"},
-           {"rms_norm_eps", "1e-05"},
-           {"hidden_act", "\"silu\""},
-           {"max_position_embeddings", "8192"},
-           {"attention_bias", "false"},
-           {"mlp_bias", "false"},
-           {"tie_word_embeddings", "false"},
-           {"rope_parameters", "{\"rope_theta\": 500000.0, \"rope_type\": \"default\"}"},
-           {"torch_dtype", "\"bfloat16\""},
-           {"eos_token_id", "[1, 2]"}};
-  return s;
-}
-
-// A Qwen2 checkpoint from a Llama one: its q/k/v biases, no sliding window,
-// and none of Llama's bias fields.
-void make_qwen2(Spec *s) {
-  s->qkv_bias = true;
-  s->cfg["architectures"] = "[\"Qwen2ForCausalLM\"]";
-  s->cfg["model_type"] = "\"qwen2\"";
-  s->cfg["use_sliding_window"] = "false";
-  s->cfg["sliding_window"] = "null";
-  s->cfg["attention_bias"] = s->cfg["mlp_bias"] = "";
-}
-
-std::vector<std::pair<std::string, std::vector<int64_t>>> hf_tensors(const Spec &s) {
-  const int64_t H = s.hidden, D = s.head_dim;
-  std::vector<std::pair<std::string, std::vector<int64_t>>> v;
-  for (int i = 0; i < s.layers; i++) {
-    const std::string l = "model.layers." + std::to_string(i) + ".";
-    v.push_back({l + "input_layernorm.weight", {H}});
-    v.push_back({l + "post_attention_layernorm.weight", {H}});
-    v.push_back({l + "self_attn.q_proj.weight", {s.heads * D, H}});
-    v.push_back({l + "self_attn.k_proj.weight", {s.kv * D, H}});
-    v.push_back({l + "self_attn.v_proj.weight", {s.kv * D, H}});
-    v.push_back({l + "self_attn.o_proj.weight", {H, s.heads * D}});
-    v.push_back({l + "mlp.gate_proj.weight", {s.ffn, H}});
-    v.push_back({l + "mlp.up_proj.weight", {s.ffn, H}});
-    v.push_back({l + "mlp.down_proj.weight", {H, s.ffn}});
-    if (s.qkv_bias) {
-      v.push_back({l + "self_attn.q_proj.bias", {s.heads * D}});
-      v.push_back({l + "self_attn.k_proj.bias", {s.kv * D}});
-      v.push_back({l + "self_attn.v_proj.bias", {s.kv * D}});
-    }
-  }
-  v.push_back({"model.norm.weight", {H}});
-  v.push_back({"model.embed_tokens.weight", {s.vocab, H}});
-  if (!s.tie) v.push_back({"lm_head.weight", {s.vocab, H}});
-  return v;
-}
-
-std::string write_model(const std::string &name, const Spec &s) {
-  const std::string dir = fresh_dir(name);
-  std::string cfg = "{\n";
-  bool first = true;
-  for (const auto &kv : s.cfg) {
-    if (kv.second.empty()) continue;
-    cfg += std::string(first ? "" : ",\n") + "  \"" + kv.first + "\": " + kv.second;
-    first = false;
-  }
-  write_file(dir + "/config.json", cfg + "\n}\n");
-  std::vector<std::vector<Tensor>> files(s.files);
-  auto all = hf_tensors(s);
-  for (const auto &a : s.add) all.push_back(a);
-  size_t k = 0;
-  for (auto &t : all) {
-    bool dropped = false;
-    for (const auto &d : s.drop) dropped |= d == t.first;
-    if (dropped) continue;
-    if (s.reshape.count(t.first)) t.second = s.reshape.at(t.first);
-    files[k % s.files].push_back(make_tensor(t.first, t.second, s.dtype(k, t.first)));
-    k++;
-  }
-  if (s.files == 1) {
-    write_file(dir + "/model.safetensors", safetensors_bytes(files[0]));
-    return dir;
-  }
-  std::string index = "{\"metadata\": {\"total_size\": 0}, \"weight_map\": {";
-  bool firstw = true;
-  for (int f = 0; f < s.files; f++) {
-    char fname[64];
-    std::snprintf(fname, sizeof fname, "model-%05d-of-%05d.safetensors", f + 1, s.files);
-    write_file(dir + "/" + fname, safetensors_bytes(files[f]));
-    for (const Tensor &t : files[f]) {
-      index += std::string(firstw ? "" : ", ") + "\"" + t.name + "\": \"" + fname + "\"";
-      firstw = false;
-    }
-  }
-  write_file(dir + "/model.safetensors.index.json", index + "}}\n");
-  return dir;
 }
 
 // ------------------------------------------------------------ JSON
@@ -368,8 +156,87 @@ void test_json() {
   std::string ok127(127, '[');
   ok127 += std::string(127, ']');
   expect(json_parse(ok127, &j, &err) == 0, "json: nesting of 127 is fine");
-  rc = json_read_file(g_root + "/no_such.json", &j, &err);
+  rc = json_read_file(g_root + "/no_such.json", 1 << 20, 1000, &j, &err);
   expect_error(rc, err, "no_such.json: cannot open", "json_read_file names the missing file");
+  rc = json_parse("{\"a\": 1, \"b\": 2, \"a\": 3, \"b\": 4, \"a\": 5}", &j, &err);
+  expect_error(rc, err, "line 1, column 18: duplicate key \"a\"", "json: the first repeated key in file order");
+  rc = json_parse("{\"x\": {\"a\": 1}, \"y\": {\"a\": 1}}", &j, &err);
+  expect(rc == 0, "json: one key in two objects is no duplicate", err);
+  rc = json_parse("[1, [2, 3], {\"k\": 4}]", &j, &err, 8);
+  expect(rc == 0, "json: 8 values (the key counts) within a limit of 8", err);
+  rc = json_parse("[1, [2, 3], {\"k\": 4}]", &j, &err, 7);
+  expect_error(rc, err, "line 1, column 19: more than 7 values", "json: the 8th value past a limit of 7");
+
+}
+
+void test_json_cursor() {
+  bool ok;
+  // The cursor: a walk that keeps nothing, and exact integers.
+  const std::string text = "{\"n\": [0, 18446744073709551615, 18446744073709551616, 2.0, 1e0, -1], \"s\": \"x\"}";
+  JsonCursor c(text);
+  bool end = false;
+  ok = c.enter_object();
+  std::string key;
+  std::vector<int> exact;
+  while (ok && c.next_key(&key, &end) && !end) {
+    if (key == "n") {
+      ok &= c.enter_array();
+      while (ok && c.next_item(&end) && !end) {
+        JsonNumber n;
+        uint64_t v = 7;
+        ok &= c.number(&n);
+        exact.push_back(json_uint64(n, &v) ? (v == 0 ? 0 : v == UINT64_MAX ? 1 : 9) : -1);
+      }
+    } else {
+      ok &= c.skip();
+    }
+  }
+  ok &= c.finish();
+  expect(ok && exact == std::vector<int>{0, 1, -1, -1, -1, -1},
+         "json cursor: uint64 literals exact (0, 2^64-1); 2^64, 2.0, 1e0, -1 are not", c.error());
+  const std::string vt = "{\"k\": [\"\\u00e9x\", {\"a\\n\": null}]}", wt = "{\"abcd\": 1, \"abcde\": 2}", dt = "[1, 2";
+  JsonCursor v(vt, 128, 4);
+  ok = v.skip() && v.finish();
+  expect(ok, "json cursor: skip() checks without keeping (strings past max_string included)", v.error());
+  JsonCursor w(wt, 128, 4);
+  std::string k2;
+  ok = w.enter_object() && w.next_key(&k2, &end) && w.skip() && w.next_key(&k2, &end);
+  expect(!ok && w.error() == "line 1, column 13: a string longer than 4 bytes",
+         "json cursor: a key past max_string is refused as it is read", w.error());
+  JsonCursor d(dt);
+  ok = d.enter_array() && d.next_item(&end) && d.skip() && d.next_item(&end) && d.skip() && d.next_item(&end);
+  expect(!ok && d.error() == "line 1, column 6: expected ',' or ']' in an array, found the end of the text",
+         "json cursor: a document cut short", d.error());
+}
+
+// ------------------------------------------------------------ the file rule
+
+void test_input_files() {
+  std::string err, out;
+  const std::string dir = fresh_dir("files");
+  write_file(dir + "/ok.json", "{}");
+  int rc = read_input_file(dir + "/ok.json", 16, &out, &err);
+  expect(rc == 0 && out == "{}", "input file: a regular file read whole", err);
+  rc = read_input_file(dir + "/ok.json", 1, &out, &err);
+  expect_error(rc, err, "ok.json: 2 bytes, more than the 1 bytes this engine reads for it", "input file: over its cap");
+  expect(symlink((dir + "/ok.json").c_str(), (dir + "/link.json").c_str()) == 0, "input file: a symlink made");
+  rc = read_input_file(dir + "/link.json", 16, &out, &err);
+  expect(rc == 0 && out == "{}", "input file: a symlink to a regular file is followed (the Hugging Face cache)", err);
+  expect(mkfifo((dir + "/fifo").c_str(), 0600) == 0, "input file: a FIFO made");
+  rc = read_input_file(dir + "/fifo", 16, &out, &err);
+  expect_error(rc, err, "fifo: a FIFO, not a regular file", "input file: a FIFO refused, not waited on");
+  expect(symlink("/dev/zero", (dir + "/zero").c_str()) == 0, "input file: a link to /dev/zero made");
+  rc = read_input_file(dir + "/zero", 16, &out, &err);
+  expect_error(rc, err, "zero: a character device, not a regular file", "input file: a link to /dev/zero refused");
+  rc = read_input_file(dir, 16, &out, &err);
+  expect_error(rc, err, "files: a directory, not a regular file", "input file: a directory refused");
+  InputFile f;
+  rc = f.open(dir + "/ok.json", &err);
+  char buf[4];
+  expect(rc == 0 && truncate((dir + "/ok.json").c_str(), 1) == 0, "input file: opened, then truncated", err);
+  rc = f.read_at(0, buf, 2, &err);
+  expect_error(rc, err, "1 of 2 bytes at offset 0 could be read: the file is shorter than when it was opened (2 bytes)",
+               "input file: a file truncated after it was opened");
 }
 
 // ------------------------------------------------------------ conversions
@@ -458,6 +325,30 @@ void test_safetensors() {
     rc = ck.read_bf16("nope", 0, 1, 0, 1, ob.data(), 1, &err);
     expect_error(rc, err, "tensor nope: not in the checkpoint", "safetensors: an unknown tensor");
   }
+  // A file cut short after it was opened (a download replaced under a
+  // running engine): an error naming it, not a SIGBUS from a mapping.
+  {
+    const std::string dir = fresh_dir("st_truncated");
+    const std::string bytes = safetensors_bytes({make_tensor("a", {64, 64}, "BF16"), make_tensor("b", {64, 64}, "F32")});
+    write_file(dir + "/model.safetensors", bytes);
+    Checkpoint ck;
+    std::vector<uint16_t> out(64 * 64);
+    int rc = ck.open(dir, &err);
+    expect(rc == 0 && truncate((dir + "/model.safetensors").c_str(), (off_t)(bytes.size() - 64 * 64 * 3)) == 0,
+           "safetensors: opened, then truncated to the middle of tensor b", err);
+    rc = ck.read_bf16("a", 0, 64, 0, 64, out.data(), 64, &err);
+    expect(rc == 0, "safetensors: tensor a, before the cut, still reads", err);
+    rc = ck.read_bf16("b", 0, 64, 8, 32, out.data(), 32, &err);
+    expect_error(rc, err, "model.safetensors: 0 of 128 bytes at offset",
+                 "safetensors: a window of tensor b past the cut is an error, not SIGBUS");
+    rc = ck.read_bf16("b", 0, 64, 0, 64, out.data(), 64, &err);
+    expect_error(rc, err, "could be read: the file is shorter than when it was opened",
+                 "safetensors: whole rows of tensor b past the cut are an error, not SIGBUS");
+  }
+}
+
+void test_safetensors_broken() {
+  std::string err;
   // Broken files.
   auto broken = [&](const std::string &name, const std::string &bytes, const std::string &want) {
     const std::string dir = fresh_dir("st_" + name);
@@ -470,21 +361,59 @@ void test_safetensors() {
   std::string len_big(8, '\0');
   len_big[0] = (char)200;
   broken("header_len", len_big + "{}", "header length 200 exceeds the file (10 bytes)");
-  auto with_header = [](const std::string &h, size_t data) {
-    std::string out(8, '\0');
-    for (int k = 0; k < 8; k++) out[k] = (char)((uint64_t)h.size() >> (8 * k));
-    return out + h + std::string(data, '\0');
-  };
   broken("not_json", with_header("{\"a\": ", 0), "model.safetensors: header: line 1, column 7");
-  broken("not_object", with_header("[]", 0), "header is an array, expected an object");
+  broken("not_object", with_header("[]", 0), "model.safetensors: header: expected an object, got an array");
   broken("offsets", with_header("{\"t\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 4),
-         "tensor t: data_offsets outside the file's 4 data bytes");
+         "tensor t: data_offsets [0, 8] outside the file's 4 data bytes");
   broken("size", with_header("{\"t\": {\"dtype\": \"F32\", \"shape\": [3], \"data_offsets\": [0, 8]}}", 8),
          "tensor t: 8 data bytes, but F32 [3] needs 12");
   broken("shape", with_header("{\"t\": {\"dtype\": \"F32\", \"shape\": [-1], \"data_offsets\": [0, 0]}}", 0),
-         "tensor t: shape entries must be non-negative integers");
+         "tensor t: shape[0]: expected a non-negative integer below 2^63, got -1");
   broken("fields", with_header("{\"t\": {\"dtype\": \"F32\", \"shape\": [1]}}", 4),
          "tensor t: expected {\"dtype\": string, \"shape\": [...], \"data_offsets\": [begin, end]}");
+  // As strict as safetensors' own reader (each of these was accepted once).
+  const std::string f4 = "{\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": ";
+  broken("overlap", with_header("{\"a\": " + f4 + "[0, 4]}, \"b\": " + f4 + "[2, 6]}}", 8),
+         "tensor b (data_offsets [2, 6]) overlaps tensor a (ending at 4)");
+  broken("gap", with_header("{\"a\": " + f4 + "[0, 4]}, \"b\": " + f4 + "[8, 12]}}", 12),
+         "4 data bytes before tensor b (data_offsets [8, 12]) belong to no tensor");
+  broken("trailing", with_header("{\"a\": " + f4 + "[0, 4]}}", 8),
+         "4 data bytes after the last tensor belong to no tensor");
+  broken("float_shape", with_header("{\"t\": {\"dtype\": \"F32\", \"shape\": [2.0, 1e0], \"data_offsets\": [0, 8]}}", 8),
+         "tensor t: shape[0]: expected a non-negative integer below 2^63, got 2.0");
+  broken("float_offset", with_header("{\"t\": " + f4 + "[0, 4.0]}}", 4),
+         "tensor t: data_offsets[1]: expected a non-negative integer below 2^63, got 4.0");
+  broken("three_offsets", with_header("{\"t\": " + f4 + "[0, 4, 4]}}", 4),
+         "tensor t: data_offsets: expected [begin, end], got more than two numbers");
+  broken("unknown_dtype", with_header("{\"t\": {\"dtype\": \"Q4\", \"shape\": [3], \"data_offsets\": [0, 5]}}", 5),
+         "tensor t: dtype \"Q4\": not a safetensors dtype");
+  broken("sub_byte", with_header("{\"t\": {\"dtype\": \"F4\", \"shape\": [3], \"data_offsets\": [0, 2]}}", 2),
+         "tensor t: F4 [3] is 12 bits, not a whole number of bytes");
+  broken("metadata_number", with_header("{\"__metadata__\": 7}", 0), "__metadata__: expected a map of strings, got a number");
+  broken("metadata_value", with_header("{\"__metadata__\": {\"format\": [\"pt\"]}}", 0),
+         "__metadata__[\"format\"]: expected a string, got an array");
+  broken("nul_name", with_header("{\"a\\u0000b\": " + f4 + "[0, 4]}}", 4), "tensor a\\x00b: a NUL in the name");
+  broken("duplicate", with_header("{\"t\": " + f4 + "[0, 4]}, \"t\": " + f4 + "[4, 8]}}", 8),
+         "header: line 1, column 63: duplicate key \"t\"");
+  broken("unknown_field", with_header("{\"t\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4], \"x\": 1}}", 4),
+         "tensor t: unknown field \"x\": expected {\"dtype\"");
+  broken("overflow", with_header("{\"t\": {\"dtype\": \"F32\", \"shape\": [2147483648, 2147483648], \"data_offsets\": [0, 4]}}", 4),
+         "tensor t: 4 data bytes, but F32 [2147483648, 2147483648] needs 18446744073709551616");
+  broken("rank", with_header("{\"t\": {\"dtype\": \"U8\", \"shape\": [1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1], \"data_offsets\": [0, 1]}}", 1),
+         "tensor t: shape: more than 16 dimensions");
+  broken("missing", with_header("{\"t\": {\"shape\": [1], \"data_offsets\": [0, 4]}}", 4), "(dtype missing)");
+  {
+    const std::string dir = fresh_dir("st_accepted");
+    write_file(dir + "/model.safetensors", with_header("{\"__metadata__\": null, \"z\": {\"dtype\": \"F32\", \"shape\": [0, "
+                                                       "3], \"data_offsets\": [4, 4]}, \"a\": " + f4 + "[0, 4]}}", 4));
+    Checkpoint ck;
+    expect(ck.open(dir, &err) == 0 && ck.find("z") && ck.find("z")->bytes == 0,
+           "safetensors: __metadata__ null and an empty tensor at the end are accepted", err);
+  }
+}
+
+void test_checkpoint_files() {
+  std::string err;
   {
     const std::string dir = fresh_dir("st_none");
     Checkpoint ck;
@@ -505,6 +434,21 @@ void test_safetensors() {
     expect_error(ck.open(dir, &err), err, "b.safetensors: cannot open", "checkpoint: an index naming a missing file");
     write_file(dir + "/model.safetensors.index.json", "{\"metadata\": {}}");
     expect_error(ck.open(dir, &err), err, "no \"weight_map\" object", "checkpoint: an index without weight_map");
+    write_file(dir + "/b.safetensors", safetensors_bytes({make_tensor("y", {2}, "BF16"), make_tensor("x", {2}, "BF16")}));
+    write_file(dir + "/model.safetensors.index.json", "{\"weight_map\": {\"x\": \"a.safetensors\", \"y\": \"b.safetensors\"}}");
+    expect_error(ck.open(dir, &err), err, "tensor x is in b.safetensors, but weight_map maps it to a.safetensors",
+                 "checkpoint: a tensor in two files");
+    write_file(dir + "/b.safetensors", safetensors_bytes({make_tensor("y", {2}, "BF16"), make_tensor("z", {2}, "BF16")}));
+    expect_error(ck.open(dir, &err), err, "tensor z is in b.safetensors, but weight_map does not list it",
+                 "checkpoint: a tensor of a shard the index does not list");
+    write_file(dir + "/model.safetensors.index.json", "{\"weight_map\": {\"x\": \"a.safetensors\", \"x\": \"a.safetensors\"}}");
+    expect_error(ck.open(dir, &err), err, "line 1, column 39: duplicate key \"x\"", "checkpoint: an index listing a tensor twice");
+    write_file(dir + "/model.safetensors.index.json", "{\"weight_map\": {\"x\": \"a.safetensors\\u0000.txt\"}}");
+    expect_error(ck.open(dir, &err), err, "weight_map[\"x\"]: expected a file name in", "checkpoint: a NUL in a file name");
+    write_file(dir + "/model.safetensors.index.json", "{\"weight_map\": [\"a.safetensors\"]}");
+    expect_error(ck.open(dir, &err), err, "weight_map: expected an object, got an array", "checkpoint: weight_map an array");
+    write_file(dir + "/model.safetensors.index.json", "{\"weight_map\": {\"x\": \"..\"}}");
+    expect_error(ck.open(dir, &err), err, "..: a directory, not a regular file", "checkpoint: an index naming ..");
   }
 }
 
@@ -627,21 +571,21 @@ void check_model(const std::string &what, const Spec &s, const std::string &dir)
 
 void test_shards() {
   Spec s = llama_spec();
-  check_model("llama single-file bf16", s, write_model("m_bf16", s));
+  check_model("llama single-file bf16", s, write_test_model("m_bf16", s));
 
   Spec t = llama_spec();  // sharded with an index, tied embeddings, dtypes mixed tensor by tensor
   t.files = 3;
   t.tie = true;
   t.cfg["tie_word_embeddings"] = "true";
   t.dtype = [](size_t k, const std::string &) { return std::string(k % 3 == 0 ? "BF16" : k % 3 == 1 ? "F16" : "F32"); };
-  check_model("llama sharded (index, 3 files) bf16/fp16/fp32 tied", t, write_model("m_sharded", t));
+  check_model("llama sharded (index, 3 files) bf16/fp16/fp32 tied", t, write_test_model("m_sharded", t));
 
   Spec f = llama_spec();  // fp32, and the transformers 4.x RoPE fields
   f.dtype = [](size_t, const std::string &) { return std::string("F32"); };
   f.cfg["rope_parameters"] = "";
   f.cfg["rope_theta"] = "500000.0";
   f.cfg["rope_scaling"] = "null";
-  check_model("llama fp32, rope_theta at the top (transformers 4.x)", f, write_model("m_f32", f));
+  check_model("llama fp32, rope_theta at the top (transformers 4.x)", f, write_test_model("m_f32", f));
 
   Spec m = llama_spec();  // Mistral: no sliding window, 8 heads over 2 (group 4)
   m.heads = 8;
@@ -651,26 +595,26 @@ void test_shards() {
   m.cfg["num_attention_heads"] = "8";
   m.cfg["sliding_window"] = "null";
   m.cfg["attention_bias"] = m.cfg["mlp_bias"] = "";
-  check_model("mistral fp16, group 4", m, write_model("m_mistral", m));
+  check_model("mistral fp16, group 4", m, write_test_model("m_mistral", m));
 
   Spec q = llama_spec();  // Qwen2: q/k/v biases (sharded as wqkv's rows), tied embeddings
   make_qwen2(&q);
   q.tie = true;
   q.cfg["tie_word_embeddings"] = "true";
-  check_model("qwen2 bf16 with q/k/v biases, tied", q, write_model("m_qwen2", q));
+  check_model("qwen2 bf16 with q/k/v biases, tied", q, write_test_model("m_qwen2", q));
 
   Spec d = llama_spec();  // Llama-3.2-1B-like: head_dim 64, tied embeddings
   d.head_dim = 64;
   d.tie = true;
   d.cfg["head_dim"] = "64";
   d.cfg["tie_word_embeddings"] = "true";
-  check_model("llama head_dim 64, tied", d, write_model("m_hd64", d));
+  check_model("llama head_dim 64, tied", d, write_test_model("m_hd64", d));
 
   Spec g = llama_spec();  // Qwen2.5-14B-like group of 5 (10 heads over 2), q/k/v biases
   make_qwen2(&g);
   g.heads = 10;
   g.cfg["num_attention_heads"] = "10";
-  check_model("qwen2 group 5 (10 heads over 2) with biases", g, write_model("m_group5", g));
+  check_model("qwen2 group 5 (10 heads over 2) with biases", g, write_test_model("m_group5", g));
 }
 
 // ------------------------------------------------------------ refusals
@@ -681,7 +625,7 @@ void refuse(const std::string &what, const std::function<void(Spec *)> &change, 
             int max_ctx = 256) {
   Spec s = llama_spec();
   change(&s);
-  const std::string dir = write_model("r_" + std::to_string(g_pass + g_fail), s);
+  const std::string dir = write_test_model("r_" + std::to_string(g_pass + g_fail), s);
   HfModel m;
   Config c;
   std::string err;
@@ -704,6 +648,21 @@ void test_refusals() {
          "tensor model.norm.weight: shape [1, 32], expected [32]");
   refuse("a bias tensor the config does not announce", [&](Spec *s) { s->add = {{D + "0.self_attn.k_proj.bias", {256}}}; },
          "tensor model.layers.0.self_attn.k_proj.bias [256]: biases are not supported yet");
+  refuse("Qwen3's q_norm (a model the engine would run differently)",
+         [&](Spec *s) { s->add = {{D + "0.self_attn.q_norm.weight", {128}}}; },
+         "tensor model.layers.0.self_attn.q_norm.weight [128]: not a tensor this engine reads for LlamaForCausalLM");
+  refuse("a layer beyond num_hidden_layers", [&](Spec *s) { s->add = {{D + "2.mlp.up_proj.weight", {48, 32}}}; },
+         "tensor model.layers.2.mlp.up_proj.weight [48, 32]: layer 2, but num_hidden_layers is 2");
+  refuse("an unknown tensor outside the layers", [](Spec *s) { s->add = {{"model.extra", {4}}}; },
+         "tensor model.extra [4]: not a tensor this engine reads");
+  refuse("inv_freq of a layer beyond num_hidden_layers",
+         [&](Spec *s) { s->add = {{D + "7.self_attn.rotary_emb.inv_freq", {64}}}; }, "layer 7, but num_hidden_layers is 2");
+  refuse("an unknown tensor in a sharded checkpoint", [](Spec *s) { s->files = 2; s->add = {{"lm_head.bias", {32}}}; },
+         "tensor lm_head.bias [32]: biases are not supported yet");
+}
+
+void test_refusals_config() {
+  const std::string D = "model.layers.";
   refuse("head_dim 96", [](Spec *s) { s->cfg["head_dim"] = "96"; },
          "config.json: head_dim 96: this engine supports 64 and 128");
   refuse("head_dim from hidden/heads", [](Spec *s) { s->cfg["head_dim"] = ""; },
@@ -763,6 +722,41 @@ void test_refusals() {
   refuse("an intermediate size not a multiple of 8 x TP", [](Spec *s) { s->cfg["intermediate_size"] = "40"; },
          "intermediate_size 40: must be a multiple of 8 x --tp 2", 2);
   refuse("config.json not JSON", [](Spec *s) { s->cfg["x"] = "[1,"; }, "config.json: line");
+}
+
+void test_refusals_bounds() {
+  // Counts bounded before anything is sized from them; numbers checked in fp32.
+  refuse("2^31 - 1 layers", [](Spec *s) { s->cfg["num_hidden_layers"] = "2147483647"; },
+         "config.json: num_hidden_layers 2147483647: expected 1..1024 (the largest model this engine runs)");
+  refuse("0 layers", [](Spec *s) { s->cfg["num_hidden_layers"] = "0"; }, "num_hidden_layers 0: expected 1..1024");
+  refuse("a negative head count", [](Spec *s) { s->cfg["num_key_value_heads"] = "-2"; },
+         "num_key_value_heads -2: expected 1..1024");
+  refuse("an integer beyond int", [](Spec *s) { s->cfg["intermediate_size"] = "100000000000000000000"; },
+         "intermediate_size 1e+20: expected 1..1048576");
+  refuse("a vocabulary above 2^24 (token ids pass through fp32)", [](Spec *s) { s->cfg["vocab_size"] = "16777224"; },
+         "vocab_size 16777224: expected 1..16777216");
+  refuse("an integer written as a float", [](Spec *s) { s->cfg["hidden_size"] = "32.0"; },
+         "config.json: hidden_size: expected an integer, got a number");
+  refuse("rms_norm_eps 1e-300 (0 in fp32)", [](Spec *s) { s->cfg["rms_norm_eps"] = "1e-300"; },
+         "rms_norm_eps 1e-300: 0 in fp32 (the kernels' type): expected a normal fp32 in (0, 1]");
+  refuse("rms_norm_eps 1e300 (inf in fp32)", [](Spec *s) { s->cfg["rms_norm_eps"] = "1e300"; },
+         "rms_norm_eps 1e+300: inf in fp32");
+  refuse("rope_theta 1e39 (inf in fp32)", [](Spec *s) { s->cfg["rope_parameters"] = "{\"rope_theta\": 1e39, \"rope_type\": \"default\"}"; },
+         "rope_theta 1e+39: inf in fp32 (the kernels' type): expected a finite fp32 above 1");
+  refuse("rope_theta 0.5", [](Spec *s) { s->cfg["rope_parameters"] = "{\"rope_theta\": 0.5}"; },
+         "rope_theta 0.5: 0.5 in fp32 (the kernels' type): expected a finite fp32 above 1");
+  refuse("llama3 scaling with a factor of 1e39",
+         [](Spec *s) { s->cfg["rope_parameters"] = "{\"rope_type\": \"llama3\", \"rope_theta\": 500000.0, \"factor\": 1e39, "
+                                                   "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0}"; },
+         "rope_parameters.rope_type 'llama3': factor 1e+39");
+  refuse("a negative max_position_embeddings", [](Spec *s) { s->cfg["max_position_embeddings"] = "-1"; },
+         "max_position_embeddings -1: expected 1..1073741824");
+  refuse("a negative sliding window", [](Spec *s) {
+           s->cfg["architectures"] = "[\"MistralForCausalLM\"]";
+           s->cfg["sliding_window"] = "-5"; },
+         "sliding_window -5: expected 0..1073741824");
+  refuse("an architecture name with a newline", [](Spec *s) { s->cfg["architectures"] = "[\"X\\nY\"]"; },
+         "architectures X\\x0aY: supported");
   refuse("per-layer RoPE", [](Spec *s) { s->cfg["rope_parameters"] = "{\"full_attention\": {\"rope_type\": \"default\"}}"; },
          "rope_parameters: RoPE per layer type (full_attention, ...): not supported");
 }
@@ -775,10 +769,23 @@ void test_accepted() {
   s.cfg["model_type"] = "\"mistral\"";
   s.cfg["sliding_window"] = "4096";
   {
-    const std::string dir = write_model("a_mistral_sw", s);
+    const std::string dir = write_test_model("a_mistral_sw", s);
     HfModel m;
     Config c;
     expect(m.open(dir, 1, 4096, &c, &err) == 0, "accepted: Mistral's sliding_window 4096 at a max context of 4096", err);
+  }
+  Spec u = llama_spec();  // what a family carries unused: RoPE's table (older transformers), a tied lm_head
+  u.tie = true;
+  u.cfg["tie_word_embeddings"] = "true";
+  u.add = {{"model.layers.0.self_attn.rotary_emb.inv_freq", {64}},
+           {"model.layers.1.self_attn.rotary_emb.inv_freq", {64}},
+           {"lm_head.weight", {32, 32}}};
+  {
+    const std::string dir = write_test_model("a_unused", u);
+    HfModel m;
+    Config c;
+    expect(m.open(dir, 1, 256, &c, &err) == 0,
+           "accepted: rotary_emb.inv_freq per layer and lm_head.weight with tied embeddings (unused)", err);
   }
   Spec l = llama_spec();  // Llama 3.1's rope_scaling, transformers 4.x layout
   l.cfg["rope_parameters"] = "";
@@ -787,7 +794,7 @@ void test_accepted() {
       "{\"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
       "\"original_max_position_embeddings\": 8192, \"rope_type\": \"llama3\"}";
   {
-    const std::string dir = write_model("a_llama31", l);
+    const std::string dir = write_test_model("a_llama31", l);
     HfModel m;
     Config c;
     const int rc = m.open(dir, 2, 8192, &c, &err);
@@ -819,20 +826,18 @@ void test_accepted() {
 }  // namespace
 
 int main() {
-  const char *tmp = std::getenv("TEST_TMPDIR");
-  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/hf_test.XXXXXX";
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  if (!mkdtemp(buf.data())) {
-    std::perror("hf_test: mkdtemp");
-    return 2;
-  }
-  g_root = buf.data();
+  g_root = temp_root("hf_test");
   test_json();
+  test_json_cursor();
+  test_input_files();
   test_conversions();
   test_safetensors();
+  test_safetensors_broken();
+  test_checkpoint_files();
   test_shards();
   test_refusals();
+  test_refusals_config();
+  test_refusals_bounds();
   test_accepted();
   remove_tree(g_root);
   std::printf("hf_test: %d passed, %d failed\n", g_pass, g_fail);

@@ -2,6 +2,9 @@
 #include "examples/llama/model/hf/checkpoint.h"
 
 #include <cstdlib>
+#include <set>
+
+#include "examples/llama/model/input_file.h"
 
 namespace llama {
 namespace {
@@ -15,6 +18,18 @@ bool split_layer(const std::string &n, int *layer, std::string *kind) {
     if (n[i] < '0' || n[i] > '9') return false;
   *layer = std::atoi(n.c_str() + 1);
   *kind = n.substr(dot + 1);
+  return true;
+}
+
+// "model.layers.12.mlp.up_proj.weight" -> (12, "mlp.up_proj.weight").
+bool hf_layer(const std::string &n, int *layer, std::string *rest) {
+  static const std::string p = "model.layers.";
+  if (n.compare(0, p.size(), p) != 0) return false;
+  size_t i = p.size(), v = 0;
+  while (i < n.size() && n[i] >= '0' && n[i] <= '9' && i - p.size() < 9) v = v * 10 + (size_t)(n[i++] - '0');
+  if (i == p.size() || i >= n.size() || n[i] != '.') return false;
+  *layer = (int)v;
+  *rest = n.substr(i + 1);
   return true;
 }
 
@@ -64,27 +79,46 @@ int HfModel::open(const std::string &dir, int tp, int max_ctx, Config *c, std::s
       return 1;
     }
     if (t->shape != w.second) {
-      *err = t->file + ": tensor " + n + ": shape " + shape_string(t->shape) + ", expected " +
+      *err = *t->file + ": tensor " + n + ": shape " + shape_string(t->shape) + ", expected " +
              shape_string(w.second) + " from config.json";
       return 1;
     }
     if (t->dtype != "BF16" && t->dtype != "F16" && t->dtype != "F32") {
-      *err = t->file + ": tensor " + n + ": dtype " + t->dtype + ": supported BF16, F16, F32";
+      *err = *t->file + ": tensor " + n + ": dtype " + t->dtype + ": supported BF16, F16, F32";
       return 1;
     }
   }
-  // A bias the config did not announce would be silently dropped: refuse it.
-  for (int i = 0; i < c->layers; i++)
-    for (const char *b : {"self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias",
-                          "self_attn.o_proj.bias", "mlp.gate_proj.bias", "mlp.up_proj.bias", "mlp.down_proj.bias"}) {
-      if (c->qkv_bias && std::string(b).compare(0, 9, "self_attn") == 0 && std::string(b) != "self_attn.o_proj.bias")
-        continue;  // read (shard_pieces lists them)
-      const std::string n = "model.layers." + std::to_string(i) + "." + b;
-      if (const TensorInfo *t = ck_.find(n)) {
-        *err = t->file + ": tensor " + n + " " + shape_string(t->shape) + ": biases are not supported yet";
-        return 1;
-      }
-    }
+  std::set<std::string> used;
+  for (const auto &w : want) used.insert(hf_name(w.first));
+  return unexpected_tensors(used, c->layers, err);
+}
+
+// A tensor the engine does not read means a model it would run differently
+// (Qwen3's q_norm and k_norm, an o_proj bias, layers beyond the config's):
+// refused by name, but for the two kinds a family carries unused
+// (docs/llama.md, "Tensors a checkpoint may carry unused").
+int HfModel::unexpected_tensors(const std::set<std::string> &used, int layers, std::string *err) const {
+  for (const auto &e : ck_.tensors()) {
+    const std::string &n = e.first;
+    if (used.count(n)) continue;
+    int layer = -1;
+    std::string rest;
+    const bool in_layer = hf_layer(n, &layer, &rest);
+    // transformers recomputes RoPE's table from config.json (older versions saved it), and
+    // with tied embeddings it ties lm_head to the embedding, dropping a stored lm_head.weight.
+    if ((in_layer && layer < layers && rest == "self_attn.rotary_emb.inv_freq") || (h_.tie && n == "lm_head.weight"))
+      continue;
+    const TensorInfo &t = *e.second;
+    const std::string at = *t.file + ": tensor " + printable(n) + " " + shape_string(t.shape) + ": ";
+    if (in_layer && layer >= layers)
+      *err = at + "layer " + std::to_string(layer) + ", but num_hidden_layers is " + std::to_string(layers);
+    else if (n.size() > 5 && n.compare(n.size() - 5, 5, ".bias") == 0)
+      *err = at + "biases are not supported yet";
+    else
+      *err = at + "not a tensor this engine reads for " + printable(h_.arch) +
+             " (a model it would run differently is refused)";
+    return 1;
+  }
   return 0;
 }
 
@@ -101,7 +135,7 @@ int HfModel::read(const std::string &name, size_t whole_rows, size_t whole_cols,
                                         ? std::vector<int64_t>{(int64_t)whole_cols}
                                         : std::vector<int64_t>{(int64_t)whole_rows, (int64_t)whole_cols};
   if (t->shape != want) {
-    *err = t->file + ": tensor " + n + ": shape " + shape_string(t->shape) + ", the engine asked for " +
+    *err = *t->file + ": tensor " + n + ": shape " + shape_string(t->shape) + ", the engine asked for " +
            shape_string(want);
     return 1;
   }

@@ -2,8 +2,10 @@
 //
 // Opens config.json (model/hf/config.h) and the safetensors files (safetensors.h),
 // checks every tensor the engine will read before any is read (present,
-// dtype BF16/F16/F32, the shape the config implies; no bias tensors but
-// Qwen2's q/k/v ones), and
+// dtype BF16/F16/F32, the shape the config implies) and that the checkpoint
+// holds no other (a bias the config did not announce, Qwen3's q_norm, a
+// layer beyond num_hidden_layers: each a model the engine would run
+// differently; docs/llama.md lists the two kinds tolerated unused), and
 // then serves them by the engine's names (TensorReader, llama.h), so that
 // weights.cc shards a checkpoint exactly as it shards its own files:
 //   l{i}.attn_norm  model.layers.{i}.input_layernorm.weight           [hidden]
@@ -21,6 +23,7 @@
 #ifndef LLAMA_MODEL_HF_MODEL_H
 #define LLAMA_MODEL_HF_MODEL_H
 
+#include <set>
 #include <string>
 
 #include "examples/llama/llama.h"
@@ -43,6 +46,7 @@ class HfModel : public TensorReader {
   const HfConfig &config() const { return h_; }
 
  private:
+  int unexpected_tensors(const std::set<std::string> &used, int layers, std::string *err) const;
   HfConfig h_;
   Checkpoint ck_;
 };

@@ -8,18 +8,27 @@
 // Llama 3.1's "llama3" scaling, full attention over the whole context.
 #include "examples/llama/model/hf/config.h"
 
+#include <cfloat>
+#include <climits>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "examples/llama/kernels/kernels.h"
 #include "examples/llama/model/hf/json.h"
+#include "examples/llama/model/input_file.h"
+#include "examples/llama/model/limits.h"
 
 namespace llama {
 namespace {
 
+// The shortest text that reads back as v ("1e-300", "0.1").
 std::string num_string(double v) {
   char b[32];
-  std::snprintf(b, sizeof b, "%.17g", v);
+  for (int digits = 1; digits <= 17; digits++) {
+    std::snprintf(b, sizeof b, "%.*g", digits, v);
+    if (std::strtod(b, nullptr) == v) break;
+  }
   return b;
 }
 
@@ -42,12 +51,19 @@ struct Fields {
     }
     return v && v->kind != Json::NUL ? v : nullptr;
   }
-  bool integer(const Json &obj, const char *key, int *out, bool required = false, const std::string &prefix = "") {
+  // An integer literal (not 32.0: transformers would keep a float) in
+  // [lo, hi]; the bounds are the engine's (limits.h) where it sizes from it.
+  bool integer(const Json &obj, const char *key, int *out, int lo, int hi, bool required = false,
+               const std::string &prefix = "") {
     const std::string name = prefix + key;
     const Json *v = field(obj, key, required, name);
     if (!v) return !required;
-    if (v->kind != Json::NUMBER || v->number != std::floor(v->number) || std::fabs(v->number) > 2147483647.0)
-      return bad(name, "an integer", *v);
+    if (v->kind != Json::NUMBER || !v->integer) return bad(name, "an integer", *v);
+    if (!(v->number >= lo && v->number <= hi)) {
+      *err = path + ": " + name + " " + num_string(v->number) + ": expected " + std::to_string(lo) + ".." +
+             std::to_string(hi) + (hi < INT_MAX ? " (the largest model this engine runs)" : "");
+      return false;
+    }
     *out = (int)v->number;
     return true;
   }
@@ -121,7 +137,7 @@ int read_hf_config(const std::string &dir, HfConfig *h, std::string *err) {
   *h = HfConfig();
   h->path = dir + "/config.json";
   Json j;
-  if (json_read_file(h->path, &j, err)) return 1;
+  if (json_read_file(h->path, kMaxConfigJsonBytes, kMaxConfigJsonValues, &j, err)) return 1;
   if (j.kind != Json::OBJECT) {
     *err = h->path + ": expected an object, got " + j.kind_name();
     return 1;
@@ -140,21 +156,21 @@ int read_hf_config(const std::string &dir, HfConfig *h, std::string *err) {
   else if (model_type == "mistral") h->arch = "MistralForCausalLM";
   else if (model_type == "qwen2") h->arch = "Qwen2ForCausalLM";
   else h->arch = "model_type '" + model_type + "'";
-  if (!f.integer(j, "hidden_size", &h->hidden, true) || !f.integer(j, "num_attention_heads", &h->heads, true) ||
-      !f.integer(j, "intermediate_size", &h->ffn, true) || !f.integer(j, "num_hidden_layers", &h->layers, true) ||
-      !f.integer(j, "vocab_size", &h->vocab, true) || !f.integer(j, "max_position_embeddings", &h->max_pos) ||
+  // Every count bounded before anything is sized from it (2^31 layers would
+  // be 9 x 2^31 shard pieces before a tensor is looked at).
+  if (!f.integer(j, "hidden_size", &h->hidden, 1, kMaxHidden, true) ||
+      !f.integer(j, "num_attention_heads", &h->heads, 1, kMaxHeads, true) ||
+      !f.integer(j, "intermediate_size", &h->ffn, 1, kMaxFfn, true) ||
+      !f.integer(j, "num_hidden_layers", &h->layers, 1, kMaxLayers, true) ||
+      !f.integer(j, "vocab_size", &h->vocab, 1, kMaxVocab, true) ||
+      !f.integer(j, "max_position_embeddings", &h->max_pos, 1, kMaxPositions) ||
       !f.number(j, "rms_norm_eps", &h->eps) || !f.string(j, "hidden_act", &h->act) ||
       !f.boolean(j, "tie_word_embeddings", &h->tie))
     return 1;
   h->kv_heads = h->heads;  // transformers: absent means multi-head attention
-  if (!f.integer(j, "num_key_value_heads", &h->kv_heads)) return 1;
+  if (!f.integer(j, "num_key_value_heads", &h->kv_heads, 1, kMaxHeads)) return 1;
   h->head_dim_given = j.get("head_dim") && j.get("head_dim")->kind != Json::NUL;
-  if (!f.integer(j, "head_dim", &h->head_dim)) return 1;
-  if (h->heads <= 0 || h->kv_heads <= 0 || h->hidden <= 0 || h->ffn <= 0 || h->layers <= 0 || h->vocab <= 0) {
-    *err = h->path + ": hidden_size, intermediate_size, num_hidden_layers, vocab_size, num_attention_heads and " +
-           "num_key_value_heads must be positive";
-    return 1;
-  }
+  if (!f.integer(j, "head_dim", &h->head_dim, 1, kMaxHidden)) return 1;
   if (!h->head_dim_given) h->head_dim = h->hidden / h->heads;
   if (!read_rope(f, h)) return 1;
   if (h->arch == "LlamaForCausalLM") {
@@ -163,15 +179,15 @@ int read_hf_config(const std::string &dir, HfConfig *h, std::string *err) {
     int w = 4096;  // MistralConfig's default when the field is absent; null turns it off
     const Json *sw = j.get("sliding_window");
     if (sw && sw->kind == Json::NUL) w = 0;
-    else if (!f.integer(j, "sliding_window", &w)) return 1;
+    else if (!f.integer(j, "sliding_window", &w, 0, kMaxPositions)) return 1;
     h->sliding_window = w;
     h->sliding_field = "sliding_window";
   } else if (h->arch == "Qwen2ForCausalLM") {
     h->qkv_bias = true;  // Qwen2Attention: q/k/v_proj are built with bias=True whatever the config says
     bool use = false;
     int w = 4096, from = 28;
-    if (!f.boolean(j, "use_sliding_window", &use) || !f.integer(j, "sliding_window", &w) ||
-        !f.integer(j, "max_window_layers", &from))
+    if (!f.boolean(j, "use_sliding_window", &use) || !f.integer(j, "sliding_window", &w, 0, kMaxPositions) ||
+        !f.integer(j, "max_window_layers", &from, 0, INT_MAX))
       return 1;
     // Layers >= max_window_layers slide (or those layer_types names), and
     // only with use_sliding_window: transformers' Qwen2Config.
@@ -202,10 +218,10 @@ int hf_engine_config(const HfConfig &h, int tp, int max_ctx, Config *c, std::str
     return 1;
   };
   if (h.arch != "LlamaForCausalLM" && h.arch != "MistralForCausalLM" && h.arch != "Qwen2ForCausalLM")
-    return refuse("architectures " + h.arch + ": supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM");
+    return refuse("architectures " + printable(h.arch) + ": supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM");
   if (!h.quantization.empty())
-    return refuse("quantization_config.quant_method '" + h.quantization + "': quantized weights are not supported");
-  if (h.act != "silu") return refuse("hidden_act '" + h.act + "': supported: 'silu'");
+    return refuse("quantization_config.quant_method '" + printable(h.quantization) + "': quantized weights are not supported");
+  if (h.act != "silu") return refuse("hidden_act '" + printable(h.act) + "': supported: 'silu'");
   // Qwen2's q/k/v biases are the QKV GEMM's bias epilogue; Llama's
   // attention_bias also gives o_proj a bias, which the engine has no place for yet.
   if (h.attention_bias) return refuse("attention_bias true (o_proj.bias): not supported yet");
@@ -235,18 +251,31 @@ int hf_engine_config(const HfConfig &h, int tp, int max_ctx, Config *c, std::str
                   std::to_string(tp));
   if (h.vocab % (8 * tp))
     return refuse("vocab_size " + std::to_string(h.vocab) + ": must be a multiple of 8 x --tp " + std::to_string(tp));
-  if (!(h.eps > 0)) return refuse("rms_norm_eps " + num_string(h.eps) + ": must be positive");
-  if (!(h.theta > 0)) return refuse("rope_theta " + num_string(h.theta) + ": must be positive");
+  // Ranges checked in fp32, the type the kernels use: 1e-300 would become 0
+  // and 1e39 infinity after a check in double.
+  const float eps = (float)h.eps, theta = (float)h.theta;
+  if (!(eps >= FLT_MIN && eps <= 1))
+    return refuse("rms_norm_eps " + num_string(h.eps) + ": " + num_string(eps) +
+                  " in fp32 (the kernels' type): expected a normal fp32 in (0, 1]");
+  if (!(theta > 1 && theta <= FLT_MAX))
+    return refuse("rope_theta " + num_string(h.theta) + ": " + num_string(theta) +
+                  " in fp32 (the kernels' type): expected a finite fp32 above 1");
   std::vector<float> inv;
   if (h.rope_type == "llama3") {
-    if (!(h.rope_factor >= 1) || !(h.rope_high > h.rope_low) || !(h.rope_low > 0) || !(h.rope_orig_max > 0))
+    const float fac = (float)h.rope_factor, lo = (float)h.rope_low, hi = (float)h.rope_high;
+    const float old = (float)h.rope_orig_max;
+    if (!(fac >= 1 && fac <= FLT_MAX) || !(lo > 0 && hi > lo && hi <= FLT_MAX) || !(old > 0 && old <= FLT_MAX))
       return refuse(h.rope_field + " 'llama3': factor " + num_string(h.rope_factor) + ", low_freq_factor " +
                     num_string(h.rope_low) + ", high_freq_factor " + num_string(h.rope_high) +
                     ", original_max_position_embeddings " + num_string(h.rope_orig_max) +
-                    ": expected factor >= 1 and 0 < low_freq_factor < high_freq_factor");
+                    ": expected finite fp32 values, factor >= 1 and 0 < low_freq_factor < high_freq_factor");
     inv = llama3_inv_freq(h.head_dim, h.theta, h.rope_factor, h.rope_low, h.rope_high, h.rope_orig_max);
+    for (float v : inv)
+      if (!(v > 0 && v <= FLT_MAX))
+        return refuse(h.rope_field + " 'llama3' with rope_theta " + num_string(h.theta) +
+                      ": an inverse frequency of " + num_string(v) + " in fp32");
   } else if (h.rope_type != "default") {
-    return refuse(h.rope_field + " '" + h.rope_type + "': supported: none, 'llama3'");
+    return refuse(h.rope_field + " '" + printable(h.rope_type) + "': supported: none, 'llama3'");
   }
   if (h.sliding_window > 0 && h.sliding_window < max_ctx)
     return refuse(h.sliding_field + " " + std::to_string(h.sliding_window) + " < max context " +
@@ -258,8 +287,8 @@ int hf_engine_config(const HfConfig &h, int tp, int max_ctx, Config *c, std::str
   c->ffn = h.ffn;
   c->layers = h.layers;
   c->vocab = h.vocab;
-  c->eps = (float)h.eps;
-  c->theta = (float)h.theta;
+  c->eps = eps;
+  c->theta = theta;
   c->rope_inv_freq = inv;
   c->qkv_bias = h.qkv_bias;
   return 0;

@@ -1,45 +1,49 @@
-// safetensors.cc - safetensors.h: header checks at open, reads in place.
+// safetensors.cc - safetensors.h: the files opened and their headers checked,
+// the index read, reads with pread.
 #include "examples/llama/model/hf/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
+#include <algorithm>
 #include <cstring>
 
-#include "examples/llama/model/hf/json.h"
+#include "examples/llama/model/hf/safetensors_header.h"
+#include "examples/llama/model/hf/safetensors_index.h"
+#include "examples/llama/model/input_file.h"
 
 namespace llama {
 namespace {
 
-// safetensors' own reader refuses headers above 100 MB; a model's is a few MB.
-constexpr uint64_t kMaxHeader = 100u << 20;
-
-size_t dtype_bytes(const std::string &d) {
-  static const struct {
-    const char *name;
-    size_t bytes;
-  } table[] = {{"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E4M3", 1}, {"F8_E5M2", 1}, {"I16", 2},
-               {"U16", 2},  {"F16", 2}, {"BF16", 2}, {"I32", 4},     {"U32", 4},     {"F32", 4},
-               {"I64", 8},  {"U64", 8}, {"F64", 8}};
-  for (const auto &t : table)
-    if (d == t.name) return t.bytes;
-  return 0;
-}
-
-// A JSON integer that is exact in a double and in [0, 2^53].
-bool whole(const Json &j, uint64_t *v) {
-  if (j.kind != Json::NUMBER || j.number < 0 || j.number > 9007199254740992.0 || j.number != (double)(uint64_t)j.number)
-    return false;
-  *v = (uint64_t)j.number;
-  return true;
-}
+// A header lists each tensor in about 100 bytes (kMaxTensors of them: 1.6
+// MiB); safetensors' own reader allows 100 MB, which this engine never needs.
+constexpr uint64_t kMaxHeader = 16u << 20;
 
 bool exists(const std::string &path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;
+}
+
+enum Kind { BF16, F16, F32 };
+
+// One row of cols elements of kind at src (no alignment: the file promises
+// none) to bf16. The data is little-endian, as is every host this engine
+// runs on (x86-64, aarch64).
+void to_bf16(Kind kind, const unsigned char *src, size_t cols, uint16_t *out) {
+  if (kind == BF16) {
+    std::memcpy(out, src, cols * 2);
+  } else if (kind == F16) {
+    for (size_t c = 0; c < cols; c++) {
+      uint16_t h;
+      std::memcpy(&h, src + 2 * c, 2);
+      out[c] = f16_to_bf16(h);
+    }
+  } else {
+    for (size_t c = 0; c < cols; c++) {
+      float f;
+      std::memcpy(&f, src + 4 * c, 4);
+      out[c] = f32_to_bf16(f);
+    }
+  }
 }
 
 }  // namespace
@@ -89,97 +93,30 @@ uint16_t f16_to_bf16(uint16_t h) {
   return f32_to_bf16(f);
 }
 
-SafetensorsFile::~SafetensorsFile() {
-  if (map_) munmap(map_, size_);
-}
-
 int SafetensorsFile::open(const std::string &path, std::string *err) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    *err = path + ": cannot open (" + std::strerror(errno) + ")";
+  path_ = path;
+  InputFile &f = in_;
+  if (f.open(path, err)) return 1;
+  if (f.size() < 8) {
+    *err = path + ": " + std::to_string(f.size()) + " bytes, shorter than the 8-byte header length";
     return 1;
   }
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    *err = path + ": cannot stat (" + std::strerror(errno) + ")";
-    ::close(fd);
-    return 1;
-  }
-  if (st.st_size < 8) {
-    *err = path + ": " + std::to_string(st.st_size) + " bytes, shorter than the 8-byte header length";
-    ::close(fd);
-    return 1;
-  }
-  size_ = (size_t)st.st_size;
-  map_ = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);  // the mapping keeps the file
-  if (map_ == MAP_FAILED) {
-    map_ = nullptr;
-    *err = path + ": mmap failed (" + std::strerror(errno) + ")";
-    return 1;
-  }
-  const unsigned char *base = static_cast<const unsigned char *>(map_);
+  unsigned char len[8];
+  if (f.read_at(0, len, 8, err)) return 1;
   uint64_t n = 0;
-  for (int k = 7; k >= 0; k--) n = n << 8 | base[k];  // little-endian
-  if (n > size_ - 8 || n > kMaxHeader) {
-    *err = path + ": header length " + std::to_string(n) + " exceeds the file (" + std::to_string(size_) +
-           " bytes) or 100 MB: not a safetensors file";
+  for (int k = 7; k >= 0; k--) n = n << 8 | len[k];  // little-endian
+  if (n > f.size() - 8 || n > kMaxHeader) {
+    *err = path + ": header length " + std::to_string(n) + " exceeds the file (" + std::to_string(f.size()) +
+           " bytes) or " + byte_size_string(kMaxHeader) + ": not a safetensors file";
     return 1;
   }
-  Json h;
-  std::string jerr;
-  if (json_parse(std::string(reinterpret_cast<const char *>(base + 8), n), &h, &jerr)) {
-    *err = path + ": header: " + jerr;
+  std::string header((size_t)n, '\0');
+  if (f.read_at(8, &header[0], header.size(), err) ||
+      parse_safetensors_header(header, path, 8 + n, f.size() - 8 - n, &tensors_, err))
     return 1;
-  }
-  if (h.kind != Json::OBJECT) {
-    *err = path + ": header is " + h.kind_name() + ", expected an object";
-    return 1;
-  }
-  const unsigned char *data = base + 8 + n;
-  const uint64_t data_len = size_ - 8 - n;
-  for (const auto &m : h.members) {
-    if (m.first == "__metadata__") continue;
-    const std::string at = path + ": tensor " + m.first + ": ";
-    const Json &t = m.second;
-    const Json *dt = t.get("dtype"), *sh = t.get("shape"), *off = t.get("data_offsets");
-    if (t.kind != Json::OBJECT || !dt || dt->kind != Json::STRING || !sh || sh->kind != Json::ARRAY || !off ||
-        off->kind != Json::ARRAY || off->items.size() != 2) {
-      *err = at + "expected {\"dtype\": string, \"shape\": [...], \"data_offsets\": [begin, end]}";
-      return 1;
-    }
-    TensorInfo ti;
-    ti.name = m.first;
-    ti.dtype = dt->string;
-    ti.file = path;
-    uint64_t numel = 1;
-    for (const Json &d : sh->items) {
-      uint64_t v;
-      if (!whole(d, &v)) {
-        *err = at + "shape entries must be non-negative integers";
-        return 1;
-      }
-      if (v && numel > UINT64_MAX / v) {
-        *err = at + "shape overflows";
-        return 1;
-      }
-      numel *= v;
-      ti.shape.push_back((int64_t)v);
-    }
-    uint64_t b, e;
-    if (!whole(off->items[0], &b) || !whole(off->items[1], &e) || b > e || e > data_len) {
-      *err = at + "data_offsets outside the file's " + std::to_string(data_len) + " data bytes";
-      return 1;
-    }
-    ti.elem_bytes = dtype_bytes(ti.dtype);
-    if (ti.elem_bytes && (numel > UINT64_MAX / ti.elem_bytes || e - b != numel * ti.elem_bytes)) {
-      *err = at + std::to_string(e - b) + " data bytes, but " + ti.dtype + " " + shape_string(ti.shape) + " needs " +
-             std::to_string(numel * ti.elem_bytes);
-      return 1;
-    }
-    ti.data = data + b;
-    ti.bytes = e - b;
-    tensors_.emplace(ti.name, std::move(ti));
+  for (auto &t : tensors_) {
+    t.second.in = &in_;
+    t.second.file = &path_;
   }
   return 0;
 }
@@ -205,33 +142,29 @@ int Checkpoint::open(const std::string &dir, std::string *err) {
            "save the model with save_pretrained, which writes safetensors)";
     return 1;
   }
-  Json j;
-  if (json_read_file(index, &j, err)) return 1;
-  const Json *wm = j.get("weight_map");
-  if (!wm || wm->kind != Json::OBJECT) {
-    *err = index + ": no \"weight_map\" object";
-    return 1;
+  WeightMap wm;
+  if (read_safetensors_index(index, &wm, err)) return 1;
+  for (size_t f = 0; f < wm.files.size(); f++) {
+    files_.emplace_back(new SafetensorsFile);
+    if (files_.back()->open(dir + "/" + wm.files[f], err)) return 1;
+    // Every tensor of the file must be mapped to it: a tensor the index
+    // does not list would be a model the index does not describe.
+    for (const auto &t : files_.back()->tensors()) {
+      const auto it = wm.file_of.find(t.first);
+      if (it == wm.file_of.end() || it->second != f) {
+        *err = index + ": tensor " + printable(t.first) + " is in " + wm.files[f] + ", but weight_map " +
+               (it == wm.file_of.end() ? "does not list it" : "maps it to " + wm.files[it->second]);
+        return 1;
+      }
+      index_[t.first] = &t.second;
+    }
   }
-  std::map<std::string, SafetensorsFile *> opened;
-  for (const auto &m : wm->members) {
-    const Json &f = m.second;
-    if (f.kind != Json::STRING || f.string.empty() || f.string.find('/') != std::string::npos) {
-      *err = index + ": weight_map[\"" + m.first + "\"]: expected a file name in " + dir;
+  for (const auto &m : wm.file_of)
+    if (!index_.count(m.first)) {
+      *err = index + ": tensor " + printable(m.first) + " is mapped to " + wm.files[m.second] +
+             ", which does not hold it";
       return 1;
     }
-    SafetensorsFile *&sf = opened[f.string];
-    if (!sf) {
-      files_.emplace_back(new SafetensorsFile);
-      sf = files_.back().get();
-      if (sf->open(dir + "/" + f.string, err)) return 1;
-    }
-    const TensorInfo *t = sf->find(m.first);
-    if (!t) {
-      *err = index + ": tensor " + m.first + " is mapped to " + f.string + ", which does not hold it";
-      return 1;
-    }
-    index_[m.first] = t;
-  }
   return 0;
 }
 
@@ -257,7 +190,7 @@ int Checkpoint::read_bf16(const std::string &name, size_t row0, size_t rows, siz
            std::to_string(rows) + ", columns " + std::to_string(col0) + "+" + std::to_string(cols) + " out of range";
     return 1;
   }
-  enum { BF16, F16, F32 } kind;
+  Kind kind;
   if (t->dtype == "BF16") kind = BF16;
   else if (t->dtype == "F16") kind = F16;
   else if (t->dtype == "F32") kind = F32;
@@ -265,26 +198,24 @@ int Checkpoint::read_bf16(const std::string &name, size_t row0, size_t rows, siz
     *err = "tensor " + name + ": dtype " + t->dtype + ": supported BF16, F16, F32";
     return 1;
   }
-  // Element loads through memcpy: the file promises no alignment. The data
-  // is little-endian, as is every host this engine runs on (x86-64, aarch64).
-  for (size_t r = 0; r < rows; r++) {
-    const unsigned char *src = t->data + ((row0 + r) * C + col0) * t->elem_bytes;
-    uint16_t *out = dst + r * dst_pitch;
-    if (kind == BF16) {
-      std::memcpy(out, src, cols * 2);
-    } else if (kind == F16) {
-      for (size_t c = 0; c < cols; c++) {
-        uint16_t h;
-        std::memcpy(&h, src + 2 * c, 2);
-        out[c] = f16_to_bf16(h);
-      }
-    } else {
-      for (size_t c = 0; c < cols; c++) {
-        float f;
-        std::memcpy(&f, src + 4 * c, 4);
-        out[c] = f32_to_bf16(f);
-      }
-    }
+  // Whole rows lie back to back in the file: up to 4 MiB of them per pread
+  // (256 KiB when they are converted after: the staging buffer stays in
+  // cache). A window of columns is read row by row: cutting it out of whole
+  // rows, or preadv over windows and gaps, measured slower at TP 2
+  // (docs/reliability.md). BF16 goes straight into the caller's buffer when
+  // its rows are back to back there too; the rest through the staging buffer.
+  const size_t eb = t->elem_bytes, row_bytes = cols * eb;
+  const bool whole_rows = cols == C, direct = kind == BF16 && (dst_pitch == cols || rows == 1);
+  const size_t chunk = direct ? 4u << 20 : 256u << 10;
+  const size_t per_read = whole_rows ? std::max<size_t>(1, chunk / row_bytes) : 1;
+  std::vector<unsigned char> stage(direct ? 0 : std::min(per_read, rows) * row_bytes);
+  for (size_t r = 0; r < rows; r += per_read) {
+    const size_t n = std::min(per_read, rows - r);  // n > 1: whole rows, so back to back in the file
+    const uint64_t at = t->offset + ((row0 + r) * C + col0) * eb;
+    unsigned char *buf = direct ? reinterpret_cast<unsigned char *>(dst + r * dst_pitch) : stage.data();
+    if (t->in->read_at(at, buf, n * row_bytes, err)) return 1;
+    if (!direct)
+      for (size_t k = 0; k < n; k++) to_bf16(kind, stage.data() + k * row_bytes, cols, dst + (r + k) * dst_pitch);
   }
   return 0;
 }
