@@ -1,5 +1,6 @@
-/* family.h - what select.c asks of the CUTLASS family (family.c): its
- * candidates, variant names and launches. Internal to lib/gemm/. */
+/* family.h - what select.c and ours_variant.c ask of the CUTLASS family
+ * (cutlass.c): its candidates, variant names and launches. Internal to
+ * lib/gemm/. */
 #ifndef TPG_GEMM_FAMILY_H
 #define TPG_GEMM_FAMILY_H
 
@@ -7,7 +8,9 @@
 
 #include "lib/gemm/select.h"
 
-/* The CUTLASS variants worth timing for a shape (see family.c); at most
+/* Whether the CUTLASS kernels can run this at all (not which one). */
+int tpg_gemm_cutlass_applies(int dtype, int epilogue, int sm_arch);
+/* The CUTLASS variants worth timing for a shape (see cutlass.c); at most
  * cap written to list (may be NULL); returns how many were written. */
 int tpg_gemm_cutlass_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_sms, tpg_gemm_variant *list,
                                 int cap);

@@ -3,7 +3,7 @@
  * Plain C11, no CUDA headers: the graph builder calls this, loads `kernel` by
  * name from the embedded fatbin (cuLibraryLoadData / cuLibraryGetKernel),
  * allocates `workspace_bytes` per node and launches with grid/block/smem.
- * See the selection table in select.c and docs/kernels.md.
+ * See the selection table in ours.c and docs/kernels.md.
  */
 #ifndef TPG_GEMM_SELECT_H
 #define TPG_GEMM_SELECT_H
@@ -88,7 +88,7 @@ typedef struct tpg_tma_encode {
 void tpg_gemm_y_map(int m, int n, int ldy, tpg_tma_encode *y_map);
 
 /* Like tpg_gemm_select, but on sm_arch 90 for m > 8 it may pick the TMA
- * kernels (the rule derived from the model zoo, select.c and
+ * kernels (the rule derived from the model zoo, ours_rule.c and
  * bench/zoo_rules.py) and then fills x_map/w_map (rank 0 otherwise). A pure
  * function of its arguments: every rank picks the same. ldx/ldw: leading
  * dimensions. streamk (TMA picks only): 0 never, 1 when the cost model says
@@ -164,12 +164,12 @@ int tpg_gemm_select_variant(int m, int n, int k, int dtype, int epilogue, int sm
 /* The candidate variants worth timing for a shape, the heuristic first;
  * writes at most cap of them to list (list may be NULL) and returns how many
  * were written (at most TPG_GEMM_MAX_CANDIDATES exist). The CUTLASS ones
- * (lib/gemm/family.c) come right after the heuristic, so a tuner on a
+ * (lib/gemm/cutlass.c) come right after the heuristic, so a tuner on a
  * budget times them first; they are listed whatever the dtype, and
  * tpg_gemm_select_variant refuses them for f16. */
 int tpg_gemm_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_sms, tpg_gemm_variant *list, int cap);
 
-/* ---- families: ours, CUTLASS, and the rule between them (lib/gemm/family.c)
+/* ---- families: ours, CUTLASS, and the rule between them (lib/gemm/select.c)
  * TPG_GEMM_FAMILY_OURS: tpg_gemm_select_tma (our kernels only).
  * TPG_GEMM_FAMILY_CUTLASS: the CUTLASS kernel of the shape's class in the
  *   CUTLASS table (lib/gemm/family_table.inc) where one can run it (sm_90,

@@ -1,0 +1,254 @@
+/* ours_rule.c - our kernels' Hopper rule: tpg_gemm_select_tma, the cost
+ * model fitted on the model zoo (the selection table: ours.c).
+ */
+#include "lib/gemm/ours.h"
+
+#include <string.h>
+
+#include "kernels/tpg_kargs.h"
+/* ---------------------------------------------------------------------------
+ * tpg_gemm_select_tma: the Hopper path (sm_90; other architectures get
+ * tpg_gemm_select). Derived from the model zoo (gemm_bench --zoo --cand on one
+ * H200, commit f02745a: 1302 shapes of 8 models at TP 1..8, every candidate
+ * timed): bench/zoo_rules.py holds the same rule in Python and prints its
+ * predicted geometric mean of time / cuBLASLt on the zoo: 1.128, against
+ * 1.115 for the best candidate of every shape and 1.233 for the rule before.
+ * The m > 64 constants were refitted (zoo_rules.py --fit-from-rule) when the
+ * _c2 and BN 192 kernels came in, on a zoo run that timed them (H200, commit
+ * 6a048dc, M = 128..8192, all models at TP 2/4/8 + Llama-3 8B TP 1: 504
+ * shapes): rule 1.182 there, against 1.215 for the previous rule's picks
+ * measured in the same run and 1.163 for the best candidate of each shape.
+ * Keep the two in step (the constants below are the script's).
+ *
+ *   m <= 8, or m <= 16 with fewer than TPG_DEC_SW_W W rows: the decode GEMV
+ *                          (tpg_gemm_select): the split-K GEMV beat the best
+ *                          unswapped TMA candidate on 90 of the 93 zoo shapes
+ *                          at M = 16 (gemv_lab round 2 against the zoo's TMA
+ *                          times, each relative to its run's cuBLAS); from
+ *                          8192 W rows the swapped 16-token tiles stream W
+ *                          faster (zoo of commit 756c3fa: M = 16 1.061 -> 1.038)
+ *   m <= 32, W rows <= 4096 and k < 8192: the GEMV (same data: geomean
+ *                          1.128 against 1.176 for the TMA rule alone at M = 32;
+ *                          at K = 8192 the zoo of round 3 (commit a93acb0) had
+ *                          the GEMV 3-9% behind TMA 64 x 64 stream-K)
+ *   m > 8 otherwise        the TMA tile (BM x BN, or swapped: BM tokens x BN
+ *                          W rows, "sw" in the tables) and split with the lowest
+ *                          modelled cost, BM = 64 only while m <= 256, the
+ *                          128-row _c2 clusters only while m > 128 and
+ *                          stream-K, the 64-row _c2 only for 64 < m <= 128
+ *                          and not with SwiGLU:
+ *     whole tiles:  ceil(tiles / slots) * kb * BM * BN * eff
+ *     stream-K:     tiles * kb / slots * BM * BN * eff + fix * BM * BN
+ *                   (+ kk * kb * BM * BN * eff when tiles < slots)
+ *   kb = ceil(k / 64); tiles over W rows (2n with SwiGLU), units of two M-tiles
+ *   for _c2; slots = num_sms (num_sms / 2 for _c2); eff, fix, kk:
+ *   m <= 32: eff 0.6 (BN 256, 128), 1.4 (64), fix 40, kk 0.1 (refitted alone on
+ *     the zoo of commit 0364843: M = 32 predicted 1.106 against 1.129 with the
+ *     m <= 64 constants; best candidate 1.095);
+ *   m <= 64 (weight streaming, 64-row tiles): eff 0.6 (BN 256, 128), 0.8 (64),
+ *     fix 20, kk 0.1 (0.05 before the sm90b R3 zoo run); m > 128 (compute):
+ *     eff 1.0 (128 x 256), 1.15 (128 x 128), 1.4 (128 x 64), 1.3 (64 x 256),
+ *     1.5 (64 x 128), 1.0 (128 x 192), _c2: 0.95 (128 x 256), 1.05 (128 x
+ *     128), 0.9 (128 x 192); fix 40, kk 0; 64 < m <= 128: the same but 1.1
+ *     (128 x 128), _c2 1.0 (128 x 128), 64-row _c2 1.3 (BN 128) / 2.0 (BN
+ *     64), kk 0.05 (sm90b R3 zoo run, M = 128: predicted 1.192 against 1.224
+ *     with the m > 128 table, best candidate 1.170). The _cn2 kernels are
+ *     candidates only (never paid in that run: cl 3, eff 9 = never).
+ *   The swapped tiles (refit on the zoo of commit 756c3fa, M = 16..128): m <= 16
+ *     16 x 64 1.2, 16 x 128 1.0, fix 40, kk 0.1; m <= 32 32 x 64 1.2, 32 x 128
+ *     1.0; m <= 64 32 x 64 1.4, 64 x 64 0.7; 64 < m <= 128 64 x 64 1.7, 64 x 128
+ *     1.2, and that table's 128 x 128 1.05, 64 x 128 1.3, 64-row _c2 (BN 128)
+ *     1.1, fix 30 (the fit said 20; 30 keeps whole 128 x 128 tiles where the
+ *     _c2 stream-K pick ran slower in tpbench: zoo_rules.py SK_FIX).
+ *   streamk: 1 the model decides, 0 whole tiles only, 2 stream-K only (tests).
+ *   Stream-K: grid = min(tiles * kb, num_sms), split_k TPG_SPLITK_STREAM,
+ *   workspace tpg_sk_workspace_bytes(tiles, grid, BN) (tpg_kargs.h); with
+ *   several waves the kernel splits only the last. Whole tiles: grid =
+ *   min(tiles, num_sms), no workspace. block 384; smem as in fill_tma.
+ * ------------------------------------------------------------------------- */
+
+/* 8 < m <= 16: the GEMV below this many W rows, the swapped 16-token tiles
+ * from there (zoo_rules.py DEC_SW_W: the zoo fit said 7168, tpbench's graph
+ * disagreed at 7168) */
+#define TPG_DEC_SW_W 8192
+/* zoo fit of the _c2 and BN 192 kernels (bench/zoo_rules.py EFF_LARGE, R3 run) */
+#define EFF_C2_256 0.95
+#define EFF_C2_128 1.05
+#define EFF_N192 1.0
+#define EFF_C2_192 0.9
+/* aligned split-K's fix-up (zoo_rules.py K_FIX, fitted alone in session 6) */
+#define K_FIX_MID 15.0
+#define K_FIX_LARGE 20.0
+/* stream-K's k-steps at 1 + SK_P of whole tiles' for m > 128 (zoo_rules.py SK_P, session 6) */
+#define SK_P_LARGE 0.1
+/* K over a cluster's fix-up (zoo_rules.py KC_FIX, fitted alone in session 7) */
+#define KC_FIX_MID 10.0
+#define KC_FIX_LARGE 10.0
+
+
+/* The cost model above for one candidate (relative units). cl = 2: the _c2
+ * kernels, units of two M-tiles, num_sms / 2 of them at once; cl = 3: the
+ * _cn2 kernels, units of two N-tiles (2 BN W rows), num_sms / 2 at once. */
+typedef struct tma_eff {
+  int bm, bn, cl;
+  double eff;
+  int sw; /* swapped tiles (bm tokens); cl 2 with it: pairs of token tiles sharing W */
+} tma_eff;
+/* S of an aligned split-K candidate ("_k<S>", tpg_gemm_candidates): as many
+ * K ranges a unit as the resident units allow, at most the K blocks and 16 */
+int tpg_ours_ranges_of(unsigned long units, unsigned long slots, int k) {
+  const unsigned long s = units ? slots / units : 0, kb = cdiv(k, 64);
+  const unsigned long r = s < kb ? s : kb;
+  return (int)(r < 16 ? r : 16);
+}
+/* Clusters of s CTAs (one CTA an SM) resident at once. The GPCs pack them,
+ * so above s = 2 fewer than num_sms / s fit: on the H200 (132 SMs,
+ * cudaOccupancyMaxActiveClusters, `gemm_bench --clusters`) 66 39 30 22 17
+ * 15 15 for s = 2..8. Other SM counts: the same fraction of num_sms (a
+ * guess: their GPCs were not measured). A "_kc<S>" grid larger than this
+ * runs in two waves (1.5-1.6x the time in the first zoo run). */
+static unsigned long kc_clusters(int s, int num_sms) {
+  static const int h200[9] = {0, 132, 66, 39, 30, 22, 17, 15, 15};
+  if (s < 1 || s > 8) return 0;
+  return num_sms == 132 ? (unsigned long)h200[s] : (unsigned long)num_sms * (unsigned long)h200[s] / 132ul;
+}
+/* S of a K-over-a-cluster candidate ("_kc<S>"): the most K ranges (at most
+ * 8, a portable cluster, and the K blocks) whose clusters all fit at once;
+ * 0 when not even pairs do */
+int tpg_ours_kc_ranges_of(unsigned long tiles, int num_sms, int k) {
+  const int kb = (int)cdiv(k, 64);
+  int s;
+  for (s = kb < 8 ? kb : 8; s >= 2; --s)
+    if (tiles <= kc_clusters(s, num_sms)) return s;
+  return 0;
+}
+/* sk 2: aligned split-K, fix = the class's kfix; sk 3: K over a cluster,
+ * fix = its kcfix; +inf-like (-1) when S < 2 */
+static double tma_cost(int m, int wrows, int k, int num_sms, const tma_eff *e, int sk, double fix, double kk,
+                       double skp) {
+  const int pair = e->cl > 1 ? 2 : 1, slots = num_sms / pair > 0 ? num_sms / pair : 1;
+  const double tiles = e->cl == 3 ? (double)cdiv(m, e->bm) * cdiv(wrows, 2L * e->bn)
+                                  : (double)cdiv(m, (long)e->bm * pair) * cdiv(wrows, e->bn),
+               kb = cdiv(k, 64), area = (double)e->bm * e->bn;
+  if (sk == 2) {
+    const int s = tpg_ours_ranges_of((unsigned long)tiles, (unsigned long)slots, k);
+    return s >= 2 ? (double)cdiv((long)kb, s) * area * e->eff + fix * area : -1.0;
+  }
+  if (sk == 3) {
+    const int s = tpg_ours_kc_ranges_of((unsigned long)tiles, num_sms, k);
+    return s >= 2 ? (double)cdiv((long)kb, s) * area * e->eff + fix * area : -1.0;
+  }
+  if (sk)
+    return tiles * kb / slots * area * e->eff * (1.0 + skp) + fix * area + (tiles < slots ? kk * kb * area * e->eff : 0.0);
+  return (double)cdiv((long)tiles, slots) * kb * area * e->eff;
+}
+
+int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arch, int num_sms, int ldx,
+                        int ldw, int streamk, tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map,
+                        char *why, size_t whylen) {
+  /* zoo fit (bench/zoo_rules.py: EFF_SMALL, EFF_LARGE; table order breaks ties) */
+  /* m <= 32 on its own (zoo_rules.py EFF_TINY): with 64-row tiles half of X is
+   * zero fill and the 64 x 64 tile's fixed costs weigh more; sharing m <= 64's
+   * constants picked 64 x 64 where 64 x 128 won most M = 32 shapes */
+  /* cl 3: the _cn2 pairs (N-tiles sharing X); eff >= 9: never picked */
+  /* sw 1: the swapped tiles (bm tokens x bn W rows; zoo_rules.py EFF_DEC and
+   * the "sw" entries, fitted on the zoo run of commit 756c3fa); the entries
+   * that fit never picked are left out */
+  static const tma_eff dec[2] = {{16, 64, 1, 1.2, 1}, {16, 128, 1, 1.0, 1}};
+  static const tma_eff tiny[7] = {{64, 256, 1, 0.6, 0}, {64, 128, 1, 0.6, 0}, {64, 64, 1, 1.4, 0}, {64, 128, 3, 9.0, 0},
+                                  {64, 64, 3, 9.0, 0},  {32, 64, 1, 1.2, 1}, {32, 128, 1, 1.0, 1}};
+  static const tma_eff small[7] = {{64, 256, 1, 0.6, 0}, {64, 128, 1, 0.6, 0},   {64, 64, 1, 0.8, 0},   {64, 128, 3, 9.0, 0},
+                                   {64, 64, 3, 9.0, 0},  {32, 64, 1, 1.4, 1}, {64, 64, 1, 0.7, 1}};
+  static const tma_eff large[9] = {{128, 256, 1, 1.0, 0},        {128, 128, 1, 1.15, 0},       {128, 64, 1, 1.4, 0},
+                                   {64, 256, 1, 1.3, 0},         {64, 128, 1, 1.5, 0},         {128, 256, 2, EFF_C2_256, 0},
+                                   {128, 128, 2, EFF_C2_128, 0}, {128, 192, 1, EFF_N192, 0}, {128, 192, 2, EFF_C2_192, 0}};
+  /* 64 < m <= 128 (zoo_rules.py EFF_MID, refitted on the sm90b R3 zoo run): the
+   * large table with 128 x 128 and its _c2 at 1.1 / 1.0, plus the 64-row _c2
+   * pairs; the _cn2 pairs never paid (9.0) */
+  /* (refitted with the swapped tiles: 128 x 128 1.1 -> 1.05, 64 x 128 1.5 ->
+   * 1.3, its _c2 1.3 -> 1.1, fix 40 -> 30) */
+  static const tma_eff mid[15] = {{128, 256, 1, 1.0, 0},      {128, 128, 1, 1.05, 0},     {128, 64, 1, 1.4, 0},
+                                  {64, 256, 1, 1.3, 0},       {64, 128, 1, 1.3, 0},       {128, 256, 2, EFF_C2_256, 0},
+                                  {128, 128, 2, 1.0, 0},      {128, 192, 1, EFF_N192, 0}, {128, 192, 2, EFF_C2_192, 0},
+                                  {64, 128, 2, 1.1, 0},       {64, 64, 2, 2.0, 0},        {128, 128, 3, 9.0, 0},
+                                  {128, 64, 3, 9.0, 0},       {64, 64, 1, 1.7, 1},     {64, 128, 1, 1.2, 1}};
+  /* per class: table, entries, fix, kk, kfix, skp, kcfix (zoo_rules.py
+   * SK_FIX, SK_K, K_FIX (< 0: no aligned split-K), SK_P, KC_FIX (< 0: no K
+   * over a cluster)) */
+  static const struct {
+    const tma_eff *tab;
+    int cnt;
+    double fix, kk, kfix, skp, kcfix;
+  } cls[5] = {{dec, 2, 40.0, 0.1, -1.0, 0.0, -1.0},
+              {tiny, 7, 40.0, 0.1, -1.0, 0.0, -1.0},
+              {small, 7, 20.0, 0.1, -1.0, 0.0, -1.0},
+              {mid, 15, 30.0, 0.05, K_FIX_MID, 0.0, KC_FIX_MID},
+              {large, 9, 40.0, 0.0, K_FIX_LARGE, SK_P_LARGE, KC_FIX_LARGE}};
+  const int swiglu = epilogue == TPG_EPI_SWIGLU;
+  int rc, i, s, bm = 0, bn = 0, sk = 0, cl = 1, sw = 0, ks = 0, kc = 0;
+  double best = -1;
+  if (x_map) memset(x_map, 0, sizeof *x_map);
+  if (w_map) memset(w_map, 0, sizeof *w_map);
+  rc = tpg_gemm_select(m, n, k, dtype, epilogue, sm_arch, num_sms, out, why, whylen);
+  if (rc || sm_arch != 90 || m <= 8) return rc;
+  if (num_sms < 1) num_sms = 1;
+  {
+    const long wrows = swiglu ? 2L * n : (long)n;
+    if (m <= 16 && wrows < TPG_DEC_SW_W) return 0;                 /* the GEMV */
+    if (m > 16 && m <= 32 && wrows <= 4096 && k < 8192) return 0; /* the GEMV */
+    {
+      const int ci = m <= 16 ? 0 : m <= 32 ? 1 : m <= 64 ? 2 : m <= 128 ? 3 : 4;
+      const tma_eff *tab = cls[ci].tab;
+      const int cnt = cls[ci].cnt;
+      const double fix = cls[ci].fix, kk = cls[ci].kk, kfix = cls[ci].kfix, skp = cls[ci].skp, kcfix = cls[ci].kcfix;
+      if (tpg_ours_check_tma_lds(k, ldx, ldw, x_map, w_map, why, whylen)) return 1;
+      for (i = 0; i < cnt; ++i) {
+        if (tab[i].eff >= 9.0) continue;
+        if (tab[i].bm == 64 && m > 256) continue;
+        if (tab[i].cl == 2 && m <= tab[i].bm) continue; /* one M-tile: no pair to share W */
+        if (tab[i].cl == 2 && (tab[i].bm == 64 || tab[i].sw) && swiglu) continue; /* not offered (tpg_gemm_select_variant) */
+        if (tab[i].sw && ((tab[i].bm == 16 && m > 16) || (tab[i].bm == 32 && m > 64 && tab[i].cl != 2) ||
+                          (tab[i].bm == 64 && m <= 32)))
+          continue; /* the swapped candidates by M (tpg_gemm_candidates) */
+        for (s = 0; s < 4; ++s) {
+          double c;
+          if ((streamk == 0 && s) || (streamk == 2 && s != 1)) continue;
+          if (s == 2 && (kfix < 0 || tab[i].bm != 128 || tab[i].sw || tab[i].cl == 3))
+            continue; /* aligned split-K: 128-row unswapped tiles and their _c2 (zoo_rules.py K_FIX) */
+          if (s == 3 && (kcfix < 0 || tab[i].bm != 128 || tab[i].sw || tab[i].cl != 1))
+            continue; /* K over a cluster: 128-row unswapped one-CTA tiles (zoo_rules.py KC_FIX) */
+          if (tab[i].cl == 2 && tab[i].bm == 128 && !tab[i].sw && !s)
+            continue; /* _c2 stream-K only (zoo_rules.py C2_SK_ONLY) */
+          c = tma_cost(m, (int)wrows, k, num_sms, &tab[i], s, s == 2 ? kfix : s == 3 ? kcfix : fix, kk, skp);
+          if (c < 0) continue;
+          if (best < 0 || c < best) {
+            best = c;
+            bm = tab[i].bm;
+            bn = tab[i].bn;
+            cl = tab[i].cl;
+            sw = tab[i].sw;
+            sk = s;
+          }
+        }
+      }
+    }
+    if (streamk == 0) sk = 0;
+    if (streamk == 2) sk = 1;
+    if (sk == 3) {
+      ks = tpg_ours_kc_ranges_of((unsigned long)cdiv(m, (long)bm) * cdiv(wrows, bn), num_sms, k);
+      kc = 1;
+      sk = 0;
+    }
+    if (sk == 2) {
+      const int pair = cl == 2 ? 2 : 1;
+      ks = tpg_ours_ranges_of((unsigned long)cdiv(m, (long)bm * pair) * cdiv(wrows, bn),
+                     (unsigned long)(num_sms / pair > 0 ? num_sms / pair : 1), k);
+      sk = 1;
+    }
+    /* iteration counts are 32-bit in the kernel */
+    if (sk && (unsigned long)cdiv(m, bm) * cdiv(wrows, bn) * (unsigned long)cdiv(k, 64) >= 0x7fffffffUL) sk = 0;
+  }
+  tpg_ours_fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, bm, bn, sk, ks, kc, cl > 1 ? 2 : 1, cl == 3, sw, out, x_map,
+           w_map);
+  return 0;
+}
