@@ -38,6 +38,7 @@
 #include "../kernels/gemm/gemv.cu"
 #include "../kernels/gemm/sm80_mma.cu"
 #include "../kernels/gemm/sm90_tma.cu"
+#include "../lib/gemm/ours.h"
 #include "../lib/gemm/select.h"
 #include "bench_cuda.cuh"
 
@@ -126,6 +127,28 @@ static kfn find_kernel(const char *name) {
 
 static int g_sms = 132, g_arch = 90;
 static int g_streamk = 1; /* TPG_GEMM_STREAMK, as the library reads it */
+
+/* A problem for the selector (lib/gemm/problem.h), passed where its calls
+ * take a pointer (the temporary lives to the end of the call's statement). */
+struct Prob {
+  tpg_gemm_problem p;
+  operator const tpg_gemm_problem *() const { return &p; }
+};
+static Prob prob(int M, int N, int K, int dtype, int epi, int arch = -1, int ldx = 0, int ldw = 0, int streamk = 1) {
+  Prob r;
+  r.p = tpg_gemm_problem_make(M, N, K, dtype, epi, arch < 0 ? g_arch : arch, g_sms);
+  if (ldx) r.p.ldx = ldx;
+  if (ldw) r.p.ldw = ldw;
+  r.p.streamk = streamk;
+  return r;
+}
+/* The problem of an argument block (its leading dimensions). */
+static Prob prob_of(const tpg_gemm_args &a, int streamk = g_streamk) {
+  Prob r = prob(a.m, a.n, a.k, a.dtype, a.epilogue, -1, a.ldx, a.ldw, streamk);
+  r.p.ldy = a.ldy ? a.ldy : a.n;
+  r.p.ldr = a.ldr ? a.ldr : a.n;
+  return r;
+}
 
 static void launch(const tpg_kernel_launch &L, const tpg_gemm_args &a, cudaStream_t st = 0) {
   kfn f = find_kernel(L.kernel);
@@ -232,8 +255,7 @@ static tpg_kernel_launch pick_tma(const tpg_gemm_args &a, int streamk) {
   tpg_kernel_launch L;
   tpg_tma_encode xe, we;
   char why[200];
-  if (tpg_gemm_select_tma(a.m, a.n, a.k, a.dtype, a.epilogue, g_arch, g_sms, a.ldx, a.ldw, streamk, &L, &xe, &we, why,
-                          sizeof why)) {
+  if (tpg_gemm_select_tma(prob_of(a, streamk), &L, &xe, &we, why, sizeof why)) {
     fprintf(stderr, "select_tma rejected: %s\n", why); exit(2);
   }
   return L;
@@ -243,8 +265,7 @@ static tpg_kernel_launch pick_tma(const tpg_gemm_args &a, int streamk) {
 static bool select_tma(const tpg_gemm_args &a, tpg_kernel_launch &L, tpg_gemm_tma_args &p, int streamk = g_streamk) {
   tpg_tma_encode xe, we;
   char why[200];
-  if (tpg_gemm_select_tma(a.m, a.n, a.k, a.dtype, a.epilogue, g_arch, g_sms, a.ldx, a.ldw, streamk, &L, &xe, &we, why,
-                          sizeof why)) {
+  if (tpg_gemm_select_tma(prob_of(a, streamk), &L, &xe, &we, why, sizeof why)) {
     fprintf(stderr, "select_tma rejected: %s\n", why); exit(2);
   }
   memset(&p, 0, sizeof p);
@@ -263,8 +284,7 @@ static bool select_tma(const tpg_gemm_args &a, tpg_kernel_launch &L, tpg_gemm_tm
 static bool select_var(const tpg_gemm_args &a, const tpg_gemm_variant &v, tpg_kernel_launch &L, tpg_gemm_tma_args &p) {
   tpg_tma_encode xe, we;
   char why[200];
-  if (tpg_gemm_select_variant(a.m, a.n, a.k, a.dtype, a.epilogue, g_arch, g_sms, a.ldx, a.ldw, &v, &L, &xe, &we, why,
-                              sizeof why)) {
+  if (tpg_gemm_select_variant(prob_of(a), &v, &L, &xe, &we, why, sizeof why)) {
     fprintf(stderr, "select_variant rejected: %s\n", why); exit(2);
   }
   memset(&p, 0, sizeof p);
@@ -283,7 +303,7 @@ static bool select_var(const tpg_gemm_args &a, const tpg_gemm_variant &v, tpg_ke
  * bf16 only, and only in a bench with the embedded fatbins. */
 static std::vector<tpg_gemm_variant> shape_candidates(int M, int N, int K, int epi, int dtype) {
   tpg_gemm_variant v[TPG_GEMM_MAX_CANDIDATES];
-  const int n = tpg_gemm_candidates(M, N, K, epi, g_arch, g_sms, v, TPG_GEMM_MAX_CANDIDATES);
+  const int n = tpg_gemm_candidates(prob(M, N, K, dtype, epi), v, TPG_GEMM_MAX_CANDIDATES);
   std::vector<tpg_gemm_variant> out;
   const char *e = getenv("TPG_GEMM_CANDIDATES");
   if (e && !strcmp(e, "0")) return out;
@@ -339,7 +359,7 @@ static tpg_kernel_launch plain_decode(int M, int N, int K, int dtype, int epi) {
   memset(&v, 0, sizeof v);
   v.kind = TPG_GEMM_VAR_GEMV;
   v.split = 1;
-  if (tpg_gemm_select_variant(M, N, K, dtype, epi, g_arch, g_sms, K, K, &v, &L, nullptr, nullptr, why, sizeof why)) {
+  if (tpg_gemm_select_variant(prob(M, N, K, dtype, epi), &v, &L, nullptr, nullptr, why, sizeof why)) {
     fprintf(stderr, "plain_decode: %s\n", why);
     exit(2);
   }
@@ -453,7 +473,7 @@ static void check_shape(int M, int N, int K, int dtype, bool pad) {
     for (int epi = 0; epi < TPG_EPI_COUNT; ++epi) {
       tpg_kernel_launch L, L90;
       char why[200];
-      if (tpg_gemm_select(M, N, K, dtype, epi, ai < 7 ? arches[ai] : g_arch, g_sms, &L, why, sizeof why)) {
+      if (tpg_gemm_select(prob(M, N, K, dtype, epi, ai < 7 ? arches[ai] : g_arch), &L, why, sizeof why)) {
         fprintf(stderr, "select rejected: %s\n", why); exit(2);
       }
       if (ai == 5) {  /* pass 5: the decode GEMV without K split (gemv_s1) for M <= 16 */
@@ -467,7 +487,7 @@ static void check_shape(int M, int N, int K, int dtype, bool pad) {
         cv = shape_candidates(M, N, K, epi, dtype);
         if (ai - 7 >= (int)cv.size()) continue;
         tpg_tma_encode xe, we;
-        if (tpg_gemm_select_variant(M, N, K, dtype, epi, g_arch, g_sms, ldx, ldw, &cv[ai - 7], &L, &xe, &we, why,
+        if (tpg_gemm_select_variant(prob(M, N, K, dtype, epi, -1, ldx, ldw), &cv[ai - 7], &L, &xe, &we, why,
                                     sizeof why)) {
           fprintf(stderr, "select_variant %s rejected: %s\n", var_name(cv[ai - 7]).c_str(), why); exit(2);
         }
@@ -485,7 +505,7 @@ static void check_shape(int M, int N, int K, int dtype, bool pad) {
         ws_cap = L.workspace_bytes;
       }
       if (ai == 1) {  /* skip the fallback pass when the selection is the same kernel */
-        tpg_gemm_select(M, N, K, dtype, epi, arches[0], g_sms, &L90, why, sizeof why);
+        tpg_gemm_select(prob(M, N, K, dtype, epi, arches[0]), &L90, why, sizeof why);
         if (!strcmp(L.kernel, L90.kernel)) continue;
       }
       if (ai >= 2 && ai <= 4 && (g_arch != 90 || M <= 16)) continue;  /* passes 2, 3: TMA kernels, BN 256 and 128;
@@ -678,7 +698,7 @@ static void time_shape(cublasHandle_t h, int M, int K, int N, int reps, std::vec
   CK(cudaDeviceSynchronize());
   tpg_kernel_launch L;
   char why[200];
-  if (tpg_gemm_select(M, N, K, TPG_KDT_BF16, TPG_EPI_NONE, g_arch, g_sms, &L, why, sizeof why)) {
+  if (tpg_gemm_select(prob(M, N, K, TPG_KDT_BF16, TPG_EPI_NONE), &L, why, sizeof why)) {
     fprintf(stderr, "select: %s\n", why); exit(2);
   }
   /* The TMA selections timed: as configured, and with stream-K off / forced. */
@@ -770,7 +790,7 @@ static void time_shape(cublasHandle_t h, int M, int K, int N, int reps, std::vec
   /* alternatives */
   if (g_arch == 90 && M >= 64) {
     tpg_kernel_launch L9;
-    tpg_gemm_select(std::max(M, 65), N, K, TPG_KDT_BF16, TPG_EPI_NONE, 90, g_sms, &L9, why, sizeof why);
+    tpg_gemm_select(prob(std::max(M, 65), N, K, TPG_KDT_BF16, TPG_EPI_NONE, 90), &L9, why, sizeof why);
     std::vector<tpg_gemm_tma_args> P(copies), P128(copies);
     for (int c = 0; c < copies; ++c) {
       memset(&P[c], 0, sizeof P[c]); P[c].a = args(c); encode_maps(P[c], 256);
@@ -782,7 +802,7 @@ static void time_shape(cublasHandle_t h, int M, int K, int N, int reps, std::vec
     alts.push_back(row("sm90tma_n128_sk", timeit([&](int c) { launch_tma(128, P128[c], 0, true); })));
     if (M == 64) {
       tpg_kernel_launch L8;
-      tpg_gemm_select(65, N, K, TPG_KDT_BF16, TPG_EPI_NONE, 80, g_sms, &L8, why, sizeof why);
+      tpg_gemm_select(prob(65, N, K, TPG_KDT_BF16, TPG_EPI_NONE, 80), &L8, why, sizeof why);
       alts.push_back(row("mma", timeit([&](int c) { launch(L8, args(c)); })));
     }
   }
@@ -806,7 +826,7 @@ static void profile_mode() {
     a.x = X; a.w = W; a.y = Y; a.m = M; a.n = N; a.k = K; a.ldx = K; a.ldw = K; a.ldy = N;
     a.dtype = TPG_KDT_BF16; a.split_k = 1;
     tpg_kernel_launch L; char why[200];
-    tpg_gemm_select(M, N, K, TPG_KDT_BF16, 0, 90, g_sms, &L, why, sizeof why);
+    tpg_gemm_select(prob(M, N, K, TPG_KDT_BF16, 0, 90), &L, why, sizeof why);
     void *ws = nullptr;
     if (L.workspace_bytes) { CK(cudaMalloc(&ws, L.workspace_bytes)); CK(cudaMemset(ws, 0, L.workspace_bytes)); }
     a.workspace = ws;

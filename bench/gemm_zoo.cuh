@@ -203,8 +203,7 @@ static std::vector<Ours> candidates(Arena &A, const tpg_gemm_args &a, bool cutla
       Ours o;
       tpg_tma_encode xe, we;
       char why[200];
-      if (tpg_gemm_select_variant(b.m, b.n, b.k, b.dtype, b.epilogue, g_arch, g_sms, b.ldx, b.ldw, &v, &o.L, &xe, &we,
-                                  why, sizeof why)) {
+      if (tpg_gemm_select_variant(prob_of(b), &v, &o.L, &xe, &we, why, sizeof why)) {
         fprintf(stderr, "select_variant %s rejected: %s\n", var_name(v).c_str(), why); exit(2);
       }
       ensure_ws(A, o.L.workspace_bytes);
@@ -221,8 +220,7 @@ static std::vector<Ours> candidates(Arena &A, const tpg_gemm_args &a, bool cutla
     Ours o;
     tpg_tma_encode xe, we;
     char why[200];
-    if (tpg_gemm_select_variant(a.m, a.n, a.k, a.dtype, a.epilogue, g_arch, g_sms, a.ldx, a.ldw, &v, &o.L, &xe, &we,
-                                why, sizeof why)) {
+    if (tpg_gemm_select_variant(prob_of(a), &v, &o.L, &xe, &we, why, sizeof why)) {
       fprintf(stderr, "select_variant %s rejected: %s\n", var_name(v).c_str(), why); exit(2);
     }
     ensure_ws(A, o.L.workspace_bytes);
@@ -420,8 +418,7 @@ static void family_picks(const tpg_gemm_args &a, const std::vector<Ours> &os, co
     char why[200];
     std::string name = "?";
     double us = NAN;
-    if (tpg_gemm_select_rule(a.m, a.n, a.k, a.dtype, a.epilogue, g_arch, g_sms, a.ldx, a.ldw, g_streamk, fam, &L, &xe,
-                             &we, why, sizeof why) == 0) {
+    if (tpg_gemm_select_rule(prob_of(a), fam, &L, &xe, &we, why, sizeof why) == 0) {
       if (!L.cutlass) {
         name = os[0].name;
         us = med[0];

@@ -21,6 +21,7 @@
 #include "graphbuild/nodes/common.h"
 #include "lib/device.h"
 #include "lib/gemm/cutlass.h"
+#include "lib/gemm/ours.h"
 #include "lib/gemm/tune_device.h"
 
 /* ---- plan time ---------------------------------------------------------- */
@@ -112,11 +113,11 @@ static int gemm_sms(const tpg_graph *g, const tpg_gemm_desc *d) {
 /* The tuner's timer on this graph's device, created at the first GEMM that
  * needs timing (a graph that finds everything cached allocates nothing) and
  * destroyed by graph.c once the nodes are prepared. */
-static int time_gemm(void *ctx, const tpg_gemm_key *key, const tpg_gemm_variant *v, const tpg_kernel_launch *launch,
+static int time_gemm(void *ctx, const tpg_gemm_problem *p, const tpg_gemm_variant *v, const tpg_kernel_launch *launch,
                      const tpg_tma_encode *x_map, const tpg_tma_encode *w_map, double *us) {
   tpg_graph *g = ctx;
   if (!g->gemm_timer && tpg_gemm_dev_timer_create(g->cap_stream, 5, &g->gemm_timer) != TPG_SUCCESS) return 1;
-  return tpg_gemm_dev_time(g->gemm_timer, key, v, launch, x_map, w_map, us);
+  return tpg_gemm_dev_time(g->gemm_timer, p, v, launch, x_map, w_map, us);
 }
 
 /* The GEMM kernel for a node on this GPU; fails naming the node. Tuning off:
@@ -128,19 +129,18 @@ static tpg_status pick(const tpg_nctx *c, int count, tpg_kernel_launch *l, tpg_t
   tpg_graph *g = c->g;
   int kdt = d->dtype == TPG_F16 ? TPG_KDT_F16 : TPG_KDT_BF16;
   char why[256] = {0};
+  tpg_gemm_problem p = tpg_gemm_problem_make(d->m, d->n, d->k, kdt, (int)d->epilogue, g->dev.sm_arch, gemm_sms(g, d));
+  p.streamk = g->tune.streamk;
   if (g->tune.gemm_tune) {
-    const tpg_gemm_key key = {d->m, d->n, d->k, kdt, (int)d->epilogue, gemm_sms(g, d), g->dev.sm_arch};
     g->gemm_tune.cfg.mode = TPG_GEMM_TUNE_ON;
-    g->gemm_tune.cfg.streamk = g->tune.streamk;
     g->gemm_tune.cfg.time_fn = time_gemm;
     g->gemm_tune.cfg.time_ctx = g;
-    tpg_status st = tpg_gemm_tune_graph_pick(&g->gemm_tune, &key, d->k, d->k, count, l, xe, we);
+    tpg_status st = tpg_gemm_tune_graph_pick(&g->gemm_tune, &p, count, l, xe, we);
     if (st != TPG_SUCCESS)
       return TPG_ARG_FAIL("node %s: no GEMM kernel for this shape: %s", tpg_nctx_label(c), tpg_last_error());
     return TPG_SUCCESS;
   }
-  if (tpg_gemm_select_rule(d->m, d->n, d->k, kdt, (int)d->epilogue, g->dev.sm_arch, gemm_sms(g, d), d->k, d->k,
-                           g->tune.streamk, g->tune.gemm_family, l, xe, we, why, sizeof why) != 0)
+  if (tpg_gemm_select_rule(&p, g->tune.gemm_family, l, xe, we, why, sizeof why) != 0)
     return TPG_ARG_FAIL("node %s: no GEMM kernel for this shape: %s", tpg_nctx_label(c), why);
   return TPG_SUCCESS;
 }

@@ -1,31 +1,34 @@
-/* cutlass.c - the CUTLASS family (cutlass.h): its candidates, variant
- * names and launches.
+/* cutlass.c - the CUTLASS family: which of its kernels (cutlass.h, the
+ * rows of kernels/gemm/sm90_cutlass_list.h) are worth timing for a shape,
+ * their variant names, and their launches (cutlass_params.cu builds the
+ * launch and, at fill time, the argument block).
+ *
+ * Decision: no rule of its own beyond the table's rows (select.c,
+ * family_table.inc), because we have no cost model of CUTLASS's kernels:
+ * a row names the kernel and mode, and split-K's S follows from the shape.
  */
-#include "lib/gemm/family.h"
-
 #include <stdio.h>
 #include <string.h>
 
 #include "kernels/tpg_kargs.h"
 #include "lib/gemm/cutlass.h"
-
-static int reject(char *why, size_t whylen, const char *msg) {
-  if (why && whylen) {
-    strncpy(why, msg, whylen - 1);
-    why[whylen - 1] = '\0';
-  }
-  return 1;
-}
+#include "lib/gemm/family.h"
 
 static long cdivl(long a, long b) { return (a + b - 1) / b; }
 
-/* Whether the CUTLASS kernels can run this at all (not which one). */
-int tpg_gemm_cutlass_applies(int dtype, int epilogue, int sm_arch) {
-  return sm_arch == 90 && dtype == TPG_KDT_BF16 &&
-         (epilogue == TPG_EPI_NONE || epilogue == TPG_EPI_BIAS || epilogue == TPG_EPI_BIAS_GELU ||
-          epilogue == TPG_EPI_BIAS_SILU || epilogue == TPG_EPI_RESIDUAL);
+/* Whether the CUTLASS kernels can run p at all (not which one): sm_90a,
+ * bf16, the epilogues CUTLASS's EVT fuses here (not SwiGLU's gate/up
+ * layout, not the fp32 partial). */
+static int cutlass_can_implement(const tpg_gemm_problem *p, char *why, size_t whylen) {
+  const int e = p->epilogue;
+  if (p->arch != 90)
+    return tpg_gemm_reject(why, whylen, "sm_arch=%d: the CUTLASS kernels are built for sm_90a only", p->arch);
+  if (p->dtype != TPG_KDT_BF16) return tpg_gemm_reject(why, whylen, "dtype=%d: the CUTLASS kernels are bf16", p->dtype);
+  if (e != TPG_EPI_NONE && e != TPG_EPI_BIAS && e != TPG_EPI_BIAS_GELU && e != TPG_EPI_BIAS_SILU &&
+      e != TPG_EPI_RESIDUAL)
+    return tpg_gemm_reject(why, whylen, "epilogue=%d: not one the CUTLASS kernels fuse", e);
+  return 0;
 }
-
 
 /* Output tiles of kernel i for an m x n GEMM (CUTLASS's M x N: swapped
  * kernels put the W rows first), rounded up to whole clusters. */
@@ -37,7 +40,7 @@ static long cutlass_tiles(int i, int m, int n) {
 
 /* Split-K's S: as many K ranges a tile as the SMs allow, at most the K
  * blocks and 16 (the rule of our "_k<S>", ours_rule.c ranges_of); 0 below 2. */
-int tpg_gemm_cutlass_ranges(int kernel, int m, int n, int k, int num_sms) {
+static int cutlass_ranges(int kernel, int m, int n, int k, int num_sms) {
   const long tiles = cutlass_tiles(kernel, m, n), kb = cdivl(k, 64);
   long s = tiles ? num_sms / tiles : 0;
   if (s > kb) s = kb;
@@ -45,36 +48,51 @@ int tpg_gemm_cutlass_ranges(int kernel, int m, int n, int k, int num_sms) {
   return s >= 2 ? (int)s : 0;
 }
 
-static void problem_of(const tpg_gemm_variant *v, int m, int n, int k, int dtype, int epilogue, int num_sms, int ldx,
-                       int ldw, tpg_cutlass_problem *p) {
-  memset(p, 0, sizeof *p);
-  p->kernel = v->cutlass;
-  p->mode = v->split >= 2 ? TPG_CUTLASS_SPLIT : v->streamk ? TPG_CUTLASS_SK : TPG_CUTLASS_DP;
-  p->splits = v->split;
-  p->m = m;
-  p->n = n;
-  p->k = k;
-  p->ldx = ldx;
-  p->ldw = ldw;
-  p->ldy = n;
-  p->ldr = n;
-  p->dtype = dtype;
-  p->epilogue = epilogue;
-  p->num_sms = num_sms;
-}
+static int cutlass_owns(const tpg_gemm_variant *v) { return v->kind == TPG_GEMM_VAR_CUTLASS; }
 
-int tpg_gemm_cutlass_select(int m, int n, int k, int dtype, int epilogue, int sm_arch, int num_sms, int ldx, int ldw,
-                            const tpg_gemm_variant *v, tpg_kernel_launch *out, char *why, size_t whylen) {
-  char buf[160];
-  tpg_cutlass_problem p;
-  if (sm_arch != 90) {
-    snprintf(buf, sizeof buf, "sm_arch=%d: the CUTLASS kernels are built for sm_90a only", sm_arch);
-    return reject(why, whylen, buf);
+/* A table row's kernel (i + 1) and mode; split-K's S from the shape, or
+ * stream-K where too many tiles leave no room for K ranges; p->streamk 0
+ * (TPG_GEMM_STREAMK=0) turns off every K split. */
+static int cutlass_rule(const tpg_gemm_problem *p, int kernel, int mode, tpg_gemm_variant *v) {
+  if (kernel < 1 || kernel > TPG_CUTLASS_COUNT) return 1;
+  memset(v, 0, sizeof *v);
+  v->kind = TPG_GEMM_VAR_CUTLASS;
+  v->cutlass = kernel - 1;
+  v->streamk = mode == TPG_CUTLASS_SK;
+  if (mode == TPG_CUTLASS_SPLIT) {
+    v->split = cutlass_ranges(v->cutlass, p->m, p->n, p->k, p->sms);
+    if (!v->split) v->streamk = 1;
   }
-  problem_of(v, m, n, k, dtype, epilogue, num_sms, ldx, ldw, &p);
-  return tpg_cutlass_launch(&p, out, why, whylen);
+  if (p->streamk == 0) v->streamk = v->split = 0;
+  return 0;
 }
 
+static int cutlass_fill(const tpg_gemm_problem *p, const tpg_gemm_variant *v, tpg_kernel_launch *out,
+                        tpg_tma_encode *x_map, tpg_tma_encode *w_map, char *why, size_t whylen) {
+  tpg_cutlass_problem cp;
+  if (x_map) memset(x_map, 0, sizeof *x_map);
+  if (w_map) memset(w_map, 0, sizeof *w_map);
+  if (p->arch != 90)
+    return tpg_gemm_reject(why, whylen, "sm_arch=%d: the CUTLASS kernels are built for sm_90a only", p->arch);
+  memset(&cp, 0, sizeof cp);
+  cp.kernel = v->cutlass;
+  cp.mode = v->split >= 2 ? TPG_CUTLASS_SPLIT : v->streamk ? TPG_CUTLASS_SK : TPG_CUTLASS_DP;
+  cp.splits = v->split;
+  cp.m = p->m, cp.n = p->n, cp.k = p->k;
+  cp.ldx = p->ldx, cp.ldw = p->ldw, cp.ldy = p->ldy, cp.ldr = p->ldr;
+  cp.dtype = p->dtype, cp.epilogue = p->epilogue, cp.num_sms = p->sms;
+  if (tpg_cutlass_launch(&cp, out, why, whylen)) return 1;
+  out->family = TPG_GEMM_FAMILY_CUTLASS;
+  return 0;
+}
+
+static int cutlass_workspace_size(const tpg_gemm_problem *p, const tpg_gemm_variant *v, size_t *bytes, char *why,
+                                  size_t whylen) {
+  tpg_kernel_launch l;
+  if (cutlass_fill(p, v, &l, NULL, NULL, why, whylen)) return 1;
+  *bytes = l.workspace_bytes;
+  return 0;
+}
 
 /* Candidates by M (CUTLASS's tiles are 128 or 64 rows of M, or with the
  * swapped kernel 64 tokens): the swapped 128 x 64 from 17 to 256 tokens;
@@ -83,10 +101,10 @@ int tpg_gemm_cutlass_select(int m, int n, int k, int dtype, int epilogue, int sm
  * clusters want two M tiles). Each
  * cooperative kernel data-parallel, with stream-K when its tiles leave the
  * last wave partial, and split-K where the tiles leave SMs for >= 2 ranges. */
-int tpg_gemm_cutlass_candidates(int m, int n, int k, int epilogue, int sm_arch, int num_sms, tpg_gemm_variant *list,
-                                int cap) {
+static int cutlass_candidates(const tpg_gemm_problem *p, tpg_gemm_variant *list, int cap) {
+  const int m = p->m, n = p->n, k = p->k, num_sms = p->sms;
   int cnt = 0, i;
-  if (sm_arch != 90 || !tpg_gemm_cutlass_applies(TPG_KDT_BF16, epilogue, sm_arch) || m <= 16) return 0;
+  if (cutlass_can_implement(p, NULL, 0) || m <= 16) return 0;
   for (i = 0; i < TPG_CUTLASS_COUNT; ++i) {
     const tpg_cutlass_kernel *kk = &tpg_cutlass_kernels[i];
     const long tiles = cutlass_tiles(i, m, n);
@@ -103,7 +121,7 @@ int tpg_gemm_cutlass_candidates(int m, int n, int k, int epilogue, int sm_arch, 
         if (num_sms > 0 && tiles % num_sms == 0) continue;
         v.streamk = 1;
       }
-      if (mode == 2 && !(v.split = tpg_gemm_cutlass_ranges(i, m, n, k, num_sms))) continue;
+      if (mode == 2 && !(v.split = cutlass_ranges(i, m, n, k, num_sms))) continue;
       if (list && cnt < cap) list[cnt] = v;
       ++cnt;
     }
@@ -111,7 +129,7 @@ int tpg_gemm_cutlass_candidates(int m, int n, int k, int epilogue, int sm_arch, 
   return cnt < cap ? cnt : cap;
 }
 
-int tpg_gemm_cutlass_variant_name(const tpg_gemm_variant *v, char *buf, size_t len) {
+static int cutlass_variant_name(const tpg_gemm_variant *v, char *buf, size_t len) {
   int r;
   if (v->cutlass < 0 || v->cutlass >= TPG_CUTLASS_COUNT) return 1;
   if (v->split >= 2)
@@ -121,7 +139,7 @@ int tpg_gemm_cutlass_variant_name(const tpg_gemm_variant *v, char *buf, size_t l
   return r < 0 || (size_t)r >= len;
 }
 
-int tpg_gemm_cutlass_variant_parse(const char *s, tpg_gemm_variant *v) {
+static int cutlass_variant_parse(const char *s, tpg_gemm_variant *v) {
   int i;
   if (strncmp(s, "cutlass_", 8)) return 1;
   s += 8;
@@ -146,3 +164,16 @@ int tpg_gemm_cutlass_variant_parse(const char *s, tpg_gemm_variant *v) {
   }
   return 1;
 }
+
+const tpg_gemm_family_ops tpg_gemm_family_cutlass = {
+    .id = TPG_GEMM_FAMILY_CUTLASS,
+    .name = "cutlass",
+    .can_implement = cutlass_can_implement,
+    .owns = cutlass_owns,
+    .rule = cutlass_rule,
+    .candidates = cutlass_candidates,
+    .workspace_size = cutlass_workspace_size,
+    .fill = cutlass_fill,
+    .variant_name = cutlass_variant_name,
+    .variant_parse = cutlass_variant_parse,
+};

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kernels/tpg_kargs.h"
+#include "lib/gemm/ours_impl.h"
 /* ---------------------------------------------------------------------------
  * tpg_gemm_select_tma: the Hopper path (sm_90; other architectures get
  * tpg_gemm_select). Derived from the model zoo (gemm_bench --zoo --cand on one
@@ -85,7 +86,6 @@
 #define KC_FIX_MID 10.0
 #define KC_FIX_LARGE 10.0
 
-
 /* The cost model above for one candidate (relative units). cl = 2: the _c2
  * kernels, units of two M-tiles, num_sms / 2 of them at once; cl = 3: the
  * _cn2 kernels, units of two N-tiles (2 BN W rows), num_sms / 2 at once. */
@@ -143,9 +143,14 @@ static double tma_cost(int m, int wrows, int k, int num_sms, const tma_eff *e, i
   return (double)cdiv((long)tiles, slots) * kb * area * e->eff;
 }
 
-int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arch, int num_sms, int ldx,
-                        int ldw, int streamk, tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map,
-                        char *why, size_t whylen) {
+/* A class of M: its cost-model entries and constants (the table above). */
+typedef struct tma_class {
+  const tma_eff *tab;
+  int cnt;
+  double fix, kk, kfix, skp, kcfix;
+} tma_class;
+
+static const tma_class *class_of(int m) {
   /* zoo fit (bench/zoo_rules.py: EFF_SMALL, EFF_LARGE; table order breaks ties) */
   /* m <= 32 on its own (zoo_rules.py EFF_TINY): with 64-row tiles half of X is
    * zero fill and the 64 x 64 tile's fixed costs weigh more; sharing m <= 64's
@@ -175,80 +180,104 @@ int tpg_gemm_select_tma(int m, int n, int k, int dtype, int epilogue, int sm_arc
   /* per class: table, entries, fix, kk, kfix, skp, kcfix (zoo_rules.py
    * SK_FIX, SK_K, K_FIX (< 0: no aligned split-K), SK_P, KC_FIX (< 0: no K
    * over a cluster)) */
-  static const struct {
-    const tma_eff *tab;
-    int cnt;
-    double fix, kk, kfix, skp, kcfix;
-  } cls[5] = {{dec, 2, 40.0, 0.1, -1.0, 0.0, -1.0},
-              {tiny, 7, 40.0, 0.1, -1.0, 0.0, -1.0},
-              {small, 7, 20.0, 0.1, -1.0, 0.0, -1.0},
-              {mid, 15, 30.0, 0.05, K_FIX_MID, 0.0, KC_FIX_MID},
-              {large, 9, 40.0, 0.0, K_FIX_LARGE, SK_P_LARGE, KC_FIX_LARGE}};
-  const int swiglu = epilogue == TPG_EPI_SWIGLU;
-  int rc, i, s, bm = 0, bn = 0, sk = 0, cl = 1, sw = 0, ks = 0, kc = 0;
-  double best = -1;
-  if (x_map) memset(x_map, 0, sizeof *x_map);
-  if (w_map) memset(w_map, 0, sizeof *w_map);
-  rc = tpg_gemm_select(m, n, k, dtype, epilogue, sm_arch, num_sms, out, why, whylen);
-  if (rc || sm_arch != 90 || m <= 8) return rc;
-  if (num_sms < 1) num_sms = 1;
-  {
-    const long wrows = swiglu ? 2L * n : (long)n;
-    if (m <= 16 && wrows < TPG_DEC_SW_W) return 0;                 /* the GEMV */
-    if (m > 16 && m <= 32 && wrows <= 4096 && k < 8192) return 0; /* the GEMV */
-    {
-      const int ci = m <= 16 ? 0 : m <= 32 ? 1 : m <= 64 ? 2 : m <= 128 ? 3 : 4;
-      const tma_eff *tab = cls[ci].tab;
-      const int cnt = cls[ci].cnt;
-      const double fix = cls[ci].fix, kk = cls[ci].kk, kfix = cls[ci].kfix, skp = cls[ci].skp, kcfix = cls[ci].kcfix;
-      if (tpg_ours_check_tma_lds(k, ldx, ldw, x_map, w_map, why, whylen)) return 1;
-      for (i = 0; i < cnt; ++i) {
-        if (tab[i].eff >= 9.0) continue;
-        if (tab[i].bm == 64 && m > 256) continue;
-        if (tab[i].cl == 2 && m <= tab[i].bm) continue; /* one M-tile: no pair to share W */
-        if (tab[i].cl == 2 && (tab[i].bm == 64 || tab[i].sw) && swiglu) continue; /* not offered (tpg_gemm_select_variant) */
-        if (tab[i].sw && ((tab[i].bm == 16 && m > 16) || (tab[i].bm == 32 && m > 64 && tab[i].cl != 2) ||
-                          (tab[i].bm == 64 && m <= 32)))
-          continue; /* the swapped candidates by M (tpg_gemm_candidates) */
-        for (s = 0; s < 4; ++s) {
-          double c;
-          if ((streamk == 0 && s) || (streamk == 2 && s != 1)) continue;
-          if (s == 2 && (kfix < 0 || tab[i].bm != 128 || tab[i].sw || tab[i].cl == 3))
-            continue; /* aligned split-K: 128-row unswapped tiles and their _c2 (zoo_rules.py K_FIX) */
-          if (s == 3 && (kcfix < 0 || tab[i].bm != 128 || tab[i].sw || tab[i].cl != 1))
-            continue; /* K over a cluster: 128-row unswapped one-CTA tiles (zoo_rules.py KC_FIX) */
-          if (tab[i].cl == 2 && tab[i].bm == 128 && !tab[i].sw && !s)
-            continue; /* _c2 stream-K only (zoo_rules.py C2_SK_ONLY) */
-          c = tma_cost(m, (int)wrows, k, num_sms, &tab[i], s, s == 2 ? kfix : s == 3 ? kcfix : fix, kk, skp);
-          if (c < 0) continue;
-          if (best < 0 || c < best) {
-            best = c;
-            bm = tab[i].bm;
-            bn = tab[i].bn;
-            cl = tab[i].cl;
-            sw = tab[i].sw;
-            sk = s;
-          }
-        }
+  static const tma_class cls[5] = {{dec, 2, 40.0, 0.1, -1.0, 0.0, -1.0},
+                                   {tiny, 7, 40.0, 0.1, -1.0, 0.0, -1.0},
+                                   {small, 7, 20.0, 0.1, -1.0, 0.0, -1.0},
+                                   {mid, 15, 30.0, 0.05, K_FIX_MID, 0.0, KC_FIX_MID},
+                                   {large, 9, 40.0, 0.0, K_FIX_LARGE, SK_P_LARGE, KC_FIX_LARGE}};
+  return &cls[m <= 16 ? 0 : m <= 32 ? 1 : m <= 64 ? 2 : m <= 128 ? 3 : 4];
+}
+
+/* Whether entry e is a candidate at m at all (tpg_gemm_candidates' rules). */
+static int offered(const tma_eff *e, int m, int swiglu) {
+  if (e->eff >= 9.0) return 0;
+  if (e->bm == 64 && m > 256) return 0;
+  if (e->cl == 2 && m <= e->bm) return 0; /* one M-tile: no pair to share W */
+  if (e->cl == 2 && (e->bm == 64 || e->sw) && swiglu) return 0; /* not offered (tpg_gemm_select_variant) */
+  if (e->sw && ((e->bm == 16 && m > 16) || (e->bm == 32 && m > 64 && e->cl != 2) || (e->bm == 64 && m <= 32)))
+    return 0; /* the swapped candidates by M (tpg_gemm_candidates) */
+  return 1;
+}
+
+/* Whether entry e may split K the way s says (0 whole tiles, 1 stream-K,
+ * 2 aligned split-K, 3 K over a cluster) under streamk and the class. */
+static int split_allowed(const tma_eff *e, int s, int streamk, const tma_class *c) {
+  if ((streamk == 0 && s) || (streamk == 2 && s != 1)) return 0;
+  if (s == 2 && (c->kfix < 0 || e->bm != 128 || e->sw || e->cl == 3))
+    return 0; /* aligned split-K: 128-row unswapped tiles and their _c2 (zoo_rules.py K_FIX) */
+  if (s == 3 && (c->kcfix < 0 || e->bm != 128 || e->sw || e->cl != 1))
+    return 0; /* K over a cluster: 128-row unswapped one-CTA tiles (zoo_rules.py KC_FIX) */
+  if (e->cl == 2 && e->bm == 128 && !e->sw && !s) return 0; /* _c2 stream-K only (zoo_rules.py C2_SK_ONLY) */
+  return 1;
+}
+
+/* The entry and split with the lowest modelled cost (ties: table order):
+ * *best the entry, *split its s. */
+static const tma_eff *cheapest(const tpg_gemm_problem *p, const tma_class *c, int *split) {
+  const int swiglu = p->epilogue == TPG_EPI_SWIGLU, sms = tpg_ours_sms(p);
+  const int wrows = (int)tpg_gemm_wrows(p);
+  const tma_eff *best = NULL;
+  double best_cost = -1;
+  for (int i = 0; i < c->cnt; ++i) {
+    if (!offered(&c->tab[i], p->m, swiglu)) continue;
+    for (int s = 0; s < 4; ++s) {
+      if (!split_allowed(&c->tab[i], s, p->streamk, c)) continue;
+      const double cost = tma_cost(p->m, wrows, p->k, sms, &c->tab[i], s, s == 2 ? c->kfix : s == 3 ? c->kcfix : c->fix,
+                                   c->kk, c->skp);
+      if (cost < 0) continue;
+      if (best_cost < 0 || cost < best_cost) {
+        best_cost = cost;
+        best = &c->tab[i];
+        *split = s;
       }
     }
-    if (streamk == 0) sk = 0;
-    if (streamk == 2) sk = 1;
-    if (sk == 3) {
-      ks = tpg_ours_kc_ranges_of((unsigned long)cdiv(m, (long)bm) * cdiv(wrows, bn), num_sms, k);
-      kc = 1;
-      sk = 0;
-    }
-    if (sk == 2) {
-      const int pair = cl == 2 ? 2 : 1;
-      ks = tpg_ours_ranges_of((unsigned long)cdiv(m, (long)bm * pair) * cdiv(wrows, bn),
-                     (unsigned long)(num_sms / pair > 0 ? num_sms / pair : 1), k);
-      sk = 1;
-    }
-    /* iteration counts are 32-bit in the kernel */
-    if (sk && (unsigned long)cdiv(m, bm) * cdiv(wrows, bn) * (unsigned long)cdiv(k, 64) >= 0x7fffffffUL) sk = 0;
   }
-  tpg_ours_fill_tma(m, n, k, dtype, epilogue, num_sms, ldx, ldw, bm, bn, sk, ks, kc, cl > 1 ? 2 : 1, cl == 3, sw, out, x_map,
-           w_map);
+  return best;
+}
+
+/* The tile of entry e with split s resolved into the launch's terms. */
+static void tile_of(const tpg_gemm_problem *p, const tma_eff *e, int s, tpg_ours_tile *t) {
+  const long wrows = tpg_gemm_wrows(p);
+  const int m = p->m, k = p->k, num_sms = tpg_ours_sms(p);
+  memset(t, 0, sizeof *t);
+  t->bm = e->bm;
+  t->bn = e->bn;
+  t->sw = e->sw;
+  t->cl = e->cl > 1 ? 2 : 1;
+  t->cn = e->cl == 3;
+  if (p->streamk == 0) s = 0;
+  if (p->streamk == 2) s = 1;
+  if (s == 3) {
+    t->ks = tpg_ours_kc_ranges_of((unsigned long)cdiv(m, (long)e->bm) * cdiv(wrows, e->bn), num_sms, k);
+    t->kc = 1;
+    s = 0;
+  }
+  if (s == 2) {
+    const int pair = e->cl == 2 ? 2 : 1;
+    t->ks = tpg_ours_ranges_of((unsigned long)cdiv(m, (long)e->bm * pair) * cdiv(wrows, e->bn),
+                               (unsigned long)(num_sms / pair > 0 ? num_sms / pair : 1), k);
+    s = 1;
+  }
+  /* iteration counts are 32-bit in the kernel */
+  if (s && (unsigned long)cdiv(m, e->bm) * cdiv(wrows, e->bn) * (unsigned long)cdiv(k, 64) >= 0x7fffffffUL) s = 0;
+  t->sk = s;
+}
+
+int tpg_gemm_select_tma(const tpg_gemm_problem *p, tpg_kernel_launch *out, tpg_tma_encode *x_map,
+                        tpg_tma_encode *w_map, char *why, size_t whylen) {
+  if (x_map) memset(x_map, 0, sizeof *x_map);
+  if (w_map) memset(w_map, 0, sizeof *w_map);
+  if (tpg_gemm_select(p, out, why, whylen)) return 1;
+  if (p->arch != 90 || p->m <= 8) return 0;
+  const long wrows = tpg_gemm_wrows(p);
+  if (p->m <= 16 && wrows < TPG_DEC_SW_W) return 0;                       /* the GEMV */
+  if (p->m > 16 && p->m <= 32 && wrows <= 4096 && p->k < 8192) return 0; /* the GEMV */
+  if (tpg_ours_check_tma_lds(p, x_map, w_map, why, whylen)) return 1;
+  int split = 0;
+  const tma_eff *e = cheapest(p, class_of(p->m), &split);
+  if (!e) return tpg_gemm_reject(why, whylen, "no TMA tile fits m=%d with streamk=%d", p->m, p->streamk);
+  tpg_ours_tile t;
+  tile_of(p, e, split, &t);
+  tpg_ours_fill_tma(p, &t, out, x_map, w_map);
   return 0;
 }

@@ -1,22 +1,23 @@
-/* select.c - the GEMM families side by side: our kernels (ours*.c) and
- * CUTLASS's (cutlass.h), the deterministic rule between them, and the
- * CUTLASS variants a tuner times.
+/* select.c - the rule between the GEMM families, forced variants and the
+ * tuner's candidates, over the families' operations table (family.h).
  *
  * Decision: the rule between families is a table of shape classes
- * (family_table.inc), not a cost model, because we have no model of
- * CUTLASS's kernels and the table is what a zoo run can refit in one step
- * (bench/family_rules.py --emit). Our own kernels keep their zoo-fitted cost
- * model (ours_rule.c) wherever the table says "ours". The families meet only
- * here.
+ * (family_table.inc), not a cost model, because we have no model of the
+ * other families' kernels and the table is what a zoo run can refit in one
+ * step (bench/family_rules.py --emit). Our own kernels keep their
+ * zoo-fitted cost model (ours_rule.c) wherever the table says "ours", and
+ * ours is where every other choice falls back: ours runs every shape that
+ * passes tpg_gemm_problem_check. This file knows the families only by their
+ * operations; the families know nothing of each other.
  */
 #include "lib/gemm/select.h"
 
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/tpg_kargs.h"
-#include "lib/gemm/cutlass.h"
 #include "lib/gemm/family.h"
 
 /* A row of family_table.inc. */
@@ -32,14 +33,45 @@ typedef struct tpg_family_row {
 #define TPG_FR_ANY_K INT_MAX
 #include "lib/gemm/family_table.inc"
 
+/* The families, in the order their candidates are listed (a tuner on a
+ * budget times the first ones first); ours last, the fallback. */
+static const tpg_gemm_family_ops *const kFamilies[] = {&tpg_gemm_family_cutlass, &tpg_gemm_family_ours};
+#define NFAM ((int)(sizeof kFamilies / sizeof kFamilies[0]))
+
 const char *tpg_gemm_family_table_source(void) { return TPG_FAMILY_TABLE_SOURCE; }
 
-static int reject(char *why, size_t whylen, const char *msg) {
-  if (why && whylen) {
-    strncpy(why, msg, whylen - 1);
-    why[whylen - 1] = '\0';
+static const tpg_gemm_family_ops *family_ops(int id) {
+  for (int i = 0; i < NFAM; ++i)
+    if (kFamilies[i]->id == id) return kFamilies[i];
+  return NULL;
+}
+
+static const tpg_gemm_family_ops *owner_of(const tpg_gemm_variant *v) {
+  for (int i = 0; i < NFAM; ++i)
+    if (kFamilies[i]->owns(v)) return kFamilies[i];
+  return NULL;
+}
+
+const char *tpg_gemm_family_name(int family) {
+  const tpg_gemm_family_ops *f = family_ops(family);
+  return family == TPG_GEMM_FAMILY_AUTO ? "auto" : f ? f->name : "?";
+}
+
+int tpg_gemm_family_parse(const char *s) {
+  if (!s) return -1;
+  if (!strcmp(s, "auto") || !strcmp(s, "0")) return TPG_GEMM_FAMILY_AUTO;
+  for (int i = 0; i < NFAM; ++i) {
+    char num[8];
+    snprintf(num, sizeof num, "%d", kFamilies[i]->id);
+    if (!strcmp(s, kFamilies[i]->name) || !strcmp(s, num)) return kFamilies[i]->id;
   }
-  return 1;
+  return -1;
+}
+
+int tpg_gemm_family_available(int family, char *why, size_t whylen) {
+  const tpg_gemm_family_ops *f = family_ops(family);
+  if (!f) return tpg_gemm_reject(why, whylen, "family=%d: not a GEMM family", family);
+  return f->available ? f->available(why, whylen) : 0;
 }
 
 /* The class row of a shape in a table. */
@@ -49,51 +81,129 @@ static const tpg_family_row *row_of(const tpg_family_row *t, size_t n, int m, lo
   return NULL;
 }
 
-int tpg_gemm_select_rule(int m, int n, int k, int dtype, int epilogue, int sm_arch, int num_sms, int ldx, int ldw,
-                         int streamk, int family, tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map,
-                         char *why, size_t whylen) {
-  char buf[160];
+/* The family and its variant that `family` asks for on p; ours (kind OURS)
+ * where the table names none or the family cannot run p. */
+static const tpg_gemm_family_ops *choose(const tpg_gemm_problem *p, int family, tpg_gemm_variant *v) {
   const tpg_family_row *r = NULL;
-  if (family != TPG_GEMM_FAMILY_AUTO && family != TPG_GEMM_FAMILY_OURS && family != TPG_GEMM_FAMILY_CUTLASS) {
-    snprintf(buf, sizeof buf, "family=%d: TPG_GEMM_FAMILY_AUTO, _OURS or _CUTLASS", family);
-    return reject(why, whylen, buf);
-  }
-  /* ours first: it checks the shape with the rule's messages */
-  if (tpg_gemm_select_tma(m, n, k, dtype, epilogue, sm_arch, num_sms, ldx, ldw, streamk, out, x_map, w_map, why,
-                          whylen))
-    return 1;
-  if (family == TPG_GEMM_FAMILY_OURS || !tpg_gemm_cutlass_applies(dtype, epilogue, sm_arch)) return 0;
-  {
-    const long wrows = epilogue == TPG_EPI_SWIGLU ? 2L * n : (long)n;
+  const long wrows = tpg_gemm_wrows(p);
+  int fam = family, kernel = 0, mode = 0;
+  if (family == TPG_GEMM_FAMILY_AUTO || family == TPG_GEMM_FAMILY_CUTLASS) {
     if (family == TPG_GEMM_FAMILY_CUTLASS)
-      r = row_of(kFamilyCutlass, sizeof kFamilyCutlass / sizeof kFamilyCutlass[0], m, wrows, k);
+      r = row_of(kFamilyCutlass, sizeof kFamilyCutlass / sizeof kFamilyCutlass[0], p->m, wrows, p->k);
     else
-      r = row_of(kFamilyAuto, sizeof kFamilyAuto / sizeof kFamilyAuto[0], m, wrows, k);
+      r = row_of(kFamilyAuto, sizeof kFamilyAuto / sizeof kFamilyAuto[0], p->m, wrows, p->k);
+    fam = r && r->cutlass > 0 ? TPG_GEMM_FAMILY_CUTLASS : TPG_GEMM_FAMILY_OURS;
+    kernel = r ? r->cutlass : 0;
+    mode = r ? r->mode : 0;
   }
-  if (!r || r->cutlass < 1 || r->cutlass > TPG_CUTLASS_COUNT) return 0;
-  {
-    tpg_gemm_variant v;
-    tpg_kernel_launch l;
-    memset(&v, 0, sizeof v);
-    v.kind = TPG_GEMM_VAR_CUTLASS;
-    v.cutlass = r->cutlass - 1;
-    v.streamk = r->mode == TPG_CUTLASS_SK;
-    if (r->mode == TPG_CUTLASS_SPLIT) {
-      v.split = tpg_gemm_cutlass_ranges(v.cutlass, m, n, k, num_sms);
-      if (!v.split) v.streamk = 1; /* too many tiles for K ranges: stream-K */
-    }
-    if (streamk == 0) v.streamk = v.split = 0; /* TPG_GEMM_STREAMK=0 turns off every K split */
-    /* a kernel that cannot run the shape (leading dimensions) leaves ours */
-    if (tpg_gemm_cutlass_select(m, n, k, dtype, epilogue, sm_arch, num_sms, ldx, ldw, &v, &l, NULL, 0)) return 0;
-    *out = l;
-    if (x_map) memset(x_map, 0, sizeof *x_map);
-    if (w_map) memset(w_map, 0, sizeof *w_map);
-  }
+  const tpg_gemm_family_ops *f = family_ops(fam);
+  if (f && f != &tpg_gemm_family_ours && !f->can_implement(p, NULL, 0) && !f->rule(p, kernel, mode, v)) return f;
+  tpg_gemm_family_ours.rule(p, 0, 0, v);
+  return &tpg_gemm_family_ours;
+}
+
+static int check_family(int family, char *why, size_t whylen) {
+  if (family == TPG_GEMM_FAMILY_AUTO || family_ops(family)) return 0;
+  return tpg_gemm_reject(why, whylen, "family=%d: TPG_GEMM_FAMILY_AUTO, _OURS, _CUTLASS or _CUBLASLT", family);
+}
+
+int tpg_gemm_select_rule_variant(const tpg_gemm_problem *p, int family, tpg_gemm_variant *v, char *why,
+                                 size_t whylen) {
+  tpg_kernel_launch l;
+  tpg_tma_encode x, w;
+  if (!v) return tpg_gemm_reject(why, whylen, "variant is NULL");
+  if (check_family(family, why, whylen)) return 1;
+  /* ours first: it checks the shape with the rule's messages */
+  if (tpg_gemm_family_ours.fill(p, &(tpg_gemm_variant){.kind = TPG_GEMM_VAR_OURS}, &l, &x, &w, why, whylen)) return 1;
+  const tpg_gemm_family_ops *f = choose(p, family, v);
+  /* a variant that cannot run the shape after all (leading dimensions) leaves ours */
+  if (f != &tpg_gemm_family_ours && f->fill(p, v, &l, &x, &w, NULL, 0)) tpg_gemm_family_ours.rule(p, 0, 0, v);
   if (why && whylen) why[0] = '\0';
   return 0;
 }
 
+int tpg_gemm_select_rule(const tpg_gemm_problem *p, int family, tpg_kernel_launch *out, tpg_tma_encode *x_map,
+                         tpg_tma_encode *w_map, char *why, size_t whylen) {
+  tpg_gemm_variant v;
+  if (tpg_gemm_select_rule_variant(p, family, &v, why, whylen)) return 1;
+  if (!out) return tpg_gemm_reject(why, whylen, "out is NULL");
+  return owner_of(&v)->fill(p, &v, out, x_map, w_map, why, whylen);
+}
+
+int tpg_gemm_select_variant(const tpg_gemm_problem *p, const tpg_gemm_variant *v, tpg_kernel_launch *out,
+                            tpg_tma_encode *x_map, tpg_tma_encode *w_map, char *why, size_t whylen) {
+  const tpg_gemm_family_ops *f;
+  if (!v) return tpg_gemm_reject(why, whylen, "variant is NULL");
+  if (!out) return tpg_gemm_reject(why, whylen, "out is NULL");
+  if (v->kind == TPG_GEMM_VAR_HEURISTIC) return tpg_gemm_select_rule(p, TPG_GEMM_FAMILY_AUTO, out, x_map, w_map, why, whylen);
+  if (!(f = owner_of(v))) return tpg_gemm_reject(why, whylen, "variant kind=%d: unknown", v->kind);
+  if (x_map) memset(x_map, 0, sizeof *x_map);
+  if (w_map) memset(w_map, 0, sizeof *w_map);
+  /* the shape, dtype and architecture rules first, with their messages */
+  if (tpg_gemm_problem_check(p, why, whylen) || f->can_implement(p, why, whylen)) return 1;
+  if (f->fill(p, v, out, x_map, w_map, why, whylen)) return 1;
+  if (why && whylen) why[0] = '\0';
+  return 0;
+}
+
+int tpg_gemm_workspace_size(const tpg_gemm_problem *p, const tpg_gemm_variant *v, size_t *bytes, char *why,
+                            size_t whylen) {
+  tpg_kernel_launch l;
+  tpg_tma_encode x, w;
+  const tpg_gemm_family_ops *f;
+  if (!v || !bytes) return tpg_gemm_reject(why, whylen, "variant or bytes is NULL");
+  if (v->kind == TPG_GEMM_VAR_HEURISTIC) {
+    if (tpg_gemm_select_rule(p, TPG_GEMM_FAMILY_AUTO, &l, &x, &w, why, whylen)) return 1;
+    *bytes = l.workspace_bytes;
+    return 0;
+  }
+  if (!(f = owner_of(v))) return tpg_gemm_reject(why, whylen, "variant kind=%d: unknown", v->kind);
+  if (tpg_gemm_problem_check(p, why, whylen) || f->can_implement(p, why, whylen)) return 1;
+  return f->workspace_size(p, v, bytes, why, whylen);
+}
+
+int tpg_gemm_candidates(const tpg_gemm_problem *p, tpg_gemm_variant *list, int cap) {
+  int cnt = 0;
+  if (cap < 1 || !p) return 0;
+  if (list) {
+    memset(&list[0], 0, sizeof list[0]);
+    list[0].kind = TPG_GEMM_VAR_HEURISTIC;
+  }
+  ++cnt;
+  if (tpg_gemm_problem_check(p, NULL, 0)) return cnt;
+  for (int i = 0; i < NFAM && cnt < cap; ++i) {
+    if (kFamilies[i]->can_implement(p, NULL, 0)) continue;
+    cnt += kFamilies[i]->candidates(p, list ? list + cnt : NULL, cap - cnt);
+  }
+  return cnt;
+}
+
+int tpg_gemm_variant_name(const tpg_gemm_variant *v, char *buf, size_t len) {
+  const tpg_gemm_family_ops *f;
+  int r;
+  if (!v || !buf || !len) return 1;
+  if (v->kind == TPG_GEMM_VAR_HEURISTIC) {
+    r = snprintf(buf, len, "heuristic");
+    return r < 0 || (size_t)r >= len;
+  }
+  if (!(f = owner_of(v))) {
+    snprintf(buf, len, "?");
+    return 1;
+  }
+  return f->variant_name(v, buf, len);
+}
+
+int tpg_gemm_variant_parse(const char *s, tpg_gemm_variant *v) {
+  if (!s || !v) return 1;
+  memset(v, 0, sizeof *v);
+  if (!strcmp(s, "heuristic")) return 0; /* kind TPG_GEMM_VAR_HEURISTIC */
+  for (int i = 0; i < NFAM; ++i)
+    if (!kFamilies[i]->variant_parse(s, v)) return 0;
+  memset(v, 0, sizeof *v);
+  return 1;
+}
+
 int tpg_gemm_variant_family(const tpg_gemm_variant *v) {
-  if (!v || v->kind == TPG_GEMM_VAR_HEURISTIC) return TPG_GEMM_FAMILY_AUTO;
-  return v->kind == TPG_GEMM_VAR_CUTLASS ? TPG_GEMM_FAMILY_CUTLASS : TPG_GEMM_FAMILY_OURS;
+  const tpg_gemm_family_ops *f = v && v->kind != TPG_GEMM_VAR_HEURISTIC ? owner_of(v) : NULL;
+  return f ? f->id : TPG_GEMM_FAMILY_AUTO;
 }
