@@ -54,10 +54,9 @@ static const gemv_cfg kGemv[6] = {
     {4, 1, 8, 2, "tpg_gemv_bf16_m32", "tpg_gemv_f16_m32"},   {8, 1, 8, 2, "tpg_gemv_bf16_m64", "tpg_gemv_f16_m64"},
 };
 /* Which configuration: by M class, and at M <= 16 by the W rows (2N with
- * SwiGLU). Fitted on gemv_lab round 2 (H200, commit e7909f2, the zoo's 93
- * decode shapes; geometric mean of time / cuBLASLt): M = 1 0.954, M = 8 0.975
- * with the split below 4608 W rows (0.958 / 0.983 with m8 only, 0.966 / 0.986
- * with m8w4 only); M = 16 1.051 with the split below 9216 (1.062 with m16 only). */
+ * SwiGLU): the 4-warp CTAs from 4608 W rows at M <= 8, below 9216 at
+ * M <= 16 (fitted with bench/gemv_lab on the zoo's decode shapes:
+ * docs/gemm.md, "The decode GEMV"). */
 const gemv_cfg *tpg_ours_gemv_config(int m, int n, int swiglu) {
   const long wrows = swiglu ? 2L * n : (long)n;
   if (m <= 8) return &kGemv[wrows < 4608 ? 0 : 1];
@@ -70,9 +69,9 @@ unsigned tpg_ours_gemv_tiles(const gemv_cfg *c, int n, int swiglu) { return cdiv
  * give the grid at least GEMV_FILL waves of CTAs on the machine, while every
  * CTA keeps at least GEMV_MIN_CHUNKS 32-wide K chunks (below that the split's
  * fixed costs, a slot write, a counter and the last CTA's sum, outweigh what
- * it streams); at most TPG_GEMV_MAX_SPLITS. Fitted on the same data: splitting
- * pays only when the row tiles fill less than half the CTA slots (small N);
- * GEMV_FILL 1.0 instead cost 5-7% (M = 1: 1.009, M = 16: 1.095). */
+ * it streams); at most TPG_GEMV_MAX_SPLITS. Fitted on the same data:
+ * splitting pays only when the row tiles fill less than half the CTA slots
+ * (small N). */
 #define GEMV_FILL 0.5
 #define GEMV_MIN_CHUNKS 32
 int tpg_ours_gemv_splits(const gemv_cfg *c, unsigned tiles, int k, int num_sms) {

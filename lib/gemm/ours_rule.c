@@ -7,31 +7,19 @@
 
 #include "kernels/tpg_kargs.h"
 #include "lib/gemm/ours_impl.h"
+
 /* ---------------------------------------------------------------------------
  * tpg_gemm_select_tma: the Hopper path (sm_90; other architectures get
- * tpg_gemm_select). Derived from the model zoo (gemm_bench --zoo --cand on one
- * H200, commit f02745a: 1302 shapes of 8 models at TP 1..8, every candidate
- * timed): bench/zoo_rules.py holds the same rule in Python and prints its
- * predicted geometric mean of time / cuBLASLt on the zoo: 1.128, against
- * 1.115 for the best candidate of every shape and 1.233 for the rule before.
- * The m > 64 constants were refitted (zoo_rules.py --fit-from-rule) when the
- * _c2 and BN 192 kernels came in, on a zoo run that timed them (H200, commit
- * 6a048dc, M = 128..8192, all models at TP 2/4/8 + Llama-3 8B TP 1: 504
- * shapes): rule 1.182 there, against 1.215 for the previous rule's picks
- * measured in the same run and 1.163 for the best candidate of each shape.
- * Keep the two in step (the constants below are the script's).
+ * tpg_gemm_select). A cost model whose constants were fitted on the model
+ * zoo (gemm_bench --zoo --cand, every candidate timed); bench/zoo_rules.py
+ * holds the same rule in Python, and gemm_rule_test keeps the two equal.
+ * The fits and what each constant bought: docs/gemm.md, "Our Hopper rule".
  *
  *   m <= 8, or m <= 16 with fewer than TPG_DEC_SW_W W rows: the decode GEMV
- *                          (tpg_gemm_select): the split-K GEMV beat the best
- *                          unswapped TMA candidate on 90 of the 93 zoo shapes
- *                          at M = 16 (gemv_lab round 2 against the zoo's TMA
- *                          times, each relative to its run's cuBLAS); from
- *                          8192 W rows the swapped 16-token tiles stream W
- *                          faster (zoo of commit 756c3fa: M = 16 1.061 -> 1.038)
- *   m <= 32, W rows <= 4096 and k < 8192: the GEMV (same data: geomean
- *                          1.128 against 1.176 for the TMA rule alone at M = 32;
- *                          at K = 8192 the zoo of round 3 (commit a93acb0) had
- *                          the GEMV 3-9% behind TMA 64 x 64 stream-K)
+ *                          (tpg_gemm_select); from TPG_DEC_SW_W W rows the
+ *                          swapped 16-token tiles stream W faster
+ *   m <= 32, W rows <= 4096 and k < 8192: the GEMV (at K = 8192 TMA 64 x 64
+ *                          stream-K wins)
  *   m > 8 otherwise        the TMA tile (BM x BN, or swapped: BM tokens x BN
  *                          W rows, "sw" in the tables) and split with the lowest
  *                          modelled cost, BM = 64 only while m <= 256, the
@@ -39,28 +27,15 @@
  *                          stream-K, the 64-row _c2 only for 64 < m <= 128
  *                          and not with SwiGLU:
  *     whole tiles:  ceil(tiles / slots) * kb * BM * BN * eff
- *     stream-K:     tiles * kb / slots * BM * BN * eff + fix * BM * BN
+ *     stream-K:     tiles * kb / slots * BM * BN * eff * (1 + skp) + fix * BM * BN
  *                   (+ kk * kb * BM * BN * eff when tiles < slots)
+ *     split-K (S):  ceil(kb / S) * BM * BN * eff + kfix * BM * BN
+ *     K over a cluster of S: the same with kcfix
  *   kb = ceil(k / 64); tiles over W rows (2n with SwiGLU), units of two M-tiles
- *   for _c2; slots = num_sms (num_sms / 2 for _c2); eff, fix, kk:
- *   m <= 32: eff 0.6 (BN 256, 128), 1.4 (64), fix 40, kk 0.1 (refitted alone on
- *     the zoo of commit 0364843: M = 32 predicted 1.106 against 1.129 with the
- *     m <= 64 constants; best candidate 1.095);
- *   m <= 64 (weight streaming, 64-row tiles): eff 0.6 (BN 256, 128), 0.8 (64),
- *     fix 20, kk 0.1 (0.05 before the sm90b R3 zoo run); m > 128 (compute):
- *     eff 1.0 (128 x 256), 1.15 (128 x 128), 1.4 (128 x 64), 1.3 (64 x 256),
- *     1.5 (64 x 128), 1.0 (128 x 192), _c2: 0.95 (128 x 256), 1.05 (128 x
- *     128), 0.9 (128 x 192); fix 40, kk 0; 64 < m <= 128: the same but 1.1
- *     (128 x 128), _c2 1.0 (128 x 128), 64-row _c2 1.3 (BN 128) / 2.0 (BN
- *     64), kk 0.05 (sm90b R3 zoo run, M = 128: predicted 1.192 against 1.224
- *     with the m > 128 table, best candidate 1.170). The _cn2 kernels are
- *     candidates only (never paid in that run: cl 3, eff 9 = never).
- *   The swapped tiles (refit on the zoo of commit 756c3fa, M = 16..128): m <= 16
- *     16 x 64 1.2, 16 x 128 1.0, fix 40, kk 0.1; m <= 32 32 x 64 1.2, 32 x 128
- *     1.0; m <= 64 32 x 64 1.4, 64 x 64 0.7; 64 < m <= 128 64 x 64 1.7, 64 x 128
- *     1.2, and that table's 128 x 128 1.05, 64 x 128 1.3, 64-row _c2 (BN 128)
- *     1.1, fix 30 (the fit said 20; 30 keeps whole 128 x 128 tiles where the
- *     _c2 stream-K pick ran slower in tpbench: zoo_rules.py SK_FIX).
+ *   for _c2; slots = num_sms (num_sms / 2 for _c2); eff per tile and fix, kk,
+ *   kfix, skp, kcfix per class of M (m <= 16, 32, 64, 128, larger): class_of.
+ *   An eff of 9 keeps a kernel a candidate the rule never picks (the _cn2
+ *   pairs never paid).
  *   streamk: 1 the model decides, 0 whole tiles only, 2 stream-K only (tests).
  *   Stream-K: grid = min(tiles * kb, num_sms), split_k TPG_SPLITK_STREAM,
  *   workspace tpg_sk_workspace_bytes(tiles, grid, BN) (tpg_kargs.h); with
@@ -69,20 +44,19 @@
  * ------------------------------------------------------------------------- */
 
 /* 8 < m <= 16: the GEMV below this many W rows, the swapped 16-token tiles
- * from there (zoo_rules.py DEC_SW_W: the zoo fit said 7168, tpbench's graph
- * disagreed at 7168) */
+ * from there (zoo_rules.py DEC_SW_W) */
 #define TPG_DEC_SW_W 8192
-/* zoo fit of the _c2 and BN 192 kernels (bench/zoo_rules.py EFF_LARGE, R3 run) */
+/* the _c2 and BN 192 kernels (zoo_rules.py EFF_LARGE) */
 #define EFF_C2_256 0.95
 #define EFF_C2_128 1.05
 #define EFF_N192 1.0
 #define EFF_C2_192 0.9
-/* aligned split-K's fix-up (zoo_rules.py K_FIX, fitted alone in session 6) */
+/* aligned split-K's fix-up (zoo_rules.py K_FIX) */
 #define K_FIX_MID 15.0
 #define K_FIX_LARGE 20.0
-/* stream-K's k-steps at 1 + SK_P of whole tiles' for m > 128 (zoo_rules.py SK_P, session 6) */
+/* stream-K's k-steps at 1 + SK_P of whole tiles' for m > 128 (zoo_rules.py SK_P) */
 #define SK_P_LARGE 0.1
-/* K over a cluster's fix-up (zoo_rules.py KC_FIX, fitted alone in session 7) */
+/* K over a cluster's fix-up (zoo_rules.py KC_FIX) */
 #define KC_FIX_MID 10.0
 #define KC_FIX_LARGE 10.0
 
@@ -102,15 +76,15 @@ int tpg_ours_ranges_of(unsigned long units, unsigned long slots, int k) {
   return (int)(r < 16 ? r : 16);
 }
 /* Clusters of s CTAs (one CTA an SM) resident at once. The GPCs pack them,
- * so above s = 2 fewer than num_sms / s fit: on the H200 (132 SMs,
+ * so above s = 2 fewer than num_sms / s fit: with 132 SMs (H100 SXM, H200;
  * cudaOccupancyMaxActiveClusters, `gemm_bench --clusters`) 66 39 30 22 17
  * 15 15 for s = 2..8. Other SM counts: the same fraction of num_sms (a
  * guess: their GPCs were not measured). A "_kc<S>" grid larger than this
- * runs in two waves (1.5-1.6x the time in the first zoo run). */
+ * runs in two waves. */
 static unsigned long kc_clusters(int s, int num_sms) {
-  static const int h200[9] = {0, 132, 66, 39, 30, 22, 17, 15, 15};
+  static const int sm132[9] = {0, 132, 66, 39, 30, 22, 17, 15, 15};
   if (s < 1 || s > 8) return 0;
-  return num_sms == 132 ? (unsigned long)h200[s] : (unsigned long)num_sms * (unsigned long)h200[s] / 132ul;
+  return num_sms == 132 ? (unsigned long)sm132[s] : (unsigned long)num_sms * (unsigned long)sm132[s] / 132ul;
 }
 /* S of a K-over-a-cluster candidate ("_kc<S>"): the most K ranges (at most
  * 8, a portable cluster, and the K blocks) whose clusters all fit at once;
@@ -151,14 +125,12 @@ typedef struct tma_class {
 } tma_class;
 
 static const tma_class *class_of(int m) {
-  /* zoo fit (bench/zoo_rules.py: EFF_SMALL, EFF_LARGE; table order breaks ties) */
-  /* m <= 32 on its own (zoo_rules.py EFF_TINY): with 64-row tiles half of X is
-   * zero fill and the 64 x 64 tile's fixed costs weigh more; sharing m <= 64's
-   * constants picked 64 x 64 where 64 x 128 won most M = 32 shapes */
-  /* cl 3: the _cn2 pairs (N-tiles sharing X); eff >= 9: never picked */
-  /* sw 1: the swapped tiles (bm tokens x bn W rows; zoo_rules.py EFF_DEC and
-   * the "sw" entries, fitted on the zoo run of commit 756c3fa); the entries
-   * that fit never picked are left out */
+  /* {bm, bn, cl, eff, sw} per class (zoo_rules.py EFF_DEC, EFF_TINY,
+   * EFF_SMALL, EFF_MID, EFF_LARGE; table order breaks ties). m <= 32 has its
+   * own: with 64-row tiles half of X is zero fill and the 64 x 64 tile's
+   * fixed costs weigh more. cl 3: the _cn2 pairs (N-tiles sharing X); eff
+   * >= 9: never picked. sw 1: the swapped tiles (bm tokens x bn W rows); the
+   * entries the fit never picked are left out */
   static const tma_eff dec[2] = {{16, 64, 1, 1.2, 1}, {16, 128, 1, 1.0, 1}};
   static const tma_eff tiny[7] = {{64, 256, 1, 0.6, 0}, {64, 128, 1, 0.6, 0}, {64, 64, 1, 1.4, 0}, {64, 128, 3, 9.0, 0},
                                   {64, 64, 3, 9.0, 0},  {32, 64, 1, 1.2, 1}, {32, 128, 1, 1.0, 1}};
@@ -167,11 +139,8 @@ static const tma_class *class_of(int m) {
   static const tma_eff large[9] = {{128, 256, 1, 1.0, 0},        {128, 128, 1, 1.15, 0},       {128, 64, 1, 1.4, 0},
                                    {64, 256, 1, 1.3, 0},         {64, 128, 1, 1.5, 0},         {128, 256, 2, EFF_C2_256, 0},
                                    {128, 128, 2, EFF_C2_128, 0}, {128, 192, 1, EFF_N192, 0}, {128, 192, 2, EFF_C2_192, 0}};
-  /* 64 < m <= 128 (zoo_rules.py EFF_MID, refitted on the sm90b R3 zoo run): the
-   * large table with 128 x 128 and its _c2 at 1.1 / 1.0, plus the 64-row _c2
-   * pairs; the _cn2 pairs never paid (9.0) */
-  /* (refitted with the swapped tiles: 128 x 128 1.1 -> 1.05, 64 x 128 1.5 ->
-   * 1.3, its _c2 1.3 -> 1.1, fix 40 -> 30) */
+  /* 64 < m <= 128: the large table with 128 x 128 and its _c2 cheaper, plus
+   * the 64-row _c2 pairs and the swapped 64-token tiles */
   static const tma_eff mid[15] = {{128, 256, 1, 1.0, 0},      {128, 128, 1, 1.05, 0},     {128, 64, 1, 1.4, 0},
                                   {64, 256, 1, 1.3, 0},       {64, 128, 1, 1.3, 0},       {128, 256, 2, EFF_C2_256, 0},
                                   {128, 128, 2, 1.0, 0},      {128, 192, 1, EFF_N192, 0}, {128, 192, 2, EFF_C2_192, 0},
