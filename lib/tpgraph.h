@@ -1112,6 +1112,11 @@ typedef struct tpg_graph_info {
                                 comm, or a one-rank comm), where a collective
                                 becomes its epilogue kernel, a memcpy node or
                                 nothing (counted as such above)              */
+  /* GEMM nodes by the family that runs them (each is one of kernel_nodes;
+   * a cuBLASLt one is a child graph of cuBLASLt's kernels): */
+  int gemm_ours_nodes;       /* our kernels                                 */
+  int gemm_cutlass_nodes;    /* the CUTLASS instantiations                  */
+  int gemm_cublaslt_nodes;   /* cuBLASLt (TPG_GEMM_FAMILY, the rule, tuning)  */
 } tpg_graph_info;
 
 TPG_API tpg_status tpg_graph_get_info(const tpg_graph *graph, tpg_graph_info *out /* OUT */, size_t size /* sizeof *out */);

@@ -47,5 +47,6 @@ typedef struct tpg_gemm_family_ops {
 
 extern const tpg_gemm_family_ops tpg_gemm_family_ours;
 extern const tpg_gemm_family_ops tpg_gemm_family_cutlass;
+extern const tpg_gemm_family_ops tpg_gemm_family_cublaslt;
 
 #endif

@@ -25,6 +25,8 @@ typedef struct tpg_gemm_problem {
                              multiples of 8: 16-byte rows)                      */
   int streamk;            /* what our Hopper rule may split K with: 0 never,
                              1 where its cost model says it pays, 2 always      */
+  int residual_bias;      /* TPG_EPI_RESIDUAL: 1 when a bias is added too (the
+                             other epilogues say whether they take one)       */
 } tpg_gemm_problem;
 
 /* A problem with dense rows (ldx = ldw = k, ldy = ldr = n) and streamk 1. */
@@ -34,6 +36,7 @@ static inline tpg_gemm_problem tpg_gemm_problem_make(int m, int n, int k, int dt
   p.m = m, p.n = n, p.k = k, p.dtype = dtype, p.epilogue = epilogue, p.arch = arch, p.sms = sms;
   p.ldx = k, p.ldw = k, p.ldy = n, p.ldr = n;
   p.streamk = 1;
+  p.residual_bias = 0;
   return p;
 }
 

@@ -25,8 +25,9 @@ typedef struct tpg_family_row {
   int m_max;
   long wrows_max;
   int k_max;
-  int cutlass; /* 0: ours; i + 1: CUTLASS kernel i */
-  int mode;    /* TPG_CUTLASS_* */
+  int family; /* TPG_GEMM_FAMILY_OURS, _CUTLASS, _CUBLASLT */
+  int kernel; /* CUTLASS: kernel i + 1 */
+  int mode;   /* CUTLASS: TPG_CUTLASS_* */
 } tpg_family_row;
 #define TPG_FR_ANY_M INT_MAX
 #define TPG_FR_ANY_W LONG_MAX
@@ -35,7 +36,8 @@ typedef struct tpg_family_row {
 
 /* The families, in the order their candidates are listed (a tuner on a
  * budget times the first ones first); ours last, the fallback. */
-static const tpg_gemm_family_ops *const kFamilies[] = {&tpg_gemm_family_cutlass, &tpg_gemm_family_ours};
+static const tpg_gemm_family_ops *const kFamilies[] = {&tpg_gemm_family_cublaslt, &tpg_gemm_family_cutlass,
+                                                       &tpg_gemm_family_ours};
 #define NFAM ((int)(sizeof kFamilies / sizeof kFamilies[0]))
 
 const char *tpg_gemm_family_table_source(void) { return TPG_FAMILY_TABLE_SOURCE; }
@@ -74,30 +76,44 @@ int tpg_gemm_family_available(int family, char *why, size_t whylen) {
   return f->available ? f->available(why, whylen) : 0;
 }
 
-/* The class row of a shape in a table. */
-static const tpg_family_row *row_of(const tpg_family_row *t, size_t n, int m, long wrows, int k) {
-  for (size_t i = 0; i < n; ++i)
-    if (m <= t[i].m_max && wrows <= t[i].wrows_max && k <= t[i].k_max) return &t[i];
+/* Whether family f can run p; a family the process lacks (cuBLASLt not
+ * loaded) says why once, on stderr, the first time a rule wants it. */
+static int can_run(const tpg_gemm_family_ops *f, const tpg_gemm_problem *p) {
+  char why[400];
+  if (f->available && f->available(why, sizeof why)) {
+    static int said;
+    if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+      fprintf(stderr, "tpgraph: note: GEMM family %s left out: %s\n", f->name, why);
+    return 0;
+  }
+  return !f->can_implement(p, NULL, 0);
+}
+
+/* The first row of table t (n rows) whose class holds p and whose family
+ * can run it; NULL: none. */
+static const tpg_family_row *row_of(const tpg_family_row *t, size_t n, const tpg_gemm_problem *p) {
+  const long wrows = tpg_gemm_wrows(p);
+  for (size_t i = 0; i < n; ++i) {
+    const tpg_gemm_family_ops *f = family_ops(t[i].family);
+    if (p->m <= t[i].m_max && wrows <= t[i].wrows_max && p->k <= t[i].k_max && f && can_run(f, p)) return &t[i];
+  }
   return NULL;
 }
 
 /* The family and its variant that `family` asks for on p; ours (kind OURS)
- * where the table names none or the family cannot run p. */
+ * where the table names none, the family cannot run p or its rule refuses.
+ * The tables were fitted on one architecture: elsewhere AUTO is ours. */
 static const tpg_gemm_family_ops *choose(const tpg_gemm_problem *p, int family, tpg_gemm_variant *v) {
   const tpg_family_row *r = NULL;
-  const long wrows = tpg_gemm_wrows(p);
-  int fam = family, kernel = 0, mode = 0;
-  if (family == TPG_GEMM_FAMILY_AUTO || family == TPG_GEMM_FAMILY_CUTLASS) {
-    if (family == TPG_GEMM_FAMILY_CUTLASS)
-      r = row_of(kFamilyCutlass, sizeof kFamilyCutlass / sizeof kFamilyCutlass[0], p->m, wrows, p->k);
-    else
-      r = row_of(kFamilyAuto, sizeof kFamilyAuto / sizeof kFamilyAuto[0], p->m, wrows, p->k);
-    fam = r && r->cutlass > 0 ? TPG_GEMM_FAMILY_CUTLASS : TPG_GEMM_FAMILY_OURS;
-    kernel = r ? r->cutlass : 0;
-    mode = r ? r->mode : 0;
-  }
-  const tpg_gemm_family_ops *f = family_ops(fam);
-  if (f && f != &tpg_gemm_family_ours && !f->can_implement(p, NULL, 0) && !f->rule(p, kernel, mode, v)) return f;
+  const tpg_gemm_family_ops *f = NULL;
+  if (family == TPG_GEMM_FAMILY_AUTO && p->arch == TPG_FAMILY_TABLE_ARCH)
+    r = row_of(kFamilyAuto, sizeof kFamilyAuto / sizeof kFamilyAuto[0], p);
+  else if (family == TPG_GEMM_FAMILY_CUTLASS)
+    r = row_of(kFamilyCutlass, sizeof kFamilyCutlass / sizeof kFamilyCutlass[0], p);
+  else if (family != TPG_GEMM_FAMILY_AUTO && family != TPG_GEMM_FAMILY_OURS && (f = family_ops(family)) &&
+           can_run(f, p) && !f->rule(p, 0, 0, v))
+    return f;
+  if (r && (f = family_ops(r->family)) != &tpg_gemm_family_ours && !f->rule(p, r->kernel, r->mode, v)) return f;
   tpg_gemm_family_ours.rule(p, 0, 0, v);
   return &tpg_gemm_family_ours;
 }

@@ -48,10 +48,11 @@ int tpg_gemm_workspace_size(const tpg_gemm_problem *p, const tpg_gemm_variant *v
                             size_t whylen);
 
 /* The candidate variants worth timing for p, the heuristic first, then each
- * family's (CUTLASS's, then ours; a tuner on a budget times them in this
- * order); writes at most cap of them to list (list may be NULL) and returns
- * how many were written (at most TPG_GEMM_MAX_CANDIDATES exist). Only
- * sm_90 has more than the heuristic. */
+ * family's that can run p (cuBLASLt's, CUTLASS's, then ours; a tuner on a
+ * budget times them in this order); writes at most cap of them to list
+ * (list may be NULL) and returns how many were written (at most
+ * TPG_GEMM_MAX_CANDIDATES). Ours and CUTLASS list theirs on sm_90 only,
+ * cuBLASLt wherever it is loaded. */
 int tpg_gemm_candidates(const tpg_gemm_problem *p, tpg_gemm_variant *list, int cap);
 
 /* Writes the variant's name; nonzero if it does not fit or kind is unknown. */

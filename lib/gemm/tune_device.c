@@ -12,7 +12,8 @@
  *    fresh one once; the kernels keep the counters zero).
  *  - A CUTLASS candidate gets its argument block built on these buffers
  *    (lib/gemm/cutlass.h, descriptors encoded by the driver) and its
- *    launch-time cluster, as the graph node does.
+ *    launch-time cluster, as the graph node does; a cuBLASLt candidate a
+ *    plan of its own (lib/gemm/cublaslt.h), run on the timer's stream.
  * The caller makes the device's context current and owns the stream.
  */
 #include "lib/gemm/tune_device.h"
@@ -24,6 +25,7 @@
 #include "kernels/tpg_kargs.h"
 #include "kernels/tpg_tma_args.h"
 #include "lib/device.h"
+#include "lib/gemm/cublaslt.h"
 #include "lib/gemm/cutlass.h"
 #include "lib/gemm/ours.h"
 
@@ -151,7 +153,9 @@ static void args_of(const tpg_gemm_dev_timer *t, const tpg_gemm_problem *p, cons
   a->x = (const void *)t->x;
   a->w = (const void *)t->w;
   a->y = (void *)t->y;
-  a->bias = p->epilogue == TPG_EPI_NONE || p->epilogue == TPG_EPI_F32_PARTIAL ? NULL : (const void *)t->bias;
+  const int nobias = p->epilogue == TPG_EPI_NONE || p->epilogue == TPG_EPI_F32_PARTIAL ||
+                     (p->epilogue == TPG_EPI_RESIDUAL && !p->residual_bias);
+  a->bias = nobias ? NULL : (const void *)t->bias;
   a->residual = p->epilogue == TPG_EPI_RESIDUAL ? (const void *)t->res : NULL;
   a->workspace = L->workspace_bytes ? (void *)t->ws : NULL; /* CUTLASS: always (its done counter) */
   a->m = p->m, a->n = p->n, a->k = p->k;
@@ -180,18 +184,44 @@ static tpg_status cutlass_args(const tpg_gemm_problem *p, const tpg_kernel_launc
   return TPG_SUCCESS;
 }
 
-/* One launch after the warm-up per repetition, each after an L2 flush and
+/* One run of a candidate on the timer's stream. */
+typedef tpg_status (*run_fn)(void *ctx, CUstream stream);
+
+/* A kernel of ours or CUTLASS's with its parameter block. */
+typedef struct kernel_run {
+  CUfunction f;
+  const tpg_kernel_launch *L;
+  void **params;
+} kernel_run;
+static tpg_status run_kernel(void *ctx, CUstream stream) {
+  const kernel_run *k = ctx;
+  return launch(k->f, k->L, stream, k->params);
+}
+
+/* A cuBLASLt candidate: its plan on the timer's buffers. */
+typedef struct lt_run {
+  tpg_lt_plan *plan;
+  const tpg_gemm_args *a;
+} lt_run;
+static tpg_status run_lt(void *ctx, CUstream stream) {
+  const lt_run *r = ctx;
+  char why[300];
+  if (tpg_lt_plan_run(r->plan, r->a, (void *)stream, why, sizeof why))
+    return TPG_FAIL(TPG_ERROR_CUDA, "timer: cuBLASLt candidate: %s", why);
+  return TPG_SUCCESS;
+}
+
+/* One run after the warm-up per repetition, each after an L2 flush and
  * between its own events; *us the median. */
-static tpg_status time_launches(tpg_gemm_dev_timer *t, CUfunction f, const tpg_kernel_launch *L, void **params,
-                                double *us) {
+static tpg_status time_runs(tpg_gemm_dev_timer *t, run_fn run, void *ctx, double *us) {
   float ms[MAX_REPS];
   int i;
   /* warm-up: module load, first-touch */
-  TPG_TRY(launch(f, L, t->stream, params));
+  TPG_TRY(run(ctx, t->stream));
   for (i = 0; i < t->reps; ++i) {
     TPG_CU(cuMemsetD32Async(t->flush, (unsigned)i, FLUSH_BYTES / 4, t->stream));
     TPG_CU(cuEventRecord(t->ev[2 * i], t->stream));
-    TPG_TRY(launch(f, L, t->stream, params));
+    TPG_TRY(run(ctx, t->stream));
     TPG_CU(cuEventRecord(t->ev[2 * i + 1], t->stream));
   }
   TPG_CU(cuEventSynchronize(t->ev[2 * t->reps - 1]));
@@ -201,15 +231,28 @@ static tpg_status time_launches(tpg_gemm_dev_timer *t, CUfunction f, const tpg_k
   return TPG_SUCCESS;
 }
 
+/* A cuBLASLt candidate: a plan made for it and freed after. */
+static tpg_status time_lt(tpg_gemm_dev_timer *t, const tpg_gemm_problem *p, const tpg_kernel_launch *L,
+                          const tpg_gemm_args *a, double *us) {
+  lt_run r = {NULL, a};
+  char why[300];
+  if (tpg_lt_plan_create(p, L->lt_algo, &r.plan, why, sizeof why))
+    return TPG_FAIL(TPG_ERROR_CUDA, "timer: cuBLASLt candidate: %s", why);
+  tpg_status st = time_runs(t, run_lt, &r, us);
+  tpg_lt_plan_destroy(r.plan);
+  return st;
+}
+
 static tpg_status time_one(tpg_gemm_dev_timer *t, const tpg_gemm_problem *p, const tpg_kernel_launch *L,
                            const tpg_tma_encode *xm, const tpg_tma_encode *wm, double *us) {
   tpg_gemm_tma_args ta;
   tpg_gemm_cutlass_args cp;
   void *params[1];
-  CUfunction f;
+  kernel_run k = {NULL, L, params};
   TPG_TRY(operands(t, p, L));
   memset(&ta, 0, sizeof ta);
   args_of(t, p, L, &ta.a);
+  if (L->family == TPG_GEMM_FAMILY_CUBLASLT) return time_lt(t, p, L, &ta.a, us);
   if (L->cutlass) {
     TPG_TRY(cutlass_args(p, L, &ta.a, &cp));
     params[0] = &cp;
@@ -223,8 +266,8 @@ static tpg_status time_one(tpg_gemm_dev_timer *t, const tpg_gemm_problem *p, con
   } else {
     params[0] = &ta.a;
   }
-  TPG_TRY(tpg_kernel_function(L->kernel, L->smem_bytes, &f));
-  return time_launches(t, f, L, params, us);
+  TPG_TRY(tpg_kernel_function(L->kernel, L->smem_bytes, &k.f));
+  return time_runs(t, run_kernel, &k, us);
 }
 
 int tpg_gemm_dev_time(void *ctx, const tpg_gemm_problem *p, const tpg_gemm_variant *v, const tpg_kernel_launch *launch,

@@ -41,6 +41,7 @@ static CUresult rec_encode(void *ctx, CUtensorMap *map, CUtensorMapDataType dt, 
 }
 
 int main(void) {
+  gemm_test_without_cublaslt();
   static const int ms[] = {17, 64, 100, 128, 255, 512, 1024, 4096};
   static const int nk[][2] = {{4096, 4096}, {1280, 8192}, {14336, 4096}, {1024, 512}, {24, 64}};
   static const int epis[] = {TPG_EPI_NONE, TPG_EPI_BIAS, TPG_EPI_BIAS_GELU, TPG_EPI_BIAS_SILU, TPG_EPI_RESIDUAL};

@@ -21,6 +21,7 @@ static int same(const tpg_kernel_launch *a, const tpg_kernel_launch *b) {
 }
 
 int main(int argc, char **argv) {
+  gemm_test_without_cublaslt();
   char line[256], name[64], why[200];
   int lines = 0, differ = 0;
   FILE *f = argc > 1 ? fopen(argv[1], "r") : NULL;

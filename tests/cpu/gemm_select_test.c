@@ -9,6 +9,7 @@
 #include "tests/tpg_test.h"
 
 int main(void) {
+  gemm_test_without_cublaslt();
   tpg_kernel_launch l;
   char why[200];
   CHECK(tpg_gemm_select(PROB(1, 14336, 8192, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 8192, 8192, 1), &l, why,

@@ -13,6 +13,7 @@
 #include "kernels/tpg_kargs.h"
 #include "lib/gemm/ours.h"
 #include "lib/gemm/tune.h"
+#include "tests/cpu/gemm_test.h"
 #include "tests/tpg_test.h"
 
 /* Fake device: a time per variant name; calls counted. */
@@ -158,6 +159,7 @@ static void graph_policy(const char *path) {
 }
 
 int main(void) {
+  gemm_test_without_cublaslt();
   char dir[] = "/tmp/tpg_tune_XXXXXX";
   char path[256], other[256];
   tpg_kernel_launch L, H;

@@ -42,7 +42,7 @@ echo "fuzz: building $out/graph_fuzz"
 "$cc" -std=c11 "${san[@]}" -Wall -Wextra -I. -I"$cuda/include" -I"$nccl/include" "${gsrcs[@]}" -rdynamic \
   -ldl -lpthread -lm -o "$out/graph_fuzz"
 "$cc" -shared -fPIC -O1 -I"$cuda/include" -I"$nccl/include" tests/fake/shim.c -o "$out/libcuda_fake.so"
-export TPG_LIBCUDA="$out/libcuda_fake.so" TPG_LIBNCCL="$out/libcuda_fake.so"
+export TPG_LIBCUDA="$out/libcuda_fake.so" TPG_LIBNCCL="$out/libcuda_fake.so" TPG_LIBCUBLASLT="$out/libcuda_fake.so"
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
