@@ -35,9 +35,13 @@ typedef struct tpg_family_row {
 #include "lib/gemm/family_table.inc"
 
 /* The families, in the order their candidates are listed (a tuner on a
- * budget times the first ones first); ours last, the fallback. */
-static const tpg_gemm_family_ops *const kFamilies[] = {&tpg_gemm_family_cublaslt, &tpg_gemm_family_cutlass,
-                                                       &tpg_gemm_family_ours};
+ * budget times the first ones first); ours last, the fallback. A test may
+ * compile this file with a list of its own (tests/cpu/gemm_dispatch_test.c:
+ * a stand-in family). */
+#ifndef TPG_GEMM_FAMILY_LIST
+#define TPG_GEMM_FAMILY_LIST &tpg_gemm_family_cublaslt, &tpg_gemm_family_cutlass, &tpg_gemm_family_ours
+#endif
+static const tpg_gemm_family_ops *const kFamilies[] = {TPG_GEMM_FAMILY_LIST};
 #define NFAM ((int)(sizeof kFamilies / sizeof kFamilies[0]))
 
 const char *tpg_gemm_family_table_source(void) { return TPG_FAMILY_TABLE_SOURCE; }
