@@ -1,10 +1,11 @@
 """step_budget.py - the decode step's time budget per kernel (issue 26), from
 bench/step_budget.sh's logs: per point (model, batch, ctx), each kernel of one
 layer (the mean over the step's layers) with its time, its DRAM bytes, the
-rate it reached and the time those bytes take at 4.3 TB/s; then the sum of
-the kernels, the step's own time per layer without the profiler (`llama
---bench --sweep` of the same build), and the difference: the idle time
-between kernels (launch gaps, dependency waits, non-kernel nodes).
+rate it reached and the time those bytes take at the copy bandwidth the
+bench measured (4.3 TB/s where its bench.json predates that); then the sum
+of the kernels, the step's own time per layer without the profiler (`llama
+--bench --sweep small` of the same build), and the difference: the idle
+time between kernels (launch gaps, dependency waits, non-kernel nodes).
 
     python3 bench/step_budget.py LOGDIR [--md]
 
@@ -121,11 +122,11 @@ def main():
     for k in cols:
         per = res[k][0]
         s = sum(e[0] for e in per.values())
-        byf = sum(e[1] for e in per.values()) / BW * 1e6
         sw = sweep.get(k)
+        byf = sum(e[1] for e in per.values()) / ((sw or {}).get("peak_bw_measured") or BW) * 1e6
         g = sw["us_per_layer"] if sw else float("nan")
         rows.setdefault("kernels, sum", []).append(s)
-        rows.setdefault("their DRAM bytes at 4.3 TB/s", []).append(byf)
+        rows.setdefault("their DRAM bytes at peak", []).append(byf)
         rows.setdefault("step per layer (no profiler)", []).append(g)
         rows.setdefault("gaps = step - kernels", []).append(g - s)
         rows.setdefault("floor (weights + KV)", []).append(sw["floor_us_per_layer"] if sw else float("nan"))

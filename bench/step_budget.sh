@@ -5,7 +5,7 @@
 #
 #   bash bench/step_budget.sh [CFG...]     # default: 8b 70b; TP 1, 4 layers
 #
-# Per model: `llama --bench --sweep` (the step's time per layer, no
+# Per model: `llama --bench --sweep small` (the step's time per layer, no
 # profiler), then for batch 1/8/32 x ctx 512/4096 one launch of the step
 # under ncu (--clock-control none: clocks as found; --cache-control none:
 # L2 as the graph leaves it), every kernel's time and DRAM bytes; then
@@ -30,7 +30,7 @@ cfgs=("$@")
 [ ${#cfgs[@]} -gt 0 ] || cfgs=(8b 70b)
 for cfg in "${cfgs[@]}"; do
   mkdir -p "$logs/sweep_$cfg"
-  timeout 300 "$bin/llama" --config "$cfg" --layers 4 --tp 1 --bench --sweep $extra --out "$logs/sweep_$cfg" \
+  timeout 300 "$bin/llama" --config "$cfg" --layers 4 --tp 1 --bench --sweep small $extra --out "$logs/sweep_$cfg" \
     > "$logs/sweep_$cfg.log" 2>&1 || echo "step_budget: sweep $cfg rc $? ($logs/sweep_$cfg.log)"
   grep "^bench:" "$logs/sweep_$cfg.log"
   for ctx in 512 4096; do

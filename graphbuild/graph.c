@@ -94,7 +94,7 @@ static void graph_free(tpg_graph *g) {
  * (kernel choice, workspace; a single memset at creation serves every
  * launch, the kernels leave their counters zeroed), then the scratch slots
  * the plan uses, owned by the graph. */
-static tpg_status alloc_workspaces(tpg_graph *g) {
+static tpg_status alloc_workspaces(tpg_graph *g, const tpg_graph_ext *ext) {
   const tpg_plan *p = g->plan;
   /* GEMM tuning times only here, at the nodes' first pick; fill, update and
    * rebind then find every choice in the process cache. */
@@ -116,11 +116,19 @@ static tpg_status alloc_workspaces(tpg_graph *g) {
   TPG_TRY(st);
   for (int i = 0; i < p->nnodes; i++) g->info.workspace_bytes += g->nodes[i].res.workspace_bytes;
   const int sym_graph = g->comm && g->comm->nranks > 1 && (g->flags & TPG_GRAPH_NCCL_SYMMETRIC);
+  size_t at = 0; /* a set's arena: slots one after another from its start (state.h) */
   for (int q = 0; q < p->nslots; q++) {
     if (p->slots[q].where != TPG_MEM_SCRATCH || !tpg_state_used(g->st, (tpg_slot)(q + 1))) continue;
-    TPG_TRY(tpg_scratch_alloc(g, p, q, g->st->bytes[q], sym_graph && g->st->coll_uses[q], &g->scratch[q]));
+    const int sym = sym_graph && g->st->coll_uses[q];
+    const size_t bytes = TPG_ARENA_ROUND(g->st->bytes[q]);
+    if (ext && !sym && at + bytes <= ext->arena_bytes) {
+      g->scratch[q] = (tpg_scratch){(void *)(uintptr_t)(ext->arena + at), bytes, 0, NULL}; /* borrowed */
+      at += bytes;
+    } else {
+      TPG_TRY(tpg_scratch_alloc(g, p, q, g->st->bytes[q], sym, &g->scratch[q]));
+      g->info.workspace_bytes += g->scratch[q].bytes;
+    }
     g->bind[q] = g->scratch[q].ptr;
-    g->info.workspace_bytes += g->scratch[q].bytes;
   }
   TPG_CU(cuStreamSynchronize(g->cap_stream));
   return TPG_SUCCESS;
@@ -195,7 +203,8 @@ static tpg_status check_args(const tpg_plan *plan, const tpg_graph_config *cfg_i
   return TPG_SUCCESS;
 }
 
-static tpg_status create(const tpg_plan *plan, const tpg_graph_config *cfg_in, tpg_graph **out) {
+static tpg_status create(const tpg_plan *plan, const tpg_graph_config *cfg_in, const tpg_graph_ext *ext,
+                         tpg_graph **out) {
   TPG_CHECK_ARG(out != NULL, "out is NULL: expected a tpg_graph * to set");
   *out = NULL;
   tpg_graph_config cfg_full;
@@ -242,7 +251,7 @@ static tpg_status create(const tpg_plan *plan, const tpg_graph_config *cfg_in, t
   TPG_CUGOTO(cuEventCreate(&g->done, CU_EVENT_DISABLE_TIMING), st, fail_pop);
   g->tune = tune; /* once: workspaces are sized by it */
   const double load0 = tpg_kernel_load_us(), tp = tpg_now_us();
-  TPG_TRYGOTO(alloc_workspaces(g), st, fail_pop);
+  TPG_TRYGOTO(alloc_workspaces(g, ext), st, fail_pop);
   g->info.prepare_us = tpg_now_us() - tp;
 
   /* Programmatic edges need griddepcontrol (sm_90+) in the image that runs:
@@ -294,15 +303,23 @@ fail:
  * internal function names, no doubled prefix). */
 tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg, tpg_graph **out) {
   tpg_err_clear();
-  tpg_status st = create(plan, cfg, out);
+  tpg_status st = create(plan, cfg, NULL, out);
   if (st != TPG_SUCCESS) tpg_err_rename(__func__);
   return st;
+}
+
+tpg_status tpg_graph_create_ext(const tpg_plan *plan, const tpg_graph_config *cfg, const tpg_graph_ext *ext,
+                                tpg_graph **out) {
+  return create(plan, cfg, ext, out);
 }
 
 tpg_status tpg_graph_destroy(tpg_graph *g) {
   tpg_err_clear();
   if (!g) return TPG_SUCCESS;
   TPG_TRY(graph_check(g, __func__));
+  if (g->in_set)
+    return TPG_FAIL(TPG_ERROR_INVALID_ARGUMENT, "graph belongs to a tpg_graph_set (tpg_graph_set_pick lends it): "
+                    "destroy the set instead");
   /* Without its context current nothing of the device side can be freed:
    * the graph is then left whole and the error returned, so a second call
    * frees it (instead of leaking every device object). */

@@ -21,7 +21,8 @@
 typedef struct tpg_scratch {
   void *ptr;
   size_t bytes;                 /* as allocated (rounded up) */
-  unsigned char how;            /* 0 none, 1 cuMemAlloc, 2 ncclMemAlloc + window */
+  unsigned char how;            /* 0 none, or ptr borrowed from a set's arena;
+                                   1 cuMemAlloc, 2 ncclMemAlloc + window */
   ncclWindow_t win;
 } tpg_scratch;
 
@@ -67,7 +68,22 @@ struct tpg_graph {
                                    node uses (0: unused); NULL in other modes */
   int template_dirty;           /* rebound since the template was last brought
                                    up to date (tpg_graph_export does it) */
+  int in_set;                   /* 1: a graph set's (graphset.c), destroyed only by
+                                   it; 2: its one retargeted exec, whose plan, state
+                                   and nodes are the picked size's (no update) */
 };
+
+/* ---- graph.c ---- */
+/* What a graph set (graphset.c) gives a graph it creates: the scratch slots
+ * are laid out in `arena` (the set's, arena_bytes long; state.h) instead of
+ * being allocated, except NCCL symmetric windows. Creation is
+ * tpg_graph_create's, messages under its name. */
+typedef struct tpg_graph_ext {
+  CUdeviceptr arena;
+  size_t arena_bytes;
+} tpg_graph_ext;
+TPG_HIDDEN tpg_status tpg_graph_create_ext(const tpg_plan *plan, const tpg_graph_config *cfg,
+                                           const tpg_graph_ext *ext, tpg_graph **out);
 
 /* ---- bind.c ---- */
 /* Checks one binding against its slot: memory kind, device, alignment, and

@@ -434,6 +434,47 @@ tpg_status tpg_plan_append(tpg_plan *p, const tpg_plan *src, tpg_node *nodes) {
   return tpg_err_public(plan_append(p, src, nodes), __func__);
 }
 
+/* Slots are compared as tpg_plan_append compares them, so a copy that
+ * succeeds is exactly what an append of src needs. */
+static tpg_status plan_copy_slots(tpg_plan *p, const tpg_plan *src, int *added) {
+  if (added) *added = 0;
+  TPG_TRY(tpg_plan_check(p, __func__, "plan"));
+  TPG_TRY(tpg_plan_check(src, __func__, "src"));
+  TPG_CHECK_ARG(src != p, "src is plan: expected another plan");
+  const int keep = p->nslots < src->nslots ? p->nslots : src->nslots;
+  for (int s = 0; s < keep; s++) {
+    const tpg_slot_rec *a = &p->slots[s], *b = &src->slots[s];
+    TPG_CHECK_ARG(!strcmp(a->name, b->name) && a->dtype == b->dtype && a->where == b->where,
+                  "plan's slot %d is \"%s\" (dtype %d, memory %d) but src's is \"%s\" (dtype %d, memory %d): "
+                  "plan's slots must be src's first ones, in order", s + 1, a->name, (int)a->dtype, (int)a->where,
+                  b->name, (int)b->dtype, (int)b->where);
+    TPG_CHECK_ARG(b->count <= a->count,
+                  "src's slot \"%s\" has %zu elements, plan's %zu: copy from the plan of the largest shape first",
+                  b->name, b->count, a->count);
+  }
+  const int before = p->nslots;
+  for (int s = keep; s < src->nslots; s++) {
+    const tpg_slot_rec *b = &src->slots[s];
+    tpg_slot got;
+    tpg_status st = tpg_plan_add_slot(p, b->name, b->dtype, b->where, b->count, &got);
+    if (st != TPG_SUCCESS) {
+      char msg[1024];
+      snprintf(msg, sizeof msg, "%s", tpg_last_error());
+      while (p->nslots > before) free(p->slots[--p->nslots].name);
+      tpg_plan_drop_indexes(p);
+      const char *rest = strstr(msg, ": ");
+      return tpg_err(st, __func__, "slot %d (\"%s\"): %s", s + 1, b->name, rest ? rest + 2 : msg);
+    }
+  }
+  if (added) *added = p->nslots - before;
+  return TPG_SUCCESS;
+}
+
+tpg_status tpg_plan_copy_slots(tpg_plan *p, const tpg_plan *src, int *added) {
+  tpg_err_clear();
+  return tpg_err_public(plan_copy_slots(p, src, added), __func__);
+}
+
 int tpg_node_inside(const tpg_plan *p, int i, int c) {
   for (int a = p->nodes[i].parent; a >= 0; a = p->nodes[a].parent)
     if (a == c) return 1;

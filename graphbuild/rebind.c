@@ -163,7 +163,8 @@ static void adopt(tpg_graph *g, const tpg_plan *p, tpg_gnode **tmp, tpg_state **
   if (replaced && g->launched) tpg_cu->cuEventSynchronize(g->done);
   for (int q = 0; q < p->nslots; q++) {
     if (!fresh[q].ptr) continue;
-    g->info.workspace_bytes += fresh[q].bytes - g->scratch[q].bytes;
+    /* a set's arena (how 0) is not the graph's to count */
+    g->info.workspace_bytes += fresh[q].bytes - (g->scratch[q].how ? g->scratch[q].bytes : 0);
     tpg_scratch_free(g, &g->scratch[q]);
     g->scratch[q] = fresh[q];
     memset(&fresh[q], 0, sizeof fresh[q]);
@@ -181,6 +182,9 @@ static void adopt(tpg_graph *g, const tpg_plan *p, tpg_gnode **tmp, tpg_state **
 
 static tpg_status update(tpg_graph *g, const tpg_plan *plan, const tpg_binding *b, int n) {
   TPG_TRY(graph_usable(g, __func__));
+  if (g->in_set == 2)
+    return TPG_FAIL(TPG_ERROR_UNSUPPORTED, "the graph is the one exec of a retargeting tpg_graph_set, whose plan "
+                    "changes with each pick: create the set again (or rebind it)");
   if (g->mode != TPG_MODE_EXPLICIT)
     return TPG_FAIL(TPG_ERROR_UNSUPPORTED, "whole-graph update needs a TPG_MODE_EXPLICIT graph (this one is mode %d)",
                     (int)g->mode);

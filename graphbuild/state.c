@@ -114,3 +114,13 @@ tpg_status tpg_state_scratch_needs(const tpg_state *st, const tpg_plan *p, const
   }
   return TPG_SUCCESS;
 }
+
+size_t tpg_state_arena_bytes(const tpg_state *st, const tpg_plan *p, int sym) {
+  size_t total = 0;
+  for (int q = 0; q < p->nslots; q++) {
+    if (p->slots[q].where != TPG_MEM_SCRATCH || !tpg_state_used(st, (tpg_slot)(q + 1))) continue;
+    if (sym && st->coll_uses[q]) continue; /* a window of its own (scratch.c) */
+    total += TPG_ARENA_ROUND(st->bytes[q]);
+  }
+  return total;
+}

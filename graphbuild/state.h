@@ -48,4 +48,15 @@ TPG_HIDDEN tpg_status tpg_state_check_bound(const tpg_state *st, const tpg_plan 
 TPG_HIDDEN tpg_status tpg_state_scratch_needs(const tpg_state *st, const tpg_plan *p, const size_t *owned_bytes,
                                               int sym, size_t *need, const char *fn);
 
+/* Scratch slots of a graph set (graphset.c) live in one arena the set owns,
+ * one after another, each rounded up to this (what cuMemAlloc'd scratch is
+ * rounded to): one graph of a set runs at a time, so each lays its slots out
+ * from the arena's start. */
+#define TPG_ARENA_ROUND(b) (((b) + 255) & ~(size_t)255)
+
+/* Bytes of the arena plan p needs: its used scratch slots, except those a
+ * collective uses when they become NCCL symmetric windows (sym), which the
+ * graph allocates itself. */
+TPG_HIDDEN size_t tpg_state_arena_bytes(const tpg_state *st, const tpg_plan *p, int sym);
+
 #endif

@@ -21,6 +21,7 @@
  *   all-gatherv, which NCCL graphs do not have as one call.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -275,6 +276,124 @@ tpg_status tpg_plan_add_linear(tpg_plan *p, const tpg_linear_desc *d, const tpg_
                                tpg_node *out) {
   tpg_err_clear();
   return tpg_err_public(plan_add_linear(p, d, deps, ndeps, out), __func__);
+}
+
+/* ---- a ROW layer whose all-reduce finishes the block ------------------------ */
+
+/* A view of the layer: its name and range, in this order. */
+typedef struct nview { const char *name; tpg_view v; size_t n; } nview;
+enum { NV_X, NV_W, NV_Y, NV_BIAS, NV_RES, NV_PART, NV_ROUT, NV_NORM, NV_COUNT };
+
+/* The views of tpg_plan_add_linear_norm one by one (ranges, dtype, device
+ * memory, 16-byte alignment: what the all-reduce's epilogue kernels read). */
+static tpg_status check_norm_each(const tpg_plan *p, const char *fn, const tpg_linear_desc *d,
+                                  const tpg_linear_norm *e, const nview *v, int nv) {
+  for (int i = 0; i < nv; i++) /* x, w, y and partial are required; the rest when set */
+    if (i < NV_BIAS || i == NV_PART || v[i].v.slot) TPG_TRY(check_view(p, fn, v[i].name, v[i].v, v[i].n, 16, d->dtype));
+  if (!(isfinite(e->norm_eps) && e->norm_eps >= 0.0f))
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "norm->norm_eps is %g: expected a finite value >= 0",
+                   (double)e->norm_eps);
+  if (d->name && (!d->name[0] || strlen(d->name) > 100))
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "desc->name is %s: expected NULL or 1..100 characters",
+                   d->name[0] ? "longer than 100 characters" : "empty");
+  return TPG_SUCCESS;
+}
+
+/* Which views may meet: partial meets nothing; residual_out is residual
+ * itself or meets nothing; y meets none of the epilogue's inputs, x or w. */
+static tpg_status check_norm_overlaps(const char *fn, const nview *v, int nv) {
+  for (int a = 0; a < nv; a++)
+    for (int b = a + 1; b < nv; b++) {
+      if (!v[a].v.slot || !v[b].v.slot) continue;
+      const int read_a = a != NV_Y && a != NV_PART && a != NV_ROUT, read_b = b != NV_Y && b != NV_PART && b != NV_ROUT;
+      const int in_place = a == NV_RES && b == NV_ROUT && v[a].v.slot == v[b].v.slot && v[a].v.offset == v[b].v.offset;
+      if ((read_a && read_b) || in_place || disjoint(v[a].v, v[a].n, v[b].v, v[b].n)) continue;
+      return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "%s overlaps %s in slot %u: expected disjoint ranges%s",
+                     v[b].name, v[a].name, v[a].v.slot,
+                     b == NV_ROUT && a == NV_RES ? " (or exactly desc->residual, to update it in place)" : "");
+    }
+  return TPG_SUCCESS;
+}
+
+static tpg_status add_norm_nodes(tpg_plan *p, const tpg_linear_desc *d, const tpg_linear_norm *e, size_t F,
+                                 const tpg_node *deps, int ndeps, tpg_node *last) {
+  const size_t T = (size_t)d->tokens, o = (size_t)d->out_features;
+  tpg_gemm_desc g = TPG_GEMM_DESC_INIT;
+  g.m = d->tokens;
+  g.n = d->out_features;
+  g.k = (int)F;
+  g.dtype = d->dtype;
+  g.x = d->x;
+  g.w = d->w;
+  g.y = e->partial;
+  tpg_node n;
+  TPG_TRY(tpg_plan_add_gemm(p, &g, deps, ndeps, &n));
+  TPG_TRY(name_node(p, d, n, "gemm"));
+  tpg_collective_desc c = TPG_COLLECTIVE_DESC_INIT;
+  c.kind = TPG_ALL_REDUCE;
+  c.send = e->partial;
+  c.recv = d->y;
+  c.count = T * o;
+  c.algo = d->algo;
+  if (d->bias.slot || d->residual.slot || e->residual_out.slot || e->norm_weight.slot) {
+    c.hidden = o;
+    c.bias = d->bias;
+    c.residual = d->residual;
+    c.residual_out = e->residual_out;
+    c.norm_weight = e->norm_weight;
+    c.norm_eps = e->norm_eps;
+  }
+  TPG_TRY(tpg_plan_add_collective(p, &c, &n, 1, &n));
+  TPG_TRY(name_node(p, d, n, "all_reduce"));
+  *last = n;
+  return TPG_SUCCESS;
+}
+
+static tpg_status add_linear_norm(tpg_plan *p, const tpg_linear_desc *d, const tpg_linear_norm *e,
+                                  const tpg_node *deps, int ndeps, tpg_node *out) {
+  const char *fn = "tpg_plan_add_linear_norm";
+  if (!p) return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "plan is NULL: expected a tpg_plan");
+  tpg_plan_mark before;
+  if (tpg_plan_checkpoint(p, &before) != TPG_SUCCESS)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "plan is not a live tpg_plan (destroyed or corrupt handle)");
+  size_t F;
+  TPG_TRY(check_shape(d, fn, &F));
+  if (d->kind != TPG_LINEAR_ROW)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "desc->kind is TPG_LINEAR_COLUMN: expected TPG_LINEAR_ROW (only a "
+                   "row-parallel layer ends in an all-reduce)");
+  if (!e)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "norm is NULL: expected a tpg_linear_norm (TPG_LINEAR_NORM_INIT)");
+  if (e->size != sizeof *e)
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "norm->size is %zu: expected sizeof(tpg_linear_norm) = %zu "
+                   "(initialise with TPG_LINEAR_NORM_INIT)", e->size, sizeof *e);
+  const size_t T = (size_t)d->tokens, o = (size_t)d->out_features;
+  const nview v[NV_COUNT] = {{"desc->x", d->x, T * F},           {"desc->w", d->w, o * F},
+                      {"desc->y", d->y, T * o},           {"desc->bias", d->bias, o},
+                      {"desc->residual", d->residual, T * o}, {"norm->partial", e->partial, T * o},
+                      {"norm->residual_out", e->residual_out, T * o}, {"norm->norm_weight", e->norm_weight, o}};
+  TPG_TRY(check_norm_each(p, fn, d, e, v, NV_COUNT));
+  TPG_TRY(check_norm_overlaps(fn, v, NV_COUNT));
+  tpg_node last = 0;
+  tpg_status st = add_norm_nodes(p, d, e, F, deps, ndeps, &last);
+  if (st == TPG_SUCCESS && d->nranks > 1) st = tpg_plan_set_ranks(p, d->nranks);
+  if (st != TPG_SUCCESS) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", tpg_last_error());
+    tpg_plan_rollback(p, before);
+    const char *rest = strstr(msg, ": ");
+    return tpg_err(st, fn, "%s", rest ? rest + 2 : msg);
+  }
+  *out = last;
+  return TPG_SUCCESS;
+}
+
+tpg_status tpg_plan_add_linear_norm(tpg_plan *p, const tpg_linear_desc *d, const tpg_linear_norm *e,
+                                    const tpg_node *deps, int ndeps, tpg_node *out) {
+  tpg_err_clear();
+  tpg_node node = 0; /* out may alias a dep: written last */
+  tpg_status st = add_linear_norm(p, d, e, deps, ndeps, &node);
+  if (out) *out = st == TPG_SUCCESS ? node : 0;
+  return tpg_err_public(st, __func__);
 }
 
 /* ---- splitting a whole layer ---------------------------------------------- */

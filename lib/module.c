@@ -171,6 +171,49 @@ tpg_status tpg_module_load_file(const char *path, tpg_module **out) {
   return tpg_err_public(module_load_file(path, out), __func__);
 }
 
+/* A table cuda_fatbin wrote is NULL-terminated; the scan stops here so that a
+ * table without its last entry is refused instead of read past its end. */
+#define TPG_EMBEDDED_MAX_BLOBS 4096
+
+static tpg_status module_load_embedded(const tpg_embedded_blob *table, const char *name, tpg_module **out) {
+  TPG_CHECK_ARG(out != NULL, "out is NULL: expected a tpg_module * to fill");
+  *out = NULL;
+  TPG_CHECK_ARG(table != NULL, "table is NULL: expected the NULL-terminated tpg_embedded_blob table of a cuda_fatbin "
+                "target (its `symbol`)");
+  TPG_CHECK_ARG(name != NULL && name[0], "name is NULL or empty: expected a blob's name (the stem of its .cu file)");
+  char have[200] = "";
+  size_t hl = 0;
+  for (int i = 0; i < TPG_EMBEDDED_MAX_BLOBS; i++) {
+    const tpg_embedded_blob *b = &table[i];
+    if (!b->name)
+      return TPG_ARG_FAIL("name \"%.100s\": the table has no such blob (it has %d: %s)", name, i, i ? have : "none");
+    if (strcmp(b->name, name) != 0) {
+      int w = snprintf(have + hl, sizeof have - hl, "%s%.40s", hl ? ", " : "", b->name);
+      if (w > 0 && hl + (size_t)w < sizeof have) hl += (size_t)w;
+      continue;
+    }
+    TPG_CHECK_ARG(b->start != NULL && b->end != NULL && b->end > b->start,
+                  "table[%d] (\"%.100s\"): start and end do not delimit an image (start %p, end %p)", i, name,
+                  (const void *)b->start, (const void *)b->end);
+    const size_t bytes = (size_t)(b->end - b->start);
+    char what[160];
+    snprintf(what, sizeof what, "blob \"%.100s\"", name);
+    TPG_TRY(check_image(__func__, what, b->start, bytes));
+    TPG_TRY(tpg_cu_load());
+    void *copy = malloc(bytes);
+    if (!copy) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory for a %zu-byte image", bytes);
+    memcpy(copy, b->start, bytes);
+    return load(__func__, copy, what, out);
+  }
+  return TPG_ARG_FAIL("table has no NULL entry among its first %d: expected the NULL-terminated table cuda_fatbin "
+                      "writes", TPG_EMBEDDED_MAX_BLOBS);
+}
+
+tpg_status tpg_module_load_embedded(const tpg_embedded_blob *table, const char *name, tpg_module **out) {
+  tpg_err_clear();
+  return tpg_err_public(module_load_embedded(table, name, out), __func__);
+}
+
 static tpg_status module_destroy(tpg_module *m) {
   if (!m) return TPG_SUCCESS;
   TPG_TRY(tpg_module_check(m, __func__, "module"));

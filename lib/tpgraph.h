@@ -1172,7 +1172,9 @@ TPG_API tpg_status tpg_mlp_buckets_destroy(tpg_mlp_buckets *b);
 TPG_API tpg_status tpg_mlp_buckets_pick(tpg_mlp_buckets *b, int tokens, int *bucket_tokens /* OUT */,
                                         tpg_graph **graph /* OUT, borrowed */);
 /* Bucket i (0..count-1, ascending): its size and the device memory its graph
- * took, measured (free memory before and after creating it). */
+ * took, measured (free memory before and after creating it). The buckets are
+ * a graph set (tpg_graph_set): their scratch is one arena, allocated before
+ * the graphs and so in no bucket's figure. */
 TPG_API tpg_status tpg_mlp_buckets_get_info(const tpg_mlp_buckets *b, int i, int *count /* OUT, may be NULL */,
                                         int *tokens /* OUT, may be NULL */, size_t *device_bytes /* OUT, may be NULL */);
 /* The slot id of a named slot of the stack (same in every bucket), for bindings. */
@@ -1326,6 +1328,215 @@ typedef struct tpg_linear_part {
  * views are not used, except that bias.slot != 0 means "the layer has a bias". */
 TPG_API tpg_status tpg_linear_shard(const tpg_linear_desc *desc, int device, const tpg_linear_whole *whole,
                                     const tpg_linear_part *out, tpg_stream stream);
+
+/* ------------------------------------------------------------------------ */
+/* Engines: device code embedded by name, a plan's slots in one call         */
+
+/* One fatbin of a table that //tools/cuda:defs.bzl's cuda_fatbin (or CMake's
+ * tpgraph_embed_kernels) embeds in a program: the rule defines
+ * `const tpg_embedded_blob <symbol>[]`, one entry per .cu source, named by
+ * its stem, and a last entry whose name is NULL. Declare it where it is used
+ * (C++: extern "C" const tpg_embedded_blob my_kernels[];). */
+typedef struct tpg_embedded_blob {
+  const char *name;            /* the .cu file's stem, e.g. "kernels"; NULL ends the table */
+  const unsigned char *start;  /* the fatbin's bytes                                       */
+  const unsigned char *end;
+} tpg_embedded_blob;
+
+/* Loads blob `name` of `table` as tpg_module_load loads an image (the module
+ * keeps its own copy). A name the table lacks is TPG_ERROR_INVALID_ARGUMENT
+ * listing the names it has; a table without its NULL entry within 4096 is
+ * refused rather than read past its end. */
+TPG_API tpg_status tpg_module_load_embedded(const tpg_embedded_blob *table /* borrowed */, const char *name,
+                                            tpg_module **out /* OUT, owned */);
+
+/* Declares in `plan` every slot of `src`, in order, with its name, dtype,
+ * memory kind and count, so that src's slot ids are plan's and src can be
+ * appended (tpg_plan_append). Where plan has slots already, its first ones
+ * must be src's (same names, dtypes and memory kinds in the same order, each
+ * at least as large): they are kept and only src's later slots are added, so
+ * copying from the plan of the largest shape first and then from smaller
+ * ones declares nothing more. On failure plan is unchanged; src is never
+ * changed. *added (may be NULL): the number of slots declared now. */
+TPG_API tpg_status tpg_plan_copy_slots(tpg_plan *plan, const tpg_plan *src, int *added /* OUT, may be NULL */);
+
+/* ------------------------------------------------------------------------ */
+/* A row-parallel linear whose all-reduce finishes the block                 */
+/*
+ * What every tensor-parallel block ends with: the row-parallel projection
+ * (attention output, MLP down), its all-reduce, the residual add and the
+ * next RMSNorm, as one call. With h = sum over ranks of x_r W_r^T + bias +
+ * residual (bias and residual added once), per row of [tokens, out]:
+ *   residual_out = h                                      (if set)
+ *   y            = RMSNorm(h) * norm_weight               (h if no norm)
+ * Nodes: the GEMM of every rank writes its partial sum into `partial` (no
+ * bias or residual: the epilogue adds them once), then the all-reduce of
+ * partial into y with the epilogue fused (tpg_collective_desc's epilogue;
+ * desc->algo picks the algorithm). On one rank (nranks 1: no comm needed)
+ * the same two nodes, the all-reduce being its epilogue's kernel alone.
+ * A Llama block's "x = x + o_proj(attn); h2 = rmsnorm(x)" is: residual =
+ * residual_out = x, norm_weight = the norm's weight, y = h2.
+ *
+ *   tpg_linear_desc d = TPG_LINEAR_DESC_INIT;           // as for ROW
+ *   d.kind = TPG_LINEAR_ROW; d.rank = r; d.nranks = R; d.tokens = T;
+ *   d.in_features = D; d.out_features = H;
+ *   d.x = attn; d.w = wo; d.residual = x; d.y = h2;
+ *   tpg_linear_norm e = TPG_LINEAR_NORM_INIT;
+ *   e.partial = part;                  // [T, H] scratch
+ *   e.residual_out = x; e.norm_weight = mlp_norm; e.norm_eps = 1e-5f;
+ *   tpg_plan_add_linear_norm(plan, &d, &e, &prev, 1, &prev);
+ *
+ * desc is checked as tpg_plan_add_linear checks a ROW layer (kind must be
+ * TPG_LINEAR_ROW). The views, each refused by name: partial [tokens, out],
+ * a range of its own (it overlaps no other view); residual_out [tokens,
+ * out], exactly desc->residual (updated in place) or a range of its own;
+ * norm_weight [out]; y overlaps neither residual, residual_out, bias,
+ * norm_weight nor x. Rebinding y or partial re-captures an NCCL all-reduce
+ * (our kernels: a kernel-node update), as for tpg_plan_add_linear.
+ */
+typedef struct tpg_linear_norm {
+  size_t size;             /* sizeof(tpg_linear_norm)                               */
+  tpg_view partial;        /* [tokens, out]: this rank's GEMM output, the
+                              all-reduce's send (a TPG_MEM_SCRATCH slot fits)      */
+  tpg_view residual_out;   /* [tokens, out]: gets h; slot 0: h is not kept          */
+  tpg_view norm_weight;    /* [out]; slot 0: no norm, y = h                         */
+  float norm_eps;          /* >= 0, finite; TPG_LINEAR_NORM_INIT: 1e-6              */
+} tpg_linear_norm;
+#define TPG_LINEAR_NORM_INIT { sizeof(tpg_linear_norm) /* size */, {0, 0, 0} /* partial: set it */,           \
+                               {0, 0, 0}, {0, 0, 0} /* residual_out, norm_weight: none */, 1e-6f /* norm_eps */ }
+
+/* Adds the layer (above) after deps; *out (may be NULL, may alias a dep) gets
+ * the all-reduce node. All or nothing: on failure the plan is unchanged.
+ * With nranks > 1 every rank must add its layers in the same order. */
+TPG_API tpg_status tpg_plan_add_linear_norm(tpg_plan *plan, const tpg_linear_desc *desc, const tpg_linear_norm *norm,
+                                            const tpg_node *deps, int ndeps, tpg_node *out /* OUT, may be NULL */);
+
+/* ------------------------------------------------------------------------ */
+/* Graph sets: one step at many batch sizes                                  */
+/*
+ * An engine that batches continuously runs its step at whatever batch size
+ * each step has. A graph set holds the step for a list of sizes, built
+ * without stream capture: the engine's builder is called once per size and
+ * hands back that size's plan and bindings; each step picks the smallest
+ * size that holds its batch (the rows above the batch are padding, their
+ * results ignored) and launches that graph.
+ *
+ *   static tpg_status build(void *user, int size, tpg_graph_set_step *out) {
+ *     struct engine *e = user;
+ *     out->plan = engine_step_plan(e, size);         // the set owns it now
+ *     out->bindings = e->bind; out->nbindings = e->nbind;  // copied by the set
+ *     return out->plan ? TPG_SUCCESS : TPG_ERROR_OUT_OF_MEMORY;
+ *   }
+ *   static const int sizes[] = {1, 2, 4, 8, 16, 24, 32, 40, ..., 248, 256};
+ *   tpg_graph_set *set;                              // cfg: device, comm, flags
+ *   tpg_graph_set_create(sizes, 35, build, &engine, &cfg, 0, &set);
+ *   each step:  int s; tpg_graph *g;
+ *               tpg_graph_set_pick(set, batch, &s, &g);  // s >= batch
+ *               tpg_graph_launch(g, stream);
+ *
+ * Memory. The scratch slots (TPG_MEM_SCRATCH) of every size live in ONE
+ * arena the set owns, as large as the largest need of any one size: each
+ * graph lays its own scratch out from the arena's start. So the set's
+ * memory is the arena, plus each graph's own kernel workspaces, plus what
+ * the driver allocates for each exec (tpg_graph_set_get_size_info reports
+ * each, the last as measured). The price of sharing, and the rule: AT MOST
+ * ONE GRAPH OF A SET RUNS AT A TIME. Launch them on one stream (the engine's
+ * step stream), or order launches on other streams with events; scratch
+ * holds nothing from one launch to the next. Bound buffers are the
+ * builder's: usually buffers for the largest size, whose first rows the
+ * smaller sizes use, bound once for all.
+ *
+ * Creation is tpg_graph_create's for each size, largest first (collective
+ * with a comm: every rank creates its sets with the same sizes in the same
+ * order). The graphs are borrowed from the set: launch and rebind them (a
+ * rebind reaches one graph: rebind each graph the step uses, or keep
+ * per-step values in a pinned slot), never destroy them.
+ *
+ * TPG_GRAPH_SET_RETARGET keeps one exec instead, built for the largest size,
+ * and each pick of another size rewrites every node through the exec setters
+ * (grids, GEMM shapes and kernels, counts) from parameters prepared at
+ * creation: memory of one graph, a switch that costs host time per node
+ * (docs/batching.md has the measurement and when each wins). It needs every
+ * size's plan to have the largest's nodes, kinds, edges and slots, the same
+ * bindings, TPG_MODE_EXPLICIT, and nodes whose exec setters take every
+ * parameter: GEMM, element-wise, memset (of one width), memcpy, empty, engine
+ * kernels (of one cluster shape) and all-reduces by our kernels or on one
+ * rank; an NCCL collective, captured work, host, event and conditional
+ * nodes are refused (TPG_ERROR_UNSUPPORTED naming the node). tpg_graph_update
+ * is refused on its graph, and tpg_graph_set_kernel_arg reaches the picked
+ * size only.
+ */
+typedef struct tpg_graph_set tpg_graph_set;
+
+/* What a builder hands back for one size. */
+typedef struct tpg_graph_set_step {
+  tpg_plan *plan;               /* OUT: the size's plan; the set owns it from
+                                   here on (destroys it, also on failure)      */
+  const tpg_binding *bindings;  /* OUT: every non-scratch slot's buffer, as
+                                   tpg_graph_config's; copied before the builder
+                                   is called again                              */
+  int nbindings;
+} tpg_graph_set_step;
+
+/* Builds the step for batch size `size` into *out (zeroed before the call).
+ * Return TPG_SUCCESS, or a failure (its tpg_last_error() is kept in the
+ * set's message). */
+typedef tpg_status (*tpg_graph_set_builder)(void *user, int size, tpg_graph_set_step *out);
+
+#define TPG_GRAPH_SET_RETARGET 0x1u      /* one exec, retargeted at each pick (above)      */
+#define TPG_GRAPH_SET_PRIVATE_SCRATCH 0x2u /* each graph allocates its own scratch (no arena:
+                                            what sharing saves, for measurements)          */
+
+/* sizes: 1..1024 batch sizes, each >= 1, any order (sorted, duplicates
+ * dropped). build(user, size, ...) is called once per size, largest first,
+ * on the calling thread. cfg as for tpg_graph_create (device, comm, mode,
+ * flags, tuning), but with no bindings of its own: they come from the
+ * builder. */
+TPG_API tpg_status tpg_graph_set_create(const int *sizes, int nsizes, tpg_graph_set_builder build,
+                                        void *user /* borrowed, during the call */, const tpg_graph_config *cfg,
+                                        unsigned flags, tpg_graph_set **out /* OUT, owned */);
+/* Destroys every graph (waiting for their launches, as tpg_graph_destroy),
+ * then the arena. A graph whose destroy failed because its context could not
+ * be made current stays, and the set with it: call again. */
+TPG_API tpg_status tpg_graph_set_destroy(tpg_graph_set *set);
+/* The graph for `batch` rows (1..the largest size): the smallest size >=
+ * batch, into *size, and its graph (borrowed). With TPG_GRAPH_SET_RETARGET
+ * the one graph, retargeted to *size if another size was picked last
+ * (stream-ordered like a rebind: launches already enqueued run as before). */
+TPG_API tpg_status tpg_graph_set_pick(tpg_graph_set *set, int batch, int *size /* OUT */,
+                                      tpg_graph **graph /* OUT, borrowed */);
+
+typedef struct tpg_graph_set_info {
+  int count;               /* sizes                                                  */
+  int retarget;            /* 1: one exec (TPG_GRAPH_SET_RETARGET)                   */
+  int graphs;              /* graphs (and execs) the set holds: count, or 1          */
+  size_t arena_bytes;      /* the scratch arena every size shares                    */
+  size_t own_bytes;        /* the graphs' own allocations, summed: kernel workspaces
+                              and scratch outside the arena (tpg_graph_info's
+                              workspace_bytes), and a retargeted exec's variants'   */
+  size_t measured_bytes;   /* free device memory before creation less after it: the
+                              arena, own_bytes and what the driver allocated for the
+                              execs (approximate: the driver maps in pages, and other
+                              work on the GPU moves it too)                          */
+  double build_us;         /* host time of the whole creation                        */
+  double builder_us;       /* of it, in the builder                                  */
+} tpg_graph_set_info;
+TPG_API tpg_status tpg_graph_set_get_info(const tpg_graph_set *set, tpg_graph_set_info *out /* OUT */,
+                                          size_t size /* sizeof *out */);
+
+typedef struct tpg_graph_set_size_info {
+  int size;                /* the batch size                                          */
+  size_t own_bytes;        /* this size's own allocations (as above)                  */
+  size_t arena_bytes;      /* the part of the arena this size uses                    */
+  size_t measured_bytes;   /* free device memory before its graph's creation less
+                              after (own_bytes + the driver's for the exec)          */
+  double builder_us;       /* the builder's time for this size                        */
+  double create_us;        /* creating its graph (RETARGET: preparing its nodes)      */
+  double instantiate_us;   /* of that, cuGraphInstantiate (0 for a retargeted size)   */
+} tpg_graph_set_size_info;
+/* Size i of the set, 0..count-1 in ascending order. */
+TPG_API tpg_status tpg_graph_set_get_size_info(const tpg_graph_set *set, int i,
+                                               tpg_graph_set_size_info *out /* OUT */, size_t size /* sizeof *out */);
 
 #ifdef __cplusplus
 }

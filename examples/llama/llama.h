@@ -1,7 +1,7 @@
 // llama.h - the Llama-3 decode example engine: its model description, one
-// rank's buffers, and the three parts that use them (weights.cc loads or
-// makes the weights, step.cc builds the one-graph decode step, main.cc runs
-// ranks, steps and the benchmark).
+// rank's buffers, and the parts that use them (model/weights.cc loads or
+// makes the weights, graphs/step.cc builds the one-graph decode step, run/
+// runs ranks, steps and the benchmark).
 #ifndef LLAMA_H
 #define LLAMA_H
 

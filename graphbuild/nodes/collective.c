@@ -520,6 +520,17 @@ static tpg_status patch(const tpg_nctx *c) {
   return TPG_SUCCESS;
 }
 
+/* Our all-reduce kernels and what a collective becomes on one rank are
+ * kernel, memcpy or no nodes, whose setters take another count; an NCCL
+ * child graph is captured for its count and cannot be retargeted. */
+static int retarget(const tpg_node_rec *a, const tpg_gnode *ga, const tpg_node_rec *b, const tpg_gnode *gb) {
+  (void)a, (void)b;
+  if (ga->solo != gb->solo || ga->fast != gb->fast || ga->has_epi != gb->has_epi) return 0;
+  if (ga->solo == TPG_SOLO_COPY)
+    return ga->cp.srcMemoryType == gb->cp.srcMemoryType && ga->cp.dstMemoryType == gb->cp.dstMemoryType;
+  return ga->solo || ga->fast;
+}
+
 /* ---- facts ---------------------------------------------------------------- */
 
 /* What every rank must agree on: kind, count, algorithm, dtype, and the
@@ -610,6 +621,7 @@ const tpg_kind_ops tpg_kind_collective = {
     .capture = issue_nccl,
     .patch = patch,
     .patch_collective = patch_collective,
+    .retarget = retarget,
     .fingerprint = fingerprint,
     .resolves = resolves,
     .pdl = pdl,

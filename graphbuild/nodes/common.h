@@ -55,6 +55,11 @@ TPG_HIDDEN tpg_status tpg_node_set_cluster(const tpg_nctx *c, const unsigned clu
 typedef tpg_status (*tpg_issue_fn)(const tpg_nctx *c, CUstream stream);
 TPG_HIDDEN tpg_status tpg_capture_child(const tpg_nctx *c, tpg_issue_fn issue, CUgraph *out);
 
+/* The retarget operation of kinds that are one kernel node without launch
+ * attributes (kind.h): its exec setter takes the whole launch. */
+TPG_HIDDEN int tpg_retarget_kernel(const tpg_node_rec *a, const tpg_gnode *ga, const tpg_node_rec *b,
+                                   const tpg_gnode *gb);
+
 /* DOT text (NUL-terminated while it fits; len counts everything). */
 TPG_HIDDEN void tpg_sb_printf(tpg_sbuf *s, const char *fmt, ...) TPG_PRINTF(2, 3);
 TPG_HIDDEN void tpg_sb_quoted(tpg_sbuf *s, const char *text);

@@ -83,6 +83,14 @@ static tpg_status memset_patch(const tpg_nctx *c) {
   return TPG_SUCCESS;
 }
 
+/* The exec setter may refuse another width, element size or pitch (CUDA's
+ * documentation): only the value and the pointer change. */
+static int memset_retarget(const tpg_node_rec *a, const tpg_gnode *ga, const tpg_node_rec *b, const tpg_gnode *gb) {
+  (void)a, (void)b;
+  return ga->ms.width == gb->ms.width && ga->ms.height == gb->ms.height &&
+         ga->ms.elementSize == gb->ms.elementSize && ga->ms.pitch == gb->ms.pitch;
+}
+
 const tpg_kind_ops tpg_kind_memset = {
     .name = "memset",
     .dot_shape = "note",
@@ -93,6 +101,7 @@ const tpg_kind_ops tpg_kind_memset = {
     .add = memset_add,
     .run_eager = memset_run,
     .patch = memset_patch,
+    .retarget = memset_retarget,
     .count = count_memset,
 };
 
@@ -172,6 +181,13 @@ static tpg_status memcpy_patch(const tpg_nctx *c) {
   return TPG_SUCCESS;
 }
 
+/* One-dimensional copies between the same memory kinds take any length
+ * through the exec setter. */
+static int memcpy_retarget(const tpg_node_rec *a, const tpg_gnode *ga, const tpg_node_rec *b, const tpg_gnode *gb) {
+  (void)a, (void)b;
+  return ga->cp.srcMemoryType == gb->cp.srcMemoryType && ga->cp.dstMemoryType == gb->cp.dstMemoryType;
+}
+
 const tpg_kind_ops tpg_kind_memcpy = {
     .name = "memcpy",
     .dot_shape = "note",
@@ -182,5 +198,6 @@ const tpg_kind_ops tpg_kind_memcpy = {
     .add = memcpy_add,
     .run_eager = memcpy_run,
     .patch = memcpy_patch,
+    .retarget = memcpy_retarget,
     .count = count_memcpy,
 };

@@ -107,6 +107,7 @@ const tpg_kind_ops tpg_kind_axpby = {
     .add = kernel_add,
     .run_eager = kernel_run,
     .patch = axpby_patch,
+    .retarget = tpg_retarget_kernel,
     .pdl = kernel_pdl,
     .count = kernel_count,
 };
@@ -190,6 +191,7 @@ const tpg_kind_ops tpg_kind_concat = {
     .add = kernel_add,
     .run_eager = kernel_run,
     .patch = concat_patch,
+    .retarget = tpg_retarget_kernel,
     .pdl = kernel_pdl,
     .count = kernel_count,
 };

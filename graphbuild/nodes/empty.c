@@ -49,5 +49,6 @@ const tpg_kind_ops tpg_kind_empty = {
     .add = add,
     .run_eager = run_eager,
     .patch = patch,
+    .retarget = tpg_retarget_kernel, /* no parameters at all */
     .count = count,
 };

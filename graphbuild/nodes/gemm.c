@@ -329,6 +329,18 @@ static tpg_status patch(const tpg_nctx *c) {
   return TPG_SUCCESS;
 }
 
+/* The kernel may change (its exec setter takes another function), its
+ * cluster attribute may not; a GEMV's PDL prefetch is set when the node is
+ * added, so it must agree too. A cuBLASLt node is a child graph whose
+ * kernels and their number follow its M (the algorithm is chosen per
+ * shape): never retargeted, nor an exec node of ours to one of its. */
+static int retarget(const tpg_node_rec *a, const tpg_gnode *ga, const tpg_node_rec *b, const tpg_gnode *gb) {
+  (void)a, (void)b;
+  if (tpg_gemm_lt_node(ga) || tpg_gemm_lt_node(gb)) return 0;
+  return memcmp(ga->cluster, gb->cluster, sizeof ga->cluster) == 0 &&
+         gemm_args((tpg_gnode *)ga)->pdl_prefetch == gemm_args((tpg_gnode *)gb)->pdl_prefetch;
+}
+
 /* Our kernels and CUTLASS's wait in every block (griddepcontrol): both ends
  * of a programmatic edge. A cuBLASLt child graph is neither. */
 static unsigned pdl(const tpg_gnode *gn) { return tpg_gemm_lt_node(gn) ? 0u : TPG_PDL_PRIMARY | TPG_PDL_SECONDARY; }
@@ -362,6 +374,7 @@ const tpg_kind_ops tpg_kind_gemm = {
     .add = add,
     .run_eager = run_eager,
     .patch = patch,
+    .retarget = retarget,
     .pdl = pdl,
     .count = count,
     .release = release,

@@ -291,6 +291,13 @@ static void count(const tpg_gnode *gn, tpg_graph_info *info) {
   info->user_kernel_nodes++;
 }
 
+/* Grid, block, shared memory and arguments go through the exec setter; the
+ * cluster shape is a node attribute it cannot change. */
+static int retarget(const tpg_node_rec *a, const tpg_gnode *ga, const tpg_node_rec *b, const tpg_gnode *gb) {
+  (void)ga, (void)gb;
+  return memcmp(a->u.kernel.cluster, b->u.kernel.cluster, sizeof a->u.kernel.cluster) == 0;
+}
+
 const tpg_kind_ops tpg_kind_kernel = {
     .name = "kernel",
     .dot_shape = "box3d",
@@ -302,6 +309,7 @@ const tpg_kind_ops tpg_kind_kernel = {
     .add = add,
     .run_eager = run_eager,
     .patch = patch,
+    .retarget = retarget,
     .set_arg = set_arg,
     .pdl = pdl,
     .count = count,

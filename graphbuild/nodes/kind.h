@@ -194,6 +194,15 @@ typedef struct tpg_kind_ops {
    * later failure. NULL: never. */
   int (*patch_collective)(const tpg_nctx *c);
 
+  /* ---- retargeting (a graph set's one exec, graphset.c) ---- */
+  /* Whether the exec node built from record a (materialized as ga) runs
+   * record b, a node of the same place in a plan of another batch size
+   * filled as gb, once patch is called with gb (ga's template nodes copied
+   * into it): the kind's exec setters take every parameter fill wrote and
+   * the launch attributes (clusters) agree. NULL: never (child graphs,
+   * host, event and conditional nodes). */
+  int (*retarget)(const tpg_node_rec *a, const tpg_gnode *ga, const tpg_node_rec *b, const tpg_gnode *gb);
+
   /* ---- by-value arguments (tpg_graph_set_kernel_arg) ---- */
   /* Sets by-value argument `index` to `size` bytes at `value` in the graph's
    * own plan copy (c->n: a later fill, rebind or update from it keeps the

@@ -377,8 +377,10 @@ static void *run_cond(void *arg) {
   tpg_plan *p = NULL;
   tpg_graph *g = NULL;
   float *buf[6] = {NULL};
-  static const char image[] = "fake module";
-  STEP(tpg_module_load(image, sizeof image, &m));
+  /* The module by name from an embedded table, as an engine loads its own. */
+  static const unsigned char image[] = "fake module";
+  static const tpg_embedded_blob table[] = {{"kernels", image, image + sizeof image}, {NULL, NULL, NULL}};
+  STEP(tpg_module_load_embedded(table, "kernels", &m));
   STEP(tpg_plan_create(&p));
   tpg_slot x, y, u, ctr, v;
   STEP(tpg_plan_add_slot(p, "x", TPG_F32, TPG_MEM_DEVICE, N, &x));
@@ -473,6 +475,116 @@ done:
   return NULL;
 }
 
+/* Graph sets (one step at several batch sizes): one graph per size, then
+ * one retargeted exec, over the same builder. Per size s: t = x (scratch),
+ * y = 2 (2 t) by the fake's computing C kernel, and a row linear whose
+ * all-reduce applies an RMSNorm (one rank: the epilogue kernel alone; two:
+ * our one-shot kernel), so a launch must leave y = 4 x on the picked size's
+ * rows and the rest as it was. */
+#define SH 16
+#define SMAX 24
+typedef struct {
+  tpg_module *m;
+  void *buf[6];
+  tpg_binding b[6];
+  int rank, nranks;
+} set_job;
+
+static tpg_status set_step(void *user, int s, tpg_graph_set_step *out) {
+  set_job *sj = user;
+  tpg_plan *p = NULL;
+  tpg_status st = tpg_plan_create(&p);
+  if (st != TPG_SUCCESS) return st;
+  out->plan = p;
+  tpg_slot x, y, t, u, a, w, c, r, nw;
+#define T(call) if ((st = (call)) != TPG_SUCCESS) return st
+  T(tpg_plan_add_slot(p, "x", TPG_F32, TPG_MEM_DEVICE, (size_t)SMAX * SH, &x));
+  T(tpg_plan_add_slot(p, "y", TPG_F32, TPG_MEM_DEVICE, (size_t)SMAX * SH, &y));
+  T(tpg_plan_add_slot(p, "t", TPG_F32, TPG_MEM_SCRATCH, (size_t)s * SH, &t));
+  T(tpg_plan_add_slot(p, "u", TPG_F32, TPG_MEM_SCRATCH, (size_t)s * SH, &u));
+  T(tpg_plan_add_slot(p, "a", TPG_BF16, TPG_MEM_DEVICE, (size_t)SMAX * H, &a));
+  T(tpg_plan_add_slot(p, "w", TPG_BF16, TPG_MEM_DEVICE, (size_t)H * H, &w));
+  T(tpg_plan_add_slot(p, "c", TPG_BF16, TPG_MEM_SCRATCH, (size_t)s * H, &c));
+  T(tpg_plan_add_slot(p, "r", TPG_BF16, TPG_MEM_DEVICE, (size_t)SMAX * H, &r));
+  T(tpg_plan_add_slot(p, "nw", TPG_BF16, TPG_MEM_DEVICE, H, &nw));
+  const int n = s * SH;
+  tpg_node k[4];
+  T(tpg_plan_add_memcpy(p, (tpg_view){t, 0, 0}, (tpg_view){x, 0, 0}, (size_t)n, NULL, 0, &k[0]));
+  tpg_arg a1[3] = {tpg_arg_view(u, 0), tpg_arg_view(t, 0), TPG_ARG_VALUE(n)};
+  T(add_k(p, sj->m, "scale2", a1, 3, &k[0], &k[1]));
+  tpg_arg a2[3] = {tpg_arg_view(y, 0), tpg_arg_view(u, 0), TPG_ARG_VALUE(n)};
+  T(add_k(p, sj->m, "scale2", a2, 3, &k[1], &k[2]));
+  /* The row layer whose all-reduce applies the norm (tpg_plan_add_linear_norm). */
+  tpg_linear_desc ld = TPG_LINEAR_DESC_INIT;
+  ld.kind = TPG_LINEAR_ROW;
+  ld.rank = sj->rank, ld.nranks = sj->nranks, ld.tokens = s;
+  ld.in_features = H * sj->nranks, ld.out_features = H;
+  ld.x.slot = a, ld.w.slot = w, ld.y.slot = r;
+  tpg_linear_norm ln = TPG_LINEAR_NORM_INIT;
+  ln.partial.slot = c, ln.norm_weight.slot = nw;
+  T(tpg_plan_add_linear_norm(p, &ld, &ln, &k[2], 1, &k[3]));
+#undef T
+  const tpg_slot bound[6] = {x, y, a, w, r, nw};
+  for (int i = 0; i < 6; i++) sj->b[i] = (tpg_binding){bound[i], sj->buf[i]};
+  out->bindings = sj->b;
+  out->nbindings = 6;
+  return TPG_SUCCESS;
+}
+
+static void *run_sets(void *arg) {
+  job *j = arg;
+  j->st = TPG_SUCCESS;
+  j->msg[0] = '\0';
+  j->wrong = 0;
+  set_job sj;
+  memset(&sj, 0, sizeof sj);
+  sj.rank = j->rank;
+  sj.nranks = j->nranks;
+  tpg_comm *comm = NULL;
+  tpg_graph_set *set[2] = {NULL, NULL};
+  static const size_t bytes[6] = {SMAX * SH * 4, SMAX * SH * 4, SMAX * H * 2, H * H * 2, SMAX * H * 2, H * 2};
+  for (int i = 0; i < 6; i++) sj.buf[i] = tpgfake_dev_alloc(j->rank, bytes[i]);
+  float *x = sj.buf[0], *y = sj.buf[1];
+  static const unsigned char image[] = "fake module";
+  static const tpg_embedded_blob table[] = {{"kernels", image, image + sizeof image}, {NULL, NULL, NULL}};
+  STEP(tpg_module_load_embedded(table, "kernels", &sj.m));
+  tpg_graph_config gc = TPG_GRAPH_CONFIG_INIT;
+  gc.device = j->rank;
+  if (j->nranks > 1) {
+    tpg_comm_config cc = TPG_COMM_CONFIG_INIT;
+    cc.device = cc.rank = j->rank;
+    cc.nranks = j->nranks;
+    cc.timeout_ms = j->timeout_ms;
+    STEP(tpg_comm_create(&j->id, &cc, &comm));
+    gc.comm = comm;
+  }
+  static const int sizes[3] = {SMAX, 1, 8};
+  for (int v = 0; v < 2; v++) {
+    STEP(tpg_graph_set_create(sizes, 3, set_step, &sj, &gc, v ? TPG_GRAPH_SET_RETARGET : 0, &set[v]));
+    static const int batch[4] = {5, 1, SMAX, 8}, want[4] = {8, 1, SMAX, 8};
+    for (int b = 0; b < 4; b++) {
+      int size = 0;
+      tpg_graph *g = NULL;
+      for (int i = 0; i < SMAX * SH; i++) x[i] = (float)(i % 13) - 6.0f;
+      memset(y, 0, (size_t)SMAX * SH * 4);
+      STEP(tpg_graph_set_pick(set[v], batch[b], &size, &g));
+      STEP(tpg_graph_launch(g, NULL));
+      if (comm) STEP(tpg_comm_wait(comm, NULL));
+      if (!j->check) continue;
+      j->wrong += size != want[b];
+      for (int i = 0; i < SMAX * SH; i++) j->wrong += y[i] != (i < size * SH ? 4.0f * x[i] : 0.0f);
+    }
+  }
+done:
+  if (j->st != TPG_SUCCESS && !j->msg[0]) snprintf(j->msg, sizeof j->msg, "(no message)");
+  for (int v = 0; v < 2; v++)
+    if (tpg_graph_set_destroy(set[v]) != TPG_SUCCESS) tpg_graph_set_destroy(set[v]); /* kept what it could not free */
+  if (tpg_comm_destroy(comm) != TPG_SUCCESS) tpg_comm_destroy(comm);
+  tpg_module_destroy(sj.m);
+  for (int i = 0; i < 6; i++) tpgfake_free(sj.buf[i]);
+  return NULL;
+}
+
 /* One run over nranks thread ranks; returns the ranks' first failure. */
 static tpg_status run_with(void *(*fn)(void *), int nranks, int mode, int check, job jobs[MAX_RANKS]) {
   tpg_comm_id id;
@@ -549,6 +661,20 @@ static void smoke(void) {
     tpg_status st = run_with(run_layers, nranks, TPG_MODE_EXPLICIT, 1, jobs);
     char what[64];
     snprintf(what, sizeof what, "smoke layers (MLP, buckets, epilogue), %d rank%s", nranks, nranks > 1 ? "s" : "");
+    if (st != TPG_SUCCESS)
+      for (int r = 0; r < nranks; r++) fprintf(stderr, "%s: rank %d: %s\n", what, r, jobs[r].msg);
+    CHECK(st == TPG_SUCCESS);
+    for (int r = 0; r < nranks; r++) CHECK(jobs[r].wrong == 0);
+    CHECK(clean_after(what));
+    printf("%s: %s, %ld driver/NCCL calls, %ld kernels checked\n", what, st == TPG_SUCCESS ? "ok" : "FAILED",
+           tpgfake_calls(), tpgfake_kernels());
+  }
+  for (int nranks = 1; nranks <= MAX_RANKS; nranks++) {
+    job jobs[MAX_RANKS];
+    tpgfake_reset();
+    tpg_status st = run_with(run_sets, nranks, TPG_MODE_EXPLICIT, 1, jobs);
+    char what[80];
+    snprintf(what, sizeof what, "smoke graph sets (per size, retargeted), %d rank%s", nranks, nranks > 1 ? "s" : "");
     if (st != TPG_SUCCESS)
       for (int r = 0; r < nranks; r++) fprintf(stderr, "%s: rank %d: %s\n", what, r, jobs[r].msg);
     CHECK(st == TPG_SUCCESS);
@@ -651,7 +777,8 @@ static long g_stride2 = 1; /* 2 ranks: every g_stride2-th failure point (sanitiz
 static void loop(void *(*fn)(void *), int nranks, int mode) {
   job jobs[MAX_RANKS];
   char what[64];
-  snprintf(what, sizeof what, "loop %s%s, %d rank%s", fn == run_layers ? "layers " : fn == run_cond ? "conditional " : "",
+  snprintf(what, sizeof what, "loop %s%s, %d rank%s",
+           fn == run_layers ? "layers " : fn == run_cond ? "conditional " : fn == run_sets ? "graph sets " : "",
            mode_name[mode], nranks,
            nranks > 1 ? "s" : "");
   tpgfake_reset();
@@ -708,6 +835,7 @@ int main(int argc, char **argv) {
         if (nranks == 1 || strchr(modes2, '0' + mode)) loop(run_rank, nranks, mode);
     loop(run_layers, 1, TPG_MODE_EXPLICIT); /* the layers on top, every call of 1 rank */
     loop(run_cond, 1, TPG_MODE_EXPLICIT);   /* conditional nodes, every call */
+    loop(run_sets, 1, TPG_MODE_EXPLICIT);   /* graph sets, both kinds, every call */
     printf("fault tier: %ld failure points exercised (%ld failed with a clear error and nothing left, %ld tolerated), "
            "leaks %ld, bounds violations %ld, silent failures %ld, wrong results %ld, known graphbuild defects %ld, "
            "messages under an inner name %ld\n",

@@ -31,6 +31,8 @@ static int has(const char *dot, const char *needle) {
   return ok;
 }
 
+static int has_quiet(const char *dot, const char *needle) { return dot && strstr(dot, needle) != NULL; }
+
 static int nodes_of(const tpg_plan *p) {
   int n = -1;
   tpg_plan_get_stats(p, &n, NULL, NULL);
@@ -308,6 +310,111 @@ static void test_refusals(void) {
   tpg_plan_destroy(p);
 }
 
+/* The row layer whose all-reduce finishes the block (tpg_plan_add_linear_norm):
+ * the GEMM writes the partial sums, the all-reduce adds bias and residual
+ * once, updates the residual in place and applies the norm; refusals by name,
+ * the plan unchanged after each. */
+static void test_linear_norm(void) {
+  fixture f;
+  fixture_make(&f, 2);
+  tpg_slot part;
+  CHECK_OK(tpg_plan_add_slot(f.p, "part", TPG_BF16, TPG_MEM_SCRATCH, (size_t)T * H, &part));
+  tpg_linear_desc d = row(&f, 1, 2);
+  d.residual = V(f.res, 0);
+  d.bias = V(f.b2, 0);
+  d.name = "o";
+  tpg_linear_norm e = TPG_LINEAR_NORM_INIT;
+  e.partial = V(part, 0);
+  e.residual_out = V(f.res, 0);
+  e.norm_weight = V(f.x1, 0);
+  e.norm_eps = 1e-5f;
+  tpg_node n = 0;
+  CHECK_OK(tpg_plan_add_linear_norm(f.p, &d, &e, NULL, 0, &n));
+  CHECK(n != 0 && nodes_of(f.p) == 2 && colls_of(f.p) == 1);
+  char *dot = dot_of(f.p);
+  CHECK(has(dot, "o.gemm\\n5x64x128 \\nx=h\\nw=w2\\ny=part\""));
+  CHECK(has(dot, "o.all_reduce\\nn=320 (AUTO: our kernel node or NCCL)\\nsend=part\\nrecv=y\\nepilogue hidden=64"
+                 "\\nbias=b2\\nresidual=res\\nresidual_out=res\\nnorm_weight=x1\""));
+  CHECK(has(dot, "n0 -> n1;"));
+  free(dot);
+  /* Rank 0 alike: bias and residual are the epilogue's, not rank 0's GEMM's. */
+  d.rank = 0;
+  CHECK_OK(tpg_plan_add_linear_norm(f.p, &d, &e, &n, 1, &n));
+  dot = dot_of(f.p);
+  CHECK(!has_quiet(dot, "+residual") && !has_quiet(dot, "+bias"));
+  free(dot);
+  CHECK_OK(tpg_plan_validate(f.p));
+  tpg_plan_destroy(f.p);
+
+  /* One rank, no bias, no residual_out: still the GEMM and the all-reduce
+   * node (the epilogue's kernel alone at create), no ranks requirement. */
+  fixture_make(&f, 1);
+  CHECK_OK(tpg_plan_add_slot(f.p, "part", TPG_BF16, TPG_MEM_SCRATCH, (size_t)T * H, &part));
+  d = row(&f, 0, 1);
+  d.residual = V(f.res, 0);
+  e = (tpg_linear_norm)TPG_LINEAR_NORM_INIT;
+  e.partial = V(part, 0);
+  e.norm_weight = V(f.x1, 0);
+  CHECK_OK(tpg_plan_add_linear_norm(f.p, &d, &e, NULL, 0, NULL));
+  CHECK(nodes_of(f.p) == 2 && colls_of(f.p) == 1);
+  dot = dot_of(f.p);
+  CHECK(has(dot, "5x64x256 \\nx=h\\nw=w2\\ny=part\"") && has(dot, "epilogue hidden=64\\nresidual=res\\nnorm_weight=x1"));
+  free(dot);
+  /* No epilogue view at all: a plain all-reduce of partial into y. */
+  e.norm_weight = V(0, 0);
+  d.residual = V(0, 0);
+  CHECK_OK(tpg_plan_add_linear_norm(f.p, &d, &e, NULL, 0, NULL));
+  dot = dot_of(f.p);
+  CHECK(has(dot, "send=part\\nrecv=y\""));
+  free(dot);
+  tpg_plan_destroy(f.p);
+
+  fixture_make(&f, 2);
+  tpg_plan *p = f.p;
+  CHECK_OK(tpg_plan_add_slot(p, "part", TPG_BF16, TPG_MEM_SCRATCH, (size_t)T * H, &part));
+  const int before = nodes_of(p);
+  const tpg_linear_desc D0 = row(&f, 1, 2);
+  tpg_linear_norm E0 = TPG_LINEAR_NORM_INIT;
+  E0.partial = V(part, 0);
+  E0.norm_weight = V(f.x1, 0);
+  tpg_node out = 77;
+#define BADN(needle)                                                                              \
+  do {                                                                                            \
+    out = 77;                                                                                     \
+    CHECK_ST(tpg_plan_add_linear_norm(p, &d, &e, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT, needle); \
+    CHECK(out == 0 && nodes_of(p) == before);                                                     \
+  } while (0)
+  CHECK_ST(tpg_plan_add_linear_norm(NULL, &D0, &E0, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT,
+           "tpg_plan_add_linear_norm: plan is NULL");
+  d = D0; e = E0; d.kind = TPG_LINEAR_COLUMN; d.x = V(f.x, 0); d.w = V(f.w1, 0); d.y = V(f.h, 0);
+  BADN("expected TPG_LINEAR_ROW");
+  d = D0;
+  out = 77;
+  CHECK_ST(tpg_plan_add_linear_norm(p, &d, NULL, NULL, 0, &out), TPG_ERROR_INVALID_ARGUMENT, "norm is NULL");
+  CHECK(out == 0);
+  d = D0; e = E0; e.size = 4; BADN("norm->size is 4");
+  d = D0; e = E0; d.in_features = 255; BADN("desc->in_features 255 does not split evenly");
+  d = D0; e = E0; e.partial = V(0, 0); BADN("norm->partial.slot is 0");
+  d = D0; e = E0; e.partial = V(f.x1, 0); BADN("norm->partial: elements");
+  d = D0; e = E0; e.partial = V(f.f32, 0); BADN("norm->partial: slot \"f32\" holds f32");
+  d = D0; e = E0; e.norm_weight = V(f.x1, 8); BADN("norm->norm_weight: elements");
+  d = D0; e = E0; e.norm_weight = V(f.xh, 0); BADN("norm->norm_weight: slot \"xh\" is host memory");
+  d = D0; e = E0; e.norm_weight = V(f.res, 0); d.residual = V(f.res, 0); e.norm_eps = -1.0f;
+  BADN("norm->norm_eps is -1: expected a finite value >= 0");
+  d = D0; e = E0; e.norm_eps = 0.0f / 0.0f; BADN("nan: expected a finite value >= 0");
+  d = D0; e = E0; e.partial = V(f.y, 0); BADN("norm->partial overlaps desc->y");
+  d = D0; e = E0; d.residual = V(f.yg, 0); e.residual_out = V(f.yg, 8); BADN("norm->residual_out overlaps "
+                                                                            "desc->residual in slot");
+  d = D0; e = E0; d.residual = V(f.y, 0); BADN("desc->residual overlaps desc->y");
+  d = D0; e = E0; e.residual_out = V(f.y, 0); BADN("norm->residual_out overlaps desc->y");
+  d = D0; e = E0; e.norm_weight = V(f.y, 8); BADN("norm->norm_weight overlaps desc->y");
+  d = D0; e = E0; d.name = ""; BADN("desc->name is empty");
+#undef BADN
+  CHECK_OK(tpg_plan_add_linear_norm(p, &D0, &E0, NULL, 0, NULL));
+  CHECK(nodes_of(p) == before + 2);
+  tpg_plan_destroy(p);
+}
+
 static void test_concat(void) {
   tpg_plan *p;
   tpg_slot a, b, h, f;
@@ -398,6 +505,7 @@ int main(void) {
   test_row_shapes();
   test_pair_stack();
   test_refusals();
+  test_linear_norm();
   test_concat();
   test_shard_args();
   return TPG_TEST_END();

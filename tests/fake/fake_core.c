@@ -177,6 +177,13 @@ int fk_mem_free(void *p, int kind) {
   return -1;
 }
 
+size_t fk_mem_device_bytes(int device) {
+  size_t n = 0;
+  for (long i = 0; i < g_nmem; i++)
+    if (g_mem[i].kind != FK_MEM_HOST && g_mem[i].device == device) n += g_mem[i].size;
+  return n;
+}
+
 const fk_alloc *fk_mem_find(uintptr_t p) {
   for (long i = 0; i < g_nmem; i++)
     if (p >= g_mem[i].base && p < g_mem[i].base + g_mem[i].size) return &g_mem[i];

@@ -341,7 +341,10 @@ static CUresult fk_cuPointerGetAttribute(void *data, CUpointer_attribute attr, C
 static CUresult fk_cuMemGetInfo(size_t *free_b, size_t *total) {
   ENTER("cuMemGetInfo");
   NEED_CTX("cuMemGetInfo");
-  *free_b = FK_TOTAL_MEM; /* host memory backs it: report it all free */
+  /* What the device's live allocations take (host memory backs them), so
+   * callers that measure memory by free-memory deltas see them. */
+  size_t used = fk_mem_device_bytes(fk_current()->device);
+  *free_b = used < FK_TOTAL_MEM ? FK_TOTAL_MEM - used : 0;
   *total = FK_TOTAL_MEM;
   LEAVE
 }

@@ -51,6 +51,9 @@ typedef struct fk_alloc {
 void *fk_mem_alloc(size_t bytes, int kind, int device);
 int fk_mem_free(void *p, int kind); /* 0 ok, -1 not a live allocation of that kind */
 const fk_alloc *fk_mem_find(uintptr_t p);
+/* Bytes of live device (and NCCL) allocations of `device`: what
+ * cuMemGetInfo reports as taken. */
+size_t fk_mem_device_bytes(int device);
 /* Is [p, p + bytes) inside one live allocation? Counts a violation if not. */
 int fk_check_range(uintptr_t p, size_t bytes, const char *what);
 

@@ -13,7 +13,7 @@
 #   tests    allreduce_test (its "epilogue" cases cover every algorithm,
 #            NCCL + tpg_ar_epilogue included) and linear_test
 #   llama    tests/gpu/llama_check.sh (engine --verify, transformers); slow
-#   bench    llama --bench --sweep, 70b and 8b, TP = min(GPUs, 2), attention
+#   bench    llama --bench --sweep small, 70b and 8b, TP = min(GPUs, 2), attention
 #            on tensor cores (default) and then --attn fma, for an A/B
 #   ncu      if ncu is installed: per-kernel average time and DRAM bytes at
 #            TP 1, 70b, one layer, batch 1 and 32 at context 4096, tc and fma
@@ -67,7 +67,7 @@ for st in "${stages[@]}"; do
   bench)
     for cfg in 70b 8b; do
       for attn in tc fma; do
-        timeout 300 "$bin/llama" --config $cfg --layers 4 --tp $tp --bench --sweep --attn $attn \
+        timeout 300 "$bin/llama" --config $cfg --layers 4 --tp $tp --bench --sweep small --attn $attn \
           > "$logs/bench_${cfg}_$attn.log" 2>&1 || echo "bench $cfg $attn: rc $? ($logs/bench_${cfg}_$attn.log)"
         grep "^bench:" "$logs/bench_${cfg}_$attn.log"
       done

@@ -11,7 +11,10 @@
  *     row-major: the rank-block layout trap): plain, SiLU+bias;
  *   - row-parallel: bias+residual (all-reduce AUTO), neither (NCCL);
  *   - a stack of two column->row pairs (attention-projection-like: GeLU up,
- *     row down with bias and residual), bound to whole-model references.
+ *     row down with bias and residual), bound to whole-model references;
+ *   - the row layer whose all-reduce adds bias and residual, updates the
+ *     residual in place and applies RMSNorm (tpg_plan_add_linear_norm), by
+ *     AUTO and NCCL, element-wise against fp64 with a stated bound.
  * Weights are whole, fresh random (seeded, so every rank builds the same
  * model), split on the host per rank; outputs are poisoned (NaN) before each
  * launch; relative norm error <= 1e-2 (bf16). Explicit and eager graphs then
@@ -454,6 +457,111 @@ static void check_shard(tpg_rank *c, const spec *s) {
   whole_free(&m);
 }
 
+/* ---- the row layer whose all-reduce finishes the block -------------------- */
+
+/* tpg_plan_add_linear_norm against fp64: h = x W^T + b + res over the WHOLE
+ * layer, rounded to bf16 as the header says the epilogue stores it; res
+ * becomes h (in place) and y = RMSNorm(h) * nw, rounded. Element-wise bound,
+ * in ulps of bf16 (2^-7 of max(|ref|, 1)): every rank's partial sum is
+ * stored in bf16 (R half-ulps summed), h's rounding may then flip (1 ulp),
+ * y's own rounding (half), all scaled by nw / rms(h) (up to ~1.5 here):
+ * |got - ref| <= (R + 6) / 2 ulps. Also the relative norm <= 1e-2. */
+static int norm_bad(const void *dev, const double *ref, size_t n, int R, double *max_err, double *rel) {
+  float *f = malloc(n * 4);
+  void *h = malloc(n * 2);
+  CUDA_OK(cudaMemcpy(h, dev, n * 2, cudaMemcpyDeviceToHost));
+  unpack(TPG_BF16, h, n, f);
+  int bad = 0;
+  *max_err = 0;
+  for (size_t i = 0; i < n; i++) {
+    const double e = fabs((double)f[i] - ref[i]), tol = (R + 6) * 0.5 * ldexp(1.0, -7) * fmax(fabs(ref[i]), 1.0);
+    if (!(e <= tol)) bad++;
+    if (!(e <= *max_err)) *max_err = e;
+  }
+  *rel = rel_err(f, ref, n);
+  free(f);
+  free(h);
+  return bad;
+}
+
+static void run_norm(tpg_rank *c, tpg_comm *comm, int T, tpg_graph_mode mode, tpg_collective_algo algo,
+                     uint64_t seed) {
+  const int R = c->nranks, r = c->rank, in = 512, out = 256;
+  const float eps = 1e-5f;
+  const spec s = {"row+norm", TPG_LINEAR_ROW, TPG_ACT_NONE, 1, 0, 1, algo};
+  whole m;
+  whole_make(&m, &s, T, in, out, seed); /* m.ref = x W^T + b + res */
+  part pt;
+  part_make(&pt, &m, &s, r, R);
+  float *nw = rnd_bf16(seed + 9, (size_t)out, 0.2f);
+  for (int o = 0; o < out; o++) nw[o] += 1.0f; /* the norm's weight around 1 */
+  free(pack(TPG_BF16, nw, (size_t)out, nw));     /* rounded to bf16 in place */
+  double *h = malloc(sizeof(double) * (size_t)T * out), *y = malloc(sizeof(double) * (size_t)T * out);
+  for (int t = 0; t < T; t++) {
+    double ss = 0;
+    for (int o = 0; o < out; o++) {
+      h[t * out + o] = bf2f(f2bf((float)m.ref[t * out + o]));
+      ss += h[t * out + o] * h[t * out + o];
+    }
+    const double inv = 1.0 / sqrt(ss / out + eps);
+    for (int o = 0; o < out; o++) y[t * out + o] = h[t * out + o] * inv * nw[o];
+  }
+  tpg_plan *p;
+  MUST(tpg_plan_create(&p));
+  tpg_slot sx, sw, sb, sr, sy, sp, sn;
+  MUST(tpg_plan_add_slot(p, "x", TPG_BF16, TPG_MEM_DEVICE, pt.nx, &sx));
+  MUST(tpg_plan_add_slot(p, "w", TPG_BF16, TPG_MEM_DEVICE, pt.nw, &sw));
+  MUST(tpg_plan_add_slot(p, "b", TPG_BF16, TPG_MEM_DEVICE, (size_t)out, &sb));
+  MUST(tpg_plan_add_slot(p, "res", TPG_BF16, TPG_MEM_DEVICE, (size_t)T * out, &sr));
+  MUST(tpg_plan_add_slot(p, "y", TPG_BF16, TPG_MEM_DEVICE, (size_t)T * out, &sy));
+  MUST(tpg_plan_add_slot(p, "part", TPG_BF16, TPG_MEM_SCRATCH, (size_t)T * out, &sp));
+  MUST(tpg_plan_add_slot(p, "nw", TPG_BF16, TPG_MEM_DEVICE, (size_t)out, &sn));
+  tpg_linear_desc d = TPG_LINEAR_DESC_INIT;
+  d.kind = TPG_LINEAR_ROW;
+  d.rank = r, d.nranks = R, d.tokens = T, d.in_features = in, d.out_features = out, d.algo = algo;
+  d.x = (tpg_view){sx, 0, 0}, d.w = (tpg_view){sw, 0, 0}, d.bias = (tpg_view){sb, 0, 0};
+  d.residual = (tpg_view){sr, 0, 0}, d.y = (tpg_view){sy, 0, 0};
+  tpg_linear_norm e = TPG_LINEAR_NORM_INIT;
+  e.partial = (tpg_view){sp, 0, 0}, e.residual_out = d.residual, e.norm_weight = (tpg_view){sn, 0, 0};
+  e.norm_eps = eps;
+  tpg_status st = tpg_plan_add_linear_norm(p, &d, &e, NULL, 0, NULL);
+  RCHECK(c, st == TPG_SUCCESS, "row+norm: add: %s", tpg_last_error());
+  void *dx = upload(pt.x, pt.nx), *dw = upload(pt.w, pt.nw), *db = upload(m.b, (size_t)out);
+  void *dr = upload(m.res, (size_t)T * out), *dn = upload(nw, (size_t)out), *dy;
+  CUDA_OK(cudaMalloc(&dy, (size_t)T * out * 2));
+  tpg_binding b[6] = {{sx, dx}, {sw, dw}, {sb, db}, {sr, dr}, {sy, dy}, {sn, dn}};
+  tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
+  cfg.device = r, cfg.comm = comm, cfg.bindings = b, cfg.nbindings = 6, cfg.mode = mode;
+  tpg_graph *g = NULL;
+  if (st == TPG_SUCCESS) st = tpg_graph_create(p, &cfg, &g);
+  RCHECK(c, st == TPG_SUCCESS, "row+norm M=%d %s: create: %s", T, mode_name(mode), tpg_last_error());
+  for (int rep = 0; st == TPG_SUCCESS && rep < 2; rep++) { /* res is updated in place: reload it each time */
+    void *hr = pack(TPG_BF16, m.res, (size_t)T * out, NULL);
+    CUDA_OK(cudaMemcpy(dr, hr, (size_t)T * out * 2, cudaMemcpyHostToDevice));
+    free(hr);
+    poison(dy, (size_t)T * out * 2);
+    RCHECK(c, tpg_graph_launch(g, NULL) == TPG_SUCCESS, "launch: %s", tpg_last_error());
+    RCHECK(c, tpg_comm_wait(comm, NULL) == TPG_SUCCESS, "wait: %s", tpg_last_error());
+    double ey, ry, eh, rh;
+    const int by = norm_bad(dy, y, (size_t)T * out, R, &ey, &ry), bh = norm_bad(dr, h, (size_t)T * out, R, &eh, &rh);
+    RCHECK(c, by == 0 && bh == 0 && ry <= 1e-2 && rh <= 1e-2,
+           "row+norm M=%d %s %s: y %d out of bound (max %.2e, rel %.2e), residual %d (max %.2e, rel %.2e)", T,
+           mode_name(mode), algo == TPG_ALGO_NCCL ? "nccl" : "auto", by, ey, ry, bh, eh, rh);
+    if (r == 0 && rep == 0)
+      printf("TP=%d %-22s M=%-2d mode %-8s %s: y max err %.2e rel %.2e, residual max %.2e rel %.2e\n", R,
+             "row+norm (linear_norm)", T, mode_name(mode), algo == TPG_ALGO_NCCL ? "nccl" : "auto", ey, ry, eh, rh);
+  }
+  MUST(tpg_graph_destroy(g));
+  void *bufs[6] = {dx, dw, db, dr, dn, dy};
+  for (int i = 0; i < 6; i++) CUDA_OK(cudaFree(bufs[i]));
+  tpg_plan_destroy(p);
+  free(h);
+  free(y);
+  free(nw);
+  part_free(&pt);
+  whole_free(&m);
+}
+
 static const spec specs[] = {
     {"column+bias", TPG_LINEAR_COLUMN, TPG_ACT_NONE, 1, 0, 0, TPG_ALGO_AUTO},
     {"column gelu+bias", TPG_LINEAR_COLUMN, TPG_ACT_GELU, 1, 0, 0, TPG_ALGO_AUTO},
@@ -474,6 +582,8 @@ static void rank_body(tpg_rank *c) {
       for (size_t k = 0; k < sizeof specs / sizeof specs[0]; k++)
         run_layer(c, comm, &specs[k], Ms[mi], (tpg_graph_mode)mode, seed += 10);
       run_pairs(c, comm, Ms[mi], (tpg_graph_mode)mode, seed += 100);
+      run_norm(c, comm, Ms[mi], (tpg_graph_mode)mode, TPG_ALGO_AUTO, seed += 10);
+      run_norm(c, comm, Ms[mi], (tpg_graph_mode)mode, TPG_ALGO_NCCL, seed += 10);
     }
   static const spec shard_specs[] = {
       {"column swiglu+bias", TPG_LINEAR_COLUMN, TPG_ACT_SWIGLU, 1, 0, 0, TPG_ALGO_AUTO},

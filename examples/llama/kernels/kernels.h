@@ -24,6 +24,11 @@
 #ifndef LLAMA_KERNELS_H
 #define LLAMA_KERNELS_H
 
+// The blobs of the engine's embedded fatbin (//examples/llama:device_code):
+// one per kernels/*.cu file, named by the file's stem.
+#define LLAMA_BLOB_STEP "step"        // kernels/step.cu
+#define LLAMA_BLOB_PREFILL "prefill"  // kernels/prefill.cu
+
 // The head dims with compiled kernels.
 #define LLAMA_HEAD_DIM 128
 #define LLAMA_HEAD_DIM_SMALL 64

@@ -23,6 +23,9 @@
 #include "examples/llama/kernels/kernels.h"
 #include "examples/llama/llama.h"
 #include "examples/llama/graphs/prefill.h"
+#include "lib/embedded.h"
+
+extern "C" const tpg_embedded_blob llama_kernels[];  // //examples/llama:device_code
 
 using namespace llama;
 
@@ -96,7 +99,21 @@ int plan(const Config &c, int R, std::string *err, int *nodes, int *colls, size_
 
 }  // namespace
 
+// The blobs the engine loads by name are in its embedded fatbin (names come
+// from the kernels/*.cu stems, so a renamed file must rename its blob).
+void check_blobs() {
+  std::string have;
+  bool step = false, prefill = false;
+  for (const tpg_embedded_blob *b = llama_kernels; b->name; b++) {
+    have += std::string(" ") + b->name;
+    step |= !std::strcmp(b->name, LLAMA_BLOB_STEP) && b->end > b->start;
+    prefill |= !std::strcmp(b->name, LLAMA_BLOB_PREFILL) && b->end > b->start;
+  }
+  expect(step && prefill, std::string("embedded blobs '" LLAMA_BLOB_STEP "', '" LLAMA_BLOB_PREFILL "' present:") + have);
+}
+
 int main() {
+  check_blobs();
   for (int big = 0; big < 2; big++)
     for (int R : {1, 2, 4, 8})
       for (int B : {1, 3, 64})

@@ -1,0 +1,554 @@
+/* graphset.c - one step at many batch sizes (tpg_graph_set).
+ *
+ * The decisions:
+ * - The builder runs for every size before any graph exists (plans are host
+ *   data, built in milliseconds), so the one scratch arena is sized first:
+ *   the largest need of any size. Each graph lays its scratch slots out from
+ *   the arena's start (graph.c); one graph of a set runs at a time (the
+ *   documented rule), so they never meet.
+ * - One graph per size is the default: a pick is a search of a short array
+ *   and the launch is the graph's own. Retargeting (one exec) trades that
+ *   for memory; docs/batching.md has both measured.
+ * - Retargeting reuses the node kinds' patch, the path a rebind takes: every
+ *   size's nodes are prepared and filled at creation against the one
+ *   graph's bindings; a pick swaps the graph's plan, state and node array
+ *   for that size's and patches every node (its kind's exec setter). Patch
+ *   reads the graph's bindings as they are then, so a rebind made while one
+ *   size was picked holds for the others too.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graphbuild/graph.h"
+#include "lib/handle.h"
+
+#define TPG_MAGIC_GSET 0x47534554u /* GSET */
+#define TPG_SET_MAX_SIZES 1024
+
+/* RETARGET: one size's plan, state and nodes for the one graph (the
+ * largest size's are the graph's own). */
+typedef struct set_variant {
+  tpg_plan *plan;
+  tpg_state *st;
+  tpg_gnode *nodes;
+} set_variant;
+
+/* A built step: the builder's plan (owned) and a copy of its bindings. */
+typedef struct set_step {
+  tpg_plan *plan;
+  tpg_binding *b;
+  int nb;
+} set_step;
+
+struct tpg_graph_set {
+  unsigned magic;
+  unsigned flags;
+  int n;
+  int *sizes;                    /* ascending */
+  tpg_graph **graphs;            /* [n]; RETARGET: only [n-1] */
+  tpg_graph_set_size_info *info; /* [n] */
+  tpg_graph_set_info total;
+  set_step *steps;               /* [n], during creation only */
+  tpg_dev dev;                   /* the arena's device, retained while open */
+  CUdeviceptr arena;
+  set_variant *var;              /* RETARGET: [n] */
+  int cur;                       /* RETARGET: the size the exec runs now */
+};
+
+static int set_live(const tpg_graph_set *s) {
+  return tpg_handle_live(s, TPG_MAGIC_GSET) && s->magic == TPG_MAGIC_GSET;
+}
+
+static int cmp_int(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+/* ---- teardown ------------------------------------------------------------ */
+
+/* A variant's nodes (their kinds free what prepare and fill took), state and
+ * plan; the graph's context is current. */
+static void variant_free(tpg_graph *g, set_variant *v) {
+  for (int i = 0; v->nodes && v->plan && i < v->plan->nnodes; i++) {
+    const tpg_kind_ops *k = tpg_kind(v->plan->nodes[i].kind);
+    if (k->release) k->release(g, &v->nodes[i]);
+  }
+  free(v->nodes);
+  tpg_state_free(v->st);
+  tpg_plan_destroy(v->plan);
+  memset(v, 0, sizeof *v);
+}
+
+/* RETARGET: the graph gets its own (largest) plan, state and nodes back,
+ * and the other sizes' are freed once its launches are done. */
+static tpg_status variants_free(tpg_graph_set *s) {
+  tpg_graph *g = s->graphs[s->n - 1];
+  if (!s->var || !g) return TPG_SUCCESS;
+  TPG_TRY(tpg_dev_push(&g->dev));
+  if (g->launched) tpg_cu->cuEventSynchronize(g->done);
+  g->plan = s->var[s->n - 1].plan;
+  g->st = s->var[s->n - 1].st;
+  g->nodes = s->var[s->n - 1].nodes;
+  for (int i = 0; i < s->n - 1; i++) variant_free(g, &s->var[i]);
+  tpg_dev_pop();
+  free(s->var);
+  s->var = NULL;
+  return TPG_SUCCESS;
+}
+
+/* The builder's steps: plans not yet made into graphs, binding copies. */
+static void steps_free(tpg_graph_set *s) {
+  for (int i = 0; s->steps && i < s->n; i++) {
+    tpg_plan_destroy(s->steps[i].plan);
+    free(s->steps[i].b);
+  }
+  free(s->steps);
+  s->steps = NULL;
+}
+
+/* Everything the set holds. A graph whose destroy failed (its context could
+ * not be made current) stays, and so does the set: the call can be made
+ * again. */
+static tpg_status set_release(tpg_graph_set *s) {
+  tpg_status st = variants_free(s);
+  if (st != TPG_SUCCESS) return st;
+  int kept = 0;
+  for (int i = 0; s->graphs && i < s->n; i++) {
+    if (!s->graphs[i]) continue;
+    s->graphs[i]->in_set = 0;
+    tpg_status d = tpg_graph_destroy(s->graphs[i]);
+    if (d != TPG_SUCCESS && tpg_graph_live(s->graphs[i])) {
+      s->graphs[i]->in_set = 1;
+      kept++;
+      if (st == TPG_SUCCESS) st = d;
+      continue;
+    }
+    s->graphs[i] = NULL;
+  }
+  if (kept) return st;
+  if (s->arena) {
+    tpg_status ps = tpg_dev_push(&s->dev);
+    if (ps != TPG_SUCCESS) return ps;
+    tpg_cu->cuMemFree(s->arena);
+    tpg_dev_pop();
+    s->arena = 0;
+  }
+  steps_free(s);
+  tpg_dev_close(&s->dev);
+  free(s->sizes);
+  free(s->graphs);
+  free(s->info);
+  tpg_handle_remove(s);
+  tpg_handle_poison(&s->magic);
+  free(s);
+  return st;
+}
+
+static tpg_status set_destroy(tpg_graph_set *s) {
+  if (!s) return TPG_SUCCESS;
+  TPG_CHECK_ARG(set_live(s), "set is not a live tpg_graph_set (destroyed or corrupt handle)");
+  return set_release(s);
+}
+
+tpg_status tpg_graph_set_destroy(tpg_graph_set *s) {
+  tpg_err_clear();
+  return tpg_err_public(set_destroy(s), __func__);
+}
+
+/* ---- creation: arguments and the builder --------------------------------- */
+
+static tpg_status check_args(const int *sizes, int nsizes, tpg_graph_set_builder build,
+                             const tpg_graph_config *cfg, unsigned flags) {
+  TPG_CHECK_ARG(nsizes >= 1 && nsizes <= TPG_SET_MAX_SIZES, "nsizes is %d: expected 1..%d", nsizes,
+                TPG_SET_MAX_SIZES);
+  TPG_CHECK_ARG(sizes != NULL, "sizes is NULL: expected %d batch sizes", nsizes);
+  for (int i = 0; i < nsizes; i++)
+    TPG_CHECK_ARG(sizes[i] >= 1, "sizes[%d] is %d: expected a batch size >= 1", i, sizes[i]);
+  TPG_CHECK_ARG(build != NULL, "build is NULL: expected the step builder (tpg_graph_set_builder)");
+  TPG_CHECK_ARG(cfg != NULL, "cfg is NULL: expected a tpg_graph_config (TPG_GRAPH_CONFIG_INIT)");
+  TPG_CHECK_ARG(cfg->magic == TPG_CONFIG_MAGIC && cfg->size >= offsetof(tpg_graph_config, flags) + sizeof(unsigned),
+                "cfg was not initialised with TPG_GRAPH_CONFIG_INIT (magic 0x%x, size %zu)", cfg->magic, cfg->size);
+  TPG_CHECK_ARG(cfg->nbindings == 0 && cfg->bindings == NULL,
+                "cfg->bindings is set (%d): the builder gives each size's bindings; expected none in cfg",
+                cfg->nbindings);
+  TPG_CHECK_ARG((flags & ~(TPG_GRAPH_SET_RETARGET | TPG_GRAPH_SET_PRIVATE_SCRATCH)) == 0,
+                "flags is 0x%x: expected TPG_GRAPH_SET_* bits only (RETARGET, PRIVATE_SCRATCH)", flags);
+  TPG_CHECK_ARG(!(flags & TPG_GRAPH_SET_RETARGET) || cfg->mode == TPG_MODE_EXPLICIT,
+                "cfg->mode is %d with TPG_GRAPH_SET_RETARGET: retargeting needs TPG_MODE_EXPLICIT (exec setters)",
+                (int)cfg->mode);
+  return TPG_SUCCESS;
+}
+
+/* Calls the builder for size i into s->steps[i]; the step's plan is the
+ * set's from here on, whatever the builder returned. */
+static tpg_status build_one(tpg_graph_set *s, int i, tpg_graph_set_builder build, void *user) {
+  const int size = s->sizes[i];
+  tpg_graph_set_step out;
+  memset(&out, 0, sizeof out);
+  const double t0 = tpg_now_us();
+  tpg_err_clear();
+  tpg_status rc = build(user, size, &out);
+  s->info[i].builder_us = tpg_now_us() - t0;
+  if (out.plan) {
+    if (tpg_plan_check(out.plan, __func__, "plan") != TPG_SUCCESS)
+      return TPG_ARG_FAIL("the builder's plan for size %d is not a live tpg_plan", size);
+    for (int j = i + 1; j < s->n; j++)
+      if (s->steps[j].plan == out.plan)
+        return TPG_ARG_FAIL("the builder returned the same plan for sizes %d and %d: expected one plan per size",
+                            size, s->sizes[j]);
+    s->steps[i].plan = out.plan;
+  }
+  if (rc != TPG_SUCCESS) {
+    char msg[900];
+    snprintf(msg, sizeof msg, "%s", tpg_last_error());
+    return tpg_err(rc, __func__, "the builder failed for size %d: %s", size, msg[0] ? msg : "(no message)");
+  }
+  TPG_CHECK_ARG(out.plan != NULL, "the builder returned TPG_SUCCESS for size %d without a plan", size);
+  TPG_CHECK_ARG(out.nbindings >= 0 && (out.nbindings == 0 || out.bindings != NULL),
+                "the builder's bindings for size %d: %d bindings at %p", size, out.nbindings,
+                (const void *)out.bindings);
+  s->steps[i].b = malloc((size_t)(out.nbindings ? out.nbindings : 1) * sizeof *s->steps[i].b);
+  if (!s->steps[i].b) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
+  if (out.nbindings) memcpy(s->steps[i].b, out.bindings, (size_t)out.nbindings * sizeof *out.bindings);
+  s->steps[i].nb = out.nbindings;
+  return TPG_SUCCESS;
+}
+
+/* The sorted, distinct sizes and the arrays sized by them. */
+static tpg_status set_alloc(const int *sizes, int nsizes, unsigned flags, tpg_graph_set **out) {
+  tpg_graph_set *s = calloc(1, sizeof *s);
+  int *list = malloc((size_t)nsizes * sizeof *list);
+  if (!s || !list) {
+    free(s);
+    free(list);
+    return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
+  }
+  memcpy(list, sizes, (size_t)nsizes * sizeof *list);
+  qsort(list, (size_t)nsizes, sizeof *list, cmp_int);
+  int n = 0;
+  for (int i = 0; i < nsizes; i++)
+    if (n == 0 || list[n - 1] != list[i]) list[n++] = list[i];
+  s->magic = TPG_MAGIC_GSET;
+  s->flags = flags;
+  s->n = n;
+  s->sizes = list;
+  s->graphs = calloc((size_t)n, sizeof *s->graphs);
+  s->info = calloc((size_t)n, sizeof *s->info);
+  s->steps = calloc((size_t)n, sizeof *s->steps);
+  if (!s->graphs || !s->info || !s->steps || tpg_handle_add(s, TPG_MAGIC_GSET) != TPG_SUCCESS) {
+    free(s->graphs);
+    free(s->info);
+    free(s->steps);
+    free(list);
+    free(s);
+    return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
+  }
+  for (int i = 0; i < n; i++) s->info[i].size = list[i];
+  *out = s;
+  return TPG_SUCCESS;
+}
+
+/* Each step's arena need (its used scratch slots, as its graph will lay
+ * them out); the arena is the largest. */
+static tpg_status size_arena(tpg_graph_set *s, const tpg_graph_config *cfg, size_t *arena) {
+  *arena = 0;
+  if (cfg->comm) TPG_TRY(tpg_comm_check_usable(cfg->comm, __func__, "cfg->comm"));
+  const int sym = cfg->comm && cfg->comm->nranks > 1 && (cfg->flags & TPG_GRAPH_NCCL_SYMMETRIC);
+  for (int i = 0; i < s->n; i++) {
+    tpg_state *st = NULL;
+    tpg_status rc = tpg_plan_validate(s->steps[i].plan);
+    if (rc == TPG_SUCCESS) rc = tpg_state_build(s->steps[i].plan, &st);
+    if (rc != TPG_SUCCESS) {
+      char msg[900];
+      snprintf(msg, sizeof msg, "%s", tpg_last_error());
+      const char *rest = strstr(msg, ": ");
+      return tpg_err(rc, __func__, "size %d: %s", s->sizes[i], rest ? rest + 2 : msg);
+    }
+    s->info[i].arena_bytes = tpg_state_arena_bytes(st, s->steps[i].plan, sym);
+    tpg_state_free(st);
+    if (s->info[i].arena_bytes > *arena) *arena = s->info[i].arena_bytes;
+  }
+  return TPG_SUCCESS;
+}
+
+/* ---- creation: graphs ---------------------------------------------------- */
+
+/* Free device memory now (the set's context current); 0 when the driver
+ * cannot say: a measurement, never a reason to fail. */
+static size_t free_now(void) {
+  size_t fr = 0, tot = 0;
+  if (tpg_cu->cuMemGetInfo(&fr, &tot) != CUDA_SUCCESS) return 0;
+  return fr;
+}
+
+/* "size N: " before the innermost message (no public name doubled). */
+static tpg_status size_fail(tpg_status st, int size) {
+  char msg[900];
+  snprintf(msg, sizeof msg, "%s", tpg_last_error());
+  const char *rest = strstr(msg, ": ");
+  return tpg_err(st, "tpg_graph_set_create", "size %d: %s", size, rest ? rest + 2 : msg);
+}
+
+/* Size i's graph, its plan then dropped; the set's context is current. */
+static tpg_status create_graph(tpg_graph_set *s, int i, const tpg_graph_config *cfg, const tpg_graph_ext *ext) {
+  tpg_graph_config c;
+  memset(&c, 0, sizeof c);
+  memcpy(&c, cfg, cfg->size < sizeof c ? cfg->size : sizeof c);
+  c.bindings = s->steps[i].b;
+  c.nbindings = s->steps[i].nb;
+  const size_t before = free_now();
+  const double t0 = tpg_now_us();
+  tpg_status st = tpg_graph_create_ext(s->steps[i].plan, &c, ext, &s->graphs[i]);
+  s->info[i].create_us = tpg_now_us() - t0;
+  if (st != TPG_SUCCESS) return size_fail(st, s->sizes[i]);
+  const size_t after = free_now();
+  tpg_graph *g = s->graphs[i];
+  g->in_set = 1;
+  s->info[i].measured_bytes = before > after ? before - after : 0;
+  s->info[i].own_bytes = g->info.workspace_bytes;
+  s->info[i].instantiate_us = g->info.instantiate_us;
+  tpg_plan_destroy(s->steps[i].plan);
+  s->steps[i].plan = NULL;
+  return TPG_SUCCESS;
+}
+
+/* RETARGET: size i's step has the one graph's layout: the same nodes, kinds,
+ * edges and slots (none larger), bound to the same buffers. */
+static tpg_status same_layout(const tpg_graph_set *s, const tpg_graph *g, int i) {
+  const set_step *st = &s->steps[i];
+  const tpg_plan *p = st->plan;
+  TPG_TRY(tpg_plan_same_topology(g->plan, p));
+  for (int q = 0; q < p->nslots; q++) {
+    const tpg_slot_rec *a = &g->plan->slots[q], *b = &p->slots[q];
+    TPG_CHECK_ARG(!strcmp(a->name, b->name) && a->dtype == b->dtype && a->where == b->where && b->count <= a->count,
+                  "slot %d is \"%s\" (dtype %d, memory %d, %zu elements) but the largest size's is \"%s\" (dtype %d, "
+                  "memory %d, %zu): a retargeting set needs one slot layout, no slot larger than the largest size's",
+                  q + 1, b->name, (int)b->dtype, (int)b->where, b->count, a->name, (int)a->dtype, (int)a->where,
+                  a->count);
+  }
+  TPG_CHECK_ARG(st->nb == s->steps[s->n - 1].nb, "%d bindings, the largest size %d: a retargeting set binds every "
+                "size alike", st->nb, s->steps[s->n - 1].nb);
+  for (int k = 0; k < st->nb; k++) {
+    const tpg_slot q = st->b[k].slot;
+    TPG_CHECK_ARG(q >= 1 && q <= (tpg_slot)p->nslots && st->b[k].ptr == g->bind[q - 1],
+                  "bindings[%d] (slot %u) is %p, the largest size's %p: a retargeting set binds every size alike", k,
+                  q, st->b[k].ptr, q >= 1 && q <= (tpg_slot)p->nslots ? g->bind[q - 1] : NULL);
+  }
+  return TPG_SUCCESS;
+}
+
+/* Each node of size i (filled as v->nodes) against the exec's node of the
+ * largest size: its kind can retarget it. Copies the exec's node handles in. */
+static tpg_status check_retarget(const set_variant *big, set_variant *v) {
+  char lb[160];
+  for (int j = 0; j < v->plan->nnodes; j++) {
+    const tpg_kind_ops *k = tpg_kind(v->plan->nodes[j].kind);
+    tpg_gnode *gn = &v->nodes[j];
+    const tpg_gnode *ga = &big->nodes[j];
+    memcpy(gn->cu, ga->cu, sizeof gn->cu);
+    gn->ncu = ga->ncu;
+    gn->nfwd = ga->nfwd;
+    if (!k->retarget)
+      return TPG_FAIL(TPG_ERROR_UNSUPPORTED, "node %s is a %s node, which an exec cannot retarget (its parameters "
+                      "are a child graph's or fixed): use one graph per size (no TPG_GRAPH_SET_RETARGET)",
+                      tpg_node_label(v->plan, j, lb, sizeof lb), k->name);
+    if (!k->retarget(&big->plan->nodes[j], ga, &v->plan->nodes[j], gn))
+      return TPG_FAIL(TPG_ERROR_UNSUPPORTED, "node %s needs a launch the largest size's exec node cannot take "
+                      "(another cluster shape, memset width, memory kind or all-reduce path): use one graph per "
+                      "size (no TPG_GRAPH_SET_RETARGET)", tpg_node_label(v->plan, j, lb, sizeof lb));
+  }
+  return TPG_SUCCESS;
+}
+
+/* RETARGET: size i's nodes, prepared (workspaces of its own) and filled
+ * against the one graph; the graph's context is current. */
+static tpg_status variant_make(tpg_graph_set *s, int i) {
+  tpg_graph *g = s->graphs[s->n - 1];
+  set_variant *v = &s->var[i];
+  const double t0 = tpg_now_us();
+  TPG_TRY(same_layout(s, g, i));
+  v->plan = s->steps[i].plan; /* the set's: handles of the largest size's plan reach it */
+  s->steps[i].plan = NULL;
+  v->plan->serial = g->plan->serial;
+  TPG_TRY(tpg_state_build(v->plan, &v->st));
+  v->nodes = tpg_gnodes_alloc(v->plan->nnodes);
+  if (!v->nodes) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
+  TPG_TRY(tpg_prepare_nodes(g, v->st, v->plan, v->nodes));
+  TPG_TRY(tpg_fill_nodes(g, v->st, v->plan, g->bind, v->nodes));
+  TPG_TRY(check_retarget(&s->var[s->n - 1], v));
+  for (int j = 0; j < v->plan->nnodes; j++) s->info[i].own_bytes += v->nodes[j].res.workspace_bytes;
+  s->info[i].create_us = tpg_now_us() - t0;
+  return TPG_SUCCESS;
+}
+
+/* RETARGET: the one graph (the largest size, its own scratch), then every
+ * other size's variant. */
+static tpg_status create_retarget(tpg_graph_set *s, const tpg_graph_config *cfg) {
+  TPG_TRY(create_graph(s, s->n - 1, cfg, NULL));
+  tpg_graph *g = s->graphs[s->n - 1];
+  g->in_set = 2;
+  s->var = calloc((size_t)s->n, sizeof *s->var);
+  if (!s->var) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
+  s->var[s->n - 1] = (set_variant){g->plan, g->st, g->nodes};
+  s->cur = s->n - 1;
+  TPG_TRY(tpg_dev_push(&g->dev));
+  tpg_status st = TPG_SUCCESS;
+  for (int i = s->n - 2; i >= 0 && st == TPG_SUCCESS; i--) {
+    const size_t before = free_now();
+    st = variant_make(s, i);
+    const size_t after = free_now();
+    if (st != TPG_SUCCESS) st = size_fail(st, s->sizes[i]);
+    s->info[i].measured_bytes = before > after ? before - after : 0;
+  }
+  /* Workspaces are zeroed on the graph's stream (prepare): done before any launch. */
+  if (st == TPG_SUCCESS) {
+    CUresult r = tpg_cu->cuStreamSynchronize(g->cap_stream);
+    if (r != CUDA_SUCCESS) st = tpg_cu_fail(r, "tpg_graph_set_create", "cuStreamSynchronize");
+  }
+  tpg_dev_pop();
+  return st;
+}
+
+/* Per size, largest first: one graph each, scratch in the arena. */
+static tpg_status create_graphs(tpg_graph_set *s, const tpg_graph_config *cfg, size_t arena) {
+  tpg_graph_ext ext = {0, 0};
+  if (arena && !(s->flags & TPG_GRAPH_SET_PRIVATE_SCRATCH)) {
+    TPG_CU(cuMemAlloc(&s->arena, arena));
+    ext = (tpg_graph_ext){s->arena, arena};
+    s->total.arena_bytes = arena;
+  }
+  for (int i = s->n - 1; i >= 0; i--) TPG_TRY(create_graph(s, i, cfg, s->arena ? &ext : NULL));
+  return TPG_SUCCESS;
+}
+
+static tpg_status set_create(const int *sizes, int nsizes, tpg_graph_set_builder build, void *user,
+                             const tpg_graph_config *cfg, unsigned flags, tpg_graph_set **out) {
+  TPG_CHECK_ARG(out != NULL, "out is NULL: expected a tpg_graph_set * to set");
+  *out = NULL;
+  TPG_TRY(check_args(sizes, nsizes, build, cfg, flags));
+  const double t0 = tpg_now_us();
+  tpg_graph_set *s = NULL;
+  TPG_TRY(set_alloc(sizes, nsizes, flags, &s));
+  tpg_status st = TPG_SUCCESS;
+  size_t arena = 0;
+  for (int i = s->n - 1; i >= 0 && st == TPG_SUCCESS; i--) st = build_one(s, i, build, user);
+  if (st == TPG_SUCCESS) st = size_arena(s, cfg, &arena);
+  if (st == TPG_SUCCESS) st = tpg_dev_open(cfg->device, &s->dev);
+  if (st == TPG_SUCCESS) st = tpg_dev_push(&s->dev);
+  if (st == TPG_SUCCESS) {
+    const size_t before = free_now();
+    st = flags & TPG_GRAPH_SET_RETARGET ? create_retarget(s, cfg) : create_graphs(s, cfg, arena);
+    const size_t after = free_now();
+    tpg_dev_pop();
+    s->total.measured_bytes = before > after ? before - after : 0;
+  }
+  if (st != TPG_SUCCESS) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", tpg_last_error());
+    /* A destroy that failed left its graphs whole: once more (the second
+     * call of the documented recovery); the caller has no handle to retry. */
+    if (set_release(s) != TPG_SUCCESS) set_release(s);
+    const char *rest = strstr(msg, ": ");
+    return tpg_err(st, "tpg_graph_set_create", "%s", rest ? rest + 2 : msg);
+  }
+  steps_free(s);
+  s->total.count = s->n;
+  s->total.retarget = (flags & TPG_GRAPH_SET_RETARGET) != 0;
+  s->total.graphs = s->total.retarget ? 1 : s->n;
+  for (int i = 0; i < s->n; i++) {
+    s->total.own_bytes += s->info[i].own_bytes;
+    s->total.builder_us += s->info[i].builder_us;
+  }
+  s->total.build_us = tpg_now_us() - t0;
+  *out = s;
+  return TPG_SUCCESS;
+}
+
+tpg_status tpg_graph_set_create(const int *sizes, int nsizes, tpg_graph_set_builder build, void *user,
+                                const tpg_graph_config *cfg, unsigned flags, tpg_graph_set **out) {
+  tpg_err_clear();
+  return tpg_err_public(set_create(sizes, nsizes, build, user, cfg, flags, out), __func__);
+}
+
+/* ---- picking ------------------------------------------------------------- */
+
+/* The exec runs size i's nodes: the graph takes its plan, state and node
+ * array, and every node is patched (its kind's exec setter) in topological
+ * order. The graph's context is current. */
+static tpg_status apply_variant(tpg_graph_set *s, tpg_graph *g, int i) {
+  g->plan = s->var[i].plan;
+  g->st = s->var[i].st;
+  g->nodes = s->var[i].nodes;
+  s->cur = i;
+  char lb[160];
+  for (int oi = 0; oi < g->plan->nnodes; oi++) {
+    const int j = g->st->order[oi];
+    tpg_nctx c;
+    tpg_nctx_init(&c, g, g->plan, g->bind, j, &g->nodes[j], lb, sizeof lb);
+    TPG_TRY(c.kind->patch(&c));
+  }
+  tpg_template_mark(g, 0); /* tpg_graph_export follows the picked size */
+  return TPG_SUCCESS;
+}
+
+/* A retarget that fails part-way goes back to the size the exec ran. */
+static tpg_status retarget_to(tpg_graph_set *s, int i) {
+  if (s->cur == i) return TPG_SUCCESS;
+  tpg_graph *g = s->graphs[s->n - 1];
+  TPG_TRY(tpg_dev_push(&g->dev));
+  const int from = s->cur;
+  tpg_status st = apply_variant(s, g, i);
+  if (st != TPG_SUCCESS) {
+    char msg[900];
+    snprintf(msg, sizeof msg, "%s", tpg_last_error());
+    const int back = apply_variant(s, g, from) == TPG_SUCCESS;
+    const char *rest = strstr(msg, ": ");
+    tpg_err(st, "tpg_graph_set_pick", "retargeting to size %d: %s (%s)", s->sizes[i], rest ? rest + 2 : msg,
+            back ? "the exec still runs the size picked before" : "the exec could NOT be restored: destroy the set");
+  }
+  tpg_dev_pop();
+  return st;
+}
+
+static tpg_status set_pick(tpg_graph_set *s, int batch, int *size, tpg_graph **graph) {
+  if (size) *size = 0;
+  if (graph) *graph = NULL;
+  TPG_CHECK_ARG(s != NULL, "set is NULL: expected a tpg_graph_set");
+  TPG_CHECK_ARG(set_live(s), "set is not a live tpg_graph_set (destroyed or corrupt handle)");
+  TPG_CHECK_ARG(size != NULL && graph != NULL, "size and graph must not be NULL");
+  TPG_CHECK_ARG(batch >= 1 && batch <= s->sizes[s->n - 1], "batch is %d: expected 1..%d (the largest size)", batch,
+                s->sizes[s->n - 1]);
+  int lo = 0, hi = s->n - 1; /* the first size >= batch */
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (s->sizes[mid] >= batch) hi = mid;
+    else lo = mid + 1;
+  }
+  if (s->var) TPG_TRY(retarget_to(s, lo));
+  *size = s->sizes[lo];
+  *graph = s->graphs[s->var ? s->n - 1 : lo];
+  return TPG_SUCCESS;
+}
+
+tpg_status tpg_graph_set_pick(tpg_graph_set *s, int batch, int *size, tpg_graph **graph) {
+  tpg_err_clear();
+  return tpg_err_public(set_pick(s, batch, size, graph), __func__);
+}
+
+/* ---- information --------------------------------------------------------- */
+
+tpg_status tpg_graph_set_get_info(const tpg_graph_set *s, tpg_graph_set_info *out, size_t size) {
+  tpg_err_clear();
+  TPG_CHECK_ARG(s != NULL && set_live(s), "set is NULL or not a live tpg_graph_set");
+  return tpg_out_copy(out, size, &s->total, sizeof s->total, sizeof s->total, __func__, "tpg_graph_set_info");
+}
+
+tpg_status tpg_graph_set_get_size_info(const tpg_graph_set *s, int i, tpg_graph_set_size_info *out, size_t size) {
+  tpg_err_clear();
+  TPG_CHECK_ARG(s != NULL && set_live(s), "set is NULL or not a live tpg_graph_set");
+  TPG_CHECK_ARG(i >= 0 && i < s->n, "i is %d: expected 0..%d (the set's sizes, ascending)", i, s->n - 1);
+  return tpg_out_copy(out, size, &s->info[i], sizeof s->info[i], sizeof s->info[i], __func__,
+                      "tpg_graph_set_size_info");
+}
