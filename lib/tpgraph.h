@@ -1461,8 +1461,9 @@ TPG_API tpg_status tpg_plan_add_linear_norm(tpg_plan *plan, const tpg_linear_des
  * bindings, TPG_MODE_EXPLICIT, and nodes whose exec setters take every
  * parameter: GEMM, element-wise, memset (of one width), memcpy, empty, engine
  * kernels (of one cluster shape) and all-reduces by our kernels or on one
- * rank; an NCCL collective, captured work, host, event and conditional
- * nodes are refused (TPG_ERROR_UNSUPPORTED naming the node). tpg_graph_update
+ * rank; an NCCL collective, captured work, a GEMM that cuBLASLt runs (a
+ * child graph), host, event and conditional nodes are refused
+ * (TPG_ERROR_UNSUPPORTED naming the node). tpg_graph_update
  * is refused on its graph, and tpg_graph_set_kernel_arg reaches the picked
  * size only.
  */

@@ -20,7 +20,9 @@
  *    its workspace owned by the graph and counted in its info;
  *  - every driver and cuBLASLt call of a node's life failed in turn: nothing
  *    leaks (cuBLASLt's objects are live objects of the fake), no violation,
- *    every failure with a message.
+ *    every failure with a message;
+ *  - graph sets: one graph per size runs cuBLASLt nodes; a retargeting set
+ *    refuses them, naming the node, and leaks nothing.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -402,6 +404,63 @@ static void tuned(void) {
   CHECK(clean("tuned cuBLASLt node"));
 }
 
+/* Graph sets: one graph per size takes cuBLASLt nodes; a retargeting set
+ * refuses them naming the node (a child graph whose kernels follow its M). */
+typedef struct set_ctx {
+  tpg_slot s[3];
+  tpg_binding b[3];
+} set_ctx;
+enum { SET_N = 136, SET_K = 72, SET_MAX = 40 };
+
+static tpg_status set_build(void *user, int size, tpg_graph_set_step *out) {
+  set_ctx *c = user;
+  tpg_plan *p = NULL;
+  tpg_status st = tpg_plan_create(&p);
+  if (st) return st;
+  out->plan = p; /* the set's from here on */
+  if ((st = tpg_plan_add_slot(p, "x", TPG_BF16, TPG_MEM_DEVICE, (size_t)SET_MAX * SET_K, &c->s[0])) ||
+      (st = tpg_plan_add_slot(p, "w", TPG_BF16, TPG_MEM_DEVICE, (size_t)SET_N * SET_K, &c->s[1])) ||
+      (st = tpg_plan_add_slot(p, "y", TPG_BF16, TPG_MEM_DEVICE, (size_t)SET_MAX * SET_N, &c->s[2])))
+    return st;
+  tpg_gemm_desc d = TPG_GEMM_DESC_INIT;
+  d.m = size, d.n = SET_N, d.k = SET_K;
+  d.x = V(c->s[0]), d.w = V(c->s[1]), d.y = V(c->s[2]);
+  if ((st = tpg_plan_add_gemm(p, &d, NULL, 0, NULL))) return st;
+  for (int i = 0; i < 3; i++) c->b[i].slot = c->s[i];
+  out->bindings = c->b;
+  out->nbindings = 3;
+  return TPG_SUCCESS;
+}
+
+static void graph_sets(void) {
+  static const int sizes[2] = {8, SET_MAX};
+  const lcase c = {8, SET_N, SET_K, TPG_EPILOGUE_NONE, 0, 0};
+  set_ctx sc;
+  bufs B;
+  tpg_graph_set *set = NULL;
+  tpg_graph *g = NULL;
+  int size = 0;
+  memset(&sc, 0, sizeof sc);
+  const lcase big = {SET_MAX, SET_N, SET_K, TPG_EPILOGUE_NONE, 0, 0};
+  CHECK(bufs_make(&big, &B) == 0);
+  sc.b[0].ptr = B.x[0], sc.b[1].ptr = B.w[0], sc.b[2].ptr = B.y[0];
+  setenv("TPG_GEMM_FAMILY", "cublaslt", 1);
+  tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
+  CHECK_ST(tpg_graph_set_create(sizes, 2, set_build, &sc, &cfg, TPG_GRAPH_SET_RETARGET, &set), TPG_ERROR_UNSUPPORTED,
+           "needs a launch the largest size's exec node cannot take");
+  CHECK(set == NULL);
+  CHECK_OK(tpg_graph_set_create(sizes, 2, set_build, &sc, &cfg, 0, &set));
+  CHECK_OK(tpg_graph_set_pick(set, 5, &size, &g));
+  CHECK(size == 8);
+  CHECK_OK(tpg_graph_launch(g, NULL));
+  CHECK(max_err(&c, &B, 0, NULL) <= 1e-2);
+  CHECK(((const uint16_t *)B.y[0])[(size_t)8 * SET_N] == 0xFFFF); /* row 8 on: the poison */
+  if (set) tpg_graph_set_destroy(set);
+  unsetenv("TPG_GEMM_FAMILY");
+  bufs_free(&B);
+  CHECK(clean("graph sets of cuBLASLt nodes"));
+}
+
 int main(int argc, char **argv) {
   char msg[1024];
   if (tpgfake_setup(argc, argv) != 0) return 2;
@@ -421,5 +480,6 @@ int main(int argc, char **argv) {
   fault_loop(&kCases[5], 1);
   tuned();
   unsetenv("TPG_GEMM_FAMILY");
+  graph_sets();
   return TPG_TEST_END();
 }
