@@ -6,25 +6,31 @@
     python3 bench/family_rules.py Z.json [Z2.json ...] --emit lib/gemm/family_table.inc
     python3 bench/family_rules.py --selftest          (no data: checks this script)
 
-The rule (lib/gemm/family.c) is a table of shape classes: tokens M, W rows
+The rule (lib/gemm/select.c) is a table of shape classes: tokens M, W rows
 (2N with SwiGLU) and K, each cut at fixed bounds (M_CUTS, W_CUTS, K_CUTS
 below). Per class the fit picks, by the geometric mean of time / cuBLASLt
 over the zoo shapes in the class:
   - for TPG_GEMM_FAMILY=cutlass: the CUTLASS option (a kernel of
     kernels/gemm/sm90_cutlass_list.h with a mode: data-parallel, stream-K,
     or split-K whose S the library computes per shape) with the lowest mean;
-  - for AUTO (what ships): that option if it beats our kernels (the rule's
-    pick, "us" in the JSON) by at least MIN_GAIN over the class, else ours.
-A class none of whose shapes a CUTLASS kernel runs (SwiGLU, fp32 partials,
-M <= 16) says ours. Split-K candidates of one kernel are one option (their
-S follows the shape). The prediction it prints is the geomean the fitted
-table would give on this zoo, next to ours alone, the best option per
-shape (what tuning could reach) and the targets of issue 27.
+  - for AUTO (what ships): the option of any library family (a CUTLASS one,
+    or cuBLASLt: its heuristic's first algorithm, "cublaslt_us" of the
+    family's own node when the zoo timed it, else the zoo's cuBLASLt
+    baseline, the same call) with the lowest mean, if it beats our kernels
+    (the rule's pick, "us" in the JSON) by at least MIN_GAIN over the
+    class, else ours.
+An option counts a shape it cannot run (SwiGLU for both libraries, M <= 16
+for CUTLASS) at our time: in the emitted table a library's row is followed
+by an ours row of the same class, so such a shape stops there. Split-K
+candidates of one kernel are one option (their S follows the shape). The
+prediction it prints is the geomean the fitted table would give on this
+zoo, next to ours alone and the best option per shape (what tuning could
+reach).
 
-Why classes and not a cost model: we have no model of CUTLASS's kernels, and
-a table is what one zoo run can decide in one step; a class with few shapes
-says little, so a class with fewer than MIN_SHAPES shapes takes its M row's
-choice (the same M bucket over all W rows and K).
+Why classes and not a cost model: we have no model of the libraries'
+kernels, and a table is what one zoo run can decide in one step; a class
+with few shapes says little, so a class with fewer than MIN_SHAPES shapes
+takes its M row's choice (the same M bucket over all W rows and K).
 """
 import json
 import math
@@ -40,12 +46,15 @@ M_CUTS = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096]   # then any M
 # model shapes it had not seen.
 W_CUTS = [3072, 4096, 6144, 8192, 16384, 32768]          # then any W rows
 K_CUTS = [2048, 4096, 8192]                              # then any K
-MIN_GAIN = 0.02    # AUTO takes CUTLASS in a class only when it is this much faster there
+MIN_GAIN = 0.02    # AUTO takes a library in a class only when it is this much faster there
 MIN_SHAPES = 2     # fewer shapes in a class: its M row decides
+TABLE_ARCH = 90    # the zoo runs on Hopper: the table is for sm_90 only
 
 ROOT = Path(__file__).resolve().parent.parent
 LIST_H = ROOT / "kernels/gemm/sm90_cutlass_list.h"
 MODES = {"dp": "TPG_CUTLASS_DP", "sk": "TPG_CUTLASS_SK", "k": "TPG_CUTLASS_SPLIT"}
+LT = ("cublaslt", "heuristic")   # the cuBLASLt option (its heuristic's first answer)
+EPI_LT = {"none", "bias", "bias_gelu", "residual", "f32_partial"}  # the epilogues cuBLASLt fuses
 
 
 def kernel_names(path=LIST_H):
@@ -98,6 +107,9 @@ def load(path, names):
             o = option_of(c["kernel"], names)
             if o and c["us"] > 0:
                 opts[o] = min(opts.get(o, float("inf")), c["us"])
+        lt = r.get("cublaslt_us", -1)
+        if r["epi"] in EPI_LT:
+            opts[LT] = lt if lt and lt > 0 else cb
         rows.append({"M": r["M"], "N": r["N"], "K": r["K"], "epi": r["epi"], "ours": r["us"], "cublas": cb,
                      "opts": opts, "sep": min([c["us"] for c in r.get("cand", []) if c["kernel"].startswith("sep:")]
                                               or [float("inf")]),
@@ -110,24 +122,30 @@ def cls(r):
 
 
 def fit(rows):
-    """Per class: (cutlass option or None, auto option or None)."""
+    """Per class: (cutlass option or None, auto option or None); an option is
+    (CUTLASS kernel index, mode) or LT."""
     by = defaultdict(list)
     by_m = defaultdict(list)
     for r in rows:
         by[cls(r)].append(r)
         by_m[cls(r)[0]].append(r)
 
-    def choose(group):
-        # the CUTLASS option with the lowest geomean over the shapes it runs (ours where it does not)
-        opts = set(o for r in group for o in r["opts"])
+    def best_of(group, opts):
+        # the option with the lowest geomean (ours on the shapes it does not run)
         best, best_l = None, None
-        ours_l = sum(math.log(r["ours"] / r["cublas"]) for r in group)
-        for o in sorted(opts):
+        for o in sorted(opts, key=str):
             l = sum(math.log(r["opts"].get(o, r["ours"]) / r["cublas"]) for r in group)
             if best_l is None or l < best_l:
                 best, best_l = o, l
-        auto = best if best is not None and best_l < ours_l + len(group) * math.log(1 - MIN_GAIN) else None
-        return best, auto
+        return best, best_l
+
+    def choose(group):
+        opts = set(o for r in group for o in r["opts"])
+        cut, _ = best_of(group, [o for o in opts if o != LT])
+        lib, lib_l = best_of(group, opts)
+        ours_l = sum(math.log(r["ours"] / r["cublas"]) for r in group)
+        auto = lib if lib is not None and lib_l < ours_l + len(group) * math.log(1 - MIN_GAIN) else None
+        return cut, auto
 
     m_choice = {m: choose(g) for m, g in by_m.items()}
     table = {}
@@ -163,24 +181,27 @@ def report(z, rows, table):
     per_m = defaultdict(list)
     for r in rows:
         per_m[r["M"]].append(r)
-    print(f"{'M':>6} {'shapes':>6} {'ours':>7} {'CUTLASS':>8} {'best':>7} {'measured':>9} {'fit auto':>9} {'fit cutl':>9}")
+    print(f"{'M':>6} {'shapes':>6} {'ours':>7} {'CUTLASS':>8} {'cuBLASLt':>9} {'best':>7} {'measured':>9} "
+          f"{'fit auto':>9} {'fit cutl':>9}")
     allr = []
     for m in sorted(per_m) + ["all"]:
         g = rows if m == "all" else per_m[m]
         ours = gmean([r["ours"] / r["cublas"] for r in g])
-        cut = [min(list(r["opts"].values()) + [r["sep"]]) / r["cublas"] for r in g if r["opts"] or r["sep"] < float("inf")]
+        cuts = [[v for o, v in r["opts"].items() if o != LT] + ([r["sep"]] if r["sep"] < float("inf") else []) for r in g]
+        cut = [min(c) / r["cublas"] for c, r in zip(cuts, g) if c]
+        lt = gmean([r["opts"][LT] / r["cublas"] for r in g if LT in r["opts"]])
         best = gmean([min([r["ours"], r["sep"]] + list(r["opts"].values())) / r["cublas"] for r in g])
         meas = gmean([(r["chosen"] if r["chosen"] > 0 else r["ours"]) / r["cublas"] for r in g])
         fa, fc = gmean(predict(g, table, 1)), gmean(predict(g, table, 0))
-        print(f"{m:>6} {len(g):>6} {ours:7.3f} {gmean(cut):8.3f} {best:7.3f} {meas:9.3f} {fa:9.3f} {fc:9.3f}")
+        print(f"{m:>6} {len(g):>6} {ours:7.3f} {gmean(cut):8.3f} {lt:9.3f} {best:7.3f} {meas:9.3f} {fa:9.3f} {fc:9.3f}")
         allr = g
     fa = predict(allr, table, 1)
     best_fused = [min([r["ours"]] + list(r["opts"].values())) / r["cublas"] for r in allr]
     print(f"held out (each model shape predicted by the table fitted on the others): AUTO {gmean(held_out(allr)):.3f} "
           f"of cuBLASLt, ours alone {gmean([r['ours'] / r['cublas'] for r in allr]):.3f}")
     print(f"fitted AUTO: geomean {gmean(fa):.3f} of cuBLASLt, {sum(x > 1.10 for x in fa)} shapes over 1.10x, "
-          f"{gmean(fa) / gmean(best_fused):.3f} of the best fused candidate per shape "
-          f"(issue 27: <= 0.97 overall, <= 1.02 per M, none over 1.10, rule within 3% of best)")
+          f"{gmean(fa) / gmean(best_fused):.3f} of the best option per shape "
+          f"(targets: <= 0.97 overall, <= 1.00 per M)")
 
 
 def nearest_m(table, mi, wi, ki):
@@ -196,39 +217,56 @@ def nearest_m(table, mi, wi, ki):
     return None
 
 
+FAMILY = {None: "TPG_GEMM_FAMILY_OURS", "cutlass": "TPG_GEMM_FAMILY_CUTLASS", LT: "TPG_GEMM_FAMILY_CUBLASLT"}
+
+
+def row_of(o):
+    """(family, kernel, mode) of a row for option o (None: ours)."""
+    if o is None:
+        return FAMILY[None], "0", "0"
+    if o == LT:
+        return FAMILY[LT], "0", "0"
+    return FAMILY["cutlass"], str(o[0] + 1), MODES[o[1]]
+
+
 def emit(table, path, source):
-    """lib/gemm/family_table.inc from the fit."""
+    """lib/gemm/family_table.inc from the fit: a library's row is followed by
+    an ours row of the same class (a shape the library cannot run stops there,
+    as the fit counted it)."""
     def bound(cuts, i, anyv):
         return str(cuts[i]) if i < len(cuts) else anyv
 
     lines = []
     for which, name in ((1, "kFamilyAuto"), (0, "kFamilyCutlass")):
         lines.append(f"static const tpg_family_row {name}[] = {{")
-        lines.append("    {16, TPG_FR_ANY_W, TPG_FR_ANY_K, 0, 0},")
-        for mi in range(len(M_CUTS) + 1):
+        lines.append("    {16, TPG_FR_ANY_W, TPG_FR_ANY_K, TPG_GEMM_FAMILY_OURS, 0, 0},")
+        for mi in range(1, len(M_CUTS) + 1):  # M <= 16: decode, ours (the row above)
             for wi in range(len(W_CUTS) + 1):
                 for ki in range(len(K_CUTS) + 1):
-                    if mi == 0:
-                        continue  # M <= 16: decode, ours (the row above)
                     o = table.get((mi, wi, ki), (None, None))[which]
                     if o is None and which == 0:
                         o = nearest_m(table, mi, wi, ki)
-                    k, mode = (o[0] + 1, MODES[o[1]]) if o else (0, "0")
-                    lines.append(f"    {{{bound(M_CUTS, mi, 'TPG_FR_ANY_M')}, {bound(W_CUTS, wi, 'TPG_FR_ANY_W')}, "
-                                 f"{bound(K_CUTS, ki, 'TPG_FR_ANY_K')}, {k}, {mode}}},")
+                    cls_ = f"{bound(M_CUTS, mi, 'TPG_FR_ANY_M')}, {bound(W_CUTS, wi, 'TPG_FR_ANY_W')}, " \
+                           f"{bound(K_CUTS, ki, 'TPG_FR_ANY_K')}"
+                    lines.append("    {%s, %s, %s, %s}," % ((cls_,) + row_of(o)))
+                    if o is not None:
+                        lines.append("    {%s, %s, %s, %s}," % ((cls_,) + row_of(None)))
         lines.append("};")
         lines.append("")
     head = f"""/* family_table.inc - the rule between the GEMM families, per shape class
- * (lib/gemm/family.c). Written by bench/family_rules.py from a zoo run
+ * (lib/gemm/select.c). Written by bench/family_rules.py from a zoo run
  * ({source}); edit by hand only to state a decision the data does not make.
  *
- * Rows: {{m_max, wrows_max, k_max, cutlass, mode}}: the first row whose
- * m <= m_max, W rows (2N with SwiGLU) <= wrows_max and k <= k_max holds
- * decides; cutlass 0 = ours (tpg_gemm_select_tma), i + 1 = CUTLASS kernel i
- * of kernels/gemm/sm90_cutlass_list.h with mode TPG_CUTLASS_DP / _SK /
- * _SPLIT (split-K's S from the shape: tpg_gemm_cutlass_ranges in family.c).
- * AUTO takes CUTLASS in a class only when it was {MIN_GAIN:.0%} faster there. */
+ * Rows: {{m_max, wrows_max, k_max, family, kernel, mode}}: the first row
+ * whose m <= m_max, W rows (2N with SwiGLU) <= wrows_max and k <= k_max hold
+ * and whose family can run the shape decides. family TPG_GEMM_FAMILY_OURS
+ * (tpg_gemm_select_tma), _CUBLASLT (its heuristic's first algorithm), or
+ * _CUTLASS with kernel i + 1 of kernels/gemm/sm90_cutlass_list.h and mode
+ * TPG_CUTLASS_DP / _SK / _SPLIT (split-K's S from the shape: cutlass.c).
+ * AUTO takes a library in a class only when it was {MIN_GAIN:.0%} faster there.
+ * The table was fitted on sm_{TABLE_ARCH}: elsewhere AUTO runs ours. */
 #define TPG_FAMILY_TABLE_SOURCE "fitted by bench/family_rules.py on {source}"
+#define TPG_FAMILY_TABLE_ARCH {TABLE_ARCH}
 
 """
     Path(path).write_text(head + "\n".join(lines))
@@ -243,20 +281,32 @@ def selftest():
     assert option_of(f"cutlass_{n0}_k4", names) == (names[n0], "k")
     assert option_of("tma_m128_n256", names) is None
     # a zoo where the first CUTLASS kernel is 10% faster than ours from M = 256: AUTO takes it there only
+    # a zoo where the first CUTLASS kernel is 10% faster than ours from M = 256 and cuBLASLt 20% faster at
+    # M = 1024 (not with SwiGLU, which it cannot run): AUTO takes CUTLASS at 256, cuBLASLt at 1024, ours at 64
     rows = []
     for m in (64, 256, 1024):
         for n, k in ((4096, 4096), (1280, 8192), (14336, 4096)):
-            ours = 10.0
-            rows.append({"M": m, "N": n, "K": k, "epi": "none", "ours": ours, "cublas": 10.0, "sep": float("inf"),
-                         "opts": {(names[n0], "sk"): ours * (0.9 if m >= 256 else 1.1)}, "chosen": -1,
-                         "cutlass_rule": -1})
+            for epi in ("none", "swiglu"):
+                ours = 10.0
+                opts = {(names[n0], "sk"): ours * (0.9 if m >= 256 else 1.1)}
+                if epi != "swiglu":
+                    opts[LT] = ours * (0.8 if m == 1024 else 1.2)
+                rows.append({"M": m, "N": n, "K": k, "epi": epi, "ours": ours, "cublas": 10.0, "sep": float("inf"),
+                             "opts": opts, "chosen": -1, "cutlass_rule": -1})
     t = fit(rows)
     assert all(t[cls(r)][1] is None for r in rows if r["M"] == 64)
-    assert all(t[cls(r)][1] == (names[n0], "sk") for r in rows if r["M"] >= 256)
+    assert all(t[cls(r)][1] == (names[n0], "sk") for r in rows if r["M"] == 256)
+    assert all(t[cls(r)][1] == LT and t[cls(r)][0] == (names[n0], "sk") for r in rows if r["M"] == 1024)
     out = Path("/tmp/family_table_selftest.inc")
     emit(t, out, "selftest")
     text = out.read_text()
-    assert "kFamilyAuto" in text and "kFamilyCutlass" in text and f"{names[n0] + 1}, TPG_CUTLASS_SK" in text
+    assert "kFamilyAuto" in text and "kFamilyCutlass" in text
+    assert f"TPG_GEMM_FAMILY_CUTLASS, {names[n0] + 1}, TPG_CUTLASS_SK" in text and "TPG_GEMM_FAMILY_CUBLASLT, 0, 0" in text
+    # every library row is followed by ours for the same class
+    lib = [i for i, l in enumerate(text.splitlines()) if "FAMILY_CUTLASS," in l or "FAMILY_CUBLASLT," in l]
+    lines = text.splitlines()
+    assert all("FAMILY_OURS" in lines[i + 1] and lines[i + 1].split("TPG_GEMM")[0] == lines[i].split("TPG_GEMM")[0]
+               for i in lib)
     print("family_rules.py: selftest ok")
 
 
@@ -281,7 +331,8 @@ def main(argv):
     if "--emit" in argv:
         path = argv[argv.index("--emit") + 1]
         emit(table, path, f"{' + '.join(Path(a).name for a in inputs)}, {z.get('device')}, {len(rows)} timed shapes")
-        print(f"wrote {path}: rebuild, run tests/cpu:gemm_cutlass_test, then the zoo again to confirm")
+        print(f"wrote {path}: rebuild, run tests/cpu:gemm_rule_test and gemm_cutlass_test, then the zoo again to "
+              "confirm (tests/gpu/gemm_check.sh)")
     return 0
 
 

@@ -38,6 +38,7 @@
 #include "../kernels/gemm/gemv.cu"
 #include "../kernels/gemm/sm80_mma.cu"
 #include "../kernels/gemm/sm90_tma.cu"
+#include "../lib/gemm/ours.h"
 #include "../lib/gemm/select.h"
 #include "bench_cuda.cuh"
 
@@ -127,6 +128,29 @@ static kfn find_kernel(const char *name) {
 static int g_sms = 132, g_arch = 90;
 static int g_streamk = 1; /* TPG_GEMM_STREAMK, as the library reads it */
 
+/* A problem for the selector (lib/gemm/problem.h), passed where its calls
+ * take a pointer (the temporary lives to the end of the call's statement). */
+struct Prob {
+  tpg_gemm_problem p;
+  operator const tpg_gemm_problem *() const { return &p; }
+};
+static Prob prob(int M, int N, int K, int dtype, int epi, int arch = -1, int ldx = 0, int ldw = 0, int streamk = 1) {
+  Prob r;
+  r.p = tpg_gemm_problem_make(M, N, K, dtype, epi, arch < 0 ? g_arch : arch, g_sms);
+  if (ldx) r.p.ldx = ldx;
+  if (ldw) r.p.ldw = ldw;
+  r.p.streamk = streamk;
+  return r;
+}
+/* The problem of an argument block (its leading dimensions). */
+static Prob prob_of(const tpg_gemm_args &a, int streamk = g_streamk) {
+  Prob r = prob(a.m, a.n, a.k, a.dtype, a.epilogue, -1, a.ldx, a.ldw, streamk);
+  r.p.ldy = a.ldy ? a.ldy : a.n;
+  r.p.ldr = a.ldr ? a.ldr : a.n;
+  r.p.residual_bias = a.epilogue == TPG_EPI_RESIDUAL && a.bias != nullptr;
+  return r;
+}
+
 static void launch(const tpg_kernel_launch &L, const tpg_gemm_args &a, cudaStream_t st = 0) {
   kfn f = find_kernel(L.kernel);
   if (L.smem_bytes > 48 * 1024)
@@ -190,6 +214,7 @@ static void encode_y(tpg_gemm_tma_args &p) {
   encode_from(ye, p.a.y, p.a.dtype, &p.ty);
 }
 #include "gemm_cutlass.cuh"
+#include "gemm_cublaslt.cuh"
 
 /* The last CUTLASS block launch_sel built (the checks read its workspace words). */
 static tpg_gemm_cutlass_args g_last_cutlass;
@@ -197,6 +222,10 @@ static tpg_gemm_cutlass_args g_last_cutlass;
 /* Launch what tpg_gemm_select_tma chose (plain or TMA kernel), or a CUTLASS
  * kernel (its block built from p.a first: timing loops prebuild theirs). */
 static void launch_sel(const tpg_kernel_launch &L, const tpg_gemm_tma_args &p, cudaStream_t st = 0) {
+  if (L.family == TPG_GEMM_FAMILY_CUBLASLT) { /* a plan for this launch (timing loops prebuild theirs) */
+    lt_launch(*lt_plan(prob_of(p.a).p, L.lt_algo), p.a, st);
+    return;
+  }
   if (L.cutlass) {
     g_last_cutlass = *cutlass_block(L, p.a);
     cutlass_launch(L, g_last_cutlass, st);
@@ -232,8 +261,7 @@ static tpg_kernel_launch pick_tma(const tpg_gemm_args &a, int streamk) {
   tpg_kernel_launch L;
   tpg_tma_encode xe, we;
   char why[200];
-  if (tpg_gemm_select_tma(a.m, a.n, a.k, a.dtype, a.epilogue, g_arch, g_sms, a.ldx, a.ldw, streamk, &L, &xe, &we, why,
-                          sizeof why)) {
+  if (tpg_gemm_select_tma(prob_of(a, streamk), &L, &xe, &we, why, sizeof why)) {
     fprintf(stderr, "select_tma rejected: %s\n", why); exit(2);
   }
   return L;
@@ -243,8 +271,7 @@ static tpg_kernel_launch pick_tma(const tpg_gemm_args &a, int streamk) {
 static bool select_tma(const tpg_gemm_args &a, tpg_kernel_launch &L, tpg_gemm_tma_args &p, int streamk = g_streamk) {
   tpg_tma_encode xe, we;
   char why[200];
-  if (tpg_gemm_select_tma(a.m, a.n, a.k, a.dtype, a.epilogue, g_arch, g_sms, a.ldx, a.ldw, streamk, &L, &xe, &we, why,
-                          sizeof why)) {
+  if (tpg_gemm_select_tma(prob_of(a, streamk), &L, &xe, &we, why, sizeof why)) {
     fprintf(stderr, "select_tma rejected: %s\n", why); exit(2);
   }
   memset(&p, 0, sizeof p);
@@ -263,8 +290,7 @@ static bool select_tma(const tpg_gemm_args &a, tpg_kernel_launch &L, tpg_gemm_tm
 static bool select_var(const tpg_gemm_args &a, const tpg_gemm_variant &v, tpg_kernel_launch &L, tpg_gemm_tma_args &p) {
   tpg_tma_encode xe, we;
   char why[200];
-  if (tpg_gemm_select_variant(a.m, a.n, a.k, a.dtype, a.epilogue, g_arch, g_sms, a.ldx, a.ldw, &v, &L, &xe, &we, why,
-                              sizeof why)) {
+  if (tpg_gemm_select_variant(prob_of(a), &v, &L, &xe, &we, why, sizeof why)) {
     fprintf(stderr, "select_variant rejected: %s\n", why); exit(2);
   }
   memset(&p, 0, sizeof p);
@@ -279,11 +305,12 @@ static bool select_var(const tpg_gemm_args &a, const tpg_gemm_variant &v, tpg_ke
   return xe.rank != 0;
 }
 /* The candidates of a shape other than the heuristic (TPG_GEMM_CANDIDATES=0:
- * none; =cutlass: the CUTLASS family's only). The CUTLASS kernels exist for
- * bf16 only, and only in a bench with the embedded fatbins. */
+ * none; =cutlass, =cublaslt: that family's only). The CUTLASS kernels exist
+ * for bf16 only, and only in a bench with the embedded fatbins; cuBLASLt's
+ * where the library is loaded. */
 static std::vector<tpg_gemm_variant> shape_candidates(int M, int N, int K, int epi, int dtype) {
   tpg_gemm_variant v[TPG_GEMM_MAX_CANDIDATES];
-  const int n = tpg_gemm_candidates(M, N, K, epi, g_arch, g_sms, v, TPG_GEMM_MAX_CANDIDATES);
+  const int n = tpg_gemm_candidates(prob(M, N, K, dtype, epi), v, TPG_GEMM_MAX_CANDIDATES);
   std::vector<tpg_gemm_variant> out;
   const char *e = getenv("TPG_GEMM_CANDIDATES");
   if (e && !strcmp(e, "0")) return out;
@@ -291,6 +318,7 @@ static std::vector<tpg_gemm_variant> shape_candidates(int M, int N, int K, int e
     if (v[i].kind == TPG_GEMM_VAR_HEURISTIC) continue;
     if (v[i].kind == TPG_GEMM_VAR_CUTLASS && (dtype != TPG_KDT_BF16 || !cutlass_available())) continue;
     if (e && !strcmp(e, "cutlass") && v[i].kind != TPG_GEMM_VAR_CUTLASS) continue;
+    if (e && !strcmp(e, "cublaslt") && v[i].kind != TPG_GEMM_VAR_CUBLASLT) continue;
     out.push_back(v[i]);
   }
   return out;
@@ -339,7 +367,7 @@ static tpg_kernel_launch plain_decode(int M, int N, int K, int dtype, int epi) {
   memset(&v, 0, sizeof v);
   v.kind = TPG_GEMM_VAR_GEMV;
   v.split = 1;
-  if (tpg_gemm_select_variant(M, N, K, dtype, epi, g_arch, g_sms, K, K, &v, &L, nullptr, nullptr, why, sizeof why)) {
+  if (tpg_gemm_select_variant(prob(M, N, K, dtype, epi), &v, &L, nullptr, nullptr, why, sizeof why)) {
     fprintf(stderr, "plain_decode: %s\n", why);
     exit(2);
   }
@@ -391,221 +419,283 @@ static double ref_epi(int epi, double acc, double up, double b, double bu, doubl
 
 struct CheckResult { std::string what; double err; bool ok; };
 static std::vector<CheckResult> g_checks;
-static int g_cutlass_checks = 0, g_elem_over_ours = 0;
+static int g_cutlass_checks = 0, g_lt_checks = 0, g_elem_over_ours = 0;
 static std::mt19937_64 g_rng;
 
-/* One shape: fresh inputs, all epilogues, for the sm_90 selection and the
- * sm_80 fallback (when they differ). */
-static void check_shape(int M, int N, int K, int dtype, bool pad) {
-  const int ldx = K + (pad ? 16 : 0), ldw = K + (pad ? 8 : 0), ldy = N + (pad ? 8 : 0), ldr = N + (pad ? 24 : 0);
+/* One shape's inputs (host and device, padded leading dimensions when
+ * asked), the rows to check and their fp64 reference accumulators for all
+ * 2N W rows with sum |x w| (the element-wise bound's scale). */
+struct CheckData {
+  int M, N, K, dtype, ldx, ldw, ldy, ldr;
+  bool pad;
+  std::vector<uint16_t> hx, hw, hb, hr;
+  std::vector<int> rows;
+  std::vector<double> acc, acc_abs;
+  void *dx = nullptr, *dw = nullptr, *db = nullptr, *dr = nullptr, *dy = nullptr, *dws = nullptr;
+  size_t ybytes = 0, ws_cap = 0;
+};
+
+static void reference(CheckData &d) {
+  const int N = d.N, K = d.K;
+  d.acc.assign(d.rows.size() * 2 * (size_t)N, 0.0);
+  d.acc_abs.assign(d.rows.size() * 2 * (size_t)N, 0.0);
+  std::vector<double> xr(K), wr((size_t)2 * N * K);
+  for (int n = 0; n < 2 * N; ++n)
+    for (int k = 0; k < K; ++k) wr[(size_t)n * K + k] = h2d(d.hw[(size_t)n * d.ldw + k], d.dtype);
+  for (size_t ri = 0; ri < d.rows.size(); ++ri) {
+    for (int k = 0; k < K; ++k) xr[k] = h2d(d.hx[(size_t)d.rows[ri] * d.ldx + k], d.dtype);
+    for (int n = 0; n < 2 * N; ++n) {
+      const double *w = &wr[(size_t)n * K];
+      double s0 = 0, s1 = 0, s2 = 0, s3 = 0, sa = 0;
+      int k = 0;
+      for (; k + 4 <= K; k += 4) {
+        s0 += xr[k] * w[k], s1 += xr[k + 1] * w[k + 1], s2 += xr[k + 2] * w[k + 2], s3 += xr[k + 3] * w[k + 3];
+      }
+      for (; k < K; ++k) s0 += xr[k] * w[k];
+      for (k = 0; k < K; ++k) sa += fabs(xr[k] * w[k]);
+      d.acc[ri * 2 * N + n] = s0 + s1 + s2 + s3;
+      d.acc_abs[ri * 2 * N + n] = sa;
+    }
+  }
+}
+
+static void check_data_make(CheckData &d, int M, int N, int K, int dtype, bool pad) {
+  d.M = M, d.N = N, d.K = K, d.dtype = dtype, d.pad = pad;
+  d.ldx = K + (pad ? 16 : 0), d.ldw = K + (pad ? 8 : 0), d.ldy = N + (pad ? 8 : 0), d.ldr = N + (pad ? 24 : 0);
   std::uniform_real_distribution<float> U(-1.f, 1.f);
   const float ws = 1.f / sqrtf((float)K) * 1.7f;
-  std::vector<uint16_t> hx((size_t)M * ldx), hw((size_t)2 * N * ldw), hb(2 * N), hr((size_t)M * ldr);
-  for (auto &v : hx) v = f2h_bits(U(g_rng), dtype);
-  for (auto &v : hw) v = f2h_bits(U(g_rng) * ws, dtype);
-  for (auto &v : hb) v = f2h_bits(U(g_rng) * 0.5f, dtype);
-  for (auto &v : hr) v = f2h_bits(U(g_rng), dtype);
+  d.hx.resize((size_t)M * d.ldx), d.hw.resize((size_t)2 * N * d.ldw), d.hb.resize(2 * N), d.hr.resize((size_t)M * d.ldr);
+  for (auto &v : d.hx) v = f2h_bits(U(g_rng), dtype);
+  for (auto &v : d.hw) v = f2h_bits(U(g_rng) * ws, dtype);
+  for (auto &v : d.hb) v = f2h_bits(U(g_rng) * 0.5f, dtype);
+  for (auto &v : d.hr) v = f2h_bits(U(g_rng), dtype);
   /* rows to check: all when small, else a random sample plus first/last */
-  std::vector<int> rows;
-  if (M <= 64) for (int i = 0; i < M; ++i) rows.push_back(i);
+  if (M <= 64) for (int i = 0; i < M; ++i) d.rows.push_back(i);
   else {
-    rows.push_back(0); rows.push_back(M - 1);
+    d.rows.push_back(0), d.rows.push_back(M - 1);
     std::uniform_int_distribution<int> R(0, M - 1);
-    for (int i = 0; i < 14; ++i) rows.push_back(R(g_rng));
+    for (int i = 0; i < 14; ++i) d.rows.push_back(R(g_rng));
   }
-  /* fp64 reference accumulators for all 2N W rows, and sum |x w| (the
-   * element-wise bound's scale) */
-  std::vector<double> acc(rows.size() * 2 * (size_t)N), acc_abs(rows.size() * 2 * (size_t)N);
-  {
-    std::vector<double> xr(K), wr((size_t)2 * N * K);
-    for (int n = 0; n < 2 * N; ++n)
-      for (int k = 0; k < K; ++k) wr[(size_t)n * K + k] = h2d(hw[(size_t)n * ldw + k], dtype);
-    for (size_t ri = 0; ri < rows.size(); ++ri) {
-      for (int k = 0; k < K; ++k) xr[k] = h2d(hx[(size_t)rows[ri] * ldx + k], dtype);
-      for (int n = 0; n < 2 * N; ++n) {
-        const double *w = &wr[(size_t)n * K];
-        double s0 = 0, s1 = 0, s2 = 0, s3 = 0, sa = 0;
-        int k = 0;
-        for (; k + 4 <= K; k += 4) { s0 += xr[k] * w[k]; s1 += xr[k + 1] * w[k + 1]; s2 += xr[k + 2] * w[k + 2]; s3 += xr[k + 3] * w[k + 3]; }
-        for (; k < K; ++k) s0 += xr[k] * w[k];
-        for (k = 0; k < K; ++k) sa += fabs(xr[k] * w[k]);
-        acc[ri * 2 * N + n] = s0 + s1 + s2 + s3;
-        acc_abs[ri * 2 * N + n] = sa;
-      }
-    }
-  }
-  void *dx, *dw, *db, *dr, *dy;
-  const size_t ybytes = (size_t)M * ldy * 4;
-  CK(cudaMalloc(&dx, hx.size() * 2)); CK(cudaMalloc(&dw, hw.size() * 2));
-  CK(cudaMalloc(&db, hb.size() * 2)); CK(cudaMalloc(&dr, hr.size() * 2));
-  CK(cudaMalloc(&dy, ybytes));
-  CK(cudaMemcpy(dx, hx.data(), hx.size() * 2, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(dw, hw.data(), hw.size() * 2, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(db, hb.data(), hb.size() * 2, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(dr, hr.data(), hr.size() * 2, cudaMemcpyHostToDevice));
-  std::vector<uint8_t> hy(ybytes);
+  reference(d);
+  d.ybytes = (size_t)M * d.ldy * 4;
+  CK(cudaMalloc(&d.dx, d.hx.size() * 2)); CK(cudaMalloc(&d.dw, d.hw.size() * 2));
+  CK(cudaMalloc(&d.db, d.hb.size() * 2)); CK(cudaMalloc(&d.dr, d.hr.size() * 2));
+  CK(cudaMalloc(&d.dy, d.ybytes));
+  CK(cudaMemcpy(d.dx, d.hx.data(), d.hx.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(d.dw, d.hw.data(), d.hw.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(d.db, d.hb.data(), d.hb.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(d.dr, d.hr.data(), d.hr.size() * 2, cudaMemcpyHostToDevice));
+}
+
+static void check_data_free(CheckData &d) {
+  cudaFree(d.dx); cudaFree(d.dw); cudaFree(d.db); cudaFree(d.dr); cudaFree(d.dy);
+  if (d.dws) cudaFree(d.dws);
+}
+
+/* Pass ai's launch of epilogue epi (false: the pass skips it). Passes: 0
+ * tpg_gemm_select on this GPU, 1 its sm_80 fallback (when it differs), 2
+ * and 3 the TMA kernels BN 256 and 128, 4 what tpg_gemm_select_tma picks,
+ * 5 the decode GEMV without K split (gemv_s1, M <= 16), 6 tpg_gemm_select_tma
+ * with stream-K forced, 7..: every tuner candidate (tpg_gemm_candidates)
+ * other than the heuristic, every family's. */
+static bool pass_launch(CheckData &d, int ai, int epi, tpg_kernel_launch &L, std::vector<tpg_gemm_variant> &cv) {
   const int arches[7] = {g_arch, 80, g_arch, g_arch, g_arch, g_arch, g_arch};
-  void *dws = nullptr;
-  size_t ws_cap = 0;
-  /* pass 6: what tpg_gemm_select_tma picks with stream-K forced; passes 7..:
-   * every tuner candidate (tpg_gemm_candidates) other than the heuristic */
-  for (int ai = 0; ai < 7 + TPG_GEMM_MAX_CANDIDATES; ++ai) {
-    for (int epi = 0; epi < TPG_EPI_COUNT; ++epi) {
-      tpg_kernel_launch L, L90;
-      char why[200];
-      if (tpg_gemm_select(M, N, K, dtype, epi, ai < 7 ? arches[ai] : g_arch, g_sms, &L, why, sizeof why)) {
-        fprintf(stderr, "select rejected: %s\n", why); exit(2);
-      }
-      if (ai == 5) {  /* pass 5: the decode GEMV without K split (gemv_s1) for M <= 16 */
-        if (M > 16) continue;
-        L = plain_decode(M, N, K, dtype, epi);
-      }
-      if (ai == 6 && (g_arch != 90 || M <= 16)) continue;
-      std::vector<tpg_gemm_variant> cv;
-      if (ai >= 7) {
-        if (g_arch != 90) continue;
-        cv = shape_candidates(M, N, K, epi, dtype);
-        if (ai - 7 >= (int)cv.size()) continue;
-        tpg_tma_encode xe, we;
-        if (tpg_gemm_select_variant(M, N, K, dtype, epi, g_arch, g_sms, ldx, ldw, &cv[ai - 7], &L, &xe, &we, why,
-                                    sizeof why)) {
-          fprintf(stderr, "select_variant %s rejected: %s\n", var_name(cv[ai - 7]).c_str(), why); exit(2);
-        }
-      }
-      if (ai == 4 || ai == 6) {  /* the TMA selection's own workspace (stream-K) */
-        tpg_gemm_args q;
-        memset(&q, 0, sizeof q);
-        q.m = M; q.n = N; q.k = K; q.ldx = ldx; q.ldw = ldw; q.dtype = dtype; q.epilogue = epi;
-        L = pick_tma(q, ai == 6 ? 2 : g_streamk);
-      }
-      if (L.workspace_bytes > ws_cap) {
-        if (dws) cudaFree(dws);
-        CK(cudaMalloc(&dws, L.workspace_bytes));
-        CK(cudaMemset(dws, 0, L.workspace_bytes));  /* once, at allocation */
-        ws_cap = L.workspace_bytes;
-      }
-      if (ai == 1) {  /* skip the fallback pass when the selection is the same kernel */
-        tpg_gemm_select(M, N, K, dtype, epi, arches[0], g_sms, &L90, why, sizeof why);
-        if (!strcmp(L.kernel, L90.kernel)) continue;
-      }
-      if (ai >= 2 && ai <= 4 && (g_arch != 90 || M <= 16)) continue;  /* passes 2, 3: TMA kernels, BN 256 and 128;
-                                                               4: what tpg_gemm_select_tma picks, maps from its params */
-      tpg_gemm_args a;
-      memset(&a, 0, sizeof a);
-      a.x = dx; a.w = dw; a.y = dy;
-      a.bias = (epi == TPG_EPI_NONE || epi == TPG_EPI_F32_PARTIAL || (epi == TPG_EPI_RESIDUAL && (M & 1))) ? nullptr : db;
-      a.residual = epi == TPG_EPI_RESIDUAL ? dr : nullptr;
-      a.m = M; a.n = N; a.k = K; a.ldx = ldx; a.ldw = ldw; a.ldy = ldy; a.ldr = ldr;
-      a.dtype = dtype; a.epilogue = epi; a.split_k = L.split_k;
-      a.workspace = dws;
-      CK(cudaMemset(dy, 0xFF, ybytes));  /* poison: NaN in every dtype */
-      std::string kname = ai == 2 ? "sm90tma(256)" : ai == 3 ? "sm90tma(128)" : L.kernel;
-      auto run_it = [&] {
-        if (ai >= 7) {
-          tpg_gemm_tma_args p;
-          tpg_kernel_launch LT;
-          select_var(a, cv[ai - 7], LT, p);
-          kname = "cand:" + var_name(cv[ai - 7]);
-          launch_sel(LT, p);
-        } else if (ai == 4 || ai == 6) {
-          tpg_gemm_tma_args p;
-          tpg_kernel_launch LT;
-          select_tma(a, LT, p, ai == 6 ? 2 : g_streamk);
-          kname = std::string(ai == 6 ? "sk:" : "sel:") + LT.kernel;
-          launch_sel(LT, p);
-        } else if (ai >= 2) {
-          tpg_gemm_tma_args p;
-          memset(&p, 0, sizeof p);
-          p.a = a;
-          encode_maps(p, ai == 2 ? 256 : 128);
-          launch_tma(ai == 2 ? 256 : 128, p);
-        } else {
-          launch(L, a);
-        }
-        CK(cudaDeviceSynchronize());
-      };
-      run_it();
-      CK(cudaMemcpy(hy.data(), dy, ybytes, cudaMemcpyDeviceToHost));
-      /* stream-K promises bit-identical results launch after launch (the last
-       * contributor sums the partials in CTA order), and so does K over a
-       * cluster (rank order): a second launch into a re-poisoned output must
-       * give the same bytes */
-      size_t repro_diff = 0;
-      if (L.split_k == TPG_SPLITK_STREAM || L.split_k == TPG_SPLITK_CLUSTER ||
-          (L.cutlass && L.cutlass_mode != TPG_CUTLASS_DP)) {  /* CUTLASS: its deterministic reduction */
-        std::vector<uint8_t> hy2(ybytes);
-        CK(cudaMemset(dy, 0xFF, ybytes));
-        run_it();
-        CK(cudaMemcpy(hy2.data(), dy, ybytes, cudaMemcpyDeviceToHost));
-        for (int m = 0; m < M; ++m)
-          repro_diff += memcmp(&hy[(size_t)m * ldy * (epi == TPG_EPI_F32_PARTIAL ? 4 : 2)],
-                               &hy2[(size_t)m * ldy * (epi == TPG_EPI_F32_PARTIAL ? 4 : 2)],
-                               (size_t)N * (epi == TPG_EPI_F32_PARTIAL ? 4 : 2)) != 0;
-      }
-      const bool f32 = epi == TPG_EPI_F32_PARTIAL;
-      auto out = [&](int m, int n) -> double {
-        if (f32) { float f; memcpy(&f, &hy[((size_t)m * ldy + n) * 4], 4); return f; }
-        uint16_t v; memcpy(&v, &hy[((size_t)m * ldy + n) * 2], 2); return h2d(v, dtype);
-      };
-      size_t nan_count = 0;
-      for (int m = 0; m < M; ++m)
-        for (int n = 0; n < N; ++n) if (std::isnan(out(m, n))) ++nan_count;
-      double num = 0, den = 0, elem_worst = 0;
-      /* element-wise: |got - ref| <= the zoo's bound (gemm_zoo.cuh, above check_one:
-       * output rounding, fp32 accumulation over K/16 steps and <= 16 partial sums,
-       * tanh.approx for GeLU, __expf for SiLU/SwiGLU) */
-      const double u_out = epi == TPG_EPI_F32_PARTIAL ? ldexp(1.0, -24) : dtype == TPG_KDT_BF16 ? ldexp(1.0, -8) : ldexp(1.0, -11);
-      const double eacc = (K / 16.0 + 16) * ldexp(1.0, -23);
-      for (size_t ri = 0; ri < rows.size(); ++ri) {
-        const int m = rows[ri];
-        for (int n = 0; n < N; ++n) {
-          const double b = a.bias ? h2d(hb[n], dtype) : 0, bu = a.bias ? h2d(hb[N + n], dtype) : 0;
-          const double r = a.residual ? h2d(hr[(size_t)m * ldr + n], dtype) : 0;
-          const double zg = acc[ri * 2 * N + n], zu = acc[ri * 2 * N + N + n];
-          const double ref = ref_epi(epi, zg, zu, b, bu, r);
-          const double got = out(m, n), d = got - ref;
-          num += d * d; den += ref * ref;
-          const double eg = eacc * acc_abs[ri * 2 * N + n], eu = eacc * acc_abs[ri * 2 * N + N + n];
-          double sens = eg, approx = 0;
-          if (epi == TPG_EPI_BIAS_SILU) { sens = 1.13 * eg; approx = ldexp(fabs(ref), -11); }
-          if (epi == TPG_EPI_BIAS_GELU) { sens = 1.13 * eg; approx = ldexp(fabs(zg + b), -11); }
-          if (epi == TPG_EPI_SWIGLU) {
-            const double gg = zg + b, uu = zu + bu, sg = gg / (1 + exp(-gg));
-            sens = 1.1 * fabs(uu) * eg + fabs(sg) * eu + 1.1 * eg * eu;
-            approx = ldexp(fabs(ref), -11);
-          }
-          const double bound = 2 * u_out * fabs(ref) + sens + approx + (dtype == TPG_KDT_F16 && !f32 ? ldexp(1.0, -24) : 0);
-          elem_worst = std::max(elem_worst, std::isfinite(got) ? fabs(d) / bound : INFINITY);
-        }
-      }
-      const double err = sqrt(num / std::max(den, 1e-300));
-      size_t ws_dirty = 0;  /* what the kernel must leave zero (counters) is zero again after every launch */
-      if (L.workspace_zeroed) {
-        std::vector<uint32_t> hw32(L.workspace_zeroed / 4);
-        CK(cudaMemcpy(hw32.data(), dws, L.workspace_zeroed, cudaMemcpyDeviceToHost));
-        for (auto v : hw32) ws_dirty += v != 0;
-      }
-      if (L.cutlass) ws_dirty += cutlass_dirty_words(g_last_cutlass);  /* its barrier words too */
-      if (L.workspace_bytes > L.workspace_zeroed)  /* stream-K scratch: zero for the decode kernels that follow */
-        CK(cudaMemset(dws, 0, L.workspace_bytes));
-      /* the element-wise bound decides for the CUTLASS kernels (issue 27);
-       * for ours it is reported (TPG_VERBOSE, the JSON), the norm decides as before */
-      const bool elem_ok = elem_worst <= 1.0;
-      if (!L.cutlass && !elem_ok) ++g_elem_over_ours;
-      const bool ok = nan_count == 0 && ws_dirty == 0 && repro_diff == 0 && err <= 1e-2 && std::isfinite(err) &&
-                      (!L.cutlass || elem_ok);
-      char what[256];
-      snprintf(what, sizeof what, "%-20s %s M=%d N=%d K=%d%s epi=%s", kname.c_str(), dtype == TPG_KDT_BF16 ? "bf16" : "f16",
-               M, N, K, pad ? " (padded ld)" : "", epi_name[epi]);
-      g_checks.push_back({what, err, ok});
-      if (L.cutlass) ++g_cutlass_checks;
-      if (!ok || getenv("TPG_VERBOSE"))
-        printf("%s %s rel_err=%.3e max_err/bound=%.3f nan=%zu ws_nonzero=%zu rows_differing_on_relaunch=%zu\n",
-               ok ? "ok  " : "FAIL", what, err, elem_worst, nan_count, ws_dirty, repro_diff);
+  char why[200];
+  if (tpg_gemm_select(prob(d.M, d.N, d.K, d.dtype, epi, ai < 7 ? arches[ai] : g_arch), &L, why, sizeof why)) {
+    fprintf(stderr, "select rejected: %s\n", why); exit(2);
+  }
+  if (ai == 5) {
+    if (d.M > 16) return false;
+    L = plain_decode(d.M, d.N, d.K, d.dtype, epi);
+  }
+  if (ai == 6 && (g_arch != 90 || d.M <= 16)) return false;
+  if (ai >= 7) {
+    if (g_arch != 90) return false;
+    cv = shape_candidates(d.M, d.N, d.K, epi, d.dtype);
+    if (ai - 7 >= (int)cv.size()) return false;
+    tpg_tma_encode xe, we;
+    Prob pv = prob(d.M, d.N, d.K, d.dtype, epi, -1, d.ldx, d.ldw);
+    pv.p.ldy = d.ldy, pv.p.ldr = d.ldr;
+    pv.p.residual_bias = epi == TPG_EPI_RESIDUAL && !(d.M & 1); /* as args_of's bias */
+    if (tpg_gemm_select_variant(pv, &cv[ai - 7], &L, &xe, &we, why, sizeof why)) {
+      fprintf(stderr, "select_variant %s rejected: %s\n", var_name(cv[ai - 7]).c_str(), why); exit(2);
     }
   }
-  cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dr); cudaFree(dy);
-  if (dws) cudaFree(dws);
+  if (ai == 4 || ai == 6) { /* the TMA selection's own workspace (stream-K) */
+    tpg_gemm_args q;
+    memset(&q, 0, sizeof q);
+    q.m = d.M, q.n = d.N, q.k = d.K, q.ldx = d.ldx, q.ldw = d.ldw, q.dtype = d.dtype, q.epilogue = epi;
+    L = pick_tma(q, ai == 6 ? 2 : g_streamk);
+  }
+  if (L.workspace_bytes > d.ws_cap) {
+    if (d.dws) cudaFree(d.dws);
+    CK(cudaMalloc(&d.dws, L.workspace_bytes));
+    CK(cudaMemset(d.dws, 0, L.workspace_bytes)); /* once, at allocation */
+    d.ws_cap = L.workspace_bytes;
+  }
+  if (ai == 1) { /* skip the fallback pass when the selection is the same kernel */
+    tpg_kernel_launch L90;
+    tpg_gemm_select(prob(d.M, d.N, d.K, d.dtype, epi, arches[0]), &L90, why, sizeof why);
+    if (!strcmp(L.kernel, L90.kernel)) return false;
+  }
+  return !(ai >= 2 && ai <= 4 && (g_arch != 90 || d.M <= 16));
+}
+
+static tpg_gemm_args args_of(const CheckData &d, int epi, const tpg_kernel_launch &L) {
+  tpg_gemm_args a;
+  memset(&a, 0, sizeof a);
+  a.x = d.dx, a.w = d.dw, a.y = d.dy;
+  a.bias = (epi == TPG_EPI_NONE || epi == TPG_EPI_F32_PARTIAL || (epi == TPG_EPI_RESIDUAL && (d.M & 1))) ? nullptr : d.db;
+  a.residual = epi == TPG_EPI_RESIDUAL ? d.dr : nullptr;
+  a.m = d.M, a.n = d.N, a.k = d.K, a.ldx = d.ldx, a.ldw = d.ldw, a.ldy = d.ldy, a.ldr = d.ldr;
+  a.dtype = d.dtype, a.epilogue = epi, a.split_k = L.split_k;
+  a.workspace = d.dws;
+  return a;
+}
+
+/* Runs pass ai's launch once (and names it). */
+static void run_pass(int ai, const tpg_gemm_args &a, const tpg_kernel_launch &L, const std::vector<tpg_gemm_variant> &cv,
+                     std::string &kname) {
+  tpg_gemm_tma_args p;
+  tpg_kernel_launch LT;
+  if (ai >= 7) {
+    select_var(a, cv[ai - 7], LT, p);
+    kname = "cand:" + var_name(cv[ai - 7]);
+    launch_sel(LT, p);
+  } else if (ai == 4 || ai == 6) {
+    select_tma(a, LT, p, ai == 6 ? 2 : g_streamk);
+    kname = std::string(ai == 6 ? "sk:" : "sel:") + LT.kernel;
+    launch_sel(LT, p);
+  } else if (ai >= 2) {
+    memset(&p, 0, sizeof p);
+    p.a = a;
+    encode_maps(p, ai == 2 ? 256 : 128);
+    launch_tma(ai == 2 ? 256 : 128, p);
+  } else {
+    launch(L, a);
+  }
+  CK(cudaDeviceSynchronize());
+}
+
+/* What the output check found. */
+struct Verdict { double err = 0, elem_worst = 0; size_t nan_count = 0; };
+
+/* The output against fp64: the relative norm over the checked rows, the
+ * worst |got - ref| / bound (the zoo's bound, gemm_zoo.cuh above check_one:
+ * output rounding, fp32 accumulation over K/16 steps and <= 16 partial
+ * sums, tanh.approx for GeLU, __expf for SiLU/SwiGLU), NaN anywhere. */
+static Verdict verify(const CheckData &d, int epi, const tpg_gemm_args &a, const std::vector<uint8_t> &hy) {
+  const int N = d.N, dtype = d.dtype;
+  const bool f32 = epi == TPG_EPI_F32_PARTIAL;
+  auto out = [&](int m, int n) -> double {
+    if (f32) { float f; memcpy(&f, &hy[((size_t)m * d.ldy + n) * 4], 4); return f; }
+    uint16_t v; memcpy(&v, &hy[((size_t)m * d.ldy + n) * 2], 2); return h2d(v, dtype);
+  };
+  Verdict v;
+  for (int m = 0; m < d.M; ++m)
+    for (int n = 0; n < N; ++n) v.nan_count += std::isnan(out(m, n));
+  double num = 0, den = 0;
+  const double u_out = f32 ? ldexp(1.0, -24) : dtype == TPG_KDT_BF16 ? ldexp(1.0, -8) : ldexp(1.0, -11);
+  const double eacc = (d.K / 16.0 + 16) * ldexp(1.0, -23);
+  for (size_t ri = 0; ri < d.rows.size(); ++ri) {
+    const int m = d.rows[ri];
+    for (int n = 0; n < N; ++n) {
+      const double b = a.bias ? h2d(d.hb[n], dtype) : 0, bu = a.bias ? h2d(d.hb[N + n], dtype) : 0;
+      const double r = a.residual ? h2d(d.hr[(size_t)m * d.ldr + n], dtype) : 0;
+      const double zg = d.acc[ri * 2 * N + n], zu = d.acc[ri * 2 * N + N + n];
+      const double ref = ref_epi(epi, zg, zu, b, bu, r);
+      const double got = out(m, n), e = got - ref;
+      num += e * e, den += ref * ref;
+      const double eg = eacc * d.acc_abs[ri * 2 * N + n], eu = eacc * d.acc_abs[ri * 2 * N + N + n];
+      double sens = eg, approx = 0;
+      if (epi == TPG_EPI_BIAS_SILU) sens = 1.13 * eg, approx = ldexp(fabs(ref), -11);
+      if (epi == TPG_EPI_BIAS_GELU) sens = 1.13 * eg, approx = ldexp(fabs(zg + b), -11);
+      if (epi == TPG_EPI_SWIGLU) {
+        const double gg = zg + b, uu = zu + bu, sg = gg / (1 + exp(-gg));
+        sens = 1.1 * fabs(uu) * eg + fabs(sg) * eu + 1.1 * eg * eu;
+        approx = ldexp(fabs(ref), -11);
+      }
+      const double bound = 2 * u_out * fabs(ref) + sens + approx + (dtype == TPG_KDT_F16 && !f32 ? ldexp(1.0, -24) : 0);
+      v.elem_worst = std::max(v.elem_worst, std::isfinite(got) ? fabs(e) / bound : INFINITY);
+    }
+  }
+  v.err = sqrt(num / std::max(den, 1e-300));
+  return v;
+}
+
+/* Rows that differ when the launch runs again into a re-poisoned output:
+ * stream-K promises bit-identical results launch after launch (the last
+ * contributor sums the partials in CTA order), and so do K over a cluster
+ * (rank order) and CUTLASS's deterministic reduction. */
+static size_t repro_rows(const CheckData &d, int ai, int epi, const tpg_gemm_args &a, const tpg_kernel_launch &L,
+                         const std::vector<tpg_gemm_variant> &cv, const std::vector<uint8_t> &hy) {
+  if (L.split_k != TPG_SPLITK_STREAM && L.split_k != TPG_SPLITK_CLUSTER && !(L.cutlass && L.cutlass_mode != TPG_CUTLASS_DP))
+    return 0;
+  std::vector<uint8_t> hy2(d.ybytes);
+  std::string kname;
+  const size_t es = epi == TPG_EPI_F32_PARTIAL ? 4 : 2;
+  CK(cudaMemset(d.dy, 0xFF, d.ybytes));
+  run_pass(ai, a, L, cv, kname);
+  CK(cudaMemcpy(hy2.data(), d.dy, d.ybytes, cudaMemcpyDeviceToHost));
+  size_t diff = 0;
+  for (int m = 0; m < d.M; ++m) diff += memcmp(&hy[(size_t)m * d.ldy * es], &hy2[(size_t)m * d.ldy * es], (size_t)d.N * es) != 0;
+  return diff;
+}
+
+/* What a launch must leave zero (counters, CUTLASS's barrier words) is
+ * zero again; then the scratch is zeroed for the decode kernels after. */
+static size_t ws_dirty_words(const CheckData &d, const tpg_kernel_launch &L) {
+  size_t dirty = 0;
+  if (L.workspace_zeroed) {
+    std::vector<uint32_t> hw32(L.workspace_zeroed / 4);
+    CK(cudaMemcpy(hw32.data(), d.dws, L.workspace_zeroed, cudaMemcpyDeviceToHost));
+    for (auto v : hw32) dirty += v != 0;
+  }
+  if (L.cutlass) dirty += cutlass_dirty_words(g_last_cutlass);
+  if (L.workspace_bytes > L.workspace_zeroed) CK(cudaMemset(d.dws, 0, L.workspace_bytes));
+  return dirty;
+}
+
+/* One pass of one epilogue: run, check, record. The element-wise bound
+ * decides for the libraries' kernels (CUTLASS, cuBLASLt); for ours it is
+ * reported (TPG_VERBOSE, the JSON), the norm decides. */
+static void check_pass(CheckData &d, int ai, int epi, const tpg_kernel_launch &L,
+                       const std::vector<tpg_gemm_variant> &cv) {
+  const tpg_gemm_args a = args_of(d, epi, L);
+  std::vector<uint8_t> hy(d.ybytes);
+  std::string kname = ai == 2 ? "sm90tma(256)" : ai == 3 ? "sm90tma(128)" : L.kernel;
+  CK(cudaMemset(d.dy, 0xFF, d.ybytes)); /* poison: NaN in every dtype */
+  run_pass(ai, a, L, cv, kname);
+  CK(cudaMemcpy(hy.data(), d.dy, d.ybytes, cudaMemcpyDeviceToHost));
+  const size_t repro_diff = repro_rows(d, ai, epi, a, L, cv, hy);
+  const Verdict v = verify(d, epi, a, hy);
+  const size_t ws_dirty = ws_dirty_words(d, L);
+  const bool lib = L.cutlass || L.family == TPG_GEMM_FAMILY_CUBLASLT, elem_ok = v.elem_worst <= 1.0;
+  if (!lib && !elem_ok) ++g_elem_over_ours;
+  const bool ok = v.nan_count == 0 && ws_dirty == 0 && repro_diff == 0 && v.err <= 1e-2 && std::isfinite(v.err) &&
+                  (!lib || elem_ok);
+  char what[256];
+  snprintf(what, sizeof what, "%-20s %s M=%d N=%d K=%d%s epi=%s", kname.c_str(), d.dtype == TPG_KDT_BF16 ? "bf16" : "f16",
+           d.M, d.N, d.K, d.pad ? " (padded ld)" : "", epi_name[epi]);
+  g_checks.push_back({what, v.err, ok});
+  if (L.cutlass) ++g_cutlass_checks;
+  if (L.family == TPG_GEMM_FAMILY_CUBLASLT) ++g_lt_checks;
+  if (!ok || getenv("TPG_VERBOSE"))
+    printf("%s %s rel_err=%.3e max_err/bound=%.3f nan=%zu ws_nonzero=%zu rows_differing_on_relaunch=%zu\n",
+           ok ? "ok  " : "FAIL", what, v.err, v.elem_worst, v.nan_count, ws_dirty, repro_diff);
+}
+
+/* One shape: fresh inputs, every epilogue, every pass (pass_launch). */
+static void check_shape(int M, int N, int K, int dtype, bool pad) {
+  CheckData d;
+  check_data_make(d, M, N, K, dtype, pad);
+  for (int ai = 0; ai < 7 + TPG_GEMM_MAX_CANDIDATES; ++ai)
+    for (int epi = 0; epi < TPG_EPI_COUNT; ++epi) {
+      tpg_kernel_launch L;
+      std::vector<tpg_gemm_variant> cv;
+      if (pass_launch(d, ai, epi, L, cv)) check_pass(d, ai, epi, L, cv);
+    }
+  check_data_free(d);
 }
 
 /* ---------------- bandwidth ceiling ---------------- */
@@ -678,7 +768,7 @@ static void time_shape(cublasHandle_t h, int M, int K, int N, int reps, std::vec
   CK(cudaDeviceSynchronize());
   tpg_kernel_launch L;
   char why[200];
-  if (tpg_gemm_select(M, N, K, TPG_KDT_BF16, TPG_EPI_NONE, g_arch, g_sms, &L, why, sizeof why)) {
+  if (tpg_gemm_select(prob(M, N, K, TPG_KDT_BF16, TPG_EPI_NONE), &L, why, sizeof why)) {
     fprintf(stderr, "select: %s\n", why); exit(2);
   }
   /* The TMA selections timed: as configured, and with stream-K off / forced. */
@@ -770,7 +860,7 @@ static void time_shape(cublasHandle_t h, int M, int K, int N, int reps, std::vec
   /* alternatives */
   if (g_arch == 90 && M >= 64) {
     tpg_kernel_launch L9;
-    tpg_gemm_select(std::max(M, 65), N, K, TPG_KDT_BF16, TPG_EPI_NONE, 90, g_sms, &L9, why, sizeof why);
+    tpg_gemm_select(prob(std::max(M, 65), N, K, TPG_KDT_BF16, TPG_EPI_NONE, 90), &L9, why, sizeof why);
     std::vector<tpg_gemm_tma_args> P(copies), P128(copies);
     for (int c = 0; c < copies; ++c) {
       memset(&P[c], 0, sizeof P[c]); P[c].a = args(c); encode_maps(P[c], 256);
@@ -782,7 +872,7 @@ static void time_shape(cublasHandle_t h, int M, int K, int N, int reps, std::vec
     alts.push_back(row("sm90tma_n128_sk", timeit([&](int c) { launch_tma(128, P128[c], 0, true); })));
     if (M == 64) {
       tpg_kernel_launch L8;
-      tpg_gemm_select(65, N, K, TPG_KDT_BF16, TPG_EPI_NONE, 80, g_sms, &L8, why, sizeof why);
+      tpg_gemm_select(prob(65, N, K, TPG_KDT_BF16, TPG_EPI_NONE, 80), &L8, why, sizeof why);
       alts.push_back(row("mma", timeit([&](int c) { launch(L8, args(c)); })));
     }
   }
@@ -806,7 +896,7 @@ static void profile_mode() {
     a.x = X; a.w = W; a.y = Y; a.m = M; a.n = N; a.k = K; a.ldx = K; a.ldw = K; a.ldy = N;
     a.dtype = TPG_KDT_BF16; a.split_k = 1;
     tpg_kernel_launch L; char why[200];
-    tpg_gemm_select(M, N, K, TPG_KDT_BF16, 0, 90, g_sms, &L, why, sizeof why);
+    tpg_gemm_select(prob(M, N, K, TPG_KDT_BF16, 0, 90), &L, why, sizeof why);
     void *ws = nullptr;
     if (L.workspace_bytes) { CK(cudaMalloc(&ws, L.workspace_bytes)); CK(cudaMemset(ws, 0, L.workspace_bytes)); }
     a.workspace = ws;
@@ -872,19 +962,21 @@ static int clusters_mode() {
   return 0;
 }
 
-int main(int argc, char **argv) {
-  /* Line-buffered even into a file: a run its caller's timeout kills still
-   * shows the shapes it got through (the suite's stages log to files). */
-  setvbuf(stdout, nullptr, _IOLBF, 0);
+/* The command line. */
+struct MainOpts {
   bool check_only = false, quick = false, profile = false, zoo_mode = false, clusters = false;
   const char *json = nullptr;
   zoo::Opts zo;
+};
+
+static bool parse_args(int argc, char **argv, MainOpts &m) {
+  zoo::Opts &zo = m.zo;
   for (int i = 1; i < argc; ++i) {
-    if (!strcmp(argv[i], "--check-only")) check_only = true;
-    else if (!strcmp(argv[i], "--quick")) quick = true;
-    else if (!strcmp(argv[i], "--profile")) profile = true;
-    else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
-    else if (!strcmp(argv[i], "--zoo")) zoo_mode = true;
+    if (!strcmp(argv[i], "--check-only")) m.check_only = true;
+    else if (!strcmp(argv[i], "--quick")) m.quick = true;
+    else if (!strcmp(argv[i], "--profile")) m.profile = true;
+    else if (!strcmp(argv[i], "--json") && i + 1 < argc) m.json = argv[++i];
+    else if (!strcmp(argv[i], "--zoo")) m.zoo_mode = true;
     else if (!strcmp(argv[i], "--budget-s") && i + 1 < argc) zo.budget_s = atof(argv[++i]);
     else if (!strcmp(argv[i], "--models") && i + 1 < argc) zo.filter = argv[++i];
     else if (!strcmp(argv[i], "--tp") && i + 1 < argc) zo.tps = int_list(argv[++i]);
@@ -895,48 +987,33 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--cutlass")) zo.cutlass = true;
     else if (!strcmp(argv[i], "--graph")) zo.graph = true;
     else if (!strcmp(argv[i], "--trace")) zo.trace = true;
-    else if (!strcmp(argv[i], "--list")) { zoo_mode = true; zo.list = true; }
-    else if (!strcmp(argv[i], "--clusters")) clusters = true;
+    else if (!strcmp(argv[i], "--list")) m.zoo_mode = zo.list = true;
+    else if (!strcmp(argv[i], "--clusters")) m.clusters = true;
     else {
       fprintf(stderr,
               "usage: %s [--check-only] [--quick] [--m 1,3,...] [--json PATH] [--profile] [--clusters]\n"
               "       %s --zoo [--budget-s S] [--models SUBSTR] [--tp 1,2,4,8] [--m 1,16,...] [--reps N] [--no-check] [--graph]\n"
               "          [--cand | --cutlass] [--trace] [--json PATH] [--list]\n", argv[0], argv[0]);
-      return 2;
+      return false;
     }
   }
-  if (zoo_mode && zo.list) return zoo::list(zo);  /* no GPU needed */
-  cudaDeviceProp prop;
-  CK(cudaGetDeviceProperties(&prop, 0));
-  g_sms = prop.multiProcessorCount;
-  g_arch = prop.major * 10 + prop.minor;
-  if (getenv("TPG_ARCH")) g_arch = atoi(getenv("TPG_ARCH"));  /* e.g. 80: test the fallback selection */
-  if (getenv("TPG_GEMM_STREAMK") && getenv("TPG_GEMM_STREAMK")[0]) g_streamk = atoi(getenv("TPG_GEMM_STREAMK"));
-  printf("device: %s, %d SMs, sm_%d, L2 %d MB\n", prop.name, g_sms, g_arch, prop.l2CacheSize >> 20);
-  if (profile) { profile_mode(); printf("profile launches done\n"); return 0; }
-  if (clusters) return clusters_mode();
-  g_rng.seed((uint64_t)std::chrono::high_resolution_clock::now().time_since_epoch().count());
-  if (zoo_mode) {
-    const int rc = zoo::run(zo, prop.name, json);
-    int zf = 0;
-    for (auto &c : g_checks) zf += !c.ok;
-    printf("checks: %zu run, %d failed\n", g_checks.size(), zf);
-    return rc;
-  }
+  return true;
+}
 
-  /* ---- checks ---- */
-  /* each decode GEMV class, full and partial; 100: the swapped tiles' token pairs (_sw _c2) with a partial
-     second pair; 383: three 128-row M-tiles, so a _c2 cluster's second tile is
-     wholly past M */
+/* The checks: each decode GEMV class, full and partial; 100: the swapped
+ * tiles' token pairs (_sw _c2) with a partial second pair; 383: three
+ * 128-row M-tiles, so a _c2 cluster's second tile is wholly past M. */
+static void run_checks(const MainOpts &m, int &fails, double &worst) {
   const int Ms[] = {1, 3, 9, 16, 17, 33, 64, 100, 255, 383, 1024, 4096};
   const int NK[][2] = {{264, 520}, {1096, 776}, {2056, 4104}};
+  const std::vector<int> &only = m.zo.ms; /* --m: these M only */
   auto t0 = std::chrono::steady_clock::now();
   int si = 0;
-  const bool small = getenv("TPG_CHECK_SMALL") != nullptr;  /* for compute-sanitizer runs */
+  const bool small = getenv("TPG_CHECK_SMALL") != nullptr; /* for compute-sanitizer runs */
   for (int M : Ms)
     for (auto &nk : NK) {
-      if (!zo.ms.empty() && std::find(zo.ms.begin(), zo.ms.end(), M) == zo.ms.end()) continue;  /* --m: these M only */
-      if (quick && nk[1] == 4104 && M > 64) continue;
+      if (!only.empty() && std::find(only.begin(), only.end(), M) == only.end()) continue;
+      if (m.quick && nk[1] == 4104 && M > 64) continue;
       if (small && (nk[1] == 4104 || M > 255)) continue;
       check_shape(M, nk[0], nk[1], TPG_KDT_BF16, (si++ % 2) == 1);
       if (nk[1] != 4104) check_shape(M, nk[0], nk[1], TPG_KDT_F16, false);
@@ -945,61 +1022,105 @@ int main(int argc, char **argv) {
    * 128 x 128 _c2 has 67 units on 66 clusters, so the split wave is 1 unit x 16 K-blocks for 66
    * clusters, and 128 x 64 leaves 4 tiles x 16 for 132 CTAs. The fix-up once waited there for
    * CTAs with nothing to add and left those tiles unwritten. */
-  if (!small && (zo.ms.empty() || std::find(zo.ms.begin(), zo.ms.end(), 256) != zo.ms.end()))
+  if (!small && (only.empty() || std::find(only.begin(), only.end(), 256) != only.end()))
     check_shape(256, 8576, 1024, TPG_KDT_BF16, false);
-  int fails = 0;
-  double worst = 0;
-  for (auto &c : g_checks) { fails += !c.ok; if (std::isfinite(c.err)) worst = std::max(worst, c.err); }
+  fails = 0, worst = 0;
+  for (auto &c : g_checks) {
+    fails += !c.ok;
+    if (std::isfinite(c.err)) worst = std::max(worst, c.err);
+  }
   printf("checks: %zu run, %d failed, worst rel_err %.3e (limit 1e-2), %.1f s\n", g_checks.size(), fails, worst,
          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   printf("CUTLASS checks: %d (every candidate element-wise against fp64)%s; our kernels over the element-wise bound: %d "
          "(reported, not failed)\n", g_cutlass_checks,
          cutlass_available() ? "" : " - NONE: this gemm_bench has no embedded kernels", g_elem_over_ours);
+  char lwhy[400] = "";
+  tpg_lt_available(lwhy, sizeof lwhy);
+  printf("cuBLASLt checks: %d (the family's plans, every answer and epilogue it runs, element-wise against fp64)%s%s\n",
+         g_lt_checks, lwhy[0] ? " - NONE: " : "", lwhy);
+}
 
+static void print_time_rows(const char *title, const std::vector<TimeRow> &rows) {
+  if (title) printf("%s", title);
+  for (auto &r : rows)
+    printf("%5d %6d %6d  %-20s %9.1f %9.1f %7.3f %8.1f %8.3f %8.3f\n", r.M, r.K, r.N, r.kernel.c_str(), r.us, r.cublas_us,
+           r.tbs, r.tflops, r.vs_cublas, r.vs_floor);
+}
+
+/* The bandwidth ceiling, then ours against cublasGemmEx on the headline shapes. */
+static double run_timing(bool quick, std::vector<TimeRow> &rows, std::vector<TimeRow> &alts) {
+  const double bw = read_bandwidth((size_t)4 << 30, 1);
+  const double bw_dec = read_bandwidth((size_t)8192 * 14336 * 2, 3);
+  printf("pure-read bandwidth (ld.global.nc 16B): %.3f TB/s on 4 GiB; %.3f TB/s (%.1f us) on 235 MB = one 8192x14336 bf16 weight\n",
+         bw, bw_dec, 8192.0 * 14336 * 2 / bw_dec / 1e6);
+  cublasHandle_t h;
+  CKB(cublasCreate(&h));
+  const int TM[] = {1, 4, 16, 64, 128, 256, 1024, 4096};
+  const int TKN[][2] = {{8192, 14336}, {14336, 8192}, {4096, 7168}, {7168, 4096}, {8192, 8192}};
+  for (auto &kn : TKN)
+    for (int M : TM) time_shape(h, M, kn[0], kn[1], quick ? 5 : (M >= 1024 ? 11 : 21), rows, alts);
+  time_shape(h, 8192, 8192, 8192, quick ? 3 : 7, rows, alts); /* the 8192^3 reference */
+  cublasDestroy(h);
+  print_time_rows("\nalternatives (not selected):\n", alts);
+  printf("\n%5s %6s %6s  %-20s %9s %9s %7s %8s %8s %8s\n", "M", "K", "N", "kernel", "us", "cublas_us", "TB/s",
+         "TFLOP/s", "x_cublas", "x_floor");
+  print_time_rows(nullptr, rows);
+  printf("(x_cublas = cublas_us / us, >1 is faster than cuBLAS; x_floor = floor/us with floor = max(bytes/4.3TB/s, flops/790TFLOP/s); read ceiling %.3f TB/s)\n", bw);
+  return bw;
+}
+
+static void write_main_json(const char *path, const char *device, double bw, const std::vector<TimeRow> &rows) {
+  FILE *f = fopen(path, "w");
+  if (!f) return;
+  fprintf(f, "{\"device\":\"%s\",\"read_tbs\":%.4f,\"checks\":[", device, bw);
+  for (size_t i = 0; i < g_checks.size(); ++i)
+    fprintf(f, "%s{\"what\":\"%s\",\"rel_err\":%.4e,\"ok\":%s}", i ? "," : "", g_checks[i].what.c_str(),
+            g_checks[i].err, g_checks[i].ok ? "true" : "false");
+  fprintf(f, "],\"timing\":[");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    auto &r = rows[i];
+    fprintf(f, "%s{\"M\":%d,\"K\":%d,\"N\":%d,\"kernel\":\"%s\",\"us\":%.2f,\"cublas_us\":%.2f,\"tbs\":%.4f,\"tflops\":%.2f,\"x_cublas\":%.4f,\"x_floor\":%.4f}",
+            i ? "," : "", r.M, r.K, r.N, r.kernel.c_str(), r.us, r.cublas_us, r.tbs, r.tflops, r.vs_cublas, r.vs_floor);
+  }
+  fprintf(f, "]}\n");
+  fclose(f);
+}
+
+int main(int argc, char **argv) {
+  /* Line-buffered even into a file: a run its caller's timeout kills still
+   * shows the shapes it got through (the suite's stages log to files). */
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+  MainOpts m;
+  if (!parse_args(argc, argv, m)) return 2;
+  if (m.zoo_mode && m.zo.list) return zoo::list(m.zo); /* no GPU needed */
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  g_sms = prop.multiProcessorCount;
+  g_arch = prop.major * 10 + prop.minor;
+  if (getenv("TPG_ARCH")) g_arch = atoi(getenv("TPG_ARCH")); /* e.g. 80: test the fallback selection */
+  if (getenv("TPG_GEMM_STREAMK") && getenv("TPG_GEMM_STREAMK")[0]) g_streamk = atoi(getenv("TPG_GEMM_STREAMK"));
+  printf("device: %s, %d SMs, sm_%d, L2 %d MB\n", prop.name, g_sms, g_arch, prop.l2CacheSize >> 20);
+  if (m.profile) {
+    profile_mode();
+    printf("profile launches done\n");
+    return 0;
+  }
+  if (m.clusters) return clusters_mode();
+  g_rng.seed((uint64_t)std::chrono::high_resolution_clock::now().time_since_epoch().count());
+  if (m.zoo_mode) {
+    const int rc = zoo::run(m.zo, prop.name, m.json);
+    int zf = 0;
+    for (auto &c : g_checks) zf += !c.ok;
+    printf("checks: %zu run, %d failed\n", g_checks.size(), zf);
+    return rc;
+  }
+  int fails = 0;
+  double worst = 0, bw = 0;
+  run_checks(m, fails, worst);
   std::vector<TimeRow> rows, alts;
-  double bw = 0;
-  if (!check_only) {
-    bw = read_bandwidth((size_t)4 << 30, 1);
-    const double bw_dec = read_bandwidth((size_t)8192 * 14336 * 2, 3);
-    printf("pure-read bandwidth (ld.global.nc 16B): %.3f TB/s on 4 GiB; %.3f TB/s (%.1f us) on 235 MB = one 8192x14336 bf16 weight\n",
-           bw, bw_dec, 8192.0 * 14336 * 2 / bw_dec / 1e6);
-    cublasHandle_t h;
-    CKB(cublasCreate(&h));
-    const int TM[] = {1, 4, 16, 64, 128, 256, 1024, 4096};
-    const int TKN[][2] = {{8192, 14336}, {14336, 8192}, {4096, 7168}, {7168, 4096}, {8192, 8192}};
-    for (auto &kn : TKN)
-      for (int M : TM) time_shape(h, M, kn[0], kn[1], quick ? 5 : (M >= 1024 ? 11 : 21), rows, alts);
-    time_shape(h, 8192, 8192, 8192, quick ? 3 : 7, rows, alts);  /* the issue's 8192^3 reference */
-    cublasDestroy(h);
-    printf("\nalternatives (not selected):\n");
-    for (auto &r : alts)
-      printf("%5d %6d %6d  %-20s %9.1f %9.1f %7.3f %8.1f %8.3f %8.3f\n", r.M, r.K, r.N, r.kernel.c_str(), r.us, r.cublas_us,
-             r.tbs, r.tflops, r.vs_cublas, r.vs_floor);
-    printf("\n%5s %6s %6s  %-20s %9s %9s %7s %8s %8s %8s\n", "M", "K", "N", "kernel", "us", "cublas_us", "TB/s",
-           "TFLOP/s", "x_cublas", "x_floor");
-    for (auto &r : rows)
-      printf("%5d %6d %6d  %-20s %9.1f %9.1f %7.3f %8.1f %8.3f %8.3f\n", r.M, r.K, r.N, r.kernel.c_str(), r.us, r.cublas_us,
-             r.tbs, r.tflops, r.vs_cublas, r.vs_floor);
-    printf("(x_cublas = cublas_us / us, >1 is faster than cuBLAS; x_floor = floor/us with floor = max(bytes/4.3TB/s, flops/790TFLOP/s); read ceiling %.3f TB/s)\n", bw);
-  }
+  if (!m.check_only) bw = run_timing(m.quick, rows, alts);
   for (auto &r : alts) rows.push_back(r);
-  if (json) {
-    FILE *f = fopen(json, "w");
-    if (f) {
-      fprintf(f, "{\"device\":\"%s\",\"read_tbs\":%.4f,\"checks\":[", prop.name, bw);
-      for (size_t i = 0; i < g_checks.size(); ++i)
-        fprintf(f, "%s{\"what\":\"%s\",\"rel_err\":%.4e,\"ok\":%s}", i ? "," : "", g_checks[i].what.c_str(),
-                g_checks[i].err, g_checks[i].ok ? "true" : "false");
-      fprintf(f, "],\"timing\":[");
-      for (size_t i = 0; i < rows.size(); ++i) {
-        auto &r = rows[i];
-        fprintf(f, "%s{\"M\":%d,\"K\":%d,\"N\":%d,\"kernel\":\"%s\",\"us\":%.2f,\"cublas_us\":%.2f,\"tbs\":%.4f,\"tflops\":%.2f,\"x_cublas\":%.4f,\"x_floor\":%.4f}",
-                i ? "," : "", r.M, r.K, r.N, r.kernel.c_str(), r.us, r.cublas_us, r.tbs, r.tflops, r.vs_cublas, r.vs_floor);
-      }
-      fprintf(f, "]}\n");
-      fclose(f);
-    }
-  }
+  if (m.json) write_main_json(m.json, prop.name, bw, rows);
   printf("checks: %zu run, %d failed, worst rel_err %.3e\n", g_checks.size(), fails, worst);
   return fails ? 1 : 0;
 }

@@ -79,12 +79,13 @@ int main(int argc, char **argv) {
     int hits = 0, keys = 0;
     for (i = 0; i < (int)(sizeof kShapes / sizeof kShapes[0]); ++i)
       for (j = 0; j < nm; ++j) {
-        const tpg_gemm_key k = {ms[j], kShapes[i][0], kShapes[i][1], TPG_KDT_BF16, kShapes[i][2], sms, major * 10 + minor};
+        const tpg_gemm_problem k = tpg_gemm_problem_make(ms[j], kShapes[i][0], kShapes[i][1], TPG_KDT_BF16,
+                                                         kShapes[i][2], major * 10 + minor, sms);
         tpg_kernel_launch L;
         tpg_tma_encode xm, wm;
         tpg_gemm_tune_info info;
         ++keys;
-        if (tpg_gemm_tune_pick(&c, &k, k.k, k.k, &L, &xm, &wm, &info) != TPG_SUCCESS) {
+        if (tpg_gemm_tune_pick(&c, &k, &L, &xm, &wm, &info) != TPG_SUCCESS) {
           printf("FAIL pick %dx%dx%d: %s\n", k.m, k.n, k.k, tpg_last_error());
           ++fails;
           continue;

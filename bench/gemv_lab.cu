@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "../kernels/gemm/gemv.cu"
-#include "../lib/gemm/select.h"
+#include "../lib/gemm/ours.h"
 #include "bench_cuda.cuh"
 
 typedef void (*kfn)(const tpg_gemm_args);
@@ -226,7 +226,8 @@ int main(int argc, char **argv) {
         if (wel * copies > maxw) continue;
         tpg_kernel_launch L;
         char why[200];
-        if (tpg_gemm_select(M, N, K, TPG_KDT_BF16, epi, 90, g_sms, &L, why, sizeof why)) { fprintf(stderr, "%s\n", why); return 2; }
+        const tpg_gemm_problem P = tpg_gemm_problem_make(M, N, K, TPG_KDT_BF16, epi, 90, g_sms);
+        if (tpg_gemm_select(&P, &L, why, sizeof why)) { fprintf(stderr, "%s\n", why); return 2; }
         const kfn f = lib_fn(L.kernel);
         tpg_gemm_args a;
         memset(&a, 0, sizeof a);
@@ -291,7 +292,8 @@ int main(int argc, char **argv) {
       {
         tpg_kernel_launch L;
         char why[200];
-        if (tpg_gemm_select(M, N, K, TPG_KDT_BF16, epi, 90, g_sms, &L, why, sizeof why)) { fprintf(stderr, "%s\n", why); return 2; }
+        const tpg_gemm_problem P = tpg_gemm_problem_make(M, N, K, TPG_KDT_BF16, epi, 90, g_sms);
+        if (tpg_gemm_select(&P, &L, why, sizeof why)) { fprintf(stderr, "%s\n", why); return 2; }
         if (L.workspace_bytes > ws_bytes) { fprintf(stderr, "workspace\n"); return 2; }
         cfgs.push_back({std::string("lib:") + L.kernel, lib_fn(L.kernel), dim3(L.grid[0], L.grid[1], L.grid[2]), L.block[0], ws_lib});
       }

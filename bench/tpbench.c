@@ -39,6 +39,8 @@
 #include <unistd.h>
 
 #include "bench/bench_common.h"
+#include "kernels/tpg_kargs.h"
+#include "lib/gemm/select.h"
 
 #define MAXV 8
 enum { M_EAGER, M_CAPTURED, M_NCCL, M_SYM, M_EXPLICIT, M_PDL, M_OVERLAP, M_COMPUTE, NMODES };
@@ -57,6 +59,11 @@ static int make_png = 1;
  * run. res_lo / res_hi: p10 and p90 of the same launches. */
 static double res[MAXV][MAXV][NMODES], res_lo[MAXV][MAXV][NMODES], res_hi[MAXV][MAXV][NMODES];
 static double torch_res[MAXV][MAXV][6]; /* eager, graph, eager noAR, graph noAR, compile + graph, the same noAR */
+/* Which GEMM family ran each graph's GEMM nodes (tpg_graph_info, rank 0):
+ * ours, CUTLASS, cuBLASLt; and rank 0's fc1 / fc2 by the rule's names
+ * ("family:variant", lib/gemm/select.h: what the graph picks with tuning off). */
+static int gemm_fam[MAXV][MAXV][NMODES][3];
+static char gemm_pick[MAXV][MAXV][2][48];
 
 static pthread_barrier_t barrier;
 static tpg_comm_id g_id;
@@ -136,6 +143,30 @@ static bench_pcts time_graph(rank_state *st, tpg_graph *g) {
 
 static int g_nranks;
 
+/* Rank 0's fc1 and fc2 as the rule picks them on this GPU: the family and
+ * variant names (TPG_GEMM_FAMILY as the graph reads it). */
+static void gemm_picks(int si, int ti, int sm_reserve) {
+  struct cudaDeviceProp pr;
+  const char *env = getenv("TPG_GEMM_FAMILY");
+  const int fam = env && env[0] ? tpg_gemm_family_parse(env) : TPG_GEMM_FAMILY_AUTO;
+  const int sw = KIND == TPG_MLP_SWIGLU, Fr = ffn[si] / g_nranks, H = hid[si];
+  CUDA_OK(cudaGetDeviceProperties(&pr, 0));
+  const int sms = pr.multiProcessorCount - sm_reserve, arch = pr.major * 10 + pr.minor;
+  const int shape[2][4] = {{Fr, H, sw ? TPG_EPI_SWIGLU : TPG_EPI_BIAS_GELU, 0},
+                           {H, Fr, TPG_EPI_RESIDUAL, KIND == TPG_MLP_GELU}};
+  for (int i = 0; i < 2; i++) {
+    tpg_gemm_problem p = tpg_gemm_problem_make(toks[ti], shape[i][0], shape[i][1], TPG_KDT_BF16, shape[i][2], arch,
+                                               sms >= pr.multiProcessorCount / 2 ? sms : pr.multiProcessorCount / 2);
+    tpg_gemm_variant v;
+    char name[32] = "?";
+    memset(&v, 0, sizeof v);
+    p.residual_bias = shape[i][3];
+    if (fam >= 0 && !tpg_gemm_select_rule_variant(&p, fam, &v, NULL, 0)) tpg_gemm_variant_name(&v, name, sizeof name);
+    snprintf(gemm_pick[si][ti][i], sizeof gemm_pick[si][ti][i], "%s:%s",
+             tpg_gemm_family_name(fam >= 0 ? tpg_gemm_variant_family(&v) : -1), name);
+  }
+}
+
 static void run_one(rank_state *st, int si, int ti, int mode) {
   int H = hid[si], F = ffn[si], M = toks[ti], n = g_nranks;
   tpg_mlp_desc d = TPG_MLP_DESC_INIT;
@@ -185,6 +216,14 @@ static void run_one(rank_state *st, int si, int ti, int mode) {
   cfg.flags = mode == M_SYM ? TPG_GRAPH_NCCL_SYMMETRIC : mode == M_PDL ? TPG_GRAPH_PDL : 0u;
   tpg_graph *g;
   MUST(tpg_graph_create(p, &cfg, &g));
+  if (st->rank == 0) {
+    tpg_graph_info gi;
+    MUST(tpg_graph_get_info(g, &gi, sizeof gi));
+    gemm_fam[si][ti][mode][0] = gi.gemm_ours_nodes;
+    gemm_fam[si][ti][mode][1] = gi.gemm_cutlass_nodes;
+    gemm_fam[si][ti][mode][2] = gi.gemm_cublaslt_nodes;
+    if (mode == M_EXPLICIT || !gemm_pick[si][ti][0][0]) gemm_picks(si, ti, d.sm_reserve);
+  }
   if (mode == M_PDL && st->rank == 0 && si == 0 && ti == 0) {
     tpg_graph_info gi;
     MUST(tpg_graph_get_info(g, &gi, sizeof gi));
@@ -496,6 +535,14 @@ static void write_json(int n) {
                 ", \"torch_compile\": %.2f, \"torch_compile_noar\": %.2f",
                 torch_res[si][ti][0], torch_res[si][ti][1], torch_res[si][ti][2], torch_res[si][ti][3],
                 torch_res[si][ti][4], torch_res[si][ti][5]);
+      /* The GEMM families: rank 0's fc1 / fc2 by the rule, and per mode the
+       * graph's GEMM nodes by family [ours, cutlass, cublaslt]. */
+      fprintf(f, ", \"gemm\": {\"fc1\": \"%s\", \"fc2\": \"%s\"", gemm_pick[si][ti][0], gemm_pick[si][ti][1]);
+      for (int m = 0; m < NMODES; m++)
+        if (res[si][ti][m] > 0)
+          fprintf(f, ", \"%s\": [%d, %d, %d]", mode_name[m], gemm_fam[si][ti][m][0], gemm_fam[si][ti][m][1],
+                  gemm_fam[si][ti][m][2]);
+      fprintf(f, "}");
       /* Each mode's spread over the launches: [p10, p50, p90] us per layer. */
       fprintf(f, ", \"pct\": {");
       int firstm = 1;
@@ -537,6 +584,12 @@ static void print_table(int n) {
       printf(" %9.2fx\n", best / fl);
     }
   printf("exposed = best explicit (plain, pdl or overlap) - compute-only (no PDL); floor = max(weight bytes / 4.3 TB/s, FLOPs / 790 TFLOP/s)\n");
+  printf("GEMM families (rank 0, family:variant as the rule picks them; explicit graph's nodes ours/cutlass/cublaslt):\n");
+  for (int si = 0; si < nshape; si++)
+    for (int ti = 0; ti < ntok; ti++)
+      printf("  %d/%d %5d tokens: fc1 %s, fc2 %s; nodes %d/%d/%d\n", hid[si], ffn[si], toks[ti], gemm_pick[si][ti][0],
+             gemm_pick[si][ti][1], gemm_fam[si][ti][M_EXPLICIT][0], gemm_fam[si][ti][M_EXPLICIT][1],
+             gemm_fam[si][ti][M_EXPLICIT][2]);
 }
 
 static void usage(FILE *f) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""zoo_rules.py - the GEMM selector's rule, derived from a gemm_bench zoo run.
+"""zoo_rules.py - our GEMM kernels' Hopper rule, derived from a gemm_bench zoo run.
 
 Usage: python3 bench/zoo_rules.py ZOO.json [--tree] [--fit | --fit-from-rule] [--cv] [--summary | --picks]
 
@@ -7,30 +7,22 @@ ZOO.json: `gemm_bench --zoo --cand --json` output (every shape of the model
 zoo with ours, cuBLASLt, and every forced candidate's time). Prints, per M
 and overall, the geometric mean of time / cuBLAS for
   heuristic  what the selector of that run picked (the "kernel" column),
-  rule       rule() below, i.e. what lib/gemm/select.c picks now (it must
+  rule       rule() below, i.e. what lib/gemm/ours_rule.c picks now (it must
              stay a transcription of this function),
   best       the fastest candidate of each shape (what tuning could reach),
 and the shapes where the rule loses most to the best candidate.
 --cv refits leaving out each model's own shapes and judges the rule on them.
 --picks prints tests/cpu/gemm_rule_picks.txt (the rule's pick per shape, for
-gemm_rule_test). --summary prints the Markdown tables of docs/performance.md instead.
+gemm_rule_test). --summary prints the rule's Markdown tables (docs/gemm.md).
 --tree prints, per M, a depth-2 tree on (W rows, K) minimizing the summed
 log(time / best): the M <= 16 thresholds of rule() are its M = 16 tree,
-rounded. --fit re-runs the coordinate descent that set the cost model's
-constants (EFF_*, SK_FIX, SK_K) over the grids in FIT_GRID from FIT_START
-and prints what it finds (the table below still uses the constants in the
-file; they are what the fit printed on the H200 zoo of commit f02745a; the
-m > 64 ones were refitted with --fit-from-rule when the _c2 and BN 192
-kernels were added, on a zoo run that timed them: commit 6a048dc,
-`gemm_bench --zoo --cand --reps 7 --m 128,256,512,1024,2048,4096,8192` with
-`--tp 4,8`, `--tp 2` and `--models llama3-8b --tp 1`, the three JSON files
-merged (504 shapes). The f02745a zoo has no times for those kernels, so
-this script now needs a run with them (--picks still works on any zoo).
-The descent also moves K_FIX (aligned split-K, "kfix" in FIT_GRID) where a
-class has it; SK_P (stream-K's k-step price) was set by a scan, not by it.
-Session 6 set K_FIX and SK_P alone, every other constant kept (see them);
-session 7 KC_FIX (K over a cluster, "kcfix" in FIT_GRID) alone, by a scan of
-0..40 on three candidate runs.
+rounded. --fit re-runs the coordinate descent that sets the cost model's
+constants (EFF_*, SK_FIX, SK_K, K_FIX where a class has it) over the grids
+in FIT_GRID from FIT_START and prints what it finds; --fit-from-rule starts
+it from the constants below. The file keeps the constants the fits chose;
+SK_P and KC_FIX were set by scans with every other constant kept. Which
+runs fitted which constant, and what each bought: docs/gemm.md, "Our
+Hopper rule". A fit needs a run that timed every kernel the tables name.
 """
 import collections
 import json
@@ -43,29 +35,21 @@ import sys
 # stream-K pays its exact share of all k-steps plus a fix-up of SK_FIX * bm * bn
 # and, when the tiles alone would not fill the SMs, SK_K of a tile's K again.
 # m <= 64 is weight streaming (64-row tiles only), m > 64 compute; m <= 32 has
-# its own table (EFF_TINY: refitted with --fit-from-rule on the zoo of commit
-# 0364843, M = 32 predicted 1.106 against 1.129 with the m <= 64 constants,
-# which picked 64 x 64 tiles where 64 x 128 won most M = 32 shapes).
+# its own table (EFF_TINY: with 64-row tiles half of X is zero fill, and the
+# m <= 64 constants picked 64 x 64 tiles where 64 x 128 won most M = 32 shapes).
 # Fitted on the zoo by coordinate descent over FIT_GRID (--fit).
 SMS = 132
-# The _c2 kernels are considered stream-K only: whole-tile _c2 was the best
-# candidate on 18 of 504 shapes (R3) and 2 of 378 (R2), and letting the rule
-# take them fitted worse (1.185 vs 1.182 on R3).
+# The _c2 kernels are considered stream-K only: whole-tile _c2 was rarely the
+# best candidate, and letting the rule take it fitted worse.
 C2_SK_ONLY = True
 EFF_TINY = {(64, 256): 0.6, (64, 128): 0.6, (64, 64): 1.4}
 EFF_SMALL = {(64, 256): 0.6, (64, 128): 0.6, (64, 64): 0.8}
 EFF_LARGE = {(128, 256): 1.0, (128, 128): 1.15, (128, 64): 1.4, (64, 256): 1.3, (64, 128): 1.5,
              (128, 256, 2): 0.95, (128, 128, 2): 1.05, (128, 192): 1.0, (128, 192, 2): 0.9}
 # 64 < m <= 128 ("mid") has its own table, where the 64-row _c2 pairs and the
-# _cn2 pairs (N-tiles sharing X) are candidates; 9.0 = never picked. Fitted
-# with --fit-from-rule on the sm90b R3 zoo run (commit a512629's kernels,
-# `gemm_bench --zoo --cand --m 32,64,128,256 --reps 7`, 372 shapes) over
-# M = 128 and 256: M = 128 1.224 -> 1.192 there, but M = 256 1.216 -> 1.227,
-# so the table stops at 128 and M = 256 keeps the large one (the two old
-# entries that moved, 128 x 128 and its _c2, also help on the 0364843 zoo:
-# 1.241 -> 1.238 over M = 128..256); the _cn2 pairs never paid (9.0), here or
-# at M <= 64; small's kk 0.05 -> 0.1 helped on both runs (M = 64: 1.114 ->
-# 1.110 and 1.124 -> 1.122).
+# _cn2 pairs (N-tiles sharing X) are candidates; 9.0 = never picked. It stops
+# at M = 128: fitted over M = 128 and 256 it helped 128 and hurt 256, so
+# M = 256 keeps the large table. The _cn2 pairs never paid, here or at M <= 64.
 EFF_MID = dict(list(EFF_LARGE.items()) + [((64, 128, 2), 1.3), ((64, 64, 2), 2.0), ((128, 128, "n2"), 9.0),
                                             ((128, 64, "n2"), 9.0)])
 EFF_MID[(128, 128)] = 1.1
@@ -79,58 +63,42 @@ SW_SMALL = SW_TINY + [(64, 64, "sw"), (64, 128, "sw"), (64, 256, "sw"), (32, 64,
 SW_MID = [(64, 64, "sw"), (64, 128, "sw"), (64, 256, "sw"), (64, 64, "sw2"), (64, 128, "sw2"), (32, 64, "sw2"),
           (32, 128, "sw2")]
 # 8 < M <= 16 ("dec"): the GEMV below DEC_SW_W W rows, the 16-token swapped
-# tiles from there (they stream wide W faster than the GEMV's split-K). The
-# fit on the zoo put the threshold at 7168 (M = 16 predicted 1.036; 8192:
-# 1.038), but in tpbench's graph the 7168-row GeLU up-projection of the
-# 4096/14336 layer at 16 tokens ran slower with the swapped tile (compute-only
-# 39.9 -> 43.1 us per layer, nvidia-h200-x2, commit dd742b1): 8192.
+# tiles from there (they stream wide W faster than the GEMV's split-K). 8192,
+# not the zoo fit's 7168: in tpbench's graph the 7168-row GeLU up-projection
+# of the 4096 / 14336 layer at 16 tokens ran slower with the swapped tile.
 DEC_SW_W = 8192
 EFF_DEC = {(16, 64, "sw"): 1.2, (16, 128, "sw"): 1.0}
 for _t, _keys in ((EFF_TINY, SW_TINY), (EFF_SMALL, SW_SMALL), (EFF_MID, SW_MID)):
     for _k in _keys:
         _t.setdefault(_k, 9.0)
-# Fitted with --fit-from-rule on the zoo run that first timed the swapped
-# tiles (commit 756c3fa, `gemm_bench --zoo --cand --m 16,32,64,128 --reps 7`,
-# 372 shapes; predicted M = 16 1.061 -> 1.036, 32 1.126 -> 1.061, 64 1.129 ->
-# 1.118, 128 1.187 -> 1.166); the mid table's other entries moved in the same
-# fit (128 x 128 1.1 -> 1.05, 64 x 128 1.5 -> 1.3, its _c2 1.3 -> 1.1, fix 40 -> 20).
+# Fitted with --fit-from-rule on a zoo run that timed the swapped tiles; the
+# mid table's other entries moved in the same fit.
 EFF_TINY.update({(32, 64, "sw"): 1.2, (32, 128, "sw"): 1.0})
 EFF_SMALL.update({(32, 64, "sw"): 1.4, (64, 64, "sw"): 0.7})
 EFF_MID.update({(64, 64, "sw"): 1.7, (64, 128, "sw"): 1.2, (128, 128): 1.05, (64, 128): 1.3, (64, 128, 2): 1.1})
-# mid: the fit said 20 (M = 128 predicted 1.166), 30 gives 1.172 and keeps
-# 128 x 128 whole tiles instead of 64-row _c2 stream-K on tpbench's 14336 x 8192
-# up-projection at 128 tokens, which ran 7% slower per layer that way (compute-only
-# 138.9 -> 148.5 us, dd742b1); on the zoo's 8192 x 28672 the same _c2 ran 8% slower
-# stream-K than whole (zoo of 756c3fa).
+# mid: 30, not the fit's 20: it keeps 128 x 128 whole tiles instead of 64-row
+# _c2 stream-K on tpbench's 14336 x 8192 up-projection at 128 tokens, which
+# ran slower per layer that way (and the same _c2 ran slower stream-K than
+# whole on the zoo's 8192 x 28672).
 SK_FIX = {"dec": 40.0, "tiny": 40.0, "small": 20.0, "mid": 30.0, "large": 40.0}
 SK_K = {"dec": 0.1, "tiny": 0.1, "small": 0.1, "mid": 0.05, "large": 0.0}
 # Aligned split-K ("_k<S>", 128-row unswapped tiles and their _c2, m > 64): a
 # grid of units x S, S = min(resident units // units, K blocks, 16) >= 2, each
 # CTA one K range of one unit; its cost is that range's k-steps at the tile's
 # whole-tile eff plus a fix-up of K_FIX * bm * bn (None: not considered).
-# Fitted alone, every other constant kept (session 6, nvidia-h200; zoo runs
-# `gemm_bench --zoo --cand --no-check --reps 7` of a build with the _k
-# candidates, --m 128,512 and --m 256,1024,2048,4096, 558 shapes): mid 15
-# (M = 128 1.185 -> 1.164), large 20 (M = 256..4096 1.129 -> 1.120); a second
-# run of M = 128 / 512 agreed (1.177 -> 1.153, 1.168 -> 1.155).
+# Fitted alone, every other constant kept.
 K_FIX = {"dec": None, "tiny": None, "small": None, "mid": 15.0, "large": 20.0}
 # Stream-K's k-steps cost SK_P more than whole tiles' (m > 128): its CTAs
-# read X and W at scattered K offsets (kernels.md, "Aligned split-K": the
-# loop at ~60% of the tensor pipe where whole tiles run at ~83%), which the
-# model's wave arithmetic did not see (e.g. 256 x 12288 x 49152: the rule's
-# 192-wide _c2 stream-K 602 us against 434 for the same tiles whole).
-# Fitted alone after K_FIX on the same runs: 0.1 (M = 256..4096 1.120 ->
-# 1.113, every M better; the second run's M = 512 1.155 -> 1.145).
+# read X and W at scattered K offsets (the loop runs a smaller share of the
+# tensor pipe than whole tiles'), which the model's wave arithmetic did not
+# see. Scanned alone after K_FIX.
 SK_P = {"dec": 0.0, "tiny": 0.0, "small": 0.0, "mid": 0.0, "large": 0.1}
 # K over a cluster ("_kc<S>", 128-row unswapped one-CTA tiles, m > 64): the S K
 # ranges of a tile are a launch-time cluster summed through distributed
 # shared memory; S = the most (<= 8, <= K blocks) whose clusters all fit at
-# once (KC_CLUSTERS, measured on the H200); cost = that range's k-steps at
-# the tile's whole-tile eff plus KC_FIX * bm * bn (None: not considered).
-# Fitted alone (session 7, nvidia-h200; `gemm_bench --zoo --cand --no-check
-# --reps 7 --m 128,256,512,1024,2048,4096` of three builds of the kernel,
-# 558 shapes each): 10 for both classes, mid 1.179-1.192 -> 1.163-1.175,
-# large 1.113-1.117 -> 1.107-1.110 (15 or more: never picked at M = 128).
+# once (KC_CLUSTERS: cudaOccupancyMaxActiveClusters with 132 SMs); cost = that
+# range's k-steps at the tile's whole-tile eff plus KC_FIX * bm * bn (None:
+# not considered). Scanned alone over 0..40; 15 or more is never picked.
 KC_FIX = {"dec": None, "tiny": None, "small": None, "mid": 10.0, "large": 10.0}
 KC_CLUSTERS = {2: 66, 3: 39, 4: 30, 5: 22, 6: 17, 7: 15, 8: 15}
 
@@ -211,13 +179,13 @@ def cost(m, w, k, key, sk, eff, fix, kk, skp=0.0):
 
 
 def ranges_of(units, slots, kb):
-    """S of the "_k<S>" candidate (lib/gemm/select.c TPG_ADD_KS): as many K ranges a
+    """S of the "_k<S>" candidate (lib/gemm/ours_rule.c tpg_ours_ranges_of): as many K ranges a
     unit as the resident units allow, at most the K blocks and 16."""
     return min(slots // units if units else 0, kb, 16)
 
 
 def kc_ranges_of(tiles, kb):
-    """S of the "_kc<S>" candidate (lib/gemm/select.c kc_ranges_of): the most K
+    """S of the "_kc<S>" candidate (lib/gemm/ours_rule.c tpg_ours_kc_ranges_of): the most K
     ranges (<= 8, <= the K blocks) whose clusters all fit at once; 0: none."""
     for s in range(min(8, kb), 1, -1):
         if tiles <= KC_CLUSTERS[s] * SMS // 132:
@@ -230,12 +198,10 @@ def rule(m, n, k, epi, sms=SMS):
     columns; W has 2n rows with swiglu (gate and up)."""
     w = 2 * n if epi == "swiglu" else n  # W rows: what the tiles cover
     # the decode GEMV, split-K with its own rule for the number of K ranges
-    # (lib/gemm/select.c gemv_splits: a launch detail of the "gemv" variant)
+    # (lib/gemm/ours_launch.c gemv_splits: a launch detail of the "gemv" variant)
     gemv = "gemv"
-    # M <= 16: the GEMV beat every TMA candidate on 90 of 93 zoo shapes at
-    # M = 16 (gemv_lab round 2, each relative to its own run's cuBLASLt);
-    # M <= 32 with few W rows and K < 8192 too (geomean 1.128 vs 1.176; at
-    # K = 8192 the round-3 zoo had TMA 64 x 64 stream-K 3-9% ahead)
+    # M <= 16: the GEMV beat nearly every TMA candidate at M = 16; M <= 32
+    # with few W rows and K < 8192 too (at K = 8192 TMA 64 x 64 stream-K wins)
     if m <= 8 or (m <= 16 and w < DEC_SW_W) or (16 < m <= 32 and w <= 4096 and k < 8192):
         return gemv
     size = "dec" if m <= 16 else "tiny" if m <= 32 else "small" if m <= 64 else "mid" if m <= 128 else "large"
@@ -251,19 +217,19 @@ def rule(m, n, k, epi, sms=SMS):
         if bm == 64 and m > 256:
             continue
         if sw and ((bm == 16 and m > 16) or (bm == 32 and m > 64 and not c2) or (bm == 64 and m <= 32)):
-            continue  # the swapped candidates by M (lib/gemm/select.c tpg_gemm_candidates)
+            continue  # the swapped candidates by M (lib/gemm/ours_variant.c add_swapped)
         if sw and c2 and epi == "swiglu":  # not offered, as the 64-row _c2
             continue
         if c2 and m <= bm:  # one M-tile: the pair's second CTA would idle (no such candidate)
             continue
-        if c2 and bm == 64 and epi == "swiglu":  # not offered (a GPU check failure, lib/gemm/select.c)
+        if c2 and bm == 64 and epi == "swiglu":  # not offered (a GPU check failure, lib/gemm/ours_variant.c)
             continue
         ranges = K_FIX[size] is not None and bm == 128 and not sw and not cn2
         kcl = KC_FIX[size] is not None and bm == 128 and not sw and not cn2 and not c2
         for sk in (0, 1, 2, 3) if ranges or kcl else (0, 1):
             if (sk == 2 and not ranges) or (sk == 3 and not kcl):
                 continue
-            if c2 and bm == 128 and not sw and not sk and C2_SK_ONLY:  # whole-tile _c2 won 2 of 378 shapes (R2): the rule takes it stream-K only
+            if c2 and bm == 128 and not sw and not sk and C2_SK_ONLY:  # the rule takes _c2 stream-K only (C2_SK_ONLY)
                 continue
             c = cost(m, w, k, key, sk, eff, K_FIX[size] if sk == 2 else KC_FIX[size] if sk == 3 else SK_FIX[size],
                      SK_K[size], SK_P[size])
@@ -416,7 +382,7 @@ def cross_validate(rows):
 
 
 def summary(rows):
-    """Markdown tables for docs/performance.md: per model x TP, per role x M
+    """Markdown tables (docs/gemm.md): per model x TP, per role x M
     range (measured selector | rule | best candidate), and the worst shapes."""
     groups = collections.defaultdict(list)
     for r in rows:
@@ -477,7 +443,7 @@ EPI_CODES = {"none": 0, "bias": 1, "bias_gelu": 2, "bias_silu": 3, "swiglu": 4, 
 
 def picks(rows):
     """`m n k epilogue variant` for the zoo's shapes and a grid around them:
-    tests/cpu/gemm_rule_picks.txt, which gemm_rule_test checks lib/gemm/select.c
+    tests/cpu/gemm_rule_picks.txt, which gemm_rule_test checks lib/gemm/ours_rule.c
     against (so the C transcription cannot drift from rule())."""
     shapes = sorted({(r["M"], r["N"], r["K"], r["epi"]) for r in rows})
     shapes += [(m, n, k, e) for m in (1, 3, 9, 12, 16, 17, 24, 40, 48, 64, 65, 100, 128, 200, 256, 257, 300, 700,

@@ -77,19 +77,14 @@ tpg_status tpg_tuning_resolve(const tpg_graph_config *cfg, tpg_tuning *t, const 
   TPG_TRY(env_num("TPG_GEMM_STREAMK", 0, 2, &v, fn));
   t->streamk = (int)v;
   /* The GEMM families (lib/gemm/select.h): environment only, no config field
-   * (tpg_graph_config is ABI, and the switch is for A/B runs until a zoo run
-   * lets AUTO choose): 0 or "auto", 1 or "ours", 2 or "cutlass". */
+   * (tpg_graph_config is ABI, and the switch is for A/B runs): auto (0),
+   * ours (1), cutlass (2), cublaslt (3). */
   {
     const char *env = getenv("TPG_GEMM_FAMILY");
     t->gemm_family = TPG_GEMM_FAMILY_AUTO;
-    if (env && env[0]) {
-      if (!strcmp(env, "auto") || !strcmp(env, "0")) t->gemm_family = TPG_GEMM_FAMILY_AUTO;
-      else if (!strcmp(env, "ours") || !strcmp(env, "1")) t->gemm_family = TPG_GEMM_FAMILY_OURS;
-      else if (!strcmp(env, "cutlass") || !strcmp(env, "2")) t->gemm_family = TPG_GEMM_FAMILY_CUTLASS;
-      else
-        return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "environment variable TPG_GEMM_FAMILY is \"%s\": expected auto, "
-                       "ours or cutlass (or 0, 1, 2; unset it for auto)", env);
-    }
+    if (env && env[0] && (t->gemm_family = tpg_gemm_family_parse(env)) < 0)
+      return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "environment variable TPG_GEMM_FAMILY is \"%s\": expected auto, "
+                     "ours, cutlass or cublaslt (or 0..3; unset it for auto)", env);
   }
   const unsigned long long mib = (unsigned long long)1 << 20;
   if (cfg->pdl_prefetch < 0 || (unsigned long long)cfg->pdl_prefetch > mib)

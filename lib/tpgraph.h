@@ -1112,6 +1112,11 @@ typedef struct tpg_graph_info {
                                 comm, or a one-rank comm), where a collective
                                 becomes its epilogue kernel, a memcpy node or
                                 nothing (counted as such above)              */
+  /* GEMM nodes by the family that runs them (each is one of kernel_nodes;
+   * a cuBLASLt one is a child graph of cuBLASLt's kernels): */
+  int gemm_ours_nodes;       /* our kernels                                 */
+  int gemm_cutlass_nodes;    /* the CUTLASS instantiations                  */
+  int gemm_cublaslt_nodes;   /* cuBLASLt (TPG_GEMM_FAMILY, the rule, tuning)  */
 } tpg_graph_info;
 
 TPG_API tpg_status tpg_graph_get_info(const tpg_graph *graph, tpg_graph_info *out /* OUT */, size_t size /* sizeof *out */);
@@ -1456,8 +1461,9 @@ TPG_API tpg_status tpg_plan_add_linear_norm(tpg_plan *plan, const tpg_linear_des
  * bindings, TPG_MODE_EXPLICIT, and nodes whose exec setters take every
  * parameter: GEMM, element-wise, memset (of one width), memcpy, empty, engine
  * kernels (of one cluster shape) and all-reduces by our kernels or on one
- * rank; an NCCL collective, captured work, host, event and conditional
- * nodes are refused (TPG_ERROR_UNSUPPORTED naming the node). tpg_graph_update
+ * rank; an NCCL collective, captured work, a GEMM that cuBLASLt runs (a
+ * child graph), host, event and conditional nodes are refused
+ * (TPG_ERROR_UNSUPPORTED naming the node). tpg_graph_update
  * is refused on its graph, and tpg_graph_set_kernel_arg reaches the picked
  * size only.
  */

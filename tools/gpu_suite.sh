@@ -83,7 +83,7 @@ for st in "${stages[@]}"; do
       awk -v t="$tool $*" -v r=$rc -v a=$s0 -v b=$EPOCHREALTIME 'BEGIN { printf "%-60s rc %d %6.1fs\n", t, r, b - a }'
     done ;;
   gemm)
-    LD_LIBRARY_PATH="${cb:+$cb:}/usr/local/cuda/lib64" timeout 120 bash "$here/run.sh" gemm_bench --check-only > /tmp/tpg-logs/gemm.txt 2>&1
+    LD_LIBRARY_PATH="${cb:+$cb:}/usr/local/cuda/lib64" timeout ${TPG_GEMM_CHECK_TIMEOUT:-240} bash "$here/run.sh" gemm_bench --check-only > /tmp/tpg-logs/gemm.txt 2>&1
     echo "gemm_bench --check-only: $(grep -m1 'checks:' /tmp/tpg-logs/gemm.txt)" ;;
   zoo)
     LD_LIBRARY_PATH="${cb:+$cb:}/usr/local/cuda/lib64" timeout ${TPG_ZOO_TIMEOUT:-330} bash "$here/run.sh" gemm_bench --zoo \

@@ -1,8 +1,9 @@
-/* gemm.c - the GEMM node kind: y = epilogue(x * w^T), one kernel node.
+/* gemm.c - the GEMM node kind: y = epilogue(x * w^T), one kernel node, or
+ * one child graph where cuBLASLt runs it (gemm_lt.c).
  *
  * The kernel (and its launch shape, split, workspace) is chosen once per
- * node by tpg_gemm_select_rule for this GPU (our kernels, or a CUTLASS one
- * where the family setting says so), or with tuning on by the tuner
+ * node by tpg_gemm_select_rule for this GPU (our kernels, a CUTLASS one or
+ * cuBLASLt, by the rule between the families), or with tuning on by the tuner
  * (timed at prepare, during creation only): prepare picks it to size the
  * workspace, fill picks it again (same inputs and, with tuning, a process
  * cache hit: same answer) and refuses a kernel that would need more
@@ -19,8 +20,10 @@
 #include <string.h>
 
 #include "graphbuild/nodes/common.h"
+#include "graphbuild/nodes/gemm_lt.h"
 #include "lib/device.h"
 #include "lib/gemm/cutlass.h"
+#include "lib/gemm/ours.h"
 #include "lib/gemm/tune_device.h"
 
 /* ---- plan time ---------------------------------------------------------- */
@@ -112,35 +115,41 @@ static int gemm_sms(const tpg_graph *g, const tpg_gemm_desc *d) {
 /* The tuner's timer on this graph's device, created at the first GEMM that
  * needs timing (a graph that finds everything cached allocates nothing) and
  * destroyed by graph.c once the nodes are prepared. */
-static int time_gemm(void *ctx, const tpg_gemm_key *key, const tpg_gemm_variant *v, const tpg_kernel_launch *launch,
+static int time_gemm(void *ctx, const tpg_gemm_problem *p, const tpg_gemm_variant *v, const tpg_kernel_launch *launch,
                      const tpg_tma_encode *x_map, const tpg_tma_encode *w_map, double *us) {
   tpg_graph *g = ctx;
   if (!g->gemm_timer && tpg_gemm_dev_timer_create(g->cap_stream, 5, &g->gemm_timer) != TPG_SUCCESS) return 1;
-  return tpg_gemm_dev_time(g->gemm_timer, key, v, launch, x_map, w_map, us);
+  return tpg_gemm_dev_time(g->gemm_timer, p, v, launch, x_map, w_map, us);
 }
 
 /* The GEMM kernel for a node on this GPU; fails naming the node. Tuning off:
  * tpg_gemm_select_rule with the graph's family. On: the tuner's policy (lib/gemm/tune.h): timed only
  * while the graph is created, cached for every later pick. count: this is
  * the node's first pick (prepare), counted in tpg_graph_info. */
-static tpg_status pick(const tpg_nctx *c, int count, tpg_kernel_launch *l, tpg_tma_encode *xe, tpg_tma_encode *we) {
+static tpg_gemm_problem problem_of(const tpg_nctx *c) {
   const tpg_gemm_desc *d = &c->n->u.gemm;
+  const int kdt = d->dtype == TPG_F16 ? TPG_KDT_F16 : TPG_KDT_BF16;
+  tpg_gemm_problem p =
+      tpg_gemm_problem_make(d->m, d->n, d->k, kdt, (int)d->epilogue, c->g->dev.sm_arch, gemm_sms(c->g, d));
+  p.streamk = c->g->tune.streamk;
+  p.residual_bias = d->epilogue == TPG_EPILOGUE_RESIDUAL && d->bias.slot != TPG_SLOT_NONE;
+  return p;
+}
+
+static tpg_status pick(const tpg_nctx *c, int count, tpg_kernel_launch *l, tpg_tma_encode *xe, tpg_tma_encode *we) {
   tpg_graph *g = c->g;
-  int kdt = d->dtype == TPG_F16 ? TPG_KDT_F16 : TPG_KDT_BF16;
   char why[256] = {0};
+  const tpg_gemm_problem p = problem_of(c);
   if (g->tune.gemm_tune) {
-    const tpg_gemm_key key = {d->m, d->n, d->k, kdt, (int)d->epilogue, gemm_sms(g, d), g->dev.sm_arch};
     g->gemm_tune.cfg.mode = TPG_GEMM_TUNE_ON;
-    g->gemm_tune.cfg.streamk = g->tune.streamk;
     g->gemm_tune.cfg.time_fn = time_gemm;
     g->gemm_tune.cfg.time_ctx = g;
-    tpg_status st = tpg_gemm_tune_graph_pick(&g->gemm_tune, &key, d->k, d->k, count, l, xe, we);
+    tpg_status st = tpg_gemm_tune_graph_pick(&g->gemm_tune, &p, count, l, xe, we);
     if (st != TPG_SUCCESS)
       return TPG_ARG_FAIL("node %s: no GEMM kernel for this shape: %s", tpg_nctx_label(c), tpg_last_error());
     return TPG_SUCCESS;
   }
-  if (tpg_gemm_select_rule(d->m, d->n, d->k, kdt, (int)d->epilogue, g->dev.sm_arch, gemm_sms(g, d), d->k, d->k,
-                           g->tune.streamk, g->tune.gemm_family, l, xe, we, why, sizeof why) != 0)
+  if (tpg_gemm_select_rule(&p, g->tune.gemm_family, l, xe, we, why, sizeof why) != 0)
     return TPG_ARG_FAIL("node %s: no GEMM kernel for this shape: %s", tpg_nctx_label(c), why);
   return TPG_SUCCESS;
 }
@@ -236,8 +245,43 @@ static tpg_status set_ptrs(const tpg_nctx *c) {
   return encode_map(&gn->args.gemm_tma.ty, &ye, a->dtype, a->y);
 }
 
-static tpg_status fill(const tpg_nctx *c) {
+/* The argument view but for its pointers. */
+static void fill_view(const tpg_nctx *c, const tpg_kernel_launch *l) {
   const tpg_gemm_desc *d = &c->n->u.gemm;
+  tpg_gemm_args *a = gemm_args(c->gn);
+  a->m = d->m;
+  a->n = d->n;
+  a->k = d->k;
+  a->ldx = d->k;
+  a->ldw = d->k;
+  a->ldy = d->n;
+  a->ldr = d->n;
+  a->dtype = d->dtype == TPG_F16 ? TPG_KDT_F16 : TPG_KDT_BF16;
+  a->epilogue = (int32_t)d->epilogue;
+  a->split_k = l->split_k;
+  c->gn->kernel = l->kernel;
+}
+
+/* The kernel node's parameters: function, launch shape, cluster. */
+static tpg_status fill_kernel(const tpg_nctx *c, const tpg_kernel_launch *l) {
+  tpg_gnode *gn = c->gn;
+  CUfunction f;
+  TPG_TRY(tpg_kernel_function(l->kernel, l->smem_bytes, &f));
+  tpg_kernel_launch_cluster(l, gn->cluster); /* "_kc<S>" and CUTLASS: a launch-time cluster */
+  memset(&gn->kp, 0, sizeof gn->kp);
+  gn->kp.func = f;
+  gn->kp.gridDimX = l->grid[0];
+  gn->kp.gridDimY = l->grid[1];
+  gn->kp.gridDimZ = l->grid[2];
+  gn->kp.blockDimX = l->block[0];
+  gn->kp.blockDimY = l->block[1];
+  gn->kp.blockDimZ = l->block[2];
+  gn->kp.sharedMemBytes = l->smem_bytes;
+  tpg_kernel_params(&gn->kp, gn->kparams, &gn->args); /* every block starts the union */
+  return TPG_SUCCESS;
+}
+
+static tpg_status fill(const tpg_nctx *c) {
   tpg_gnode *gn = c->gn;
   tpg_kernel_launch l;
   memset(&gn->args, 0, sizeof gn->args);
@@ -250,35 +294,19 @@ static tpg_status fill(const tpg_nctx *c) {
     return TPG_ARG_FAIL("node %s: needs %zu bytes of workspace, the graph allocated %zu at creation (a shape "
                         "change needs a new graph)",
                         tpg_nctx_label(c), l.workspace_bytes, gn->res.workspace_bytes);
-  CUfunction f;
-  TPG_TRY(tpg_kernel_function(l.kernel, l.smem_bytes, &f));
-  tpg_gemm_args *a = gemm_args(gn);
-  a->m = d->m;
-  a->n = d->n;
-  a->k = d->k;
-  a->ldx = d->k;
-  a->ldw = d->k;
-  a->ldy = d->n;
-  a->ldr = d->n;
-  a->dtype = d->dtype == TPG_F16 ? TPG_KDT_F16 : TPG_KDT_BF16;
-  a->epilogue = (int32_t)d->epilogue;
-  a->split_k = l.split_k;
-  gn->kernel = l.kernel;
-  tpg_kernel_launch_cluster(&l, gn->cluster); /* "_kc<S>" and CUTLASS: a launch-time cluster */
-  memset(&gn->kp, 0, sizeof gn->kp);
-  gn->kp.func = f;
-  gn->kp.gridDimX = l.grid[0];
-  gn->kp.gridDimY = l.grid[1];
-  gn->kp.gridDimZ = l.grid[2];
-  gn->kp.blockDimX = l.block[0];
-  gn->kp.blockDimY = l.block[1];
-  gn->kp.blockDimZ = l.block[2];
-  gn->kp.sharedMemBytes = l.smem_bytes;
-  tpg_kernel_params(&gn->kp, gn->kparams, &gn->args); /* every block starts the union */
+  fill_view(c, &l);
+  if (l.family == TPG_GEMM_FAMILY_CUBLASLT) {
+    const tpg_gemm_problem p = problem_of(c);
+    TPG_TRY(tpg_gemm_lt_fill(c, &p, &l));
+  } else {
+    tpg_gemm_lt_release(gn); /* a cuBLASLt plan of an earlier fill (update) */
+    TPG_TRY(fill_kernel(c, &l));
+  }
   return set_ptrs(c);
 }
 
 static tpg_status add(const tpg_nctx *c, CUgraph graph, const tpg_deps *deps) {
+  if (tpg_gemm_lt_node(c->gn)) return tpg_gemm_lt_add(c, graph, deps);
   /* A decode GEMV behind a programmatic edge may prefetch W (materialize.c). */
   if (deps->nprog) gemm_args(c->gn)->pdl_prefetch = deps->pdl_prefetch;
   TPG_TRY(tpg_add_kernel_node(c, graph, deps, &c->gn->kp, "cuGraphAddKernelNode"));
@@ -288,6 +316,7 @@ static tpg_status add(const tpg_nctx *c, CUgraph graph, const tpg_deps *deps) {
 }
 
 static tpg_status run_eager(const tpg_nctx *c, CUstream stream) {
+  if (tpg_gemm_lt_node(c->gn)) return tpg_gemm_lt_run(c, stream);
   return c->gn->cluster[0] ? tpg_launch_params_ex(c, &c->gn->kp, c->gn->cluster, stream)
                            : tpg_launch_params(&c->gn->kp, stream);
 }
@@ -295,32 +324,40 @@ static tpg_status run_eager(const tpg_nctx *c, CUstream stream) {
 static tpg_status patch(const tpg_nctx *c) {
   TPG_TRY(set_ptrs(c));
   if (c->g->mode == TPG_MODE_EAGER) return TPG_SUCCESS; /* the next launch reads the patched copy */
+  if (tpg_gemm_lt_node(c->gn)) return tpg_gemm_lt_patch(c);
   TPG_CU(cuGraphExecKernelNodeSetParams(c->g->exec, c->gn->cu[0], &c->gn->kp));
   return TPG_SUCCESS;
 }
 
 /* The kernel may change (its exec setter takes another function), its
  * cluster attribute may not; a GEMV's PDL prefetch is set when the node is
- * added, so it must agree too. */
+ * added, so it must agree too. A cuBLASLt node is a child graph whose
+ * kernels and their number follow its M (the algorithm is chosen per
+ * shape): never retargeted, nor an exec node of ours to one of its. */
 static int retarget(const tpg_node_rec *a, const tpg_gnode *ga, const tpg_node_rec *b, const tpg_gnode *gb) {
   (void)a, (void)b;
+  if (tpg_gemm_lt_node(ga) || tpg_gemm_lt_node(gb)) return 0;
   return memcmp(ga->cluster, gb->cluster, sizeof ga->cluster) == 0 &&
          gemm_args((tpg_gnode *)ga)->pdl_prefetch == gemm_args((tpg_gnode *)gb)->pdl_prefetch;
 }
 
-static unsigned pdl(const tpg_gnode *gn) {
-  (void)gn;
-  return TPG_PDL_PRIMARY | TPG_PDL_SECONDARY;
-}
+/* Our kernels and CUTLASS's wait in every block (griddepcontrol): both ends
+ * of a programmatic edge. A cuBLASLt child graph is neither. */
+static unsigned pdl(const tpg_gnode *gn) { return tpg_gemm_lt_node(gn) ? 0u : TPG_PDL_PRIMARY | TPG_PDL_SECONDARY; }
 
+/* A GEMM counts as a kernel node whichever family runs it (a cuBLASLt one
+ * is a child graph of cuBLASLt's kernels), and by its family. */
 static void count(const tpg_gnode *gn, tpg_graph_info *info) {
-  (void)gn;
   info->nodes++;
   info->kernel_nodes++;
+  if (tpg_gemm_lt_node(gn)) info->gemm_cublaslt_nodes++;
+  else if (gn->cutlass) info->gemm_cutlass_nodes++;
+  else info->gemm_ours_nodes++;
 }
 
 static void release(tpg_graph *g, tpg_gnode *gn) {
   (void)g;
+  tpg_gemm_lt_release(gn);
   if (gn->res.workspace) tpg_cu->cuMemFree(gn->res.workspace);
   gn->res.workspace = 0;
   gn->res.workspace_bytes = 0;

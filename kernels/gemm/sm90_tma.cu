@@ -59,17 +59,10 @@ template <int BN, int BM = 128, bool TMA = true> struct cfg {
   static_assert(BN == 256 || BN == 192 || BN == 128 || BN == 64, "BN");
   static_assert(BN != 192 || BM == 128, "BN 192: 128-row tiles only");
   static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
-  /* A 216 KB ring with up to 16 stages for the small tiles (13 / 9 / 9 instead
-   * of 8, as cuBLASLt's kernels for these shapes run 10-16) was slower on
-   * every shape tried (sm90b R2: e.g. 64 x 4096 x 14336 with 64 x 128 tiles
-   * 73.0 us against 62.3, 128 x 3584 x 18944 with 128 x 64 95.5 against 81.0):
-   * the stage count is not what these kernels lack. */
-  /* At most 8 stages, swapped tiles too. For their small stages (10-16 KB;
-   * cuBLASLt's 64 x 32 kernels run 16) rings of up to 16 made those kernels
-   * 1-7% slower against cuBLASLt than 8, and at most 5 made the whole-tile
-   * ones 7-15% slower (zoo runs of commits 756c3fa, bafb4df and 4abff00,
-   * M = 16..128, nvidia-h200), as deeper rings did for the unswapped 64-row
-   * tiles (sm90b R2). */
+  /* At most 8 stages, for every tile, swapped ones too: deeper rings (up to
+   * 16 stages, as cuBLASLt's kernels for these shapes run) and shallower
+   * ones (5) were both slower on every shape tried, so the stage count is
+   * not what these kernels lack (docs/gemm.md, "Ring depth"). */
   static constexpr int MAX_STAGES = 8;
   /* STAGED: the epilogue goes through TMA stores (128-row TMA tiles; see
    * gemm_sm90_body), staged after the ring in EPI_BUFS 64-row x 32-column
@@ -434,9 +427,6 @@ TPG_DEV bool sk_fixup(const tpg_gemm_args &a, float (&d)[ACC], int t, int tiles,
       d[4 * v] += q.x; d[4 * v + 1] += q.y; d[4 * v + 2] += q.z; d[4 * v + 3] += q.w;
     }
   }
-  /* (Loading several contributors' slots at once for the small tiles, same
-   * order of the sums, did not move the fix-up's time in the sm90b R2
-   * timeline: removed.) */
   return true;
 }
 
@@ -453,14 +443,11 @@ TPG_DEV bool sk_fixup(const tpg_gemm_args &a, float (&d)[ACC], int t, int tiles,
  * stores 16 bytes a thread. Nothing is read remotely, so no CTA needs a
  * third barrier before it exits.
  * Why: the aligned split-K's fix-up moves every partial through L2 and one
- * CTA reads all S of them (~4.5 us of stores and ~7.5 us of reads at 512 x
- * 1280 x 8192, docs/kernels.md); here all S CTAs share the sum. What it
- * costs (trace, 256 x 4608 x 3584, docs/kernels.md): the remote stores run
- * at ~30-40 GB/s an SM (2.5 us for a 128 x 192 partial, 4.4 us for 128 x
- * 256), the sum and epilogue 2.2-2.6 us; a first version that pulled the
- * rows with remote loads took as long. The sum loop is not unrolled over
- * the tile: code that runs once a launch stalls on instruction fetch when it
- * is (session 6's sliced fix-up). Slots: (128 / S + 1) rows of BN + 8 floats
+ * CTA reads all S of them; here all S CTAs share the sum (what each part
+ * costs: docs/gemm.md, "K over a cluster"). Stores rather than remote
+ * loads: pulling the rows took as long and needs a third barrier. The sum
+ * loop is not unrolled over the tile: code that runs once a launch stalls
+ * on instruction fetch when it is. Slots: (128 / S + 1) rows of BN + 8 floats
  * (the pad spreads a warp's 8-row store over all banks), S of them, at most
  * 136 x 264 x 4 bytes: inside the ring. ct = 0..255 over both consumers. */
 template <typename T, int BN, int ACC>
@@ -656,7 +643,7 @@ __device__ __forceinline__ void gemm_sm90_body(const tpg_gemm_args &a, const tpg
    * with fewer iterations than CTAs (e.g. 1 leftover unit x 16 K-blocks on 66
    * clusters) splitting over all of them left CTAs with empty ranges between
    * a tile's contributors, which the fix-up counted and waited for: the tile
-   * was never written (gemm_bench --check-only, sm90b R2). */
+   * was never written (gemm_bench --check-only checks such a shape). */
   const int sgrid = total < units ? (int)total : units;
   const bool kc_tile = kc && unit0 < tiles;
   const int g0 = kc_tile ? unit0 * nk + nk * kcr / kcs : sk && unit0 < sgrid ? (int)sk_begin(unit0, total, sgrid) : 0;

@@ -20,7 +20,7 @@
 
 #include "kernels/gemm/sm90_cutlass_list.h"
 #include "kernels/tpg_cutlass_args.h"
-#include "lib/gemm/select.h"
+#include "lib/gemm/problem.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -36,14 +36,6 @@ typedef struct tpg_cutlass_kernel {
   int swap;          /* 1: Y^T = W X^T, tokens on the tile's N side                     */
 } tpg_cutlass_kernel;
 extern const tpg_cutlass_kernel tpg_cutlass_kernels[TPG_CUTLASS_COUNT];
-
-/* How a stream-K-scheduled (cooperative) kernel divides the work; the
- * ping-pong kernels run data-parallel only. */
-enum {
-  TPG_CUTLASS_DP = 0,    /* persistent, whole tiles                      */
-  TPG_CUTLASS_SK = 1,    /* stream-K over the tiles' K blocks            */
-  TPG_CUTLASS_SPLIT = 2  /* split-K: `splits` K ranges a tile, then data-parallel */
-};
 
 typedef struct tpg_cutlass_problem {
   int kernel;          /* index into tpg_cutlass_kernels                         */

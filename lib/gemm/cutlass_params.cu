@@ -91,16 +91,13 @@ T *cv(const void *p) {
   return const_cast<T *>(static_cast<const T *>(p));
 }
 
-/* CUTLASS's Arguments for p and the pointers in a (NULL a: shape only),
- * then Params; fills sh. 0 or nonzero with why. */
+/* CUTLASS's Arguments for p and the pointers in q. */
 template <int TM, int TN, int CM, int CN, int SCHED, int SWAP>
-int build(const tpg_cutlass_problem *p, const tpg_gemm_args *a, void *params, shape *sh, char *why, size_t whylen) {
-  using G = tpg_cutlass::gemm<TM, TN, CM, CN, SCHED, SWAP>;
-  using K = typename G::Kernel;
+typename tpg_cutlass::gemm<TM, TN, CM, CN, SCHED, SWAP>::Kernel::Arguments arguments(const tpg_cutlass_problem *p,
+                                                                                    const tpg_gemm_args &q) {
+  using K = typename tpg_cutlass::gemm<TM, TN, CM, CN, SCHED, SWAP>::Kernel;
   using bf16 = tpg_cutlass::bf16;
   typename K::Arguments args{};
-  const tpg_gemm_args none = {};
-  const tpg_gemm_args &q = a ? *a : none;
   const bool residual = p->epilogue == TPG_EPI_RESIDUAL;
   args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
   /* swapped: CUTLASS's M is W's rows, its N the tokens */
@@ -138,6 +135,61 @@ int build(const tpg_cutlass_problem *p, const tpg_gemm_args *a, void *params, sh
     /* partial sums added in a fixed order: the same bits every launch */
     args.scheduler.reduction_mode = decltype(args.scheduler.reduction_mode)::Deterministic;
   }
+  return args;
+}
+
+/* Where the descriptors are in Params: CUTLASS's own accessors (what its
+ * kernel prefetches), so a checker need not guess. */
+template <class Params>
+int find_maps(const Params &prm, shape *sh, char *why, size_t whylen) {
+  const unsigned char *base = reinterpret_cast<const unsigned char *>(&prm);
+  const void *d[4] = {prm.mainloop.tma_load_a.get_tma_descriptor(), prm.mainloop.tma_load_b.get_tma_descriptor(),
+                      prm.epilogue.tma_load_c.get_tma_descriptor(), prm.epilogue.tma_store_d.get_tma_descriptor()};
+  sh->nmaps = 0;
+  for (const void *x : d) {
+    const size_t off = static_cast<size_t>(static_cast<const unsigned char *>(x) - base);
+    if (off % 64 || off + sizeof(CUtensorMap) > sizeof prm)
+      return reject(why, whylen, "a TMA descriptor outside Params or misaligned (a CUTLASS change?)");
+    sh->map_off[sh->nmaps++] = off;
+  }
+  return 0;
+}
+
+/* The barrier words of the reduction, found as the kernel finds them
+ * (sm90_tile_scheduler_stream_k.hpp, fixup): after reduction_tiles partial
+ * tiles, which are all tiles with split-K and the stream-K tiles otherwise.
+ * cutlass_ws: CUTLASS's workspace in the block (NULL: shape only). */
+template <class G>
+int find_locks(const typename G::Kernel::Params &prm, const void *cutlass_ws, shape *sh, char *why, size_t whylen) {
+  using K = typename G::Kernel;
+  using TS = typename K::TileScheduler;
+  using SP = typename TS::Params;
+  const SP &s = prm.scheduler;
+  const uint64_t tiles = s.divmod_splits_.divisor > 1 ? s.units_per_problem_ : s.sk_tiles_;
+  if (!tiles) return 0;
+  const size_t red = SP::get_reduction_workspace_size(tiles, cutlass::gemm::to_gemm_coord(typename G::Tile{}),
+                                                      cutlass::sizeof_bits<float>::value, 1);
+  const size_t bar = SP::get_barrier_workspace_size(tiles, K::NumMmaWarpGroups,
+                                                    cutlass::sizeof_bits<typename TS::BarrierType>::value);
+  const size_t base = cutlass_ws ? static_cast<size_t>(static_cast<const unsigned char *>(s.reduction_workspace_) -
+                                                       static_cast<const unsigned char *>(cutlass_ws))
+                                 : sh->workspace - red - bar;
+  if (base + red + bar > sh->workspace)
+    return reject(why, whylen, "CUTLASS's reduction barriers lie outside its workspace (a CUTLASS change?)");
+  sh->lock_off = base + red;
+  sh->lock_bytes = bar;
+  return 0;
+}
+
+/* CUTLASS's Arguments for p and the pointers in a (NULL a: shape only),
+ * then Params; fills sh. 0 or nonzero with why. */
+template <int TM, int TN, int CM, int CN, int SCHED, int SWAP>
+int build(const tpg_cutlass_problem *p, const tpg_gemm_args *a, void *params, shape *sh, char *why, size_t whylen) {
+  using G = tpg_cutlass::gemm<TM, TN, CM, CN, SCHED, SWAP>;
+  using K = typename G::Kernel;
+  const tpg_gemm_args none = {};
+  const tpg_gemm_args &q = a ? *a : none;
+  const typename K::Arguments args = arguments<TM, TN, CM, CN, SCHED, SWAP>(p, q);
   if (!K::can_implement(args))
     return reject(why, whylen,
                   "CUTLASS refuses the problem (can_implement: 16-byte rows and leading dimensions are its rules)");
@@ -157,44 +209,10 @@ int build(const tpg_cutlass_problem *p, const tpg_gemm_args *a, void *params, sh
   sh->block = b.x;
   sh->smem = static_cast<unsigned>(K::SharedStorageSize);
   sh->params_bytes = sizeof prm;
-  /* where the descriptors are: CUTLASS's own accessors (what its kernel
-   * prefetches), so a checker need not guess */
-  {
-    const unsigned char *base = reinterpret_cast<const unsigned char *>(&prm);
-    const void *d[4] = {prm.mainloop.tma_load_a.get_tma_descriptor(), prm.mainloop.tma_load_b.get_tma_descriptor(),
-                        prm.epilogue.tma_load_c.get_tma_descriptor(), prm.epilogue.tma_store_d.get_tma_descriptor()};
-    sh->nmaps = 0;
-    for (const void *x : d) {
-      const size_t off = static_cast<size_t>(static_cast<const unsigned char *>(x) - base);
-      if (off % 64 || off + sizeof(CUtensorMap) > sizeof prm)
-        return reject(why, whylen, "a TMA descriptor outside Params or misaligned (a CUTLASS change?)");
-      sh->map_off[sh->nmaps++] = off;
-    }
-  }
+  if (find_maps(prm, sh, why, whylen)) return 1;
   sh->lock_off = sh->lock_bytes = 0;
-  if constexpr (SCHED == TPG_CUTLASS_SCHED_COOP_SK) {
-    /* The barrier words of the reduction, found as the kernel finds them
-     * (sm90_tile_scheduler_stream_k.hpp, fixup): after reduction_tiles
-     * partial tiles, which are all tiles with split-K and the stream-K
-     * tiles otherwise. */
-    using TS = typename K::TileScheduler;
-    using SP = typename TS::Params;
-    const SP &s = prm.scheduler;
-    const uint64_t tiles = s.divmod_splits_.divisor > 1 ? s.units_per_problem_ : s.sk_tiles_;
-    if (tiles) {
-      const size_t red = SP::get_reduction_workspace_size(tiles, cutlass::gemm::to_gemm_coord(typename G::Tile{}),
-                                                          cutlass::sizeof_bits<float>::value, 1);
-      const size_t bar = SP::get_barrier_workspace_size(tiles, K::NumMmaWarpGroups,
-                                                        cutlass::sizeof_bits<typename TS::BarrierType>::value);
-      const size_t base = ws ? static_cast<size_t>(static_cast<unsigned char *>(s.reduction_workspace_) -
-                                                   static_cast<unsigned char *>(cutlass_ws))
-                             : sh->workspace - red - bar;
-      if (base + red + bar > sh->workspace)
-        return reject(why, whylen, "CUTLASS's reduction barriers lie outside its workspace (a CUTLASS change?)");
-      sh->lock_off = base + red;
-      sh->lock_bytes = bar;
-    }
-  }
+  if constexpr (SCHED == TPG_CUTLASS_SCHED_COOP_SK)
+    if (find_locks<G>(prm, cutlass_ws, sh, why, whylen)) return 1;
   if (params) memcpy(params, &prm, sizeof prm);
   return 0;
 }

@@ -264,162 +264,192 @@ static void set_info(tpg_gemm_tune_info *info, int source, const tpg_gemm_varian
   if (v) tpg_gemm_variant_name(v, info->variant, sizeof info->variant);
 }
 
-/* A variant the family setting lets run: the heuristic always (it is the
- * family's own rule), CUTLASS variants unless OURS. */
-static int family_allows(int family, const tpg_gemm_variant *v) {
-  return v->kind == TPG_GEMM_VAR_HEURISTIC || family != TPG_GEMM_FAMILY_OURS || v->kind != TPG_GEMM_VAR_CUTLASS;
+static tpg_gemm_key key_of(const tpg_gemm_problem *p) {
+  tpg_gemm_key k;
+  memset(&k, 0, sizeof k);
+  k.m = p->m, k.n = p->n, k.k = p->k, k.dtype = p->dtype, k.epilogue = p->epilogue, k.sm_count = p->sms;
+  k.arch = p->arch;
+  return k;
 }
 
-tpg_status tpg_gemm_tune_pick(const tpg_gemm_tune_cfg *cfg, const tpg_gemm_key *key, int ldx, int ldw,
-                              tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map,
-                              tpg_gemm_tune_info *info) {
+/* A variant the family setting lets run: the heuristic always (it is the
+ * family's own rule); under OURS ours only; under a forced family its own
+ * and ours (where it has none). */
+static int family_allows(int family, const tpg_gemm_variant *v) {
+  const int f = tpg_gemm_variant_family(v);
+  if (v->kind == TPG_GEMM_VAR_HEURISTIC || family == TPG_GEMM_FAMILY_AUTO) return 1;
+  return f == TPG_GEMM_FAMILY_OURS || (family != TPG_GEMM_FAMILY_OURS && f == family);
+}
+
+/* The heuristic's launch: the rule with the configured family. */
+static int heuristic(const tpg_gemm_tune_cfg *cfg, const tpg_gemm_problem *p, tpg_kernel_launch *out,
+                     tpg_tma_encode *x_map, tpg_tma_encode *w_map, char *why, size_t whylen) {
+  return tpg_gemm_select_rule(p, cfg->family, out, x_map, w_map, why, whylen);
+}
+
+/* The launch of a variant (the heuristic's own, or a forced one). */
+static int launch_of(const tpg_gemm_tune_cfg *cfg, const tpg_gemm_problem *p, const tpg_gemm_variant *v,
+                     tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map, char *why, size_t whylen) {
+  if (v->kind == TPG_GEMM_VAR_HEURISTIC) return heuristic(cfg, p, out, x_map, w_map, why, whylen);
+  return tpg_gemm_select_variant(p, v, out, x_map, w_map, why, whylen);
+}
+
+/* The process cache, then the file: 1 when a usable entry served the pick
+ * (out, maps and info set), 0 to time (out holds the heuristic then). */
+static int pick_cached(const tpg_gemm_tune_cfg *cfg, const tpg_gemm_problem *p, tpg_kernel_launch *out,
+                       tpg_tma_encode *x_map, tpg_tma_encode *w_map, tpg_gemm_tune_info *info) {
+  const tpg_gemm_key key = key_of(p);
   char why[200];
-  tpg_gemm_variant v, heur;
-  double us = 0;
+  int source = TPG_GEMM_TUNE_FROM_PROCESS;
+  for (int tries = 0; tries < 2; ++tries) {
+    tpg_gemm_variant v;
+    double us = 0;
+    int hit = 0, ff = 0;
+    pthread_mutex_lock(&g_mu);
+    entry *e = find_locked(&key);
+    if (e) v = e->v, us = e->us, ff = e->from_file, hit = 1;
+    pthread_mutex_unlock(&g_mu);
+    if (hit) {
+      if (family_allows(cfg->family, &v) && !launch_of(cfg, p, &v, out, x_map, w_map, why, sizeof why)) {
+        set_info(info, ff ? TPG_GEMM_TUNE_FROM_FILE : source, &v);
+        if (info) info->best_us = us;
+        return 1;
+      }
+      /* a cached variant this shape cannot run (leading dims) or of a family
+       * not allowed now: time anew */
+      heuristic(cfg, p, out, x_map, w_map, why, sizeof why);
+      return 0;
+    }
+    if (tries > 0 || !cfg->cache_path || tpg_gemm_tune_load(cfg->cache_path) <= 0) return 0;
+    source = TPG_GEMM_TUNE_FROM_FILE;
+  }
+  return 0;
+}
+
+/* Whether the candidate list holds a variant of `family`. */
+static int has_family(const tpg_gemm_variant *cand, int nc, int family) {
+  for (int i = 0; i < nc; ++i)
+    if (tpg_gemm_variant_family(&cand[i]) == family) return 1;
+  return 0;
+}
+
+/* The same launch under another name (e.g. the heuristic's own tile) is timed once. */
+static int seen_before(const tpg_kernel_launch *seen, int nseen, const tpg_kernel_launch *L) {
+  for (int s = 0; s < nseen; ++s)
+    if (!strcmp(seen[s].kernel, L->kernel) && seen[s].grid[0] == L->grid[0] && seen[s].split_k == L->split_k &&
+        seen[s].cluster == L->cluster && seen[s].cutlass_mode == L->cutlass_mode &&
+        seen[s].cutlass_splits == L->cutlass_splits && seen[s].family == L->family && seen[s].lt_algo == L->lt_algo)
+      return 1;
+  return 0;
+}
+
+/* What timing found: the index of the fastest candidate (-1: none ran),
+ * its time and the heuristic's. */
+typedef struct timed {
+  int best, count;
+  double best_us, heur_us;
+} timed;
+
+/* Times the heuristic, then the candidates while the budget lasts. */
+static void time_candidates(const tpg_gemm_tune_cfg *cfg, const tpg_gemm_problem *p, const tpg_gemm_variant *cand,
+                            int nc, timed *r) {
+  tpg_kernel_launch L, seen[TPG_GEMM_MAX_CANDIDATES];
+  tpg_tma_encode xm, wm;
+  char why[200];
+  const double t0 = tpg_now_us();
+  /* a forced family's kernels replace our TMA kernels where it has any */
+  const int forced = cfg->family != TPG_GEMM_FAMILY_AUTO && cfg->family != TPG_GEMM_FAMILY_OURS;
+  const int has_forced = forced && has_family(cand, nc, cfg->family);
+  int nseen = 0;
+  r->best = -1, r->count = 0, r->best_us = 0, r->heur_us = 0;
+  tpg_err_clear(); /* so that a message after the loop is the timer's */
+  for (int i = 0; i < nc; ++i) {
+    double t;
+    if (i > 0 && tpg_now_us() - t0 > cfg->budget_us) break;
+    if (!family_allows(cfg->family, &cand[i]) || (has_forced && cand[i].kind == TPG_GEMM_VAR_TMA)) continue;
+    if (launch_of(cfg, p, &cand[i], &L, &xm, &wm, why, sizeof why)) continue;
+    if (seen_before(seen, nseen, &L)) continue;
+    seen[nseen++] = L;
+    if (cfg->time_fn(cfg->time_ctx, p, &cand[i], &L, &xm, &wm, &t) || !(t > 0) || !isfinite(t)) continue;
+    ++r->count;
+    if (cand[i].kind == TPG_GEMM_VAR_HEURISTIC) r->heur_us = t;
+    if (r->best < 0 || t < r->best_us) r->best = i, r->best_us = t;
+  }
+}
+
+/* Keeps the heuristic unless the winner is clearly faster, caches the
+ * winner (and writes the file), and sets out to its launch. */
+static void settle(const tpg_gemm_tune_cfg *cfg, const tpg_gemm_problem *p, const tpg_gemm_variant *cand, timed *r,
+                   tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map, tpg_gemm_tune_info *info) {
+  const tpg_gemm_key key = key_of(p);
+  char why[200];
+  if (r->heur_us > 0 && r->best_us > r->heur_us * (1.0 - cfg->min_gain)) {
+    r->best = 0;
+    r->best_us = r->heur_us;
+  }
+  const tpg_gemm_variant v = cand[r->best];
+  launch_of(cfg, p, &v, out, x_map, w_map, why, sizeof why);
+  pthread_mutex_lock(&g_mu);
+  put_locked(&key, &v, r->best_us, 0, 1); /* out of memory: simply not cached */
+  pthread_mutex_unlock(&g_mu);
+  if (cfg->cache_path && tpg_gemm_tune_store(cfg->cache_path))
+    fprintf(stderr, "tpgraph: warning: GEMM tuning cache %s: could not be written; kept in this process\n",
+            cfg->cache_path);
+  set_info(info, TPG_GEMM_TUNE_FROM_TIMING, &v);
+  if (info) info->best_us = r->best_us;
+}
+
+tpg_status tpg_gemm_tune_pick(const tpg_gemm_tune_cfg *cfg, const tpg_gemm_problem *p, tpg_kernel_launch *out,
+                              tpg_tma_encode *x_map, tpg_tma_encode *w_map, tpg_gemm_tune_info *info) {
+  char why[200];
+  tpg_gemm_variant heur, cand[TPG_GEMM_MAX_CANDIDATES];
+  timed r;
   TPG_CHECK_ARG(cfg != NULL, "cfg is NULL");
-  TPG_CHECK_ARG(key != NULL, "key is NULL");
+  TPG_CHECK_ARG(p != NULL, "problem is NULL");
   TPG_CHECK_ARG(out != NULL, "out is NULL");
   TPG_CHECK_ARG(x_map != NULL && w_map != NULL, "x_map/w_map are NULL");
   TPG_CHECK_ARG(cfg->mode == TPG_GEMM_TUNE_OFF || cfg->mode == TPG_GEMM_TUNE_ON,
                 "cfg->mode=%d: must be TPG_GEMM_TUNE_OFF or TPG_GEMM_TUNE_ON", cfg->mode);
   TPG_CHECK_ARG(cfg->mode == TPG_GEMM_TUNE_OFF || cfg->time_fn != NULL, "cfg->time_fn is NULL with tuning on");
-  TPG_CHECK_ARG(cfg->family == TPG_GEMM_FAMILY_AUTO || cfg->family == TPG_GEMM_FAMILY_OURS ||
-                    cfg->family == TPG_GEMM_FAMILY_CUTLASS,
-                "cfg->family=%d: must be TPG_GEMM_FAMILY_AUTO, _OURS or _CUTLASS", cfg->family);
+  TPG_CHECK_ARG(cfg->family >= TPG_GEMM_FAMILY_AUTO && cfg->family < TPG_GEMM_FAMILY_COUNT,
+                "cfg->family=%d: must be TPG_GEMM_FAMILY_AUTO, _OURS, _CUTLASS or _CUBLASLT", cfg->family);
   if (info) memset(info, 0, sizeof *info);
   memset(&heur, 0, sizeof heur);
   heur.kind = TPG_GEMM_VAR_HEURISTIC;
-
   /* the heuristic first: it also checks the shape, with the rule's message */
-  if (tpg_gemm_select_rule(key->m, key->n, key->k, key->dtype, key->epilogue, key->arch, key->sm_count, ldx, ldw,
-                           cfg->streamk, cfg->family, out, x_map, w_map, why, sizeof why))
-    return TPG_ARG_FAIL("GEMM %dx%dx%d: %s", key->m, key->n, key->k, why);
+  if (heuristic(cfg, p, out, x_map, w_map, why, sizeof why))
+    return TPG_ARG_FAIL("GEMM %dx%dx%d: %s", p->m, p->n, p->k, why);
   if (cfg->mode == TPG_GEMM_TUNE_OFF) {
     set_info(info, TPG_GEMM_TUNE_FROM_HEURISTIC, &heur);
     return TPG_SUCCESS;
   }
-
-  /* process cache, then the file */
-  {
-    int source = TPG_GEMM_TUNE_FROM_PROCESS, tries;
-    for (tries = 0; tries < 2; ++tries) {
-      int hit = 0, ff = 0;
-      pthread_mutex_lock(&g_mu);
-      {
-        entry *e = find_locked(key);
-        if (e) { v = e->v; us = e->us; ff = e->from_file; hit = 1; }
-      }
-      pthread_mutex_unlock(&g_mu);
-      if (hit) {
-        if (family_allows(cfg->family, &v) && (v.kind == TPG_GEMM_VAR_HEURISTIC ||
-            !tpg_gemm_select_variant(key->m, key->n, key->k, key->dtype, key->epilogue, key->arch, key->sm_count, ldx,
-                                     ldw, &v, out, x_map, w_map, why, sizeof why))) {
-          if (v.kind == TPG_GEMM_VAR_HEURISTIC)  /* restore the heuristic's launch */
-            tpg_gemm_select_rule(key->m, key->n, key->k, key->dtype, key->epilogue, key->arch, key->sm_count, ldx, ldw,
-                                 cfg->streamk, cfg->family, out, x_map, w_map, why, sizeof why);
-          set_info(info, ff ? TPG_GEMM_TUNE_FROM_FILE : source, &v);
-          if (info) info->best_us = us;
-          return TPG_SUCCESS;
-        }
-        /* a cached variant this shape cannot run (leading dims) or of a family
-         * not allowed now: time anew */
-        tpg_gemm_select_rule(key->m, key->n, key->k, key->dtype, key->epilogue, key->arch, key->sm_count, ldx, ldw,
-                             cfg->streamk, cfg->family, out, x_map, w_map, why, sizeof why);
-        break;
-      }
-      if (tries == 0 && cfg->cache_path) {
-        if (tpg_gemm_tune_load(cfg->cache_path) <= 0) break;
-        source = TPG_GEMM_TUNE_FROM_FILE;
-      } else {
-        break;
-      }
-    }
+  if (pick_cached(cfg, p, out, x_map, w_map, info)) return TPG_SUCCESS;
+  const double t0 = tpg_now_us();
+  time_candidates(cfg, p, cand, tpg_gemm_candidates(p, cand, TPG_GEMM_MAX_CANDIDATES), &r);
+  if (info) {
+    info->timed = r.count;
+    info->tune_us = tpg_now_us() - t0;
+    info->heuristic_us = r.heur_us;
   }
-
-  /* time: the heuristic, then the candidates while the budget lasts */
-  {
-    tpg_gemm_variant cand[TPG_GEMM_MAX_CANDIDATES];
-    tpg_kernel_launch L, seen[TPG_GEMM_MAX_CANDIDATES];
-    tpg_tma_encode xm, wm;
-    const double t0 = tpg_now_us();
-    const int nc = tpg_gemm_candidates(key->m, key->n, key->k, key->epilogue, key->arch, key->sm_count, cand,
-                                       TPG_GEMM_MAX_CANDIDATES);
-    int i, nseen = 0, best = -1, timed = 0, has_cutlass = 0;
-    double best_us = 0, heur_us = 0;
-    /* (the CUTLASS kernels exist for bf16 only: for f16 ours are the candidates) */
-    for (i = 0; i < nc; ++i) has_cutlass |= cand[i].kind == TPG_GEMM_VAR_CUTLASS && key->dtype == TPG_KDT_BF16;
-    tpg_err_clear(); /* so that a message after the loop is the timer's */
-    for (i = 0; i < nc; ++i) {
-      int s, dup = 0;
-      double t;
-      if (i > 0 && tpg_now_us() - t0 > cfg->budget_us) break;
-      if (!family_allows(cfg->family, &cand[i]) ||
-          (cfg->family == TPG_GEMM_FAMILY_CUTLASS && has_cutlass && cand[i].kind == TPG_GEMM_VAR_TMA))
-        continue;
-      if (cand[i].kind == TPG_GEMM_VAR_HEURISTIC) {
-        if (tpg_gemm_select_rule(key->m, key->n, key->k, key->dtype, key->epilogue, key->arch, key->sm_count, ldx, ldw,
-                                 cfg->streamk, cfg->family, &L, &xm, &wm, why, sizeof why))
-          continue;
-      } else if (tpg_gemm_select_variant(key->m, key->n, key->k, key->dtype, key->epilogue, key->arch, key->sm_count,
-                                         ldx, ldw, &cand[i], &L, &xm, &wm, why, sizeof why)) {
-        continue;
-      }
-      /* the same launch under another name (e.g. the heuristic's own tile) is timed once */
-      for (s = 0; s < nseen && !dup; ++s)
-        dup = !strcmp(seen[s].kernel, L.kernel) && seen[s].grid[0] == L.grid[0] && seen[s].split_k == L.split_k &&
-              seen[s].cluster == L.cluster && seen[s].cutlass_mode == L.cutlass_mode &&
-              seen[s].cutlass_splits == L.cutlass_splits;
-      if (dup) continue;
-      seen[nseen++] = L;
-      if (cfg->time_fn(cfg->time_ctx, key, &cand[i], &L, &xm, &wm, &t) || !(t > 0) || !isfinite(t)) continue;
-      ++timed;
-      if (cand[i].kind == TPG_GEMM_VAR_HEURISTIC) heur_us = t;
-      if (best < 0 || t < best_us) { best = i; best_us = t; }
-    }
-    if (info) {
-      info->timed = timed;
-      info->tune_us = tpg_now_us() - t0;
-      info->heuristic_us = heur_us;
-    }
-    if (best < 0) { /* nothing ran: the heuristic, not cached; said once so it is not silent */
-      static int warned;
-      if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
-        fprintf(stderr, "tpgraph: warning: GEMM tuning: no candidate of %dx%dx%d could be timed (%s); using the "
-                "heuristic\n", key->m, key->n, key->k, tpg_last_error()[0] ? tpg_last_error() : "the timer gave no reason");
-      set_info(info, TPG_GEMM_TUNE_FROM_HEURISTIC, &heur);
-      return TPG_SUCCESS;
-    }
-    /* keep the heuristic unless the winner is clearly faster */
-    if (heur_us > 0 && best_us > heur_us * (1.0 - cfg->min_gain)) {
-      best = 0;
-      best_us = heur_us;
-    }
-    v = cand[best];
-    if (v.kind == TPG_GEMM_VAR_HEURISTIC)
-      tpg_gemm_select_rule(key->m, key->n, key->k, key->dtype, key->epilogue, key->arch, key->sm_count, ldx, ldw,
-                           cfg->streamk, cfg->family, out, x_map, w_map, why, sizeof why);
-    else
-      tpg_gemm_select_variant(key->m, key->n, key->k, key->dtype, key->epilogue, key->arch, key->sm_count, ldx, ldw,
-                              &v, out, x_map, w_map, why, sizeof why);
-    pthread_mutex_lock(&g_mu);
-    put_locked(key, &v, best_us, 0, 1); /* out of memory: simply not cached */
-    pthread_mutex_unlock(&g_mu);
-    if (cfg->cache_path && tpg_gemm_tune_store(cfg->cache_path))
-      fprintf(stderr, "tpgraph: warning: GEMM tuning cache %s: could not be written; kept in this process\n",
-              cfg->cache_path);
-    set_info(info, TPG_GEMM_TUNE_FROM_TIMING, &v);
-    if (info) info->best_us = best_us;
+  if (r.best < 0) { /* nothing ran: the heuristic, not cached; said once so it is not silent */
+    static int warned;
+    if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+      fprintf(stderr, "tpgraph: warning: GEMM tuning: no candidate of %dx%dx%d could be timed (%s); using the "
+              "heuristic\n", p->m, p->n, p->k, tpg_last_error()[0] ? tpg_last_error() : "the timer gave no reason");
+    set_info(info, TPG_GEMM_TUNE_FROM_HEURISTIC, &heur);
+    return TPG_SUCCESS;
   }
+  settle(cfg, p, cand, &r, out, x_map, w_map, info);
   return TPG_SUCCESS;
 }
 
 /* ---- one graph's policy ------------------------------------------------- */
-tpg_status tpg_gemm_tune_graph_pick(tpg_gemm_tune_graph *s, const tpg_gemm_key *key, int ldx, int ldw, int count,
+tpg_status tpg_gemm_tune_graph_pick(tpg_gemm_tune_graph *s, const tpg_gemm_problem *p, int count,
                                     tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map) {
   tpg_gemm_tune_cfg c;
   tpg_gemm_tune_info info;
   TPG_CHECK_ARG(s != NULL, "s is NULL");
-  TPG_CHECK_ARG(key != NULL, "key is NULL");
+  TPG_CHECK_ARG(p != NULL, "problem is NULL");
   c = s->cfg;
   if (c.mode == TPG_GEMM_TUNE_ON) {
     /* the file once per graph, so that a graph past its budget (or an
@@ -428,7 +458,8 @@ tpg_status tpg_gemm_tune_graph_pick(tpg_gemm_tune_graph *s, const tpg_gemm_key *
       s->file_loaded = 1;
       (void)tpg_gemm_tune_load(c.cache_path);
     }
-    if (tpg_gemm_tune_lookup(key, NULL, NULL) != 0) {
+    const tpg_gemm_key key = key_of(p);
+    if (tpg_gemm_tune_lookup(&key, NULL, NULL) != 0) {
       if (!s->may_time || s->spent_us >= s->budget_us) {
         c.mode = TPG_GEMM_TUNE_OFF; /* not cached and no time: the heuristic */
       } else if (s->budget_us - s->spent_us < c.budget_us) {
@@ -436,7 +467,7 @@ tpg_status tpg_gemm_tune_graph_pick(tpg_gemm_tune_graph *s, const tpg_gemm_key *
       }
     }
   }
-  TPG_TRY(tpg_gemm_tune_pick(&c, key, ldx, ldw, out, x_map, w_map, &info));
+  TPG_TRY(tpg_gemm_tune_pick(&c, p, out, x_map, w_map, &info));
   if (count) {
     s->spent_us += info.tune_us;
     if (info.source == TPG_GEMM_TUNE_FROM_TIMING) s->timed++;

@@ -2,8 +2,8 @@
  * the device, once per distinct GEMM, with a process cache and an optional
  * cache file; the deterministic heuristic (tpg_gemm_select_rule) when off.
  *
- * Why: the heuristic was tuned on five (K, N) pairs and loses up to 1.7x on
- * other model shapes (issue 14). Timing a dozen candidates takes a few ms per
+ * Why: a rule fitted on the model zoo is right on average, not on every
+ * shape. Timing a dozen candidates of every family takes a few ms per
  * distinct GEMM; a model has tens of them, so the first graph pays well under
  * a second and later graphs (and, with a file, later processes) pay a lookup.
  *
@@ -34,8 +34,9 @@ extern "C" {
 
 /* A distinct GEMM: Y[m,n] = epi(X[m,k] W[n,k]^T) on a device with sm_count
  * SMs of architecture `arch` (10*major+minor). dtype TPG_KDT_F16/BF16,
- * epilogue TPG_EPI_*. Leading dimensions are not part of it (they do not
- * change which kernel is fastest; they are passed to the pick). */
+ * epilogue TPG_EPI_*. The cache's key: a problem's leading dimensions and
+ * stream-K setting are not part of it (they do not change which kernel is
+ * fastest; the pick checks the cached variant can run them). */
 typedef struct tpg_gemm_key {
   int32_t m, n, k, dtype, epilogue, sm_count, arch;
 } tpg_gemm_key;
@@ -43,7 +44,7 @@ typedef struct tpg_gemm_key {
 /* Times one candidate: fills *us (median or mean per launch, microseconds)
  * and returns 0, or nonzero when it could not run (the candidate is skipped).
  * `launch`, `x_map`, `w_map` are what tpg_gemm_select_variant returned. */
-typedef int (*tpg_gemm_time_fn)(void *ctx, const tpg_gemm_key *key, const tpg_gemm_variant *v,
+typedef int (*tpg_gemm_time_fn)(void *ctx, const tpg_gemm_problem *p, const tpg_gemm_variant *v,
                                 const tpg_kernel_launch *launch, const tpg_tma_encode *x_map,
                                 const tpg_tma_encode *w_map, double *us);
 
@@ -51,8 +52,6 @@ enum { TPG_GEMM_TUNE_OFF = 0, TPG_GEMM_TUNE_ON = 1 };
 
 typedef struct tpg_gemm_tune_cfg {
   int mode;                 /* TPG_GEMM_TUNE_OFF: the heuristic, nothing timed  */
-  int streamk;              /* the heuristic's stream-K setting (TPG_GEMM_STREAMK:
-                               0 never, 1 cost model, 2 always)               */
   const char *cache_path;   /* borrowed; NULL: the process cache only         */
   double budget_us;         /* wall time one key may spend timing; the heuristic
                                is always timed, candidates while time is left */
@@ -61,12 +60,13 @@ typedef struct tpg_gemm_tune_cfg {
   tpg_gemm_time_fn time_fn; /* required when mode is ON                       */
   void *time_ctx;
   int family;               /* TPG_GEMM_FAMILY_*: the heuristic is
-                               tpg_gemm_select_rule with it; OURS times no
-                               CUTLASS candidate, CUTLASS times no TMA kernel
-                               of ours where a CUTLASS one can run, and a cached
-                               variant of a family not allowed is timed anew */
+                               tpg_gemm_select_rule with it; OURS times ours
+                               only, a forced family times its own candidates
+                               and ours but no TMA kernel of ours where it has
+                               one; a cached variant of a family not allowed is
+                               timed anew */
 } tpg_gemm_tune_cfg;
-#define TPG_GEMM_TUNE_CFG_INIT {TPG_GEMM_TUNE_OFF, 1, NULL, 50000.0, 0.03, NULL, NULL, TPG_GEMM_FAMILY_AUTO}
+#define TPG_GEMM_TUNE_CFG_INIT {TPG_GEMM_TUNE_OFF, NULL, 50000.0, 0.03, NULL, NULL, TPG_GEMM_FAMILY_AUTO}
 
 /* What a pick did, for tpg_graph_info and logs. */
 typedef struct tpg_gemm_tune_info {
@@ -84,14 +84,13 @@ enum {
   TPG_GEMM_TUNE_FROM_TIMING = 3     /* timed by this call                    */
 };
 
-/* Pick the kernel for key: the launch and, for TMA kernels, the two map
- * descriptions (as tpg_gemm_select_tma; ldx/ldw as there). info may be NULL.
- * Thread-safe. Errors: TPG_ERROR_INVALID_ARGUMENT naming the argument (NULL
- * pointers, a shape tpg_gemm_select refuses, tuning on without time_fn).
- * A failing cache file never fails the call. */
-tpg_status tpg_gemm_tune_pick(const tpg_gemm_tune_cfg *cfg, const tpg_gemm_key *key, int ldx, int ldw,
-                              tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map,
-                              tpg_gemm_tune_info *info);
+/* Pick the kernel for p: the launch and, for TMA kernels, the two map
+ * descriptions (as tpg_gemm_select_rule). info may be NULL. Thread-safe.
+ * Errors: TPG_ERROR_INVALID_ARGUMENT naming the argument (NULL pointers, a
+ * shape the rule refuses, tuning on without time_fn). A failing cache file
+ * never fails the call. */
+tpg_status tpg_gemm_tune_pick(const tpg_gemm_tune_cfg *cfg, const tpg_gemm_problem *p, tpg_kernel_launch *out,
+                              tpg_tma_encode *x_map, tpg_tma_encode *w_map, tpg_gemm_tune_info *info);
 
 /* ---- one graph's GEMMs (the graph builder's policy, testable on a CPU) ----
  * A graph times only while it is being created (may_time), within a budget
@@ -100,7 +99,7 @@ tpg_status tpg_gemm_tune_pick(const tpg_gemm_tune_cfg *cfg, const tpg_gemm_key *
  * heuristic: an update never re-times. Counts what creation did for
  * tpg_graph_info. */
 typedef struct tpg_gemm_tune_graph {
-  tpg_gemm_tune_cfg cfg;   /* mode, streamk, cache_path, per-key budget, timer */
+  tpg_gemm_tune_cfg cfg;   /* mode, family, cache_path, per-key budget, timer */
   double budget_us;        /* timing the whole graph may spend              */
   double spent_us;         /* spent so far                                  */
   int may_time;            /* 0: caches and the heuristic only               */
@@ -110,7 +109,7 @@ typedef struct tpg_gemm_tune_graph {
 
 /* tpg_gemm_tune_pick under the graph's policy; `count`: add this pick to
  * timed/cached/spent (the graph counts each node once, at prepare). */
-tpg_status tpg_gemm_tune_graph_pick(tpg_gemm_tune_graph *s, const tpg_gemm_key *key, int ldx, int ldw, int count,
+tpg_status tpg_gemm_tune_graph_pick(tpg_gemm_tune_graph *s, const tpg_gemm_problem *p, int count,
                                     tpg_kernel_launch *out, tpg_tma_encode *x_map, tpg_tma_encode *w_map);
 
 /* Forget the process cache (tests; a device change). */

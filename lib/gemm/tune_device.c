@@ -12,7 +12,8 @@
  *    fresh one once; the kernels keep the counters zero).
  *  - A CUTLASS candidate gets its argument block built on these buffers
  *    (lib/gemm/cutlass.h, descriptors encoded by the driver) and its
- *    launch-time cluster, as the graph node does.
+ *    launch-time cluster, as the graph node does; a cuBLASLt candidate a
+ *    plan of its own (lib/gemm/cublaslt.h), run on the timer's stream.
  * The caller makes the device's context current and owns the stream.
  */
 #include "lib/gemm/tune_device.h"
@@ -24,7 +25,9 @@
 #include "kernels/tpg_kargs.h"
 #include "kernels/tpg_tma_args.h"
 #include "lib/device.h"
+#include "lib/gemm/cublaslt.h"
 #include "lib/gemm/cutlass.h"
+#include "lib/gemm/ours.h"
 
 #define FLUSH_BYTES ((size_t)128 << 20)
 #define MAX_REPS 32
@@ -124,80 +127,101 @@ static tpg_status launch(CUfunction f, const tpg_kernel_launch *L, CUstream stre
   return r == CUDA_SUCCESS ? TPG_SUCCESS : tpg_cu_fail(r, __func__, "cuLaunchKernelEx (a GEMM candidate with a cluster)");
 }
 
-static tpg_status time_one(tpg_gemm_dev_timer *t, const tpg_gemm_key *key, const tpg_kernel_launch *L,
-                           const tpg_tma_encode *xm, const tpg_tma_encode *wm, double *us) {
-  const int bf16 = key->dtype == TPG_KDT_BF16, swiglu = key->epilogue == TPG_EPI_SWIGLU;
-  /* TMA maps carry the caller's leading dimensions (bytes per row): honour them */
-  const size_t ldx = xm->rank ? xm->strides[0] / 2 : (size_t)key->k;
-  const size_t ldw = wm->rank ? wm->strides[0] / 2 : (size_t)key->k;
-  const size_t nw = (size_t)key->n * (swiglu ? 2 : 1);
+/* The operand buffers, grown to p, filled with small non-zero patterns; a
+ * fresh zeroed workspace of the launch's size. */
+static tpg_status operands(tpg_gemm_dev_timer *t, const tpg_gemm_problem *p, const tpg_kernel_launch *L) {
+  const int bf16 = p->dtype == TPG_KDT_BF16;
+  const size_t nw = (size_t)tpg_gemm_wrows(p);
   /* two bf16/f16 values per word: x ~0.5/0.25, w ~0.01/-0.01 (sums stay finite in f16) */
   const unsigned xp = bf16 ? 0x3F003E80u : 0x38003400u, wp = bf16 ? 0x3C24BC24u : 0x211FA11Fu;
-  tpg_gemm_tma_args p;
-  tpg_gemm_cutlass_args cp;
-  void *params[1];
-  CUfunction f;
-  float ms[MAX_REPS];
-  int i;
-  TPG_TRY(grow(&t->x, &t->x_b, (size_t)key->m * ldx * 2, xp, t->stream));
-  TPG_TRY(grow(&t->w, &t->w_b, nw * ldw * 2, wp, t->stream));
-  TPG_TRY(grow(&t->y, &t->y_b, (size_t)key->m * key->n * 4, 0, t->stream));
-  TPG_TRY(grow(&t->bias, &t->bias_b, 2 * (size_t)key->n * 2, xp, t->stream));
-  TPG_TRY(grow(&t->res, &t->res_b, (size_t)key->m * key->n * 2, xp, t->stream));
+  TPG_TRY(grow(&t->x, &t->x_b, (size_t)p->m * (size_t)p->ldx * 2, xp, t->stream));
+  TPG_TRY(grow(&t->w, &t->w_b, nw * (size_t)p->ldw * 2, wp, t->stream));
+  TPG_TRY(grow(&t->y, &t->y_b, (size_t)p->m * (size_t)p->ldy * 4, 0, t->stream));
+  TPG_TRY(grow(&t->bias, &t->bias_b, 2 * (size_t)p->n * 2, xp, t->stream));
+  TPG_TRY(grow(&t->res, &t->res_b, (size_t)p->m * (size_t)p->ldr * 2, xp, t->stream));
   if (L->workspace_bytes) {
     TPG_TRY(grow(&t->ws, &t->ws_b, L->workspace_bytes, 0, t->stream));
     TPG_CU(cuMemsetD32Async(t->ws, 0, t->ws_b / 4, t->stream));
   }
-  memset(&p, 0, sizeof p);
-  p.a.x = (const void *)t->x;
-  p.a.w = (const void *)t->w;
-  p.a.y = (void *)t->y;
-  p.a.bias = key->epilogue == TPG_EPI_NONE || key->epilogue == TPG_EPI_F32_PARTIAL ? NULL : (const void *)t->bias;
-  p.a.residual = key->epilogue == TPG_EPI_RESIDUAL ? (const void *)t->res : NULL;
-  p.a.workspace = L->workspace_bytes ? (void *)t->ws : NULL; /* CUTLASS: always (its done counter) */
-  p.a.m = key->m;
-  p.a.n = key->n;
-  p.a.k = key->k;
-  p.a.ldx = (int32_t)ldx;
-  p.a.ldw = (int32_t)ldw;
-  p.a.ldy = key->n;
-  p.a.ldr = key->n;
-  p.a.dtype = key->dtype;
-  p.a.epilogue = key->epilogue;
-  p.a.split_k = L->split_k;
-  if (L->cutlass) {
-    /* CUTLASS: its own argument block, every descriptor on our buffers */
-    tpg_cutlass_problem cq;
-    CUresult cu;
-    char why[200];
-    memset(&cq, 0, sizeof cq);
-    cq.kernel = L->cutlass - 1;
-    cq.mode = L->cutlass_mode;
-    cq.splits = L->cutlass_splits;
-    cq.m = key->m, cq.n = key->n, cq.k = key->k;
-    cq.ldx = (int)ldx, cq.ldw = (int)ldw, cq.ldy = key->n, cq.ldr = key->n;
-    cq.dtype = key->dtype, cq.epilogue = key->epilogue, cq.num_sms = key->sm_count;
-    if (tpg_cutlass_fill(&cq, &p.a, tpg_tmap_encode_driver, NULL, &cp, &cu, why, sizeof why))
-      return cu != CUDA_SUCCESS ? tpg_cu_fail(cu, __func__, "cuTensorMapEncodeTiled (a CUTLASS candidate)")
-                                : TPG_FAIL(TPG_ERROR_INTERNAL, "timer: CUTLASS candidate %s: %s", L->kernel, why);
-    params[0] = &cp;
-  } else if (xm->rank) {
-    TPG_TRY(encode(xm, t->x, key->dtype, &p.tx));
-    TPG_TRY(encode(wm, t->w, key->dtype, &p.tw));
-    tpg_tma_encode ym;
-    tpg_gemm_y_map(key->m, key->n, key->n, &ym);
-    TPG_TRY(encode(&ym, t->y, key->dtype, &p.ty));
-    params[0] = &p;
-  } else {
-    params[0] = &p.a;
-  }
-  TPG_TRY(tpg_kernel_function(L->kernel, L->smem_bytes, &f));
+  return TPG_SUCCESS;
+}
+
+/* The plain argument view on the timer's buffers. */
+static void args_of(const tpg_gemm_dev_timer *t, const tpg_gemm_problem *p, const tpg_kernel_launch *L,
+                    tpg_gemm_args *a) {
+  memset(a, 0, sizeof *a);
+  a->x = (const void *)t->x;
+  a->w = (const void *)t->w;
+  a->y = (void *)t->y;
+  const int nobias = p->epilogue == TPG_EPI_NONE || p->epilogue == TPG_EPI_F32_PARTIAL ||
+                     (p->epilogue == TPG_EPI_RESIDUAL && !p->residual_bias);
+  a->bias = nobias ? NULL : (const void *)t->bias;
+  a->residual = p->epilogue == TPG_EPI_RESIDUAL ? (const void *)t->res : NULL;
+  a->workspace = L->workspace_bytes ? (void *)t->ws : NULL; /* CUTLASS: always (its done counter) */
+  a->m = p->m, a->n = p->n, a->k = p->k;
+  a->ldx = p->ldx, a->ldw = p->ldw, a->ldy = p->ldy, a->ldr = p->ldr;
+  a->dtype = p->dtype;
+  a->epilogue = p->epilogue;
+  a->split_k = L->split_k;
+}
+
+/* CUTLASS: its own argument block, every descriptor on our buffers. */
+static tpg_status cutlass_args(const tpg_gemm_problem *p, const tpg_kernel_launch *L, const tpg_gemm_args *a,
+                               tpg_gemm_cutlass_args *cp) {
+  tpg_cutlass_problem cq;
+  CUresult cu;
+  char why[200];
+  memset(&cq, 0, sizeof cq);
+  cq.kernel = L->cutlass - 1;
+  cq.mode = L->cutlass_mode;
+  cq.splits = L->cutlass_splits;
+  cq.m = p->m, cq.n = p->n, cq.k = p->k;
+  cq.ldx = p->ldx, cq.ldw = p->ldw, cq.ldy = p->ldy, cq.ldr = p->ldr;
+  cq.dtype = p->dtype, cq.epilogue = p->epilogue, cq.num_sms = p->sms;
+  if (tpg_cutlass_fill(&cq, a, tpg_tmap_encode_driver, NULL, cp, &cu, why, sizeof why))
+    return cu != CUDA_SUCCESS ? tpg_cu_fail(cu, __func__, "cuTensorMapEncodeTiled (a CUTLASS candidate)")
+                              : TPG_FAIL(TPG_ERROR_INTERNAL, "timer: CUTLASS candidate %s: %s", L->kernel, why);
+  return TPG_SUCCESS;
+}
+
+/* One run of a candidate on the timer's stream. */
+typedef tpg_status (*run_fn)(void *ctx, CUstream stream);
+
+/* A kernel of ours or CUTLASS's with its parameter block. */
+typedef struct kernel_run {
+  CUfunction f;
+  const tpg_kernel_launch *L;
+  void **params;
+} kernel_run;
+static tpg_status run_kernel(void *ctx, CUstream stream) {
+  const kernel_run *k = ctx;
+  return launch(k->f, k->L, stream, k->params);
+}
+
+/* A cuBLASLt candidate: its plan on the timer's buffers. */
+typedef struct lt_run {
+  tpg_lt_plan *plan;
+  const tpg_gemm_args *a;
+} lt_run;
+static tpg_status run_lt(void *ctx, CUstream stream) {
+  const lt_run *r = ctx;
+  char why[300];
+  if (tpg_lt_plan_run(r->plan, r->a, (void *)stream, why, sizeof why))
+    return TPG_FAIL(TPG_ERROR_CUDA, "timer: cuBLASLt candidate: %s", why);
+  return TPG_SUCCESS;
+}
+
+/* One run after the warm-up per repetition, each after an L2 flush and
+ * between its own events; *us the median. */
+static tpg_status time_runs(tpg_gemm_dev_timer *t, run_fn run, void *ctx, double *us) {
+  float ms[MAX_REPS];
+  int i;
   /* warm-up: module load, first-touch */
-  TPG_TRY(launch(f, L, t->stream, params));
+  TPG_TRY(run(ctx, t->stream));
   for (i = 0; i < t->reps; ++i) {
     TPG_CU(cuMemsetD32Async(t->flush, (unsigned)i, FLUSH_BYTES / 4, t->stream));
     TPG_CU(cuEventRecord(t->ev[2 * i], t->stream));
-    TPG_TRY(launch(f, L, t->stream, params));
+    TPG_TRY(run(ctx, t->stream));
     TPG_CU(cuEventRecord(t->ev[2 * i + 1], t->stream));
   }
   TPG_CU(cuEventSynchronize(t->ev[2 * t->reps - 1]));
@@ -207,9 +231,48 @@ static tpg_status time_one(tpg_gemm_dev_timer *t, const tpg_gemm_key *key, const
   return TPG_SUCCESS;
 }
 
-int tpg_gemm_dev_time(void *ctx, const tpg_gemm_key *key, const tpg_gemm_variant *v, const tpg_kernel_launch *launch,
+/* A cuBLASLt candidate: a plan made for it and freed after. */
+static tpg_status time_lt(tpg_gemm_dev_timer *t, const tpg_gemm_problem *p, const tpg_kernel_launch *L,
+                          const tpg_gemm_args *a, double *us) {
+  lt_run r = {NULL, a};
+  char why[300];
+  if (tpg_lt_plan_create(p, L->lt_algo, &r.plan, why, sizeof why))
+    return TPG_FAIL(TPG_ERROR_CUDA, "timer: cuBLASLt candidate: %s", why);
+  tpg_status st = time_runs(t, run_lt, &r, us);
+  tpg_lt_plan_destroy(r.plan);
+  return st;
+}
+
+static tpg_status time_one(tpg_gemm_dev_timer *t, const tpg_gemm_problem *p, const tpg_kernel_launch *L,
+                           const tpg_tma_encode *xm, const tpg_tma_encode *wm, double *us) {
+  tpg_gemm_tma_args ta;
+  tpg_gemm_cutlass_args cp;
+  void *params[1];
+  kernel_run k = {NULL, L, params};
+  TPG_TRY(operands(t, p, L));
+  memset(&ta, 0, sizeof ta);
+  args_of(t, p, L, &ta.a);
+  if (L->family == TPG_GEMM_FAMILY_CUBLASLT) return time_lt(t, p, L, &ta.a, us);
+  if (L->cutlass) {
+    TPG_TRY(cutlass_args(p, L, &ta.a, &cp));
+    params[0] = &cp;
+  } else if (xm->rank) {
+    tpg_tma_encode ym;
+    TPG_TRY(encode(xm, t->x, p->dtype, &ta.tx));
+    TPG_TRY(encode(wm, t->w, p->dtype, &ta.tw));
+    tpg_gemm_y_map(p->m, p->n, p->ldy, &ym);
+    TPG_TRY(encode(&ym, t->y, p->dtype, &ta.ty));
+    params[0] = &ta;
+  } else {
+    params[0] = &ta.a;
+  }
+  TPG_TRY(tpg_kernel_function(L->kernel, L->smem_bytes, &k.f));
+  return time_runs(t, run_kernel, &k, us);
+}
+
+int tpg_gemm_dev_time(void *ctx, const tpg_gemm_problem *p, const tpg_gemm_variant *v, const tpg_kernel_launch *launch,
                       const tpg_tma_encode *x_map, const tpg_tma_encode *w_map, double *us) {
   (void)v;
-  if (!ctx || !key || !launch || !x_map || !w_map || !us) return 1;
-  return time_one((tpg_gemm_dev_timer *)ctx, key, launch, x_map, w_map, us) != TPG_SUCCESS;
+  if (!ctx || !p || !launch || !x_map || !w_map || !us) return 1;
+  return time_one((tpg_gemm_dev_timer *)ctx, p, launch, x_map, w_map, us) != TPG_SUCCESS;
 }

@@ -6,7 +6,7 @@
  *   tpg_gemm_tune_cfg c = TPG_GEMM_TUNE_CFG_INIT;
  *   c.mode = TPG_GEMM_TUNE_ON; c.time_fn = tpg_gemm_dev_time; c.time_ctx = tm;
  *   c.cache_path = getenv("TPG_GEMM_TUNE_CACHE");  // or from the graph config
- *   tpg_gemm_tune_pick(&c, &key, ldx, ldw, &launch, &x_map, &w_map, &info);
+ *   tpg_gemm_tune_pick(&c, &problem, &launch, &x_map, &w_map, &info);
  *   ...                                          // every GEMM node
  *   tpg_gemm_dev_timer_destroy(tm);
  */
@@ -27,7 +27,7 @@ TPG_HIDDEN void tpg_gemm_dev_timer_destroy(tpg_gemm_dev_timer *t); /* NULL: no-o
 
 /* A tpg_gemm_time_fn; ctx is a tpg_gemm_dev_timer. Returns nonzero (the
  * candidate is skipped) when a driver call fails; tpg_last_error says why. */
-TPG_HIDDEN int tpg_gemm_dev_time(void *ctx, const tpg_gemm_key *key, const tpg_gemm_variant *v,
+TPG_HIDDEN int tpg_gemm_dev_time(void *ctx, const tpg_gemm_problem *p, const tpg_gemm_variant *v,
                                  const tpg_kernel_launch *launch, const tpg_tma_encode *x_map,
                                  const tpg_tma_encode *w_map, double *us);
 

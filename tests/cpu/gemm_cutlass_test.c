@@ -18,7 +18,9 @@
 
 #include "kernels/tpg_cutlass_args.h"
 #include "lib/gemm/cutlass.h"
+#include "lib/gemm/ours.h"
 #include "lib/gemm/select.h"
+#include "tests/cpu/gemm_test.h"
 #include "tests/tpg_test.h"
 
 /* A recording encoder: the bases CUTLASS asked to map; fails on demand. */
@@ -39,6 +41,7 @@ static CUresult rec_encode(void *ctx, CUtensorMap *map, CUtensorMapDataType dt, 
 }
 
 int main(void) {
+  gemm_test_without_cublaslt();
   static const int ms[] = {17, 64, 100, 128, 255, 512, 1024, 4096};
   static const int nk[][2] = {{4096, 4096}, {1280, 8192}, {14336, 4096}, {1024, 512}, {24, 64}};
   static const int epis[] = {TPG_EPI_NONE, TPG_EPI_BIAS, TPG_EPI_BIAS_GELU, TPG_EPI_BIAS_SILU, TPG_EPI_RESIDUAL};
@@ -60,9 +63,11 @@ int main(void) {
       for (size_t e = 0; e < sizeof epis / sizeof epis[0]; ++e) {
         const int m = ms[s], n = nk[t][0], k = nk[t][1], epi = epis[e];
         tpg_gemm_variant cand[TPG_GEMM_MAX_CANDIDATES];
-        const int nc = tpg_gemm_candidates(m, n, k, epi, 90, 132, cand, TPG_GEMM_MAX_CANDIDATES);
+        const int nc =
+            tpg_gemm_candidates(PROB(m, n, k, TPG_KDT_BF16, epi, 90, 132, k, k, 1), cand, TPG_GEMM_MAX_CANDIDATES);
         int ncut = 0;
-        CHECK(nc <= TPG_GEMM_MAX_CANDIDATES && tpg_gemm_candidates(m, n, k, epi, 90, 132, NULL, 0) == 0);
+        CHECK(nc <= TPG_GEMM_MAX_CANDIDATES &&
+              tpg_gemm_candidates(PROB(m, n, k, TPG_KDT_BF16, epi, 90, 132, k, k, 1), NULL, 0) == 0);
         for (int c = 0; c < nc; ++c) {
           tpg_gemm_variant back;
           tpg_kernel_launch L;
@@ -75,9 +80,10 @@ int main(void) {
                 back.cutlass == cand[c].cutlass && back.streamk == cand[c].streamk && back.split == cand[c].split);
           CHECK(tpg_gemm_variant_family(&cand[c]) == TPG_GEMM_FAMILY_CUTLASS);
           /* f16 is refused, naming the dtype */
-          CHECK(tpg_gemm_select_variant(m, n, k, TPG_KDT_F16, epi, 90, 132, k, k, &cand[c], &L, &xe, &we, why,
-                                        sizeof why) != 0 && strstr(why, "dtype"));
-          if (tpg_gemm_select_variant(m, n, k, TPG_KDT_BF16, epi, 90, 132, k, k, &cand[c], &L, &xe, &we, why,
+          CHECK(tpg_gemm_select_variant(PROB(m, n, k, TPG_KDT_F16, epi, 90, 132, k, k, 1), &cand[c], &L, &xe, &we, why,
+                                        sizeof why) != 0 &&
+                strstr(why, "dtype"));
+          if (tpg_gemm_select_variant(PROB(m, n, k, TPG_KDT_BF16, epi, 90, 132, k, k, 1), &cand[c], &L, &xe, &we, why,
                                       sizeof why)) {
             fprintf(stderr, "%s at %d x %d x %d epi %d refused: %s\n", name, m, n, k, epi, why);
             CHECK(0);
@@ -162,11 +168,14 @@ int main(void) {
   /* none for SwiGLU, fp32 partials, decode M, or off sm_90 */
   {
     tpg_gemm_variant cand[TPG_GEMM_MAX_CANDIDATES];
-    int nc = tpg_gemm_candidates(512, 4096, 4096, TPG_EPI_SWIGLU, 90, 132, cand, TPG_GEMM_MAX_CANDIDATES);
+    int nc = tpg_gemm_candidates(PROB(512, 4096, 4096, TPG_KDT_BF16, TPG_EPI_SWIGLU, 90, 132, 4096, 4096, 1), cand,
+                                 TPG_GEMM_MAX_CANDIDATES);
     for (i = 0; i < nc; ++i) CHECK(cand[i].kind != TPG_GEMM_VAR_CUTLASS);
-    nc = tpg_gemm_candidates(512, 4096, 4096, TPG_EPI_F32_PARTIAL, 90, 132, cand, TPG_GEMM_MAX_CANDIDATES);
+    nc = tpg_gemm_candidates(PROB(512, 4096, 4096, TPG_KDT_BF16, TPG_EPI_F32_PARTIAL, 90, 132, 4096, 4096, 1), cand,
+                             TPG_GEMM_MAX_CANDIDATES);
     for (i = 0; i < nc; ++i) CHECK(cand[i].kind != TPG_GEMM_VAR_CUTLASS);
-    nc = tpg_gemm_candidates(512, 4096, 4096, TPG_EPI_NONE, 80, 108, cand, TPG_GEMM_MAX_CANDIDATES);
+    nc = tpg_gemm_candidates(PROB(512, 4096, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 80, 108, 4096, 4096, 1), cand,
+                             TPG_GEMM_MAX_CANDIDATES);
     CHECK(nc == 1);
   }
   /* refusals name what is wrong */
@@ -175,13 +184,16 @@ int main(void) {
     tpg_kernel_launch L;
     tpg_tma_encode xe, we;
     CHECK(tpg_gemm_variant_parse("cutlass_ping_128x128_c2x1_sk", &v) == 0);
-    CHECK(tpg_gemm_select_variant(512, 4096, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, &v, &L, &xe, &we,
-                                  why, sizeof why) != 0 && strstr(why, "ping-pong"));
+    CHECK(tpg_gemm_select_variant(PROB(512, 4096, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, 1), &v, &L,
+                                  &xe, &we, why, sizeof why) != 0 &&
+          strstr(why, "ping-pong"));
     CHECK(tpg_gemm_variant_parse("cutlass_coop_128x256_c2x1", &v) == 0);
-    CHECK(tpg_gemm_select_variant(512, 4096, 4096, TPG_KDT_BF16, TPG_EPI_SWIGLU, 90, 132, 4096, 4096, &v, &L, &xe,
-                                  &we, why, sizeof why) != 0 && strstr(why, "epilogue"));
-    CHECK(tpg_gemm_select_variant(512, 4096, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 80, 108, 4096, 4096, &v, &L, &xe, &we,
-                                  why, sizeof why) != 0 && strstr(why, "sm_arch"));
+    CHECK(tpg_gemm_select_variant(PROB(512, 4096, 4096, TPG_KDT_BF16, TPG_EPI_SWIGLU, 90, 132, 4096, 4096, 1), &v, &L,
+                                  &xe, &we, why, sizeof why) != 0 &&
+          strstr(why, "epilogue"));
+    CHECK(tpg_gemm_select_variant(PROB(512, 4096, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 80, 108, 4096, 4096, 1), &v, &L,
+                                  &xe, &we, why, sizeof why) != 0 &&
+          strstr(why, "sm_arch"));
     CHECK(tpg_gemm_variant_parse("cutlass_coop_128x256_c2x1_k1", &v) != 0);
     CHECK(tpg_gemm_variant_parse("cutlass_nosuch", &v) != 0);
     CHECK(tpg_gemm_variant_parse("cutlass_coop_128x256_c2x1_k17", &v) != 0);
@@ -193,31 +205,35 @@ int main(void) {
     tpg_kernel_launch a, b, c;
     tpg_tma_encode xa, wa, xb, wb;
     const int m = ms[s];
-    CHECK(tpg_gemm_select_tma(m, 4096, 4096, TPG_KDT_BF16, TPG_EPI_BIAS, 90, 132, 4096, 4096, 1, &a, &xa, &wa, why,
-                              sizeof why) == 0);
-    CHECK(tpg_gemm_select_rule(m, 4096, 4096, TPG_KDT_BF16, TPG_EPI_BIAS, 90, 132, 4096, 4096, 1, TPG_GEMM_FAMILY_AUTO,
-                               &b, &xb, &wb, why, sizeof why) == 0);
+    CHECK(tpg_gemm_select_tma(PROB(m, 4096, 4096, TPG_KDT_BF16, TPG_EPI_BIAS, 90, 132, 4096, 4096, 1), &a, &xa, &wa,
+                              why, sizeof why) == 0);
+    CHECK(tpg_gemm_select_rule(PROB(m, 4096, 4096, TPG_KDT_BF16, TPG_EPI_BIAS, 90, 132, 4096, 4096, 1),
+                               TPG_GEMM_FAMILY_AUTO, &b, &xb, &wb, why, sizeof why) == 0);
     if (auto_is_ours)
       CHECK(!strcmp(a.kernel, b.kernel) && a.grid[0] == b.grid[0] && !memcmp(&xa, &xb, sizeof xa) && b.cutlass == 0);
     else
       CHECK(b.cutlass ? strstr(b.kernel, "tpg_cutlass_bf16_") != NULL : !strcmp(a.kernel, b.kernel));
-    CHECK(tpg_gemm_select_rule(m, 4096, 4096, TPG_KDT_BF16, TPG_EPI_BIAS, 90, 132, 4096, 4096, 1, TPG_GEMM_FAMILY_OURS,
-                               &b, &xb, &wb, why, sizeof why) == 0 && !strcmp(a.kernel, b.kernel));
-    CHECK(tpg_gemm_select_rule(m, 4096, 4096, TPG_KDT_BF16, TPG_EPI_BIAS, 90, 132, 4096, 4096, 1,
+    CHECK(tpg_gemm_select_rule(PROB(m, 4096, 4096, TPG_KDT_BF16, TPG_EPI_BIAS, 90, 132, 4096, 4096, 1),
+                               TPG_GEMM_FAMILY_OURS, &b, &xb, &wb, why, sizeof why) == 0 &&
+          !strcmp(a.kernel, b.kernel));
+    CHECK(tpg_gemm_select_rule(PROB(m, 4096, 4096, TPG_KDT_BF16, TPG_EPI_BIAS, 90, 132, 4096, 4096, 1),
                                TPG_GEMM_FAMILY_CUTLASS, &c, &xb, &wb, why, sizeof why) == 0);
     CHECK(c.cutlass > 0 && strstr(c.kernel, "tpg_cutlass_bf16_") && xb.rank == 0);
     /* where CUTLASS cannot run it: ours, also under TPG_GEMM_FAMILY_CUTLASS */
-    CHECK(tpg_gemm_select_rule(m, 4096, 4096, TPG_KDT_F16, TPG_EPI_BIAS, 90, 132, 4096, 4096, 1,
-                               TPG_GEMM_FAMILY_CUTLASS, &c, &xb, &wb, why, sizeof why) == 0 && c.cutlass == 0);
-    CHECK(tpg_gemm_select_rule(m, 4096, 4096, TPG_KDT_BF16, TPG_EPI_SWIGLU, 90, 132, 4096, 4096, 1,
-                               TPG_GEMM_FAMILY_CUTLASS, &c, &xb, &wb, why, sizeof why) == 0 && c.cutlass == 0);
+    CHECK(tpg_gemm_select_rule(PROB(m, 4096, 4096, TPG_KDT_F16, TPG_EPI_BIAS, 90, 132, 4096, 4096, 1),
+                               TPG_GEMM_FAMILY_CUTLASS, &c, &xb, &wb, why, sizeof why) == 0 &&
+          c.cutlass == 0);
+    CHECK(tpg_gemm_select_rule(PROB(m, 4096, 4096, TPG_KDT_BF16, TPG_EPI_SWIGLU, 90, 132, 4096, 4096, 1),
+                               TPG_GEMM_FAMILY_CUTLASS, &c, &xb, &wb, why, sizeof why) == 0 &&
+          c.cutlass == 0);
     /* TPG_GEMM_STREAMK=0: no K split in the CUTLASS pick either */
-    CHECK(tpg_gemm_select_rule(m, 4096, 4096, TPG_KDT_BF16, TPG_EPI_BIAS, 90, 132, 4096, 4096, 0,
+    CHECK(tpg_gemm_select_rule(PROB(m, 4096, 4096, TPG_KDT_BF16, TPG_EPI_BIAS, 90, 132, 4096, 4096, 0),
                                TPG_GEMM_FAMILY_CUTLASS, &c, &xb, &wb, why, sizeof why) == 0);
     CHECK(c.cutlass > 0 && c.cutlass_mode == TPG_CUTLASS_DP);
   }
-  CHECK(tpg_gemm_select_rule(16, 4096, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, 1, 7, NULL, NULL, NULL,
-                             why, sizeof why) != 0 && strstr(why, "family=7"));
+  CHECK(tpg_gemm_select_rule(PROB(16, 4096, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, 1), 7, NULL, NULL,
+                             NULL, why, sizeof why) != 0 &&
+        strstr(why, "family=7"));
   printf("gemm_cutlass_test: %d CUTLASS launches and argument blocks checked\n", checked);
   return TPG_TEST_END();
 }

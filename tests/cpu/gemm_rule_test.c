@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include "kernels/tpg_kargs.h"
+#include "lib/gemm/ours.h"
 #include "lib/gemm/select.h"
+#include "tests/cpu/gemm_test.h"
 #include "tests/tpg_test.h"
 
 static int same(const tpg_kernel_launch *a, const tpg_kernel_launch *b) {
@@ -19,6 +21,7 @@ static int same(const tpg_kernel_launch *a, const tpg_kernel_launch *b) {
 }
 
 int main(int argc, char **argv) {
+  gemm_test_without_cublaslt();
   char line[256], name[64], why[200];
   int lines = 0, differ = 0;
   FILE *f = argc > 1 ? fopen(argv[1], "r") : NULL;
@@ -36,8 +39,8 @@ int main(int argc, char **argv) {
     }
     ++lines;
     if (tpg_gemm_variant_parse(name, &v) ||
-        tpg_gemm_select_tma(m, n, k, TPG_KDT_BF16, e, 90, 132, k, k, 1, &a, &xa, &wa, why, sizeof why) ||
-        tpg_gemm_select_variant(m, n, k, TPG_KDT_BF16, e, 90, 132, k, k, &v, &b, &xb, &wb, why, sizeof why)) {
+        tpg_gemm_select_tma(PROB(m, n, k, TPG_KDT_BF16, e, 90, 132, k, k, 1), &a, &xa, &wa, why, sizeof why) ||
+        tpg_gemm_select_variant(PROB(m, n, k, TPG_KDT_BF16, e, 90, 132, k, k, 1), &v, &b, &xb, &wb, why, sizeof why)) {
       fprintf(stderr, "%d x %d x %d epi %d (%s): refused: %s\n", m, n, k, e, name, why);
       ++differ;
       continue;

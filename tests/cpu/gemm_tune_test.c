@@ -11,7 +11,9 @@
 #include <unistd.h>
 
 #include "kernels/tpg_kargs.h"
+#include "lib/gemm/ours.h"
 #include "lib/gemm/tune.h"
+#include "tests/cpu/gemm_test.h"
 #include "tests/tpg_test.h"
 
 /* Fake device: a time per variant name; calls counted. */
@@ -21,11 +23,13 @@ typedef struct fake {
   double fast_us;
   int fail;           /* every call fails */
 } fake;
-static int fake_time(void *ctx, const tpg_gemm_key *key, const tpg_gemm_variant *v, const tpg_kernel_launch *L,
+static int fake_time(void *ctx, const tpg_gemm_problem *p, const tpg_gemm_variant *v, const tpg_kernel_launch *L,
                      const tpg_tma_encode *xm, const tpg_tma_encode *wm, double *us) {
   fake *f = (fake *)ctx;
   char name[32];
-  (void)key; (void)xm; (void)wm;
+  (void)p;
+  (void)xm;
+  (void)wm;
   __atomic_add_fetch(&f->calls, 1, __ATOMIC_RELAXED);
   if (f->fail || !L || !L->kernel) return 1;
   tpg_gemm_variant_name(v, name, sizeof name);
@@ -33,9 +37,15 @@ static int fake_time(void *ctx, const tpg_gemm_key *key, const tpg_gemm_variant 
   return 0;
 }
 
-static tpg_gemm_key key_of(int m, int n, int k, int epi) {
-  tpg_gemm_key k_ = {m, n, k, TPG_KDT_BF16, epi, 132, 90};
-  return k_;
+/* A bf16 GEMM on 132 SMs of sm_90, dense rows; its cache key. */
+static tpg_gemm_problem prob_of(int m, int n, int k, int epi) {
+  return tpg_gemm_problem_make(m, n, k, TPG_KDT_BF16, epi, 90, 132);
+}
+static const tpg_gemm_key *key_of(const tpg_gemm_problem *p) {
+  static _Thread_local tpg_gemm_key k;
+  k.m = p->m, k.n = p->n, k.k = p->k, k.dtype = p->dtype, k.epilogue = p->epilogue, k.sm_count = p->sms;
+  k.arch = p->arch;
+  return &k;
 }
 
 static void write_file(const char *path, const char *text) {
@@ -68,10 +78,10 @@ static void *thread_body(void *p) {
   c.time_ctx = &f;
   t->ok = 1;
   for (i = 0; i < 10; ++i) {
-    tpg_gemm_key k = key_of(17 + t->base + i, 4096, 4096, TPG_EPI_NONE);
+    tpg_gemm_problem k = prob_of(17 + t->base + i, 4096, 4096, TPG_EPI_NONE);
     tpg_kernel_launch L;
     tpg_tma_encode xm, wm;
-    if (tpg_gemm_tune_pick(&c, &k, 4096, 4096, &L, &xm, &wm, NULL) != TPG_SUCCESS) t->ok = 0;
+    if (tpg_gemm_tune_pick(&c, &k, &L, &xm, &wm, NULL) != TPG_SUCCESS) t->ok = 0;
   }
   return NULL;
 }
@@ -88,8 +98,8 @@ static void graph_policy(const char *path) {
   tpg_tma_encode xm, wm, hx, hw;
   tpg_gemm_variant v;
   char why[200];
-  const tpg_gemm_key a = key_of(48, 5120, 1024, TPG_EPI_NONE), b = key_of(96, 5120, 1024, TPG_EPI_NONE),
-                     d = key_of(200, 5120, 1024, TPG_EPI_NONE);
+  const tpg_gemm_problem a = prob_of(48, 5120, 1024, TPG_EPI_NONE), b = prob_of(96, 5120, 1024, TPG_EPI_NONE),
+                         d = prob_of(200, 5120, 1024, TPG_EPI_NONE);
   unlink(path);
   tpg_gemm_tune_reset();
   c.mode = TPG_GEMM_TUNE_ON;
@@ -100,34 +110,33 @@ static void graph_policy(const char *path) {
   s.cfg = c;
   s.budget_us = 1e9;
   s.may_time = 1;
-  CHECK_ST(tpg_gemm_tune_graph_pick(NULL, &a, 1024, 1024, 1, &L, &xm, &wm), TPG_ERROR_INVALID_ARGUMENT, "s");
+  CHECK_ST(tpg_gemm_tune_graph_pick(NULL, &a, 1, &L, &xm, &wm), TPG_ERROR_INVALID_ARGUMENT, "s");
   /* creation: a is timed, a second node of a's shape hits the process cache */
-  CHECK_OK(tpg_gemm_tune_graph_pick(&s, &a, 1024, 1024, 1, &L, &xm, &wm));
+  CHECK_OK(tpg_gemm_tune_graph_pick(&s, &a, 1, &L, &xm, &wm));
   CHECK(s.timed == 1 && s.cached == 0 && f.calls > 1 && s.spent_us > 0);
-  CHECK(tpg_gemm_tune_lookup(&a, &v, NULL) == 0 && v.kind == TPG_GEMM_VAR_TMA && v.bm == 64 && v.bn == 256);
+  CHECK(tpg_gemm_tune_lookup(key_of(&a), &v, NULL) == 0 && v.kind == TPG_GEMM_VAR_TMA && v.bm == 64 && v.bn == 256);
   {
     const int calls = f.calls;
-    CHECK_OK(tpg_gemm_tune_graph_pick(&s, &a, 1024, 1024, 1, &H, &hx, &hw));
+    CHECK_OK(tpg_gemm_tune_graph_pick(&s, &a, 1, &H, &hx, &hw));
     CHECK(s.timed == 1 && s.cached == 1 && f.calls == calls && memcmp(&L, &H, sizeof L) == 0);
     /* uncounted picks (fill) change no count */
-    CHECK_OK(tpg_gemm_tune_graph_pick(&s, &a, 1024, 1024, 0, &H, &hx, &hw));
+    CHECK_OK(tpg_gemm_tune_graph_pick(&s, &a, 0, &H, &hx, &hw));
     CHECK(s.timed == 1 && s.cached == 1 && f.calls == calls);
     /* past creation (update): b is not cached -> the heuristic, not timed */
     s.may_time = 0;
-    CHECK_OK(tpg_gemm_tune_graph_pick(&s, &b, 1024, 1024, 1, &L, &xm, &wm));
+    CHECK_OK(tpg_gemm_tune_graph_pick(&s, &b, 1, &L, &xm, &wm));
     /* the heuristic is the family rule (family_table.inc: ours or CUTLASS) */
-    CHECK(tpg_gemm_select_rule(96, 5120, 1024, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 1024, 1024, c.streamk, c.family,
-                               &H, &hx, &hw, why, sizeof why) == 0);
+    CHECK(tpg_gemm_select_rule(&b, c.family, &H, &hx, &hw, why, sizeof why) == 0);
     CHECK(memcmp(&L, &H, sizeof L) == 0 && f.calls == calls && s.timed == 1 && s.cached == 1);
-    CHECK(tpg_gemm_tune_lookup(&b, NULL, NULL) != 0);
+    CHECK(tpg_gemm_tune_lookup(key_of(&b), NULL, NULL) != 0);
     /* ... and a still comes from the cache */
-    CHECK_OK(tpg_gemm_tune_graph_pick(&s, &a, 1024, 1024, 1, &L, &xm, &wm));
+    CHECK_OK(tpg_gemm_tune_graph_pick(&s, &a, 1, &L, &xm, &wm));
     CHECK(s.cached == 2 && f.calls == calls && strcmp(L.kernel, "tpg_gemm_sm90tma_bf16_m64") == 0);
     /* the graph's budget spent: no timing either */
     s.may_time = 1;
     s.budget_us = s.spent_us;
-    CHECK_OK(tpg_gemm_tune_graph_pick(&s, &d, 1024, 1024, 1, &L, &xm, &wm));
-    CHECK(f.calls == calls && s.timed == 1 && tpg_gemm_tune_lookup(&d, NULL, NULL) != 0);
+    CHECK_OK(tpg_gemm_tune_graph_pick(&s, &d, 1, &L, &xm, &wm));
+    CHECK(f.calls == calls && s.timed == 1 && tpg_gemm_tune_lookup(key_of(&d), NULL, NULL) != 0);
   }
   /* another process (empty process cache) finds a in the file without timing */
   tpg_gemm_tune_reset();
@@ -135,7 +144,7 @@ static void graph_policy(const char *path) {
   s.cfg = c;
   s.budget_us = 1e9;
   f.calls = 0;
-  CHECK_OK(tpg_gemm_tune_graph_pick(&s, &a, 1024, 1024, 1, &L, &xm, &wm));
+  CHECK_OK(tpg_gemm_tune_graph_pick(&s, &a, 1, &L, &xm, &wm));
   CHECK(f.calls == 0 && s.cached == 1 && s.timed == 0 && strcmp(L.kernel, "tpg_gemm_sm90tma_bf16_m64") == 0);
   /* tuning off: the heuristic, nothing counted */
   memset(&s, 0, sizeof s);
@@ -143,13 +152,14 @@ static void graph_policy(const char *path) {
   s.cfg.mode = TPG_GEMM_TUNE_OFF;
   s.may_time = 1;
   s.budget_us = 1e9;
-  CHECK_OK(tpg_gemm_tune_graph_pick(&s, &b, 1024, 1024, 1, &L, &xm, &wm));
+  CHECK_OK(tpg_gemm_tune_graph_pick(&s, &b, 1, &L, &xm, &wm));
   CHECK(f.calls == 0 && s.cached == 0 && s.timed == 0);
   unlink(path);
   tpg_gemm_tune_reset();
 }
 
 int main(void) {
+  gemm_test_without_cublaslt();
   char dir[] = "/tmp/tpg_tune_XXXXXX";
   char path[256], other[256];
   tpg_kernel_launch L, H;
@@ -157,7 +167,7 @@ int main(void) {
   tpg_gemm_tune_info info;
   tpg_gemm_tune_cfg c = TPG_GEMM_TUNE_CFG_INIT;
   fake f = {0, "tma_m64_n64", 10.0, 0};
-  tpg_gemm_key k = key_of(32, 7168, 4096, TPG_EPI_NONE);
+  tpg_gemm_problem k = prob_of(32, 7168, 4096, TPG_EPI_NONE);
   char why[200];
   if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
   snprintf(path, sizeof path, "%s/tune.txt", dir);
@@ -166,44 +176,43 @@ int main(void) {
   /* Off: exactly the heuristic, nothing timed. */
   c.time_fn = fake_time;
   c.time_ctx = &f;
-  CHECK_ST(tpg_gemm_tune_pick(&c, &k, 4096, 4096, &L, &xm, &wm, &info), TPG_SUCCESS, NULL);
-  CHECK(tpg_gemm_select_tma(32, 7168, 4096, TPG_KDT_BF16, TPG_EPI_NONE, 90, 132, 4096, 4096, 1, &H, &hx, &hw, why,
-                            sizeof why) == 0);
+  CHECK_ST(tpg_gemm_tune_pick(&c, &k, &L, &xm, &wm, &info), TPG_SUCCESS, NULL);
+  CHECK(tpg_gemm_select_tma(&k, &H, &hx, &hw, why, sizeof why) == 0);
   CHECK(memcmp(&L, &H, sizeof L) == 0 && memcmp(&xm, &hx, sizeof xm) == 0 && f.calls == 0);
   CHECK(info.source == TPG_GEMM_TUNE_FROM_HEURISTIC && strcmp(info.variant, "heuristic") == 0);
 
   /* Bad arguments name themselves. */
-  CHECK_ST(tpg_gemm_tune_pick(NULL, &k, 4096, 4096, &L, &xm, &wm, NULL), TPG_ERROR_INVALID_ARGUMENT, "cfg");
-  CHECK_ST(tpg_gemm_tune_pick(&c, NULL, 4096, 4096, &L, &xm, &wm, NULL), TPG_ERROR_INVALID_ARGUMENT, "key");
-  CHECK_ST(tpg_gemm_tune_pick(&c, &k, 4096, 4096, NULL, &xm, &wm, NULL), TPG_ERROR_INVALID_ARGUMENT, "out");
+  CHECK_ST(tpg_gemm_tune_pick(NULL, &k, &L, &xm, &wm, NULL), TPG_ERROR_INVALID_ARGUMENT, "cfg");
+  CHECK_ST(tpg_gemm_tune_pick(&c, NULL, &L, &xm, &wm, NULL), TPG_ERROR_INVALID_ARGUMENT, "problem");
+  CHECK_ST(tpg_gemm_tune_pick(&c, &k, NULL, &xm, &wm, NULL), TPG_ERROR_INVALID_ARGUMENT, "out");
   {
-    tpg_gemm_key bad = key_of(32, 7168, 4100, TPG_EPI_NONE);
-    CHECK_ST(tpg_gemm_tune_pick(&c, &bad, 4100, 4100, &L, &xm, &wm, NULL), TPG_ERROR_INVALID_ARGUMENT, "k=4100");
+    tpg_gemm_problem bad = prob_of(32, 7168, 4100, TPG_EPI_NONE);
+    CHECK_ST(tpg_gemm_tune_pick(&c, &bad, &L, &xm, &wm, NULL), TPG_ERROR_INVALID_ARGUMENT, "k=4100");
   }
   c.mode = TPG_GEMM_TUNE_ON;
   c.time_fn = NULL;
-  CHECK_ST(tpg_gemm_tune_pick(&c, &k, 4096, 4096, &L, &xm, &wm, NULL), TPG_ERROR_INVALID_ARGUMENT, "time_fn");
+  CHECK_ST(tpg_gemm_tune_pick(&c, &k, &L, &xm, &wm, NULL), TPG_ERROR_INVALID_ARGUMENT, "time_fn");
   c.time_fn = fake_time;
-  /* A budget no run can reach: the default (50 ms of wall time) ran out
-   * before the fast candidate under valgrind on a loaded 2-core CI machine
-   * (session 5), so these cases would test the machine's speed. The budget
-   * itself is tested below (0: only the heuristic). */
+  /* A budget no run can reach: the default (50 ms of wall time) can run out
+   * before the fast candidate under valgrind on a loaded 2-core machine, so
+   * these cases would test the machine's speed. The budget itself is tested
+   * below (0: only the heuristic). */
   c.budget_us = 1e12;
 
   /* On, process cache only: the fast candidate wins, the second pick is a hit. */
   tpg_gemm_tune_reset();
-  CHECK_ST(tpg_gemm_tune_pick(&c, &k, 4096, 4096, &L, &xm, &wm, &info), TPG_SUCCESS, NULL);
+  CHECK_ST(tpg_gemm_tune_pick(&c, &k, &L, &xm, &wm, &info), TPG_SUCCESS, NULL);
   CHECK(info.source == TPG_GEMM_TUNE_FROM_TIMING && strcmp(info.variant, "tma_m64_n64") == 0);
   CHECK(strcmp(L.kernel, "tpg_gemm_sm90tma_bf16_m64_n64") == 0 && xm.box[1] == 64 && info.best_us == 10.0);
   CHECK(info.timed >= 3 && f.calls == info.timed && info.heuristic_us == 100.0);
   f.calls = 0;
-  CHECK_ST(tpg_gemm_tune_pick(&c, &k, 4096, 4096, &L, &xm, &wm, &info), TPG_SUCCESS, NULL);
+  CHECK_ST(tpg_gemm_tune_pick(&c, &k, &L, &xm, &wm, &info), TPG_SUCCESS, NULL);
   CHECK(info.source == TPG_GEMM_TUNE_FROM_PROCESS && f.calls == 0 && strcmp(L.kernel, "tpg_gemm_sm90tma_bf16_m64_n64") == 0);
 
   /* Not clearly faster (2% < min_gain 3%): the heuristic stays. */
   tpg_gemm_tune_reset();
   f.fast_us = 98.0;
-  CHECK_ST(tpg_gemm_tune_pick(&c, &k, 4096, 4096, &L, &xm, &wm, &info), TPG_SUCCESS, NULL);
+  CHECK_ST(tpg_gemm_tune_pick(&c, &k, &L, &xm, &wm, &info), TPG_SUCCESS, NULL);
   CHECK(strcmp(info.variant, "heuristic") == 0 && memcmp(&L, &H, sizeof L) == 0);
   f.fast_us = 10.0;
 
@@ -211,22 +220,22 @@ int main(void) {
   tpg_gemm_tune_reset();
   c.budget_us = 0;
   f.calls = 0;
-  CHECK_ST(tpg_gemm_tune_pick(&c, &k, 4096, 4096, &L, &xm, &wm, &info), TPG_SUCCESS, NULL);
+  CHECK_ST(tpg_gemm_tune_pick(&c, &k, &L, &xm, &wm, &info), TPG_SUCCESS, NULL);
   CHECK(info.timed == 1 && f.calls == 1 && strcmp(info.variant, "heuristic") == 0);
   c.budget_us = 1e12;
 
   /* A timer that always fails: the heuristic, and nothing cached. */
   tpg_gemm_tune_reset();
   f.fail = 1;
-  CHECK_ST(tpg_gemm_tune_pick(&c, &k, 4096, 4096, &L, &xm, &wm, &info), TPG_SUCCESS, NULL);
+  CHECK_ST(tpg_gemm_tune_pick(&c, &k, &L, &xm, &wm, &info), TPG_SUCCESS, NULL);
   CHECK(info.source == TPG_GEMM_TUNE_FROM_HEURISTIC && memcmp(&L, &H, sizeof L) == 0);
-  CHECK(tpg_gemm_tune_lookup(&k, NULL, NULL) != 0);
+  CHECK(tpg_gemm_tune_lookup(key_of(&k), NULL, NULL) != 0);
   f.fail = 0;
 
   /* The file: written after tuning, read back by a fresh process cache. */
   tpg_gemm_tune_reset();
   c.cache_path = path;
-  CHECK_ST(tpg_gemm_tune_pick(&c, &k, 4096, 4096, &L, &xm, &wm, &info), TPG_SUCCESS, NULL);
+  CHECK_ST(tpg_gemm_tune_pick(&c, &k, &L, &xm, &wm, &info), TPG_SUCCESS, NULL);
   {
     char *txt = read_all(path);
     CHECK(txt && strncmp(txt, "tpgraph-gemm-tune 1\n32 7168 4096 2 0 132 90 tma_m64_n64 10.000\nend 1\n", 200) == 0);
@@ -234,7 +243,7 @@ int main(void) {
   }
   tpg_gemm_tune_reset();
   f.calls = 0;
-  CHECK_ST(tpg_gemm_tune_pick(&c, &k, 4096, 4096, &L, &xm, &wm, &info), TPG_SUCCESS, NULL);
+  CHECK_ST(tpg_gemm_tune_pick(&c, &k, &L, &xm, &wm, &info), TPG_SUCCESS, NULL);
   CHECK(info.source == TPG_GEMM_TUNE_FROM_FILE && f.calls == 0 && strcmp(L.kernel, "tpg_gemm_sm90tma_bf16_m64_n64") == 0);
 
   /* Corrupt files: each is ignored (load -1) with a warning, the pick times
@@ -263,7 +272,7 @@ int main(void) {
       tpg_gemm_tune_reset();
       CHECK(tpg_gemm_tune_load(path) == -1);
       f.calls = 0;
-      CHECK_ST(tpg_gemm_tune_pick(&c, &k, 4096, 4096, &L, &xm, &wm, &info), TPG_SUCCESS, NULL);
+      CHECK_ST(tpg_gemm_tune_pick(&c, &k, &L, &xm, &wm, &info), TPG_SUCCESS, NULL);
       CHECK(info.source == TPG_GEMM_TUNE_FROM_TIMING && f.calls > 0);
       txt = read_all(path);
       CHECK(txt && strstr(txt, "tpgraph-gemm-tune 1\n") == txt && strstr(txt, "\nend 1\n") != NULL);
@@ -286,7 +295,7 @@ int main(void) {
     /* a directory where the file should be: no crash, the pick still works */
     tpg_gemm_tune_reset();
     c.cache_path = dir;
-    CHECK_ST(tpg_gemm_tune_pick(&c, &k, 4096, 4096, &L, &xm, &wm, &info), TPG_SUCCESS, NULL);
+    CHECK_ST(tpg_gemm_tune_pick(&c, &k, &L, &xm, &wm, &info), TPG_SUCCESS, NULL);
     CHECK(info.source == TPG_GEMM_TUNE_FROM_TIMING);
     c.cache_path = path;
     {
@@ -302,16 +311,16 @@ int main(void) {
   CHECK(tpg_gemm_tune_load(other) == 1);
   tpg_gemm_tune_reset();
   {
-    tpg_gemm_key k2 = key_of(64, 1024, 4096, TPG_EPI_BIAS);
+    tpg_gemm_problem k2 = prob_of(64, 1024, 4096, TPG_EPI_BIAS);
     c.cache_path = other;
-    CHECK_ST(tpg_gemm_tune_pick(&c, &k2, 4096, 4096, &L, &xm, &wm, &info), TPG_SUCCESS, NULL);
+    CHECK_ST(tpg_gemm_tune_pick(&c, &k2, &L, &xm, &wm, &info), TPG_SUCCESS, NULL);
     tpg_gemm_tune_reset();
     CHECK(tpg_gemm_tune_load(other) == 2);
     {
-      tpg_gemm_key k1 = key_of(1, 14336, 8192, TPG_EPI_NONE);
+      tpg_gemm_problem k1 = prob_of(1, 14336, 8192, TPG_EPI_NONE);
       tpg_gemm_variant v;
       double us = 0;
-      CHECK(tpg_gemm_tune_lookup(&k1, &v, &us) == 0 && v.kind == TPG_GEMM_VAR_GEMV_SK && us == 55.5);
+      CHECK(tpg_gemm_tune_lookup(key_of(&k1), &v, &us) == 0 && v.kind == TPG_GEMM_VAR_GEMV_SK && us == 55.5);
     }
     c.cache_path = path;
   }

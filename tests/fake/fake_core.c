@@ -292,9 +292,11 @@ int tpgfake_setup(int argc, char **argv) {
     setenv("TPG_LIBCUDA", argv[1], 1);
     cur = argv[1];
   }
-  /* The same shim serves NCCL (shim.c), unless a test chose another. */
+  /* The same shim serves NCCL and cuBLASLt (shim.c), unless a test chose another. */
   const char *nccl = getenv("TPG_LIBNCCL");
   if (!nccl || !nccl[0]) setenv("TPG_LIBNCCL", cur, 1);
+  const char *lt = getenv("TPG_LIBCUBLASLT");
+  if (!lt || !lt[0]) setenv("TPG_LIBCUBLASLT", cur, 1);
   return 0;
 }
 
@@ -368,9 +370,9 @@ long tpgfake_live(char *why, size_t cap) {
     snprintf(why, cap,
              "%ld device allocations, %ld pinned host allocations, %ld ncclMemAlloc, %ld streams, %ld events, "
              "%ld graphs, %ld execs, %ld context retains, %ld IPC mappings, %ld NCCL comms, %ld NCCL windows, "
-             "%ld conditional handles",
+             "%ld conditional handles, %ld cuBLASLt objects",
              dev, host, nccl, k[FK_STREAM], k[FK_EVENT], k[FK_GRAPH], k[FK_EXEC], retains, k[FK_IPC], k[FK_COMM],
-             k[FK_WINDOW], k[FK_COND]);
+             k[FK_WINDOW], k[FK_COND], k[FK_LT]);
   fk_unlock();
   return total;
 }

@@ -32,7 +32,7 @@ void fk_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void fk_violation(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- objects ---- */
-enum { FK_STREAM, FK_EVENT, FK_GRAPH, FK_EXEC, FK_COMM, FK_WINDOW, FK_IPC, FK_RETAIN, FK_COND, FK_NKINDS };
+enum { FK_STREAM, FK_EVENT, FK_GRAPH, FK_EXEC, FK_COMM, FK_WINDOW, FK_IPC, FK_RETAIN, FK_COND, FK_LT, FK_NKINDS };
 void fk_live_add(int kind, const void *p);
 int fk_live_has(int kind, const void *p);
 int fk_live_del(int kind, const void *p);
@@ -87,6 +87,18 @@ typedef struct fk_kernel {
 } fk_kernel;
 /* The C kernels (fake_kit.c). */
 extern const fk_kernel fk_c_kernels[];
+/* cuBLASLt's matmul as the fake runs it (fake_cublaslt.c): one argument,
+ * this struct; the C kernel "lt_matmul". */
+typedef struct fk_lt_kargs {
+  const void *a, *b, *c, *bias;
+  void *d, *ws;
+  size_t ws_bytes;
+  int64_t lda, ldb, ldc, ldd;
+  int32_t m, n, k; /* cuBLASLt's: D is m x n, op(A) m x k */
+  int32_t in_type, out_type, epilogue;
+  float alpha, beta;
+} fk_lt_kargs;
+void fk_lt_matmul(void **p);
 extern const int fk_n_c_kernels;
 const fk_kernel *fk_kernel_find(const char *name);
 int fk_kernel_valid(const void *f);

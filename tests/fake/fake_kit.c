@@ -59,6 +59,7 @@ const fk_kernel fk_c_kernels[] = {
     {"scale2", FK_K_C, 20, 3, {0, 8, 16}, {8, 8, 4}, k_scale2},
     {"cond_set", FK_K_C, 16, 2, {0, 8}, {8, 8}, k_cond_set},
     {"cond_countdown", FK_K_C, 16, 2, {0, 8}, {8, 8}, k_cond_countdown},
+    {"lt_matmul", FK_K_C, sizeof(fk_lt_kargs), 1, {0}, {sizeof(fk_lt_kargs)}, fk_lt_matmul},
 };
 const int fk_n_c_kernels = (int)(sizeof fk_c_kernels / sizeof fk_c_kernels[0]);
 
@@ -464,6 +465,20 @@ int tpgfake_launch(void *stream, const char *name, void **params) {
                                                       .blockDimY = 1, .blockDimZ = 1, .hStream = (CUstream)stream},
                                     (CUfunction)k, params, NULL));
   return (int)r;
+}
+
+void tpgfake_ctx_push(void) {
+  fk_lock();
+  fk_ctxs[0].retains++;
+  fk_push(&fk_ctxs[0]);
+  fk_unlock();
+}
+
+void tpgfake_ctx_pop(void) {
+  fk_lock();
+  fk_pop();
+  fk_ctxs[0].retains--;
+  fk_unlock();
 }
 
 void tpgfake_capture_alloc(void *stream) {

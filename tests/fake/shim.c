@@ -1,4 +1,5 @@
-/* shim.c - libcuda_fake.so: what TPG_LIBCUDA and TPG_LIBNCCL point at.
+/* shim.c - libcuda_fake.so: what TPG_LIBCUDA, TPG_LIBNCCL and
+ * TPG_LIBCUBLASLT point at.
  *
  * lib/cuda_driver.c dlopens a file and looks up three symbols in it; every
  * other entry point comes from cuGetProcAddress. lib/nccl_loader.c dlopens a
@@ -7,10 +8,13 @@
  * -rdynamic) so that the driver and NCCL share one state; this library only
  * forwards to it: the three driver symbols directly, and each NCCL entry
  * point through the fake's table (tpgfake_entry_nccl), so the library's real
- * loading path — dlopen, then dlsym of every name — is what the tests run.
+ * loading path — dlopen, then dlsym of every name — is what the tests run;
+ * lib/gemm/cublaslt_loader.c the same way for cuBLASLt's
+ * (tpgfake_entry_cublaslt).
  * Loaded by a program without the fake, dlopen fails on the undefined
  * tpgfake_entry_* symbols: a clear "cannot load", never a half-working driver.
  */
+#include <cublasLt.h>
 #include <cuda.h>
 #include <nccl.h>
 
@@ -19,6 +23,7 @@ CUresult tpgfake_entry_get_proc(const char *sym, void **pfn, int ver, cuuint64_t
 CUresult tpgfake_entry_init(unsigned flags);
 CUresult tpgfake_entry_version(int *v);
 void *tpgfake_entry_nccl(const char *name);
+void *tpgfake_entry_cublaslt(const char *name);
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -64,4 +69,52 @@ EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t c, void *b, size_t n, nccl
 }
 EXPORT ncclResult_t ncclCommWindowDeregister(ncclComm_t c, ncclWindow_t w) {
   return FAKE(ncclCommWindowDeregister)(c, w);
+}
+
+/* cuBLASLt's, through the fake's table of them. */
+#define LT(name) ((__typeof__(&name))tpgfake_entry_cublaslt(#name))
+
+EXPORT size_t cublasLtGetVersion(void) { return LT(cublasLtGetVersion)(); }
+EXPORT const char *cublasLtGetStatusString(cublasStatus_t s) { return LT(cublasLtGetStatusString)(s); }
+EXPORT cublasStatus_t cublasLtCreate(cublasLtHandle_t *h) { return LT(cublasLtCreate)(h); }
+EXPORT cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) { return LT(cublasLtDestroy)(h); }
+EXPORT cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t c, cudaDataType_t s) {
+  return LT(cublasLtMatmulDescCreate)(d, c, s);
+}
+EXPORT cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) { return LT(cublasLtMatmulDescDestroy)(d); }
+EXPORT cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a,
+                                                     const void *buf, size_t n) {
+  return LT(cublasLtMatmulDescSetAttribute)(d, a, buf, n);
+}
+EXPORT cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataType t, uint64_t rows,
+                                                 uint64_t cols, int64_t ld) {
+  return LT(cublasLtMatrixLayoutCreate)(l, t, rows, cols, ld);
+}
+EXPORT cublasStatus_t cublasLtMatrixLayoutDestroy(const cublasLtMatrixLayout_t l) {
+  return LT(cublasLtMatrixLayoutDestroy)(l);
+}
+EXPORT cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p) {
+  return LT(cublasLtMatmulPreferenceCreate)(p);
+}
+EXPORT cublasStatus_t cublasLtMatmulPreferenceDestroy(const cublasLtMatmulPreference_t p) {
+  return LT(cublasLtMatmulPreferenceDestroy)(p);
+}
+EXPORT cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p,
+                                                           cublasLtMatmulPreferenceAttributes_t a, const void *buf,
+                                                           size_t n) {
+  return LT(cublasLtMatmulPreferenceSetAttribute)(p, a, buf, n);
+}
+EXPORT cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t op,
+                                                     cublasLtMatrixLayout_t A, cublasLtMatrixLayout_t B,
+                                                     cublasLtMatrixLayout_t C, cublasLtMatrixLayout_t D,
+                                                     cublasLtMatmulPreference_t p, int req,
+                                                     cublasLtMatmulHeuristicResult_t r[], int *found) {
+  return LT(cublasLtMatmulAlgoGetHeuristic)(h, op, A, B, C, D, p, req, r, found);
+}
+EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const void *alpha, const void *A,
+                                     cublasLtMatrixLayout_t Ad, const void *B, cublasLtMatrixLayout_t Bd,
+                                     const void *beta, const void *C, cublasLtMatrixLayout_t Cd, void *D,
+                                     cublasLtMatrixLayout_t Dd, const cublasLtMatmulAlgo_t *algo, void *ws,
+                                     size_t wsb, cudaStream_t s) {
+  return LT(cublasLtMatmul)(h, op, alpha, A, Ad, B, Bd, beta, C, Cd, D, Dd, algo, ws, wsb, s);
 }

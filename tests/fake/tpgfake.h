@@ -29,9 +29,10 @@ extern "C" {
 #endif
 
 /* Sets TPG_LIBCUDA to argv[1] unless it is set already (tests get the shim's
- * path as their first argument from Bazel), and TPG_LIBNCCL to the same shim
- * unless it is set. Returns 0, or -1 with a message on stderr when there is
- * no path. */
+ * path as their first argument from Bazel), and TPG_LIBNCCL and
+ * TPG_LIBCUBLASLT to the same shim unless they are set (the stand-in
+ * cuBLASLt: fake_cublaslt.c). Returns 0, or -1 with a message on stderr
+ * when there is no path. */
 int tpgfake_setup(int argc, char **argv);
 
 /* Zeroes the call counter and the violation counter and cancels any planned
@@ -96,8 +97,9 @@ enum {
   TPGFAKE_C_EVWAIT,       /* event wait nodes run / external waits */
   TPGFAKE_C_CLUSTER_NODE, /* kernel nodes given a 2-CTA cluster */
   TPGFAKE_C_CLUSTER_LAUNCH, /* cuLaunchKernelEx with a 2-CTA cluster */
-  TPGFAKE_C_CLUSTER_Y     /* kernel nodes or cuLaunchKernelEx given a cluster
+  TPGFAKE_C_CLUSTER_Y,    /* kernel nodes or cuLaunchKernelEx given a cluster
                              along y (the CUTLASS kernels' 1 x 2)        */
+  TPGFAKE_C_LT_MATMUL     /* cuBLASLt matmuls run (fake_cublaslt.c)      */
 };
 long tpgfake_counter(int which);
 /* The C kernel `name` as a CUkernel / CUfunction handle (the same here). */
@@ -123,6 +125,11 @@ void tpgfake_exec_launch(void *exec);
 void tpgfake_exec_destroy(void *exec);
 void tpgfake_graph_destroy(void *graph);
 void tpgfake_run_graph(void *graph);
+/* Device 0's context made current on this thread (a retain of its own) and
+ * popped again: for tests that call the library's internals directly, as
+ * its graph calls do with the context current. */
+void tpgfake_ctx_push(void);
+void tpgfake_ctx_pop(void);
 /* An event of device 0 (a live CUevent for event nodes) and its destruction. */
 void *tpgfake_event(void);
 void tpgfake_event_destroy(void *event);

@@ -52,7 +52,7 @@ echo "fuzz: building $out/graph_fuzz"
 "$cc" -std=c11 "${san[@]}" -Wall -Wextra -I. -I"$cuda/include" -I"$nccl/include" "${gsrcs[@]}" -rdynamic \
   -ldl -lpthread -lm -o "$out/graph_fuzz"
 "$cc" -shared -fPIC -O1 -I"$cuda/include" -I"$nccl/include" tests/fake/shim.c -o "$out/libcuda_fake.so"
-export TPG_LIBCUDA="$out/libcuda_fake.so" TPG_LIBNCCL="$out/libcuda_fake.so"
+export TPG_LIBCUDA="$out/libcuda_fake.so" TPG_LIBNCCL="$out/libcuda_fake.so" TPG_LIBCUBLASLT="$out/libcuda_fake.so"
 
 # The llama parsers: compiled once, linked into each harness.
 lsrcs=(examples/llama/model/input_file.cc examples/llama/model/config_txt.cc examples/llama/model/rope.cc

@@ -1,0 +1,390 @@
+/* cublaslt.c - cuBLASLt as a GEMM family beside ours and CUTLASS's: the
+ * family's operations (family.h) and its plans (cublaslt.h).
+ *
+ * Decision: a cuBLASLt GEMM node is one cublasLtMatmul whose algorithm is
+ * fixed when the node is made (the heuristic's first answer, or the
+ * tuner's pick among its first TPG_LT_ALGOS), stream-captured into a child
+ * graph per node and captured again when a rebind moves one of its
+ * pointers (cuGraphExecChildGraphNodeSetParams, as the NCCL and captured
+ * kit nodes are rebound). Not its kernel taken out of the capture as a
+ * kernel node whose parameters a rebind patches: cuBLASLt's Hopper kernels
+ * take TMA descriptors that embed the operands' addresses, in a parameter
+ * block whose layout is cuBLASLt's own and changes between versions, so
+ * patching pointers there is not sound; capturing again is, and costs a
+ * capture only on a rebind that moves this node's buffers.
+ *
+ * The heuristic is asked for algorithms that work with 16-byte aligned
+ * pointers (its default assumes 256), so that whatever views a rebind binds
+ * run the same kernels and the re-captured child keeps the graph's shape.
+ * A plan's workspace is what its algorithm needs (often nothing, at most
+ * TPG_LT_WORKSPACE_MAX), one per node, owned by the graph.
+ *
+ * Epilogues: none, bias, bias + GELU (CUBLASLT_EPILOGUE_GELU_BIAS), the
+ * residual as C with beta = 1 (with a bias or not), the fp32 partial (D in
+ * fp32). Not SiLU (cuBLASLt has no such epilogue) nor SwiGLU (our gate/up
+ * layout): ours and CUTLASS run those. cuBLASLt is loaded when the family is
+ * first considered (cublaslt_loader.h); without it the family is absent.
+ */
+#include "lib/gemm/cublaslt.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/gemm/cublaslt_loader.h"
+#include "lib/gemm/family.h"
+
+/* The descriptors of one GEMM. */
+typedef struct lt_desc {
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t a, b, c, d;
+} lt_desc;
+
+/* What the heuristic answered for a problem. */
+typedef struct lt_answer {
+  int count;
+  cublasLtMatmulAlgo_t algo[TPG_LT_ALGOS];
+  size_t workspace[TPG_LT_ALGOS];
+} lt_answer;
+
+struct tpg_lt_plan {
+  const tpg_lt_table *t;
+  cublasLtHandle_t h;
+  lt_desc d;
+  cublasLtMatmulAlgo_t algo;
+  size_t workspace;
+  int bias;     /* the epilogue reads a bias */
+  int residual; /* C is the residual, beta = 1 */
+};
+
+static int lt_can_implement(const tpg_gemm_problem *p, char *why, size_t whylen);
+
+static int lt_fail(char *why, size_t whylen, const char *call, cublasStatus_t s) {
+  return tpg_gemm_reject(why, whylen, "%s: %s (cuBLAS status %d)", call, tpg_lt_status_string(s), (int)s);
+}
+
+int tpg_lt_available(char *why, size_t whylen) {
+  if (tpg_lt_load()) return 0;
+  return tpg_gemm_reject(why, whylen, "%s", tpg_lt_why());
+}
+
+/* Whether p's epilogue adds a bias. */
+static int has_bias(const tpg_gemm_problem *p) {
+  return p->epilogue == TPG_EPI_BIAS || p->epilogue == TPG_EPI_BIAS_GELU ||
+         (p->epilogue == TPG_EPI_RESIDUAL && p->residual_bias);
+}
+
+/* ---- descriptors ------------------------------------------------------------ */
+
+static void desc_destroy(const tpg_lt_table *t, lt_desc *d) {
+  if (d->op) t->cublasLtMatmulDescDestroy(d->op);
+  if (d->a) t->cublasLtMatrixLayoutDestroy(d->a);
+  if (d->b) t->cublasLtMatrixLayoutDestroy(d->b);
+  if (d->c) t->cublasLtMatrixLayoutDestroy(d->c);
+  if (d->d) t->cublasLtMatrixLayoutDestroy(d->d);
+  memset(d, 0, sizeof *d);
+}
+
+/* The operation: D^T = W X^T in cuBLASLt's column-major terms (A = W with
+ * op T, B = X), fp32 accumulation, the epilogue. The bias pointer is set to
+ * a 16-byte aligned stand-in: the heuristic reads its alignment from it. */
+static int op_create(const tpg_lt_table *t, const tpg_gemm_problem *p, lt_desc *d, char *why, size_t whylen) {
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  const cublasLtEpilogue_t e = p->epilogue == TPG_EPI_BIAS_GELU ? CUBLASLT_EPILOGUE_GELU_BIAS
+                               : has_bias(p)                     ? CUBLASLT_EPILOGUE_BIAS
+                                                                 : CUBLASLT_EPILOGUE_DEFAULT;
+  const void *probe = (const void *)(uintptr_t)16;
+  cublasStatus_t s = t->cublasLtMatmulDescCreate(&d->op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  if (s != CUBLAS_STATUS_SUCCESS) return lt_fail(why, whylen, "cublasLtMatmulDescCreate", s);
+  if ((s = t->cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta)) ||
+      (s = t->cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb)) ||
+      (s = t->cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e)) ||
+      (has_bias(p) &&
+       (s = t->cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &probe, sizeof probe))))
+    return lt_fail(why, whylen, "cublasLtMatmulDescSetAttribute", s);
+  return 0;
+}
+
+/* The operation and the four layouts (W, X, C, D); all or none. */
+static int desc_create(const tpg_lt_table *t, const tpg_gemm_problem *p, lt_desc *d, char *why, size_t whylen) {
+  const cudaDataType_t in = p->dtype == TPG_KDT_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+  const cudaDataType_t out = p->epilogue == TPG_EPI_F32_PARTIAL ? CUDA_R_32F : in;
+  const int residual = p->epilogue == TPG_EPI_RESIDUAL;
+  cublasStatus_t s;
+  memset(d, 0, sizeof *d);
+  if (op_create(t, p, d, why, whylen)) goto fail;
+  if ((s = t->cublasLtMatrixLayoutCreate(&d->a, in, (uint64_t)p->k, (uint64_t)p->n, p->ldw)) ||
+      (s = t->cublasLtMatrixLayoutCreate(&d->b, in, (uint64_t)p->k, (uint64_t)p->m, p->ldx)) ||
+      (s = t->cublasLtMatrixLayoutCreate(&d->c, out, (uint64_t)p->n, (uint64_t)p->m, residual ? p->ldr : p->ldy)) ||
+      (s = t->cublasLtMatrixLayoutCreate(&d->d, out, (uint64_t)p->n, (uint64_t)p->m, p->ldy))) {
+    lt_fail(why, whylen, "cublasLtMatrixLayoutCreate", s);
+    goto fail;
+  }
+  return 0;
+fail:
+  desc_destroy(t, d);
+  return 1;
+}
+
+/* ---- the heuristic -------------------------------------------------------------- */
+
+/* Asks cuBLASLt (a handle of its own, in the current context) for up to
+ * TPG_LT_ALGOS algorithms for p. */
+static int ask(const tpg_lt_table *t, const tpg_gemm_problem *p, lt_answer *ans, char *why, size_t whylen) {
+  static const uint32_t align = 16;
+  const size_t wsmax = TPG_LT_WORKSPACE_MAX;
+  cublasLtMatmulHeuristicResult_t res[TPG_LT_ALGOS];
+  cublasLtMatmulPreference_t pref = NULL;
+  cublasLtHandle_t h = NULL;
+  lt_desc d;
+  int found = 0, rc = 1;
+  cublasStatus_t s = t->cublasLtCreate(&h);
+  memset(&d, 0, sizeof d);
+  if (s != CUBLAS_STATUS_SUCCESS) return lt_fail(why, whylen, "cublasLtCreate", s);
+  if (desc_create(t, p, &d, why, whylen)) goto out;
+  if ((s = t->cublasLtMatmulPreferenceCreate(&pref))) {
+    lt_fail(why, whylen, "cublasLtMatmulPreferenceCreate", s);
+    goto out;
+  }
+  if ((s = t->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsmax,
+                                                   sizeof wsmax)) ||
+      (s = t->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align,
+                                                   sizeof align)) ||
+      (s = t->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align,
+                                                   sizeof align)) ||
+      (s = t->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align,
+                                                   sizeof align)) ||
+      (s = t->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align,
+                                                   sizeof align))) {
+    lt_fail(why, whylen, "cublasLtMatmulPreferenceSetAttribute", s);
+    goto out;
+  }
+  memset(res, 0, sizeof res);
+  s = t->cublasLtMatmulAlgoGetHeuristic(h, d.op, d.a, d.b, d.c, d.d, pref, TPG_LT_ALGOS, res, &found);
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    lt_fail(why, whylen, "cublasLtMatmulAlgoGetHeuristic", s);
+    goto out;
+  }
+  memset(ans, 0, sizeof *ans);
+  for (int i = 0; i < found && i < TPG_LT_ALGOS; ++i) {
+    if (res[i].state != CUBLAS_STATUS_SUCCESS || res[i].workspaceSize > wsmax) continue;
+    ans->algo[ans->count] = res[i].algo;
+    ans->workspace[ans->count++] = res[i].workspaceSize;
+  }
+  rc = ans->count ? 0
+                  : tpg_gemm_reject(why, whylen, "cuBLASLt has no algorithm for %dx%dx%d epilogue %d", p->m, p->n,
+                                    p->k, p->epilogue);
+out:
+  if (pref) t->cublasLtMatmulPreferenceDestroy(pref);
+  desc_destroy(t, &d);
+  t->cublasLtDestroy(h);
+  return rc;
+}
+
+/* The answers, kept per problem (the selector asks at prepare and at fill,
+ * the tuner for each candidate): a small process-wide cache. */
+#define CACHE_SIZE 256
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  tpg_gemm_problem p;
+  lt_answer a;
+} g_cache[CACHE_SIZE];
+static int g_used, g_next;
+
+void tpg_lt_cache_reset(void) {
+  pthread_mutex_lock(&g_mu);
+  g_used = g_next = 0;
+  pthread_mutex_unlock(&g_mu);
+}
+
+/* What cuBLASLt's answer depends on: not our stream-K setting, and the
+ * residual's bias only with a residual. */
+static tpg_gemm_problem key_of(const tpg_gemm_problem *p) {
+  tpg_gemm_problem k = *p;
+  k.streamk = 0;
+  if (k.epilogue != TPG_EPI_RESIDUAL) k.residual_bias = 0;
+  return k;
+}
+
+static int answer(const tpg_gemm_problem *p, lt_answer *ans, char *why, size_t whylen) {
+  const tpg_lt_table *t = tpg_lt_load();
+  const tpg_gemm_problem k = key_of(p);
+  if (!t) return tpg_gemm_reject(why, whylen, "%s", tpg_lt_why());
+  pthread_mutex_lock(&g_mu);
+  for (int i = 0; i < g_used; ++i)
+    if (!memcmp(&g_cache[i].p, &k, sizeof k)) {
+      *ans = g_cache[i].a;
+      pthread_mutex_unlock(&g_mu);
+      return 0;
+    }
+  pthread_mutex_unlock(&g_mu);
+  /* outside the lock: two threads asking for one problem both ask, harmlessly */
+  if (ask(t, &k, ans, why, whylen)) return 1;
+  pthread_mutex_lock(&g_mu);
+  g_cache[g_next].p = k;
+  g_cache[g_next].a = *ans;
+  g_next = (g_next + 1) % CACHE_SIZE;
+  if (g_used < CACHE_SIZE) ++g_used;
+  pthread_mutex_unlock(&g_mu);
+  return 0;
+}
+
+/* ---- plans ---------------------------------------------------------------------- */
+
+int tpg_lt_plan_create(const tpg_gemm_problem *p, int algo, tpg_lt_plan **out, char *why, size_t whylen) {
+  const tpg_lt_table *t = tpg_lt_load();
+  tpg_lt_plan *pl;
+  lt_answer ans;
+  if (!out) return tpg_gemm_reject(why, whylen, "out is NULL");
+  *out = NULL;
+  if (!t) return tpg_gemm_reject(why, whylen, "%s", tpg_lt_why());
+  if (lt_can_implement(p, why, whylen) || answer(p, &ans, why, whylen)) return 1;
+  if (algo < 0 || algo >= ans.count)
+    return tpg_gemm_reject(why, whylen, "cuBLASLt answer %d: its heuristic gave %d for %dx%dx%d", algo, ans.count,
+                           p->m, p->n, p->k);
+  if (!(pl = calloc(1, sizeof *pl))) return tpg_gemm_reject(why, whylen, "out of host memory");
+  pl->t = t;
+  pl->algo = ans.algo[algo];
+  pl->workspace = ans.workspace[algo];
+  pl->bias = has_bias(p);
+  pl->residual = p->epilogue == TPG_EPI_RESIDUAL;
+  cublasStatus_t s = t->cublasLtCreate(&pl->h);
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    free(pl);
+    return lt_fail(why, whylen, "cublasLtCreate", s);
+  }
+  if (desc_create(t, p, &pl->d, why, whylen)) {
+    t->cublasLtDestroy(pl->h);
+    free(pl);
+    return 1;
+  }
+  *out = pl;
+  return 0;
+}
+
+size_t tpg_lt_plan_workspace(const tpg_lt_plan *pl) { return pl ? pl->workspace : 0; }
+
+int tpg_lt_plan_run(tpg_lt_plan *pl, const tpg_gemm_args *a, void *stream, char *why, size_t whylen) {
+  const float one = 1.0f, beta = pl->residual ? 1.0f : 0.0f;
+  cublasStatus_t s;
+  if (pl->bias) {
+    if (!a->bias) return tpg_gemm_reject(why, whylen, "the plan's epilogue adds a bias, and bias is NULL");
+    s = pl->t->cublasLtMatmulDescSetAttribute(pl->d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &a->bias, sizeof a->bias);
+    if (s != CUBLAS_STATUS_SUCCESS) return lt_fail(why, whylen, "cublasLtMatmulDescSetAttribute(BIAS_POINTER)", s);
+  }
+  if (pl->residual && !a->residual) return tpg_gemm_reject(why, whylen, "the plan adds a residual, and it is NULL");
+  s = pl->t->cublasLtMatmul(pl->h, pl->d.op, &one, a->w, pl->d.a, a->x, pl->d.b, &beta,
+                            pl->residual ? a->residual : a->y, pl->d.c, a->y, pl->d.d, &pl->algo,
+                            pl->workspace ? a->workspace : NULL, pl->workspace, (cudaStream_t)stream);
+  if (s != CUBLAS_STATUS_SUCCESS) return lt_fail(why, whylen, "cublasLtMatmul", s);
+  return 0;
+}
+
+void tpg_lt_plan_destroy(tpg_lt_plan *pl) {
+  if (!pl) return;
+  desc_destroy(pl->t, &pl->d);
+  pl->t->cublasLtDestroy(pl->h);
+  free(pl);
+}
+
+/* ---- the family's operations (family.h) ------------------------------------------ */
+
+static int lt_available(char *why, size_t whylen) { return tpg_lt_available(why, whylen); }
+
+static int lt_can_implement(const tpg_gemm_problem *p, char *why, size_t whylen) {
+  const int e = p->epilogue;
+  if (tpg_lt_available(why, whylen)) return 1;
+  if (p->dtype != TPG_KDT_BF16 && p->dtype != TPG_KDT_F16)
+    return tpg_gemm_reject(why, whylen, "dtype=%d: the cuBLASLt family takes F16 or BF16", p->dtype);
+  if (e != TPG_EPI_NONE && e != TPG_EPI_BIAS && e != TPG_EPI_BIAS_GELU && e != TPG_EPI_RESIDUAL &&
+      e != TPG_EPI_F32_PARTIAL)
+    return tpg_gemm_reject(why, whylen, "epilogue=%d: not one cuBLASLt fuses (SiLU and SwiGLU are ours)", e);
+  if (p->ldx < p->k || p->ldw < p->k || p->ldy < p->n || p->ldr < p->n || p->ldx % 8 || p->ldw % 8 ||
+      p->ldy % 8 || p->ldr % 8)
+    return tpg_gemm_reject(why, whylen, "ldx/ldw/ldy/ldr must be multiples of 8, >= k, k, n, n (16-byte rows)");
+  return 0;
+}
+
+static int lt_owns(const tpg_gemm_variant *v) { return v->kind == TPG_GEMM_VAR_CUBLASLT; }
+
+/* Its rule: the heuristic's first answer, as PyTorch calls cuBLASLt. */
+static int lt_rule(const tpg_gemm_problem *p, int kernel, int mode, tpg_gemm_variant *v) {
+  (void)p, (void)kernel, (void)mode;
+  memset(v, 0, sizeof *v);
+  v->kind = TPG_GEMM_VAR_CUBLASLT;
+  return 0;
+}
+
+/* The heuristic's first answers (fill refuses those it did not give). */
+static int lt_candidates(const tpg_gemm_problem *p, tpg_gemm_variant *list, int cap) {
+  int n = 0;
+  (void)p;
+  for (int i = 0; i < TPG_LT_ALGOS && n < cap; ++i, ++n)
+    if (list) {
+      memset(&list[n], 0, sizeof list[n]);
+      list[n].kind = TPG_GEMM_VAR_CUBLASLT;
+      list[n].lt_algo = i;
+    }
+  return n;
+}
+
+static int lt_fill(const tpg_gemm_problem *p, const tpg_gemm_variant *v, tpg_kernel_launch *out,
+                   tpg_tma_encode *x_map, tpg_tma_encode *w_map, char *why, size_t whylen) {
+  lt_answer ans;
+  if (x_map) memset(x_map, 0, sizeof *x_map);
+  if (w_map) memset(w_map, 0, sizeof *w_map);
+  if (answer(p, &ans, why, whylen)) return 1;
+  if (v->lt_algo < 0 || v->lt_algo >= ans.count)
+    return tpg_gemm_reject(why, whylen, "variant cublaslt_a%d: cuBLASLt's heuristic gave %d answers for %dx%dx%d",
+                           v->lt_algo, ans.count, p->m, p->n, p->k);
+  memset(out, 0, sizeof *out);
+  out->kernel = "cublasLt"; /* not ours to launch: the node runs the plan */
+  out->grid[0] = out->grid[1] = out->grid[2] = 1;
+  out->block[0] = out->block[1] = out->block[2] = 1;
+  out->split_k = 1;
+  out->workspace_bytes = (ans.workspace[v->lt_algo] + 255) & ~(size_t)255;
+  out->family = TPG_GEMM_FAMILY_CUBLASLT;
+  out->lt_algo = v->lt_algo;
+  return 0;
+}
+
+static int lt_workspace_size(const tpg_gemm_problem *p, const tpg_gemm_variant *v, size_t *bytes, char *why,
+                             size_t whylen) {
+  tpg_kernel_launch l;
+  if (lt_fill(p, v, &l, NULL, NULL, why, whylen)) return 1;
+  *bytes = l.workspace_bytes;
+  return 0;
+}
+
+static int lt_variant_name(const tpg_gemm_variant *v, char *buf, size_t len) {
+  const int r = v->lt_algo ? snprintf(buf, len, "cublaslt_a%d", v->lt_algo) : snprintf(buf, len, "cublaslt");
+  return v->lt_algo < 0 || v->lt_algo >= TPG_LT_ALGOS || r < 0 || (size_t)r >= len;
+}
+
+static int lt_variant_parse(const char *s, tpg_gemm_variant *v) {
+  int a = 0;
+  if (strcmp(s, "cublaslt") && (strncmp(s, "cublaslt_a", 10) || s[10] < '1' || s[10] >= '0' + TPG_LT_ALGOS ||
+                                s[11] != '\0'))
+    return 1;
+  if (s[8] == '_') a = s[10] - '0';
+  memset(v, 0, sizeof *v);
+  v->kind = TPG_GEMM_VAR_CUBLASLT;
+  v->lt_algo = a;
+  return 0;
+}
+
+const tpg_gemm_family_ops tpg_gemm_family_cublaslt = {
+    .id = TPG_GEMM_FAMILY_CUBLASLT,
+    .name = "cublaslt",
+    .available = lt_available,
+    .can_implement = lt_can_implement,
+    .owns = lt_owns,
+    .rule = lt_rule,
+    .candidates = lt_candidates,
+    .workspace_size = lt_workspace_size,
+    .fill = lt_fill,
+    .variant_name = lt_variant_name,
+    .variant_parse = lt_variant_parse,
+};
