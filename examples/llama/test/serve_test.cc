@@ -401,8 +401,8 @@ void check_pins() {
              !std::strcmp(name, LLAMA_PINNED_GEMM);
     tpg_kernel_launch l;
     tpg_tma_encode xm, wm;
-    runs += tpg_gemm_select_variant(g.m, g.n, g.k, 2, (int)g.epilogue, 90, 132, g.k, g.k, &v, &l, &xm, &wm, why,
-                                    sizeof why) == 0;
+    const tpg_gemm_problem p = tpg_gemm_problem_make(g.m, g.n, g.k, 2, (int)g.epilogue, 90, 132);
+    runs += tpg_gemm_select_variant(&p, &v, &l, &xm, &wm, why, sizeof why) == 0;
   }
   char what[200];
   std::snprintf(what, sizeof what, "pinned GEMMs: %zu GEMMs of %zu sizes, %d keys in the file, %d found as %s, %d "
