@@ -63,11 +63,37 @@ void rope(std::vector<double> *t, int B, int heads, int D, int pos, double theta
     }
 }
 
+// Softmax attention of every query head over positions [0, pos] of its KV
+// head's cache (GQA: NH / KV query heads per KV head).
+void attend(const std::vector<double> &q, const std::vector<double> &kc, const std::vector<double> &vc, int B, int NH,
+            int KV, int D, int max_ctx, int pos, std::vector<double> *att) {
+  const int G = NH / KV;
+  std::vector<double> scores;
+  att->assign((size_t)B * NH * D, 0.0);
+  for (int b = 0; b < B; b++)
+    for (int hq = 0; hq < NH; hq++) {
+      const size_t base = ((size_t)b * KV + hq / G) * max_ctx * D;
+      const double *qq = &q[((size_t)b * NH + hq) * D];
+      scores.assign(pos + 1, 0.0);
+      double m = -INFINITY, sum = 0;
+      for (int t = 0; t <= pos; t++) {
+        double dt = 0;
+        for (int e = 0; e < D; e++) dt += qq[e] * kc[base + (size_t)t * D + e];
+        scores[t] = dt / std::sqrt((double)D);
+        m = std::max(m, scores[t]);
+      }
+      for (int t = 0; t <= pos; t++) sum += (scores[t] = std::exp(scores[t] - m));
+      double *out = &(*att)[((size_t)b * NH + hq) * D];
+      for (int t = 0; t <= pos; t++)
+        for (int e = 0; e < D; e++) out[e] += scores[t] / sum * vc[base + (size_t)t * D + e];
+    }
+}
+
 }  // namespace
 
 int reference_steps(const Config &c, const Source &src, std::vector<std::vector<double>> *y,
                     std::vector<std::vector<double>> *logits, std::string *err) {
-  const int B = c.batch, H = c.hidden, D = c.head_dim, NH = c.heads, KV = c.kv_heads, G = NH / KV, F = c.ffn;
+  const int B = c.batch, H = c.hidden, D = c.head_dim, NH = c.heads, KV = c.kv_heads, F = c.ffn;
   const size_t cache_n = (size_t)B * KV * c.max_ctx * D;
   if (2.0 * c.layers * cache_n * sizeof(double) > 16.0 * (1u << 30)) {
     *err = "--verify: the fp64 caches would take more than 16 GiB: use fewer layers, sequences or positions";
@@ -105,7 +131,7 @@ int reference_steps(const Config &c, const Source &src, std::vector<std::vector<
 
   y->assign(c.steps, {});
   logits->assign(c.steps, {});
-  std::vector<double> x, h, q, k, v, att, o, g, u, d, scores;
+  std::vector<double> x, h, q, k, v, att, o, g, u, d;
   for (int s = 0; s < c.steps; s++) {
     if (host_tensor(src, c, "x.s" + std::to_string(s), B, H, &tmp, err)) return 1;
     x.resize((size_t)B * H);
@@ -126,24 +152,7 @@ int reference_steps(const Config &c, const Source &src, std::vector<std::vector<
             kc[l][at] = k[((size_t)b * KV + j) * D + e];
             vc[l][at] = v[((size_t)b * KV + j) * D + e];
           }
-      att.assign((size_t)B * NH * D, 0.0);
-      for (int b = 0; b < B; b++)
-        for (int hq = 0; hq < NH; hq++) {
-          const size_t base = ((size_t)b * KV + hq / G) * c.max_ctx * D;
-          const double *qq = &q[((size_t)b * NH + hq) * D];
-          scores.assign(pos + 1, 0.0);
-          double m = -INFINITY, sum = 0;
-          for (int t = 0; t <= pos; t++) {
-            double dt = 0;
-            for (int e = 0; e < D; e++) dt += qq[e] * kc[l][base + (size_t)t * D + e];
-            scores[t] = dt / std::sqrt((double)D);
-            m = std::max(m, scores[t]);
-          }
-          for (int t = 0; t <= pos; t++) sum += (scores[t] = std::exp(scores[t] - m));
-          double *out = &att[((size_t)b * NH + hq) * D];
-          for (int t = 0; t <= pos; t++)
-            for (int e = 0; e < D; e++) out[e] += scores[t] / sum * vc[l][base + (size_t)t * D + e];
-        }
+      attend(q, kc[l], vc[l], B, NH, KV, D, c.max_ctx, pos, &att);
       matmul(att, B, w.wo, H, (size_t)NH * D, &o);
       for (size_t i = 0; i < x.size(); i++) x[i] += o[i];
       rmsnorm(x, B, H, w.mlp_norm, c.eps, &h);
