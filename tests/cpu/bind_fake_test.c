@@ -1,5 +1,5 @@
 /* bind_fake_test.c - a binding whose allocation ends before ptr + the slot's
- * bytes is refused at create, rebind and update (issue 28), on the stand-in
+ * bytes is refused at create, rebind and update, on the stand-in
  * driver, whose allocations report their exact range as the driver does:
  * TPG_ERROR_INVALID_ARGUMENT naming the binding, the slot and both sizes,
  * the graph unchanged (its next launch still copies the old buffers, and

@@ -1,11 +1,13 @@
-/* comm_fault_test.c - regression tests for the communicator defects of
- * issue 16 (items 2, 4, 5, 6, 7 and the peer buffers' lifetime), through the
+/* comm_fault_test.c - the communicator's failure paths (docs/reliability.md,
+ * the stand-in driver tier's table of defects in lib/): the id file, a
+ * destroyed comm, same-process detection, abort during peer setup, destroy
+ * and setup when the driver fails, the peer buffers' lifetime, through the
  * stand-in driver + NCCL (tests/fake) and the public API.
  *
  *   comm_fault_test <libcuda_fake.so>
  *
- * Each block names the defect it guards; each fails on the code before the
- * fix (the message or the fake's live / violation counts show how).
+ * Each block names the defect it guards; each fails if that defect comes
+ * back (the message or the fake's live / violation counts show how).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -33,7 +35,7 @@ static double now_ms(void) {
 
 static long live(void) { return tpgfake_live(NULL, 0); }
 
-/* ---- item 2: the id file is a trust boundary ---------------------------- */
+/* ---- the id file is a trust boundary ------------------------------------ */
 
 static void write_bytes(const char *path, const void *b, size_t n, mode_t mode) {
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
@@ -126,7 +128,7 @@ static tpg_status comm1(tpg_comm **c) {
   return tpg_comm_create(&id, &cc, c);
 }
 
-/* ---- item 4: a destroyed comm is detected, without reading freed memory -- */
+/* ---- a destroyed comm is detected, without reading freed memory ---------- */
 
 static void handles(void) {
   tpg_comm *c = NULL;
@@ -142,7 +144,7 @@ static void handles(void) {
   CHECK(live() == 0);
 }
 
-/* ---- item 5: same process means same PID namespace too ------------------ */
+/* ---- same process means same PID namespace too -------------------------- */
 
 static void same_process(void) {
   CHECK(tpg_peer_same_process(7, 1, 100, 7, 1, 100) == 1);
@@ -151,7 +153,7 @@ static void same_process(void) {
   CHECK(tpg_peer_same_process(7, 1, 100, 7, 2, 100) == 0);
 }
 
-/* ---- item 7: destroy when the context cannot be made current ------------ */
+/* ---- destroy when the context cannot be made current -------------------- */
 
 static void destroy_without_context(void) {
   tpg_comm *c = NULL;
@@ -241,7 +243,7 @@ static void two_ranks(void *(*fn)(void *), rank_t r[2]) {
   pthread_barrier_destroy(&bar);
 }
 
-/* item 7: a failed peer setup leaves nothing behind, and a retry works.
+/* A failed peer setup leaves nothing behind, and a retry works.
  * Every rank fails alike (cuMemHostAlloc fails for all), so no rank waits
  * for another and no comm is aborted. Was: 48 MiB kept per failed attempt,
  * and the retry overwrote (leaked) them. */
@@ -293,7 +295,7 @@ static void *peer_lifetime(void *arg) {
   return NULL;
 }
 
-/* item 6: tpg_comm_abort from another thread while peer setup runs (TSan
+/* tpg_comm_abort from another thread while peer setup runs (TSan
  * reported the status word's pointer written by setup and read by abort). */
 static tpg_comm *g_abort_target; /* under g_abort_mu: no abort in flight once cleared */
 static pthread_mutex_t g_abort_mu = PTHREAD_MUTEX_INITIALIZER;

@@ -57,7 +57,8 @@ static tpg_status graph_destroy(tpg_graph *g) {
 /* Known defects of graphbuild/, counted apart (with a note here saying what
  * leaks and which test reproduces it) so that the tier can stay green until
  * they are fixed. None is left: the graph destroy leak when cuCtxPushCurrent
- * fails (issue 16, item 7) is fixed, and graph_destroy above checks it. */
+ * fails (docs/reliability.md, item 7) is fixed, and graph_destroy above
+ * checks it. */
 static int known_defect(const char *failed) {
   static const char *const known[] = {NULL};
   for (int i = 0; failed && known[i]; i++)
@@ -351,7 +352,7 @@ done:
   return NULL;
 }
 
-/* Conditional nodes (issue 17) through the fake's conditional entry points,
+/* Conditional nodes through the fake's conditional entry points,
  * one rank, explicit mode: x filled with 1, y = 2x, a WHILE doubling y
  * until the device counter ctr runs out, an IF / ELSE on the device value v
  * (u = 2x, or u = x/3 + 1/4), computed by the fake's C kernels and checked

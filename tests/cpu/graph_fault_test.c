@@ -1,12 +1,12 @@
-/* graph_fault_test.c - regression tests of the graphbuild defects of issue
- * 16 (items 1, 3, 4, 7, 8, 9, 10 and a binding accepted unchecked, found by
- * graph_fuzz), through the public API on the stand-in driver.
+/* graph_fault_test.c - the graphbuild defects of docs/reliability.md's
+ * stand-in driver tier, kept fixed (items 1, 3, 4, 7, 8, 9, 10 of its table
+ * and a binding accepted unchecked, found by graph_fuzz), through the public
+ * API on the stand-in driver.
  *
  *   graph_fault_test <libcuda_fake.so>
  *
- * Each block failed on the code before the redesign (it was
- * known_failures_test, tagged manual); each line printed says which item
- * passed ("ok") or fails again ("FAILS").
+ * Each block reproduces its defect should it come back; each line printed
+ * says which item passed ("ok") or fails again ("FAILS").
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>

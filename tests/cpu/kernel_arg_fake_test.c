@@ -1,6 +1,6 @@
-/* kernel_arg_fake_test.c - tpg_graph_set_kernel_arg on the stand-in driver
- * (issue 28): a by-value argument of an engine kernel node changed between
- * launches through the exec's kernel node setter, no re-instantiation.
+/* kernel_arg_fake_test.c - tpg_graph_set_kernel_arg on the stand-in driver:
+ * a by-value argument of an engine kernel node changed between launches
+ * through the exec's kernel node setter, no re-instantiation.
  * The fake's C kernel axpy(y, x, n, double a, float b) computes y = a x + b,
  * so every result is exact. Checked: the next launch uses the new value, in
  * explicit and eager modes; one exec setter call per change; the value stays

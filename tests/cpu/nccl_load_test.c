@@ -1,5 +1,5 @@
 /* nccl_load_test.c - NCCL is loaded when a comm is made, not with the
- * library (issue 28), on the stand-in driver. Each case runs in a child
+ * library, on the stand-in driver. Each case runs in a child
  * process, because the loader, like the driver's, decides once per process:
  *   missing   TPG_LIBNCCL names no file: a graph without collectives is
  *             created, launched and destroyed as if NCCL did not exist; the

@@ -1,4 +1,4 @@
-/* one_rank_test.c - TP = 1 as a first-class case (issue 26): a plan's
+/* one_rank_test.c - TP = 1 as a first-class case: a plan's
  * collectives on one rank, with no comm and with a one-rank comm, on the
  * stand-in driver. On one rank a collective exchanges nothing, so:
  *   - no NCCL call is made (every NCCL collective is made to fail: the runs

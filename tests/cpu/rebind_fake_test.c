@@ -1,5 +1,5 @@
-/* rebind_fake_test.c - a rebind that fails part-way is undone completely
- * (issue 16), on the stand-in driver with two thread ranks: an NCCL
+/* rebind_fake_test.c - a rebind that fails part-way is undone completely,
+ * on the stand-in driver with two thread ranks: an NCCL
  * all-reduce x -> y followed by a memset of z (so two nodes use the rebound
  * slots, in that order). Rank 0's second child-graph swap is made to fail:
  * its rebind of {y -> y2, z -> z2} must report "(bindings restored)" with

@@ -1,7 +1,7 @@
 /* state_test.c - the derived state a whole-graph update rebuilds
  * (graphbuild/state.h), and the checks an update makes against it, on the
- * CPU: no driver. Regression tests for issue 13's update bugs at the layer
- * where each was decided:
+ * CPU: no driver. The update's checks (a)-(c) at the layer where each is
+ * decided:
  *   (a) slot -> users index: built from the NEW plan (a memset that moved
  *       from slot A to slot B is a user of B, no longer of A), so a rebind
  *       after the update patches the right nodes;
@@ -11,7 +11,8 @@
  *       state asks for the new size), or refused where it is an NCCL window.
  * Plus tpg_plan_same_topology comparing slot ownership (scratch or bound).
  * The graph-level halves (the graph swapping the state in, the allocation)
- * need a driver: helper C's stand-in libcuda (tests/fake/) is not merged yet.
+ * need a driver: update_fake_test checks them on the stand-in libcuda
+ * (tests/fake/).
  */
 #include <stdlib.h>
 

@@ -1,5 +1,6 @@
-/* update_fake_test.c - issue 13's update bugs (a)-(c) through the whole
- * public API on the stand-in driver (tests/fake), plus a loop that fails
+/* update_fake_test.c - the whole-graph update's checks (a)-(c) (see
+ * state_test.c) through the whole public API on the stand-in driver
+ * (tests/fake), plus a loop that fails
  * every driver call of a create/update/rebind/launch/destroy sequence in
  * turn and checks that nothing leaks and the fake saw no violation. */
 #define _POSIX_C_SOURCE 200809L
