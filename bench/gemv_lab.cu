@@ -47,10 +47,10 @@ typedef void (*kfn)(const tpg_gemm_args);
   __global__ void __launch_bounds__(KW * 32, MINB) NAME(const __grid_constant__ tpg_gemm_args a) { \
     tpg::gemv_split_body<__nv_bfloat16, MT, R, U, KW, PF, LDF, true, true>(a);        \
   }
-/* Rounds 1-3 (nvidia-h200, commits ba95ac3, e7909f2, a93acb0) compared 36
- * configurations (docs/kernels.md, "Decode GEMV: how the configurations were
- * chosen"); the library has the winners. Kept here: those, and the tree
- * reduction for A/B. Add a line to try another. */
+/* gemv_lab compared 36 configurations on an H200 (docs/gemm.md, "The decode
+ * GEMV"; docs/kernels.md, "Decode GEMV"); the library has the winners.
+ * Kept here: those, and the tree reduction for A/B. Add a line to try
+ * another. */
 LV(lv8, 1, 1, 8, 8, false, 2, 2)
 LVT(lv8t, 1, 1, 8, 8, false, 2, 2)
 LV(lv8w4, 1, 1, 8, 4, false, 4, 2)

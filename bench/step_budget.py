@@ -1,4 +1,4 @@
-"""step_budget.py - the decode step's time budget per kernel (issue 26), from
+"""step_budget.py - the decode step's time budget per kernel, from
 bench/step_budget.sh's logs: per point (model, batch, ctx), each kernel of one
 layer (the mean over the step's layers) with its time, its DRAM bytes, the
 rate it reached and the time those bytes take at the copy bandwidth the

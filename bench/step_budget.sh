@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# step_budget.sh - the Llama decode step's time budget, kernel by kernel
-# (issue 26), on a GPU machine from the repository root (tools/gpu_bundle.sh
-# here first; carry ".gpu"):
+# step_budget.sh - the Llama decode step's time budget, kernel by kernel, on
+# a GPU machine from the repository root (tools/gpu_bundle.sh here first;
+# carry ".gpu"):
 #
 #   bash bench/step_budget.sh [CFG...]     # default: 8b 70b; TP 1, 4 layers
 #

@@ -80,8 +80,8 @@ tpg_status tpg_check_binding(const tpg_graph *g, const tpg_plan *p, tpg_slot slo
 
 tpg_status tpg_bindings_unique(const tpg_plan *p, const tpg_binding *b, int n, const char *fn, const char *what) {
   /* A slot -> first binding map: linear in bindings + slots, where a pairwise
-   * scan was quadratic in the bindings (issue 16). Slots are checked valid
-   * before this is called. */
+   * scan would be quadratic in the bindings. Slots are checked valid before
+   * this is called. */
   int *first = calloc((size_t)p->nslots + 1, sizeof *first);
   if (!first) return tpg_err(TPG_ERROR_OUT_OF_MEMORY, fn, "out of host memory");
   tpg_status st = TPG_SUCCESS;

@@ -140,9 +140,9 @@ oom:
 }
 
 /* ---- indexes: slot names, edges ----------------------------------------- *
- * Lookups that every add_slot / find_slot / add_dependency makes were linear
- * scans, so building a plan of 100k slots or a node of 100k edges took
- * quadratic time (issue 16). Both indexes are open-addressing tables built
+ * Every add_slot / find_slot / add_dependency makes a lookup; as linear
+ * scans, building a plan of 100k slots or a node of 100k edges would take
+ * quadratic time. Both indexes are open-addressing tables built
  * on first use and dropped (rebuilt lazily) when a rollback or a clone
  * would make them stale; they are caches, never the truth. */
 

@@ -384,11 +384,11 @@ __device__ void lamport(const tpg_allreduce_args &a) {
 
 // Bulk (TMA) stores from shared memory into a peer's memory: one thread
 // hands the copy engine a whole chunk, the block's other warps go on to
-// poll. ar_lab (round 1 of 2026-11-30, 2 x H200): push with its send phase
-// as bulk stores took 10.2-10.7 us at 2 MiB against 11.3-11.6 with each
-// thread storing its vectors (st.global to the peer), though a bare bulk
-// copy of 2 MiB to the peer is slower than bare st (9.0 vs 7.1 us): what
-// wins is that no warp stalls issuing remote stores while data arrives.
+// poll. Push with its send phase as bulk stores beats each thread storing
+// its vectors (st.global to the peer) at 2 MiB, though a bare bulk copy to
+// the peer is slower than bare st: what wins is that no warp stalls issuing
+// remote stores while data arrives (figures: docs/kernels.md, "Push in
+// rounds"; ar_lab in docs/performance.md, "Which kernel serves which size").
 // sm_90+ only (the sm_80 image has no bulk copies: no-ops there, unused).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define TPG_BULK_ASM(...) asm volatile(__VA_ARGS__)
@@ -518,7 +518,7 @@ __device__ void push1(const tpg_allreduce_args &a, uint4 (*sm)[CH]) {
 #endif
     // Own and peers' vectors in separate arrays, every index a compile-time
     // constant: choosing between them by rank at run time (q == me) cost
-    // ~0.4 us at 2 MiB against this form (ar_lab round 3: 10.68 vs 10.24).
+    // ~0.4 us at 2 MiB against this form in ar_lab (10.68 vs 10.24 us).
     for (uint64_t j0 = r0 + threadIdx.x; j0 < r1 && !failed; j0 += bd * UP) {
       uint4 own[UP], pv[UP][MR - 1];  // pv[u][j]: slot j, peer (me + 1 + j) mod R
 #pragma unroll

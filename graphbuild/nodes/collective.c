@@ -576,8 +576,9 @@ static int resolves(const tpg_node_rec *n) { return n->u.coll.kind == TPG_ALL_RE
  * kernels also end them: each executes griddepcontrol.wait first thing, in
  * every block, before it reads an epoch, its input or a peer's data, so
  * their staging/flag protocol still sees the previous node finished; what
- * the early launch saves is the launch itself (ar_lab, 2026-11-30: ~0.6 us
- * per all-reduce of a chain). The NCCL child graph never ends one. */
+ * the early launch saves is the launch itself (~0.6 us per all-reduce of a
+ * chain in ar_lab; docs/design.md, "Programmatic dependent launch"). The
+ * NCCL child graph never ends one. */
 static unsigned pdl(const tpg_gnode *gn) {
   /* The epilogue kernel waits (griddepcontrol.wait) in every block before
    * it reads anything: alone on one rank it may end a programmatic edge

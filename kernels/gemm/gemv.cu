@@ -340,7 +340,8 @@ __device__ __forceinline__ void gemv_split_body(const tpg_gemm_args &a) {
     xp[mt] = static_cast<const T *>(a.x) + (size_t)min(m, M - 1) * a.ldx + 8 * t4;
   }
   /* One accumulator per tile: splitting each group's chain of 2U dependent
-   * mmas over 2 or 4 accumulator sets measured slower (gemv_lab round 3). */
+   * mmas over 2 or 4 accumulator sets measured slower in gemv_lab
+   * (docs/kernels.md, "Decode GEMV"). */
   float acc[R][MT][4];
 #pragma unroll
   for (int rt = 0; rt < R; ++rt)
@@ -479,12 +480,13 @@ TPG_GEMV_SK(tpg_gemv_sk_f16_m16, __half, 2, 2, 2, 16, 1)
   extern "C" __global__ void __launch_bounds__(KW * 32, MINB) NAME(const __grid_constant__ tpg_gemm_args a) { \
     tpg::gemv_split_body<T, MT, R, U, KW, false, 2, true, XL>(a);                      \
   }
-/* Configurations chosen by measurement (docs/kernels.md, "Decode GEMV: how
- * the configurations were chosen", gemv_lab rounds 1-3 on an H200): per M class the one or two that were
- * fastest against cuBLASLt over the zoo's 93 decode shapes. LDF 2 (all):
- * the L2::128B prefetch hint (58.3 us against 60.1 us with L2::256B on
- * 1x8192x14336, run 5). w4: 4 warps, 4 CTAs per SM (finer grain: won on
- * 2N or N >= 4608 / 9216 W rows). X late from m16w4 up. */
+/* Configurations chosen by measurement (gemv_lab's comparison on an H200:
+ * docs/gemm.md, "The decode GEMV"; docs/kernels.md, "Decode GEMV"): per M
+ * class the one or two that were fastest against cuBLASLt over the zoo's 93
+ * decode shapes. LDF 2 (all): the L2::128B prefetch hint (58.3 us against
+ * 60.1 us with L2::256B on 1x8192x14336). w4: 4 warps, 4 CTAs per SM
+ * (finer grain: won on 2N or N >= 4608 / 9216 W rows). X late from m16w4
+ * up. */
 TPG_GEMV_SPLIT(tpg_gemv_bf16_m8, __nv_bfloat16, 1, 1, 8, 8, 2, false)
 TPG_GEMV_SPLIT(tpg_gemv_bf16_m8w4, __nv_bfloat16, 1, 1, 8, 4, 4, false)
 TPG_GEMV_SPLIT(tpg_gemv_bf16_m16, __nv_bfloat16, 2, 1, 2, 8, 3, false)
