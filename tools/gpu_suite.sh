@@ -10,8 +10,8 @@
 #   gemmsan   compute-sanitizer memcheck over gemm_bench --check-only (small shapes)
 #   gemmtime  gemm_bench timing against cuBLAS (JSON), stream-K A/B rows
 #   zoo       gemm_bench --zoo: every model shape, the selected kernel against
-#             cuBLASLt, every epilogue checked (JSON; issue 14)
-#   cutlass   issue 27: gemm_bench --check-only with the CUTLASS candidates
+#             cuBLASLt, every epilogue checked (JSON)
+#   cutlass   gemm_bench --check-only with the CUTLASS candidates
 #             (every one element-wise against fp64, bf16, each fused epilogue),
 #             then gemm_bench --zoo --cutlass on a subset of M (TPG_CUTLASS_M,
 #             default 64,128,256,512,1024,4096; ~6 min in all): ours, every
@@ -24,8 +24,8 @@
 #             and allreduce_test under the largest
 #   rebind    rebind_bench (JSON)
 #   tpbench   the main job (JSON, SVG); extra flags in TPG_TPBENCH_ARGS
-#   decode    the Llama example, host loop vs device loop (issue 17; not by default)
-#   pybind    the Python binding's checks on one GPU (issue 28): every wrong
+#   decode    the Llama example, host loop vs device loop (not by default)
+#   pybind    the Python binding's checks on one GPU: every wrong
 #             binding refused with a message, legal ones run and checked
 #             (python/tests/test_gpu_bindings.py, test_bindings.py; the
 #             package from ./python, the library from bin/)
@@ -140,7 +140,7 @@ for st in "${stages[@]}"; do
     timeout ${TPG_TPBENCH_TIMEOUT:-400} bash "$here/run.sh" tpbench ${TPG_TPBENCH_ARGS:-} --json "$out/tpbench.json" --svg "$out/tpbench.svg" --torch-script bench/torch_mlp.py > "$out/tpbench.txt" 2>&1
     tail -12 "$out/tpbench.txt" ;;
   decode)
-    # Issue 17 (not a default stage): 128 greedy tokens, host loop vs one launch of the device
+    # Not a default stage: 128 greedy tokens, host loop vs one launch of the device
     # loop (a conditional WHILE around the whole step), TP 2; tokens must be identical.
     for cfg in 8b 70b; do for b in 1 8; do
       LD_LIBRARY_PATH="$here/bin${cb:+:$cb}:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \

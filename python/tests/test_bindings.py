@@ -1,6 +1,6 @@
 """Every binding checked against its slot, on a machine without a GPU (CI):
-the table of issue 28 with stand-in tensors (objects with torch's tensor
-attributes; torch itself is not needed). A refused binding raises
+the table of wrong bindings (WRONG) with stand-in tensors (objects with
+torch's tensor attributes; torch itself is not needed). A refused binding raises
 InvalidArgument (a ValueError) naming the slot, what it expected and what it
 got, before C sees it; a legal one passes the Python checks and reaches C,
 which then says there is no GPU (creation) or no live graph (rebind on a
@@ -75,8 +75,9 @@ def good():
             "y": FakeTensor("torch.bfloat16", M * N)}
 
 
-# (slot, buffer, words the message must hold) for every wrong binding of the
-# issue's table, and a few more of the same kinds.
+# (slot, buffer, words the message must hold) for every kind of wrong binding:
+# too few elements, wrong dtype, wrong device, not contiguous, through torch's
+# tensor attributes and through __cuda_array_interface__.
 WRONG = [
     ("x", FakeTensor("torch.bfloat16", M * K // 2), ["at least %d elements" % (M * K), "%d elements" % (M * K // 2)]),
     ("x", FakeTensor("torch.float32", M * K), ["bf16", "torch.float32"]),

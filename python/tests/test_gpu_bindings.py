@@ -1,5 +1,5 @@
-"""The binding table of issue 28 on one GPU, with real torch tensors: a GEMM
-graph y = x w^T (bf16 slots "x" [M*K], "w" [N*K], "y" [M*N]) is created
+"""test_bindings.py's wrong bindings on one GPU, with real torch tensors: a
+GEMM graph y = x w^T (bf16 slots "x" [M*K], "w" [N*K], "y" [M*N]) is created
 and rebound with every wrong binding of the table, each of which must be
 refused with a message naming the slot (and leave the graph working), and
 with legal ones (contiguous views at an offset of a bigger tensor, a larger

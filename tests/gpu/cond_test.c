@@ -1,4 +1,4 @@
-/* cond_test.c - conditional nodes on GPUs (issue 17), every rank:
+/* cond_test.c - conditional nodes on GPUs, every rank:
  * (a) a WHILE whose body is an engine kernel + two of our all-reduces (data,
  *     and the stop wish of every rank) + the kernel that sets the loop's
  *     condition from the reduced wish: ranks want different trip counts

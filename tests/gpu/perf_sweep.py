@@ -1,6 +1,7 @@
-"""perf_sweep.py - the table of tests/gpu/perf_sweep.sh and the targets of
-issue 36, from the JSON its parts write (bench/torch_llama.py's decode.json
-and whole.json, bench/torch_prefill.py's prefill.json). Needs only python3:
+"""perf_sweep.py - the table of tests/gpu/perf_sweep.sh and its targets
+against torch.compile + CUDA graph, from the JSON its parts write
+(bench/torch_llama.py's decode.json and whole.json, bench/torch_prefill.py's
+prefill.json). Needs only python3:
 the files of a GPU run can be judged anywhere.
 
     python3 tests/gpu/perf_sweep.py DIR        # DIR holds the JSON files
@@ -11,7 +12,7 @@ as MET or NOT MET (a point without data is NOT MET, with the reason), and
 last "N met, N not met". The targets are goals to report against: the exit
 code is 0 whenever the files could be read.
 
-Targets (issue 36):
+Targets:
   decode   the 4-layer step faster than torch.compile + graph at batch
            1/8/32/64/128/256 x ctx 512/4096, 8b and 70b widths: torch / ours
            >= 1.10 at batch 1-8, >= 1.05 from 32 up
@@ -211,7 +212,7 @@ def main():
                 "%s b%d c%d" % k, o2 / c2, ours / cp, cp, c2))
     for p in problems:
         print("note: " + p)
-    print("targets (issue 36):")
+    print("targets:")
     for line in t.lines:
         print("  " + line)
     print("%d met, %d not met" % (t.met, t.not_met))

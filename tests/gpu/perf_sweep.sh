@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# perf_sweep.sh - issue 36's comparison on one GPU, in one command, from the
-# bundle: the example engine against PyTorch's strongest form of the same
+# perf_sweep.sh - the decode/prefill comparison against torch.compile + CUDA
+# graph on one GPU, in one command, from the bundle: the example engine against PyTorch's strongest form of the same
 # work (torch.compile captured in torch.cuda.graph), alternated in the same
 # call, then the table and every target as MET / NOT MET.
 #

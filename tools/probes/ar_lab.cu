@@ -163,7 +163,7 @@ __device__ void push_st1(const tpg_allreduce_args &a) {
 extern "C" __global__ void __launch_bounds__(512) ar_lab_push_st(const __grid_constant__ tpg_allreduce_args a) {
   push_st1<__nv_bfloat16, 2>(a);
 }
-// Round 1's bulk push (bf16, 2 ranks only), the form the library's push1 grew from: A/B.
+// A bulk push (bf16, 2 ranks only), the form the library's push1 grew from: A/B.
 __device__ __forceinline__ uint32_t smem_u32(const void *p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
@@ -408,8 +408,8 @@ static int check(const Variant &v, size_t count, int inplace, unsigned seed, dou
     }
     CK(cudaSetDevice(r));
     // On the kernels' stream: a pageable cudaMemcpy may return before its DMA
-    // lands, and the legacy stream does not order a non-blocking one (round 2
-    // read the previous inputs' tail in place this way).
+    // lands, and the legacy stream does not order a non-blocking one (an
+    // in-place run would read the previous inputs' tail).
     CK(cudaMemcpyAsync(rk[r].buf[0], h[r].data(), count * 2, cudaMemcpyHostToDevice, rk[r].s));
     if (!inplace) CK(cudaMemsetAsync(rk[r].buf[1], 0xff, count * 2 + 64, rk[r].s));
     CK(cudaStreamSynchronize(rk[r].s));
