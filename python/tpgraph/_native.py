@@ -128,7 +128,8 @@ class GraphInfo(ctypes.Structure):
                 ("programmatic_edges", c_int), ("user_kernel_nodes", c_int), ("captured_nodes", c_int),
                 ("host_nodes", c_int), ("event_nodes", c_int), ("gemm_tune_us", ctypes.c_double),
                 ("gemm_tuned", c_int), ("gemm_tune_cached", c_int), ("prepare_us", ctypes.c_double),
-                ("kernel_load_us", ctypes.c_double), ("collective_nodes", c_int)]
+                ("kernel_load_us", ctypes.c_double), ("collective_nodes", c_int), ("gemm_ours_nodes", c_int),
+                ("gemm_cutlass_nodes", c_int), ("gemm_cublaslt_nodes", c_int)]
 
 
 class MlpWholeLayer(ctypes.Structure):
