@@ -2,6 +2,7 @@
 // line (model/hf/json.h), and the synthetic generator.
 #include "examples/llama/run/requests.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -93,23 +94,6 @@ bool fields(const Json &j, const RequestLimits &lim, Request *r, std::string *wh
   return true;
 }
 
-// Reads one line of at most `max` bytes into *s (without its newline);
-// longer lines are read to their end and reported by *too_long. false at
-// the end of the file.
-bool read_line(FILE *f, size_t max, std::string *s, bool *too_long) {
-  s->clear();
-  *too_long = false;
-  int ch;
-  bool any = false;
-  while ((ch = std::fgetc(f)) != EOF) {
-    any = true;
-    if (ch == '\n') return true;
-    if (s->size() < max) s->push_back((char)ch);
-    else *too_long = true;
-  }
-  return any;
-}
-
 }  // namespace
 
 int parse_request(const std::string &text, int line, const RequestLimits &lim, Request *r, std::string *why) {
@@ -141,6 +125,60 @@ int parse_request(const std::string &text, int line, const RequestLimits &lim, R
   return 0;
 }
 
+int RequestReader::end_line(std::string *err) {
+  line_++;
+  const bool too_long = too_long_;
+  open_ = too_long_ = false;
+  if (!too_long && text_.find_first_not_of(" \t\r") == std::string::npos) {  // blank
+    text_.clear();
+    return 0;
+  }
+  if (++count_ > lim_.max_requests) {
+    failed_ = "more than " + std::to_string(lim_.max_requests) + " requests";
+    *err = failed_;
+    return 1;
+  }
+  Request r;
+  std::string why;
+  if (too_long)
+    bad_->push_back({line_, "requests line " + std::to_string(line_) + ": longer than " +
+                                std::to_string(lim_.max_line) + " bytes"});
+  else if (parse_request(text_, line_, lim_, &r, &why))
+    bad_->push_back({line_, why});
+  else
+    ok_->push_back(std::move(r));
+  text_.clear();
+  return 0;
+}
+
+int RequestReader::feed(const char *p, size_t n, std::string *err) {
+  if (!failed_.empty()) return *err = failed_, 1;
+  const char *const end = p + n;
+  while (p < end) {
+    const char *nl = static_cast<const char *>(std::memchr(p, '\n', (size_t)(end - p)));
+    const size_t len = (size_t)((nl ? nl : end) - p);
+    const size_t room = lim_.max_line - std::min(text_.size(), lim_.max_line);
+    text_.append(p, std::min(len, room));
+    too_long_ |= len > room;
+    open_ |= len > 0;
+    if (!nl) break;
+    if (end_line(err)) return 1;
+    p = nl + 1;
+  }
+  return 0;
+}
+
+int RequestReader::finish(std::string *err) {
+  if (!failed_.empty()) return *err = failed_, 1;
+  return open_ ? end_line(err) : 0;
+}
+
+int parse_requests(const std::string &text, const RequestLimits &lim, std::vector<Request> *ok,
+                   std::vector<Refusal> *bad, std::string *err) {
+  RequestReader rd(lim, ok, bad);
+  return rd.feed(text.data(), text.size(), err) || rd.finish(err);
+}
+
 int read_requests(const std::string &path, const RequestLimits &lim, std::vector<Request> *ok,
                   std::vector<Refusal> *bad, std::string *err) {
   FILE *f = std::fopen(path.c_str(), "rb");
@@ -148,28 +186,16 @@ int read_requests(const std::string &path, const RequestLimits &lim, std::vector
     *err = "--requests " + path + ": " + std::strerror(errno);
     return 1;
   }
-  std::string text;
-  bool too_long = false;
-  int line = 0, count = 0;
-  while (read_line(f, lim.max_line, &text, &too_long)) {
-    line++;
-    if (!too_long && text.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank
-    if (++count > lim.max_requests) {
-      std::fclose(f);
-      *err = "--requests " + path + ": more than " + std::to_string(lim.max_requests) + " requests";
-      return 1;
-    }
-    Request r;
-    std::string why;
-    if (too_long) bad->push_back({line, "requests line " + std::to_string(line) + ": longer than " +
-                                            std::to_string(lim.max_line) + " bytes"});
-    else if (parse_request(text, line, lim, &r, &why)) bad->push_back({line, why});
-    else ok->push_back(r);
-  }
-  const bool failed = std::ferror(f) != 0;
+  RequestReader rd(lim, ok, bad);
+  std::vector<char> buf(1 << 16);
+  std::string why;
+  int rc = 0;
+  size_t n;
+  while (!rc && (n = std::fread(buf.data(), 1, buf.size(), f)) > 0) rc = rd.feed(buf.data(), n, &why);
+  if (!rc && std::ferror(f)) rc = 1, why = "read error";
   std::fclose(f);
-  if (failed) {
-    *err = "--requests " + path + ": read error";
+  if (rc || rd.finish(&why)) {
+    *err = "--requests " + path + ": " + why;
     return 1;
   }
   return 0;

@@ -328,6 +328,32 @@ void check_requests() {
   expect(none != 0 && err.find("No such file") != std::string::npos, "an unreadable file is refused: " + err);
 }
 
+// The reader takes a file in pieces cut anywhere: one byte at a time gives
+// what the whole text gives (the last line without its newline, a line over
+// the limit split across pieces, CRLF).
+void check_reader_pieces() {
+  const std::string text = "{\"prompt_ids\": [1], \"max_new_tokens\": 2}\r\n\n  \r\n[1]\n" + std::string(60, ' ') +
+                           "1\n{\"prompt_ids\": [3, 4], \"max_new_tokens\": 1, \"id\": 7}";
+  RequestLimits lim;
+  lim.max_line = 56;
+  std::vector<Request> ok, ok1;
+  std::vector<Refusal> bad, bad1;
+  std::string err;
+  const int whole = parse_requests(text, lim, &ok, &bad, &err);
+  RequestReader rd(lim, &ok1, &bad1);
+  int bytes = 0;
+  for (char ch : text) bytes |= rd.feed(&ch, 1, &err);
+  bytes |= rd.finish(&err);
+  bool same = ok.size() == ok1.size() && bad.size() == bad1.size();
+  for (size_t i = 0; same && i < ok.size(); i++)
+    same = ok[i].line == ok1[i].line && ok[i].prompt == ok1[i].prompt && ok[i].id == ok1[i].id;
+  for (size_t i = 0; same && i < bad.size(); i++) same = bad[i].line == bad1[i].line && bad[i].why == bad1[i].why;
+  expect(whole == 0 && bytes == 0 && same && ok.size() == 2 && ok[0].line == 1 && ok[1].line == 6 &&
+             ok[1].id == "7" && bad.size() == 2 && bad[0].line == 4 && bad[1].line == 5 &&
+             bad[1].why.find("longer than 56 bytes") != std::string::npos,
+         "the reader fed one byte at a time: lines 1 and 6 served, 4 and 5 refused, as from the whole text");
+}
+
 // synthetic:3:7 against bench/torch_serve.py's generator (the same values).
 void check_synthetic() {
   std::vector<Request> v, w;
@@ -419,6 +445,7 @@ int main() {
   check_scheduler();
   check_fifo();
   check_requests();
+  check_reader_pieces();
   check_synthetic();
   check_graph_sizes();
   check_pins();
