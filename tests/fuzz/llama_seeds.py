@@ -78,6 +78,7 @@ def json_seeds():
         ("bom", "\ufeff{}"),
         ("deep", "[" * 200 + "]" * 200),
         ("trailing", '{"a": 1} x'),
+        ("key-escapes", '{"a\\u001b[2J": 1, "a\\u001b[2J": 2}'),
     ]:
         write("json_corpus", "regress-" + name, text)
 
@@ -258,6 +259,10 @@ def requests_seeds():
     w("regress-nul", llama, b'{"prompt_ids": [1], "max_new_tokens": 2}\x00\n{"prompt_ids": [1],\x00 "max_new_tokens": 2}\n'
       b'{"prompt_ids": [1], "max_new_tokens": 2, "id": "a\\u0000b"}\n\x00\n')
     w("regress-bytes", llama, b'\xef\xbb\xbf{"prompt_ids": [1], "max_new_tokens": 2}\n{"id": "\xff"}\n\r\r\n\x0c\n\x1b[2J\n')
+    # Found by requests_fuzz: a key's DEL reached a refusal raw; the JSON
+    # reader's messages showed keys raw too (an escape, a newline).
+    w("regress-key-escapes", llama, [req([1], 1, **{"max_ne\x7f_tokens": 1}), '{"\\u001b[2J" 1}',
+                                     '{"a\\nb": 1, "a\\nb": 2}', '{"%s": 1}' % ("k" * 300)])
     w("regress-cr-alone", llama, (req([1], 1) + "\r" + req([2], 2) + "\r").encode())
 
 

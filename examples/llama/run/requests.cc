@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "examples/llama/model/hf/json.h"
+#include "examples/llama/model/input_file.h"
 
 namespace llama {
 namespace {
@@ -83,7 +84,7 @@ bool fields(const Json &j, const RequestLimits &lim, Request *r, std::string *wh
         return false;
       }
     } else {
-      *why = "unknown key " + quoted(m.first) + " (expected prompt_ids, max_new_tokens, end_token, id)";
+      *why = "unknown key \"" + printable(m.first) + "\" (expected prompt_ids, max_new_tokens, end_token, id)";
       return false;
     }
   }

@@ -354,6 +354,30 @@ void check_reader_pieces() {
          "the reader fed one byte at a time: lines 1 and 6 served, 4 and 5 refused, as from the whole text");
 }
 
+// A refusal is one printable line (stderr and ids.jsonl carry it): a key
+// the line spells with a DEL, an escape or a newline is shown escaped, and
+// cut short past 120 bytes. requests_fuzz found the DEL in an unknown key.
+void check_refusals_printable() {
+  const std::string text = std::string("{\"prompt_ids\": [1], \"max_new_tokens\": 1, \"max_ne\x7f_tokens\": 1}\n") +
+                           "{\"\\u001b[2J\" 1}\n"                                // bad JSON after a key of escapes
+                           "{\"a\\nb\": 1, \"a\\nb\": 2}\n"                 // a duplicate key with a newline
+                           "{\"" + std::string(300, 'k') + "\": 1}\n";          // a long unknown key
+  RequestLimits lim;
+  std::vector<Request> ok;
+  std::vector<Refusal> bad;
+  std::string err, msgs;
+  const int rc = parse_requests(text, lim, &ok, &bad, &err);
+  bool clean = rc == 0 && ok.empty() && bad.size() == 4;
+  for (const Refusal &b : bad) {
+    msgs += "\n      " + b.why;
+    for (unsigned char ch : b.why) clean &= ch >= 0x20 && ch != 0x7f;
+    clean &= b.why.size() < 300;
+  }
+  expect(clean && bad[0].why.find("unknown key \"max_ne\\x7f_tokens\"") != std::string::npos &&
+             bad[1].why.find("\"\\x1b[2J\"") != std::string::npos && bad[2].why.find("\"a\\x0ab\"") != std::string::npos,
+         "refusals are printable lines, keys escaped:" + msgs);
+}
+
 // synthetic:3:7 against bench/torch_serve.py's generator (the same values).
 void check_synthetic() {
   std::vector<Request> v, w;
@@ -446,6 +470,7 @@ int main() {
   check_fifo();
   check_requests();
   check_reader_pieces();
+  check_refusals_printable();
   check_synthetic();
   check_graph_sizes();
   check_pins();
