@@ -182,23 +182,20 @@ int parse_requests(const std::string &text, const RequestLimits &lim, std::vecto
 
 int read_requests(const std::string &path, const RequestLimits &lim, std::vector<Request> *ok,
                   std::vector<Refusal> *bad, std::string *err) {
-  FILE *f = std::fopen(path.c_str(), "rb");
-  if (!f) {
-    *err = "--requests " + path + ": " + std::strerror(errno);
-    return 1;
-  }
+  // The model files' rule (model/input_file.h): a regular file, never a FIFO
+  // or a device (/dev/zero is one endless line), read to its size at open.
+  InputFile f;
+  std::string why;
+  if (f.open(path, &why)) return *err = "--requests " + why, 1;
   RequestReader rd(lim, ok, bad);
   std::vector<char> buf(1 << 16);
-  std::string why;
-  int rc = 0;
-  size_t n;
-  while (!rc && (n = std::fread(buf.data(), 1, buf.size(), f)) > 0) rc = rd.feed(buf.data(), n, &why);
-  if (!rc && std::ferror(f)) rc = 1, why = "read error";
-  std::fclose(f);
-  if (rc || rd.finish(&why)) {
-    *err = "--requests " + path + ": " + why;
-    return 1;
+  for (uint64_t at = 0; at < f.size();) {
+    const size_t n = (size_t)std::min<uint64_t>(buf.size(), f.size() - at);
+    if (f.read_at(at, buf.data(), n, &why)) return *err = "--requests " + why, 1;
+    if (rd.feed(buf.data(), n, &why)) return *err = "--requests " + path + ": " + why, 1;
+    at += n;
   }
+  if (rd.finish(&why)) return *err = "--requests " + path + ": " + why, 1;
   return 0;
 }
 

@@ -69,8 +69,10 @@ int parse_requests(const std::string &text, const RequestLimits &lim, std::vecto
                    std::vector<Refusal> *bad, std::string *err);
 
 // Every line of `path`, through a RequestReader. 1 and *err ("--requests
-// PATH: what") when the file cannot be read or holds more than
-// lim.max_requests requests (nothing is served then).
+// PATH: what") when it is no regular file (a FIFO or a device is never
+// read: /dev/zero would be one endless line), cannot be read, or holds more
+// than lim.max_requests requests (nothing is served then). The file is read
+// to its size at open.
 int read_requests(const std::string &path, const RequestLimits &lim, std::vector<Request> *ok,
                   std::vector<Refusal> *bad, std::string *err);
 

@@ -15,6 +15,9 @@
 // slots and step sizes.
 //
 //   bazel test //examples/llama:serve_test
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -328,6 +331,32 @@ void check_requests() {
   expect(none != 0 && err.find("No such file") != std::string::npos, "an unreadable file is refused: " + err);
 }
 
+// What is no regular file is refused at once by its path, never read: a
+// device (/dev/zero is one endless line: the reader looped on it), a FIFO
+// with no writer (opening it waited), a directory. alarm() turns a hang into
+// a failure.
+void check_special_files() {
+  const char *fifo = "/tmp/serve_test_requests.fifo";
+  unlink(fifo);
+  const bool made = mkfifo(fifo, 0600) == 0;
+  std::fflush(stdout);  // what passed so far shows, should the alarm end the test
+  alarm(10);
+  std::string all;
+  int refused = 0;
+  for (const char *p : {"/dev/zero", fifo, "/tmp"}) {
+    std::vector<Request> ok;
+    std::vector<Refusal> bad;
+    std::string err;
+    const bool no = read_requests(p, RequestLimits(), &ok, &bad, &err) != 0 && ok.empty() && bad.empty() &&
+                    err.find("not a regular file") != std::string::npos && err.find(p) != std::string::npos;
+    refused += no;
+    all += "\n      " + err;
+  }
+  alarm(0);
+  unlink(fifo);
+  expect(made && refused == 3, "a device, a FIFO and a directory as --requests: refused by path" + all);
+}
+
 // The reader takes a file in pieces cut anywhere: one byte at a time gives
 // what the whole text gives (the last line without its newline, a line over
 // the limit split across pieces, CRLF).
@@ -469,6 +498,7 @@ int main() {
   check_scheduler();
   check_fifo();
   check_requests();
+  check_special_files();
   check_reader_pieces();
   check_refusals_printable();
   check_synthetic();
