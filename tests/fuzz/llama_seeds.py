@@ -207,7 +207,8 @@ def cli_seeds():
 
 # requests_fuzz.cc's options byte: two bits each for the vocabulary (0: not
 # known yet, 16, 1000, 128256), max_ctx (8192, 2, 16, 300), max_line (1 MiB,
-# 16, 64, 1024) and max_requests (100000, 1, 3, 16).
+# 16, 64, 1024) and max_requests (100000, 1, 3, 16) with max_lines (10^7, 4,
+# 8, 24).
 def ropts(vocab=0, ctx=0, line=0, reqs=0):
     return bytes([vocab | ctx << 2 | line << 4 | reqs << 6])
 
@@ -259,6 +260,7 @@ def requests_seeds():
     ]:
         w("regress-" + name, opts, lines)
     w("regress-too-many", ropts(reqs=1), [req([1], 1), "", req([2], 2)], file=True)
+    w("regress-too-many-lines", ropts(reqs=2), ["", req([1], 1), "", " ", "\t", "", "", "", "", req([2], 2)])
     w("regress-nul", llama, b'{"prompt_ids": [1], "max_new_tokens": 2}\x00\n{"prompt_ids": [1],\x00 "max_new_tokens": 2}\n'
       b'{"prompt_ids": [1], "max_new_tokens": 2, "id": "a\\u0000b"}\n\x00\n')
     w("regress-bytes", llama, b'\xef\xbb\xbf{"prompt_ids": [1], "max_new_tokens": 2}\n{"id": "\xff"}\n\r\r\n\x0c\n\x1b[2J\n')

@@ -9,8 +9,9 @@
 // file in the harness's directory (read_requests, as llama reads it).
 //
 // Promises checked (abort() if broken, so libFuzzer keeps the input):
-//   - the file is refused whole (1, "more than N requests") exactly when it
-//     holds more than max_requests non-blank lines, else 0;
+//   - the file is refused whole (1, "more than N requests" or "... lines")
+//     exactly when it holds more than max_requests non-blank lines or more
+//     than max_lines lines, at the first line past either, else 0;
 //   - every line that is not blank (spaces, tabs, CRs; at most max_line
 //     bytes) is served or refused, once, in line order, and no other line:
 //     never more requests than lines;
@@ -38,16 +39,18 @@ using llama_fuzz::must;
 namespace {
 
 // The options byte: two bits each, 0 the engine's own limits (vocabulary
-// not yet known), the others small enough for a fuzz input to reach.
+// not yet known), the others small enough for a fuzz input to reach
+// (max_lines goes with max_requests).
 llama::RequestLimits limits(uint8_t o) {
   static const int vocab[4] = {0, 16, 1000, 128256}, ctx[4] = {8192, 2, 16, 300};
   static const size_t line[4] = {1u << 20, 16, 64, 1024};
-  static const int reqs[4] = {100000, 1, 3, 16};
+  static const int reqs[4] = {100000, 1, 3, 16}, all[4] = {10000000, 4, 8, 24};
   llama::RequestLimits l;
   l.vocab = vocab[o & 3];
   l.max_ctx = ctx[(o >> 2) & 3];
   l.max_line = line[(o >> 4) & 3];
   l.max_requests = reqs[(o >> 6) & 3];
+  l.max_lines = all[(o >> 6) & 3];
   return l;
 }
 
@@ -147,16 +150,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     lines.push_back(text.substr(at, nl - at));
     at = nl + 1;
   }
-  std::vector<int> want;  // the non-blank lines, up to the first one past max_requests
-  for (size_t i = 0; i < lines.size() && (long)want.size() <= lim.max_requests; i++)
-    if (lines[i].size() > lim.max_line || lines[i].find_first_not_of(" \t\r") != std::string::npos)
-      want.push_back((int)i + 1);
-  const bool over = (long)want.size() > lim.max_requests;
-  must(whole.rc == (over ? 1 : 0), "the file is refused whole exactly past max_requests", whole.err);
-  if (over) {
-    must(whole.err == "more than " + std::to_string(lim.max_requests) + " requests", "says the limit", whole.err);
-    want.pop_back();  // the reader stopped there
+  std::vector<int> want;  // the non-blank lines, up to the first line past a limit
+  std::string over;       // which limit, as the refusal says it
+  for (size_t i = 0; i < lines.size() && over.empty(); i++) {
+    if ((long)i >= lim.max_lines) {
+      over = "more than " + std::to_string(lim.max_lines) + " lines";
+    } else if (lines[i].size() > lim.max_line || lines[i].find_first_not_of(" \t\r") != std::string::npos) {
+      if ((long)want.size() < lim.max_requests) want.push_back((int)i + 1);
+      else over = "more than " + std::to_string(lim.max_requests) + " requests";
+    }
   }
+  must(whole.rc == !over.empty(), "the file is refused whole exactly past a limit", whole.err);
+  must(over.empty() || whole.err == over, "the refusal says the limit", whole.err + " (" + over + ")");
   llama_fuzz::say(whole.rc ? whole.err : std::to_string(whole.ok.size()) + " served");
 
   must(whole.ok.size() + whole.bad.size() == want.size() && want.size() <= lines.size(),

@@ -127,6 +127,11 @@ int parse_request(const std::string &text, int line, const RequestLimits &lim, R
 }
 
 int RequestReader::end_line(std::string *err) {
+  if (line_ >= lim_.max_lines) {  // before the count could pass INT_MAX
+    failed_ = "more than " + std::to_string(lim_.max_lines) + " lines";
+    *err = failed_;
+    return 1;
+  }
   line_++;
   const bool too_long = too_long_;
   open_ = too_long_ = false;

@@ -26,6 +26,7 @@ struct RequestLimits {
   int max_ctx = 8192;             // prompt + max_new_tokens must be at most this
   size_t max_line = 1 << 20;      // bytes a line
   int max_requests = 100000;      // lines holding a request, refused or not
+  int max_lines = 10000000;       // lines in all, blank ones too (a line number is an int)
 };
 
 struct Refusal {
@@ -46,7 +47,8 @@ class RequestReader {
   RequestReader(const RequestLimits &lim, std::vector<Request> *ok, std::vector<Refusal> *bad)
       : lim_(lim), ok_(ok), bad_(bad) {}
   // The next n bytes. 1 and *err once the file holds more than
-  // lim.max_requests requests; every later call fails alike.
+  // lim.max_requests requests or lim.max_lines lines; every later call
+  // fails alike.
   int feed(const char *p, size_t n, std::string *err);
   // The end of the file (its last line, if that has no newline).
   int finish(std::string *err);
@@ -71,8 +73,8 @@ int parse_requests(const std::string &text, const RequestLimits &lim, std::vecto
 // Every line of `path`, through a RequestReader. 1 and *err ("--requests
 // PATH: what") when it is no regular file (a FIFO or a device is never
 // read: /dev/zero would be one endless line), cannot be read, or holds more
-// than lim.max_requests requests (nothing is served then). The file is read
-// to its size at open.
+// than lim.max_requests requests or lim.max_lines lines (nothing is served
+// then). The file is read to its size at open.
 int read_requests(const std::string &path, const RequestLimits &lim, std::vector<Request> *ok,
                   std::vector<Refusal> *bad, std::string *err);
 

@@ -329,6 +329,11 @@ void check_requests() {
          "more requests than the limit: the file is refused (" + err + ")");
   const int none = read_requests("/tmp/no/such/file", lim, &ok, &bad, &err);
   expect(none != 0 && err.find("No such file") != std::string::npos, "an unreadable file is refused: " + err);
+  lim = RequestLimits();
+  lim.max_lines = 14;
+  const int capped = read_requests(path, lim, &ok, &bad, &err);
+  expect(capped != 0 && err.find("more than 14 lines") != std::string::npos,
+         "more lines than the limit, blank ones counted: the file is refused (" + err + ")");
 }
 
 // What is no regular file is refused at once by its path, never read: a
