@@ -2,7 +2,8 @@
 // (examples/llama/model/hf/json.h): the input is one document.
 //
 // Promises checked (abort() if broken, so libFuzzer keeps the input):
-//   - json_parse returns 0 or 1; a refusal says where ("line L, column C: ...");
+//   - json_parse returns 0 or 1; a refusal says where ("line L, column C: ...")
+//     in one printable line (a key is shown escaped);
 //   - the tree and the cursor agree: a document the tree accepts, the cursor
 //     walks (skip + finish) too; the cursor may refuse only a string past its
 //     max_string;
@@ -61,6 +62,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   must(rc == 0 || rc == 1, "json_parse returns 0 or 1");
   llama_fuzz::say(rc ? "refused: " + err : "accepted");
   if (rc) must(err.compare(0, 5, "line ") == 0, "a refusal says where", err);
+  for (unsigned char ch : err) must(ch >= 0x20 && ch != 0x7f, "a refusal is one printable line", err);
   if (rc == 0) must(count_values(j) <= limit, "the value limit holds");
   llama::Json big;
   const int rc_big = llama::json_parse(text, &big, &err, SIZE_MAX);

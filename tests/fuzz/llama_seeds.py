@@ -4,7 +4,7 @@ good files of every kind the engine reads, one of each way a file was found
 to be wrong (the "regress-" seeds: each row of docs/reliability.md's model
 files table that fits a fuzz input), written as the harnesses read them.
 
-    python3 tests/fuzz/llama_seeds.py      # rewrites tests/fuzz/{json,safetensors,checkpoint,cli}_corpus/
+    python3 tests/fuzz/llama_seeds.py      # rewrites tests/fuzz/{json,safetensors,checkpoint,cli,requests}_corpus/
 
 Deterministic: the same files every time, so a rerun changes nothing in git.
 Inputs the fuzzers learn go to $TPG_FUZZ_OUT, not here (tests/fuzz/run.sh)."""
@@ -78,6 +78,7 @@ def json_seeds():
         ("bom", "\ufeff{}"),
         ("deep", "[" * 200 + "]" * 200),
         ("trailing", '{"a": 1} x'),
+        ("key-escapes", '{"a\\u001b[2J": 1, "a\\u001b[2J": 2}'),
     ]:
         write("json_corpus", "regress-" + name, text)
 
@@ -204,8 +205,75 @@ def cli_seeds():
     write("cli_corpus", "regress-empty-id", cli(1, ["--prompt-ids", "1,,2"], None))
 
 
+# requests_fuzz.cc's options byte: two bits each for the vocabulary (0: not
+# known yet, 16, 1000, 128256), max_ctx (8192, 2, 16, 300), max_line (1 MiB,
+# 16, 64, 1024) and max_requests (100000, 1, 3, 16) with max_lines (10^7, 4,
+# 8, 24).
+def ropts(vocab=0, ctx=0, line=0, reqs=0):
+    return bytes([vocab | ctx << 2 | line << 4 | reqs << 6])
+
+
+def req(prompt, new, **kw):
+    d = {"prompt_ids": prompt, "max_new_tokens": new}
+    d.update(kw)
+    return json.dumps(d)
+
+
+def requests_seeds():
+    def w(name, opts, lines, end="\n", file=False):
+        text = lines if isinstance(lines, bytes) else "".join(l + end for l in lines).encode()
+        if file:  # blank lines to a size the harness also reads as a file (a multiple of 8)
+            text += b"\n" * (-(len(opts) + len(text)) % 8)
+        write("requests_corpus", name, opts + text)
+    llama = ropts(vocab=3)
+    w("seed-single", llama, [req([128000, 791, 6460], 64, end_token=128009, id="a")], file=True)
+    many = [req([(k * 37 + i) % 128256 for i in range(1 + k % 9)], 1 + k * 3,
+                **({"end_token": 128009} if k % 3 == 0 else {"end_token": None} if k % 3 == 1 else {}),
+                **({"id": "r%d" % k} if k % 2 else {"id": k})) for k in range(24)]
+    w("seed-many", llama, [l for k, l in enumerate(many) for l in ([l, ""] if k % 5 == 4 else [l])])
+    w("seed-end-tokens", ropts(vocab=1), [req([1, 2, 3], 4, end_token=15), req([0], 1, end_token=0),
+                                          req([15], 2, end_token=None, id="x")])
+    w("seed-crlf", llama, [req([1, 2], 2), "", req([3], 1, id="\u00e9")], end="\r\n")
+    w("seed-no-final-newline", llama, (req([1], 1) + "\n" + req([2], 2)).encode())
+    w("seed-blank-only", ropts(), b"\n \t\r\n\r\n\n   ")
+    w("seed-at-the-limit", ropts(vocab=1, ctx=2), [req([15], 1), req([0], 1, end_token=15)])
+    w("seed-8192", ropts(), [req([5] * 8191, 1), req([1], 8191)])
+    # One of each refusal docs/serving.md lists, with the production limits.
+    for name, opts, lines in [
+        ("not-json", llama, ['{"prompt_ids": [1], "max_new_tokens": 2', "prompt_ids=1", "{} {}", "{},"]),
+        ("not-object", llama, ["[1, 2]", "7", '"x"', "null"]),
+        ("duplicate-key", llama, ['{"prompt_ids": [1], "max_new_tokens": 2, "max_new_tokens": 3}']),
+        ("unknown-key", llama, [req([1], 2, temperature=0), '{"prompt_ids": [1], "max_new_token": 2}']),
+        ("wrong-kind", llama, ['{"prompt_ids": "1 2", "max_new_tokens": 2}', req([1, 2.5], 2), req([1], 2.0),
+                               req([1], "2"), req([1], 2, end_token="9"), req([1], 2, id=1.5), req([1], 2, id=None),
+                               req([1], 2, id=True), req([[1]], 2)]),
+        ("outside-vocab", ropts(vocab=1), [req([16], 1), req([1, -1], 1), req([1], 1, end_token=16)]),
+        ("too-long-a-sequence", llama, [req([5] * 5, 8190), req([5], 8192)]),
+        ("too-long-a-sequence-300", ropts(vocab=3, ctx=3), [req([5] * 300, 1), req([5] * 299, 1), req([5] * 5, 296)]),
+        ("missing", llama, ['{"max_new_tokens": 2}', '{"prompt_ids": [1]}', "{}", req([], 3), req([1], 0)]),
+        ("huge-numbers", llama, [req([1], 99999999999999999999), req([18446744073709551616], 1),
+                                 '{"prompt_ids": [1], "max_new_tokens": 1e400}', req([9007199254740993], 1),
+                                 req([1], 1, id=99999999999999999999), req([1], 1, id=-9007199254740993),
+                                 '{"prompt_ids": [-0], "max_new_tokens": 1E0}', req([2147483648], 1)]),
+
+        ("long-lines", ropts(line=1), [req([1], 1), " " * 15, " " * 17, "x" * 40, req([2], 2)]),
+    ]:
+        w("regress-" + name, opts, lines)
+    w("regress-too-many", ropts(reqs=1), [req([1], 1), "", req([2], 2)], file=True)
+    w("regress-too-many-lines", ropts(reqs=2), ["", req([1], 1), "", " ", "\t", "", "", "", "", req([2], 2)])
+    w("regress-nul", llama, b'{"prompt_ids": [1], "max_new_tokens": 2}\x00\n{"prompt_ids": [1],\x00 "max_new_tokens": 2}\n'
+      b'{"prompt_ids": [1], "max_new_tokens": 2, "id": "a\\u0000b"}\n\x00\n')
+    w("regress-bytes", llama, b'\xef\xbb\xbf{"prompt_ids": [1], "max_new_tokens": 2}\n{"id": "\xff"}\n\r\r\n\x0c\n\x1b[2J\n')
+    # Found by requests_fuzz: a key's DEL reached a refusal raw; the JSON
+    # reader's messages showed keys raw too (an escape, a newline).
+    w("regress-key-escapes", llama, [req([1], 1, **{"max_ne\x7f_tokens": 1}), '{"\\u001b[2J" 1}',
+                                     '{"a\\nb": 1, "a\\nb": 2}', '{"%s": 1}' % ("k" * 300)])
+    w("regress-cr-alone", llama, (req([1], 1) + "\r" + req([2], 2) + "\r").encode())
+
+
 if __name__ == "__main__":
     json_seeds()
     safetensors_seeds()
     checkpoint_seeds()
     cli_seeds()
+    requests_seeds()

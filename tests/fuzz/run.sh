@@ -8,10 +8,11 @@
 # NCCL of tests/fake, with failures injected; TPG_LIBCUDA points at the fake
 # built here) run for the given seconds each. The llama example's parsers of
 # untrusted input (examples/llama/model, run/cli.cc; docs/reliability.md,
-# "Model files and the command line") share one more such budget, a quarter
+# "Model files and the command line") share one more such budget, a fifth
 # each: json_fuzz (the JSON reader), safetensors_fuzz (one safetensors file),
-# checkpoint_fuzz (config.json + index + shards, read as --model reads them)
-# and cli_fuzz (the flags and config.txt). First every committed input in
+# checkpoint_fuzz (config.json + index + shards, read as --model reads them),
+# cli_fuzz (the flags and config.txt) and requests_fuzz (the --requests
+# file, run/requests.cc). First every committed input in
 # tests/fuzz/corpus/ (plan_fuzz), tests/fuzz/graph_corpus/ (graph_fuzz) and
 # tests/fuzz/<harness>_corpus/ (the llama ones; tests/fuzz/llama_seeds.py
 # writes their seeds) is replayed: a regression fails at once, whatever the
@@ -31,7 +32,7 @@ cuda=${CUDA_PATH:-/usr/local/cuda}
 nccl=${NCCL_HOME:-$cuda}
 cc=${CLANG:-clang}
 cxx=${CLANGXX:-clang++}
-llama_fuzzers=(json safetensors checkpoint cli)
+llama_fuzzers=(json safetensors checkpoint cli requests)
 mkdir -p "$out/corpus" "$out/graph_corpus" "$out/llama_obj"
 for h in "${llama_fuzzers[@]}"; do mkdir -p "$out/${h}_corpus"; done
 
@@ -107,8 +108,8 @@ fuzz() { # harness learned-corpus committed-corpus [seconds [max_len]]
 fuzz plan_fuzz "$out/corpus" tests/fuzz/corpus
 fuzz graph_fuzz "$out/graph_corpus" tests/fuzz/graph_corpus
 # A checkpoint of the smallest model the engine runs is 6 to 10 KB.
-quarter=$(( secs / 4 > 0 ? secs / 4 : 1 ))
+share=$(( secs / ${#llama_fuzzers[@]} > 0 ? secs / ${#llama_fuzzers[@]} : 1 ))
 for h in "${llama_fuzzers[@]}"; do
-  fuzz "${h}_fuzz" "$out/${h}_corpus" "tests/fuzz/${h}_corpus" "$quarter" "$([ "$h" = checkpoint ] && echo 32768 || echo 4096)"
+  fuzz "${h}_fuzz" "$out/${h}_corpus" "tests/fuzz/${h}_corpus" "$share" "$([ "$h" = checkpoint ] && echo 32768 || echo 4096)"
 done
 echo "fuzz: OK"

@@ -2,6 +2,7 @@
 // line (model/hf/json.h), and the synthetic generator.
 #include "examples/llama/run/requests.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -9,6 +10,7 @@
 #include <cstring>
 
 #include "examples/llama/model/hf/json.h"
+#include "examples/llama/model/input_file.h"
 
 namespace llama {
 namespace {
@@ -82,7 +84,7 @@ bool fields(const Json &j, const RequestLimits &lim, Request *r, std::string *wh
         return false;
       }
     } else {
-      *why = "unknown key " + quoted(m.first) + " (expected prompt_ids, max_new_tokens, end_token, id)";
+      *why = "unknown key \"" + printable(m.first) + "\" (expected prompt_ids, max_new_tokens, end_token, id)";
       return false;
     }
   }
@@ -91,23 +93,6 @@ bool fields(const Json &j, const RequestLimits &lim, Request *r, std::string *wh
     return false;
   }
   return true;
-}
-
-// Reads one line of at most `max` bytes into *s (without its newline);
-// longer lines are read to their end and reported by *too_long. false at
-// the end of the file.
-bool read_line(FILE *f, size_t max, std::string *s, bool *too_long) {
-  s->clear();
-  *too_long = false;
-  int ch;
-  bool any = false;
-  while ((ch = std::fgetc(f)) != EOF) {
-    any = true;
-    if (ch == '\n') return true;
-    if (s->size() < max) s->push_back((char)ch);
-    else *too_long = true;
-  }
-  return any;
 }
 
 }  // namespace
@@ -141,37 +126,81 @@ int parse_request(const std::string &text, int line, const RequestLimits &lim, R
   return 0;
 }
 
+int RequestReader::end_line(std::string *err) {
+  if (line_ >= lim_.max_lines) {  // before the count could pass INT_MAX
+    failed_ = "more than " + std::to_string(lim_.max_lines) + " lines";
+    *err = failed_;
+    return 1;
+  }
+  line_++;
+  const bool too_long = too_long_;
+  open_ = too_long_ = false;
+  if (!too_long && text_.find_first_not_of(" \t\r") == std::string::npos) {  // blank
+    text_.clear();
+    return 0;
+  }
+  if (++count_ > lim_.max_requests) {
+    failed_ = "more than " + std::to_string(lim_.max_requests) + " requests";
+    *err = failed_;
+    return 1;
+  }
+  Request r;
+  std::string why;
+  if (too_long)
+    bad_->push_back({line_, "requests line " + std::to_string(line_) + ": longer than " +
+                                std::to_string(lim_.max_line) + " bytes"});
+  else if (parse_request(text_, line_, lim_, &r, &why))
+    bad_->push_back({line_, why});
+  else
+    ok_->push_back(std::move(r));
+  text_.clear();
+  return 0;
+}
+
+int RequestReader::feed(const char *p, size_t n, std::string *err) {
+  if (!failed_.empty()) return *err = failed_, 1;
+  const char *const end = p + n;
+  while (p < end) {
+    const char *nl = static_cast<const char *>(std::memchr(p, '\n', (size_t)(end - p)));
+    const size_t len = (size_t)((nl ? nl : end) - p);
+    const size_t room = lim_.max_line - std::min(text_.size(), lim_.max_line);
+    text_.append(p, std::min(len, room));
+    too_long_ |= len > room;
+    open_ |= len > 0;
+    if (!nl) break;
+    if (end_line(err)) return 1;
+    p = nl + 1;
+  }
+  return 0;
+}
+
+int RequestReader::finish(std::string *err) {
+  if (!failed_.empty()) return *err = failed_, 1;
+  return open_ ? end_line(err) : 0;
+}
+
+int parse_requests(const std::string &text, const RequestLimits &lim, std::vector<Request> *ok,
+                   std::vector<Refusal> *bad, std::string *err) {
+  RequestReader rd(lim, ok, bad);
+  return rd.feed(text.data(), text.size(), err) || rd.finish(err);
+}
+
 int read_requests(const std::string &path, const RequestLimits &lim, std::vector<Request> *ok,
                   std::vector<Refusal> *bad, std::string *err) {
-  FILE *f = std::fopen(path.c_str(), "rb");
-  if (!f) {
-    *err = "--requests " + path + ": " + std::strerror(errno);
-    return 1;
+  // The model files' rule (model/input_file.h): a regular file, never a FIFO
+  // or a device (/dev/zero is one endless line), read to its size at open.
+  InputFile f;
+  std::string why;
+  if (f.open(path, &why)) return *err = "--requests " + why, 1;
+  RequestReader rd(lim, ok, bad);
+  std::vector<char> buf(1 << 16);
+  for (uint64_t at = 0; at < f.size();) {
+    const size_t n = (size_t)std::min<uint64_t>(buf.size(), f.size() - at);
+    if (f.read_at(at, buf.data(), n, &why)) return *err = "--requests " + why, 1;
+    if (rd.feed(buf.data(), n, &why)) return *err = "--requests " + path + ": " + why, 1;
+    at += n;
   }
-  std::string text;
-  bool too_long = false;
-  int line = 0, count = 0;
-  while (read_line(f, lim.max_line, &text, &too_long)) {
-    line++;
-    if (!too_long && text.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank
-    if (++count > lim.max_requests) {
-      std::fclose(f);
-      *err = "--requests " + path + ": more than " + std::to_string(lim.max_requests) + " requests";
-      return 1;
-    }
-    Request r;
-    std::string why;
-    if (too_long) bad->push_back({line, "requests line " + std::to_string(line) + ": longer than " +
-                                            std::to_string(lim.max_line) + " bytes"});
-    else if (parse_request(text, line, lim, &r, &why)) bad->push_back({line, why});
-    else ok->push_back(r);
-  }
-  const bool failed = std::ferror(f) != 0;
-  std::fclose(f);
-  if (failed) {
-    *err = "--requests " + path + ": read error";
-    return 1;
-  }
+  if (rd.finish(&why)) return *err = "--requests " + path + ": " + why, 1;
   return 0;
 }
 

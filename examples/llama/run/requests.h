@@ -26,6 +26,7 @@ struct RequestLimits {
   int max_ctx = 8192;             // prompt + max_new_tokens must be at most this
   size_t max_line = 1 << 20;      // bytes a line
   int max_requests = 100000;      // lines holding a request, refused or not
+  int max_lines = 10000000;       // lines in all, blank ones too (a line number is an int)
 };
 
 struct Refusal {
@@ -36,9 +37,44 @@ struct Refusal {
 // One line (its text without the newline) as a request, or 1 and *why.
 int parse_request(const std::string &text, int line, const RequestLimits &lim, Request *r, std::string *why);
 
-// Every line of `path`: requests into *ok, refused lines into *bad (in line
-// order). 1 and *err when the file cannot be read or holds more than
-// lim.max_requests requests (nothing is served then).
+// A requests file taken in pieces as they come, cut anywhere: read_requests
+// feeds it a file, tests/fuzz/requests_fuzz.cc a buffer. A line ends at '\n'
+// (a "\r" before it is JSON whitespace); the last one needs none. Requests go
+// to *ok, refused lines to *bad, each in line order; a line holds at most
+// lim.max_line bytes (the rest of a longer one is read and dropped).
+class RequestReader {
+ public:
+  RequestReader(const RequestLimits &lim, std::vector<Request> *ok, std::vector<Refusal> *bad)
+      : lim_(lim), ok_(ok), bad_(bad) {}
+  // The next n bytes. 1 and *err once the file holds more than
+  // lim.max_requests requests or lim.max_lines lines; every later call
+  // fails alike.
+  int feed(const char *p, size_t n, std::string *err);
+  // The end of the file (its last line, if that has no newline).
+  int finish(std::string *err);
+
+ private:
+  int end_line(std::string *err);
+
+  RequestLimits lim_;
+  std::vector<Request> *ok_;
+  std::vector<Refusal> *bad_;
+  std::string text_;       // the line so far, at most lim_.max_line bytes
+  bool open_ = false;      // bytes since the last newline
+  bool too_long_ = false;  // and more of them than lim_.max_line
+  int line_ = 0, count_ = 0;
+  std::string failed_;     // the refusal of the whole file, once there is one
+};
+
+// All of `text` as a requests file (one feed, then finish).
+int parse_requests(const std::string &text, const RequestLimits &lim, std::vector<Request> *ok,
+                   std::vector<Refusal> *bad, std::string *err);
+
+// Every line of `path`, through a RequestReader. 1 and *err ("--requests
+// PATH: what") when it is no regular file (a FIFO or a device is never
+// read: /dev/zero would be one endless line), cannot be read, or holds more
+// than lim.max_requests requests or lim.max_lines lines (nothing is served
+// then). The file is read to its size at open.
 int read_requests(const std::string &path, const RequestLimits &lim, std::vector<Request> *ok,
                   std::vector<Refusal> *bad, std::string *err);
 

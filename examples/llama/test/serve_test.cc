@@ -15,6 +15,9 @@
 // slots and step sizes.
 //
 //   bazel test //examples/llama:serve_test
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -326,6 +329,87 @@ void check_requests() {
          "more requests than the limit: the file is refused (" + err + ")");
   const int none = read_requests("/tmp/no/such/file", lim, &ok, &bad, &err);
   expect(none != 0 && err.find("No such file") != std::string::npos, "an unreadable file is refused: " + err);
+  lim = RequestLimits();
+  lim.max_lines = 14;
+  const int capped = read_requests(path, lim, &ok, &bad, &err);
+  expect(capped != 0 && err.find("more than 14 lines") != std::string::npos,
+         "more lines than the limit, blank ones counted: the file is refused (" + err + ")");
+}
+
+// What is no regular file is refused at once by its path, never read: a
+// device (/dev/zero is one endless line: the reader looped on it), a FIFO
+// with no writer (opening it waited), a directory. alarm() turns a hang into
+// a failure.
+void check_special_files() {
+  const char *fifo = "/tmp/serve_test_requests.fifo";
+  unlink(fifo);
+  const bool made = mkfifo(fifo, 0600) == 0;
+  std::fflush(stdout);  // what passed so far shows, should the alarm end the test
+  alarm(10);
+  std::string all;
+  int refused = 0;
+  for (const char *p : {"/dev/zero", fifo, "/tmp"}) {
+    std::vector<Request> ok;
+    std::vector<Refusal> bad;
+    std::string err;
+    const bool no = read_requests(p, RequestLimits(), &ok, &bad, &err) != 0 && ok.empty() && bad.empty() &&
+                    err.find("not a regular file") != std::string::npos && err.find(p) != std::string::npos;
+    refused += no;
+    all += "\n      " + err;
+  }
+  alarm(0);
+  unlink(fifo);
+  expect(made && refused == 3, "a device, a FIFO and a directory as --requests: refused by path" + all);
+}
+
+// The reader takes a file in pieces cut anywhere: one byte at a time gives
+// what the whole text gives (the last line without its newline, a line over
+// the limit split across pieces, CRLF).
+void check_reader_pieces() {
+  const std::string text = "{\"prompt_ids\": [1], \"max_new_tokens\": 2}\r\n\n  \r\n[1]\n" + std::string(60, ' ') +
+                           "1\n{\"prompt_ids\": [3, 4], \"max_new_tokens\": 1, \"id\": 7}";
+  RequestLimits lim;
+  lim.max_line = 56;
+  std::vector<Request> ok, ok1;
+  std::vector<Refusal> bad, bad1;
+  std::string err;
+  const int whole = parse_requests(text, lim, &ok, &bad, &err);
+  RequestReader rd(lim, &ok1, &bad1);
+  int bytes = 0;
+  for (char ch : text) bytes |= rd.feed(&ch, 1, &err);
+  bytes |= rd.finish(&err);
+  bool same = ok.size() == ok1.size() && bad.size() == bad1.size();
+  for (size_t i = 0; same && i < ok.size(); i++)
+    same = ok[i].line == ok1[i].line && ok[i].prompt == ok1[i].prompt && ok[i].id == ok1[i].id;
+  for (size_t i = 0; same && i < bad.size(); i++) same = bad[i].line == bad1[i].line && bad[i].why == bad1[i].why;
+  expect(whole == 0 && bytes == 0 && same && ok.size() == 2 && ok[0].line == 1 && ok[1].line == 6 &&
+             ok[1].id == "7" && bad.size() == 2 && bad[0].line == 4 && bad[1].line == 5 &&
+             bad[1].why.find("longer than 56 bytes") != std::string::npos,
+         "the reader fed one byte at a time: lines 1 and 6 served, 4 and 5 refused, as from the whole text");
+}
+
+// A refusal is one printable line (stderr and ids.jsonl carry it): a key
+// the line spells with a DEL, an escape or a newline is shown escaped, and
+// cut short past 120 bytes. requests_fuzz found the DEL in an unknown key.
+void check_refusals_printable() {
+  const std::string text = std::string("{\"prompt_ids\": [1], \"max_new_tokens\": 1, \"max_ne\x7f_tokens\": 1}\n") +
+                           "{\"\\u001b[2J\" 1}\n"                                // bad JSON after a key of escapes
+                           "{\"a\\nb\": 1, \"a\\nb\": 2}\n"                 // a duplicate key with a newline
+                           "{\"" + std::string(300, 'k') + "\": 1}\n";          // a long unknown key
+  RequestLimits lim;
+  std::vector<Request> ok;
+  std::vector<Refusal> bad;
+  std::string err, msgs;
+  const int rc = parse_requests(text, lim, &ok, &bad, &err);
+  bool clean = rc == 0 && ok.empty() && bad.size() == 4;
+  for (const Refusal &b : bad) {
+    msgs += "\n      " + b.why;
+    for (unsigned char ch : b.why) clean &= ch >= 0x20 && ch != 0x7f;
+    clean &= b.why.size() < 300;
+  }
+  expect(clean && bad[0].why.find("unknown key \"max_ne\\x7f_tokens\"") != std::string::npos &&
+             bad[1].why.find("\"\\x1b[2J\"") != std::string::npos && bad[2].why.find("\"a\\x0ab\"") != std::string::npos,
+         "refusals are printable lines, keys escaped:" + msgs);
 }
 
 // synthetic:3:7 against bench/torch_serve.py's generator (the same values).
@@ -419,6 +503,9 @@ int main() {
   check_scheduler();
   check_fifo();
   check_requests();
+  check_special_files();
+  check_reader_pieces();
+  check_refusals_printable();
   check_synthetic();
   check_graph_sizes();
   check_pins();

@@ -189,7 +189,8 @@ bool JsonCursor::next_key(std::string *key, bool *end) {
   if (!expect_string(key)) return false;
   ws();
   if (i_ >= s_.size() || s_[i_] != ':')
-    return fail(i_, "expected ':' after the key" + (key ? " \"" + *key + "\"" : std::string()) + ", found " + seen(i_));
+    return fail(i_, "expected ':' after the key" + (key ? " \"" + printable(*key) + "\"" : std::string()) + ", found " +
+                        seen(i_));
   i_++;
   return true;
 }
@@ -440,7 +441,7 @@ struct Builder {
     for (size_t k = 1; k < n; k++)
       if (o.members[idx[k]].first == o.members[idx[k - 1]].first) dup = std::min<size_t>(dup, idx[k]);
     if (dup == n) return true;
-    return c.fail(at[dup], "duplicate key \"" + o.members[dup].first + "\"");
+    return c.fail(at[dup], "duplicate key \"" + printable(o.members[dup].first) + "\"");
   }
 
   bool value(Json *out) {
