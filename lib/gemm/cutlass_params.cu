@@ -324,7 +324,8 @@ int tpg_cutlass_launch(const tpg_cutlass_problem *p, tpg_kernel_launch *out, cha
   out->block[1] = out->block[2] = 1;
   out->smem_bytes = sh.smem;
   out->workspace_bytes = TPG_CUTLASS_WS_HEAD + sh.workspace;
-  out->workspace_zeroed = TPG_CUTLASS_WS_HEAD; /* and the barrier words at its end */
+  out->workspace_zeroed = TPG_CUTLASS_WS_HEAD; /* and the barrier words at its end: */
+  out->workspace_private = sh.lock_bytes > 0;  /* no other node's scratch may cover them */
   out->split_k = 1;
   out->cluster = (unsigned)k->cm;
   out->cluster_y = (unsigned)k->cn;

@@ -70,10 +70,11 @@ enum {
 
 /* ---- what a family answers with: the launch --------------------------------
  * For our kernels and CUTLASS's: the graph builder loads `kernel` by name
- * from the embedded fatbins, allocates `workspace_bytes` per node and
- * launches with grid / block / smem. A cuBLASLt launch has no kernel of
- * ours: the node runs cublasLtMatmul with the algorithm `lt_algo` names
- * (cublaslt.h) in its own workspace. */
+ * from the embedded fatbins, gives the node `workspace_bytes` of workspace
+ * (zeroed once; nodes that never run at once share it:
+ * graphbuild/workspace.c) and launches with grid / block / smem. A cuBLASLt
+ * launch has no kernel of ours: the node runs cublasLtMatmul with the
+ * algorithm `lt_algo` names (cublaslt.h) in its workspace. */
 typedef struct tpg_kernel_launch {
   const char *kernel;        /* extern "C" entry point name in the fatbin ("cublasLt"
                                 for the cuBLASLt family: no entry point)          */
@@ -81,10 +82,15 @@ typedef struct tpg_kernel_launch {
   unsigned smem_bytes;       /* dynamic shared memory. When > 48 KB the launcher
                                 must first set CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_
                                 SHARED_SIZE_BYTES to this value on the function  */
-  size_t workspace_bytes;    /* per-node workspace; zero it once when allocated */
+  size_t workspace_bytes;    /* the node's workspace; zero it once when allocated */
   size_t workspace_zeroed;   /* its first bytes that the kernel leaves zero on
                                 exit (counters), so no memset between launches;
                                 the rest is scratch                            */
+  int workspace_private;     /* 1: zero words lie past workspace_zeroed too
+                                (CUTLASS's reduction barriers after its
+                                partials): no node may share the workspace
+                                (graphbuild/workspace.c); 0: the rest is
+                                scratch the kernel writes before it reads     */
   int split_k;               /* value for tpg_gemm_args.split_k: 1,
                                 TPG_SPLITK_STREAM (stream-K, sm90 TMA) or
                                 TPG_SPLITK_CLUSTER (K over a cluster, "_kc<S>") */
