@@ -1,7 +1,7 @@
 /* graph.c - create (materialize + instantiate), launch, inspect, destroy.
  *
  * A graph owns everything it made (plan copy, template graph, exec, private
- * stream, event, workspaces) and borrows the comm and the bound buffers. The
+ * stream, event, workspaces outside a set's arena) and borrows the comm and the bound buffers. The
  * comm counts its live graphs, so destroying a comm before its graphs is an
  * error instead of NCCL freeing resources a graph still points at.
  */
@@ -54,6 +54,8 @@ static void release_device(tpg_graph *g) {
   if (g->nodes && g->plan) tpg_gnodes_free(g, g->nodes, g->plan->nnodes);
   g->nodes = NULL;
   for (int q = 0; g->scratch && g->plan && q < g->plan->nslots; q++) tpg_scratch_free(g, &g->scratch[q]);
+  if (g->ws_mem) tpg_cu->cuMemFree(g->ws_mem);
+  g->ws_mem = 0;
   if (g->done) tpg_cu->cuEventDestroy(g->done);
   if (g->cap_stream) tpg_cu->cuStreamDestroy(g->cap_stream);
   g->exec = NULL;
@@ -71,6 +73,7 @@ static void release_host(tpg_graph *g) {
   free(g->scratch);
   free(g->cond_handles);
   tpg_state_free(g->st);
+  tpg_ws_plan_free(&g->ws);
   free(g->nodes);
   tpg_handle_remove(g);
   tpg_handle_poison(&g->magic);
@@ -91,11 +94,9 @@ static void graph_free(tpg_graph *g) {
 }
 
 /* What the nodes need before any fill: each kind prepares its nodes
- * (kernel choice, workspace; a single memset at creation serves every
- * launch, the kernels leave their counters zeroed), then the scratch slots
- * the plan uses, owned by the graph. */
-static tpg_status alloc_workspaces(tpg_graph *g, const tpg_graph_ext *ext) {
-  const tpg_plan *p = g->plan;
+ * (kernel choice, workspace need), then their workspace lanes are planned
+ * (workspace.c); memory is laid out by tpg_graph_finish. */
+static tpg_status prepare_all(tpg_graph *g) {
   /* GEMM tuning times only here, at the nodes' first pick; fill, update and
    * rebind then find every choice in the process cache. */
   tpg_gemm_tune_cfg tc = TPG_GEMM_TUNE_CFG_INIT;
@@ -105,7 +106,7 @@ static tpg_status alloc_workspaces(tpg_graph *g, const tpg_graph_ext *ext) {
   g->gemm_tune.cfg = tc;
   g->gemm_tune.budget_us = g->tune.gemm_tune_budget_us;
   g->gemm_tune.may_time = g->tune.gemm_tune;
-  tpg_status st = tpg_prepare_nodes(g, g->st, p, g->nodes);
+  tpg_status st = tpg_prepare_nodes(g, g->st, g->plan, g->nodes);
   g->gemm_tune.may_time = 0;
   g->gemm_tune.cfg.cache_path = NULL; /* borrowed from the config or the environment */
   tpg_gemm_dev_timer_destroy(g->gemm_timer);
@@ -114,24 +115,7 @@ static tpg_status alloc_workspaces(tpg_graph *g, const tpg_graph_ext *ext) {
   g->info.gemm_tuned = g->gemm_tune.timed;
   g->info.gemm_tune_cached = g->gemm_tune.cached;
   TPG_TRY(st);
-  for (int i = 0; i < p->nnodes; i++) g->info.workspace_bytes += g->nodes[i].res.workspace_bytes;
-  const int sym_graph = g->comm && g->comm->nranks > 1 && (g->flags & TPG_GRAPH_NCCL_SYMMETRIC);
-  size_t at = 0; /* a set's arena: slots one after another from its start (state.h) */
-  for (int q = 0; q < p->nslots; q++) {
-    if (p->slots[q].where != TPG_MEM_SCRATCH || !tpg_state_used(g->st, (tpg_slot)(q + 1))) continue;
-    const int sym = sym_graph && g->st->coll_uses[q];
-    const size_t bytes = TPG_ARENA_ROUND(g->st->bytes[q]);
-    if (ext && !sym && at + bytes <= ext->arena_bytes) {
-      g->scratch[q] = (tpg_scratch){(void *)(uintptr_t)(ext->arena + at), bytes, 0, NULL}; /* borrowed */
-      at += bytes;
-    } else {
-      TPG_TRY(tpg_scratch_alloc(g, p, q, g->st->bytes[q], sym, &g->scratch[q]));
-      g->info.workspace_bytes += g->scratch[q].bytes;
-    }
-    g->bind[q] = g->scratch[q].ptr;
-  }
-  TPG_CU(cuStreamSynchronize(g->cap_stream));
-  return TPG_SUCCESS;
+  return tpg_ws_plan_build(g, g->st, g->plan, g->nodes, &g->ws);
 }
 
 /* tpg_graph_config as tpgraph 0.2.0 had it (before the tuning fields). */
@@ -203,15 +187,72 @@ static tpg_status check_args(const tpg_plan *plan, const tpg_graph_config *cfg_i
   return TPG_SUCCESS;
 }
 
-static tpg_status create(const tpg_plan *plan, const tpg_graph_config *cfg_in, const tpg_graph_ext *ext,
-                         tpg_graph **out) {
+/* A failed creation: everything the graph holds, its message kept (cleanup
+ * makes calls that may record messages) as the innermost one under the
+ * public name, no doubled prefix. */
+static tpg_status create_fail(tpg_graph *g, tpg_status st) {
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", tpg_last_error());
+  graph_free(g); /* drops the comm's graph count if it was taken */
+  const char *rest = strstr(msg, ": ");
+  tpg_err_clear();
+  if (msg[0]) tpg_err(st, "tpg_graph_create", "%s", rest ? rest + 2 : msg);
+  return st;
+}
+
+/* The host side: the plan's copy and what is derived from it, the bindings. */
+static tpg_status setup_host(tpg_graph *g, const tpg_plan *plan, const tpg_graph_config *cfg) {
+  TPG_TRY(tpg_plan_clone(plan, &g->plan));
+  const tpg_plan *p = g->plan;
+  g->bind = calloc((size_t)(p->nslots ? p->nslots : 1), sizeof *g->bind);
+  g->scratch = calloc((size_t)(p->nslots ? p->nslots : 1), sizeof *g->scratch);
+  g->mode = cfg->mode;
+  g->flags = cfg->flags;
+  g->nodes = tpg_gnodes_alloc(p->nnodes);
+  if (!g->bind || !g->scratch || !g->nodes) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
+  TPG_TRY(tpg_state_build(p, &g->st));
+  for (int b = 0; b < cfg->nbindings; b++) g->bind[cfg->bindings[b].slot - 1] = cfg->bindings[b].ptr;
+  return tpg_state_check_bound(g->st, p, g->bind, "tpg_graph_create");
+}
+
+/* The device side up to the nodes' kernel choices (the context current):
+ * bindings, the comm's count, the ranks' plans compared, stream, event,
+ * every node prepared and the workspace lanes planned. */
+static tpg_status setup_device(tpg_graph *g, const tpg_graph_config *cfg, const tpg_tuning *tune, int colls) {
+  const tpg_plan *p = g->plan;
+  for (int b = 0; b < cfg->nbindings; b++)
+    TPG_TRY(tpg_check_binding(g, p, cfg->bindings[b].slot, cfg->bindings[b].ptr, "tpg_graph_create",
+                              "cfg->bindings", b));
+  g->comm = cfg->comm;
+  if (colls && g->comm) {
+    atomic_fetch_add(&g->comm->graphs, 1);
+    g->counted = 1;
+  }
+  /* Before anything collective (peer setup, captures): the same plans. */
+  TPG_TRY(tpg_fingerprint_check(g, g->st, p, NULL, "at creation"));
+  TPG_CU(cuStreamCreate(&g->cap_stream, CU_STREAM_NON_BLOCKING));
+  TPG_CU(cuEventCreate(&g->done, CU_EVENT_DISABLE_TIMING));
+  g->tune = *tune; /* once: workspaces are sized by it */
+  /* Programmatic edges need griddepcontrol (sm_90+) in the image that runs:
+   * below sm_90 the kernels run their sm_80 image, where pdl_wait is a no-op,
+   * so the flag is ignored there (ordinary edges, same results). Capture and
+   * eager modes run the nodes the ways this library replaces: no PDL. Known
+   * before the lanes: they follow the edges that order. */
+  g->pdl = (g->flags & TPG_GRAPH_PDL) && g->mode == TPG_MODE_EXPLICIT && g->dev.sm_arch >= 90;
+  const double load0 = tpg_kernel_load_us(), tp = tpg_now_us();
+  TPG_TRY(prepare_all(g));
+  g->info.prepare_us = tpg_now_us() - tp;
+  g->info.kernel_load_us = tpg_kernel_load_us() - load0;
+  return TPG_SUCCESS;
+}
+
+tpg_status tpg_graph_begin(const tpg_plan *plan, const tpg_graph_config *cfg_in, tpg_graph **out) {
   TPG_CHECK_ARG(out != NULL, "out is NULL: expected a tpg_graph * to set");
   *out = NULL;
-  tpg_graph_config cfg_full;
+  tpg_graph_config cfg;
   tpg_tuning tune;
   int colls;
-  TPG_TRY(check_args(plan, cfg_in, &cfg_full, &tune, &colls));
-  const tpg_graph_config *cfg = &cfg_full;
+  TPG_TRY(check_args(plan, cfg_in, &cfg, &tune, &colls));
   tpg_status st = TPG_SUCCESS;
   tpg_graph *g = calloc(1, sizeof *g);
   if (!g) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
@@ -220,97 +261,70 @@ static tpg_status create(const tpg_plan *plan, const tpg_graph_config *cfg_in, c
     free(g);
     return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
   }
-  TPG_TRYGOTO(tpg_plan_clone(plan, &g->plan), st, fail);
-  const tpg_plan *p = g->plan;
-  g->bind = calloc((size_t)(p->nslots ? p->nslots : 1), sizeof *g->bind);
-  g->scratch = calloc((size_t)(p->nslots ? p->nslots : 1), sizeof *g->scratch);
-  g->mode = cfg->mode;
-  g->flags = cfg->flags;
-  g->nodes = tpg_gnodes_alloc(p->nnodes);
-  if (!g->bind || !g->scratch || !g->nodes) {
-    st = TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
-    goto fail;
-  }
-  TPG_TRYGOTO(tpg_state_build(p, &g->st), st, fail);
-  for (int b = 0; b < cfg->nbindings; b++) g->bind[cfg->bindings[b].slot - 1] = cfg->bindings[b].ptr;
-  TPG_TRYGOTO(tpg_state_check_bound(g->st, p, g->bind, __func__), st, fail);
-
-  TPG_TRYGOTO(tpg_dev_open(cfg->device, &g->dev), st, fail);
+  TPG_TRYGOTO(setup_host(g, plan, &cfg), st, fail);
+  TPG_TRYGOTO(tpg_dev_open(cfg.device, &g->dev), st, fail);
   TPG_TRYGOTO(tpg_dev_push(&g->dev), st, fail);
-  for (int b = 0; b < cfg->nbindings; b++)
-    TPG_TRYGOTO(tpg_check_binding(g, p, cfg->bindings[b].slot, cfg->bindings[b].ptr, __func__, "cfg->bindings", b),
-                st, fail_pop);
-  g->comm = cfg->comm;
-  if (colls && g->comm) {
-    atomic_fetch_add(&g->comm->graphs, 1);
-    g->counted = 1;
-  }
-  /* Before anything collective (peer setup, captures): the same plans. */
-  TPG_TRYGOTO(tpg_fingerprint_check(g, g->st, p, NULL, "at creation"), st, fail_pop);
-  TPG_CUGOTO(cuStreamCreate(&g->cap_stream, CU_STREAM_NON_BLOCKING), st, fail_pop);
-  TPG_CUGOTO(cuEventCreate(&g->done, CU_EVENT_DISABLE_TIMING), st, fail_pop);
-  g->tune = tune; /* once: workspaces are sized by it */
-  const double load0 = tpg_kernel_load_us(), tp = tpg_now_us();
-  TPG_TRYGOTO(alloc_workspaces(g, ext), st, fail_pop);
-  g->info.prepare_us = tpg_now_us() - tp;
+  st = setup_device(g, &cfg, &tune, colls);
+  tpg_dev_pop();
+  if (st != TPG_SUCCESS) goto fail;
+  *out = g;
+  return TPG_SUCCESS;
+fail:
+  return create_fail(g, st);
+}
 
-  /* Programmatic edges need griddepcontrol (sm_90+) in the image that runs:
-   * below sm_90 the kernels run their sm_80 image, where pdl_wait is a no-op,
-   * so the flag is ignored there (ordinary edges, same results). Capture and
-   * eager modes run the nodes the ways this library replaces: no PDL. */
-  g->pdl = (g->flags & TPG_GRAPH_PDL) && g->mode == TPG_MODE_EXPLICIT && g->dev.sm_arch >= 90;
+/* Memory, the CUDA graph and its exec (the context current). */
+static tpg_status build(tpg_graph *g, const tpg_graph_ext *ext) {
+  const tpg_plan *p = g->plan;
+  const double load0 = tpg_kernel_load_us(), tp = tpg_now_us();
+  TPG_TRY(tpg_ws_alloc(g, ext));
+  TPG_TRY(tpg_scratch_place(g, ext));
+  TPG_CU(cuStreamSynchronize(g->cap_stream)); /* the workspaces' memset */
+  g->info.prepare_us += tpg_now_us() - tp;
   double t0 = tpg_now_us();
   if (g->mode == TPG_MODE_EXPLICIT) {
-    TPG_TRYGOTO(tpg_materialize(g, g->st, p, g->bind, g->nodes, &g->graph), st, fail_pop);
+    TPG_TRY(tpg_materialize(g, g->st, p, g->bind, g->nodes, &g->graph));
   } else {
-    TPG_TRYGOTO(tpg_fill_nodes(g, g->st, p, g->bind, g->nodes), st, fail_pop);
+    TPG_TRY(tpg_fill_nodes(g, g->st, p, g->bind, g->nodes));
     if (g->mode == TPG_MODE_CAPTURE) {
-      TPG_CUGOTO(cuStreamBeginCapture(g->cap_stream, CU_STREAM_CAPTURE_MODE_RELAXED), st, fail_pop);
+      TPG_CU(cuStreamBeginCapture(g->cap_stream, CU_STREAM_CAPTURE_MODE_RELAXED));
       tpg_status rs = tpg_run_nodes(g, g->cap_stream);
       CUresult er = tpg_cu->cuStreamEndCapture(g->cap_stream, &g->graph);
-      if (rs != TPG_SUCCESS) { st = rs; goto fail_pop; }
-      if (er != CUDA_SUCCESS) { st = tpg_cu_fail(er, __func__, "cuStreamEndCapture"); goto fail_pop; }
+      TPG_TRY(rs);
+      if (er != CUDA_SUCCESS) return tpg_cu_fail(er, __func__, "cuStreamEndCapture");
     }
   }
   double t1 = tpg_now_us();
-  if (g->pdl) TPG_TRYGOTO(tpg_count_programmatic_edges(g->graph, &g->info.programmatic_edges), st, fail_pop);
-  if (g->graph) TPG_CUGOTO(cuGraphInstantiateWithFlags(&g->exec, g->graph, 0), st, fail_pop);
+  if (g->pdl) TPG_TRY(tpg_count_programmatic_edges(g->graph, &g->info.programmatic_edges));
+  if (g->graph) TPG_CU(cuGraphInstantiateWithFlags(&g->exec, g->graph, 0));
   double t2 = tpg_now_us();
   g->info.materialize_us = t1 - t0;
   g->info.instantiate_us = t2 - t1;
-  g->info.kernel_load_us = tpg_kernel_load_us() - load0;
+  g->info.kernel_load_us += tpg_kernel_load_us() - load0;
   for (int i = 0; i < p->nnodes; i++) tpg_kind(p->nodes[i].kind)->count(&g->nodes[i], &g->info);
-  tpg_dev_pop();
-  *out = g;
   return TPG_SUCCESS;
-fail_pop:
-  tpg_dev_pop();
-fail:
-  {
-    /* Cleanup makes calls that may record messages; keep the cause. */
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", tpg_last_error());
-    graph_free(g); /* drops the comm's graph count if it was taken */
-    /* The innermost message, under the public name (no doubled prefix). */
-    const char *rest = strstr(msg, ": ");
-    tpg_err_clear();
-    if (msg[0]) tpg_err(st, "tpg_graph_create", "%s", rest ? rest + 2 : msg);
+}
+
+tpg_status tpg_graph_finish(tpg_graph *g, const tpg_graph_ext *ext) {
+  tpg_status st = tpg_dev_push(&g->dev);
+  if (st == TPG_SUCCESS) {
+    st = build(g, ext);
+    tpg_dev_pop();
   }
-  return st;
+  return st == TPG_SUCCESS ? st : create_fail(g, st);
 }
 
 /* Every message under the public name, whichever inner call failed (no
  * internal function names, no doubled prefix). */
 tpg_status tpg_graph_create(const tpg_plan *plan, const tpg_graph_config *cfg, tpg_graph **out) {
   tpg_err_clear();
-  tpg_status st = create(plan, cfg, NULL, out);
+  tpg_status st = tpg_graph_begin(plan, cfg, out);
+  if (st == TPG_SUCCESS) {
+    st = tpg_graph_finish(*out, NULL);
+    if (st != TPG_SUCCESS) *out = NULL;
+  }
   if (st != TPG_SUCCESS) tpg_err_rename(__func__);
   return st;
-}
-
-tpg_status tpg_graph_create_ext(const tpg_plan *plan, const tpg_graph_config *cfg, const tpg_graph_ext *ext,
-                                tpg_graph **out) {
-  return create(plan, cfg, ext, out);
 }
 
 tpg_status tpg_graph_destroy(tpg_graph *g) {

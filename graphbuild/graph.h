@@ -26,6 +26,21 @@ typedef struct tpg_scratch {
   ncclWindow_t win;
 } tpg_scratch;
 
+/* GEMM workspace lanes (workspace.c): one buffer shared by nodes that never
+ * run at the same time, [counters | scratch] around its boundary `at`. */
+typedef struct tpg_ws_lane {
+  size_t zero, tail;            /* its nodes' largest counters and scratch (bytes) */
+  int alone;                    /* one node's (workspace_private): never in a set's arena */
+  CUdeviceptr at;               /* placed: the boundary */
+  size_t zero_cap, tail_cap;    /* placed: the room before and after it */
+} tpg_ws_lane;
+
+/* A node array's lanes: `shared` ones largest first, then those alone. */
+typedef struct tpg_ws_plan {
+  tpg_ws_lane *lane;
+  int n, shared;
+} tpg_ws_plan;
+
 /* Tuning resolved once at creation from tpg_graph_config and the
  * environment (tuning.c). */
 typedef struct tpg_tuning {
@@ -71,19 +86,53 @@ struct tpg_graph {
   int in_set;                   /* 1: a graph set's (graphset.c), destroyed only by
                                    it; 2: its one retargeted exec, whose plan, state
                                    and nodes are the picked size's (no update) */
+  tpg_ws_plan ws;               /* the GEMM nodes' workspace lanes (workspace.c) */
+  CUdeviceptr ws_mem;           /* owned: the lanes not in a set's arena */
 };
 
 /* ---- graph.c ---- */
 /* What a graph set (graphset.c) gives a graph it creates: the scratch slots
- * are laid out in `arena` (the set's, arena_bytes long; state.h) instead of
- * being allocated, except NCCL symmetric windows. Creation is
- * tpg_graph_create's, messages under its name. */
+ * are laid out from `arena`'s start (the set's; at most arena_bytes; state.h)
+ * instead of being allocated, except NCCL symmetric windows; the shared
+ * workspace lanes lie at `ws`, lane k where ws_caps places it (workspace.c),
+ * NULL: in the graph's own memory. */
 typedef struct tpg_graph_ext {
   CUdeviceptr arena;
   size_t arena_bytes;
+  CUdeviceptr ws;
+  const tpg_ws_plan *ws_caps;
 } tpg_graph_ext;
-TPG_HIDDEN tpg_status tpg_graph_create_ext(const tpg_plan *plan, const tpg_graph_config *cfg,
-                                           const tpg_graph_ext *ext, tpg_graph **out);
+/* tpg_graph_create in two steps, so that a set sizes its arena by every
+ * size's workspace lanes: begin does everything before memory is laid out
+ * (the nodes' kernel choices and lanes: g->ws); finish lays it out (ext as
+ * above, or NULL: all the graph's own), builds and instantiates. Either
+ * frees the graph when it fails (messages under tpg_graph_create). */
+TPG_HIDDEN tpg_status tpg_graph_begin(const tpg_plan *plan, const tpg_graph_config *cfg, tpg_graph **out);
+TPG_HIDDEN tpg_status tpg_graph_finish(tpg_graph *g, const tpg_graph_ext *ext);
+
+/* ---- workspace.c ---- */
+/* The lanes of the nodes of plan p (state st), prepared into nodes[] (each
+ * one's res.need*), for graph g (its mode and PDL decide what is ordered);
+ * sets each node's res.lane. */
+TPG_HIDDEN tpg_status tpg_ws_plan_build(const tpg_graph *g, const tpg_state *st, const tpg_plan *p,
+                                        tpg_gnode *nodes, tpg_ws_plan *out);
+TPG_HIDDEN void tpg_ws_plan_free(tpg_ws_plan *wp);
+/* Bytes of lanes [from, to) one after another (each a whole 256-byte block count). */
+TPG_HIDDEN size_t tpg_ws_bytes(const tpg_ws_plan *wp, int from, int to);
+/* Widens caps (caps->n = caps->shared lanes) so that lane k holds wp's shared lane k. */
+TPG_HIDDEN tpg_status tpg_ws_caps_merge(tpg_ws_plan *caps, const tpg_ws_plan *wp);
+/* Places wp's lanes, shared lane k at `shared` + caps' lanes before k (its
+ * room caps' lane k; caps may be wp), the lanes alone one after another from
+ * `own`, and points nodes[0..n) at their lanes (res.at, caps). */
+TPG_HIDDEN void tpg_ws_place(tpg_ws_plan *wp, const tpg_ws_plan *caps, CUdeviceptr shared, CUdeviceptr own,
+                             tpg_gnode *nodes, int nnodes);
+/* At creation: memory for the graph's lanes that are its own (all, or with
+ * ext->ws_caps those alone), zeroed on its stream, counted in its info, and
+ * every node placed (tpg_ws_place). */
+TPG_HIDDEN tpg_status tpg_ws_alloc(tpg_graph *g, const tpg_graph_ext *ext);
+/* `bytes` of device memory for lanes, zeroed on `stream` (0: none needed);
+ * the caller frees it. */
+TPG_HIDDEN tpg_status tpg_ws_mem(size_t bytes, CUstream stream, CUdeviceptr *out);
 
 /* ---- bind.c ---- */
 /* Checks one binding against its slot: memory kind, device, alignment, and
@@ -103,6 +152,10 @@ TPG_HIDDEN tpg_status tpg_bindings_unique(const tpg_plan *p, const tpg_binding *
 TPG_HIDDEN tpg_status tpg_scratch_alloc(tpg_graph *g, const tpg_plan *p, int q, size_t bytes, int sym,
                                         tpg_scratch *out);
 TPG_HIDDEN void tpg_scratch_free(tpg_graph *g, tpg_scratch *s);
+/* Every scratch slot the plan uses, at creation: laid out from a set's arena
+ * (ext; NULL: none) where it fits and is no symmetric window, else
+ * allocated (counted in info.workspace_bytes); bound into g->bind. */
+TPG_HIDDEN tpg_status tpg_scratch_place(tpg_graph *g, const tpg_graph_ext *ext);
 
 /* ---- fingerprint.c ---- */
 /* A plan with colls collectives that tpg_plan_set_ranks said is sharded for
@@ -122,7 +175,7 @@ TPG_HIDDEN tpg_status tpg_fingerprint_check(tpg_graph *g, const tpg_state *st, c
 TPG_HIDDEN tpg_gnode *tpg_gnodes_alloc(int n);
 /* Each node's kind releases what it took (workspaces, ext), then the array. */
 TPG_HIDDEN void tpg_gnodes_free(tpg_graph *g, tpg_gnode *nodes, int n);
-/* Every node's kind prepares it (kernel choice, workspace) in topological order. */
+/* Every node's kind prepares it (kernel choice, workspace need) in topological order. */
 TPG_HIDDEN tpg_status tpg_prepare_nodes(tpg_graph *g, const tpg_state *st, const tpg_plan *p, tpg_gnode *nodes);
 /* Fills every node's parameters from plan p and bind (no CUDA graph), then
  * compares the resolved collectives across ranks. */

@@ -2,21 +2,25 @@
  *
  * The decisions:
  * - The builder runs for every size before any graph exists (plans are host
- *   data, built in milliseconds), so the one scratch arena is sized first:
- *   the largest need of any size. Each graph lays its scratch slots out from
- *   the arena's start (graph.c); one graph of a set runs at a time (the
- *   documented rule), so they never meet.
+ *   data, built in milliseconds), and every graph is begun (its nodes'
+ *   kernels and GEMM workspace lanes chosen) before any is finished, so the
+ *   one arena is sized first: the largest scratch need of any size, then
+ *   lane k as large as any size's lane k. Each graph lays its scratch slots
+ *   out from the arena's start (scratch.c) and its k-th lane at the k-th
+ *   place (workspace.c says why the places are fixed); one graph of a set
+ *   runs at a time (the documented rule), so they never meet.
  * - One graph per size is the default: a pick is a search of a short array
  *   and the launch is the graph's own. Retargeting (one exec) trades that
  *   for memory; docs/batching.md has both measured.
  * - Retargeting reuses the node kinds' patch, the path a rebind takes: every
  *   size's nodes are prepared and filled at creation against the one
- *   graph's bindings; a pick swaps the graph's plan, state and node array
+ *   graph's bindings (their lanes in the arena as above); a pick swaps the graph's plan, state and node array
  *   for that size's and patches every node (its kind's exec setter). Patch
  *   reads the graph's bindings as they are then, so a rebind made while one
  *   size was picked holds for the others too.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,11 +32,14 @@
 #define TPG_SET_MAX_SIZES 1024
 
 /* RETARGET: one size's plan, state and nodes for the one graph (the
- * largest size's are the graph's own). */
+ * largest size's are the graph's own), its workspace lanes and the memory
+ * of those alone. */
 typedef struct set_variant {
   tpg_plan *plan;
   tpg_state *st;
   tpg_gnode *nodes;
+  tpg_ws_plan ws;
+  CUdeviceptr ws_mem;
 } set_variant;
 
 /* A built step: the builder's plan (owned) and a copy of its bindings. */
@@ -52,7 +59,8 @@ struct tpg_graph_set {
   tpg_graph_set_info total;
   set_step *steps;               /* [n], during creation only */
   tpg_dev dev;                   /* the arena's device, retained while open */
-  CUdeviceptr arena;
+  CUdeviceptr arena;             /* scratch from its start, then the workspace lanes */
+  tpg_ws_plan caps;              /* lane k: the largest lane k of any size (workspace.c) */
   set_variant *var;              /* RETARGET: [n] */
   int cur;                       /* RETARGET: the size the exec runs now */
 };
@@ -68,13 +76,16 @@ static int cmp_int(const void *a, const void *b) {
 
 /* ---- teardown ------------------------------------------------------------ */
 
-/* A variant's nodes (their kinds free what prepare and fill took), state and
- * plan; the graph's context is current. */
+/* A variant's nodes (their kinds free what prepare and fill took), lanes,
+ * state and plan; the graph's context is current (g NULL: the set's, the
+ * graph's creation having failed). */
 static void variant_free(tpg_graph *g, set_variant *v) {
   for (int i = 0; v->nodes && v->plan && i < v->plan->nnodes; i++) {
     const tpg_kind_ops *k = tpg_kind(v->plan->nodes[i].kind);
     if (k->release) k->release(g, &v->nodes[i]);
   }
+  if (v->ws_mem) tpg_cu->cuMemFree(v->ws_mem);
+  tpg_ws_plan_free(&v->ws);
   free(v->nodes);
   tpg_state_free(v->st);
   tpg_plan_destroy(v->plan);
@@ -85,12 +96,14 @@ static void variant_free(tpg_graph *g, set_variant *v) {
  * and the other sizes' are freed once its launches are done. */
 static tpg_status variants_free(tpg_graph_set *s) {
   tpg_graph *g = s->graphs[s->n - 1];
-  if (!s->var || !g) return TPG_SUCCESS;
-  TPG_TRY(tpg_dev_push(&g->dev));
-  if (g->launched) tpg_cu->cuEventSynchronize(g->done);
-  g->plan = s->var[s->n - 1].plan;
-  g->st = s->var[s->n - 1].st;
-  g->nodes = s->var[s->n - 1].nodes;
+  if (!s->var) return TPG_SUCCESS;
+  TPG_TRY(tpg_dev_push(g ? &g->dev : &s->dev));
+  if (g && g->launched) tpg_cu->cuEventSynchronize(g->done);
+  if (g) {
+    g->plan = s->var[s->n - 1].plan;
+    g->st = s->var[s->n - 1].st;
+    g->nodes = s->var[s->n - 1].nodes;
+  }
   for (int i = 0; i < s->n - 1; i++) variant_free(g, &s->var[i]);
   tpg_dev_pop();
   free(s->var);
@@ -136,6 +149,7 @@ static tpg_status set_release(tpg_graph_set *s) {
     s->arena = 0;
   }
   steps_free(s);
+  tpg_ws_plan_free(&s->caps);
   tpg_dev_close(&s->dev);
   free(s->sizes);
   free(s->graphs);
@@ -291,8 +305,9 @@ static tpg_status size_fail(tpg_status st, int size) {
   return tpg_err(st, "tpg_graph_set_create", "size %d: %s", size, rest ? rest + 2 : msg);
 }
 
-/* Size i's graph, its plan then dropped; the set's context is current. */
-static tpg_status create_graph(tpg_graph_set *s, int i, const tpg_graph_config *cfg, const tpg_graph_ext *ext) {
+/* Size i's graph begun: its nodes' kernels and workspace lanes chosen, no
+ * memory laid out yet; the set's context is current. */
+static tpg_status begin_graph(tpg_graph_set *s, int i, const tpg_graph_config *cfg) {
   tpg_graph_config c;
   memset(&c, 0, sizeof c);
   memcpy(&c, cfg, cfg->size < sizeof c ? cfg->size : sizeof c);
@@ -300,17 +315,52 @@ static tpg_status create_graph(tpg_graph_set *s, int i, const tpg_graph_config *
   c.nbindings = s->steps[i].nb;
   const size_t before = free_now();
   const double t0 = tpg_now_us();
-  tpg_status st = tpg_graph_create_ext(s->steps[i].plan, &c, ext, &s->graphs[i]);
+  tpg_status st = tpg_graph_begin(s->steps[i].plan, &c, &s->graphs[i]);
   s->info[i].create_us = tpg_now_us() - t0;
   if (st != TPG_SUCCESS) return size_fail(st, s->sizes[i]);
   const size_t after = free_now();
   tpg_graph *g = s->graphs[i];
   g->in_set = 1;
   s->info[i].measured_bytes = before > after ? before - after : 0;
+  s->info[i].workspace_bytes = tpg_ws_bytes(&g->ws, 0, g->ws.shared);
+  s->info[i].arena_bytes += s->info[i].workspace_bytes;
+  return tpg_ws_caps_merge(&s->caps, &g->ws);
+}
+
+/* Size i's graph finished (memory laid out, ext: in the set's arena; the
+ * exec), its plan then dropped; a failure frees it. */
+static tpg_status finish_graph(tpg_graph_set *s, int i, const tpg_graph_ext *ext) {
+  tpg_graph *g = s->graphs[i];
+  const size_t before = free_now();
+  const double t0 = tpg_now_us();
+  tpg_status st = tpg_graph_finish(g, ext);
+  s->info[i].create_us += tpg_now_us() - t0;
+  if (st != TPG_SUCCESS) {
+    s->graphs[i] = NULL;
+    return size_fail(st, s->sizes[i]);
+  }
+  const size_t after = free_now();
+  s->info[i].measured_bytes += before > after ? before - after : 0;
   s->info[i].own_bytes = g->info.workspace_bytes;
   s->info[i].instantiate_us = g->info.instantiate_us;
   tpg_plan_destroy(s->steps[i].plan);
   s->steps[i].plan = NULL;
+  return TPG_SUCCESS;
+}
+
+/* The arena: `scratch` bytes from its start, then the workspace lanes
+ * (s->caps), zeroed on `stream` and waited for, so that every kernel finds
+ * its counters zero. */
+static tpg_status arena_alloc(tpg_graph_set *s, size_t scratch, CUstream stream) {
+  const size_t ws = tpg_ws_bytes(&s->caps, 0, s->caps.n);
+  CUdeviceptr a = 0;
+  TPG_CU(cuMemAlloc(&a, scratch + ws));
+  s->arena = a;
+  s->total.arena_bytes = scratch + ws;
+  s->total.workspace_bytes = ws;
+  if (!ws) return TPG_SUCCESS;
+  TPG_CU(cuMemsetD32Async(a + scratch, 0, ws / 4, stream));
+  TPG_CU(cuStreamSynchronize(stream));
   return TPG_SUCCESS;
 }
 
@@ -362,9 +412,9 @@ static tpg_status check_retarget(const set_variant *big, set_variant *v) {
   return TPG_SUCCESS;
 }
 
-/* RETARGET: size i's nodes, prepared (workspaces of its own) and filled
- * against the one graph; the graph's context is current. */
-static tpg_status variant_make(tpg_graph_set *s, int i) {
+/* RETARGET: size i's nodes prepared against the one graph (kernels,
+ * workspace lanes); the graph's context is current. */
+static tpg_status variant_prepare(tpg_graph_set *s, int i) {
   tpg_graph *g = s->graphs[s->n - 1];
   set_variant *v = &s->var[i];
   const double t0 = tpg_now_us();
@@ -376,33 +426,58 @@ static tpg_status variant_make(tpg_graph_set *s, int i) {
   v->nodes = tpg_gnodes_alloc(v->plan->nnodes);
   if (!v->nodes) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
   TPG_TRY(tpg_prepare_nodes(g, v->st, v->plan, v->nodes));
+  TPG_TRY(tpg_ws_plan_build(g, v->st, v->plan, v->nodes, &v->ws));
+  s->info[i].workspace_bytes = tpg_ws_bytes(&v->ws, 0, v->ws.shared);
+  s->info[i].arena_bytes += s->info[i].workspace_bytes;
+  s->info[i].create_us = tpg_now_us() - t0;
+  return tpg_ws_caps_merge(&s->caps, &v->ws);
+}
+
+/* RETARGET: size i's nodes placed (shared lanes in the set's arena, those
+ * alone in memory of its own) and filled against the one graph. */
+static tpg_status variant_fill(tpg_graph_set *s, int i) {
+  tpg_graph *g = s->graphs[s->n - 1];
+  set_variant *v = &s->var[i];
+  const double t0 = tpg_now_us();
+  const size_t own = tpg_ws_bytes(&v->ws, v->ws.shared, v->ws.n);
+  TPG_TRY(tpg_ws_mem(own, g->cap_stream, &v->ws_mem));
+  s->info[i].own_bytes += own;
+  tpg_ws_place(&v->ws, &s->caps, s->arena, v->ws_mem, v->nodes, v->plan->nnodes);
   TPG_TRY(tpg_fill_nodes(g, v->st, v->plan, g->bind, v->nodes));
   TPG_TRY(check_retarget(&s->var[s->n - 1], v));
-  for (int j = 0; j < v->plan->nnodes; j++) s->info[i].own_bytes += v->nodes[j].res.workspace_bytes;
-  s->info[i].create_us = tpg_now_us() - t0;
+  s->info[i].create_us += tpg_now_us() - t0;
   return TPG_SUCCESS;
 }
 
-/* RETARGET: the one graph (the largest size, its own scratch), then every
- * other size's variant. */
+/* A step of size i's variant, its free-memory drop measured, a failure
+ * named by the size. */
+static tpg_status variant_step(tpg_graph_set *s, int i, tpg_status (*step)(tpg_graph_set *, int)) {
+  const size_t before = free_now();
+  tpg_status st = step(s, i);
+  const size_t after = free_now();
+  s->info[i].measured_bytes += before > after ? before - after : 0;
+  return st == TPG_SUCCESS ? st : size_fail(st, s->sizes[i]);
+}
+
+/* RETARGET: the one graph (the largest size, its own scratch) begun, every
+ * other size's variant prepared, the arena sized by all their lanes, the
+ * graph finished in it, then the variants filled. */
 static tpg_status create_retarget(tpg_graph_set *s, const tpg_graph_config *cfg) {
-  TPG_TRY(create_graph(s, s->n - 1, cfg, NULL));
+  TPG_TRY(begin_graph(s, s->n - 1, cfg));
   tpg_graph *g = s->graphs[s->n - 1];
   g->in_set = 2;
   s->var = calloc((size_t)s->n, sizeof *s->var);
   if (!s->var) return TPG_FAIL(TPG_ERROR_OUT_OF_MEMORY, "out of host memory");
-  s->var[s->n - 1] = (set_variant){g->plan, g->st, g->nodes};
+  s->var[s->n - 1] = (set_variant){g->plan, g->st, g->nodes, {NULL, 0, 0}, 0};
   s->cur = s->n - 1;
   TPG_TRY(tpg_dev_push(&g->dev));
   tpg_status st = TPG_SUCCESS;
-  for (int i = s->n - 2; i >= 0 && st == TPG_SUCCESS; i--) {
-    const size_t before = free_now();
-    st = variant_make(s, i);
-    const size_t after = free_now();
-    if (st != TPG_SUCCESS) st = size_fail(st, s->sizes[i]);
-    s->info[i].measured_bytes = before > after ? before - after : 0;
-  }
-  /* Workspaces are zeroed on the graph's stream (prepare): done before any launch. */
+  for (int i = s->n - 2; i >= 0 && st == TPG_SUCCESS; i--) st = variant_step(s, i, variant_prepare);
+  if (st == TPG_SUCCESS && tpg_ws_bytes(&s->caps, 0, s->caps.n)) st = arena_alloc(s, 0, g->cap_stream);
+  const tpg_graph_ext ext = {s->arena, 0, s->arena, &s->caps};
+  if (st == TPG_SUCCESS) st = finish_graph(s, s->n - 1, &ext); /* frees the graph if it fails */
+  for (int i = s->n - 2; i >= 0 && st == TPG_SUCCESS; i--) st = variant_step(s, i, variant_fill);
+  /* The variants' own workspaces are zeroed on the graph's stream: done before any launch. */
   if (st == TPG_SUCCESS) {
     CUresult r = tpg_cu->cuStreamSynchronize(g->cap_stream);
     if (r != CUDA_SUCCESS) st = tpg_cu_fail(r, "tpg_graph_set_create", "cuStreamSynchronize");
@@ -411,15 +486,17 @@ static tpg_status create_retarget(tpg_graph_set *s, const tpg_graph_config *cfg)
   return st;
 }
 
-/* Per size, largest first: one graph each, scratch in the arena. */
-static tpg_status create_graphs(tpg_graph_set *s, const tpg_graph_config *cfg, size_t arena) {
-  tpg_graph_ext ext = {0, 0};
-  if (arena && !(s->flags & TPG_GRAPH_SET_PRIVATE_SCRATCH)) {
-    TPG_CU(cuMemAlloc(&s->arena, arena));
-    ext = (tpg_graph_ext){s->arena, arena};
-    s->total.arena_bytes = arena;
+/* Per size, largest first: every graph begun (kernels, workspace lanes),
+ * the arena sized by them (the largest scratch, then lane k as large as
+ * any size's lane k), every graph finished in it. */
+static tpg_status create_graphs(tpg_graph_set *s, const tpg_graph_config *cfg, size_t scratch) {
+  for (int i = s->n - 1; i >= 0; i--) TPG_TRY(begin_graph(s, i, cfg));
+  tpg_graph_ext ext = {0, 0, 0, NULL};
+  if (!(s->flags & TPG_GRAPH_SET_PRIVATE_SCRATCH) && scratch + tpg_ws_bytes(&s->caps, 0, s->caps.n)) {
+    TPG_TRY(arena_alloc(s, scratch, s->graphs[s->n - 1]->cap_stream));
+    ext = (tpg_graph_ext){s->arena, scratch, s->arena + scratch, &s->caps};
   }
-  for (int i = s->n - 1; i >= 0; i--) TPG_TRY(create_graph(s, i, cfg, s->arena ? &ext : NULL));
+  for (int i = s->n - 1; i >= 0; i--) TPG_TRY(finish_graph(s, i, s->arena ? &ext : NULL));
   return TPG_SUCCESS;
 }
 
@@ -542,13 +619,15 @@ tpg_status tpg_graph_set_pick(tpg_graph_set *s, int batch, int *size, tpg_graph 
 tpg_status tpg_graph_set_get_info(const tpg_graph_set *s, tpg_graph_set_info *out, size_t size) {
   tpg_err_clear();
   TPG_CHECK_ARG(s != NULL && set_live(s), "set is NULL or not a live tpg_graph_set");
-  return tpg_out_copy(out, size, &s->total, sizeof s->total, sizeof s->total, __func__, "tpg_graph_set_info");
+  /* workspace_bytes was appended: a struct without it is an older header's */
+  const size_t first = offsetof(tpg_graph_set_info, builder_us) + sizeof(double);
+  return tpg_out_copy(out, size, &s->total, sizeof s->total, first, __func__, "tpg_graph_set_info");
 }
 
 tpg_status tpg_graph_set_get_size_info(const tpg_graph_set *s, int i, tpg_graph_set_size_info *out, size_t size) {
   tpg_err_clear();
   TPG_CHECK_ARG(s != NULL && set_live(s), "set is NULL or not a live tpg_graph_set");
   TPG_CHECK_ARG(i >= 0 && i < s->n, "i is %d: expected 0..%d (the set's sizes, ascending)", i, s->n - 1);
-  return tpg_out_copy(out, size, &s->info[i], sizeof s->info[i], sizeof s->info[i], __func__,
-                      "tpg_graph_set_size_info");
+  const size_t first = offsetof(tpg_graph_set_size_info, instantiate_us) + sizeof(double);
+  return tpg_out_copy(out, size, &s->info[i], sizeof s->info[i], first, __func__, "tpg_graph_set_size_info");
 }

@@ -2,9 +2,10 @@
  * or ncclMemAlloc + an NCCL symmetric window for a slot a collective uses
  * when the graph has TPG_GRAPH_NCCL_SYMMETRIC (collective calls: every rank
  * creates the same plan's graph in the same order; on a non-blocking comm a
- * registration is only done once the comm says so, see below). Creation allocates;
- * a whole-graph update allocates what grew (never a window) and frees the
- * old after the last launch; destroy frees. */
+ * registration is only done once the comm says so, see below), or a place
+ * in a graph set's arena. Creation allocates; a whole-graph update allocates
+ * what grew (never a window) and frees the old after the last launch;
+ * destroy frees. */
 #define _POSIX_C_SOURCE 200809L
 #include "graphbuild/graph.h"
 
@@ -60,4 +61,24 @@ void tpg_scratch_free(tpg_graph *g, tpg_scratch *s) {
   s->bytes = 0;
   s->how = 0;
   s->win = NULL;
+}
+
+tpg_status tpg_scratch_place(tpg_graph *g, const tpg_graph_ext *ext) {
+  const tpg_plan *p = g->plan;
+  const int sym_graph = g->comm && g->comm->nranks > 1 && (g->flags & TPG_GRAPH_NCCL_SYMMETRIC);
+  size_t at = 0; /* a set's arena: slots one after another from its start (state.h) */
+  for (int q = 0; q < p->nslots; q++) {
+    if (p->slots[q].where != TPG_MEM_SCRATCH || !tpg_state_used(g->st, (tpg_slot)(q + 1))) continue;
+    const int sym = sym_graph && g->st->coll_uses[q];
+    const size_t bytes = TPG_ARENA_ROUND(g->st->bytes[q]);
+    if (ext && !sym && at + bytes <= ext->arena_bytes) {
+      g->scratch[q] = (tpg_scratch){(void *)(uintptr_t)(ext->arena + at), bytes, 0, NULL}; /* borrowed */
+      at += bytes;
+    } else {
+      TPG_TRY(tpg_scratch_alloc(g, p, q, g->st->bytes[q], sym, &g->scratch[q]));
+      g->info.workspace_bytes += g->scratch[q].bytes;
+    }
+    g->bind[q] = g->scratch[q].ptr;
+  }
+  return TPG_SUCCESS;
 }

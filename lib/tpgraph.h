@@ -1117,6 +1117,13 @@ typedef struct tpg_graph_info {
   int gemm_ours_nodes;       /* our kernels                                 */
   int gemm_cutlass_nodes;    /* the CUTLASS instantiations                  */
   int gemm_cublaslt_nodes;   /* cuBLASLt (TPG_GEMM_FAMILY, the rule, tuning)  */
+  /* GEMM workspaces (split-K / stream-K partials, cuBLASLt's): nodes that
+   * can never run at the same time (a path of edges leads from one to the
+   * other) share one buffer, so a chain of GEMMs takes one: */
+  int gemm_workspaces;       /* buffers the GEMM nodes' workspaces take     */
+  size_t gemm_workspace_bytes; /* their bytes: in workspace_bytes when the
+                                graph owns them; in a graph set, in its
+                                arena (tpg_graph_set_size_info)             */
 } tpg_graph_info;
 
 TPG_API tpg_status tpg_graph_get_info(const tpg_graph *graph, tpg_graph_info *out /* OUT */, size_t size /* sizeof *out */);
@@ -1434,12 +1441,14 @@ TPG_API tpg_status tpg_plan_add_linear_norm(tpg_plan *plan, const tpg_linear_des
  *               tpg_graph_set_pick(set, batch, &s, &g);  // s >= batch
  *               tpg_graph_launch(g, stream);
  *
- * Memory. The scratch slots (TPG_MEM_SCRATCH) of every size live in ONE
- * arena the set owns, as large as the largest need of any one size: each
- * graph lays its own scratch out from the arena's start. So the set's
- * memory is the arena, plus each graph's own kernel workspaces, plus what
- * the driver allocates for each exec (tpg_graph_set_get_size_info reports
- * each, the last as measured). The price of sharing, and the rule: AT MOST
+ * Memory. The scratch slots (TPG_MEM_SCRATCH) and GEMM workspaces of every
+ * size live in ONE arena the set owns, as large as the largest need of any
+ * one size: each graph lays its own scratch out from the arena's start, and
+ * its k-th GEMM workspace buffer where every size's k-th lies. So the set's
+ * memory is the arena, plus each graph's own allocations (scratch that is
+ * an NCCL window, a CUTLASS stream-K workspace), plus what the driver
+ * allocates for each exec (tpg_graph_set_get_size_info reports each, the
+ * last as measured). The price of sharing, and the rule: AT MOST
  * ONE GRAPH OF A SET RUNS AT A TIME. Launch them on one stream (the engine's
  * step stream), or order launches on other streams with events; scratch
  * holds nothing from one launch to the next. Bound buffers are the
@@ -1485,8 +1494,9 @@ typedef struct tpg_graph_set_step {
 typedef tpg_status (*tpg_graph_set_builder)(void *user, int size, tpg_graph_set_step *out);
 
 #define TPG_GRAPH_SET_RETARGET 0x1u      /* one exec, retargeted at each pick (above)      */
-#define TPG_GRAPH_SET_PRIVATE_SCRATCH 0x2u /* each graph allocates its own scratch (no arena:
-                                            what sharing saves, for measurements)          */
+#define TPG_GRAPH_SET_PRIVATE_SCRATCH 0x2u /* each graph allocates its own scratch and
+                                            workspaces (no arena: what sharing saves,
+                                            for measurements)                           */
 
 /* sizes: 1..1024 batch sizes, each >= 1, any order (sorted, duplicates
  * dropped). build(user, size, ...) is called once per size, largest first,
@@ -1511,7 +1521,7 @@ typedef struct tpg_graph_set_info {
   int count;               /* sizes                                                  */
   int retarget;            /* 1: one exec (TPG_GRAPH_SET_RETARGET)                   */
   int graphs;              /* graphs (and execs) the set holds: count, or 1          */
-  size_t arena_bytes;      /* the scratch arena every size shares                    */
+  size_t arena_bytes;      /* the arena every size shares: scratch, GEMM workspaces */
   size_t own_bytes;        /* the graphs' own allocations, summed: kernel workspaces
                               and scratch outside the arena (tpg_graph_info's
                               workspace_bytes), and a retargeted exec's variants'   */
@@ -1521,6 +1531,8 @@ typedef struct tpg_graph_set_info {
                               work on the GPU moves it too)                          */
   double build_us;         /* host time of the whole creation                        */
   double builder_us;       /* of it, in the builder                                  */
+  size_t workspace_bytes;  /* of arena_bytes, the GEMM workspaces every size shares:
+                              buffer k as large as the largest size's k-th       */
 } tpg_graph_set_info;
 TPG_API tpg_status tpg_graph_set_get_info(const tpg_graph_set *set, tpg_graph_set_info *out /* OUT */,
                                           size_t size /* sizeof *out */);
@@ -1528,12 +1540,16 @@ TPG_API tpg_status tpg_graph_set_get_info(const tpg_graph_set *set, tpg_graph_se
 typedef struct tpg_graph_set_size_info {
   int size;                /* the batch size                                          */
   size_t own_bytes;        /* this size's own allocations (as above)                  */
-  size_t arena_bytes;      /* the part of the arena this size uses                    */
+  size_t arena_bytes;      /* the part of the arena this size uses: its scratch and
+                              (but with TPG_GRAPH_SET_PRIVATE_SCRATCH) its GEMM
+                              workspaces                                        */
   size_t measured_bytes;   /* free device memory before its graph's creation less
                               after (own_bytes + the driver's for the exec)          */
   double builder_us;       /* the builder's time for this size                        */
   double create_us;        /* creating its graph (RETARGET: preparing its nodes)      */
   double instantiate_us;   /* of that, cuGraphInstantiate (0 for a retargeted size)   */
+  size_t workspace_bytes;  /* of arena_bytes, its GEMM workspaces (tpg_graph_info's
+                              gemm_workspace_bytes less those it owns)             */
 } tpg_graph_set_size_info;
 /* Size i of the set, 0..count-1 in ascending order. */
 TPG_API tpg_status tpg_graph_set_get_size_info(const tpg_graph_set *set, int i,

@@ -5,9 +5,10 @@
  * node by tpg_gemm_select_rule for this GPU (our kernels, a CUTLASS one or
  * cuBLASLt, by the rule between the families), or with tuning on by the tuner
  * (timed at prepare, during creation only): prepare picks it to size the
- * workspace, fill picks it again (same inputs and, with tuning, a process
- * cache hit: same answer) and refuses a kernel that would need more
- * workspace than prepare allocated. On Hopper
+ * workspace (the graph places it: graphbuild/workspace.c), fill picks it
+ * again (same inputs and, with tuning, a process cache hit: same answer)
+ * and refuses a kernel that would need more workspace than the node's lane
+ * holds. On Hopper
  * the kernel reads x and w through tensor maps that hold their base
  * addresses, so setting the pointers re-encodes the maps; a CUTLASS
  * kernel's argument block (CUTLASS's Params, whose descriptors CUTLASS
@@ -154,24 +155,16 @@ static tpg_status pick(const tpg_nctx *c, int count, tpg_kernel_launch *l, tpg_t
   return TPG_SUCCESS;
 }
 
-/* Workspaces are sized once, here: kernels leave their counters zeroed, so a
- * single memset at creation serves every launch. */
+/* What the node's kernel needs of workspace; the graph places it (and
+ * zeroes it once: kernels leave their counters zeroed, so that serves every
+ * launch) after every node is prepared (workspace.c). */
 static tpg_status prepare(const tpg_nctx *c) {
   tpg_kernel_launch l;
   tpg_tma_encode xe, we;
   TPG_TRY(pick(c, 1, &l, &xe, &we));
-  if (l.workspace_bytes == 0 || c->gn->res.workspace_bytes >= l.workspace_bytes) return TPG_SUCCESS;
-  size_t bytes = (l.workspace_bytes + 255) & ~(size_t)255;
-  CUdeviceptr ws = 0;
-  TPG_CU(cuMemAlloc(&ws, bytes));
-  CUresult r = tpg_cu->cuMemsetD32Async(ws, 0, bytes / 4, c->g->cap_stream);
-  if (r != CUDA_SUCCESS) {
-    tpg_cu->cuMemFree(ws);
-    return tpg_cu_fail(r, __func__, "cuMemsetD32Async(GEMM workspace)");
-  }
-  if (c->gn->res.workspace) tpg_cu->cuMemFree(c->gn->res.workspace);
-  c->gn->res.workspace = ws;
-  c->gn->res.workspace_bytes = bytes;
+  c->gn->res.need = l.workspace_bytes;
+  c->gn->res.need_zeroed = l.workspace_zeroed < l.workspace_bytes ? l.workspace_zeroed : l.workspace_bytes;
+  c->gn->res.need_private = l.workspace_private;
   return TPG_SUCCESS;
 }
 
@@ -290,10 +283,11 @@ static tpg_status fill(const tpg_nctx *c) {
   gn->cutlass = l.cutlass;
   gn->cutlass_mode = l.cutlass_mode;
   gn->cutlass_splits = l.cutlass_splits;
-  if (l.workspace_bytes > gn->res.workspace_bytes)
-    return TPG_ARG_FAIL("node %s: needs %zu bytes of workspace, the graph allocated %zu at creation (a shape "
-                        "change needs a new graph)",
-                        tpg_nctx_label(c), l.workspace_bytes, gn->res.workspace_bytes);
+  if (l.workspace_bytes > tpg_ws_room(gn, l.workspace_zeroed))
+    return TPG_ARG_FAIL("node %s: needs %zu bytes of workspace (%zu of them counters), its place at creation holds "
+                        "%zu and %zu (a shape change needs a new graph)", tpg_nctx_label(c), l.workspace_bytes,
+                        l.workspace_zeroed, gn->res.zero_cap, gn->res.tail_cap);
+  gn->res.workspace = l.workspace_bytes ? gn->res.at - l.workspace_zeroed : 0;
   fill_view(c, &l);
   if (l.family == TPG_GEMM_FAMILY_CUBLASLT) {
     const tpg_gemm_problem p = problem_of(c);
@@ -355,12 +349,10 @@ static void count(const tpg_gnode *gn, tpg_graph_info *info) {
   else info->gemm_ours_nodes++;
 }
 
+/* The workspace is the graph's (or its set's): only the cuBLASLt plan. */
 static void release(tpg_graph *g, tpg_gnode *gn) {
   (void)g;
   tpg_gemm_lt_release(gn);
-  if (gn->res.workspace) tpg_cu->cuMemFree(gn->res.workspace);
-  gn->res.workspace = 0;
-  gn->res.workspace_bytes = 0;
 }
 
 const tpg_kind_ops tpg_kind_gemm = {

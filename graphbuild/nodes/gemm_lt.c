@@ -4,8 +4,9 @@
  * cuGraphExecChildGraphNodeSetParams, the template's child following (as
  * captured.c does, so tpg_graph_export hands out what runs). Why a child
  * graph and not cuBLASLt's kernel as a node of ours: lib/gemm/cublaslt.c.
- * The workspace is the node's (gn->res, sized at prepare); the argument
- * view gn->args.gemm holds the pointers, written by gemm.c's set_ptrs.
+ * The workspace is the node's lane (gn->res, placed at creation), the same
+ * pointer at every capture; the argument view gn->args.gemm holds the
+ * pointers, written by gemm.c's set_ptrs.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "graphbuild/nodes/gemm_lt.h"
@@ -40,7 +41,7 @@ tpg_status tpg_gemm_lt_fill(const tpg_nctx *c, const tpg_gemm_problem *p, const 
     free(s);
     return TPG_FAIL(TPG_ERROR_CUDA, "node %s: cuBLASLt: %s", tpg_nctx_label(c), why);
   }
-  if (tpg_lt_plan_workspace(s->plan) > c->gn->res.workspace_bytes) {
+  if (tpg_lt_plan_workspace(s->plan) > tpg_ws_room(c->gn, 0)) { /* no counters: from the lane's boundary */
     tpg_lt_plan_destroy(s->plan);
     free(s);
     return TPG_ARG_FAIL("node %s: cuBLASLt's algorithm needs more workspace than the graph allocated at creation "

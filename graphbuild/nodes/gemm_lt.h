@@ -23,7 +23,7 @@ TPG_HIDDEN tpg_status tpg_gemm_lt_run(const tpg_nctx *c, CUstream stream);
 /* Applies new pointers (already in the argument view) to the exec:
  * captures again and swaps the child in when one of them moved. */
 TPG_HIDDEN tpg_status tpg_gemm_lt_patch(const tpg_nctx *c);
-/* Frees the plan (not the workspace: gn->res is the node's). */
+/* Frees the plan (not the workspace: the graph's). */
 TPG_HIDDEN void tpg_gemm_lt_release(tpg_gnode *gn);
 
 #endif

@@ -285,6 +285,9 @@ static unsigned pdl(const tpg_gnode *gn) {
   return TPG_PDL_PRIMARY | (ks && ks->secondary ? TPG_PDL_SECONDARY : 0u);
 }
 
+/* desc.pdl promises the wait before memory accesses, not before the exit. */
+static int pdl_early_exit(const tpg_node_rec *n) { return n->u.kernel.pdl; }
+
 static void count(const tpg_gnode *gn, tpg_graph_info *info) {
   (void)gn;
   info->nodes++;
@@ -312,6 +315,7 @@ const tpg_kind_ops tpg_kind_kernel = {
     .retarget = retarget,
     .set_arg = set_arg,
     .pdl = pdl,
+    .pdl_early_exit = pdl_early_exit,
     .count = count,
     .release = release,
 };

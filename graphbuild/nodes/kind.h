@@ -88,11 +88,20 @@ typedef struct tpg_gnode {
   unsigned cluster[3];          /* GEMM launched with this cluster shape
                                    (tpg_kernel_launch.cluster > 1: {S, 1, 1});
                                    {0, 0, 0}: none */
-  /* Resources prepare sized and allocated: a whole-graph update hands them
-   * to the new node state (tpg_gnode_res). */
+  /* A GEMM's workspace (graphbuild/workspace.c): what prepare's kernel
+   * needs and the lane the graph placed it in, memory of the graph's or its
+   * set's shared with nodes that never run at the same time. A kernel whose
+   * first z bytes are counters (kept zero) gets `at - z`: every sharer's
+   * counters end at `at`, where every sharer's scratch starts, so no
+   * sharer's scratch covers another's counters. A whole-graph update hands
+   * these to the new node state. */
   struct {
-    CUdeviceptr workspace;      /* owned, GEMM split-K / stream-K */
-    size_t workspace_bytes;
+    size_t need, need_zeroed;   /* prepare's launch: workspace_bytes, _zeroed */
+    int need_private;           /* its launch's workspace_private: a lane alone */
+    int lane;                   /* 1 + its lane in the graph's lanes; 0: none */
+    CUdeviceptr at;             /* the lane's boundary */
+    size_t zero_cap, tail_cap;  /* the lane's bytes before and after `at` */
+    CUdeviceptr workspace;      /* what fill gave the kernel it picked (0: none) */
   } res;
   /* memset / memcpy nodes */
   CUDA_MEMSET_NODE_PARAMS ms;
@@ -107,6 +116,12 @@ typedef struct tpg_gnode {
 #define TPG_SOLO_ELIDED 1   /* in place, no epilogue: no CUDA node       */
 #define TPG_SOLO_EPILOGUE 2 /* the all-reduce epilogue's kernel alone    */
 #define TPG_SOLO_COPY 3     /* send -> recv by a memcpy node             */
+
+/* Workspace a launch whose first `zeroed` bytes are counters finds in the
+ * node's lane: counters before the boundary, scratch after it. */
+static inline size_t tpg_ws_room(const tpg_gnode *gn, size_t zeroed) {
+  return gn->res.lane && zeroed <= gn->res.zero_cap ? zeroed + gn->res.tail_cap : 0;
+}
 
 /* The node later nodes depend on. */
 static inline CUgraphNode tpg_gnode_tail(const tpg_gnode *gn) { return gn->ncu ? gn->cu[gn->ncu - 1] : NULL; }
@@ -222,6 +237,13 @@ typedef struct tpg_kind_ops {
   int (*resolves)(const tpg_node_rec *n);
   /* TPG_PDL_* roles of the materialized node (NULL: none). */
   unsigned (*pdl)(const tpg_gnode *gn);
+  /* Whether record n, as the secondary of a programmatic edge, may complete
+   * before its primary did: it waits (griddepcontrol.wait) before touching
+   * memory but not necessarily before it exits (an engine kernel's
+   * desc.pdl), so it orders nothing after it against that primary
+   * (workspace.c). NULL: never (our secondaries wait before anything; the
+   * other kinds are never secondaries). */
+  int (*pdl_early_exit)(const tpg_node_rec *n);
   /* Adds the node's CUDA nodes to the info counters. */
   void (*count)(const tpg_gnode *gn, tpg_graph_info *info);
   /* Frees what prepare/fill took (gn->res, gn->ext); NULL: nothing. */
