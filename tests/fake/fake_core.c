@@ -312,6 +312,7 @@ void tpgfake_reset(void) {
   g_violations = 0;
   g_vtext[0] = '\0';
   fk_kernel_runs = fk_tma_gemm_runs = fk_cutlass_gemm_runs = 0;
+  fk_ws_reset();
   fk_unlock();
 }
 
@@ -410,6 +411,13 @@ void *tpgfake_dev_alloc(int device, size_t bytes) {
   void *p = fk_mem_alloc(bytes, FK_MEM_DEVICE, device);
   fk_unlock();
   return p;
+}
+
+size_t tpgfake_device_bytes(int device) {
+  fk_lock();
+  const size_t n = fk_mem_device_bytes(device);
+  fk_unlock();
+  return n;
 }
 
 void *tpgfake_host_alloc(size_t bytes) {

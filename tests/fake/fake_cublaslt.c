@@ -9,7 +9,8 @@
  * allocations, and computed, so a test can check the product after a
  * rebind (a child graph captured with old pointers writes old buffers).
  * The heuristic answers three algorithms needing 0, 1 MiB and 8 MiB of
- * workspace; a matmul given less workspace than its algorithm needs, a
+ * workspace, which a matmul leaves dirty (0x5A: scratch, as cuBLASLt's
+ * is); a matmul given less workspace than its algorithm needs, a
  * bias epilogue without a bias pointer, or layouts that do not fit the
  * operation is a violation and an error. Only the operation tpgraph uses
  * is modelled: D = act(alpha op(A) op(B) + beta C + bias) with op(A) = A^T,
@@ -284,6 +285,10 @@ void fk_lt_matmul(void **p) {
         v = 0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));
       store(a->d, (size_t)j * a->ldd + i, a->out_type, v);
     }
+  /* cuBLASLt's workspace is scratch: left dirty, so that a workspace shared
+   * with a kernel that keeps counters shows whether they were covered */
+  fk_ws_record(a->ws);
+  if (a->ws_bytes) memset(a->ws, 0x5A, a->ws_bytes);
 }
 
 /* Validates the call under the lock and fills the kernel's arguments. */

@@ -224,6 +224,29 @@ static size_t rows_extent(int64_t rows, int64_t ld, int64_t cols, size_t es) {
   return (size_t)((rows - 1) * ld + cols) * es;
 }
 
+/* Workspaces of the GEMMs run since the last reset, in order. */
+#define FK_WS_LOG 1024
+static const void *g_ws_log[FK_WS_LOG];
+static long g_ws_n;
+void fk_ws_record(const void *ws) {
+  if (g_ws_n < FK_WS_LOG) g_ws_log[g_ws_n] = ws;
+  g_ws_n++;
+}
+void fk_ws_reset(void) { g_ws_n = 0; }
+
+long tpgfake_gemm_workspaces(void **out, long cap) {
+  fk_lock();
+  const long n = g_ws_n;
+  for (long i = 0; out && i < cap && i < n && i < FK_WS_LOG; i++) out[i] = (void *)g_ws_log[i];
+  fk_unlock();
+  return n;
+}
+
+/* Every GEMM kernel with a workspace keeps counters in its first 256 bytes
+ * at least (workspace_zeroed, lib/gemm/problem.h), zero at entry: where a
+ * workspace is shared, no sharer may have left them dirty. */
+#define FK_WS_COUNTERS 256
+
 static void check_gemm(const fk_kernel *k, const tpg_gemm_args *a, int x_by_map) {
   if (a->m <= 0 || a->n <= 0 || a->k <= 0) fk_violation("kernel %s: shape %d x %d x %d", k->name, a->m, a->n, a->k);
   size_t es = kdt_size(a->dtype), yes = a->epilogue == TPG_EPI_F32_PARTIAL ? 4 : es;
@@ -236,6 +259,15 @@ static void check_gemm(const fk_kernel *k, const tpg_gemm_args *a, int x_by_map)
   arg(k, "bias", a->bias, (size_t)wrows * es);
   if (a->epilogue == TPG_EPI_RESIDUAL) arg(k, "residual", a->residual, rows_extent(a->m, a->ldr, a->n, es));
   arg(k, "workspace", a->workspace, 1);
+  fk_ws_record(a->workspace);
+  if (a->workspace && fk_check_range((uintptr_t)a->workspace, FK_WS_COUNTERS, "GEMM workspace counters")) {
+    const unsigned char *c = a->workspace;
+    size_t i = 0;
+    while (i < FK_WS_COUNTERS && c[i] == 0) i++;
+    if (i < FK_WS_COUNTERS)
+      fk_violation("kernel %s: workspace %p byte %zu is 0x%02x at entry: its counters must be zero (a sharer left "
+                   "dirt?)", k->name, a->workspace, i, c[i]);
+  }
 }
 
 /* What fk's cuTensorMapEncodeTiled stores in a map's 128 bytes. */

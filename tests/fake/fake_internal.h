@@ -223,6 +223,10 @@ extern long fk_kernel_runs, fk_tma_gemm_runs, fk_cutlass_gemm_runs;
 void fk_graph_run_now(const fk_graph *g);
 /* What the kit tests count (tpgfake_counter). */
 extern long fk_counters[16];
+/* A GEMM kernel or cuBLASLt matmul ran with workspace ws (under the lock;
+ * tpgfake_gemm_workspaces); the log is emptied by tpgfake_reset. */
+void fk_ws_record(const void *ws);
+void fk_ws_reset(void);
 
 /* ---- conditions (fake_cond.c) ---- */
 /* A reference on the condition h, taken (+1) or dropped (-1) by each copy

@@ -74,6 +74,8 @@ long tpgfake_cutlass_gemm_kernels(void);
 void *tpgfake_dev_alloc(int device, size_t bytes);
 void *tpgfake_host_alloc(size_t bytes);
 void tpgfake_free(void *p);
+/* Bytes of device memory live on `device` now (the library's and the test's). */
+size_t tpgfake_device_bytes(int device);
 
 /* ---- for the kit's tests (kit_fake_test): C kernels, captures, graphs ----
  * The fake knows C kernels that compute, reachable as any module's kernels
@@ -102,6 +104,12 @@ enum {
   TPGFAKE_C_LT_MATMUL     /* cuBLASLt matmuls run (fake_cublaslt.c)      */
 };
 long tpgfake_counter(int which);
+/* The workspace pointers (NULL: none) of the GEMM kernels and cuBLASLt
+ * matmuls run since the last reset, in order: the first `cap` into out;
+ * returns how many ran. A GEMM kernel whose workspace's first 256 bytes
+ * (its counters) are not zero at entry is a violation; a matmul leaves its
+ * workspace dirty (0x5A). */
+long tpgfake_gemm_workspaces(void **out, long cap);
 /* The C kernel `name` as a CUkernel / CUfunction handle (the same here). */
 void *tpgfake_kernel(const char *name);
 /* Launches C kernel `name` on `stream` (captured when capturing), as a
