@@ -51,6 +51,8 @@ typedef struct tpg_tuning {
   int gemm_tune;                /* 1: time GEMM candidates at creation */
   const char *gemm_tune_cache;  /* borrowed during create only (cfg or environment) */
   double gemm_tune_budget_us;   /* per graph */
+  int gemm_ws_share;            /* 1: GEMM workspaces shared (workspace.c); 0: each
+                                   node its own ($TPG_GEMM_WORKSPACE_SHARE, A/B runs) */
 } tpg_tuning;
 
 struct tpg_graph {

@@ -114,5 +114,8 @@ tpg_status tpg_tuning_resolve(const tpg_graph_config *cfg, tpg_tuning *t, const 
                 TPG_GEMM_TUNE_BUDGET_DEFAULT_MS, &v, fn));
   TPG_TRY(env_num("TPG_GEMM_TUNE_BUDGET_MS", 1, TPG_GEMM_TUNE_BUDGET_MAX_MS, &v, fn));
   t->gemm_tune_budget_us = 1000.0 * (double)v;
+  v = 1; /* environment only: the A/B switch of graphbuild/workspace.c */
+  TPG_TRY(env_num("TPG_GEMM_WORKSPACE_SHARE", 0, 1, &v, fn));
+  t->gemm_ws_share = (int)v;
   return TPG_SUCCESS;
 }

@@ -33,7 +33,8 @@
  *   as PyTorch's one workspace per stream relies on). A kernel with zero
  *   words past its counters (CUTLASS's stream-K barriers: workspace_private)
  *   or counters that are not whole 256-byte blocks gets a lane of its own,
- *   never placed in a set's arena.
+ *   never placed in a set's arena; so does every node with
+ *   $TPG_GEMM_WORKSPACE_SHARE=0 (what sharing saves, measured in one build).
  * - One graph of a set runs at a time, so its sizes share lanes too: lane k
  *   of every size (lanes numbered largest first) lies at one place in the
  *   set's arena, as large as the largest lane k, its boundary at one
@@ -93,8 +94,11 @@ static int marked(const tpg_plan *p, int u, const int *mark, int stamp) {
   return 0;
 }
 
-/* A lane alone: the node's own sizes, its end on a 256-byte block. */
-static int alone(const tpg_gnode *gn) { return gn->res.need_private || gn->res.need_zeroed % 256 != 0; }
+/* A lane alone: the node's own sizes, its end on a 256-byte block (every
+ * node's with $TPG_GEMM_WORKSPACE_SHARE=0, the A/B switch). */
+static int alone(const tpg_graph *g, const tpg_gnode *gn) {
+  return !g->tune.gemm_ws_share || gn->res.need_private || gn->res.need_zeroed % 256 != 0;
+}
 
 /* Lanes of nodes that share, as built: sizes, each lane's last node. */
 typedef struct lane_set {
@@ -165,7 +169,7 @@ tpg_status tpg_ws_plan_build(const tpg_graph *g, const tpg_state *st, const tpg_
   for (int i = 0; i < p->nnodes; i++) {
     nodes[i].res.lane = 0;
     want += nodes[i].res.need > 0;
-    nalone += nodes[i].res.need > 0 && alone(&nodes[i]);
+    nalone += nodes[i].res.need > 0 && alone(g, &nodes[i]);
   }
   if (!want) return TPG_SUCCESS;
   lane_set ls = {calloc((size_t)want, sizeof *ls.lane), malloc((size_t)want * sizeof *ls.last), 0};
@@ -178,7 +182,7 @@ tpg_status tpg_ws_plan_build(const tpg_graph *g, const tpg_state *st, const tpg_
     for (int oi = 0, stamp = 1; oi < p->nnodes; oi++) {
       const int i = st->order[oi];
       tpg_gnode *gn = &nodes[i];
-      if (!gn->res.need || alone(gn)) continue;
+      if (!gn->res.need || alone(g, gn)) continue;
       if (!all) mark_before(g, p, i, ++stamp, mark, stack);
       join(&ls, gn, i, p, mark, stamp, all);
     }

@@ -114,6 +114,7 @@ int main(void) {
       {"TPG_TWOSHOT_MAX", "1e6"},    {"TPG_GEMM_STREAMK", "3"},       {"TPG_GEMM_STREAMK", "yes"},
       {"TPG_PDL_PREFETCH", "99999999999999999999999"}, {"TPG_GEMM_TUNE", "2"}, {"TPG_GEMM_TUNE", "on"},
       {"TPG_GEMM_TUNE_BUDGET_MS", "0"}, {"TPG_GEMM_TUNE_BUDGET_MS", "3600001"}, {"TPG_GEMM_TUNE_BUDGET_MS", "1s"},
+      {"TPG_GEMM_WORKSPACE_SHARE", "2"}, {"TPG_GEMM_WORKSPACE_SHARE", "no"},
   };
   cfg = base();
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -126,6 +127,7 @@ int main(void) {
       {"TPG_TWOSHOT_BLOCKS", "96"}, {"TPG_ONESHOT_PUSH_MAX", "2097152"}, {"TPG_TWOSHOT_MAX", "0"},
       {"TPG_GEMM_STREAMK", "0"},    {"TPG_PDL_PREFETCH", "4096"},         {"TPG_GEMM_STREAMK", ""},
       {"TPG_GEMM_TUNE", "1"},       {"TPG_GEMM_TUNE_BUDGET_MS", "100"},    {"TPG_GEMM_TUNE_CACHE", "/tmp/x"},
+      {"TPG_GEMM_WORKSPACE_SHARE", "0"},
   };
   for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
     setenv(good[i].var, good[i].val, 1);

@@ -24,6 +24,7 @@
  *    in the arena (own bytes 0), every size's matmuls on one pointer;
  *    TPG_GRAPH_SET_PRIVATE_SCRATCH holds each size's; a retargeting set of
  *    stream-K GEMMs lays every size's counters up to one boundary;
+ *  - $TPG_GEMM_WORKSPACE_SHARE=0: every node its own buffer (the A/B switch);
  *  - every driver and cuBLASLt call of a chain's and a set's life failed in
  *    turn: nothing leaks, no violation, every failure with a message.
  */
@@ -727,6 +728,47 @@ static void retarget_set(void) {
   CHECK(clean("a retargeting set of stream-K chains"));
 }
 
+/* $TPG_GEMM_WORKSPACE_SHARE=0: every node its own, in its graph's memory
+ * (the chain: 10 MiB in three; the set: 20 MiB, none in the arena). */
+static void no_share(void) {
+  const entry e[3] = {{CM, 128, 64, "cublaslt_a1"}, {CM, 192, 128, "cublaslt_a2"}, {CM, 256, 192, "cublaslt_a1"}};
+  entry all[9];
+  memcpy(all, e, sizeof e);
+  memcpy(all + 3, kSetCache, sizeof kSetCache);
+  const tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
+  net t, u;
+  tpg_plan *p = NULL;
+  tpg_graph *g = NULL;
+  tpg_graph_set *set = NULL;
+  tpg_graph_info gi;
+  tpg_graph_set_info si;
+  void *ws[16];
+  cache_on(all, 9);
+  setenv("TPG_GEMM_WORKSPACE_SHARE", "0", 1);
+  CHECK(net_alloc(&t, 3, kChain) == 0 && net_alloc(&u, 2, kSetDims) == 0);
+  CHECK_OK(chain_plan(&t, CM, &p));
+  if (p) CHECK_OK(make_graph(&t, p, &cfg, &g));
+  if (g) {
+    CHECK_OK(tpg_graph_get_info(g, &gi, sizeof gi));
+    CHECK(gi.gemm_workspaces == 3 && gi.gemm_workspace_bytes == 10 * MIB && gi.workspace_bytes == 10 * MIB);
+    const long n = launch_log(g, ws);
+    CHECK(n == 3 && ws[0] != ws[1] && ws[1] != ws[2] && ws[0] != ws[2]);
+    CHECK_OK(tpg_graph_destroy(g));
+  }
+  CHECK_OK(tpg_graph_set_create(kSetSizes, 3, set_build, &u, &cfg, 0, &set));
+  if (set) {
+    CHECK_OK(tpg_graph_set_get_info(set, &si, sizeof si));
+    CHECK(si.workspace_bytes == 0 && si.arena_bytes == 0 && si.own_bytes == 20 * MIB);
+    CHECK_OK(tpg_graph_set_destroy(set));
+  }
+  unsetenv("TPG_GEMM_WORKSPACE_SHARE");
+  tpg_plan_destroy(p);
+  net_free(&t);
+  net_free(&u);
+  cache_off();
+  CHECK(clean("workspaces not shared"));
+}
+
 /* ---- every call failed in turn -------------------------------------------------- */
 
 /* A chain's graph (created, launched, rebound, updated) and a set (created,
@@ -806,6 +848,7 @@ int main(int argc, char **argv) {
   cond_bodies();
   lt_sets();
   retarget_set();
+  no_share();
   fault_loop();
   return TPG_TEST_END();
 }
