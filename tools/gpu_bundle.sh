@@ -16,7 +16,7 @@ tmp=${TPG_BUNDLE_CLONE:-/tmp/tpgraph-bundle}
 if [ -d "$tmp/.git" ]; then git -C "$tmp" fetch -q "$top" HEAD && git -C "$tmp" checkout -q --detach FETCH_HEAD
 else rm -rf "$tmp"; git clone -q "$top" "$tmp"; git -C "$tmp" checkout -q --detach "$(git -C "$top" rev-parse HEAD)"; fi
 bundle=${GPU_BUNDLE:-$top/../shared/tools/gpu-bundle}
-(cd "$tmp" && "$bundle" //tests/gpu:graph_test //tests/gpu:nccl_test //tests/gpu:mlp_test //tests/gpu:linear_test //tests/gpu:allreduce_test //tests/gpu:kit_test //tests/gpu:cond_test //tests/gpu:fault_test //tests/gpu:soak_test //tests/gpu:set_test //tests/gpu:gemm_lt_test \
+(cd "$tmp" && "$bundle" //tests/gpu:graph_test //tests/gpu:nccl_test //tests/gpu:mlp_test //tests/gpu:linear_test //tests/gpu:allreduce_test //tests/gpu:kit_test //tests/gpu:cond_test //tests/gpu:fault_test //tests/gpu:soak_test //tests/gpu:set_test //tests/gpu:gemm_lt_test //tests/gpu:workspace_test \
   //bench:tpbench //bench:allreduce_bench //bench:rebind_bench //bench:gemm_bench //bench:gemv_lab //bench:gemm_tune_bench //bench:set_bench //examples:engine \
   //examples/llama:llama //examples/llama:kernel_check //examples/llama:prefill_check //examples/llama:paged_check)
 # fault_test and soak_test run on their own (suite.sh), not in run.sh's loop.

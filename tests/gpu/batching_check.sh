@@ -4,8 +4,10 @@
 # and then measured, in one command (docs/batching.md).
 #
 #   tools/gpu_bundle.sh                          # here; the bundle must hold
-#                                                # //tests/gpu:set_test and
-#                                                # //bench:set_bench; carry ".gpu"
+#                                                # //tests/gpu:set_test,
+#                                                # //tests/gpu:workspace_test,
+#                                                # //bench:set_bench and
+#                                                # //examples/llama:llama; carry ".gpu"
 #   bash tests/gpu/batching_check.sh [STAGE...]  # on the GPU machine, repo root
 #
 # Stages, in the order given (default: tests bench torch):
@@ -17,6 +19,12 @@
 #   torch  bench/torch_capture.py: PyTorch's capture of the 32-layer 8B step
 #          for the same sizes, plain and compiled, with set_bench's figures
 #          in the same call (JSON: $OUT/torch_capture.json); ~2 minutes
+#   workspace  GEMM workspaces shared (docs/gemm.md, Workspaces):
+#          workspace_test (a set whose cuBLASLt, stream-K and split-GEMV
+#          nodes share buffers across sizes, every launch against fp64,
+#          sharing on and off), then llama --config 8b --layers 32
+#          --graph-sizes vllm with TPG_GEMM_WORKSPACE_SHARE=1 and =0: the
+#          table compares the arena, own and measured MiB; ~3 minutes
 # Pass/fail stages end in "batching_check: N passed, M failed"; the last
 # table is the capture comparison.
 set -uo pipefail
@@ -56,6 +64,29 @@ for st in "${stages[@]}"; do
   torch)
     check torch_capture 560 "." python3 "$top/bench/torch_capture.py" --json "$logs/torch_capture.json" \
       --ours "$bin/set_bench --reps 20 --json {out}" ;;
+  workspace)
+    cb=$(py_lib cublas) # cuBLASLt: the rule's band needs it loaded
+    check workspace_test 300 "share|own  |workspace|shared|FAIL|passed|failed" \
+      env LD_LIBRARY_PATH="${cb:+$cb:}$LD_LIBRARY_PATH" "$bin/workspace_test"
+    for s in 1 0; do
+      check "graph_sizes_share$s" 300 "graph sizes: [0-9]+ sizes" env TPG_GEMM_WORKSPACE_SHARE=$s \
+        LD_LIBRARY_PATH="${cb:+$cb:}$LD_LIBRARY_PATH" "$bin/llama" --config 8b --layers 32 --graph-sizes vllm \
+        --out "$logs/sizes$s"
+    done
+    python3 - "$logs" <<'EOF'
+import json, os, sys
+print("%-22s %10s %10s %10s %12s %12s" % ("vllm sizes, 8b x 32", "build ms", "arena MiB", "own MiB",
+                                         "measured MiB", "beyond MiB"))
+for s, name in (("1", "workspaces shared"), ("0", "one per node")):
+    try:
+        g = json.load(open(os.path.join(sys.argv[1], "sizes" + s, "graph_sizes.json")))
+    except (OSError, ValueError):
+        g = {}
+    m = 1 / 2**20
+    print("%-22s %10.0f %10.1f %10.1f %12.1f %12.1f" % (name, g.get("build_s", 0) * 1e3, g.get("arena_bytes", 0) * m,
+          g.get("own_bytes", 0) * m, g.get("measured_bytes", 0) * m, g.get("beyond_arena_bytes", 0) * m))
+EOF
+    ;;
   *) echo "batching_check: unknown stage $st"; fail=$((fail + 1)) ;;
   esac
 done
