@@ -184,7 +184,8 @@ typedef struct tpg_kind_ops {
 
   /* ---- create time ---- */
   /* Resolves what the node needs before any fill (kernel choice and its
-   * workspace) and allocates it into gn->res. NULL: nothing. */
+   * workspace need, into gn->res: the graph places every workspace once
+   * all nodes are prepared, graphbuild/workspace.c). NULL: nothing. */
   tpg_status (*prepare)(const tpg_nctx *c);
   /* Every parameter from the plan node and the pointers in c->bind (kernel,
    * launch shape, algorithm) into c->gn; ends with the kind's set_ptrs. */
@@ -246,7 +247,8 @@ typedef struct tpg_kind_ops {
   int (*pdl_early_exit)(const tpg_node_rec *n);
   /* Adds the node's CUDA nodes to the info counters. */
   void (*count)(const tpg_gnode *gn, tpg_graph_info *info);
-  /* Frees what prepare/fill took (gn->res, gn->ext); NULL: nothing. */
+  /* Frees what prepare/fill took (gn->ext; gn->res holds no memory of the
+   * node's own); NULL: nothing. */
   void (*release)(struct tpg_graph *g, tpg_gnode *gn);
 } tpg_kind_ops;
 
