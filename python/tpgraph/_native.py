@@ -129,7 +129,8 @@ class GraphInfo(ctypes.Structure):
                 ("host_nodes", c_int), ("event_nodes", c_int), ("gemm_tune_us", ctypes.c_double),
                 ("gemm_tuned", c_int), ("gemm_tune_cached", c_int), ("prepare_us", ctypes.c_double),
                 ("kernel_load_us", ctypes.c_double), ("collective_nodes", c_int), ("gemm_ours_nodes", c_int),
-                ("gemm_cutlass_nodes", c_int), ("gemm_cublaslt_nodes", c_int)]
+                ("gemm_cutlass_nodes", c_int), ("gemm_cublaslt_nodes", c_int), ("gemm_workspaces", c_int),
+                ("gemm_workspace_bytes", c_size_t)]
 
 
 class MlpWholeLayer(ctypes.Structure):
