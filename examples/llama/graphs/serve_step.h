@@ -2,7 +2,7 @@
 // one of many sequences (decode rows, then prompt chunks, then padding), over
 // the paged KV cache, and samples the next token of the sequences that need
 // one. One plan per step size T, built into a graph set (graph_set.h): every
-// size binds the same buffers (ServeBuffers) and shares one scratch arena,
+// size binds the same buffers (ServeBuffers) and shares one arena (scratch and GEMM workspaces),
 // so a size costs little more than its GEMM workspaces and its exec.
 //
 // Per step (R ranks; nq, nkv as the decode step's; kernels.h, "The serving

@@ -44,7 +44,7 @@ std::string summary_json(const ServeSummary &s) {
                 "\"output_tokens_per_s\": %.1f, \"ttft_ms_p50\": %.2f, \"ttft_ms_p99\": %.2f, \"itl_ms_p50\": %.3f, "
                 "\"itl_ms_p99\": %.3f, \"steps\": %ld, \"rows\": %ld, \"decode_rows\": %ld, \"prompt_rows\": %ld, "
                 "\"padding_rows\": %ld, \"peak_kv_blocks\": %d, \"kv_blocks\": %d, \"graph_sizes\": %d, "
-                "\"graph_build_ms\": %.1f, \"scratch_arena_bytes\": %zu, \"graph_own_bytes\": %zu, "
+                "\"graph_build_ms\": %.1f, \"arena_bytes\": %zu, \"graph_own_bytes\": %zu, "
                 "\"graph_measured_bytes\": %zu, \"batch_invariant\": %s}\n",
                 s.served, s.refused, s.out_tokens, s.prompt_tokens, s.seconds, s.tokens_per_s, s.ttft_p50_ms,
                 s.ttft_p99_ms, s.itl_p50_ms, s.itl_p99_ms, s.st.steps, s.st.rows, s.st.decode_rows, s.st.prompt_rows,
@@ -112,7 +112,7 @@ void print_summary(const ServeSummary &s) {
               s.st.steps ? (double)s.st.prompt_rows / s.st.steps : 0.0,
               s.st.rows ? 100.0 * s.st.padding_rows / s.st.rows : 0.0, s.st.peak_blocks, s.nblocks,
               s.nblocks ? 100.0 * s.st.peak_blocks / s.nblocks : 0.0);
-  std::printf("serve: graph set of %d sizes built in %.1f ms: scratch arena %.1f MiB, the graphs' own %.1f MiB, "
+  std::printf("serve: graph set of %d sizes built in %.1f ms: arena (scratch, GEMM workspaces) %.1f MiB, the graphs' own %.1f MiB, "
               "measured %.1f MiB; GEMMs %s\n",
               s.sizes, s.build_ms, s.arena / 1048576.0, s.own / 1048576.0, s.measured / 1048576.0,
               s.invariant ? "pinned to one kernel (--batch-invariant)" : "chosen per size by tpgraph's selector");
@@ -162,7 +162,7 @@ std::string print_graph_sizes(const GraphSet &set, const ServeBuffers &b, const 
                 si.instantiate_us, si.own_bytes / 1024.0, si.measured_bytes / 1024.0);
   const tpg_graph_set_info &t = set.total;
   const double beyond = (t.measured_bytes > t.arena_bytes ? t.measured_bytes - t.arena_bytes : 0) / 1048576.0;
-  std::printf("graph sizes: %d sizes built in %.1f ms (plans %.1f ms; target < 500 ms); scratch arena %.1f MiB "
+  std::printf("graph sizes: %d sizes built in %.1f ms (plans %.1f ms; target < 500 ms); arena (scratch, GEMM workspaces) %.1f MiB "
               "shared by all; beyond it the graphs hold %.1f MiB (own %.1f MiB + the driver's execs; target < 100 "
               "MiB); the engine's bound buffers (pools, tables, embedding) %.1f MiB\n",
               t.count, t.build_us / 1e3, t.builder_us / 1e3, t.arena_bytes / 1048576.0, beyond,
