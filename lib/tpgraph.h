@@ -553,7 +553,8 @@ static inline tpg_arg tpg_arg_cond(uint32_t cond) {
   tpg_arg a = {TPG_ARG_COND, 8, NULL, {0, 0, cond}};
   return a;
 }
-/* A by-value argument from an lvalue: TPG_ARG_VALUE(n) for `int n`. */
+/* A by-value argument from an lvalue: TPG_ARG_VALUE(n) for `int n`. It
+ * holds n's address, not its value: n must live until the node is added. */
 #define TPG_ARG_VALUE(lvalue) tpg_arg_bytes(&(lvalue), (uint32_t)sizeof(lvalue))
 
 /* An engine kernel launch. Exactly one of (module, name), cu_kernel and

@@ -31,6 +31,10 @@ namespace {
 struct PrefillSlots {
   tpg_slot ids, pos, emb, x, h, qkv, q, attn, part, h2, act, final_norm;
   tpg_arg inv_freq;
+  // RoPE without a table passes a null pointer by value: the plan copies
+  // the bytes when the kernel node is added, so they live here, not in a
+  // local of the function that sets inv_freq.
+  const float *no_table = nullptr;
   std::vector<tpg_slot> attn_norm, mlp_norm, wqkv, wo, w13, w2, kc, vc;
 };
 
@@ -53,8 +57,7 @@ int prefill_slots(const Config &c, const Rank &r, const Weights &w, const Caches
       b.slot("act", TPG_BF16, SCR, (size_t)M * F, nullptr, &sl.act) ||
       b.slot("final_norm", TPG_BF16, DEV, H, w.final_norm, &sl.final_norm))
     return 1;
-  const float *const no_table = nullptr;
-  sl.inv_freq = TPG_ARG_VALUE(no_table);
+  sl.inv_freq = TPG_ARG_VALUE(sl.no_table);
   if (w.rope_inv_freq) {
     tpg_slot t;
     if (b.slot("rope_inv_freq", TPG_F32, DEV, D / 2, w.rope_inv_freq, &t)) return 1;

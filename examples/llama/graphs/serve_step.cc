@@ -35,6 +35,10 @@ struct Slots {
   tpg_slot in_host, in, tables, emb, x, h, h2, part, qkv, q, attn, act, o_part, ml_part, counters, final_norm;
   tpg_slot lm_in, lm_w, logits, cand, out;
   tpg_arg inv_freq;
+  // RoPE without a table passes a null pointer by value: the plan copies
+  // the bytes when the kernel node is added, so they live here, not in a
+  // local of the function that sets inv_freq.
+  const float *no_table = nullptr;
   std::vector<tpg_slot> attn_norm, mlp_norm, wqkv, wo, w13, w2, k_pool, v_pool;
 };
 
@@ -129,8 +133,7 @@ int add_slots(const Config &c, const Rank &r, const Weights &w, const ServeShape
       pb.slot("cand", TPG_F32, SCR, ncand, nullptr, &s.cand) ||
       pb.slot("out", TPG_F32, TPG_MEM_HOST, L, b.out, &s.out))
     return 1;
-  const float *const no_table = nullptr;
-  s.inv_freq = TPG_ARG_VALUE(no_table);
+  s.inv_freq = TPG_ARG_VALUE(s.no_table);
   if (w.rope_inv_freq) {
     tpg_slot t;
     if (pb.slot("rope_inv_freq", TPG_F32, DEV, D / 2, w.rope_inv_freq, &t)) return 1;

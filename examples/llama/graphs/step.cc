@@ -120,6 +120,10 @@ namespace {
 struct StepSlots {
   tpg_slot x, pos_host, pos, h, qkv, q, attn, o_part, ml_part, part, h2, act, final_norm, attn_cnt;
   tpg_arg inv_freq;
+  // RoPE without a table passes a null pointer by value: the plan copies
+  // the bytes when the kernel node is added, so they live here, not in a
+  // local of the function that sets inv_freq.
+  const float *no_table = nullptr;
   std::vector<tpg_slot> attn_norm, mlp_norm, wqkv, wo, w13, w2;
 };
 
@@ -148,8 +152,7 @@ int step_slots(const Config &c, const Rank &r, const Weights &w, const Caches &k
     return 1;
   // RoPE's inverse frequencies: a table when the model scales them (Llama
   // 3.1), else a null pointer and the kernels use theta.
-  const float *const no_table = nullptr;
-  sl.inv_freq = TPG_ARG_VALUE(no_table);
+  sl.inv_freq = TPG_ARG_VALUE(sl.no_table);
   if (w.rope_inv_freq) {
     tpg_slot t;
     if (b.slot("rope_inv_freq", TPG_F32, DEV, D / 2, w.rope_inv_freq, &t)) return 1;
