@@ -180,6 +180,26 @@ static void adopt(tpg_graph *g, const tpg_plan *p, tpg_gnode **tmp, tpg_state **
   }
 }
 
+/* cuGraphExecUpdate's failure as tpg_graph_update reports it: a refusal
+ * names the node CUDA blamed (tmp holds the new graph's node handles). */
+static tpg_status update_failed(const tpg_plan *p, const tpg_gnode *tmp, CUresult r,
+                                const CUgraphExecUpdateResultInfo *info) {
+  const char *fn = "update"; /* as update() itself names its failures */
+  char lb[160] = "(none)";
+  for (int i = 0; i < p->nnodes; i++)
+    for (int j = 0; j < tmp[i].ncu; j++)
+      if (info->errorNode && tmp[i].cu[j] == info->errorNode) tpg_node_label(p, i, lb, sizeof lb);
+  static const char *why[] = {"success", "error", "topology changed", "node type changed", "function changed",
+                              "parameters changed", "not supported", "unsupported function change",
+                              "attributes changed"};
+  const int res = (int)info->result;
+  if (res == CU_GRAPH_EXEC_UPDATE_ERROR || res == CU_GRAPH_EXEC_UPDATE_SUCCESS)
+    return tpg_cu_fail(r, fn, "cuGraphExecUpdate"); /* not a refusal: out of memory, a driver error */
+  return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                 "CUDA refused the whole-graph update at node %s: %s (%d); the graph is unchanged", lb,
+                 res >= 0 && res < (int)(sizeof why / sizeof why[0]) ? why[res] : "?", res);
+}
+
 static tpg_status update(tpg_graph *g, const tpg_plan *plan, const tpg_binding *b, int n) {
   TPG_TRY(graph_usable(g, __func__));
   if (g->in_set == 2)
@@ -239,20 +259,7 @@ static tpg_status update(tpg_graph *g, const tpg_plan *plan, const tpg_binding *
   memset(&info, 0, sizeof info);
   CUresult r = tpg_cu->cuGraphExecUpdate(g->exec, ng, &info);
   if (r != CUDA_SUCCESS) {
-    char lb[160] = "(none)";
-    for (int i = 0; i < p->nnodes; i++)
-      for (int j = 0; j < tmp[i].ncu; j++)
-        if (info.errorNode && tmp[i].cu[j] == info.errorNode) tpg_node_label(p, i, lb, sizeof lb);
-    static const char *why[] = {"success", "error", "topology changed", "node type changed", "function changed",
-                                "parameters changed", "not supported", "unsupported function change",
-                                "attributes changed"};
-    int res = (int)info.result;
-    if (res == CU_GRAPH_EXEC_UPDATE_ERROR || res == CU_GRAPH_EXEC_UPDATE_SUCCESS)
-      st = tpg_cu_fail(r, __func__, "cuGraphExecUpdate"); /* not a refusal: out of memory, a driver error */
-    else
-      st = TPG_FAIL(TPG_ERROR_INVALID_ARGUMENT,
-                    "CUDA refused the whole-graph update at node %s: %s (%d); the graph is unchanged", lb,
-                    res >= 0 && res < (int)(sizeof why / sizeof why[0]) ? why[res] : "?", res);
+    st = update_failed(p, tmp, r, &info);
     goto out;
   }
   /* The template follows the exec (tpg_graph_export): before adopt, while
