@@ -154,6 +154,51 @@ static void sb_unref(CUdeviceptr ptr) {
 
 static void peer_release(tpg_comm *c) { tpg_peer_free(c); }
 
+/* Rank q's buffer in this rank's address space (P->base[q]): directly
+ * within one process, else through its IPC handle. 0, with P->why, when it
+ * cannot be mapped. */
+static int map_peer(tpg_comm *c, int q, const peer_card *them, const peer_card *me) {
+  tpg_peer *P = &c->peer;
+  if (them->host != me->host) {
+    snprintf(P->why, sizeof P->why, "rank %d is on another machine", q);
+    return 0;
+  }
+  if (tpg_peer_same_process(them->host, them->pid, them->pidns, me->host, me->pid, me->pidns)) {
+    CUdevice pd;
+    CUcontext pctx;
+    int can = 0;
+    if (tpg_cu->cuDeviceGet(&pd, them->device) != CUDA_SUCCESS ||
+        tpg_cu->cuDeviceCanAccessPeer(&can, c->dev.dev, pd) != CUDA_SUCCESS || !can ||
+        tpg_cu->cuDevicePrimaryCtxRetain(&pctx, pd) != CUDA_SUCCESS) {
+      snprintf(P->why, sizeof P->why, "device %d cannot access device %d directly", me->device, them->device);
+      return 0;
+    }
+    CUresult r = tpg_cu->cuCtxEnablePeerAccess(pctx, 0);
+    tpg_cu->cuDevicePrimaryCtxRelease(pd); /* the peer rank holds its own reference */
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) {
+      snprintf(P->why, sizeof P->why, "cuCtxEnablePeerAccess(device %d -> %d) failed (%d)", me->device,
+               them->device, (int)r);
+      return 0;
+    }
+    if (!sb_ref((CUdeviceptr)them->ptr)) { /* that rank failed and freed it meanwhile */
+      snprintf(P->why, sizeof P->why, "rank %d's buffer is gone (that rank failed)", q);
+      return 0;
+    }
+    P->base[q] = (void *)(uintptr_t)them->ptr;
+    P->counted[q] = 1;
+    return 1;
+  }
+  CUdeviceptr m = 0;
+  CUresult r = tpg_cu->cuIpcOpenMemHandle(&m, them->ipc, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+  if (r != CUDA_SUCCESS) {
+    snprintf(P->why, sizeof P->why, "cuIpcOpenMemHandle of rank %d's buffer failed (%d)", q, (int)r);
+    return 0;
+  }
+  P->base[q] = (void *)(uintptr_t)m;
+  P->ipc_opened[q] = 1;
+  return 1;
+}
+
 /* The setup proper; on failure the caller frees whatever it made. */
 static tpg_status peer_setup(tpg_comm *c) {
   tpg_peer *P = &c->peer;
@@ -205,47 +250,9 @@ static tpg_status peer_setup(tpg_comm *c) {
       P->base[q] = (void *)(uintptr_t)P->local;
       continue;
     }
-    if (all[q].host != me.host) {
+    if (!map_peer(c, q, &all[q], &me)) {
       ok = 0;
-      snprintf(P->why, sizeof P->why, "rank %d is on another machine", q);
       break;
-    }
-    if (tpg_peer_same_process(all[q].host, all[q].pid, all[q].pidns, me.host, me.pid, me.pidns)) {
-      CUdevice pd;
-      CUcontext pctx;
-      int can = 0;
-      if (tpg_cu->cuDeviceGet(&pd, all[q].device) != CUDA_SUCCESS ||
-          tpg_cu->cuDeviceCanAccessPeer(&can, c->dev.dev, pd) != CUDA_SUCCESS || !can ||
-          tpg_cu->cuDevicePrimaryCtxRetain(&pctx, pd) != CUDA_SUCCESS) {
-        ok = 0;
-        snprintf(P->why, sizeof P->why, "device %d cannot access device %d directly", me.device, all[q].device);
-        break;
-      }
-      CUresult r = tpg_cu->cuCtxEnablePeerAccess(pctx, 0);
-      tpg_cu->cuDevicePrimaryCtxRelease(pd); /* the peer rank holds its own reference */
-      if (r != CUDA_SUCCESS && r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) {
-        ok = 0;
-        snprintf(P->why, sizeof P->why, "cuCtxEnablePeerAccess(device %d -> %d) failed (%d)", me.device,
-                 all[q].device, (int)r);
-        break;
-      }
-      if (!sb_ref((CUdeviceptr)all[q].ptr)) { /* that rank failed and freed it meanwhile */
-        ok = 0;
-        snprintf(P->why, sizeof P->why, "rank %d's buffer is gone (that rank failed)", q);
-        break;
-      }
-      P->base[q] = (void *)(uintptr_t)all[q].ptr;
-      P->counted[q] = 1;
-    } else {
-      CUdeviceptr m = 0;
-      CUresult r = tpg_cu->cuIpcOpenMemHandle(&m, all[q].ipc, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
-      if (r != CUDA_SUCCESS) {
-        ok = 0;
-        snprintf(P->why, sizeof P->why, "cuIpcOpenMemHandle of rank %d's buffer failed (%d)", q, (int)r);
-        break;
-      }
-      P->base[q] = (void *)(uintptr_t)m;
-      P->ipc_opened[q] = 1;
     }
   }
   /* Agree: one-shot only if every rank mapped every peer. */
