@@ -227,6 +227,7 @@ void tpg_ws_place(tpg_ws_plan *wp, const tpg_ws_plan *caps, CUdeviceptr shared, 
     gn->res.at = l ? l->at : 0;
     gn->res.zero_cap = l ? l->zero_cap : 0;
     gn->res.tail_cap = l ? l->tail_cap : 0;
+    gn->res.alone = l ? l->alone : 0;
     gn->res.workspace = 0;
   }
 }

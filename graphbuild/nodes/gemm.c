@@ -274,6 +274,24 @@ static tpg_status fill_kernel(const tpg_nctx *c, const tpg_kernel_launch *l) {
   return TPG_SUCCESS;
 }
 
+/* A kernel that keeps state past its counters (workspace_private), or whose
+ * counters are not whole 256-byte blocks, got a lane of its own at creation
+ * (graphbuild/workspace.c), sized and aligned for the kernel prepare chose:
+ * fill (an update, another pick) may only run that same need there. */
+static tpg_status own_lane_kept(const tpg_nctx *c, const tpg_kernel_launch *l) {
+  const tpg_gnode *gn = c->gn;
+  const size_t zeroed = l->workspace_zeroed < l->workspace_bytes ? l->workspace_zeroed : l->workspace_bytes;
+  if (!l->workspace_bytes || !(l->workspace_private || zeroed % 256 != 0)) return TPG_SUCCESS;
+  if (gn->res.alone && l->workspace_bytes == gn->res.need && zeroed == gn->res.need_zeroed &&
+      l->workspace_private == gn->res.need_private)
+    return TPG_SUCCESS;
+  return TPG_ARG_FAIL("node %s: its kernel keeps state in its workspace (%zu bytes, %zu of them counters%s), which "
+                      "needs the lane placed for it at creation (%zu bytes, %zu counters%s) (a shape change needs a "
+                      "new graph)", tpg_nctx_label(c), l->workspace_bytes, zeroed,
+                      l->workspace_private ? ", private" : "", gn->res.need, gn->res.need_zeroed,
+                      gn->res.alone ? "" : ", shared");
+}
+
 static tpg_status fill(const tpg_nctx *c) {
   tpg_gnode *gn = c->gn;
   tpg_kernel_launch l;
@@ -287,6 +305,7 @@ static tpg_status fill(const tpg_nctx *c) {
     return TPG_ARG_FAIL("node %s: needs %zu bytes of workspace (%zu of them counters), its place at creation holds "
                         "%zu and %zu (a shape change needs a new graph)", tpg_nctx_label(c), l.workspace_bytes,
                         l.workspace_zeroed, gn->res.zero_cap, gn->res.tail_cap);
+  TPG_TRY(own_lane_kept(c, &l));
   gn->res.workspace = l.workspace_bytes ? gn->res.at - l.workspace_zeroed : 0;
   fill_view(c, &l);
   if (l.family == TPG_GEMM_FAMILY_CUBLASLT) {

@@ -295,10 +295,22 @@ static void count(const tpg_gnode *gn, tpg_graph_info *info) {
 }
 
 /* Grid, block, shared memory and arguments go through the exec setter; the
- * cluster shape is a node attribute it cannot change. */
+ * cluster shape is a node attribute it cannot change, and desc.pdl decides
+ * the exec's edge into the node and which GEMMs may share a workspace
+ * (graphbuild/workspace.c): neither may differ between sizes. */
 static int retarget(const tpg_node_rec *a, const tpg_gnode *ga, const tpg_node_rec *b, const tpg_gnode *gb) {
   (void)ga, (void)gb;
-  return memcmp(a->u.kernel.cluster, b->u.kernel.cluster, sizeof a->u.kernel.cluster) == 0;
+  return a->u.kernel.pdl == b->u.kernel.pdl &&
+         memcmp(a->u.kernel.cluster, b->u.kernel.cluster, sizeof a->u.kernel.cluster) == 0;
+}
+
+/* A whole-graph update keeps the graph's GEMM workspaces, shared by what
+ * desc.pdl promised at creation: a plan that changes it needs a new graph. */
+static tpg_status same_shape(const tpg_node_rec *a, const tpg_node_rec *b, const char *label) {
+  if (a->u.kernel.pdl != b->u.kernel.pdl)
+    return TPG_ARG_FAIL("node %s: desc.pdl is %d in the graph, %d in plan: expected the same (the graph's edges and "
+                        "its shared GEMM workspaces follow it)", label, a->u.kernel.pdl, b->u.kernel.pdl);
+  return TPG_SUCCESS;
 }
 
 const tpg_kind_ops tpg_kind_kernel = {
@@ -313,6 +325,7 @@ const tpg_kind_ops tpg_kind_kernel = {
     .run_eager = run_eager,
     .patch = patch,
     .retarget = retarget,
+    .same_shape = same_shape,
     .set_arg = set_arg,
     .pdl = pdl,
     .pdl_early_exit = pdl_early_exit,

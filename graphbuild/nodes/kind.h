@@ -98,6 +98,7 @@ typedef struct tpg_gnode {
   struct {
     size_t need, need_zeroed;   /* prepare's launch: workspace_bytes, _zeroed */
     int need_private;           /* its launch's workspace_private: a lane alone */
+    int alone;                  /* placed in a lane of its own                */
     int lane;                   /* 1 + its lane in the graph's lanes; 0: none */
     CUdeviceptr at;             /* the lane's boundary */
     size_t zero_cap, tail_cap;  /* the lane's bytes before and after `at` */

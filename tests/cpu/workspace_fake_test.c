@@ -358,6 +358,46 @@ static void growth_refused(void) {
   CHECK(clean("a workspace that would grow"));
 }
 
+/* A kernel that keeps state in its workspace (CUTLASS split-K: barrier
+ * words past its counters) needs a lane placed for it at creation: an
+ * update that would put one in the lane of our stream-K GEMM after a
+ * cuBLASLt one, as in mixed() below (room enough: 256-byte counters,
+ * megabytes of scratch), is refused by name, and the graph runs on as it
+ * was (its workspaces where they were). */
+static void private_refused(void) {
+  static const int dims[3] = {64, 512, 1024};
+  size_t z = 0;
+  const char *sk = ours_streamk(64, 1024, 512, &z);
+  const entry e[2] = {{64, 512, 64, "cublaslt_a2"}, {64, 1024, 512, sk}};
+  const entry priv[2] = {{64, 512, 64, "cublaslt_a2"}, {64, 1024, 512, "cutlass_coop_128x256_c2x1_k2"}};
+  tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
+  char path[96];
+  net t;
+  tpg_plan *p = NULL;
+  tpg_graph *g = NULL;
+  void *ws[16];
+  cfg.gemm_streamk = TPG_STREAMK_ALWAYS;
+  cache_on(e, 2);
+  CHECK(net_alloc(&t, 2, dims) == 0);
+  CHECK_OK(chain_plan(&t, 64, &p));
+  if (p) CHECK_OK(make_graph(&t, p, &cfg, &g));
+  if (g) {
+    CHECK(launch_log(g, ws) == 2 && (char *)ws[0] == (char *)ws[1] + z);
+    snprintf(path, sizeof path, "%s.priv", g_cache);
+    CHECK(cache_file(path, priv, 2) == 0);
+    tpg_gemm_tune_reset();
+    CHECK(tpg_gemm_tune_load(path) == 2);
+    unlink(path);
+    CHECK_ST(tpg_graph_update(g, NULL, NULL, 0), TPG_ERROR_INVALID_ARGUMENT, "keeps state in its workspace");
+    CHECK(launch_log(g, ws) == 2 && (char *)ws[0] == (char *)ws[1] + z);
+    CHECK_OK(tpg_graph_destroy(g));
+  }
+  tpg_plan_destroy(p);
+  net_free(&t);
+  cache_off();
+  CHECK(clean("a kernel with private state on update"));
+}
+
 /* ---- concurrent branches --------------------------------------------------- */
 
 /* Ga (8 MiB) and Gb (1 MiB) from x on branches of their own, Gc (1 MiB)
@@ -547,6 +587,13 @@ static void pdl_edges(void) {
     CHECK(!cases[c].flag || gi.programmatic_edges >= 1);
     const long n = launch_log(g, ws);
     CHECK(n == 2 && ws[0] && ws[1] && (ws[0] == ws[1]) == (cases[c].lanes == 1));
+    if (cases[c].kernel) { /* the lanes follow desc.pdl: an update may not change it */
+      tpg_plan *q = NULL;
+      CHECK_OK(pdl_plan(&t, 1, !cases[c].kpdl, sbuf, &q));
+      if (q) CHECK_ST(tpg_graph_update(g, q, NULL, 0), TPG_ERROR_INVALID_ARGUMENT, "desc.pdl is");
+      tpg_plan_destroy(q);
+      CHECK(launch_log(g, ws) == 2);
+    }
     CHECK_OK(tpg_graph_destroy(g));
     tpg_plan_destroy(p);
   }
@@ -840,6 +887,7 @@ int main(int argc, char **argv) {
   if (tpgfake_setup(argc, argv) != 0) return 2;
   lt_chain();
   growth_refused();
+  private_refused();
   branches(TPG_MODE_EXPLICIT);
   branches(TPG_MODE_EAGER);
   branches(TPG_MODE_CAPTURE);
