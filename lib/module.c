@@ -14,6 +14,7 @@
 #include "lib/handle.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,11 +61,12 @@ static tpg_status check_image(const char *fn, const char *what, const unsigned c
   }
   if (bytes >= 4 && rd_le(im, 4) == 0xba55ed50u) {
     if (bytes < 16) return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "%s: a fatbin header is 16 bytes, it has %zu", what, bytes);
-    uint64_t need = rd_le(im + 6, 2) + rd_le(im + 8, 8);
-    if (need > bytes)
+    const uint64_t head = rd_le(im + 6, 2), body = rd_le(im + 8, 8);
+    if (body > bytes || head > bytes - body) /* not head + body: a body near 2^64 would wrap */
       return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
-                     "%s: the fatbin's header says %llu bytes, past its %zu bytes (truncated?)",
-                     what, (unsigned long long)need, bytes);
+                     "%s: the fatbin's header says %llu%s bytes, past its %zu bytes (truncated?)", what,
+                     (unsigned long long)(body > UINT64_MAX - head ? UINT64_MAX : head + body),
+                     body > UINT64_MAX - head ? " or more" : "", bytes);
     return TPG_SUCCESS;
   }
   if (!memchr(im, 0, bytes))
@@ -171,8 +173,9 @@ tpg_status tpg_module_load_file(const char *path, tpg_module **out) {
   return tpg_err_public(module_load_file(path, out), __func__);
 }
 
-/* A table cuda_fatbin wrote is NULL-terminated; the scan stops here so that a
- * table without its last entry is refused instead of read past its end. */
+/* A table cuda_fatbin wrote is NULL-terminated. The scan stops after this
+ * many entries, which bounds the search of a corrupt table; it cannot stop a
+ * read past the end of a shorter table without its NULL entry. */
 #define TPG_EMBEDDED_MAX_BLOBS 4096
 
 static tpg_status module_load_embedded(const tpg_embedded_blob *table, const char *name, tpg_module **out) {

@@ -238,6 +238,14 @@ static tpg_status time_lt(tpg_gemm_dev_timer *t, const tpg_gemm_problem *p, cons
   char why[300];
   if (tpg_lt_plan_create(p, L->lt_algo, &r.plan, why, sizeof why))
     return TPG_FAIL(TPG_ERROR_CUDA, "timer: cuBLASLt candidate: %s", why);
+  /* The plan asks cuBLASLt again: its answer may need more than the buffer
+   * sized from the candidate's (a cache entry evicted between the two). */
+  if (tpg_lt_plan_workspace(r.plan) > L->workspace_bytes) {
+    const size_t need = tpg_lt_plan_workspace(r.plan);
+    tpg_lt_plan_destroy(r.plan);
+    return TPG_FAIL(TPG_ERROR_CUDA, "timer: cuBLASLt candidate %s needs %zu bytes of workspace, the timer holds %zu",
+                    L->kernel ? L->kernel : "?", need, L->workspace_bytes);
+  }
   tpg_status st = time_runs(t, run_lt, &r, us);
   tpg_lt_plan_destroy(r.plan);
   return st;

@@ -192,6 +192,9 @@ static void test_module(void) {
   uint64_t fat = 1000;
   memcpy(fb + 8, &fat, 8);
   CHECK_ST(tpg_module_load(fb, sizeof fb, &m), TPG_ERROR_INVALID_ARGUMENT, "header says 1016 bytes, past its 32");
+  fat = UINT64_MAX - 8; /* header + body would wrap to 7, under the 32 bytes given */
+  memcpy(fb + 8, &fat, 8);
+  CHECK_ST(tpg_module_load(fb, sizeof fb, &m), TPG_ERROR_INVALID_ARGUMENT, "or more bytes, past its 32");
   CHECK_ST(tpg_module_load(fb, 8, &m), TPG_ERROR_INVALID_ARGUMENT, "fatbin header is 16 bytes");
   CHECK_ST(tpg_module_load_file("/nonexistent/k.cubin", &m), TPG_ERROR_INVALID_ARGUMENT,
            "tpg_module_load_file: path \"/nonexistent/k.cubin\" cannot be opened");
