@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
@@ -118,9 +119,14 @@ struct Source {
 
 // Waits for the work on the rank's stream: tpg_comm_wait (which gives up
 // on a lost peer) with a comm, a plain stream synchronize at TP 1.
+// Without a comm a failure is a CUDA error that tpgraph never saw (its
+// last error is empty): it is printed here, with the rank.
 inline tpg_status wait_rank(const Rank &r) {
   if (r.comm) return tpg_comm_wait(r.comm, reinterpret_cast<tpg_stream>(r.stream));
-  return cudaStreamSynchronize(r.stream) == cudaSuccess ? TPG_SUCCESS : TPG_ERROR_CUDA;
+  const cudaError_t e = cudaStreamSynchronize(r.stream);
+  if (e == cudaSuccess) return TPG_SUCCESS;
+  std::fprintf(stderr, "llama rank %d: the stream failed: %s\n", r.rank, cudaGetErrorString(e));
+  return TPG_ERROR_CUDA;
 }
 
 // Shapes every rank derives alike.

@@ -219,8 +219,8 @@ int run_bench(Options &o, RankState &st) {
       }
       continue;
     }
+    LmHead lm{};  // before g: the graph's captured LM head holds its address
     StepGuard g;
-    LmHead lm{};
     double med_us = 0;
     if (make_step(c, st, &g, &lm, R.rank == 0 && info) || time_step(o, R, g.s, &med_us)) return 1;
     info = false;

@@ -50,9 +50,9 @@ int run_check(Options &o, RankState &st) {
   Rank &R = st.R;
   const Config &c = o.c;
   Source src{o.weights, c.seed};
+  LmHead lm{};  // before g: the graph's captured LM head holds its address
   StepGuard g;
   std::string err;
-  LmHead lm{};
   CHECK_OK(alloc_caches(c, R, &g.a, &err) || load_caches(c, R, src, g.a, &err));
   CHECK_OK(alloc_step_io(c, &g.s, &err) || build_step(c, R, st.w, g.a, c.ctx + c.steps, &lm, &g.s, &err));
   CHECK_OK(warm_lm_head(R, st.w, &lm, &g.s, &err) || create_step_graph(R, &g.s, &err));

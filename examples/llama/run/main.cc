@@ -123,7 +123,14 @@ int main(int argc, char **argv) {
     if (rank == 0 && o.tp > 1) unlink(id.c_str());
     return rc;
   }
-  if (own > 0) return run_rank(o, env_int("LLAMA_RANK", 0), own, env_int("LLAMA_RANK", 0), std::getenv("LLAMA_ID_FILE"));
+  if (own > 0) {
+    const char *idf = std::getenv("LLAMA_ID_FILE");
+    if (!idf || !idf[0]) {
+      std::fprintf(stderr, "llama: LLAMA_NRANKS is set but LLAMA_ID_FILE is not (both come from the launcher)\n");
+      return 2;
+    }
+    return run_rank(o, env_int("LLAMA_RANK", 0), own, env_int("LLAMA_RANK", 0), idf);
+  }
   if (o.tp == 1) return run_rank(o, 0, 1, 0, "");
   return spawn(o.tp, argv);
 }

@@ -96,8 +96,11 @@ int build_set(const Config &c, const Rank &r, const Weights &w, bool invariant, 
       shapes.insert(shapes.end(), v.begin(), v.end());
     }
     int major = 0, minor = 0;
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, r.device);
-    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, r.device);
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, r.device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, r.device) != cudaSuccess) {
+      *err = "--batch-invariant: the GPU's compute capability could not be read";
+      return 1;
+    }
     e.pins = "/tmp/llama-gemm-pins-" + std::to_string(getpid()) + "-" + std::to_string(r.rank) + ".txt";
     if (write_gemm_pins(e.pins, shapes, r.sm_count, 10 * major + minor, LLAMA_PINNED_GEMM, err)) return 1;
     go.gemm_pins = e.pins.c_str();

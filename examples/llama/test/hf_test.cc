@@ -399,6 +399,11 @@ void test_safetensors_broken() {
          "tensor t: unknown field \"x\": expected {\"dtype\"");
   broken("overflow", with_header("{\"t\": {\"dtype\": \"F32\", \"shape\": [2147483648, 2147483648], \"data_offsets\": [0, 4]}}", 4),
          "tensor t: 4 data bytes, but F32 [2147483648, 2147483648] needs 18446744073709551616");
+  // 2^33 * 2^33 * 2^62 = 2^128: a product formed before its cap would wrap to 0 bytes and pass an empty span
+  broken("overflow128",
+         with_header("{\"t\": {\"dtype\": \"F32\", \"shape\": [8589934592, 8589934592, 4611686018427387904], "
+                     "\"data_offsets\": [0, 0]}}", 0),
+         "needs more than 2^100");
   broken("rank", with_header("{\"t\": {\"dtype\": \"U8\", \"shape\": [1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1], \"data_offsets\": [0, 1]}}", 1),
          "tensor t: shape: more than 16 dimensions");
   broken("missing", with_header("{\"t\": {\"shape\": [1], \"data_offsets\": [0, 4]}}", 4), "(dtype missing)");

@@ -132,9 +132,10 @@ struct Reader {
   bool size(const std::string &at, unsigned bits, uint64_t b, uint64_t e, TensorInfo *t) {
     unsigned __int128 n = 1;
     bool huge = false;
-    for (int64_t d : t->shape) {
-      n *= (uint64_t)d;
-      if (n > ((unsigned __int128)1 << 100)) huge = true, n = (unsigned __int128)1 << 100;
+    const unsigned __int128 cap = (unsigned __int128)1 << 100;
+    for (int64_t d : t->shape) {  // checked before the product, which would wrap past 2^128
+      if (d && n > cap / (uint64_t)d) huge = true, n = cap;
+      else n *= (uint64_t)d;
     }
     const unsigned __int128 nbits = n * bits;
     if (!huge && nbits % 8)
