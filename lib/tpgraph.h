@@ -1048,9 +1048,13 @@ TPG_API tpg_status tpg_graph_rebind(tpg_graph *graph, const tpg_binding *binding
 
 /* Whole-graph update: materializes `plan` (NULL: the graph's own plan) with the
  * graph's bindings overridden by `bindings`, and applies it with
- * cuGraphExecUpdate. The plan must have the same nodes, kinds and edges; if
- * CUDA refuses a node's change, the message names the node and nothing
- * changes. Collective: every rank calls it when the plan has collectives. */
+ * cuGraphExecUpdate. The plan must have the same nodes, kinds and edges, and
+ * each engine kernel the same desc.pdl; a GEMM whose kernel would need more
+ * workspace than its place at creation, or a kernel that keeps state in a
+ * workspace of its own where it had none, needs a new graph. If CUDA
+ * refuses a node's change, the message names the node. On any refusal
+ * nothing changes. Collective: every rank calls it when the plan has
+ * collectives. */
 TPG_API tpg_status tpg_graph_update(tpg_graph *graph, const tpg_plan *plan,
                                     const tpg_binding *bindings, int nbindings);
 
