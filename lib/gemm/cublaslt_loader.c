@@ -2,10 +2,10 @@
  * resolves its entry points (why at run time: cublaslt_loader.h).
  *
  * One process-wide table, filled once under pthread_once, like NCCL's
- * (lib/nccl_loader.c). The search is the dynamic loader's, so a process
- * that already holds cuBLASLt (PyTorch) shares that one copy. Major 13
- * first (this toolkit's), then 12: the calls used here have the same
- * signatures in both.
+ * (lib/nccl_loader.c). A copy the process already holds (PyTorch's, of
+ * either major) is taken first, so it is shared rather than loaded twice;
+ * else the dynamic loader's search, major 13 first (this toolkit's), then
+ * 12: the calls used here have the same signatures in both.
  */
 #define _GNU_SOURCE
 #include "lib/gemm/cublaslt_loader.h"
@@ -27,6 +27,10 @@ static void *open_lib(const char **path) {
   if (env && env[0]) {
     *path = env;
     return dlopen(env, RTLD_NOW | RTLD_LOCAL);
+  }
+  for (size_t i = 0; i < sizeof names / sizeof names[0] && !h; ++i) { /* already loaded */
+    *path = names[i];
+    h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
   }
   for (size_t i = 0; i < sizeof names / sizeof names[0] && !h; ++i) {
     *path = names[i];
