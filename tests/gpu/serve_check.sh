@@ -167,8 +167,8 @@ rows = [("engine (tpgraph)", e)] + ([("engine --batch-invariant", ei)] if ei els
 print("%-26s %10s %9s %9s %9s %9s" % ("serving", "tok/s", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99"))
 for name, r in rows:
     note = "  " + r["error"][:60] if "error" in r else ""
-    print("%-26s %10.0f %9.1f %9.1f %9.2f %9.2f%s" % (name, r.get("output_tokens_per_s", 0), r.get("ttft_ms_p50", 0),
-          r.get("ttft_ms_p99", 0), r.get("itl_ms_p50", 0), r.get("itl_ms_p99", 0), note))
+    v = [r.get(k) or 0 for k in ("output_tokens_per_s", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50", "itl_ms_p99")]
+    print("%-26s %10.0f %9.1f %9.1f %9.2f %9.2f%s" % tuple([name] + v + [note]))  # null (no samples) as 0
 ours = e.get("output_tokens_per_s", 0)
 cb, st = t.get("cb", {}).get("output_tokens_per_s", 0), t.get("static", {}).get("output_tokens_per_s", 0)
 r_cb, r_st = (ours / cb if cb else 0), (ours / st if st else 0)

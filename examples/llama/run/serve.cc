@@ -237,6 +237,10 @@ int run_serve(const Config &c, const Rank &r, const Weights &w, const Source &sr
   refuse_unfit(e, o.reqs, &fit, &refused);
   if (r.rank == 0)
     for (const Refusal &f : refused) std::fprintf(stderr, "llama: refused: %s\n", f.why.c_str());
+  if (fit.empty()) {
+    *err = "no request fits the KV pool of " + std::to_string(e.sh.nblocks) + " blocks: nothing to serve";
+    return 1;
+  }
   Scheduler s;
   ServeStats st;
   if (serve_all(e, r, fit, &s, &st, err)) return 1;

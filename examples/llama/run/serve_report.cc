@@ -12,9 +12,11 @@
 namespace llama {
 namespace {
 
-// The q-quantile of v (nearest rank), in milliseconds of seconds given.
+// The q-quantile of v (nearest rank), in milliseconds of seconds given;
+// NaN without samples (every request of one token has no inter-token gap),
+// which the summary writes as null / n/a rather than a measured 0.
 double pct_ms(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
+  if (v.empty()) return NAN;
   std::sort(v.begin(), v.end());
   const size_t k = (size_t)std::ceil(q * v.size());
   return 1e3 * v[std::min(v.size() - 1, k > 0 ? k - 1 : 0)];
@@ -37,17 +39,26 @@ std::string quoted(const std::string &s) {
   return o + "\"";
 }
 
+// A latency for the JSON summary: null when there were no samples.
+std::string json_ms(double v, const char *fmt) {
+  if (std::isnan(v)) return "null";
+  char b[32];
+  std::snprintf(b, sizeof b, fmt, v);
+  return b;
+}
+
 std::string summary_json(const ServeSummary &s) {
   char b[1024];
   std::snprintf(b, sizeof b,
                 "{\"served\": %d, \"refused\": %d, \"output_tokens\": %ld, \"prompt_tokens\": %ld, \"seconds\": %.4f, "
-                "\"output_tokens_per_s\": %.1f, \"ttft_ms_p50\": %.2f, \"ttft_ms_p99\": %.2f, \"itl_ms_p50\": %.3f, "
-                "\"itl_ms_p99\": %.3f, \"steps\": %ld, \"rows\": %ld, \"decode_rows\": %ld, \"prompt_rows\": %ld, "
+                "\"output_tokens_per_s\": %.1f, \"ttft_ms_p50\": %s, \"ttft_ms_p99\": %s, \"itl_ms_p50\": %s, "
+                "\"itl_ms_p99\": %s, \"steps\": %ld, \"rows\": %ld, \"decode_rows\": %ld, \"prompt_rows\": %ld, "
                 "\"padding_rows\": %ld, \"peak_kv_blocks\": %d, \"kv_blocks\": %d, \"graph_sizes\": %d, "
                 "\"graph_build_ms\": %.1f, \"arena_bytes\": %zu, \"graph_own_bytes\": %zu, "
                 "\"graph_measured_bytes\": %zu, \"batch_invariant\": %s}\n",
-                s.served, s.refused, s.out_tokens, s.prompt_tokens, s.seconds, s.tokens_per_s, s.ttft_p50_ms,
-                s.ttft_p99_ms, s.itl_p50_ms, s.itl_p99_ms, s.st.steps, s.st.rows, s.st.decode_rows, s.st.prompt_rows,
+                s.served, s.refused, s.out_tokens, s.prompt_tokens, s.seconds, s.tokens_per_s,
+                json_ms(s.ttft_p50_ms, "%.2f").c_str(), json_ms(s.ttft_p99_ms, "%.2f").c_str(),
+                json_ms(s.itl_p50_ms, "%.3f").c_str(), json_ms(s.itl_p99_ms, "%.3f").c_str(), s.st.steps, s.st.rows, s.st.decode_rows, s.st.prompt_rows,
                 s.st.padding_rows, s.st.peak_blocks, s.nblocks, s.sizes, s.build_ms, s.arena, s.own, s.measured,
                 s.invariant ? "true" : "false");
   return b;
@@ -104,8 +115,14 @@ void print_summary(const ServeSummary &s) {
   std::printf("serve: %d requests served, %d refused; %ld output tokens (%ld prompt tokens) in %.2f s: %.0f output "
               "tokens/s\n",
               s.served, s.refused, s.out_tokens, s.prompt_tokens, s.seconds, s.tokens_per_s);
-  std::printf("serve: time to first token p50 %.1f ms, p99 %.1f ms; inter-token latency p50 %.2f ms, p99 %.2f ms\n",
-              s.ttft_p50_ms, s.ttft_p99_ms, s.itl_p50_ms, s.itl_p99_ms);
+  if (std::isnan(s.ttft_p50_ms))
+    std::printf("serve: time to first token n/a (nothing served)\n");
+  else
+    std::printf("serve: time to first token p50 %.1f ms, p99 %.1f ms\n", s.ttft_p50_ms, s.ttft_p99_ms);
+  if (std::isnan(s.itl_p50_ms))
+    std::printf("serve: inter-token latency n/a (no request made a second token)\n");
+  else
+    std::printf("serve: inter-token latency p50 %.2f ms, p99 %.2f ms\n", s.itl_p50_ms, s.itl_p99_ms);
   std::printf("serve: %ld steps of %.1f rows on average (decode %.1f, prompt %.1f, padding %.1f%%); peak KV blocks "
               "%d of %d (%.1f%%)\n",
               s.st.steps, rows, s.st.steps ? (double)s.st.decode_rows / s.st.steps : 0.0,
