@@ -1127,8 +1127,9 @@ typedef struct tpg_graph_info {
    * other) share one buffer, so a chain of GEMMs takes one: */
   int gemm_workspaces;       /* buffers the GEMM nodes' workspaces take     */
   size_t gemm_workspace_bytes; /* their bytes: in workspace_bytes when the
-                                graph owns them; in a graph set, in its
-                                arena (tpg_graph_set_size_info)             */
+                                graph owns them; in a graph set, shared
+                                ones in its arena (tpg_graph_set_size_info),
+                                those kept alone in workspace_bytes         */
 } tpg_graph_info;
 
 TPG_API tpg_status tpg_graph_get_info(const tpg_graph *graph, tpg_graph_info *out /* OUT */, size_t size /* sizeof *out */);
@@ -1357,8 +1358,8 @@ typedef struct tpg_embedded_blob {
 
 /* Loads blob `name` of `table` as tpg_module_load loads an image (the module
  * keeps its own copy). A name the table lacks is TPG_ERROR_INVALID_ARGUMENT
- * listing the names it has; a table without its NULL entry within 4096 is
- * refused rather than read past its end. */
+ * listing the names it has. The scan stops after 4096 entries (a corrupt
+ * table); a shorter table without its NULL entry is read past its end. */
 TPG_API tpg_status tpg_module_load_embedded(const tpg_embedded_blob *table /* borrowed */, const char *name,
                                             tpg_module **out /* OUT, owned */);
 
@@ -1403,7 +1404,7 @@ TPG_API tpg_status tpg_plan_copy_slots(tpg_plan *plan, const tpg_plan *src, int 
  * a range of its own (it overlaps no other view); residual_out [tokens,
  * out], exactly desc->residual (updated in place) or a range of its own;
  * norm_weight [out]; y overlaps neither residual, residual_out, bias,
- * norm_weight nor x. Rebinding y or partial re-captures an NCCL all-reduce
+ * norm_weight, x nor w. Rebinding y or partial re-captures an NCCL all-reduce
  * (our kernels: a kernel-node update), as for tpg_plan_add_linear.
  */
 typedef struct tpg_linear_norm {
@@ -1447,9 +1448,11 @@ TPG_API tpg_status tpg_plan_add_linear_norm(tpg_plan *plan, const tpg_linear_des
  *               tpg_graph_launch(g, stream);
  *
  * Memory. The scratch slots (TPG_MEM_SCRATCH) and GEMM workspaces of every
- * size live in ONE arena the set owns, as large as the largest need of any
- * one size: each graph lays its own scratch out from the arena's start, and
- * its k-th GEMM workspace buffer where every size's k-th lies. So the set's
+ * size live in ONE arena the set owns: the largest scratch of any size,
+ * then for each k the largest k-th GEMM workspace buffer of any size (the
+ * sum may exceed any one size's need). Each graph lays its own scratch out
+ * from the arena's start, and its k-th GEMM workspace buffer where every
+ * size's k-th lies. So the set's
  * memory is the arena, plus each graph's own allocations (scratch that is
  * an NCCL window, a CUTLASS stream-K workspace), plus what the driver
  * allocates for each exec (tpg_graph_set_get_size_info reports each, the
@@ -1473,8 +1476,9 @@ TPG_API tpg_status tpg_plan_add_linear_norm(tpg_plan *plan, const tpg_linear_des
  * (docs/batching.md has the measurement and when each wins). It needs every
  * size's plan to have the largest's nodes, kinds, edges and slots, the same
  * bindings, TPG_MODE_EXPLICIT, and nodes whose exec setters take every
- * parameter: GEMM, element-wise, memset (of one width), memcpy, empty, engine
- * kernels (of one cluster shape) and all-reduces by our kernels or on one
+ * parameter: GEMM (of one pdl_prefetch), element-wise, memset (of one width),
+ * memcpy, empty, engine kernels (of one cluster shape and desc.pdl) and
+ * all-reduces by our kernels or on one
  * rank; an NCCL collective, captured work, a GEMM that cuBLASLt runs (a
  * child graph), host, event and conditional nodes are refused
  * (TPG_ERROR_UNSUPPORTED naming the node). tpg_graph_update
@@ -1526,7 +1530,9 @@ typedef struct tpg_graph_set_info {
   int count;               /* sizes                                                  */
   int retarget;            /* 1: one exec (TPG_GRAPH_SET_RETARGET)                   */
   int graphs;              /* graphs (and execs) the set holds: count, or 1          */
-  size_t arena_bytes;      /* the arena every size shares: scratch, GEMM workspaces */
+  size_t arena_bytes;      /* the arena every size shares: scratch and GEMM
+                              workspaces (RETARGET: the workspaces only, the
+                              scratch being the one graph's own)                 */
   size_t own_bytes;        /* the graphs' own allocations, summed: kernel workspaces
                               and scratch outside the arena (tpg_graph_info's
                               workspace_bytes), and a retargeted exec's variants'   */
@@ -1545,16 +1551,18 @@ TPG_API tpg_status tpg_graph_set_get_info(const tpg_graph_set *set, tpg_graph_se
 typedef struct tpg_graph_set_size_info {
   int size;                /* the batch size                                          */
   size_t own_bytes;        /* this size's own allocations (as above)                  */
-  size_t arena_bytes;      /* the part of the arena this size uses: its scratch and
-                              (but with TPG_GRAPH_SET_PRIVATE_SCRATCH) its GEMM
-                              workspaces                                        */
+  size_t arena_bytes;      /* what this size needs of an arena: its scratch and
+                              its shared GEMM workspaces, reported even where
+                              the set keeps them elsewhere (PRIVATE_SCRATCH,
+                              RETARGET's scratch)                                */
   size_t measured_bytes;   /* free device memory before its graph's creation less
                               after (own_bytes + the driver's for the exec)          */
   double builder_us;       /* the builder's time for this size                        */
   double create_us;        /* creating its graph (RETARGET: preparing its nodes)      */
   double instantiate_us;   /* of that, cuGraphInstantiate (0 for a retargeted size)   */
-  size_t workspace_bytes;  /* of arena_bytes, its GEMM workspaces (tpg_graph_info's
-                              gemm_workspace_bytes less those it owns)             */
+  size_t workspace_bytes;  /* of arena_bytes, its shared GEMM workspaces
+                              (tpg_graph_info's gemm_workspace_bytes less the
+                              buffers kept alone, which it owns)                  */
 } tpg_graph_set_size_info;
 /* Size i of the set, 0..count-1 in ascending order. */
 TPG_API tpg_status tpg_graph_set_get_size_info(const tpg_graph_set *set, int i,

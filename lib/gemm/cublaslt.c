@@ -17,7 +17,8 @@
  * pointers (its default assumes 256), so that whatever views a rebind binds
  * run the same kernels and the re-captured child keeps the graph's shape.
  * A plan's workspace is what its algorithm needs (often nothing, at most
- * TPG_LT_WORKSPACE_MAX), one per node, owned by the graph.
+ * TPG_LT_WORKSPACE_MAX), in the node's workspace lane (graphbuild/workspace.c:
+ * scratch after the lane's boundary, shared with GEMMs that never run beside it).
  *
  * Epilogues: none, bias, bias + GELU (CUBLASLT_EPILOGUE_GELU_BIAS), the
  * residual as C with beta = 1 (with a bias or not), the fp32 partial (D in

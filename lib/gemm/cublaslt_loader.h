@@ -46,8 +46,9 @@ typedef struct tpg_lt_table {
   size_t version; /* cublasLtGetVersion, e.g. 130100 */
 } tpg_lt_table;
 
-/* Loads cuBLASLt once per process (thread-safe): $TPG_LIBCUBLASLT, else
- * libcublasLt.so.13, then .12, where the dynamic loader finds them. The
+/* Loads cuBLASLt once per process (thread-safe): $TPG_LIBCUBLASLT, else a
+ * copy the process already holds (.13 or .12), else libcublasLt.so.13, then
+ * .12, where the dynamic loader finds them. The
  * table, or NULL when it could not be loaded (remembered: not retried). */
 const tpg_lt_table *tpg_lt_load(void);
 
