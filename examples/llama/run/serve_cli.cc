@@ -55,6 +55,25 @@ void refuse_vocab(ServeOptions *s, int vocab) {
   s->reqs.swap(keep);
 }
 
+// Requests longer than the model's sliding window are refused alone: the
+// engine attends to the whole context, which is the model only within it.
+void refuse_window(ServeOptions *s, const HfConfig &h) {
+  if (h.sliding_window <= 0) return;
+  std::vector<Request> keep;
+  for (const Request &r : s->reqs) {
+    const long n = (long)r.prompt.size() + r.max_new;
+    if (n <= h.sliding_window) {
+      keep.push_back(r);
+      continue;
+    }
+    s->refused.push_back({r.line, "requests line " + std::to_string(r.line) + ": " + std::to_string(n) +
+                                      " positions (prompt + max_new_tokens) exceed " + h.sliding_field + " " +
+                                      std::to_string(h.sliding_window) +
+                                      " (the engine attends to the whole context)"});
+  }
+  s->reqs.swap(keep);
+}
+
 // --requests with --model: the flags that go with it, the requests, the
 // checkpoint's headers, the limits.
 int check_serve(Options *o) {
@@ -98,8 +117,7 @@ int open_model(Options *o, int gpus) {
   HfModel m;
   std::string err;
   const bool pick = o->tp == 0;
-  int need = is_synthetic(s.requests) ? 1000 + 500 : 1;  // synthetic: the longest it makes
-  for (const Request &r : s.reqs) need = std::max(need, (int)r.prompt.size() + r.max_new);
+  const int need = 1;  // a request beyond a sliding window is refused alone (refuse_window), not the run
   if (m.open(o->model, pick ? 1 : o->tp, need, &c, &err)) {
     std::fprintf(stderr, "llama: --model: %s\n", err.c_str());
     return 2;
@@ -117,6 +135,7 @@ int open_model(Options *o, int gpus) {
     return 2;
   }
   refuse_vocab(&s, c.vocab);
+  refuse_window(&s, m.config());
   s.max_ctx = 1;
   for (const Request &r : s.reqs) s.max_ctx = std::max(s.max_ctx, (int)r.prompt.size() + r.max_new);
   c.max_ctx = s.max_ctx;

@@ -233,6 +233,22 @@ void test_model() {
   expect(mkfifo((fifo + "/model.safetensors").c_str(), 0600) == 0, "--model: a FIFO made");
   refused({"--model", fifo, "--prompt-ids", "1"}, "model.safetensors: a FIFO, not a regular file",
           "--model whose model.safetensors is a FIFO");
+  // A request past a sliding window is refused alone; the others are served.
+  Spec w = llama_spec();
+  w.cfg["architectures"] = "[\"MistralForCausalLM\"]";
+  w.cfg["model_type"] = "\"mistral\"";
+  w.cfg["sliding_window"] = "64";
+  const std::string win = write_model(fresh_dir(g_root, "window"), w);
+  const std::string reqs = win + "/requests.jsonl";
+  write_file(reqs, "{\"prompt_ids\": [1, 2], \"max_new_tokens\": 8}\n"
+                   "{\"prompt_ids\": [1, 2, 3], \"max_new_tokens\": 62}\n");
+  Run q2 = run({"--model", win, "--requests", reqs}, 1);
+  const bool one_left = q2.o.serve.reqs.size() == 1 && q2.o.serve.refused.size() == 1 &&
+                        q2.o.serve.refused[0].line == 2 &&
+                        q2.o.serve.refused[0].why.find("65 positions (prompt + max_new_tokens) exceed sliding_window 64") !=
+                            std::string::npos;
+  expect(q2.rc == 0 && one_left, "--requests: a request past the sliding window refused alone, line 1 kept",
+         q2.out + (q2.o.serve.refused.empty() ? "" : q2.o.serve.refused[0].why));
 }
 
 // The program itself, when Bazel built it beside this test: the inputs
