@@ -58,9 +58,9 @@ std::string summary_json(const ServeSummary &s) {
                 "\"graph_measured_bytes\": %zu, \"batch_invariant\": %s}\n",
                 s.served, s.refused, s.out_tokens, s.prompt_tokens, s.seconds, s.tokens_per_s,
                 json_ms(s.ttft_p50_ms, "%.2f").c_str(), json_ms(s.ttft_p99_ms, "%.2f").c_str(),
-                json_ms(s.itl_p50_ms, "%.3f").c_str(), json_ms(s.itl_p99_ms, "%.3f").c_str(), s.st.steps, s.st.rows, s.st.decode_rows, s.st.prompt_rows,
-                s.st.padding_rows, s.st.peak_blocks, s.nblocks, s.sizes, s.build_ms, s.arena, s.own, s.measured,
-                s.invariant ? "true" : "false");
+                json_ms(s.itl_p50_ms, "%.3f").c_str(), json_ms(s.itl_p99_ms, "%.3f").c_str(), s.st.steps, s.st.rows,
+                s.st.decode_rows, s.st.prompt_rows, s.st.padding_rows, s.st.peak_blocks, s.nblocks, s.sizes, s.build_ms,
+                s.arena, s.own, s.measured, s.invariant ? "true" : "false");
   return b;
 }
 
@@ -129,8 +129,8 @@ void print_summary(const ServeSummary &s) {
               s.st.steps ? (double)s.st.prompt_rows / s.st.steps : 0.0,
               s.st.rows ? 100.0 * s.st.padding_rows / s.st.rows : 0.0, s.st.peak_blocks, s.nblocks,
               s.nblocks ? 100.0 * s.st.peak_blocks / s.nblocks : 0.0);
-  std::printf("serve: graph set of %d sizes built in %.1f ms: arena (scratch, GEMM workspaces) %.1f MiB, the graphs' own %.1f MiB, "
-              "measured %.1f MiB; GEMMs %s\n",
+  std::printf("serve: graph set of %d sizes built in %.1f ms: arena (scratch, GEMM workspaces) %.1f MiB, the "
+              "graphs' own %.1f MiB, measured %.1f MiB; GEMMs %s\n",
               s.sizes, s.build_ms, s.arena / 1048576.0, s.own / 1048576.0, s.measured / 1048576.0,
               s.invariant ? "pinned to one kernel (--batch-invariant)" : "chosen per size by tpgraph's selector");
   std::printf("serve-json: %s", summary_json(s).c_str());
@@ -172,16 +172,28 @@ int write_outputs(const std::string &dir, const std::vector<Request> &reqs, cons
 std::string print_graph_sizes(const GraphSet &set, const ServeBuffers &b, const Config &c) {
   std::printf("graph sizes: the serving step, %d layers, hidden %d, vocab %d: %zu sizes\n", c.layers, c.hidden,
               c.vocab, set.sizes.size());
-  std::printf("graph sizes: %6s %10s %10s %12s %10s %12s\n", "size", "plan us", "create us", "instantiate", "own KiB",
-              "measured KiB");
-  for (const tpg_graph_set_size_info &si : set.info)
-    std::printf("graph sizes: %6d %10.0f %10.0f %12.0f %10.1f %12.1f\n", si.size, si.builder_us, si.create_us,
-                si.instantiate_us, si.own_bytes / 1024.0, si.measured_bytes / 1024.0);
+  // Where creation goes (tpg_graph_info): prepare (kernel choice, GEMM
+  // tuning), the first loads of kernel modules (within prepare and
+  // materialize), materialize (nodes, cuBLASLt's captures), instantiate; and
+  // the GEMM nodes by family.
+  std::printf("graph sizes: %6s %10s %10s %10s %10s %10s %12s %10s %12s %14s\n", "size", "plan us", "create us",
+              "prepare", "kern load", "material.", "instantiate", "own KiB", "measured KiB", "ours/cutl/lt");
+  for (const tpg_graph_set_size_info &si : set.info) {
+    int got = 0;
+    tpg_graph *g = nullptr;
+    tpg_graph_info gi{};
+    const bool have = tpg_graph_set_pick(set.set, si.size, &got, &g) == TPG_SUCCESS && got == si.size &&
+                      tpg_graph_get_info(g, &gi, sizeof gi) == TPG_SUCCESS;
+    std::printf("graph sizes: %6d %10.0f %10.0f %10.0f %10.0f %10.0f %12.0f %10.1f %12.1f %6d/%d/%d\n", si.size,
+                si.builder_us, si.create_us, have ? gi.prepare_us : NAN, have ? gi.kernel_load_us : NAN,
+                have ? gi.materialize_us : NAN, si.instantiate_us, si.own_bytes / 1024.0, si.measured_bytes / 1024.0,
+                gi.gemm_ours_nodes, gi.gemm_cutlass_nodes, gi.gemm_cublaslt_nodes);
+  }
   const tpg_graph_set_info &t = set.total;
   const double beyond = (t.measured_bytes > t.arena_bytes ? t.measured_bytes - t.arena_bytes : 0) / 1048576.0;
-  std::printf("graph sizes: %d sizes built in %.1f ms (plans %.1f ms; target < 500 ms); arena (scratch, GEMM workspaces) %.1f MiB "
-              "shared by all; beyond it the graphs hold %.1f MiB (own %.1f MiB + the driver's execs; target < 100 "
-              "MiB); the engine's bound buffers (pools, tables, embedding) %.1f MiB\n",
+  std::printf("graph sizes: %d sizes built in %.1f ms (plans %.1f ms; target < 500 ms); arena (scratch, GEMM "
+              "workspaces) %.1f MiB shared by all; beyond it the graphs hold %.1f MiB (own %.1f MiB + the driver's "
+              "execs; target < 100 MiB); the engine's bound buffers (pools, tables, embedding) %.1f MiB\n",
               t.count, t.build_us / 1e3, t.builder_us / 1e3, t.arena_bytes / 1048576.0, beyond,
               t.own_bytes / 1048576.0, b.bytes / 1048576.0);
   char j[512];

@@ -243,10 +243,9 @@ void test_model() {
   write_file(reqs, "{\"prompt_ids\": [1, 2], \"max_new_tokens\": 8}\n"
                    "{\"prompt_ids\": [1, 2, 3], \"max_new_tokens\": 62}\n");
   Run q2 = run({"--model", win, "--requests", reqs}, 1);
+  const std::string want = "65 positions (prompt + max_new_tokens) exceed sliding_window 64";
   const bool one_left = q2.o.serve.reqs.size() == 1 && q2.o.serve.refused.size() == 1 &&
-                        q2.o.serve.refused[0].line == 2 &&
-                        q2.o.serve.refused[0].why.find("65 positions (prompt + max_new_tokens) exceed sliding_window 64") !=
-                            std::string::npos;
+                        q2.o.serve.refused[0].line == 2 && q2.o.serve.refused[0].why.find(want) != std::string::npos;
   expect(q2.rc == 0 && one_left, "--requests: a request past the sliding window refused alone, line 1 kept",
          q2.out + (q2.o.serve.refused.empty() ? "" : q2.o.serve.refused[0].why));
 }
