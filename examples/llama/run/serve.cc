@@ -235,6 +235,9 @@ int run_serve(const Config &c, const Rank &r, const Weights &w, const Source &sr
   std::vector<Request> fit;
   std::vector<Refusal> refused = o.refused;
   refuse_unfit(e, o.reqs, &fit, &refused);
+  // In line order, whichever check refused them (the reader, the vocabulary,
+  // the sliding window, the pool).
+  std::stable_sort(refused.begin(), refused.end(), [](const Refusal &a, const Refusal &b) { return a.line < b.line; });
   if (r.rank == 0)
     for (const Refusal &f : refused) std::fprintf(stderr, "llama: refused: %s\n", f.why.c_str());
   if (fit.empty()) {
