@@ -63,7 +63,7 @@ size_t tpg_ws_bytes(const tpg_ws_plan *wp, int from, int to) {
  * engine kernel that may end a programmatic edge and exit before its wait. */
 static int edges_order(const tpg_graph *g, const tpg_plan *p, int x) {
   const tpg_kind_ops *k = tpg_kind(p->nodes[x].kind);
-  return !(g->pdl && p->nodes[x].parent < 0 && k->pdl_early_exit && k->pdl_early_exit(&p->nodes[x]));
+  return !(tpg_pdl_in_scope(g, p->nodes[x].parent) && k->pdl_early_exit && k->pdl_early_exit(&p->nodes[x]));
 }
 
 /* mark[u] = stamp for every node u that completes before node i starts (in

@@ -115,6 +115,7 @@ int main(void) {
       {"TPG_PDL_PREFETCH", "99999999999999999999999"}, {"TPG_GEMM_TUNE", "2"}, {"TPG_GEMM_TUNE", "on"},
       {"TPG_GEMM_TUNE_BUDGET_MS", "0"}, {"TPG_GEMM_TUNE_BUDGET_MS", "3600001"}, {"TPG_GEMM_TUNE_BUDGET_MS", "1s"},
       {"TPG_GEMM_WORKSPACE_SHARE", "2"}, {"TPG_GEMM_WORKSPACE_SHARE", "no"},
+      {"TPG_GRAPH_PDL_BODIES", "2"},     {"TPG_GRAPH_PDL_BODIES", "yes"},
   };
   cfg = base();
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -127,7 +128,7 @@ int main(void) {
       {"TPG_TWOSHOT_BLOCKS", "96"}, {"TPG_ONESHOT_PUSH_MAX", "2097152"}, {"TPG_TWOSHOT_MAX", "0"},
       {"TPG_GEMM_STREAMK", "0"},    {"TPG_PDL_PREFETCH", "4096"},         {"TPG_GEMM_STREAMK", ""},
       {"TPG_GEMM_TUNE", "1"},       {"TPG_GEMM_TUNE_BUDGET_MS", "100"},    {"TPG_GEMM_TUNE_CACHE", "/tmp/x"},
-      {"TPG_GEMM_WORKSPACE_SHARE", "0"},
+      {"TPG_GEMM_WORKSPACE_SHARE", "0"}, {"TPG_GRAPH_PDL_BODIES", "1"},
   };
   for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
     setenv(good[i].var, good[i].val, 1);

@@ -669,6 +669,93 @@ static void cond_bodies(void) {
   CHECK(clean("GEMMs in conditional bodies"));
 }
 
+/* pdl_plan's GEMM -> engine kernel (desc.pdl) -> GEMM inside the one body
+ * of an IF whose condition is 1 at every launch. */
+static tpg_status body_pdl_plan(net *t, float *sbuf, tpg_plan **out) {
+  tpg_plan *p = NULL;
+  tpg_slot a0, w0, a1, w1, a2, s;
+  tpg_node g1, k, c;
+  tpg_cond cond;
+  tpg_status st;
+  const size_t mn = (size_t)128 * 256, nn = (size_t)256 * 256;
+  tpg_conditional_desc cd = TPG_CONDITIONAL_DESC_INIT;
+  tpg_kernel_desc d = TPG_KERNEL_DESC_INIT;
+  *out = NULL;
+  if ((st = tpg_plan_create(&p))) return st;
+  if ((st = tpg_plan_add_slot(p, "a0", TPG_BF16, TPG_MEM_DEVICE, mn, &a0)) ||
+      (st = tpg_plan_add_slot(p, "w0", TPG_BF16, TPG_MEM_DEVICE, nn, &w0)) ||
+      (st = tpg_plan_add_slot(p, "a1", TPG_BF16, TPG_MEM_DEVICE, mn, &a1)) ||
+      (st = tpg_plan_add_slot(p, "w1", TPG_BF16, TPG_MEM_DEVICE, nn, &w1)) ||
+      (st = tpg_plan_add_slot(p, "a2", TPG_BF16, TPG_MEM_DEVICE, mn, &a2)) ||
+      (st = tpg_plan_add_slot(p, "s", TPG_F32, TPG_MEM_DEVICE, (size_t)g_kn, &s)) ||
+      (st = tpg_plan_add_cond(p, 1, 1, &cond)))
+    goto fail;
+  cd.type = TPG_COND_IF;
+  cd.cond = cond;
+  tpg_arg a[3] = {tpg_arg_view(s, 0), tpg_arg_view(s, 0), TPG_ARG_VALUE(g_kn)};
+  d.cu_function = tpgfake_kernel("scale2");
+  d.block[0] = 32;
+  d.pdl = 1;
+  d.args = a;
+  d.nargs = 3;
+  if ((st = tpg_plan_add_conditional(p, &cd, NULL, 0, &c)) || (st = tpg_plan_body_begin(p, c, 0)) ||
+      (st = add_gemm(p, 128, 256, 256, a0, w0, a1, NULL, 0, &g1)) || (st = tpg_plan_add_kernel(p, &d, &g1, 1, &k)) ||
+      (st = add_gemm(p, 128, 256, 256, a1, w1, a2, &k, 1, NULL)) || (st = tpg_plan_body_end(p)))
+    goto fail;
+  const tpg_binding b[6] = {{a0, t->bact[0]}, {w0, t->bw[0]}, {a1, t->bact[1]},
+                            {w1, t->bw[1]},   {a2, t->bact[2]}, {s, sbuf}};
+  memcpy(t->b, b, sizeof b);
+  t->nb = 6;
+  *out = p;
+  return TPG_SUCCESS;
+fail:
+  tpg_plan_destroy(p);
+  return st;
+}
+
+/* Programmatic edges inside a body only with $TPG_GRAPH_PDL_BODIES=1, and
+ * with them the two GEMMs around the engine kernel (which may exit before
+ * its wait) no longer share a workspace; without, ordinary edges order
+ * them and they share. */
+static void body_pdl(void) {
+  static const int dims[3] = {256, 256, 256};
+  size_t z;
+  (void)ours_streamk(128, 256, 256, &z);
+  setenv("TPG_GEMM_FAMILY", "ours", 1);
+  net t;
+  float *sbuf = tpgfake_dev_alloc(0, (size_t)g_kn * 4);
+  CHECK(net_alloc(&t, 2, dims) == 0 && sbuf != NULL);
+  for (int on = 0; on < 2; on++) {
+    tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
+    tpg_plan *p = NULL;
+    tpg_graph *g = NULL;
+    tpg_graph_info gi;
+    void *ws[16];
+    cfg.gemm_streamk = TPG_STREAMK_ALWAYS;
+    cfg.flags = TPG_GRAPH_PDL;
+    if (on) setenv("TPG_GRAPH_PDL_BODIES", "1", 1);
+    const long e0 = tpgfake_counter(TPGFAKE_C_PROG_EDGES);
+    CHECK_OK(body_pdl_plan(&t, sbuf, &p));
+    if (p) CHECK_OK(make_graph(&t, p, &cfg, &g));
+    const long edges = tpgfake_counter(TPGFAKE_C_PROG_EDGES) - e0;
+    unsetenv("TPG_GRAPH_PDL_BODIES");
+    if (g) {
+      CHECK_OK(tpg_graph_get_info(g, &gi, sizeof gi));
+      if ((edges == 2) != on || gi.gemm_workspaces != 1 + on)
+        fprintf(stderr, "body PDL %d: %ld programmatic edges, %d buffers\n", on, edges, gi.gemm_workspaces);
+      CHECK((on ? edges == 2 : edges == 0) && gi.gemm_workspaces == 1 + on);
+      const long n = launch_log(g, ws);
+      CHECK(n == 2 && ws[0] && ws[1] && (ws[0] == ws[1]) == !on);
+      CHECK_OK(tpg_graph_destroy(g));
+    }
+    tpg_plan_destroy(p);
+  }
+  unsetenv("TPG_GEMM_FAMILY");
+  net_free(&t);
+  tpgfake_free(sbuf);
+  CHECK(clean("programmatic edges in a body"));
+}
+
 /* ---- graph sets ---------------------------------------------------------------- */
 
 static tpg_status set_build(void *user, int size, tpg_graph_set_step *out) {
@@ -894,6 +981,7 @@ int main(int argc, char **argv) {
   mixed();
   pdl_edges();
   cond_bodies();
+  body_pdl();
   lt_sets();
   retarget_set();
   no_share();

@@ -858,6 +858,7 @@ static CUresult fk_cuGraphAddDependencies(CUgraph h, const CUgraphNode *from, co
     CUgraphEdgeData e;
     memset(&e, 0, sizeof e);
     if (ed) e = ed[i];
+    if (e.type == CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC) fk_counters[TPGFAKE_C_PROG_EDGES]++;
     /* Appending the edge: reuse the graph's edge list through a 1-dep add. */
     int a = fk_graph_index(g, d), b = fk_graph_index(g, to[i]);
     if (g->ne == g->ecap) {
