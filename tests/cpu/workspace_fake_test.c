@@ -88,6 +88,17 @@ static void cache_on(const entry *e, int n) {
   setenv("TPG_GEMM_TUNE_CACHE", g_cache, 1);
 }
 
+/* The process cache replaced by n other entries (what a later tuning or a
+ * cache file written meanwhile would make the next pick find). */
+static void cache_swap(const entry *e, int n) {
+  char path[96];
+  snprintf(path, sizeof path, "%s.swap", g_cache);
+  CHECK(cache_file(path, e, n) == 0);
+  tpg_gemm_tune_reset();
+  CHECK(tpg_gemm_tune_load(path) == n);
+  unlink(path);
+}
+
 static void cache_off(void) {
   unsetenv("TPG_GEMM_TUNE");
   unsetenv("TPG_GEMM_TUNE_CACHE");
@@ -328,7 +339,6 @@ static void growth_refused(void) {
   const entry e[3] = {{CM, 128, 64, "cublaslt_a1"}, {CM, 192, 128, "cublaslt_a1"}, {CM, 256, 192, "cublaslt_a1"}};
   const entry more[3] = {{CM, 128, 64, "cublaslt_a1"}, {CM, 192, 128, "cublaslt_a2"}, {CM, 256, 192, "cublaslt_a1"}};
   const tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
-  char path[96];
   net t;
   tpg_plan *p = NULL;
   tpg_graph *g = NULL;
@@ -341,11 +351,7 @@ static void growth_refused(void) {
     long n = launch_log(g, ws);
     void *at = ws[0];
     CHECK(n == 3 && all_at(ws, n, at));
-    snprintf(path, sizeof path, "%s.more", g_cache);
-    CHECK(cache_file(path, more, 3) == 0);
-    tpg_gemm_tune_reset();
-    CHECK(tpg_gemm_tune_load(path) == 3);
-    unlink(path);
+    cache_swap(more, 3);
     CHECK_ST(tpg_graph_update(g, NULL, NULL, 0), TPG_ERROR_INVALID_ARGUMENT, "needs 8388608 bytes of workspace");
     n = launch_log(g, ws);
     CHECK(n == 3 && all_at(ws, n, at));
@@ -371,7 +377,6 @@ static void private_refused(void) {
   const entry e[2] = {{64, 512, 64, "cublaslt_a2"}, {64, 1024, 512, sk}};
   const entry priv[2] = {{64, 512, 64, "cublaslt_a2"}, {64, 1024, 512, "cutlass_coop_128x256_c2x1_k2"}};
   tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
-  char path[96];
   net t;
   tpg_plan *p = NULL;
   tpg_graph *g = NULL;
@@ -383,11 +388,7 @@ static void private_refused(void) {
   if (p) CHECK_OK(make_graph(&t, p, &cfg, &g));
   if (g) {
     CHECK(launch_log(g, ws) == 2 && (char *)ws[0] == (char *)ws[1] + z);
-    snprintf(path, sizeof path, "%s.priv", g_cache);
-    CHECK(cache_file(path, priv, 2) == 0);
-    tpg_gemm_tune_reset();
-    CHECK(tpg_gemm_tune_load(path) == 2);
-    unlink(path);
+    cache_swap(priv, 2);
     CHECK_ST(tpg_graph_update(g, NULL, NULL, 0), TPG_ERROR_INVALID_ARGUMENT, "keeps state in its workspace");
     CHECK(launch_log(g, ws) == 2 && (char *)ws[0] == (char *)ws[1] + z);
     CHECK_OK(tpg_graph_destroy(g));
