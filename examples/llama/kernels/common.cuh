@@ -226,6 +226,25 @@ __device__ __forceinline__ void init_acc(WarpAcc<D> &acc) {
   acc.l0 = acc.l1 = 0.f;
 }
 
+// A step of 16 keys into the accumulator: the output rows rescaled by the
+// online softmax's al0 (row g) and al1 (row g + 8), then += P V, V being
+// vr[r][H] (keys 2tig, 2tig + 1, 2tig + 8, 2tig + 9 of the 64-dim half H).
+template <int D>
+__device__ __forceinline__ void rescale_pv(WarpAcc<D> &acc, float al0, float al1, const uint4 (&vr)[4][D / 64],
+                                           const uint32_t (&ph)[4], const uint32_t (&pl)[4]) {
+#pragma unroll
+  for (int H = 0; H < D / 64; H++)
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+      float(&o)[4] = acc.o[H][i];
+      o[0] *= al0;
+      o[1] *= al0;
+      o[2] *= al1;
+      o[3] *= al1;
+      pv_mma(o, vr[0][H], vr[1][H], vr[2][H], vr[3][H], i, ph, pl);
+    }
+}
+
 // Keys a tile of the prefill: 32 at D = 128, 64 at D = 64 (prefill.cu says
 // why); both divide LLAMA_KV_BLOCK, so a tile lies in one pool block.
 template <int D>

@@ -179,17 +179,7 @@ __device__ __forceinline__ void warp_keys(const __nv_bfloat16 *stage, int nk, co
 #pragma unroll
     for (int H = 0; H < VH; H++)
       vr[r][H] = *reinterpret_cast<const uint4 *>(vw + (2 * tig + (r & 1) + 8 * (r >> 1)) * VP + 64 * H + 8 * g);
-#pragma unroll
-  for (int H = 0; H < VH; H++)
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-      float(&o)[4] = acc.o[H][i];
-      o[0] *= al0;
-      o[1] *= al0;
-      o[2] *= al1;
-      o[3] *= al1;
-      pv_mma(o, vr[0][H], vr[1][H], vr[2][H], vr[3][H], i, ph, pl);
-    }
+  rescale_pv<D>(acc, al0, al1, vr, ph, pl);
 }
 
 // Keys [start, end) of row i's head h through the stages: tile t (keys

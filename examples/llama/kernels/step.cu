@@ -475,17 +475,7 @@ __device__ __forceinline__ void tc_keys(const __nv_bfloat16 *kb, const __nv_bflo
     softmax_step(sc, acc.m0, acc.m1, acc.l0, acc.l1, al0, al1);  // key base is valid: the max is finite
     uint32_t ph[4], pl[4];  // A fragments of P: (row g | g+8) x (keys 2tig.. | 2tig+8..)
     p_fragments(sc[0], sc[1], ph, pl);
-#pragma unroll
-    for (int H = 0; H < VH; H++)
-#pragma unroll
-      for (int i = 0; i < 8; i++) {
-        float(&o)[4] = acc.o[H][i];
-        o[0] *= al0;
-        o[1] *= al0;
-        o[2] *= al1;
-        o[3] *= al1;
-        pv_mma(o, vr[0][H], vr[1][H], vr[2][H], vr[3][H], i, ph, pl);
-      }
+    rescale_pv<D>(acc, al0, al1, vr, ph, pl);
   }
 }
 
