@@ -226,6 +226,22 @@ __device__ __forceinline__ void init_acc(WarpAcc<D> &acc) {
   acc.l0 = acc.l1 = 0.f;
 }
 
+// The G query heads of KV head h in one row of the QKV projection (src),
+// rotated for position p and rounded to bf16 as the unfused RoPE stores
+// them, into shared memory; the block's threads share the work.
+template <int D, int G>
+__device__ __forceinline__ void rope_queries(const __nv_bfloat16 *src, int h, int p, float theta,
+                                             const float *inv_freq, __nv_bfloat16 (*qsm)[D]) {
+  for (int idx = threadIdx.x; idx < G * (D / 2); idx += blockDim.x) {
+    const int gg = idx / (D / 2), i = idx % (D / 2);
+    const __nv_bfloat16 *x = src + ((size_t)h * G + gg) * D;
+    float a = __bfloat162float(x[i]), c = __bfloat162float(x[i + D / 2]);
+    rope_rotate<D>(a, c, p, i, theta, inv_freq);
+    qsm[gg][i] = __float2bfloat16_rn(a);
+    qsm[gg][i + D / 2] = __float2bfloat16_rn(c);
+  }
+}
+
 // A step of 16 keys into the accumulator: the output rows rescaled by the
 // online softmax's al0 (row g) and al1 (row g + 8), then += P V, V being
 // vr[r][H] (keys 2tig, 2tig + 1, 2tig + 8, 2tig + 9 of the 64-dim half H).

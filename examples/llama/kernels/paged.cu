@@ -98,14 +98,7 @@ __device__ __forceinline__ void decode_row_rope(const PagedArgs &a, int i, int h
                                                 const int *bt, __nv_bfloat16 (*qsm)[D]) {
   const int nq = a.nkv * G, nh = nq + 2 * a.nkv, t = threadIdx.x;
   const __nv_bfloat16 *src = a.qkv + (size_t)i * nh * D;
-  for (int idx = t; idx < G * (D / 2); idx += blockDim.x) {
-    const int gg = idx / (D / 2), j = idx % (D / 2);
-    const __nv_bfloat16 *x = src + ((size_t)h * G + gg) * D;
-    float x0 = __bfloat162float(x[j]), x1 = __bfloat162float(x[j + D / 2]);
-    rope_rotate<D>(x0, x1, p, j, a.theta, a.inv_freq);
-    qsm[gg][j] = __float2bfloat16_rn(x0);
-    qsm[gg][j + D / 2] = __float2bfloat16_rn(x1);
-  }
+  rope_queries<D, G>(src, h, p, a.theta, a.inv_freq, qsm);
   const int blk = bt[p / kBS];
   if (last_split && t < D && blk >= 0) {  // blk < 0: the engine's bug, never write outside the pool
     const size_t row = pool_row<D>(blk, a.nkv, h, p % kBS);

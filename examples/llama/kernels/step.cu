@@ -400,14 +400,7 @@ __device__ __forceinline__ void fused_rope(const FusedArgs &f, int b, int h, int
                                            bool last_split, __nv_bfloat16 (*qsm)[D]) {
   const int nq = nkv * G, nh = nq + 2 * nkv, t = threadIdx.x;
   const __nv_bfloat16 *src = f.qkv + (size_t)b * nh * D;
-  for (int idx = t; idx < G * (D / 2); idx += blockDim.x) {
-    const int gg = idx / (D / 2), i = idx % (D / 2);
-    const __nv_bfloat16 *x = src + ((size_t)h * G + gg) * D;
-    float a = __bfloat162float(x[i]), c = __bfloat162float(x[i + D / 2]);
-    rope_rotate<D>(a, c, p, i, f.theta, f.inv_freq);
-    qsm[gg][i] = __float2bfloat16_rn(a);
-    qsm[gg][i + D / 2] = __float2bfloat16_rn(c);
-  }
+  rope_queries<D, G>(src, h, p, f.theta, f.inv_freq, qsm);
   if (last_split && p < max_ctx) {  // p >= max_ctx would be the engine's bug: never write outside the cache
     const size_t row = (((size_t)b * nkv + h) * max_ctx + p) * D;
     const int i = t & (D / 2 - 1);  // threads 0 .. D/2 - 1: the key; D/2 .. D - 1: the value
