@@ -37,6 +37,7 @@
 #include "lib/gemm/select.h"
 #include "tests/fake/tpgfake.h"
 #include "tests/tpg_test.h"
+#include "tests/cpu/bf16_host.h"
 
 static tpg_view V(tpg_slot s) { return (tpg_view){s, 0, 0}; }
 
@@ -47,27 +48,6 @@ static int clean(const char *what) {
   if (live || v) fprintf(stderr, "%s: %ld new live (%s), %ld violations\n%s", what, live, why, v, tpgfake_violation_text());
   base_live += live;
   return !live && !v;
-}
-
-/* ---- host values ---------------------------------------------------------- */
-
-static uint16_t bf(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  u += 0x7fffu + ((u >> 16) & 1);
-  return (uint16_t)(u >> 16);
-}
-static double fb(uint16_t b) {
-  const uint32_t u = (uint32_t)b << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-static void fill_bf(uint16_t *p, size_t n, unsigned seed, float scale) {
-  for (size_t i = 0; i < n; i++) {
-    seed = seed * 1664525u + 1013904223u;
-    p[i] = bf(scale * ((float)(seed >> 8) / 16777216.0f - 0.5f));
-  }
 }
 
 /* ---- the selector with the family present ----------------------------------- */

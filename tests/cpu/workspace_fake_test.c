@@ -42,6 +42,7 @@
 #include "lib/gemm/tune.h"
 #include "tests/fake/tpgfake.h"
 #include "tests/tpg_test.h"
+#include "tests/cpu/bf16_host.h"
 
 #define MIB ((size_t)1 << 20)
 #define MAXG 4
@@ -137,25 +138,6 @@ typedef struct net {
   tpg_binding b[2 * MAXG + 1];
   int nb;
 } net;
-
-static uint16_t bf(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  u += 0x7fffu + ((u >> 16) & 1);
-  return (uint16_t)(u >> 16);
-}
-static double fb(uint16_t b) {
-  const uint32_t u = (uint32_t)b << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-static void fill_bf(uint16_t *p, size_t n, unsigned seed, float scale) {
-  for (size_t i = 0; i < n; i++) {
-    seed = seed * 1664525u + 1013904223u;
-    p[i] = bf(scale * ((float)(seed >> 8) / 16777216.0f - 0.5f));
-  }
-}
 
 /* Buffers for MAXM rows, inputs and weights random, outputs poisoned. */
 static int net_alloc(net *t, int len, const int *dims) {
