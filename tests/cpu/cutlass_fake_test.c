@@ -24,18 +24,10 @@
 #include <unistd.h>
 
 #include "tests/fake/tpgfake.h"
+#include "tests/fake/fake_clean.h"
 #include "tests/tpg_test.h"
 
 static tpg_view V(tpg_slot s) { return (tpg_view){s, 0, 0}; }
-
-static long base_live;
-static int clean(const char *what) {
-  char why[512];
-  long live = tpgfake_live(why, sizeof why) - base_live, v = tpgfake_violations();
-  if (live || v) fprintf(stderr, "%s: %ld new live (%s), %ld violations\n%s", what, live, why, v, tpgfake_violation_text());
-  base_live += live;
-  return !live && !v;
-}
 
 typedef struct {
   int m, n, k;
@@ -178,7 +170,7 @@ int main(int argc, char **argv) {
                 cx = tpgfake_counter(TPGFAKE_C_CLUSTER_NODE) > nx || tpgfake_counter(TPGFAKE_C_CLUSTER_LAUNCH) > lx;
       CHECK(cy == (strstr(cases[i].expect, "c1x2") != NULL));
       CHECK(cx == (strstr(cases[i].expect, "c2x1") != NULL));
-      CHECK(clean(cases[i].expect));
+      CHECK(tpgfake_clean(cases[i].expect));
     }
 
   /* every driver call of one sequence failed in turn (stream-K with its
@@ -200,7 +192,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s: failed without a message\n", what);
         bad++;
       }
-      if (!clean(what)) bad++;
+      if (!tpgfake_clean(what)) bad++;
     }
     printf("CUTLASS GEMM node, %s, mode %d: %ld failure points, %ld bad\n", c->expect, md, calls, bad);
     CHECK(bad == 0);

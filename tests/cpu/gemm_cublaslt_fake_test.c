@@ -36,19 +36,11 @@
 #include "lib/gemm/cublaslt.h"
 #include "lib/gemm/select.h"
 #include "tests/fake/tpgfake.h"
+#include "tests/fake/fake_clean.h"
 #include "tests/tpg_test.h"
 #include "tests/cpu/bf16_host.h"
 
 static tpg_view V(tpg_slot s) { return (tpg_view){s, 0, 0}; }
-
-static long base_live;
-static int clean(const char *what) {
-  char why[512];
-  long live = tpgfake_live(why, sizeof why) - base_live, v = tpgfake_violations();
-  if (live || v) fprintf(stderr, "%s: %ld new live (%s), %ld violations\n%s", what, live, why, v, tpgfake_violation_text());
-  base_live += live;
-  return !live && !v;
-}
 
 /* ---- the selector with the family present ----------------------------------- */
 
@@ -337,7 +329,7 @@ static void fault_loop(const lcase *c, int md) {
       fprintf(stderr, "%s: failed without a message\n", what);
       bad++;
     }
-    if (!clean(what)) bad++;
+    if (!tpgfake_clean(what)) bad++;
   }
   printf("cuBLASLt GEMM node, epilogue %d, mode %d: %ld failure points, %ld bad\n", (int)c->epi, md, calls, bad);
   CHECK(bad == 0);
@@ -381,7 +373,7 @@ static void tuned(void) {
   unsetenv("TPG_GEMM_TUNE");
   unsetenv("TPG_GEMM_TUNE_CACHE");
   unlink(path);
-  CHECK(clean("tuned cuBLASLt node"));
+  CHECK(tpgfake_clean("tuned cuBLASLt node"));
 }
 
 /* Graph sets: one graph per size takes cuBLASLt nodes; a retargeting set
@@ -438,14 +430,14 @@ static void graph_sets(void) {
   if (set) tpg_graph_set_destroy(set);
   unsetenv("TPG_GEMM_FAMILY");
   bufs_free(&B);
-  CHECK(clean("graph sets of cuBLASLt nodes"));
+  CHECK(tpgfake_clean("graph sets of cuBLASLt nodes"));
 }
 
 int main(int argc, char **argv) {
   char msg[1024];
   if (tpgfake_setup(argc, argv) != 0) return 2;
   selector();
-  CHECK(clean("selector"));
+  CHECK(tpgfake_clean("selector"));
   setenv("TPG_GEMM_FAMILY", "cublaslt", 1);
   for (size_t i = 0; i < sizeof kCases / sizeof kCases[0]; i++)
     for (int md = 0; md < 3; md++) {
@@ -453,7 +445,7 @@ int main(int argc, char **argv) {
       const tpg_status st = run(&kCases[i], kModes[md], 1, msg, sizeof msg);
       if (st) fprintf(stderr, "case %zu mode %d: %s\n", i, md, msg);
       CHECK(st == TPG_SUCCESS);
-      CHECK(clean("cuBLASLt GEMM node"));
+      CHECK(tpgfake_clean("cuBLASLt GEMM node"));
     }
   fault_loop(&kCases[1], 0);
   fault_loop(&kCases[3], 2);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "tests/fake/tpgfake.h"
+#include "tests/fake/fake_clean.h"
 #include "tests/tpg_test.h"
 
 #define N 64
@@ -43,15 +44,6 @@ static int count(const float *p, size_t n, float want) {
   int k = 0;
   for (size_t i = 0; i < n; i++) k += p[i] == want;
   return k;
-}
-
-static long base_live;
-static int clean(const char *what) {
-  char why[512];
-  long live = tpgfake_live(why, sizeof why) - base_live, v = tpgfake_violations();
-  if (live || v) fprintf(stderr, "%s: %ld new live (%s), %ld violations\n%s", what, live, why, v, tpgfake_violation_text());
-  base_live += live;
-  return !live && !v;
 }
 
 /* The sequence (explicit mode). check: results are checked (no injected failure). */
@@ -168,7 +160,7 @@ static void gemm_y_rebind(void) {
   tpgfake_free(w);
   tpgfake_free(y);
   tpgfake_free(y2);
-  CHECK(clean("GEMM y rebind"));
+  CHECK(tpgfake_clean("GEMM y rebind"));
 }
 
 /* A GEMM whose K is split over a launch-time cluster ("_kc<S>": M = 128,
@@ -221,7 +213,7 @@ static void gemm_kcluster(void) {
     tpgfake_reset();
     char msg[1024];
     CHECK(kc_run(modes[i], 1, msg, sizeof msg) == TPG_SUCCESS);
-    CHECK(clean("GEMM K over a cluster"));
+    CHECK(tpgfake_clean("GEMM K over a cluster"));
     const long calls = tpgfake_calls();
     long bad = 0;
     for (long k = 1; k <= calls; k++) {
@@ -235,7 +227,7 @@ static void gemm_kcluster(void) {
         fprintf(stderr, "%s: failed without a message\n", what);
         bad++;
       }
-      if (!clean(what)) bad++;
+      if (!tpgfake_clean(what)) bad++;
     }
     printf("GEMM K over a cluster (%s): %ld failure points, %ld bad\n", names[i], calls, bad);
     CHECK(bad == 0);
@@ -256,7 +248,7 @@ int main(int argc, char **argv) {
   tpg_status st = sequence(1, msg, sizeof msg);
   if (st) fprintf(stderr, "clean run failed: %s\n", msg);
   CHECK(st == TPG_SUCCESS);
-  CHECK(clean("clean run"));
+  CHECK(tpgfake_clean("clean run"));
   long calls = tpgfake_calls();
   printf("clean run: %ld driver calls, %ld violations\n", calls, tpgfake_violations());
   long failed = 0, bad = 0;
@@ -273,7 +265,7 @@ int main(int argc, char **argv) {
     }
     char what[128];
     snprintf(what, sizeof what, "fail call %ld (%s)", k, tpgfake_failed() ? tpgfake_failed() : "-");
-    if (!clean(what)) bad++;
+    if (!tpgfake_clean(what)) bad++;
   }
   printf("fault loop: %ld runs, %ld failed with a message, %ld bad\n", calls + 5, failed, bad);
   CHECK(bad == 0);

@@ -41,6 +41,7 @@
 #include "lib/gemm/select.h"
 #include "lib/gemm/tune.h"
 #include "tests/fake/tpgfake.h"
+#include "tests/fake/fake_clean.h"
 #include "tests/tpg_test.h"
 #include "tests/cpu/bf16_host.h"
 
@@ -49,15 +50,6 @@
 enum { MAXM = 128 };
 
 static tpg_view V(tpg_slot s) { return (tpg_view){s, 0, 0}; }
-
-static long base_live;
-static int clean(const char *what) {
-  char why[512];
-  long live = tpgfake_live(why, sizeof why) - base_live, v = tpgfake_violations();
-  if (live || v) fprintf(stderr, "%s: %ld new live (%s), %ld violations\n%s", what, live, why, v, tpgfake_violation_text());
-  base_live += live;
-  return !live && !v;
-}
 
 /* ---- the tuner's cache: which variant runs each shape ----------------------- */
 
@@ -312,7 +304,7 @@ static void lt_chain(void) {
   tpg_plan_destroy(p);
   net_free(&t);
   cache_off();
-  CHECK(clean("a chain of cuBLASLt GEMMs"));
+  CHECK(tpgfake_clean("a chain of cuBLASLt GEMMs"));
 }
 
 /* All 1 MiB at creation, then the tuner's cache says 8 MiB for one: an
@@ -343,7 +335,7 @@ static void growth_refused(void) {
   tpg_plan_destroy(p);
   net_free(&t);
   cache_off();
-  CHECK(clean("a workspace that would grow"));
+  CHECK(tpgfake_clean("a workspace that would grow"));
 }
 
 /* A kernel that keeps state in its workspace (CUTLASS split-K: barrier
@@ -378,7 +370,7 @@ static void private_refused(void) {
   tpg_plan_destroy(p);
   net_free(&t);
   cache_off();
-  CHECK(clean("a kernel with private state on update"));
+  CHECK(tpgfake_clean("a kernel with private state on update"));
 }
 
 /* ---- concurrent branches --------------------------------------------------- */
@@ -449,7 +441,7 @@ static void branches(tpg_graph_mode mode) {
   tpg_plan_destroy(p);
   net_free(&t);
   cache_off();
-  CHECK(clean("GEMMs on concurrent branches"));
+  CHECK(tpgfake_clean("GEMMs on concurrent branches"));
 }
 
 /* ---- our stream-K GEMM after a cuBLASLt one ----------------------------------- */
@@ -485,7 +477,7 @@ static void mixed(void) {
   tpg_plan_destroy(p);
   net_free(&t);
   cache_off();
-  CHECK(clean("stream-K after cuBLASLt"));
+  CHECK(tpgfake_clean("stream-K after cuBLASLt"));
 }
 
 /* ---- programmatic edges ------------------------------------------------------ */
@@ -583,7 +575,7 @@ static void pdl_edges(void) {
   unsetenv("TPG_GEMM_FAMILY");
   net_free(&t);
   tpgfake_free(sbuf);
-  CHECK(clean("GEMMs across programmatic edges"));
+  CHECK(tpgfake_clean("GEMMs across programmatic edges"));
 }
 
 /* ---- conditional bodies ---------------------------------------------------------- */
@@ -649,7 +641,7 @@ static void cond_bodies(void) {
   tpg_plan_destroy(p);
   unsetenv("TPG_GEMM_FAMILY");
   net_free(&t);
-  CHECK(clean("GEMMs in conditional bodies"));
+  CHECK(tpgfake_clean("GEMMs in conditional bodies"));
 }
 
 /* pdl_plan's GEMM -> engine kernel (desc.pdl) -> GEMM inside the one body
@@ -736,7 +728,7 @@ static void body_pdl(void) {
   unsetenv("TPG_GEMM_FAMILY");
   net_free(&t);
   tpgfake_free(sbuf);
-  CHECK(clean("programmatic edges in a body"));
+  CHECK(tpgfake_clean("programmatic edges in a body"));
 }
 
 /* ---- graph sets ---------------------------------------------------------------- */
@@ -804,7 +796,7 @@ static void lt_sets(void) {
   }
   net_free(&t);
   cache_off();
-  CHECK(clean("graph sets of cuBLASLt chains"));
+  CHECK(tpgfake_clean("graph sets of cuBLASLt chains"));
 }
 
 /* A retargeting set of stream-K chains: the arena holds the lanes, every
@@ -842,7 +834,7 @@ static void retarget_set(void) {
   }
   unsetenv("TPG_GEMM_FAMILY");
   net_free(&t);
-  CHECK(clean("a retargeting set of stream-K chains"));
+  CHECK(tpgfake_clean("a retargeting set of stream-K chains"));
 }
 
 /* $TPG_GEMM_WORKSPACE_SHARE=0: every node its own, in its graph's memory
@@ -883,7 +875,7 @@ static void no_share(void) {
   net_free(&t);
   net_free(&u);
   cache_off();
-  CHECK(clean("workspaces not shared"));
+  CHECK(tpgfake_clean("workspaces not shared"));
 }
 
 /* ---- every call failed in turn -------------------------------------------------- */
@@ -930,7 +922,7 @@ static void fault_loop(void) {
   if (msg[0]) fprintf(stderr, "fault loop's clean run: %s\n", msg);
   const long calls = tpgfake_calls();
   CHECK(tpgfake_violations() == 0);
-  base_live = tpgfake_live(NULL, 0); /* the buffers above */
+  tpgfake_clean_base = tpgfake_live(NULL, 0); /* the buffers above */
   long bad = 0;
   for (long k = 1; k <= calls; k++) {
     tpgfake_reset();
@@ -943,7 +935,7 @@ static void fault_loop(void) {
       fprintf(stderr, "%s: failed without a message\n", what);
       bad++;
     }
-    if (!clean(what)) bad++;
+    if (!tpgfake_clean(what)) bad++;
   }
   printf("shared workspaces: %ld failure points, %ld bad\n", calls, bad);
   CHECK(calls > 50 && bad == 0);
