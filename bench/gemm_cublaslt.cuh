@@ -21,7 +21,7 @@ static bool lt_family_available() { return tpg_lt_available(nullptr, 0) == 0; }
 static std::shared_ptr<LtPlan> lt_plan(const tpg_gemm_problem &p, int algo) {
   auto pl = std::make_shared<LtPlan>();
   char why[300];
-  if (tpg_lt_plan_create(&p, algo, &pl->p, why, sizeof why)) {
+  if (tpg_lt_plan_create(&p, algo, NULL, &pl->p, why, sizeof why)) {
     fprintf(stderr, "cuBLASLt plan %dx%dx%d epilogue %d answer %d: %s\n", p.m, p.n, p.k, p.epilogue, algo, why);
     exit(2);
   }

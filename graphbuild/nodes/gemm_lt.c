@@ -37,7 +37,7 @@ tpg_status tpg_gemm_lt_fill(const tpg_nctx *c, const tpg_gemm_problem *p, const 
   tpg_gemm_lt_release(c->gn); /* a fill again (update) makes a new plan */
   lt_state *s = calloc(1, sizeof *s);
   if (!s) return tpg_err(TPG_ERROR_OUT_OF_MEMORY, "tpg_graph_create", "out of host memory");
-  if (tpg_lt_plan_create(p, l->lt_algo, &s->plan, why, sizeof why)) {
+  if (tpg_lt_plan_create(p, l->lt_algo, c->g->dev.ctx, &s->plan, why, sizeof why)) {
     free(s);
     return TPG_FAIL(TPG_ERROR_CUDA, "node %s: cuBLASLt: %s", tpg_nctx_label(c), why);
   }

@@ -52,7 +52,8 @@ typedef struct lt_answer {
 
 struct tpg_lt_plan {
   const tpg_lt_table *t;
-  cublasLtHandle_t h;
+  cublasLtHandle_t h; /* shared by the plans of `ctx` (handle_get), or its own when ctx is NULL */
+  const void *ctx;
   lt_desc d;
   cublasLtMatmulAlgo_t algo;
   size_t workspace;
@@ -234,7 +235,63 @@ static int answer(const tpg_gemm_problem *p, lt_answer *ans, char *why, size_t w
 
 /* ---- plans ---------------------------------------------------------------------- */
 
-int tpg_lt_plan_create(const tpg_gemm_problem *p, int algo, tpg_lt_plan **out, char *why, size_t whylen) {
+/* Plans made in one CUDA context share one cuBLASLt handle, counted by
+ * its plans and destroyed with the last: a graph set holds thousands of
+ * cuBLASLt nodes, and each cublasLtCreate queries the device again. One
+ * handle serves every thread (cuBLASLt keeps no stream or mode in it; a
+ * plan's state is in its descriptors). Past TPG_LT_CONTEXTS contexts a
+ * plan gets a handle of its own. */
+#define TPG_LT_CONTEXTS 16
+static struct {
+  const void *ctx;
+  cublasLtHandle_t h;
+  int refs;
+} g_handles[TPG_LT_CONTEXTS];
+
+/* *h for a plan of ctx; *ctx is set to NULL when the handle is the plan's own. */
+static cublasStatus_t handle_get(const tpg_lt_table *t, const void **ctx, cublasLtHandle_t *h) {
+  int free_slot = -1;
+  cublasStatus_t s;
+  if (!*ctx) return t->cublasLtCreate(h);
+  pthread_mutex_lock(&g_mu);
+  for (int i = 0; i < TPG_LT_CONTEXTS; ++i) {
+    if (g_handles[i].refs > 0 && g_handles[i].ctx == *ctx) {
+      g_handles[i].refs++;
+      *h = g_handles[i].h;
+      pthread_mutex_unlock(&g_mu);
+      return CUBLAS_STATUS_SUCCESS;
+    }
+    if (g_handles[i].refs == 0 && free_slot < 0) free_slot = i;
+  }
+  s = t->cublasLtCreate(h);
+  if (s == CUBLAS_STATUS_SUCCESS && free_slot >= 0) {
+    g_handles[free_slot].ctx = *ctx;
+    g_handles[free_slot].h = *h;
+    g_handles[free_slot].refs = 1;
+  } else {
+    *ctx = NULL;
+  }
+  pthread_mutex_unlock(&g_mu);
+  return s;
+}
+
+static void handle_put(const tpg_lt_table *t, const void *ctx, cublasLtHandle_t h) {
+  if (!ctx) {
+    t->cublasLtDestroy(h);
+    return;
+  }
+  pthread_mutex_lock(&g_mu);
+  for (int i = 0; i < TPG_LT_CONTEXTS; ++i)
+    if (g_handles[i].refs > 0 && g_handles[i].ctx == ctx && g_handles[i].h == h) {
+      if (--g_handles[i].refs == 0) t->cublasLtDestroy(h);
+      break;
+    }
+  pthread_mutex_unlock(&g_mu);
+}
+
+
+int tpg_lt_plan_create(const tpg_gemm_problem *p, int algo, const void *ctx, tpg_lt_plan **out, char *why,
+                       size_t whylen) {
   const tpg_lt_table *t = tpg_lt_load();
   tpg_lt_plan *pl;
   lt_answer ans;
@@ -251,13 +308,14 @@ int tpg_lt_plan_create(const tpg_gemm_problem *p, int algo, tpg_lt_plan **out, c
   pl->workspace = ans.workspace[algo];
   pl->bias = has_bias(p);
   pl->residual = p->epilogue == TPG_EPI_RESIDUAL;
-  cublasStatus_t s = t->cublasLtCreate(&pl->h);
+  pl->ctx = ctx;
+  cublasStatus_t s = handle_get(t, &pl->ctx, &pl->h);
   if (s != CUBLAS_STATUS_SUCCESS) {
     free(pl);
     return lt_fail(why, whylen, "cublasLtCreate", s);
   }
   if (desc_create(t, p, &pl->d, why, whylen)) {
-    t->cublasLtDestroy(pl->h);
+    handle_put(t, pl->ctx, pl->h);
     free(pl);
     return 1;
   }
@@ -286,7 +344,7 @@ int tpg_lt_plan_run(tpg_lt_plan *pl, const tpg_gemm_args *a, void *stream, char 
 void tpg_lt_plan_destroy(tpg_lt_plan *pl) {
   if (!pl) return;
   desc_destroy(pl->t, &pl->d);
-  pl->t->cublasLtDestroy(pl->h);
+  handle_put(pl->t, pl->ctx, pl->h);
   free(pl);
 }
 

@@ -236,7 +236,7 @@ static tpg_status time_lt(tpg_gemm_dev_timer *t, const tpg_gemm_problem *p, cons
                           const tpg_gemm_args *a, double *us) {
   lt_run r = {NULL, a};
   char why[300];
-  if (tpg_lt_plan_create(p, L->lt_algo, &r.plan, why, sizeof why))
+  if (tpg_lt_plan_create(p, L->lt_algo, NULL, &r.plan, why, sizeof why))
     return TPG_FAIL(TPG_ERROR_CUDA, "timer: cuBLASLt candidate: %s", why);
   /* The plan asks cuBLASLt again: its answer may need more than the buffer
    * sized from the candidate's (a cache entry evicted between the two). */

@@ -21,8 +21,9 @@
  *  - every driver and cuBLASLt call of a node's life failed in turn: nothing
  *    leaks (cuBLASLt's objects are live objects of the fake), no violation,
  *    every failure with a message;
- *  - graph sets: one graph per size runs cuBLASLt nodes; a retargeting set
- *    refuses them, naming the node, and leaks nothing.
+ *  - graph sets: one graph per size runs cuBLASLt nodes, the plans of the
+ *    context sharing one cuBLASLt handle; a retargeting set refuses them,
+ *    naming the node, and leaks nothing.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -421,7 +422,11 @@ static void graph_sets(void) {
   CHECK_ST(tpg_graph_set_create(sizes, 2, set_build, &sc, &cfg, TPG_GRAPH_SET_RETARGET, &set), TPG_ERROR_UNSUPPORTED,
            "needs a launch the largest size's exec node cannot take");
   CHECK(set == NULL);
+  /* The heuristic's answers for both sizes are kept from the refused set
+   * above, so the handles made now are the plans': one for the context. */
+  const long handles = tpgfake_counter(TPGFAKE_C_LT_HANDLES);
   CHECK_OK(tpg_graph_set_create(sizes, 2, set_build, &sc, &cfg, 0, &set));
+  CHECK(tpgfake_counter(TPGFAKE_C_LT_HANDLES) == handles + 1);
   CHECK_OK(tpg_graph_set_pick(set, 5, &size, &g));
   CHECK(size == 8);
   CHECK_OK(tpg_graph_launch(g, NULL));

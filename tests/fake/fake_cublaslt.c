@@ -100,6 +100,7 @@ cublasStatus_t cublasLtCreate(cublasLtHandle_t *h) {
   LT_ENTER("cublasLtCreate");
   if (!fk_current()) fk_violation("cublasLtCreate without a current context");
   r_ = make(LT_HANDLE, (void **)h);
+  if (r_ == CUBLAS_STATUS_SUCCESS) fk_counters[TPGFAKE_C_LT_HANDLES]++;
   LT_LEAVE
 }
 cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) {

@@ -102,7 +102,8 @@ enum {
   TPGFAKE_C_CLUSTER_Y,    /* kernel nodes or cuLaunchKernelEx given a cluster
                              along y (the CUTLASS kernels' 1 x 2)        */
   TPGFAKE_C_LT_MATMUL,    /* cuBLASLt matmuls run (fake_cublaslt.c)      */
-  TPGFAKE_C_PROG_EDGES    /* programmatic edges added, in any graph (bodies too) */
+  TPGFAKE_C_PROG_EDGES,   /* programmatic edges added, in any graph (bodies too) */
+  TPGFAKE_C_LT_HANDLES    /* cuBLASLt handles made (cublasLtCreate)       */
 };
 long tpgfake_counter(int which);
 /* The workspace pointers (NULL: none) of the GEMM kernels and cuBLASLt
