@@ -26,6 +26,7 @@ Subcommands:
                 padded with copies), run until the batch's longest request is
                 done (the waste continuous batching removes); a request's
                 tokens are counted up to its own max_new_tokens or end token.
+        Each runs in a process of its own (cmd_run starts one per mode).
         Both time from the moment every request is known (all arrive at once,
         as the engine's run counts them): output tokens/s over the whole run,
         time to first token and inter-token latency p50/p99 per token, as
@@ -156,8 +157,10 @@ def run_cb(d, reqs):
         return None
     gc = GenerationConfig(do_sample=False, max_new_tokens=max(r[1] for r in reqs), eos_token_id=-1, pad_token_id=0)
     t_warm = time.perf_counter()
-    with torch.inference_mode(), model.continuous_batching_context_manager(generation_config=gc, block=True,
-                                                                           timeout=30, warmup=True) as m:
+    # no_grad, not inference_mode: the manager's generation thread updates in
+    # place tensors made here, which inference mode would make read-only there.
+    with torch.no_grad(), model.continuous_batching_context_manager(generation_config=gc, block=True, timeout=30,
+                                                                    warmup=True) as m:
         warm = time.perf_counter() - t_warm
         t0 = time.perf_counter()
         for i, (p, n, e) in enumerate(reqs):
@@ -171,6 +174,9 @@ def run_cb(d, reqs):
             elif r is None and not m.is_running():
                 break
         seconds = time.perf_counter() - t0
+    if len(done) < len(reqs):  # its generation loop stopped (the error is in its log above)
+        raise RuntimeError("transformers' continuous batching stopped with %d of %d requests finished" %
+                           (len(done), len(reqs)))
     outs = []
     for i in range(len(reqs)):
         r = done.get("r%d" % i)
@@ -308,19 +314,44 @@ def run_static(d, reqs, B, compile_mode):
                                                        compile_and_capture_s=compile_s))
 
 
+def run_mode(a, mode, reqs):
+    """One baseline in this process: its summary, or {"error": ...}."""
+    t = time.time()
+    try:
+        r = run_cb(a.dir, reqs) if mode == "cb" else run_static(a.dir, reqs, a.batch, a.compile_mode)
+    except Exception as e:  # keep the other columns; say what failed
+        print("torch_serve %s: FAILED: %s" % (mode, str(e).splitlines()[0][:300]), flush=True)
+        r = {"error": str(e)[:1000]}
+    print("torch_serve %s: %.0f s in all (load, warm-up, run)" % (mode, time.time() - t), flush=True)
+    return r
+
+
+def run_apart(a, mode):
+    """One baseline in a process of its own, so that what the other left on
+    the device (transformers' paged cache is sized to the free memory, and a
+    failed run may keep it) cannot starve it."""
+    import subprocess
+    import tempfile
+    with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
+        cmd = [sys.executable, os.path.abspath(__file__), "run", a.dir, a.requests, "--modes", mode,
+               "--batch", str(a.batch), "--json", tmp.name]
+        if a.compile_mode:
+            cmd += ["--compile-mode", a.compile_mode]
+        rc = subprocess.call(cmd)
+        try:
+            return json.load(open(tmp.name))[mode]
+        except (OSError, ValueError, KeyError):
+            return {"error": "the %s run ended with status %d and wrote no result" % (mode, rc)}
+
+
 def cmd_run(a):
     import torch
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     reqs = read_requests(a.requests)
     res = {"requests": a.requests, "checkpoint": a.dir, "gpu": torch.cuda.get_device_name(0)}
-    for mode in a.modes.split(","):
-        t = time.time()
-        try:
-            res[mode] = run_cb(a.dir, reqs) if mode == "cb" else run_static(a.dir, reqs, a.batch, a.compile_mode)
-        except Exception as e:  # keep the other columns; say what failed
-            print("torch_serve %s: FAILED: %s" % (mode, str(e).splitlines()[0][:300]), flush=True)
-            res[mode] = {"error": str(e)[:1000]}
-        print("torch_serve %s: %.0f s in all (load, warm-up, run)" % (mode, time.time() - t), flush=True)
+    modes = a.modes.split(",")
+    for mode in modes:
+        res[mode] = run_mode(a, mode, reqs) if len(modes) == 1 else run_apart(a, mode)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1)
