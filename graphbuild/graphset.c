@@ -18,18 +18,27 @@
  *   for that size's and patches every node (its kind's exec setter). Patch
  *   reads the graph's bindings as they are then, so a rebind made while one
  *   size was picked holds for the others too.
+ * - TPG_GRAPH_SET_PARALLEL finishes the begun graphs (nodes, captures,
+ *   instantiation: most of a size's time) on worker threads, each with the
+ *   set's context current; plans, beginnings and the arena stay on the
+ *   calling thread, so kernel choice and lane sizes are as in a serial
+ *   build. Not with a communicator of several ranks: NCCL captures must be
+ *   made in one order on every rank.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "graphbuild/graph.h"
 #include "lib/handle.h"
 
 #define TPG_MAGIC_GSET 0x47534554u /* GSET */
 #define TPG_SET_MAX_SIZES 1024
+#define TPG_SET_THREADS 8 /* TPG_GRAPH_SET_PARALLEL: at most this many workers */
 
 /* RETARGET: one size's plan, state and nodes for the one graph (the
  * largest size's are the graph's own), its workspace lanes and the memory
@@ -187,8 +196,14 @@ static tpg_status check_args(const int *sizes, int nsizes, tpg_graph_set_builder
   TPG_CHECK_ARG(cfg->nbindings == 0 && cfg->bindings == NULL,
                 "cfg->bindings is set (%d): the builder gives each size's bindings; expected none in cfg",
                 cfg->nbindings);
-  TPG_CHECK_ARG((flags & ~(TPG_GRAPH_SET_RETARGET | TPG_GRAPH_SET_PRIVATE_SCRATCH)) == 0,
-                "flags is 0x%x: expected TPG_GRAPH_SET_* bits only (RETARGET, PRIVATE_SCRATCH)", flags);
+  TPG_CHECK_ARG((flags & ~(TPG_GRAPH_SET_RETARGET | TPG_GRAPH_SET_PRIVATE_SCRATCH | TPG_GRAPH_SET_PARALLEL)) == 0,
+                "flags is 0x%x: expected TPG_GRAPH_SET_* bits only (RETARGET, PRIVATE_SCRATCH, PARALLEL)", flags);
+  TPG_CHECK_ARG(!(flags & TPG_GRAPH_SET_PARALLEL) || !(flags & TPG_GRAPH_SET_RETARGET),
+                "flags has TPG_GRAPH_SET_PARALLEL and TPG_GRAPH_SET_RETARGET: a retargeted set has one graph");
+  TPG_CHECK_ARG(!(flags & TPG_GRAPH_SET_PARALLEL) || !cfg->comm || cfg->comm->nranks == 1,
+                "flags has TPG_GRAPH_SET_PARALLEL and cfg->comm has %d ranks: NCCL captures must be made in one "
+                "order on every rank, so a set on several ranks is built on the calling thread",
+                cfg->comm ? cfg->comm->nranks : 0);
   TPG_CHECK_ARG(!(flags & TPG_GRAPH_SET_RETARGET) || cfg->mode == TPG_MODE_EXPLICIT,
                 "cfg->mode is %d with TPG_GRAPH_SET_RETARGET: retargeting needs TPG_MODE_EXPLICIT (exec setters)",
                 (int)cfg->mode);
@@ -313,12 +328,13 @@ static tpg_status begin_graph(tpg_graph_set *s, int i, const tpg_graph_config *c
   memcpy(&c, cfg, cfg->size < sizeof c ? cfg->size : sizeof c);
   c.bindings = s->steps[i].b;
   c.nbindings = s->steps[i].nb;
-  const size_t before = free_now();
+  const int alone = !(s->flags & TPG_GRAPH_SET_PARALLEL); /* finish_graph says why */
+  const size_t before = alone ? free_now() : 0;
   const double t0 = tpg_now_us();
   tpg_status st = tpg_graph_begin(s->steps[i].plan, &c, &s->graphs[i]);
   s->info[i].create_us = tpg_now_us() - t0;
   if (st != TPG_SUCCESS) return size_fail(st, s->sizes[i]);
-  const size_t after = free_now();
+  const size_t after = alone ? free_now() : 0;
   tpg_graph *g = s->graphs[i];
   g->in_set = 1;
   s->info[i].measured_bytes = before > after ? before - after : 0;
@@ -331,7 +347,8 @@ static tpg_status begin_graph(tpg_graph_set *s, int i, const tpg_graph_config *c
  * exec), its plan then dropped; a failure frees it. */
 static tpg_status finish_graph(tpg_graph_set *s, int i, const tpg_graph_ext *ext) {
   tpg_graph *g = s->graphs[i];
-  const size_t before = free_now();
+  const int alone = !(s->flags & TPG_GRAPH_SET_PARALLEL); /* else the others' allocations would count */
+  const size_t before = alone ? free_now() : 0;
   const double t0 = tpg_now_us();
   tpg_status st = tpg_graph_finish(g, ext);
   s->info[i].create_us += tpg_now_us() - t0;
@@ -339,7 +356,7 @@ static tpg_status finish_graph(tpg_graph_set *s, int i, const tpg_graph_ext *ext
     s->graphs[i] = NULL;
     return size_fail(st, s->sizes[i]);
   }
-  const size_t after = free_now();
+  const size_t after = alone ? free_now() : 0;
   s->info[i].measured_bytes += before > after ? before - after : 0;
   s->info[i].own_bytes = g->info.workspace_bytes;
   s->info[i].instantiate_us = g->info.instantiate_us;
@@ -489,6 +506,62 @@ static tpg_status create_retarget(tpg_graph_set *s, const tpg_graph_config *cfg)
 /* Per size, largest first: every graph begun (kernels, workspace lanes),
  * the arena sized by them (the largest scratch, then lane k as large as
  * any size's lane k), every graph finished in it. */
+/* TPG_GRAPH_SET_PARALLEL: the workers take sizes largest first until none
+ * is left or one has failed; the first failure and its message are kept. */
+typedef struct finish_pool {
+  tpg_graph_set *s;
+  const tpg_graph_ext *ext;
+  pthread_mutex_t mu;
+  int next; /* the next size to finish; -1: none left */
+  tpg_status st;
+  char msg[1024];
+} finish_pool;
+
+static void pool_fail(finish_pool *p, tpg_status st) {
+  pthread_mutex_lock(&p->mu);
+  if (p->st == TPG_SUCCESS) {
+    p->st = st;
+    snprintf(p->msg, sizeof p->msg, "%s", tpg_last_error());
+  }
+  pthread_mutex_unlock(&p->mu);
+}
+
+static void *finish_worker(void *arg) {
+  finish_pool *p = arg;
+  tpg_status st = tpg_dev_push(&p->s->dev);
+  if (st != TPG_SUCCESS) {
+    pool_fail(p, st);
+    return NULL;
+  }
+  for (;;) {
+    pthread_mutex_lock(&p->mu);
+    const int i = p->st == TPG_SUCCESS ? p->next-- : -1;
+    pthread_mutex_unlock(&p->mu);
+    if (i < 0) break;
+    if ((st = finish_graph(p->s, i, p->ext)) != TPG_SUCCESS) pool_fail(p, st);
+  }
+  tpg_dev_pop();
+  return NULL;
+}
+
+static tpg_status finish_parallel(tpg_graph_set *s, const tpg_graph_ext *ext) {
+  finish_pool p;
+  pthread_t th[TPG_SET_THREADS];
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int want = s->n < TPG_SET_THREADS ? s->n : TPG_SET_THREADS, started = 0;
+  if (cpus >= 1 && cpus < want) want = (int)cpus;
+  memset(&p, 0, sizeof p);
+  p.s = s, p.ext = ext, p.next = s->n - 1, p.st = TPG_SUCCESS;
+  pthread_mutex_init(&p.mu, NULL);
+  while (started < want && pthread_create(&th[started], NULL, finish_worker, &p) == 0) started++;
+  if (started == 0) finish_worker(&p); /* no thread to be had: this one */
+  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+  pthread_mutex_destroy(&p.mu);
+  if (p.st == TPG_SUCCESS) return TPG_SUCCESS;
+  const char *rest = strstr(p.msg, ": "); /* the worker's "tpg_graph_set_create: " */
+  return tpg_err(p.st, "tpg_graph_set_create", "%s", rest ? rest + 2 : p.msg);
+}
+
 static tpg_status create_graphs(tpg_graph_set *s, const tpg_graph_config *cfg, size_t scratch) {
   for (int i = s->n - 1; i >= 0; i--) TPG_TRY(begin_graph(s, i, cfg));
   tpg_graph_ext ext = {0, 0, 0, NULL};
@@ -496,6 +569,7 @@ static tpg_status create_graphs(tpg_graph_set *s, const tpg_graph_config *cfg, s
     TPG_TRY(arena_alloc(s, scratch, s->graphs[s->n - 1]->cap_stream));
     ext = (tpg_graph_ext){s->arena, scratch, s->arena + scratch, &s->caps};
   }
+  if (s->flags & TPG_GRAPH_SET_PARALLEL) return finish_parallel(s, s->arena ? &ext : NULL);
   for (int i = s->n - 1; i >= 0; i--) TPG_TRY(finish_graph(s, i, s->arena ? &ext : NULL));
   return TPG_SUCCESS;
 }

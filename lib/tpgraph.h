@@ -1506,12 +1506,20 @@ typedef tpg_status (*tpg_graph_set_builder)(void *user, int size, tpg_graph_set_
 #define TPG_GRAPH_SET_PRIVATE_SCRATCH 0x2u /* each graph allocates its own scratch and
                                             workspaces (no arena: what sharing saves,
                                             for measurements)                           */
+#define TPG_GRAPH_SET_PARALLEL 0x4u      /* finish the graphs on up to 8 worker threads
+                                            (below); not with RETARGET, nor with a comm
+                                            of several ranks                            */
 
 /* sizes: 1..1024 batch sizes, each >= 1, any order (sorted, duplicates
  * dropped). build(user, size, ...) is called once per size, largest first,
  * on the calling thread. cfg as for tpg_graph_create (device, comm, mode,
  * flags, tuning), but with no bindings of its own: they come from the
- * builder. */
+ * builder. With TPG_GRAPH_SET_PARALLEL each size's nodes are materialized
+ * and its exec instantiated on worker threads, several sizes at once (the
+ * kernels and GEMM choices are made first, on the calling thread): a
+ * captured node's callback (tpg_plan_add_captured) then runs on a worker,
+ * at the same time as other sizes' callbacks, and each size's
+ * measured_bytes is 0 (the set's total still holds). */
 TPG_API tpg_status tpg_graph_set_create(const int *sizes, int nsizes, tpg_graph_set_builder build,
                                         void *user /* borrowed, during the call */, const tpg_graph_config *cfg,
                                         unsigned flags, tpg_graph_set **out /* OUT, owned */);
@@ -1556,7 +1564,8 @@ typedef struct tpg_graph_set_size_info {
                               the set keeps them elsewhere (PRIVATE_SCRATCH,
                               RETARGET's scratch)                                */
   size_t measured_bytes;   /* free device memory before its graph's creation less
-                              after (own_bytes + the driver's for the exec)          */
+                              after (own_bytes + the driver's for the exec); 0
+                              with TPG_GRAPH_SET_PARALLEL                       */
   double builder_us;       /* the builder's time for this size                        */
   double create_us;        /* creating its graph (RETARGET: preparing its nodes)      */
   double instantiate_us;   /* of that, cuGraphInstantiate (0 for a retargeted size)   */

@@ -54,7 +54,10 @@ int build_graph_set(const Rank &r, const std::vector<int> &sizes, const PlanFn &
     cfg.gemm_tune_cache = o.gemm_pins;
   }
   Builder b{&fn, {}, {}};
-  if (tpg_graph_set_create(sizes.data(), (int)sizes.size(), build_one, &b, &cfg, 0, &s->set) != TPG_SUCCESS) {
+  // One rank: the sizes' graphs are finished on worker threads (the plans
+  // hold no captured work of the engine's, and no NCCL capture to order).
+  const unsigned flags = r.nranks == 1 ? TPG_GRAPH_SET_PARALLEL : 0;
+  if (tpg_graph_set_create(sizes.data(), (int)sizes.size(), build_one, &b, &cfg, flags, &s->set) != TPG_SUCCESS) {
     *err = b.err.empty() ? std::string("tpg_graph_set_create: ") + tpg_last_error() : b.err;
     s->set = nullptr;
     return 1;
