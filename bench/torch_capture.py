@@ -37,6 +37,7 @@ size") or any JSON with top-level "build_s" and "measured_bytes".
   python3 bench/torch_capture.py --ours ".gpu/bin/set_bench --json {out}"
 """
 import argparse
+import gc
 import json
 import os
 import subprocess
@@ -97,7 +98,13 @@ class Step:
 
 
 def mem():
+    """Free device memory and the caching allocator's reserve, with the
+    cache's unused blocks given back first: torch.cuda.graph's entry does the
+    same (gc, empty_cache), so blocks cached before the first capture would
+    otherwise count against the captures (the difference came out negative)."""
+    gc.collect()
     torch.cuda.synchronize()
+    torch.cuda.empty_cache()
     return torch.cuda.mem_get_info()[0], torch.cuda.memory_reserved()
 
 
