@@ -53,8 +53,8 @@ typedef struct tpg_tuning {
   double gemm_tune_budget_us;   /* per graph */
   int gemm_ws_share;            /* 1: GEMM workspaces shared (workspace.c); 0: each
                                    node its own ($TPG_GEMM_WORKSPACE_SHARE, A/B runs) */
-  int pdl_bodies;               /* 1: programmatic edges inside conditional bodies
-                                   too ($TPG_GRAPH_PDL_BODIES, materialize.c)  */
+  int pdl_bodies;               /* 1 (default): programmatic edges inside conditional
+                                   bodies too ($TPG_GRAPH_PDL_BODIES, materialize.c) */
 } tpg_tuning;
 
 struct tpg_graph {
@@ -226,7 +226,7 @@ TPG_HIDDEN tpg_status tpg_tuning_resolve(const tpg_graph_config *cfg, tpg_tuning
 
 /* Whether edges in the scope of conditional node `parent` (-1: the top
  * level) may be programmatic: TPG_GRAPH_PDL on an sm_90+ explicit graph
- * (g->pdl), and inside bodies only with $TPG_GRAPH_PDL_BODIES=1. One rule
+ * (g->pdl), and inside bodies too unless $TPG_GRAPH_PDL_BODIES=0. One rule
  * for the edges made (materialize.c) and the order they promise
  * (workspace.c). */
 static inline int tpg_pdl_in_scope(const tpg_graph *g, int parent) {

@@ -117,7 +117,7 @@ tpg_status tpg_tuning_resolve(const tpg_graph_config *cfg, tpg_tuning *t, const 
   v = 1; /* environment only: the A/B switch of graphbuild/workspace.c */
   TPG_TRY(env_num("TPG_GEMM_WORKSPACE_SHARE", 0, 1, &v, fn));
   t->gemm_ws_share = (int)v;
-  v = 0; /* environment only: an opt-in until a driver has run it (materialize.c) */
+  v = 1; /* environment only: 0 turns the bodies' programmatic edges off (materialize.c) */
   TPG_TRY(env_num("TPG_GRAPH_PDL_BODIES", 0, 1, &v, fn));
   t->pdl_bodies = (int)v;
   return TPG_SUCCESS;

@@ -688,10 +688,10 @@ fail:
   return st;
 }
 
-/* Programmatic edges inside a body only with $TPG_GRAPH_PDL_BODIES=1, and
- * with them the two GEMMs around the engine kernel (which may exit before
- * its wait) no longer share a workspace; without, ordinary edges order
- * them and they share. */
+/* Programmatic edges inside a body unless $TPG_GRAPH_PDL_BODIES=0 (the
+ * default is on), and with them the two GEMMs around the engine kernel
+ * (which may exit before its wait) no longer share a workspace; without,
+ * ordinary edges order them and they share. */
 static void body_pdl(void) {
   static const int dims[3] = {256, 256, 256};
   size_t z;
@@ -708,7 +708,7 @@ static void body_pdl(void) {
     void *ws[16];
     cfg.gemm_streamk = TPG_STREAMK_ALWAYS;
     cfg.flags = TPG_GRAPH_PDL;
-    if (on) setenv("TPG_GRAPH_PDL_BODIES", "1", 1);
+    if (on == 0) setenv("TPG_GRAPH_PDL_BODIES", "0", 1); /* on: the default */
     const long e0 = tpgfake_counter(TPGFAKE_C_PROG_EDGES);
     CHECK_OK(body_pdl_plan(&t, sbuf, &p));
     if (p) CHECK_OK(make_graph(&t, p, &cfg, &g));
