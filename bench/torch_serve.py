@@ -289,26 +289,35 @@ def static_batches(st, reqs, B, step_graph, t0):
 
 
 def run_static(d, reqs, B, compile_mode):
+    import gc
     import torch
     from torch_timing import capture
-    hf = load(d)
-    L = max(len(p) + n for p, n, _ in reqs)
-    L = (L + 63) // 64 * 64
-    st = Static(hf, B, L)
-    t_c = time.perf_counter()
-    try:
-        graph, _ = capture(torch.compile(st.decode, mode=compile_mode, fullgraph=True))
-    except Exception as e:  # still a number, marked: the plain step captured
-        print("torch_serve static: torch.compile failed (%s); the plain step captured instead" %
-              str(e).splitlines()[0][:200], flush=True)
-        compile_mode = "none (compile failed)"
-        torch._dynamo.reset()
-        graph, _ = capture(st.decode)
-    compile_s = time.perf_counter() - t_c
-    t0 = time.perf_counter()
-    outs = static_batches(st, reqs, B, graph, t0)
-    seconds = time.perf_counter() - t0
-    del st, hf, graph
+    # No autograd (Dynamo traced the caches' scatter_ with grad on, and
+    # failed in its backward); the checkpoint's own q/k/v and gate/up
+    # weights go once Static holds their fused copies (with them both, the
+    # 8B model, its cache and the prefill did not fit an 80 GB H100).
+    with torch.no_grad():
+        hf = load(d)
+        L = max(len(p) + n for p, n, _ in reqs)
+        L = (L + 63) // 64 * 64
+        st = Static(hf, B, L)
+        del hf
+        gc.collect()
+        torch.cuda.empty_cache()
+        t_c = time.perf_counter()
+        try:
+            graph, _ = capture(torch.compile(st.decode, mode=compile_mode, fullgraph=True))
+        except Exception as e:  # still a number, marked: the plain step captured
+            print("torch_serve static: torch.compile failed (%s); the plain step captured instead" %
+                  str(e).splitlines()[0][:200], flush=True)
+            compile_mode = "none (compile failed)"
+            torch._dynamo.reset()
+            graph, _ = capture(st.decode)
+        compile_s = time.perf_counter() - t_c
+        t0 = time.perf_counter()
+        outs = static_batches(st, reqs, B, graph, t0)
+        seconds = time.perf_counter() - t0
+    del st, graph
     torch.cuda.empty_cache()
     return summary("static", reqs, outs, seconds, dict(batch=B, cache_len=L, compile_mode=compile_mode or "default",
                                                        compile_and_capture_s=compile_s))
