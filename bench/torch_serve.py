@@ -298,7 +298,9 @@ def run_static(d, reqs, B, compile_mode):
     # 8B model, its cache and the prefill did not fit an 80 GB H100).
     with torch.no_grad():
         hf = load(d)
-        L = max(len(p) + n for p, n, _ in reqs)
+        # a batch's rows all run to its longest prompt plus its longest output
+        L = max(max(len(p) for p, _, _ in reqs[b:b + B]) + max(n for _, n, _ in reqs[b:b + B])
+                for b in range(0, len(reqs), B))
         L = (L + 63) // 64 * 64
         st = Static(hf, B, L)
         del hf
