@@ -503,9 +503,6 @@ static tpg_status create_retarget(tpg_graph_set *s, const tpg_graph_config *cfg)
   return st;
 }
 
-/* Per size, largest first: every graph begun (kernels, workspace lanes),
- * the arena sized by them (the largest scratch, then lane k as large as
- * any size's lane k), every graph finished in it. */
 /* TPG_GRAPH_SET_PARALLEL: the workers take sizes largest first until none
  * is left or one has failed; the first failure and its message are kept. */
 typedef struct finish_pool {
@@ -562,6 +559,9 @@ static tpg_status finish_parallel(tpg_graph_set *s, const tpg_graph_ext *ext) {
   return tpg_err(p.st, "tpg_graph_set_create", "%s", rest ? rest + 2 : p.msg);
 }
 
+/* Per size, largest first: every graph begun (kernels, workspace lanes),
+ * the arena sized by them (the largest scratch, then lane k as large as
+ * any size's lane k), every graph finished in it. */
 static tpg_status create_graphs(tpg_graph_set *s, const tpg_graph_config *cfg, size_t scratch) {
   for (int i = s->n - 1; i >= 0; i--) TPG_TRY(begin_graph(s, i, cfg));
   tpg_graph_ext ext = {0, 0, 0, NULL};

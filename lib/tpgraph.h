@@ -611,8 +611,10 @@ typedef int (*tpg_capture_fn)(void *user, tpg_stream stream, void *const *ptrs, 
  * tpg_graph_update that changes the address of one of its views (then
  * cuGraphExecChildGraphNodeSetParams; no re-instantiation). In
  * TPG_MODE_EAGER fn runs at every launch, on the launch stream.
- * How: on the calling thread, with the graph device's primary context
- * current, on a private stream captured in thread-local mode.
+ * How: on the calling thread (in a graph set made with
+ * TPG_GRAPH_SET_PARALLEL: a worker thread, beside other sizes' captures),
+ * with the graph device's primary context current, on a private stream
+ * captured in thread-local mode.
  * The callback must NOT: synchronize (device, stream, event), allocate or
  * free device memory (cudaMalloc, cudaMallocAsync, cuMemAlloc: give
  * libraries a workspace, e.g. cublasSetWorkspace, beforehand), use another

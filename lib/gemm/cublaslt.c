@@ -289,7 +289,6 @@ static void handle_put(const tpg_lt_table *t, const void *ctx, cublasLtHandle_t 
   pthread_mutex_unlock(&g_mu);
 }
 
-
 int tpg_lt_plan_create(const tpg_gemm_problem *p, int algo, const void *ctx, tpg_lt_plan **out, char *why,
                        size_t whylen) {
   const tpg_lt_table *t = tpg_lt_load();

@@ -34,9 +34,10 @@ int tpg_lt_available(char *why, size_t whylen);
 /* The plan of p with the heuristic's answer `algo` (0..TPG_LT_ALGOS-1), for
  * any x, w, y, bias, residual aligned to 16 bytes. Needs the device's
  * context current; ctx names it (the plans of one context share a cuBLASLt
- * handle), or is NULL for a handle of the plan's own. Returns 0, or nonzero with why (a cuBLASLt status, an
- * epilogue it cannot fuse, fewer answers than algo + 1); *out is NULL then
- * and nothing is left allocated. *out: owned by the caller. */
+ * handle), or is NULL for a handle of the plan's own. Returns 0, or
+ * nonzero with why (a cuBLASLt status, an epilogue it cannot fuse, fewer
+ * answers than algo + 1); *out is NULL then and nothing is left allocated.
+ * *out: owned by the caller. */
 int tpg_lt_plan_create(const tpg_gemm_problem *p, int algo, const void *ctx, tpg_lt_plan **out, char *why,
                        size_t whylen);
 
