@@ -484,42 +484,64 @@ static void mixed(void) {
 
 static int g_kn = 64; /* the engine kernel's element count */
 
+/* The slots of two GEMMs a0 -> a1 -> a2 (weights w0, w1) and, with_s, the
+ * engine kernel's own slot s; bound to t's buffers and sbuf into t->b. */
+typedef struct chain {
+  tpg_slot a0, w0, a1, w1, a2, s;
+} chain;
+
+static tpg_status chain_slots(tpg_plan *p, net *t, int with_s, float *sbuf, chain *c) {
+  const size_t mn = (size_t)128 * 256, nn = (size_t)256 * 256;
+  tpg_status st;
+  c->s = 0;
+  if ((st = tpg_plan_add_slot(p, "a0", TPG_BF16, TPG_MEM_DEVICE, mn, &c->a0)) ||
+      (st = tpg_plan_add_slot(p, "w0", TPG_BF16, TPG_MEM_DEVICE, nn, &c->w0)) ||
+      (st = tpg_plan_add_slot(p, "a1", TPG_BF16, TPG_MEM_DEVICE, mn, &c->a1)) ||
+      (st = tpg_plan_add_slot(p, "w1", TPG_BF16, TPG_MEM_DEVICE, nn, &c->w1)) ||
+      (st = tpg_plan_add_slot(p, "a2", TPG_BF16, TPG_MEM_DEVICE, mn, &c->a2)) ||
+      (with_s && (st = tpg_plan_add_slot(p, "s", TPG_F32, TPG_MEM_DEVICE, (size_t)g_kn, &c->s))))
+    return st;
+  const tpg_binding b[6] = {{c->a0, t->bact[0]}, {c->w0, t->bw[0]}, {c->a1, t->bact[1]},
+                            {c->w1, t->bw[1]},   {c->a2, t->bact[2]}, {c->s, sbuf}};
+  memcpy(t->b, b, sizeof b);
+  t->nb = with_s ? 6 : 5;
+  return TPG_SUCCESS;
+}
+
+/* The engine kernel "scale2" on c->s (args: a[3], kept by the caller until it is added). */
+static tpg_kernel_desc scale2_on(const chain *c, int pdl, tpg_arg a[3]) {
+  tpg_kernel_desc d = TPG_KERNEL_DESC_INIT;
+  a[0] = tpg_arg_view(c->s, 0);
+  a[1] = tpg_arg_view(c->s, 0);
+  a[2] = TPG_ARG_VALUE(g_kn); /* g_kn outlives the plan */
+  d.cu_function = tpgfake_kernel("scale2");
+  d.block[0] = 32;
+  d.pdl = pdl;
+  d.args = a;
+  d.nargs = 3;
+  return d;
+}
+
 /* Two of our stream-K GEMMs, a0 -> a1 -> a2, the second after the first,
  * or (kernel) after an engine kernel ("scale2" on a slot of its own, its
  * desc.pdl kpdl) after the first. */
 static tpg_status pdl_plan(net *t, int kernel, int kpdl, float *sbuf, tpg_plan **out) {
   tpg_plan *p = NULL;
-  tpg_slot a0, w0, a1, w1, a2, s = 0;
+  chain c;
   tpg_node g1, k;
+  tpg_arg a[3];
   tpg_status st;
-  const size_t mn = (size_t)128 * 256, nn = (size_t)256 * 256;
   *out = NULL;
   if ((st = tpg_plan_create(&p))) return st;
-  if ((st = tpg_plan_add_slot(p, "a0", TPG_BF16, TPG_MEM_DEVICE, mn, &a0)) ||
-      (st = tpg_plan_add_slot(p, "w0", TPG_BF16, TPG_MEM_DEVICE, nn, &w0)) ||
-      (st = tpg_plan_add_slot(p, "a1", TPG_BF16, TPG_MEM_DEVICE, mn, &a1)) ||
-      (st = tpg_plan_add_slot(p, "w1", TPG_BF16, TPG_MEM_DEVICE, nn, &w1)) ||
-      (st = tpg_plan_add_slot(p, "a2", TPG_BF16, TPG_MEM_DEVICE, mn, &a2)) ||
-      (st = add_gemm(p, 128, 256, 256, a0, w0, a1, NULL, 0, &g1)))
+  if ((st = chain_slots(p, t, kernel, sbuf, &c)) || (st = add_gemm(p, 128, 256, 256, c.a0, c.w0, c.a1, NULL, 0, &g1)))
     goto fail;
   const tpg_node *before = &g1;
   if (kernel) {
-    if ((st = tpg_plan_add_slot(p, "s", TPG_F32, TPG_MEM_DEVICE, (size_t)g_kn, &s))) goto fail;
-    tpg_arg a[3] = {tpg_arg_view(s, 0), tpg_arg_view(s, 0), TPG_ARG_VALUE(g_kn)};
-    tpg_kernel_desc d = TPG_KERNEL_DESC_INIT;
-    d.cu_function = tpgfake_kernel("scale2");
-    d.block[0] = 32;
-    d.pdl = kpdl;
-    d.args = a;
-    d.nargs = 3;
+    const tpg_kernel_desc d = scale2_on(&c, kpdl, a);
     if ((st = tpg_plan_add_kernel(p, &d, &g1, 1, &k))) goto fail;
     before = &k;
   }
-  if ((st = add_gemm(p, 128, 256, 256, a1, w1, a2, before, 1, NULL))) goto fail;
-  const tpg_binding b[6] = {{a0, t->bact[0]}, {w0, t->bw[0]}, {a1, t->bact[1]},
-                            {w1, t->bw[1]},   {a2, t->bact[2]}, {s, sbuf}};
-  memcpy(t->b, b, sizeof b);
-  t->nb = kernel ? 6 : 5;
+  if ((st = add_gemm(p, 128, 256, 256, c.a1, c.w1, c.a2, before, 1, NULL))) goto fail;
   *out = p;
   return TPG_SUCCESS;
 fail:
@@ -648,39 +670,23 @@ static void cond_bodies(void) {
  * of an IF whose condition is 1 at every launch. */
 static tpg_status body_pdl_plan(net *t, float *sbuf, tpg_plan **out) {
   tpg_plan *p = NULL;
-  tpg_slot a0, w0, a1, w1, a2, s;
+  chain ch;
   tpg_node g1, k, c;
   tpg_cond cond;
+  tpg_arg a[3];
   tpg_status st;
-  const size_t mn = (size_t)128 * 256, nn = (size_t)256 * 256;
   tpg_conditional_desc cd = TPG_CONDITIONAL_DESC_INIT;
-  tpg_kernel_desc d = TPG_KERNEL_DESC_INIT;
   *out = NULL;
   if ((st = tpg_plan_create(&p))) return st;
-  if ((st = tpg_plan_add_slot(p, "a0", TPG_BF16, TPG_MEM_DEVICE, mn, &a0)) ||
-      (st = tpg_plan_add_slot(p, "w0", TPG_BF16, TPG_MEM_DEVICE, nn, &w0)) ||
-      (st = tpg_plan_add_slot(p, "a1", TPG_BF16, TPG_MEM_DEVICE, mn, &a1)) ||
-      (st = tpg_plan_add_slot(p, "w1", TPG_BF16, TPG_MEM_DEVICE, nn, &w1)) ||
-      (st = tpg_plan_add_slot(p, "a2", TPG_BF16, TPG_MEM_DEVICE, mn, &a2)) ||
-      (st = tpg_plan_add_slot(p, "s", TPG_F32, TPG_MEM_DEVICE, (size_t)g_kn, &s)) ||
-      (st = tpg_plan_add_cond(p, 1, 1, &cond)))
-    goto fail;
+  if ((st = chain_slots(p, t, 1, sbuf, &ch)) || (st = tpg_plan_add_cond(p, 1, 1, &cond))) goto fail;
   cd.type = TPG_COND_IF;
   cd.cond = cond;
-  tpg_arg a[3] = {tpg_arg_view(s, 0), tpg_arg_view(s, 0), TPG_ARG_VALUE(g_kn)};
-  d.cu_function = tpgfake_kernel("scale2");
-  d.block[0] = 32;
-  d.pdl = 1;
-  d.args = a;
-  d.nargs = 3;
+  const tpg_kernel_desc d = scale2_on(&ch, 1, a);
   if ((st = tpg_plan_add_conditional(p, &cd, NULL, 0, &c)) || (st = tpg_plan_body_begin(p, c, 0)) ||
-      (st = add_gemm(p, 128, 256, 256, a0, w0, a1, NULL, 0, &g1)) || (st = tpg_plan_add_kernel(p, &d, &g1, 1, &k)) ||
-      (st = add_gemm(p, 128, 256, 256, a1, w1, a2, &k, 1, NULL)) || (st = tpg_plan_body_end(p)))
+      (st = add_gemm(p, 128, 256, 256, ch.a0, ch.w0, ch.a1, NULL, 0, &g1)) ||
+      (st = tpg_plan_add_kernel(p, &d, &g1, 1, &k)) ||
+      (st = add_gemm(p, 128, 256, 256, ch.a1, ch.w1, ch.a2, &k, 1, NULL)) || (st = tpg_plan_body_end(p)))
     goto fail;
-  const tpg_binding b[6] = {{a0, t->bact[0]}, {w0, t->bw[0]}, {a1, t->bact[1]},
-                            {w1, t->bw[1]},   {a2, t->bact[2]}, {s, sbuf}};
-  memcpy(t->b, b, sizeof b);
-  t->nb = 6;
   *out = p;
   return TPG_SUCCESS;
 fail:
