@@ -178,15 +178,21 @@ std::string print_graph_sizes(const GraphSet &set, const ServeBuffers &b, const 
   // the GEMM nodes by family.
   std::printf("graph sizes: %6s %10s %10s %10s %10s %10s %12s %10s %12s %14s\n", "size", "plan us", "create us",
               "prepare", "kern load", "material.", "instantiate", "own KiB", "measured KiB", "ours/cutl/lt");
+  // Sizes finished in parallel (TPG_GRAPH_SET_PARALLEL) are not measured
+  // one by one: "-" then, the set's total below holds.
+  bool per_size = false;
+  for (const tpg_graph_set_size_info &si : set.info) per_size |= si.measured_bytes > 0;
   for (const tpg_graph_set_size_info &si : set.info) {
+    char measured[24] = "-";
+    if (per_size) std::snprintf(measured, sizeof measured, "%.1f", si.measured_bytes / 1024.0);
     int got = 0;
     tpg_graph *g = nullptr;
     tpg_graph_info gi{};
     const bool have = tpg_graph_set_pick(set.set, si.size, &got, &g) == TPG_SUCCESS && got == si.size &&
                       tpg_graph_get_info(g, &gi, sizeof gi) == TPG_SUCCESS;
-    std::printf("graph sizes: %6d %10.0f %10.0f %10.0f %10.0f %10.0f %12.0f %10.1f %12.1f %6d/%d/%d\n", si.size,
+    std::printf("graph sizes: %6d %10.0f %10.0f %10.0f %10.0f %10.0f %12.0f %10.1f %12s %6d/%d/%d\n", si.size,
                 si.builder_us, si.create_us, have ? gi.prepare_us : NAN, have ? gi.kernel_load_us : NAN,
-                have ? gi.materialize_us : NAN, si.instantiate_us, si.own_bytes / 1024.0, si.measured_bytes / 1024.0,
+                have ? gi.materialize_us : NAN, si.instantiate_us, si.own_bytes / 1024.0, measured,
                 gi.gemm_ours_nodes, gi.gemm_cutlass_nodes, gi.gemm_cublaslt_nodes);
   }
   const tpg_graph_set_info &t = set.total;
