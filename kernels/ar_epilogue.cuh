@@ -100,18 +100,6 @@ TPG_DEV void epi_store(const tpg_ar_epi &e, void *recv, uint64_t gi, const float
   if (!epi_norm(e) || !e.residual_out) reinterpret_cast<uint4 *>(recv)[gi] = o;
 }
 
-// The norm's output vector from h (rounded, as stored) and the weight vector.
-template <typename T>
-TPG_DEV uint4 epi_normed(const uint4 &h, const uint4 &wv, float scale) {
-  constexpr int V = 16 / sizeof(T);
-  uint4 o;
-  const T *t = reinterpret_cast<const T *>(&h), *wt = reinterpret_cast<const T *>(&wv);
-  T *ot = reinterpret_cast<T *>(&o);
-#pragma unroll
-  for (int k = 0; k < V; k++) ot[k] = dt<T>::from_f(dt<T>::to_f(t[k]) * scale * dt<T>::to_f(wt[k]));
-  return o;
-}
-
 // Sum of squares of a vector's V elements.
 template <typename T>
 TPG_DEV float epi_sumsq(const uint4 &h) {

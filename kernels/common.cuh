@@ -209,6 +209,29 @@ TPG_DEV float epi_value(const tpg_gemm_args &a, int m, int n, float acc, float u
   }
 }
 
+/* An RMSNorm's output vector: h (rounded, as stored) times the row's scale
+ * and the weight vector, rounded once (the all-reduce epilogue's norm and
+ * the GEMVs' folded norm compute it alike). */
+template <typename T>
+TPG_DEV uint4 epi_normed(const uint4 &h, const uint4 &wv, float scale) {
+  constexpr int V = 16 / sizeof(T);
+  uint4 o;
+  const T *t = reinterpret_cast<const T *>(&h), *wt = reinterpret_cast<const T *>(&wv);
+  T *ot = reinterpret_cast<T *>(&o);
+#pragma unroll
+  for (int k = 0; k < V; k++) ot[k] = dt<T>::from_f(dt<T>::to_f(t[k]) * scale * dt<T>::to_f(wt[k]));
+  return o;
+}
+
+/* Store one output element and return the square of the value stored. */
+template <typename T, int EPI>
+TPG_DEV float epi_store1_sq(const tpg_gemm_args &a, int m, int n, float acc) {
+  const T v = dt<T>::from_f(epi_value<T, EPI>(a, m, n, acc, 0.f));
+  static_cast<T *>(a.y)[(size_t)m * a.ldy + n] = v;
+  const float f = dt<T>::to_f(v);
+  return f * f;
+}
+
 /* Store one output element. */
 template <typename T, int EPI>
 TPG_DEV void epi_store1(const tpg_gemm_args &a, int m, int n, float acc, float up) {

@@ -63,6 +63,13 @@ typedef struct tpg_gemm_args {
   void *workspace;      /* split-K fp32 partials + counters, owned by the
                            graph; kernels leave counters zero on exit so no
                            memset node is needed between launches       */
+  /* RMSNorm folded into the decode GEMVs (one rank, m <= TPG_FOLD_MAX_M;
+   * kernels/gemm/gemv.cu): a producer writes, per row of y, the sums of
+   * squares of y's rounded values by 16-column group; a consumer's x is
+   * RMSNorm(x) * x_norm_w from the sums its producer wrote. */
+  float *y_ssq;         /* [m, ceil(n / 16)] fp32 or NULL                */
+  const float *x_ssq;   /* [m, ceil(k / 16)] fp32; set with x_norm_w     */
+  const void *x_norm_w; /* [k] operand dtype, or NULL: x as it is        */
   int32_t m, n, k;
   int32_t ldx, ldw, ldy, ldr;
   int32_t dtype;        /* TPG_KDT_F16 or TPG_KDT_BF16                   */
@@ -80,8 +87,13 @@ typedef struct tpg_gemm_args {
                            0: none). A hint that writes no registers, so
                            correct even if a predecessor wrote W (L2 is
                            the GPU's point of coherence), only wasted. */
-  int32_t pad_;
+  float x_norm_eps;     /* with x_norm_w: the norm's epsilon             */
 } tpg_gemm_args;
+
+/* The most rows a folded RMSNorm serves (the GEMVs' M classes 8 and 16). */
+#define TPG_FOLD_MAX_M 16
+/* Sums of squares per row of a folded norm: one per 16-column group. */
+#define TPG_FOLD_GROUPS(cols) (((cols) + 15) / 16)
 
 /* y[i] = alpha * x[i] + beta * y[i], fp32 arithmetic, i < count. */
 typedef struct tpg_axpby_args {

@@ -142,6 +142,7 @@ static tpg_status add_nodes(tpg_plan *p, const tpg_linear_desc *d, size_t F, con
   g.x = d->x;
   g.w = d->w;
   g.y = d->y;
+  g.x_norm = d->x_norm;
   tpg_node n;
   if (col) {
     static const tpg_epilogue epi[TPG_ACTIVATION_COUNT] = {TPG_EPILOGUE_NONE, TPG_EPILOGUE_BIAS_GELU,
@@ -232,6 +233,10 @@ static tpg_status add_linear(tpg_plan *p, const tpg_linear_desc *d, const tpg_no
     return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
                    "desc->y overlaps desc->x in slot %u: a linear layer cannot run in place (expected disjoint "
                    "ranges)", d->x.slot);
+  if (d->x_norm.ssq.slot && (!col && R > 1))
+    return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
+                   "desc->x_norm.ssq is set for a row-parallel layer over %d ranks: a folded norm needs whole rows "
+                   "of x (a column-parallel layer, or one rank)", R);
   if (need_work) {
     if (!d->work.slot)
       return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn,
@@ -282,14 +287,36 @@ tpg_status tpg_plan_add_linear(tpg_plan *p, const tpg_linear_desc *d, const tpg_
 
 /* A view of the layer: its name and range, in this order. */
 typedef struct nview { const char *name; tpg_view v; size_t n; } nview;
-enum { NV_X, NV_W, NV_Y, NV_BIAS, NV_RES, NV_PART, NV_ROUT, NV_NORM, NV_COUNT };
+enum { NV_X, NV_W, NV_Y, NV_BIAS, NV_RES, NV_PART, NV_ROUT, NV_NORM, NV_SSQ, NV_COUNT };
+
+/* A folded norm (norm->ssq): one rank, few rows, h kept, the norm named
+ * for the next linear, and no y or partial written. */
+static tpg_status check_fold(const tpg_plan *p, const char *fn, const tpg_linear_desc *d, const tpg_linear_norm *e,
+                             const nview *v) {
+#define ARG(cond, ...) \
+  do { if (!(cond)) return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, __VA_ARGS__); } while (0)
+  ARG(d->nranks == 1, "norm->ssq is set with desc->nranks %d: a folded norm runs on one rank (the all-reduce's "
+      "epilogue applies it on several)", d->nranks);
+  ARG(d->tokens <= TPG_NORM_FOLD_MAX_ROWS, "norm->ssq is set with desc->tokens %d: a folded norm serves at most %d "
+      "rows", d->tokens, TPG_NORM_FOLD_MAX_ROWS);
+  ARG(e->residual_out.slot, "norm->residual_out.slot is 0 with norm->ssq set: the next linear reads h from it");
+  ARG(e->norm_weight.slot, "norm->norm_weight.slot is 0 with norm->ssq set: expected the norm the next linear folds");
+  ARG(!d->y.slot, "desc->y.slot is %u with norm->ssq set: a folded norm writes no y (expected 0; the next linear "
+      "reads residual_out with x_norm)", d->y.slot);
+#undef ARG
+  return check_view(p, fn, v[NV_SSQ].name, v[NV_SSQ].v, v[NV_SSQ].n, 4, TPG_F32);
+}
 
 /* The views of tpg_plan_add_linear_norm one by one (ranges, dtype, device
  * memory, 16-byte alignment: what the all-reduce's epilogue kernels read). */
 static tpg_status check_norm_each(const tpg_plan *p, const char *fn, const tpg_linear_desc *d,
                                   const tpg_linear_norm *e, const nview *v, int nv) {
-  for (int i = 0; i < nv; i++) /* x, w, y and partial are required; the rest when set */
-    if (i < NV_BIAS || i == NV_PART || v[i].v.slot) TPG_TRY(check_view(p, fn, v[i].name, v[i].v, v[i].n, 16, d->dtype));
+  const int fold = e->ssq.slot != 0;
+  for (int i = 0; i < nv; i++) { /* x, w, y and partial are required (folded: x and w); the rest when set */
+    const int need = i == NV_X || i == NV_W || (!fold && (i == NV_Y || i == NV_PART));
+    if (i != NV_SSQ && (need || v[i].v.slot)) TPG_TRY(check_view(p, fn, v[i].name, v[i].v, v[i].n, 16, d->dtype));
+  }
+  if (fold) TPG_TRY(check_fold(p, fn, d, e, v));
   if (!(isfinite(e->norm_eps) && e->norm_eps >= 0.0f))
     return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "norm->norm_eps is %g: expected a finite value >= 0",
                    (double)e->norm_eps);
@@ -305,7 +332,8 @@ static tpg_status check_norm_overlaps(const char *fn, const nview *v, int nv) {
   for (int a = 0; a < nv; a++)
     for (int b = a + 1; b < nv; b++) {
       if (!v[a].v.slot || !v[b].v.slot) continue;
-      const int read_a = a != NV_Y && a != NV_PART && a != NV_ROUT, read_b = b != NV_Y && b != NV_PART && b != NV_ROUT;
+      const int read_a = a != NV_Y && a != NV_PART && a != NV_ROUT && a != NV_SSQ;
+      const int read_b = b != NV_Y && b != NV_PART && b != NV_ROUT && b != NV_SSQ;
       const int in_place = a == NV_RES && b == NV_ROUT && v[a].v.slot == v[b].v.slot && v[a].v.offset == v[b].v.offset;
       if ((read_a && read_b) || in_place || disjoint(v[a].v, v[a].n, v[b].v, v[b].n)) continue;
       return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "%s overlaps %s in slot %u: expected disjoint ranges%s",
@@ -326,7 +354,19 @@ static tpg_status add_norm_nodes(tpg_plan *p, const tpg_linear_desc *d, const tp
   g.x = d->x;
   g.w = d->w;
   g.y = e->partial;
+  g.x_norm = d->x_norm;
   tpg_node n;
+  if (e->ssq.slot) { /* folded: the GEMM alone, h and its sums of squares */
+    g.y = e->residual_out;
+    g.bias = d->bias;
+    g.residual = d->residual;
+    g.epilogue = d->residual.slot ? TPG_EPILOGUE_RESIDUAL : d->bias.slot ? TPG_EPILOGUE_BIAS : TPG_EPILOGUE_NONE;
+    g.y_ssq = e->ssq;
+    TPG_TRY(tpg_plan_add_gemm(p, &g, deps, ndeps, &n));
+    TPG_TRY(name_node(p, d, n, "gemm"));
+    *last = n;
+    return TPG_SUCCESS;
+  }
   TPG_TRY(tpg_plan_add_gemm(p, &g, deps, ndeps, &n));
   TPG_TRY(name_node(p, d, n, "gemm"));
   tpg_collective_desc c = TPG_COLLECTIVE_DESC_INIT;
@@ -370,7 +410,8 @@ static tpg_status add_linear_norm(tpg_plan *p, const tpg_linear_desc *d, const t
   const nview v[NV_COUNT] = {{"desc->x", d->x, T * F},           {"desc->w", d->w, o * F},
                       {"desc->y", d->y, T * o},           {"desc->bias", d->bias, o},
                       {"desc->residual", d->residual, T * o}, {"norm->partial", e->partial, T * o},
-                      {"norm->residual_out", e->residual_out, T * o}, {"norm->norm_weight", e->norm_weight, o}};
+                      {"norm->residual_out", e->residual_out, T * o}, {"norm->norm_weight", e->norm_weight, o},
+                      {"norm->ssq", e->ssq, T * TPG_NORM_FOLD_GROUPS(o)}};
   TPG_TRY(check_norm_each(p, fn, d, e, v, NV_COUNT));
   TPG_TRY(check_norm_overlaps(fn, v, NV_COUNT));
   tpg_node last = 0;

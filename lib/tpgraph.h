@@ -321,6 +321,25 @@ typedef enum tpg_epilogue {
   TPG_EPILOGUE_COUNT = 7
 } tpg_epilogue;
 
+/* An RMSNorm folded into the decode GEMVs, so that no norm kernel runs
+ * between two GEMMs of a layer at small batch (one rank, at most
+ * TPG_NORM_FOLD_MAX_ROWS rows, served by our decode GEMV only). The GEMM
+ * that writes the residual stream h also writes y_ssq: per row, the sums of
+ * squares of the values it stored, one per 16-column group; the next GEMM
+ * reads h as its x with x_norm set and normalizes it as it loads it:
+ *   x'[m, c] = round(h[m, c] * rsqrt(sum_c h[m, c]^2 / k + eps) * weight[c])
+ * which is what an RMSNorm node would have stored (up to the order of the
+ * sum). The sums must come from the GEMM that wrote x, after it. */
+#define TPG_NORM_FOLD_MAX_ROWS 16
+#define TPG_NORM_FOLD_GROUPS(cols) (((cols) + 15) / 16) /* sums per row of `cols` columns */
+typedef struct tpg_x_norm {
+  tpg_view ssq;            /* fp32 [rows, TPG_NORM_FOLD_GROUPS(k)], the producer's
+                              y_ssq; slot 0: x as it is                     */
+  tpg_view weight;         /* [k], the norm's weight (x's dtype)             */
+  float eps;               /* >= 0, finite                                   */
+} tpg_x_norm;
+#define TPG_X_NORM_NONE { {0, 0, 0}, {0, 0, 0}, 0.0f }
+
 /* y[m, n] = epilogue(x[m, k] * w[n, k]^T): w as a PyTorch Linear weight. */
 typedef struct tpg_gemm_desc {
   size_t size;             /* sizeof(tpg_gemm_desc)                        */
@@ -330,11 +349,16 @@ typedef struct tpg_gemm_desc {
   tpg_view x, w, y, bias, residual; /* bias/residual: slot 0 when unused   */
   int sm_reserve;          /* SMs a persistent GEMM leaves free for a
                               collective running beside it (overlap); 0: none */
+  tpg_view y_ssq;          /* a folded norm's producer (above): fp32 [m,
+                              TPG_NORM_FOLD_GROUPS(n)]; epilogue NONE, BIAS or
+                              RESIDUAL; slot 0: none                        */
+  tpg_x_norm x_norm;       /* a folded norm's consumer (above); ssq slot 0: none */
 } tpg_gemm_desc;
 #define TPG_GEMM_DESC_INIT { sizeof(tpg_gemm_desc) /* size */, 0, 0, 0 /* m, n, k: set them */,  \
                              TPG_BF16 /* dtype */, TPG_EPILOGUE_NONE /* epilogue */,              \
                              {0, 0, 0}, {0, 0, 0}, {0, 0, 0} /* x, w, y: set them */,             \
-                             {0, 0, 0}, {0, 0, 0} /* bias, residual: none */, 0 /* sm_reserve */ }
+                             {0, 0, 0}, {0, 0, 0} /* bias, residual: none */, 0 /* sm_reserve */, \
+                             {0, 0, 0} /* y_ssq: none */, TPG_X_NORM_NONE /* x_norm */ }
 
 TPG_API tpg_status tpg_plan_add_gemm(tpg_plan *plan, const tpg_gemm_desc *desc,
                                      const tpg_node *deps, int ndeps, tpg_node *out /* OUT, may be NULL */);
@@ -1300,13 +1324,17 @@ typedef struct tpg_linear_desc {
   tpg_view work;           /* COLUMN, gather, nranks > 1, tokens > 1: [tokens * out],
                               the all-gather's rank-major buffer (a scratch slot
                               is the natural choice); unused otherwise             */
+  tpg_x_norm x_norm;       /* ssq set: x is RMSNorm'd as the GEMM loads it, from
+                              the sums a tpg_linear_norm with ssq wrote (tokens <=
+                              TPG_NORM_FOLD_MAX_ROWS; tpg_gemm_desc's fold)        */
 } tpg_linear_desc;
 #define TPG_LINEAR_DESC_INIT { sizeof(tpg_linear_desc) /* size */, TPG_LINEAR_COLUMN /* kind */,                 \
                                0, 1 /* rank, nranks */, 1 /* tokens */, 0, 0 /* in_, out_features: set them */, \
                                TPG_BF16 /* dtype */, 0 /* gather */, TPG_ACT_NONE /* activation */,             \
                                TPG_ALGO_AUTO /* algo */, NULL /* name */,                                       \
                                {0, 0, 0}, {0, 0, 0} /* x, w: set them */, {0, 0, 0}, {0, 0, 0} /* bias,          \
-                               residual: none */, {0, 0, 0} /* y: set it */, {0, 0, 0} /* work: none */ }
+                               residual: none */, {0, 0, 0} /* y: set it */, {0, 0, 0} /* work: none */,        \
+                               TPG_X_NORM_NONE /* x_norm */ }
 
 /* Adds one rank's part of a tensor-parallel linear layer to plan (see above),
  * after deps; *out (may be NULL, may alias a dep) gets the layer's last node.
@@ -1401,6 +1429,13 @@ TPG_API tpg_status tpg_plan_copy_slots(tpg_plan *plan, const tpg_plan *src, int 
  *   e.residual_out = x; e.norm_weight = mlp_norm; e.norm_eps = 1e-5f;
  *   tpg_plan_add_linear_norm(plan, &d, &e, &prev, 1, &prev);
  *
+ * With norm->ssq set (one rank, tokens <= TPG_NORM_FOLD_MAX_ROWS) the norm is
+ * folded (tpg_x_norm): one node, the GEMM, adds bias and residual in its
+ * epilogue, writes h to residual_out (required) and its rows' sums of
+ * squares to ssq, and y is not written (its slot must be 0): the next linear
+ * reads residual_out as its x with x_norm = {ssq, norm_weight, norm_eps}.
+ * partial is then unused.
+ *
  * desc is checked as tpg_plan_add_linear checks a ROW layer (kind must be
  * TPG_LINEAR_ROW). The views, each refused by name: partial [tokens, out],
  * a range of its own (it overlaps no other view); residual_out [tokens,
@@ -1416,9 +1451,12 @@ typedef struct tpg_linear_norm {
   tpg_view residual_out;   /* [tokens, out]: gets h; slot 0: h is not kept          */
   tpg_view norm_weight;    /* [out]; slot 0: no norm, y = h                         */
   float norm_eps;          /* >= 0, finite; TPG_LINEAR_NORM_INIT: 1e-6              */
+  tpg_view ssq;            /* fp32 [tokens, TPG_NORM_FOLD_GROUPS(out)]: the norm
+                              folded into the next linear (above); slot 0: not  */
 } tpg_linear_norm;
 #define TPG_LINEAR_NORM_INIT { sizeof(tpg_linear_norm) /* size */, {0, 0, 0} /* partial: set it */,           \
-                               {0, 0, 0}, {0, 0, 0} /* residual_out, norm_weight: none */, 1e-6f /* norm_eps */ }
+                               {0, 0, 0}, {0, 0, 0} /* residual_out, norm_weight: none */, 1e-6f /* norm_eps */, \
+                               {0, 0, 0} /* ssq: not folded */ }
 
 /* Adds the layer (above) after deps; *out (may be NULL, may alias a dep) gets
  * the all-reduce node. All or nothing: on failure the plan is unchanged.

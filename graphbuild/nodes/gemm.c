@@ -16,6 +16,7 @@
  * the one writer, for fill and rebind alike.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,48 @@
 #include "lib/gemm/tune_device.h"
 
 /* ---- plan time ---------------------------------------------------------- */
+
+_Static_assert(TPG_NORM_FOLD_MAX_ROWS == TPG_FOLD_MAX_M, "tpgraph.h and the kernels agree on a folded norm's rows");
+
+/* A folded norm (tpg_x_norm): m within the GEMV's rows, the sums fp32, read
+ * by every CTA while y is written, so no view meets y. */
+static tpg_status check_fold(const tpg_plan *p, const char *fn, const tpg_gemm_desc *d) {
+  const size_t m = (size_t)d->m, n = (size_t)d->n, k = (size_t)d->k;
+  const tpg_x_norm *xn = &d->x_norm;
+#define CHECK(cond, ...) \
+  do {                   \
+    if (!(cond)) return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, __VA_ARGS__); \
+  } while (0)
+  if (!d->y_ssq.slot && !xn->ssq.slot) {
+    CHECK(!xn->weight.slot, "desc->x_norm.weight.slot is %u without x_norm.ssq: expected both or neither",
+          xn->weight.slot);
+    return TPG_SUCCESS;
+  }
+  CHECK(d->m <= TPG_NORM_FOLD_MAX_ROWS, "desc->m is %d with a folded norm (y_ssq or x_norm): expected <= %d (the "
+        "decode GEMV's rows)", d->m, TPG_NORM_FOLD_MAX_ROWS);
+  if (d->y_ssq.slot) {
+    CHECK(d->epilogue == TPG_EPILOGUE_NONE || d->epilogue == TPG_EPILOGUE_BIAS || d->epilogue == TPG_EPILOGUE_RESIDUAL,
+          "desc->y_ssq is set with epilogue %d: expected TPG_EPILOGUE_NONE, _BIAS or _RESIDUAL", (int)d->epilogue);
+    TPG_TRY(tpg_plan_check_view(p, fn, "desc->y_ssq", d->y_ssq, m * TPG_NORM_FOLD_GROUPS(n), 4, TPG_F32));
+    CHECK(!tpg_views_overlap(d->y_ssq, m * TPG_NORM_FOLD_GROUPS(n), d->y, m * n),
+          "desc->y_ssq overlaps desc->y in slot %u: expected disjoint ranges", d->y.slot);
+  }
+  if (xn->ssq.slot) {
+    TPG_TRY(tpg_plan_check_view(p, fn, "desc->x_norm.ssq", xn->ssq, m * TPG_NORM_FOLD_GROUPS(k), 4, TPG_F32));
+    CHECK(xn->weight.slot, "desc->x_norm.weight.slot is 0: a folded norm needs its weight");
+    TPG_TRY(tpg_plan_check_view(p, fn, "desc->x_norm.weight", xn->weight, k, 16, d->dtype));
+    CHECK(isfinite(xn->eps) && xn->eps >= 0.0f, "desc->x_norm.eps is %g: expected a finite value >= 0",
+          (double)xn->eps);
+    CHECK(!tpg_views_overlap(d->y, m * n, xn->ssq, m * TPG_NORM_FOLD_GROUPS(k)) &&
+              !tpg_views_overlap(d->y, m * n, xn->weight, k),
+          "desc->y overlaps desc->x_norm's ssq or weight in slot %u: expected disjoint ranges", d->y.slot);
+    CHECK(!d->y_ssq.slot || !tpg_views_overlap(d->y_ssq, m * TPG_NORM_FOLD_GROUPS(n), xn->ssq,
+                                               m * TPG_NORM_FOLD_GROUPS(k)),
+          "desc->y_ssq overlaps desc->x_norm.ssq in slot %u: expected disjoint ranges", d->y_ssq.slot);
+  }
+#undef CHECK
+  return TPG_SUCCESS;
+}
 
 static tpg_status check(const tpg_plan *p, const char *fn, const tpg_node_rec *rec) {
   const tpg_gemm_desc *d = &rec->u.gemm;
@@ -81,7 +124,7 @@ static tpg_status check(const tpg_plan *p, const char *fn, const tpg_node_rec *r
         "desc->residual overlaps desc->y in slot %u without being the same range: expected exactly y (in place) "
         "or disjoint ranges", d->y.slot);
 #undef CHECK
-  return TPG_SUCCESS;
+  return check_fold(p, fn, d);
 }
 
 static int views(const tpg_node_rec *n, tpg_view_use *v) {
@@ -94,6 +137,11 @@ static int views(const tpg_node_rec *n, tpg_view_use *v) {
   v[c++] = (tpg_view_use){d->y, m * nn, 1};
   if (d->bias.slot) v[c++] = (tpg_view_use){d->bias, swiglu ? 2 * nn : nn, 0};
   if (d->residual.slot) v[c++] = (tpg_view_use){d->residual, m * nn, 0};
+  if (d->y_ssq.slot) v[c++] = (tpg_view_use){d->y_ssq, m * TPG_NORM_FOLD_GROUPS(nn), 1};
+  if (d->x_norm.ssq.slot) {
+    v[c++] = (tpg_view_use){d->x_norm.ssq, m * TPG_NORM_FOLD_GROUPS(k), 0};
+    v[c++] = (tpg_view_use){d->x_norm.weight, k, 0};
+  }
   return c;
 }
 
@@ -103,6 +151,11 @@ static void dot(tpg_sbuf *s, const tpg_plan *p, const tpg_node_rec *n) {
   tpg_sb_view(s, p, "x", n->u.gemm.x);
   tpg_sb_view(s, p, "w", n->u.gemm.w);
   tpg_sb_view(s, p, "y", n->u.gemm.y);
+  if (n->u.gemm.y_ssq.slot) tpg_sb_view(s, p, "y_ssq", n->u.gemm.y_ssq);
+  if (n->u.gemm.x_norm.ssq.slot) {
+    tpg_sb_view(s, p, "x_norm.ssq", n->u.gemm.x_norm.ssq);
+    tpg_sb_view(s, p, "x_norm.weight", n->u.gemm.x_norm.weight);
+  }
 }
 
 /* ---- kernel choice ------------------------------------------------------ */
@@ -134,6 +187,7 @@ static tpg_gemm_problem problem_of(const tpg_nctx *c) {
       tpg_gemm_problem_make(d->m, d->n, d->k, kdt, (int)d->epilogue, c->g->dev.sm_arch, gemm_sms(c->g, d));
   p.streamk = c->g->tune.streamk;
   p.residual_bias = d->epilogue == TPG_EPILOGUE_RESIDUAL && d->bias.slot != TPG_SLOT_NONE;
+  p.fold = (d->y_ssq.slot ? TPG_GEMM_FOLD_SSQ : 0) | (d->x_norm.ssq.slot ? TPG_GEMM_FOLD_XNORM : 0);
   return p;
 }
 
@@ -227,6 +281,9 @@ static tpg_status set_ptrs(const tpg_nctx *c) {
   a->y = TPG_VPTR(c, d->y);
   a->bias = TPG_VPTR(c, d->bias);
   a->residual = TPG_VPTR(c, d->residual);
+  a->y_ssq = (float *)TPG_VPTR(c, d->y_ssq);
+  a->x_ssq = (const float *)TPG_VPTR(c, d->x_norm.ssq);
+  a->x_norm_w = TPG_VPTR(c, d->x_norm.weight);
   a->workspace = (void *)(uintptr_t)gn->res.workspace;
   if (gn->cutlass) return cutlass_block(c);
   if (!gn->tma) return TPG_SUCCESS;
@@ -252,6 +309,7 @@ static void fill_view(const tpg_nctx *c, const tpg_kernel_launch *l) {
   a->dtype = d->dtype == TPG_F16 ? TPG_KDT_F16 : TPG_KDT_BF16;
   a->epilogue = (int32_t)d->epilogue;
   a->split_k = l->split_k;
+  a->x_norm_eps = d->x_norm.eps;
   c->gn->kernel = l->kernel;
 }
 

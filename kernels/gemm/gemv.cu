@@ -86,32 +86,80 @@ __device__ __forceinline__ void reduce_warps_flat(float (&acc)[R][MT][4], float 
   }
 }
 
+/* A folded norm's producer (a.y_ssq set): the sums of squares ss of the
+ * values lane (g, t4) stored for rows m = mt * 8 + 2 * t4 + j of 16-column
+ * group `group`, summed over the 8 lanes of the group (g) in a fixed order
+ * and written by lanes g == 0. The whole warp calls it. */
+template <int MT>
+__device__ __forceinline__ void store_ssq(const tpg_gemm_args &a, float (&ss)[MT][2], int group, int g, int t4,
+                                          int M, int N) {
+  const int ng = TPG_FOLD_GROUPS(N);
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      float v = ss[mt][j];
+      v += __shfl_xor_sync(0xffffffffu, v, 4);
+      v += __shfl_xor_sync(0xffffffffu, v, 8);
+      v += __shfl_xor_sync(0xffffffffu, v, 16);
+      const int m = mt * 8 + 2 * t4 + j;
+      if (g == 0 && m < M && group < ng) a.y_ssq[(size_t)m * ng + group] = v;
+    }
+}
+
 /* Warp 0's epilogue for its R x MT accumulator tiles. Accumulator c0,c1:
  * W row g, m = 2*t4 + {0,1}; c2,c3: W row g+8 (SWIGLU: gate g, up g+8 of
- * output obase+g). */
+ * output obase+g). The whole warp calls it. */
 template <typename T, int MT, int R>
 __device__ __forceinline__ void store_tile(const tpg_gemm_args &a, const float (&acc)[R][MT][4], const int (&obase)[R],
                                            int g, int t4, int M, int N) {
   epi_dispatch(a.epilogue, [&](auto ec) {
     constexpr int EPI = decltype(ec)::value;
 #pragma unroll
-    for (int rt = 0; rt < R; ++rt)
+    for (int rt = 0; rt < R; ++rt) {
+      float ss[MT][2];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
+          ss[mt][j] = 0.f;
           const int m = mt * 8 + 2 * t4 + j;
           if (m >= M) continue;
           if constexpr (EPI == TPG_EPI_SWIGLU) {
             const int n = obase[rt] + g;
             if (n < N) epi_store1<T, EPI>(a, m, n, acc[rt][mt][j], acc[rt][mt][2 + j]);
-          } else {
+          } else if constexpr (EPI == TPG_EPI_F32_PARTIAL) {
             const int n0 = obase[rt] + g, n1 = n0 + 8;
             if (n0 < N) epi_store1<T, EPI>(a, m, n0, acc[rt][mt][j], 0.f);
             if (n1 < N) epi_store1<T, EPI>(a, m, n1, acc[rt][mt][2 + j], 0.f);
+          } else {
+            const int n0 = obase[rt] + g, n1 = n0 + 8;
+            if (n0 < N) ss[mt][j] += epi_store1_sq<T, EPI>(a, m, n0, acc[rt][mt][j]);
+            if (n1 < N) ss[mt][j] += epi_store1_sq<T, EPI>(a, m, n1, acc[rt][mt][2 + j]);
           }
         }
+      if constexpr (EPI != TPG_EPI_SWIGLU && EPI != TPG_EPI_F32_PARTIAL)
+        if (a.y_ssq) store_ssq<MT>(a, ss, obase[rt] / 16, g, t4, M, N);
+    }
   });
+}
+
+/* A folded norm's consumer: xs[m] = the RMSNorm scale of x's row m,
+ * rsqrt(sum of squares / k + eps) from the producer's TPG_FOLD_GROUPS(k)
+ * sums, each row summed by one warp in the same order whatever the grid
+ * (lane i takes sums i, i + 32, ...; then a fixed shuffle tree). Every
+ * thread of the CTA calls it (it synchronises the CTA). */
+template <int KW>
+__device__ __forceinline__ void row_scales(const tpg_gemm_args &a, float *xs, int w, int lane) {
+  const int ng = TPG_FOLD_GROUPS(a.k);
+  for (int m = w; m < a.m; m += KW) {
+    float v = 0.f;
+    for (int i = lane; i < ng; i += 32) v += a.x_ssq[(size_t)m * ng + i];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane == 0) xs[m] = rsqrtf(v / (float)a.k + a.x_norm_eps);
+  }
+  __syncthreads();
 }
 
 /* The W rows lane group g reads in 16-row tile `rt` (global index): rows
@@ -288,7 +336,8 @@ __device__ __forceinline__ void gemv_sk_body(const tpg_gemm_args &a) {
  * workspace, no counter. A workspace serves one (tiles, S): another grid's
  * counters would land on this one's dirty slots.
  * ------------------------------------------------------------------------- */
-template <typename T, int MT, int R, int U, int KW, bool PF, int LDF, bool FLATRED = true, bool XLATE = false>
+template <typename T, int MT, int R, int U, int KW, bool PF, int LDF, bool FLATRED = true, bool XLATE = false,
+          bool XN = false>
 __device__ __forceinline__ void gemv_split_body(const tpg_gemm_args &a) {
   /* one-barrier warp reduction where its shared memory stays <= 32 KB */
   constexpr bool FLAT = FLATRED && (KW - 1) * R * MT * 4 * 32 * 4 <= 32768;
@@ -339,6 +388,24 @@ __device__ __forceinline__ void gemv_split_body(const tpg_gemm_args &a) {
     xv[mt] = m < M;
     xp[mt] = static_cast<const T *>(a.x) + (size_t)min(m, M - 1) * a.ldx + 8 * t4;
   }
+  /* XN (a folded norm's consumer): X is RMSNorm(x) * x_norm_w, formed as
+   * it is loaded (the weight's 8 values beside x's), with rs[mt] the scale
+   * of the row this lane loads. */
+  float rs[MT];
+  const T *nw = nullptr;
+  if constexpr (XN) {
+    static_assert(MT * 8 <= TPG_FOLD_MAX_M, "a folded norm serves m <= TPG_FOLD_MAX_M");
+    __shared__ float xs[TPG_FOLD_MAX_M];
+    row_scales<KW>(a, xs, w, lane);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) rs[mt] = xs[min(mt * 8 + g, M - 1)];
+    nw = static_cast<const T *>(a.x_norm_w) + 8 * t4;
+  }
+  auto ldx = [&](int mt, int k, bool ok) -> uint4 {
+    if (!(ok && xv[mt])) return make_uint4(0, 0, 0, 0);
+    if constexpr (XN) return epi_normed<T>(ld_keep(xp[mt] + k), ld_keep(nw + k), rs[mt]);
+    return ld_keep(xp[mt] + k);
+  };
   /* One accumulator per tile: splitting each group's chain of 2U dependent
    * mmas over 2 or 4 accumulator sets measured slower in gemv_lab
    * (docs/kernels.md, "Decode GEMV"). */
@@ -364,7 +431,7 @@ __device__ __forceinline__ void gemv_split_body(const tpg_gemm_args &a) {
       }
       if constexpr (!XLATE) {
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) dx[u][mt] = (ok && xv[mt]) ? ld_keep(xp[mt] + k) : make_uint4(0, 0, 0, 0);
+        for (int mt = 0; mt < MT; ++mt) dx[u][mt] = ldx(mt, k, ok);
       }
     }
   };
@@ -380,7 +447,7 @@ __device__ __forceinline__ void gemv_split_body(const tpg_gemm_args &a) {
         const int c = c0 + grp * U + u, k = c * 32;
         const bool ok = c < c1 && k + 8 * t4 < K;
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) xl[mt] = (ok && xv[mt]) ? ld_keep(xp[mt] + k) : make_uint4(0, 0, 0, 0);
+        for (int mt = 0; mt < MT; ++mt) xl[mt] = ldx(mt, k, ok);
       } else {
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) xl[mt] = x[u][mt];
@@ -480,6 +547,12 @@ TPG_GEMV_SK(tpg_gemv_sk_f16_m16, __half, 2, 2, 2, 16, 1)
   extern "C" __global__ void __launch_bounds__(KW * 32, MINB) NAME(const __grid_constant__ tpg_gemm_args a) { \
     tpg::gemv_split_body<T, MT, R, U, KW, false, 2, true, XL>(a);                      \
   }
+/* The same configurations with x normalized as it is loaded (a folded
+ * norm's consumer, m <= TPG_FOLD_MAX_M): tpg_gemv_<dtype>_m<max M>[w4]_xn. */
+#define TPG_GEMV_SPLIT_XN(NAME, T, MT, R, U, KW, MINB, XL)                              \
+  extern "C" __global__ void __launch_bounds__(KW * 32, MINB) NAME(const __grid_constant__ tpg_gemm_args a) { \
+    tpg::gemv_split_body<T, MT, R, U, KW, false, 2, true, XL, true>(a);                \
+  }
 /* Configurations chosen by measurement (gemv_lab's comparison on an H200:
  * docs/gemm.md, "The decode GEMV"; docs/kernels.md, "Decode GEMV"): per M
  * class the one or two that were fastest against cuBLASLt over the zoo's 93
@@ -499,3 +572,11 @@ TPG_GEMV_SPLIT(tpg_gemv_f16_m16, __half, 2, 1, 2, 8, 3, false)
 TPG_GEMV_SPLIT(tpg_gemv_f16_m16w4, __half, 2, 1, 8, 4, 4, true)
 TPG_GEMV_SPLIT(tpg_gemv_f16_m32, __half, 4, 1, 4, 8, 2, true)
 TPG_GEMV_SPLIT(tpg_gemv_f16_m64, __half, 8, 1, 4, 8, 2, true)
+TPG_GEMV_SPLIT_XN(tpg_gemv_bf16_m8_xn, __nv_bfloat16, 1, 1, 8, 8, 2, false)
+TPG_GEMV_SPLIT_XN(tpg_gemv_bf16_m8w4_xn, __nv_bfloat16, 1, 1, 8, 4, 4, false)
+TPG_GEMV_SPLIT_XN(tpg_gemv_bf16_m16_xn, __nv_bfloat16, 2, 1, 2, 8, 3, false)
+TPG_GEMV_SPLIT_XN(tpg_gemv_bf16_m16w4_xn, __nv_bfloat16, 2, 1, 8, 4, 4, true)
+TPG_GEMV_SPLIT_XN(tpg_gemv_f16_m8_xn, __half, 1, 1, 8, 8, 2, false)
+TPG_GEMV_SPLIT_XN(tpg_gemv_f16_m8w4_xn, __half, 1, 1, 8, 4, 4, false)
+TPG_GEMV_SPLIT_XN(tpg_gemv_f16_m16_xn, __half, 2, 1, 2, 8, 3, false)
+TPG_GEMV_SPLIT_XN(tpg_gemv_f16_m16w4_xn, __half, 2, 1, 8, 4, 4, true)

@@ -359,6 +359,7 @@ static int lt_can_implement(const tpg_gemm_problem *p, char *why, size_t whylen)
   if (e != TPG_EPI_NONE && e != TPG_EPI_BIAS && e != TPG_EPI_BIAS_GELU && e != TPG_EPI_RESIDUAL &&
       e != TPG_EPI_F32_PARTIAL)
     return tpg_gemm_reject(why, whylen, "epilogue=%d: not one cuBLASLt fuses (SiLU and SwiGLU are ours)", e);
+  if (p->fold) return tpg_gemm_reject(why, whylen, "fold=%d: a folded RMSNorm is our decode GEMV's", p->fold);
   if (p->ldx < p->k || p->ldw < p->k || p->ldy < p->n || p->ldr < p->n || p->ldx % 8 || p->ldw % 8 ||
       p->ldy % 8 || p->ldr % 8)
     return tpg_gemm_reject(why, whylen, "ldx/ldw/ldy/ldr must be multiples of 8, >= k, k, n, n (16-byte rows)");

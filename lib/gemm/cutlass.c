@@ -24,6 +24,7 @@ static int cutlass_can_implement(const tpg_gemm_problem *p, char *why, size_t wh
   if (p->arch != 90)
     return tpg_gemm_reject(why, whylen, "sm_arch=%d: the CUTLASS kernels are built for sm_90a only", p->arch);
   if (p->dtype != TPG_KDT_BF16) return tpg_gemm_reject(why, whylen, "dtype=%d: the CUTLASS kernels are bf16", p->dtype);
+  if (p->fold) return tpg_gemm_reject(why, whylen, "fold=%d: a folded RMSNorm is our decode GEMV's", p->fold);
   if (e != TPG_EPI_NONE && e != TPG_EPI_BIAS && e != TPG_EPI_BIAS_GELU && e != TPG_EPI_BIAS_SILU &&
       e != TPG_EPI_RESIDUAL)
     return tpg_gemm_reject(why, whylen, "epilogue=%d: not one the CUTLASS kernels fuse", e);

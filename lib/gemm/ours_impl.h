@@ -16,13 +16,14 @@ static inline int tpg_ours_sms(const tpg_gemm_problem *p) { return p->sms < 1 ? 
 typedef struct gemv_cfg {
   int mt, r, kw, occ;
   const char *bf16, *f16;
+  const char *bf16_xn, *f16_xn; /* x normalized as loaded (m <= TPG_FOLD_MAX_M) */
 } gemv_cfg;
 #define TPG_GEMV_MAX_SPLITS 16
 
 const gemv_cfg *tpg_ours_gemv_config(int m, int n, int swiglu);
 unsigned tpg_ours_gemv_tiles(const gemv_cfg *c, int n, int swiglu);
 int tpg_ours_gemv_splits(const gemv_cfg *c, unsigned tiles, int k, int num_sms);
-void tpg_ours_gemv_fill(int m, int n, int dtype, int epilogue, int splits, tpg_kernel_launch *out);
+void tpg_ours_gemv_fill(const tpg_gemm_problem *p, int splits, tpg_kernel_launch *out);
 
 /* A TMA tile and how its launch splits the work (tpg_ours_fill_tma). */
 typedef struct tpg_ours_tile {

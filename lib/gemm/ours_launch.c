@@ -49,9 +49,12 @@
  * per mma tile / 8 (MT), 16-row W tiles per CTA (R), warps (KW), CTAs per SM
  * (occ, from __launch_bounds__ and ptxas -v). */
 static const gemv_cfg kGemv[6] = {
-    {1, 1, 8, 2, "tpg_gemv_bf16_m8", "tpg_gemv_f16_m8"},     {1, 1, 4, 4, "tpg_gemv_bf16_m8w4", "tpg_gemv_f16_m8w4"},
-    {2, 1, 8, 3, "tpg_gemv_bf16_m16", "tpg_gemv_f16_m16"},   {2, 1, 4, 4, "tpg_gemv_bf16_m16w4", "tpg_gemv_f16_m16w4"},
-    {4, 1, 8, 2, "tpg_gemv_bf16_m32", "tpg_gemv_f16_m32"},   {8, 1, 8, 2, "tpg_gemv_bf16_m64", "tpg_gemv_f16_m64"},
+    {1, 1, 8, 2, "tpg_gemv_bf16_m8", "tpg_gemv_f16_m8", "tpg_gemv_bf16_m8_xn", "tpg_gemv_f16_m8_xn"},
+    {1, 1, 4, 4, "tpg_gemv_bf16_m8w4", "tpg_gemv_f16_m8w4", "tpg_gemv_bf16_m8w4_xn", "tpg_gemv_f16_m8w4_xn"},
+    {2, 1, 8, 3, "tpg_gemv_bf16_m16", "tpg_gemv_f16_m16", "tpg_gemv_bf16_m16_xn", "tpg_gemv_f16_m16_xn"},
+    {2, 1, 4, 4, "tpg_gemv_bf16_m16w4", "tpg_gemv_f16_m16w4", "tpg_gemv_bf16_m16w4_xn", "tpg_gemv_f16_m16w4_xn"},
+    {4, 1, 8, 2, "tpg_gemv_bf16_m32", "tpg_gemv_f16_m32", NULL, NULL},
+    {8, 1, 8, 2, "tpg_gemv_bf16_m64", "tpg_gemv_f16_m64", NULL, NULL},
 };
 /* Which configuration: by M class, and at M <= 16 by the W rows (2N with
  * SwiGLU): the 4-warp CTAs from 4608 W rows at M <= 8, below 9216 at
@@ -82,13 +85,16 @@ int tpg_ours_gemv_splits(const gemv_cfg *c, unsigned tiles, int k, int num_sms) 
   return s;
 }
 
-/* Fill `out` for the GEMV with S K ranges. */
-void tpg_ours_gemv_fill(int m, int n, int dtype, int epilogue, int splits, tpg_kernel_launch *out) {
+/* Fill `out` for the GEMV with S K ranges (the _xn entry point when p
+ * normalizes x: tpg_gemm_problem_check keeps m <= TPG_FOLD_MAX_M there). */
+void tpg_ours_gemv_fill(const tpg_gemm_problem *p, int splits, tpg_kernel_launch *out) {
+  const int swiglu = p->epilogue == TPG_EPI_SWIGLU, bf16 = p->dtype == TPG_KDT_BF16;
+  const int xn = (p->fold & TPG_GEMM_FOLD_XNORM) != 0;
   memset(out, 0, sizeof *out);
   out->family = TPG_GEMM_FAMILY_OURS;
-  const gemv_cfg *c = tpg_ours_gemv_config(m, n, epilogue == TPG_EPI_SWIGLU);
-  const size_t tiles = tpg_ours_gemv_tiles(c, n, epilogue == TPG_EPI_SWIGLU);
-  out->kernel = dtype == TPG_KDT_BF16 ? c->bf16 : c->f16;
+  const gemv_cfg *c = tpg_ours_gemv_config(p->m, p->n, swiglu);
+  const size_t tiles = tpg_ours_gemv_tiles(c, p->n, swiglu);
+  out->kernel = xn ? (bf16 ? c->bf16_xn : c->f16_xn) : (bf16 ? c->bf16 : c->f16);
   out->grid[0] = (unsigned)tiles;
   out->grid[1] = (unsigned)splits;
   out->grid[2] = 1;
@@ -113,8 +119,7 @@ int tpg_gemm_select(const tpg_gemm_problem *p, tpg_kernel_launch *out, char *why
   out->split_k = 1;
   if (m <= 64) {
     const gemv_cfg *c = tpg_ours_gemv_config(m, n, swiglu);
-    tpg_ours_gemv_fill(m, n, p->dtype, p->epilogue,
-                       tpg_ours_gemv_splits(c, tpg_ours_gemv_tiles(c, n, swiglu), p->k, num_sms), out);
+    tpg_ours_gemv_fill(p, tpg_ours_gemv_splits(c, tpg_ours_gemv_tiles(c, n, swiglu), p->k, num_sms), out);
   } else if (p->arch == 90) {
     const unsigned tiles = cdiv(m, 128) * cdiv(n, swiglu ? 128 : 256);
     out->kernel = bf16 ? "tpg_gemm_sm90_bf16" : "tpg_gemm_sm90_f16";

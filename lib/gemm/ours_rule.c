@@ -237,7 +237,7 @@ int tpg_gemm_select_tma(const tpg_gemm_problem *p, tpg_kernel_launch *out, tpg_t
   if (x_map) memset(x_map, 0, sizeof *x_map);
   if (w_map) memset(w_map, 0, sizeof *w_map);
   if (tpg_gemm_select(p, out, why, whylen)) return 1;
-  if (p->arch != 90 || p->m <= 8) return 0;
+  if (p->arch != 90 || p->m <= 8 || p->fold) return 0; /* the GEMV (the only kernel that folds a norm) */
   const long wrows = tpg_gemm_wrows(p);
   if (p->m <= 16 && wrows < TPG_DEC_SW_W) return 0;                       /* the GEMV */
   if (p->m > 16 && p->m <= 32 && wrows <= 4096 && p->k < 8192) return 0; /* the GEMV */

@@ -116,7 +116,7 @@ static int fill_gemv(const tpg_gemm_problem *p, const tpg_gemm_variant *v, tpg_k
                            "variant gemv_s%d: K ranges must be 1..%d and at most the %d 32-wide chunks of k=%d",
                            splits, TPG_GEMV_MAX_SPLITS, kc, p->k);
   if (!splits) splits = tpg_ours_gemv_splits(c, tpg_ours_gemv_tiles(c, p->n, swiglu), p->k, tpg_ours_sms(p));
-  tpg_ours_gemv_fill(p->m, p->n, p->dtype, p->epilogue, splits, out);
+  tpg_ours_gemv_fill(p, splits, out);
   return 0;
 }
 
@@ -126,6 +126,7 @@ static int fill_gemv_sk(const tpg_gemm_problem *p, tpg_kernel_launch *out, char 
   const int v16 = p->m > 8, bf16 = p->dtype == TPG_KDT_BF16, r = v16 ? 2 : 1, mt = v16 ? 2 : 1;
   const size_t tiles = cdiv(p->n, (swiglu ? 8 : 16) * r);
   if (p->m > 16) return tpg_gemm_reject(why, whylen, "m=%d: the gemv_sk variant needs m <= 16", p->m);
+  if (p->fold) return tpg_gemm_reject(why, whylen, "fold=%d: a folded RMSNorm runs on the split GEMV (gemv)", p->fold);
   memset(out, 0, sizeof *out);
   out->family = TPG_GEMM_FAMILY_OURS;
   out->grid[1] = out->grid[2] = out->block[1] = out->block[2] = 1;
@@ -229,7 +230,10 @@ int tpg_ours_fill_variant(const tpg_gemm_problem *p, const tpg_gemm_variant *v, 
   switch (v->kind) {
     case TPG_GEMM_VAR_GEMV: rc = fill_gemv(p, v, out, why, whylen); break;
     case TPG_GEMM_VAR_GEMV_SK: rc = fill_gemv_sk(p, out, why, whylen); break;
-    case TPG_GEMM_VAR_TMA: rc = fill_tma_variant(p, v, out, x_map, w_map, why, whylen); break;
+    case TPG_GEMM_VAR_TMA:
+      rc = p->fold ? tpg_gemm_reject(why, whylen, "fold=%d: a folded RMSNorm runs on the split GEMV (gemv)", p->fold)
+                   : fill_tma_variant(p, v, out, x_map, w_map, why, whylen);
+      break;
     default: return tpg_gemm_reject(why, whylen, "variant kind=%d: not one of our kernels", v->kind);
   }
   if (!rc && why && whylen) why[0] = '\0';
@@ -274,7 +278,7 @@ static void add_gemv(clist *c, const tpg_gemm_problem *p) {
   if (s / 2 >= 1 && (v = add(c, TPG_GEMM_VAR_GEMV, 0, 0, 0, 0))) v->split = s / 2;
   if (2 * s <= TPG_GEMV_MAX_SPLITS && 2 * s <= (int)cdiv(p->k, 32) && (v = add(c, TPG_GEMM_VAR_GEMV, 0, 0, 0, 0)))
     v->split = 2 * s;
-  if (p->m <= 16) add(c, TPG_GEMM_VAR_GEMV_SK, 0, 0, 0, 0);
+  if (p->m <= 16 && !p->fold) add(c, TPG_GEMM_VAR_GEMV_SK, 0, 0, 0, 0);
 }
 
 /* One-CTA tiles: 128-row at BN 256 / 192 / 128 / 64 and 64-row at 256 / 128
@@ -371,6 +375,7 @@ int tpg_ours_candidates(const tpg_gemm_problem *p, tpg_gemm_variant *list, int c
   clist c = {list, cap, 0};
   if (p->arch != 90 || p->m < 1) return 0;
   if (p->m <= 64) add_gemv(&c, p);
+  if (p->fold) return c.cnt < cap ? c.cnt : cap; /* only the split GEMV folds a norm */
   add_tiles(&c, p);
   add_pairs(&c, p);
   add_swapped(&c, p);

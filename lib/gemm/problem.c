@@ -30,6 +30,14 @@ int tpg_gemm_problem_check(const tpg_gemm_problem *p, char *why, size_t whylen) 
     return tpg_gemm_reject(why, whylen, "dtype=%d: operands must be F16 or BF16", p->dtype);
   if (p->epilogue < 0 || p->epilogue >= TPG_EPI_COUNT)
     return tpg_gemm_reject(why, whylen, "epilogue=%d: unknown TPG_EPI_* value", p->epilogue);
+  if (p->fold < 0 || p->fold > (TPG_GEMM_FOLD_SSQ | TPG_GEMM_FOLD_XNORM))
+    return tpg_gemm_reject(why, whylen, "fold=%d: expected 0 or TPG_GEMM_FOLD_SSQ | _XNORM", p->fold);
+  if (p->fold && p->m > TPG_FOLD_MAX_M)
+    return tpg_gemm_reject(why, whylen, "m=%d: a folded RMSNorm serves m <= %d", p->m, TPG_FOLD_MAX_M);
+  if ((p->fold & TPG_GEMM_FOLD_SSQ) && p->epilogue != TPG_EPI_NONE && p->epilogue != TPG_EPI_BIAS &&
+      p->epilogue != TPG_EPI_RESIDUAL)
+    return tpg_gemm_reject(why, whylen, "epilogue=%d: sums of squares of y come with TPG_EPI_NONE, _BIAS or "
+                           "_RESIDUAL", p->epilogue);
   if (p->arch < 80)
     return tpg_gemm_reject(why, whylen, "sm_arch=%d: the kernels need sm_80 or newer (mma.sync bf16)", p->arch);
   return 0;

@@ -27,7 +27,15 @@ typedef struct tpg_gemm_problem {
                              1 where its cost model says it pays, 2 always      */
   int residual_bias;      /* TPG_EPI_RESIDUAL: 1 when a bias is added too (the
                              other epilogues say whether they take one)       */
+  int fold;               /* a folded RMSNorm (TPG_GEMM_FOLD_*, or'ed; 0: none):
+                             only our split decode GEMV runs it, m <=
+                             TPG_FOLD_MAX_M                                    */
 } tpg_gemm_problem;
+
+/* tpg_gemm_problem.fold: the GEMM writes its rows' sums of squares
+ * (tpg_gemm_args.y_ssq), and/or normalizes x as it loads it (x_ssq,
+ * x_norm_w). */
+enum { TPG_GEMM_FOLD_SSQ = 1, TPG_GEMM_FOLD_XNORM = 2 };
 
 /* A problem with dense rows (ldx = ldw = k, ldy = ldr = n) and streamk 1. */
 static inline tpg_gemm_problem tpg_gemm_problem_make(int m, int n, int k, int dtype, int epilogue, int arch,
@@ -37,6 +45,7 @@ static inline tpg_gemm_problem tpg_gemm_problem_make(int m, int n, int k, int dt
   p.ldx = k, p.ldw = k, p.ldy = n, p.ldr = n;
   p.streamk = 1;
   p.residual_bias = 0;
+  p.fold = 0;
   return p;
 }
 

@@ -451,6 +451,7 @@ tpg_status tpg_gemm_tune_graph_pick(tpg_gemm_tune_graph *s, const tpg_gemm_probl
   TPG_CHECK_ARG(s != NULL, "s is NULL");
   TPG_CHECK_ARG(p != NULL, "problem is NULL");
   c = s->cfg;
+  if (p->fold) c.mode = TPG_GEMM_TUNE_OFF; /* one kernel folds a norm: nothing to time */
   if (c.mode == TPG_GEMM_TUNE_ON) {
     /* the file once per graph, so that a graph past its budget (or an
      * update) still finds what other processes timed */

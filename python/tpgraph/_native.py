@@ -80,9 +80,14 @@ class CommConfig(ctypes.Structure):
                 ("nranks", c_int), ("timeout_ms", c_int)]
 
 
+class XNorm(ctypes.Structure):
+    _fields_ = [("ssq", View), ("weight", View), ("eps", ctypes.c_float)]
+
+
 class GemmDesc(ctypes.Structure):
     _fields_ = [("size", c_size_t), ("m", c_int), ("n", c_int), ("k", c_int), ("dtype", c_int), ("epilogue", c_int),
-                ("x", View), ("w", View), ("y", View), ("bias", View), ("residual", View), ("sm_reserve", c_int)]
+                ("x", View), ("w", View), ("y", View), ("bias", View), ("residual", View), ("sm_reserve", c_int),
+                ("y_ssq", View), ("x_norm", XNorm)]
 
 
 class CollectiveDesc(ctypes.Structure):
@@ -102,7 +107,7 @@ class LinearDesc(ctypes.Structure):
     _fields_ = [("size", c_size_t), ("kind", c_int), ("rank", c_int), ("nranks", c_int), ("tokens", c_int),
                 ("in_features", c_int), ("out_features", c_int), ("dtype", c_int), ("gather", c_int),
                 ("activation", c_int), ("algo", c_int), ("name", ctypes.c_char_p), ("x", View), ("w", View),
-                ("bias", View), ("residual", View), ("y", View), ("work", View)]
+                ("bias", View), ("residual", View), ("y", View), ("work", View), ("x_norm", XNorm)]
 
 
 class SlotInfo(ctypes.Structure):

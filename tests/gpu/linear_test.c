@@ -14,7 +14,9 @@
  *     row down with bias and residual), bound to whole-model references;
  *   - the row layer whose all-reduce adds bias and residual, updates the
  *     residual in place and applies RMSNorm (tpg_plan_add_linear_norm), by
- *     AUTO and NCCL, element-wise against fp64 with a stated bound.
+ *     AUTO and NCCL, element-wise against fp64 with a stated bound;
+ *   - that norm folded into the next linear (tpg_x_norm: one rank, up to 16
+ *     rows; refused elsewhere), element-wise against fp64.
  * Weights are whole, fresh random (seeded, so every rank builds the same
  * model), split on the host per rank; outputs are poisoned (NaN) before each
  * launch; relative norm error <= 1e-2 (bf16). Explicit and eager graphs then
@@ -562,6 +564,120 @@ static void run_norm(tpg_rank *c, tpg_comm *comm, int T, tpg_graph_mode mode, tp
   whole_free(&m);
 }
 
+/* ---- the norm folded into the next linear (tpg_x_norm) -------------------- */
+
+/* One rank, T <= TPG_NORM_FOLD_MAX_ROWS: linear_norm with norm->ssq writes h
+ * (res, in place) and its rows' sums of squares; a column linear reads h
+ * with x_norm and gives y2 = (RMSNorm(h) * nw) W2^T. Against fp64 from the
+ * bf16 h the reference rounds (as the unfolded pair would store it):
+ * |got - ref| <= 2^-8 |ref| (y2's rounding) + 4 * 2^-8 * sum_o |x'_o W2_jo|
+ * (each normed input off by its rounding, half an ulp, plus h's own flip,
+ * one ulp, scaled by nw / rms <= ~1.5). Relative norm <= 1e-2. On several
+ * ranks, or past the rows, the fold is refused with its rule. */
+static void run_fold(tpg_rank *c, int T, tpg_graph_mode mode, uint64_t seed) {
+  const int R = c->nranks, in = 512, out = 256, out2 = 384;
+  const float eps = 1e-5f;
+  const spec s = {"row+norm", TPG_LINEAR_ROW, TPG_ACT_NONE, 1, 0, 1, TPG_ALGO_AUTO};
+  whole m;
+  whole_make(&m, &s, T, in, out, seed); /* m.ref = x W^T + b + res */
+  float *nw = rnd_bf16(seed + 9, (size_t)out, 0.2f), *w2 = rnd_bf16(seed + 11, (size_t)out2 * out, 0.06f);
+  for (int o = 0; o < out; o++) nw[o] += 1.0f;
+  free(pack(TPG_BF16, nw, (size_t)out, nw));
+  double *h = malloc(sizeof(double) * (size_t)T * out), *xn = malloc(sizeof(double) * (size_t)T * out);
+  double *y2 = malloc(sizeof(double) * (size_t)T * out2), *mag = malloc(sizeof(double) * (size_t)T * out2);
+  for (int t = 0; t < T; t++) {
+    double ss = 0;
+    for (int o = 0; o < out; o++) {
+      h[t * out + o] = bf2f(f2bf((float)m.ref[t * out + o]));
+      ss += h[t * out + o] * h[t * out + o];
+    }
+    for (int o = 0; o < out; o++) xn[t * out + o] = h[t * out + o] / sqrt(ss / out + eps) * nw[o];
+    for (int j = 0; j < out2; j++) {
+      double a = 0, b = 0;
+      for (int o = 0; o < out; o++) a += xn[t * out + o] * w2[j * out + o], b += fabs(xn[t * out + o] * w2[j * out + o]);
+      y2[t * out2 + j] = a, mag[t * out2 + j] = b;
+    }
+  }
+  tpg_plan *p;
+  MUST(tpg_plan_create(&p));
+  tpg_slot sx, sw, sb, sr, sn, sq, sw2, sy2;
+  MUST(tpg_plan_add_slot(p, "x", TPG_BF16, TPG_MEM_DEVICE, (size_t)T * in, &sx));
+  MUST(tpg_plan_add_slot(p, "w", TPG_BF16, TPG_MEM_DEVICE, (size_t)out * in, &sw));
+  MUST(tpg_plan_add_slot(p, "b", TPG_BF16, TPG_MEM_DEVICE, (size_t)out, &sb));
+  MUST(tpg_plan_add_slot(p, "res", TPG_BF16, TPG_MEM_DEVICE, (size_t)T * out, &sr));
+  MUST(tpg_plan_add_slot(p, "nw", TPG_BF16, TPG_MEM_DEVICE, (size_t)out, &sn));
+  MUST(tpg_plan_add_slot(p, "ssq", TPG_F32, TPG_MEM_SCRATCH, (size_t)T * TPG_NORM_FOLD_GROUPS(out), &sq));
+  MUST(tpg_plan_add_slot(p, "w2", TPG_BF16, TPG_MEM_DEVICE, (size_t)out2 * out, &sw2));
+  MUST(tpg_plan_add_slot(p, "y2", TPG_BF16, TPG_MEM_DEVICE, (size_t)T * out2, &sy2));
+  tpg_linear_desc d = TPG_LINEAR_DESC_INIT;
+  d.kind = TPG_LINEAR_ROW;
+  d.rank = c->rank, d.nranks = R, d.tokens = T, d.in_features = in, d.out_features = out;
+  d.x = (tpg_view){sx, 0, 0}, d.w = (tpg_view){sw, 0, 0}, d.bias = (tpg_view){sb, 0, 0};
+  d.residual = (tpg_view){sr, 0, 0};
+  tpg_linear_norm e = TPG_LINEAR_NORM_INIT;
+  e.residual_out = d.residual, e.norm_weight = (tpg_view){sn, 0, 0}, e.norm_eps = eps, e.ssq = (tpg_view){sq, 0, 0};
+  tpg_node n;
+  tpg_status st = tpg_plan_add_linear_norm(p, &d, &e, NULL, 0, &n);
+  if (R > 1 || T > TPG_NORM_FOLD_MAX_ROWS) {
+    RCHECK(c, st == TPG_ERROR_INVALID_ARGUMENT && strstr(tpg_last_error(), R > 1 ? "one rank" : "at most 16 rows"),
+           "fold refused at TP %d M=%d: %s", R, T, tpg_last_error());
+  } else {
+    RCHECK(c, st == TPG_SUCCESS, "fold: add: %s", tpg_last_error());
+    tpg_linear_desc d2 = TPG_LINEAR_DESC_INIT;
+    d2.tokens = T, d2.in_features = out, d2.out_features = out2;
+    d2.x = d.residual, d2.w = (tpg_view){sw2, 0, 0}, d2.y = (tpg_view){sy2, 0, 0};
+    d2.x_norm = (tpg_x_norm){e.ssq, e.norm_weight, eps};
+    if (st == TPG_SUCCESS) st = tpg_plan_add_linear(p, &d2, &n, 1, NULL);
+    RCHECK(c, st == TPG_SUCCESS, "fold: consumer: %s", tpg_last_error());
+    void *dx = upload(m.x, (size_t)T * in), *dw = upload(m.w, (size_t)out * in), *db = upload(m.b, (size_t)out);
+    void *dr = upload(m.res, (size_t)T * out), *dn = upload(nw, (size_t)out), *dw2 = upload(w2, (size_t)out2 * out);
+    void *dy2;
+    CUDA_OK(cudaMalloc(&dy2, (size_t)T * out2 * 2));
+    tpg_binding b[7] = {{sx, dx}, {sw, dw}, {sb, db}, {sr, dr}, {sn, dn}, {sw2, dw2}, {sy2, dy2}};
+    tpg_graph_config cfg = TPG_GRAPH_CONFIG_INIT;
+    cfg.device = c->rank, cfg.bindings = b, cfg.nbindings = 7, cfg.mode = mode;
+    tpg_graph *g = NULL;
+    if (st == TPG_SUCCESS) st = tpg_graph_create(p, &cfg, &g);
+    RCHECK(c, st == TPG_SUCCESS, "fold M=%d %s: create: %s", T, mode_name(mode), tpg_last_error());
+    for (int rep = 0; st == TPG_SUCCESS && rep < 2; rep++) { /* res is updated in place: reload it */
+      void *hr = pack(TPG_BF16, m.res, (size_t)T * out, NULL);
+      CUDA_OK(cudaMemcpy(dr, hr, (size_t)T * out * 2, cudaMemcpyHostToDevice));
+      free(hr);
+      poison(dy2, (size_t)T * out2 * 2);
+      RCHECK(c, tpg_graph_launch(g, NULL) == TPG_SUCCESS, "launch: %s", tpg_last_error());
+      CUDA_OK(cudaDeviceSynchronize());
+      float *f = malloc(sizeof(float) * (size_t)T * out2);
+      void *hy = malloc((size_t)T * out2 * 2);
+      CUDA_OK(cudaMemcpy(hy, dy2, (size_t)T * out2 * 2, cudaMemcpyDeviceToHost));
+      unpack(TPG_BF16, hy, (size_t)T * out2, f);
+      int bad = 0;
+      double emax = 0;
+      for (size_t i = 0; i < (size_t)T * out2; i++) {
+        const double err = fabs((double)f[i] - y2[i]), tol = ldexp(1.0, -8) * (fabs(y2[i]) + 4 * mag[i]);
+        bad += !(err <= tol);
+        if (!(err <= emax)) emax = err;
+      }
+      const double rel = rel_err(f, y2, (size_t)T * out2);
+      double eh, rh;
+      const int bh = norm_bad(dr, h, (size_t)T * out, 1, &eh, &rh);
+      RCHECK(c, bad == 0 && bh == 0 && rel <= 1e-2 && rh <= 1e-2,
+             "fold M=%d %s: y2 %d out of bound (max %.2e, rel %.2e), h %d (max %.2e, rel %.2e)", T, mode_name(mode),
+             bad, emax, rel, bh, eh, rh);
+      if (rep == 0)
+        printf("TP=1 %-22s M=%-2d mode %-8s: y2 max err %.2e rel %.2e, h max %.2e rel %.2e\n", "norm folded (x_norm)",
+               T, mode_name(mode), emax, rel, eh, rh);
+      free(f);
+      free(hy);
+    }
+    if (g) MUST(tpg_graph_destroy(g));
+    void *bufs[7] = {dx, dw, db, dr, dn, dw2, dy2};
+    for (int i = 0; i < 7; i++) CUDA_OK(cudaFree(bufs[i]));
+  }
+  tpg_plan_destroy(p);
+  free(h), free(xn), free(y2), free(mag), free(nw), free(w2);
+  whole_free(&m);
+}
+
 static const spec specs[] = {
     {"column+bias", TPG_LINEAR_COLUMN, TPG_ACT_NONE, 1, 0, 0, TPG_ALGO_AUTO},
     {"column gelu+bias", TPG_LINEAR_COLUMN, TPG_ACT_GELU, 1, 0, 0, TPG_ALGO_AUTO},
@@ -584,7 +700,9 @@ static void rank_body(tpg_rank *c) {
       run_pairs(c, comm, Ms[mi], (tpg_graph_mode)mode, seed += 100);
       run_norm(c, comm, Ms[mi], (tpg_graph_mode)mode, TPG_ALGO_AUTO, seed += 10);
       run_norm(c, comm, Ms[mi], (tpg_graph_mode)mode, TPG_ALGO_NCCL, seed += 10);
+      run_fold(c, Ms[mi], (tpg_graph_mode)mode, seed += 10);
     }
+  for (int mode = 0; mode < 3; mode++) run_fold(c, 12, (tpg_graph_mode)mode, seed += 10); /* the m16 GEMVs */
   static const spec shard_specs[] = {
       {"column swiglu+bias", TPG_LINEAR_COLUMN, TPG_ACT_SWIGLU, 1, 0, 0, TPG_ALGO_AUTO},
       {"column", TPG_LINEAR_COLUMN, TPG_ACT_NONE, 0, 0, 0, TPG_ALGO_AUTO},
