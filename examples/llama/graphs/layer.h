@@ -83,6 +83,8 @@ struct PlanBuilder {
   // "<l>qkv": qkv = h Wqkv_r^T, a column linear over the whole layer's
   // width (each rank's rows are its own heads, weights.cc); bias: Qwen2's
   // q/k/v biases of this rank (slot "<l>bqkv", the GEMM's bias epilogue), or null.
+  // h: the normed rows, unless the previous row linear folded the norm
+  // (then x and the norm come from it: take_fold).
   int qkv_linear(const Rank &r, int rows, int hidden, int wqkv, tpg_slot h, tpg_slot w, tpg_slot qkv, void *bias,
                  const std::string &l) {
     tpg_linear_desc d = TPG_LINEAR_DESC_INIT;
@@ -93,6 +95,7 @@ struct PlanBuilder {
     d.in_features = hidden;
     d.out_features = wqkv * r.nranks;
     d.x = tpg_view{h, 0, 0};
+    take_fold(&d);
     d.w = tpg_view{w, 0, 0};
     d.y = tpg_view{qkv, 0, 0};
     if (bias) {
@@ -114,14 +117,31 @@ struct PlanBuilder {
   //   "<l>down":     part = act W2_r^T, all-reduce; x += sum, h = RMSNorm(x) * next_norm
   // (each row-parallel GEMM then its all-reduce, whose epilogue adds the
   // residual x in place and applies the next RMSNorm: tpg_plan_add_linear_norm).
+  //
+  // ssq (folds): the norms are folded into the next linear's loads
+  // (tpg_x_norm): "<l>o" and "<l>down" are then their GEMMs alone, writing
+  // x and its rows' sums of squares into ssq, and gate_up (and the next
+  // layer's qkv, when fold_next) normalize x as they load it.
   struct Rows {
     int rows, hidden;
     float eps;
     tpg_slot x, h, h2, part, act;
+    tpg_slot ssq = 0;  // 0: every norm is its own kernel
   };
+  // Whether a plan of `rows` rows folds its norms: one rank, the GEMVs' rows.
+  static bool folds(const Rank &r, int rows) {
+    return r.fold_norm && r.nranks == 1 && rows <= TPG_NORM_FOLD_MAX_ROWS;
+  }
+  // Rows::ssq for such a plan (a scratch slot), else 0.
+  int ssq_slot(const Rank &r, int rows, int hidden, tpg_slot *out) {
+    *out = 0;
+    if (!folds(r, rows)) return 0;
+    return slot("ssq", TPG_F32, TPG_MEM_SCRATCH, (size_t)rows * TPG_NORM_FOLD_GROUPS(hidden), nullptr, out);
+  }
   int layer_after_attention(const Config &c, const Rank &r, const Rows &b, tpg_slot attn, int attn_width, tpg_slot wo,
-                            tpg_slot mlp_norm, tpg_slot w13, tpg_slot w2, tpg_slot next_norm, const std::string &l) {
-    if (row_allreduce(b, attn, attn_width, wo, mlp_norm, b.h2, l + "o", r.nranks, r.rank)) return 1;
+                            tpg_slot mlp_norm, tpg_slot w13, tpg_slot w2, tpg_slot next_norm, const std::string &l,
+                            bool fold_next) {
+    if (row_allreduce(b, attn, attn_width, wo, mlp_norm, b.h2, l + "o", r.nranks, r.rank, b.ssq != 0)) return 1;
     tpg_linear_desc up = TPG_LINEAR_DESC_INIT;
     up.kind = TPG_LINEAR_COLUMN;
     up.rank = r.rank;
@@ -133,21 +153,36 @@ struct PlanBuilder {
     up.x = tpg_view{b.h2, 0, 0};
     up.w = tpg_view{w13, 0, 0};
     up.y = tpg_view{b.act, 0, 0};
+    take_fold(&up);
     const std::string un = l + "gate_up";
     up.name = un.c_str();
     tpg_node n;
     LLAMA_TRY(tpg_plan_add_linear(p, &up, dep(), ndep(), &n));
     chain(n);
-    return row_allreduce(b, b.act, c.ffn / r.nranks, w2, next_norm, b.h, l + "down", r.nranks, r.rank);
+    return row_allreduce(b, b.act, c.ffn / r.nranks, w2, next_norm, b.h, l + "down", r.nranks, r.rank,
+                         b.ssq != 0 && fold_next);
   }
 
+  // The norm the last row linear folded, for the next linear to apply
+  // (take_fold; public only so that the builder stays an aggregate).
+  tpg_x_norm folded = TPG_X_NORM_NONE;
+  tpg_slot folded_x = 0;
+
  private:
+  void take_fold(tpg_linear_desc *d) {
+    if (!folded.ssq.slot) return;
+    d->x = tpg_view{folded_x, 0, 0};
+    d->x_norm = folded;
+    folded = TPG_X_NORM_NONE;
+  }
+
   // "<name>.gemm" then "<name>.all_reduce": tpgraph's row-parallel linear
   // whose all-reduce adds the residual x in place and applies RMSNorm with
   // `norm` into out (tpg_plan_add_linear_norm; on one rank the all-reduce is
   // its epilogue's kernel alone).
+  // fold: the GEMM alone (norm->ssq), the norm left to the next linear.
   int row_allreduce(const Rows &b, tpg_slot in, int k_in, tpg_slot wt, tpg_slot norm, tpg_slot out,
-                    const std::string &name, int nranks, int rank) {
+                    const std::string &name, int nranks, int rank, bool fold) {
     tpg_linear_desc d = TPG_LINEAR_DESC_INIT;
     d.kind = TPG_LINEAR_ROW;
     d.rank = rank;
@@ -165,9 +200,18 @@ struct PlanBuilder {
     e.residual_out = tpg_view{b.x, 0, 0};
     e.norm_weight = tpg_view{norm, 0, 0};
     e.norm_eps = b.eps;
+    if (fold) {
+      d.y = tpg_view{0, 0, 0};
+      e.partial = tpg_view{0, 0, 0};
+      e.ssq = tpg_view{b.ssq, 0, 0};
+    }
     tpg_node n;
     LLAMA_TRY(tpg_plan_add_linear_norm(p, &d, &e, dep(), ndep(), &n));
     chain(n);
+    if (fold) {
+      folded = tpg_x_norm{tpg_view{b.ssq, 0, 0}, tpg_view{norm, 0, 0}, b.eps};
+      folded_x = b.x;
+    }
     return 0;
   }
 };

@@ -102,7 +102,9 @@ int prefill_layers(const Config &c, const Rank &r, const Weights &w, int M, Plan
   const std::string attn_name = llama_kernel_name("llama_prefill_attn", D, G),
                     rope_name = llama_kernel_name("llama_prefill_rope", D, 0);
   const unsigned qblocks = llama_prefill_blocks(M, G);
-  const PlanBuilder::Rows bufs{M, H, eps, sl.x, sl.h, sl.h2, sl.part, sl.act};
+  tpg_slot ssq;
+  if (b.ssq_slot(r, M, H, &ssq)) return 1;
+  const PlanBuilder::Rows bufs{M, H, eps, sl.x, sl.h, sl.h2, sl.part, sl.act, ssq};
   for (int i = 0; i < c.layers; i++) {
     const std::string l = "l" + std::to_string(i) + ".";
     if (b.qkv_linear(r, M, H, wqkv, sl.h, sl.wqkv[i], sl.qkv, w.layers[i].bqkv, l) ||
@@ -117,7 +119,8 @@ int prefill_layers(const Config &c, const Rank &r, const Weights &w, int M, Plan
                   TPG_ARG_VALUE(max_ctx), TPG_ARG_VALUE(scale_log2)},
                  r, pm) ||
         b.layer_after_attention(c, r, bufs, sl.attn, nq * D, sl.wo[i], sl.mlp_norm[i], sl.w13[i], sl.w2[i],
-                                i + 1 == c.layers ? sl.final_norm : sl.attn_norm[i + 1], l))
+                                i + 1 == c.layers ? sl.final_norm : sl.attn_norm[i + 1], l,
+                                i + 1 < c.layers))
       return 1;
   }
   return 0;

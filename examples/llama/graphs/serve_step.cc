@@ -182,7 +182,9 @@ int add_layers(const Config &c, const Rank &r, const ServeShape &sh, const StepL
     return 1;
   const std::string attn = llama_kernel_name("llama_paged_attn", D, G);
   const std::string pre = llama_kernel_name("llama_paged_prefill", D, G);
-  const PlanBuilder::Rows bufs{T, H, eps, s.x, s.h, s.h2, s.part, s.act};
+  tpg_slot ssq;
+  if (pb.ssq_slot(r, T, H, &ssq)) return 1;
+  const PlanBuilder::Rows bufs{T, H, eps, s.x, s.h, s.h2, s.part, s.act, ssq};
   for (int i = 0; i < c.layers; i++) {
     const std::string l = "l" + std::to_string(i) + ".";
     if (pb.qkv_linear(r, T, H, wqkv, s.h, s.wqkv[i], s.qkv, w.layers[i].bqkv, l) ||
@@ -199,7 +201,8 @@ int add_layers(const Config &c, const Rank &r, const ServeShape &sh, const StepL
                    tpg_arg_view(s.in, lay.work), TPG_ARG_VALUE(nkv), TPG_ARG_VALUE(mb), TPG_ARG_VALUE(scale_log2)},
                   r, r.paged_module) ||
         pb.layer_after_attention(c, r, bufs, s.attn, nq * D, s.wo[i], s.mlp_norm[i], s.w13[i], s.w2[i],
-                                 i + 1 == c.layers ? s.final_norm : s.attn_norm[i + 1], l))
+                                 i + 1 == c.layers ? s.final_norm : s.attn_norm[i + 1], l,
+                                 i + 1 < c.layers))
       return 1;
   }
   return 0;

@@ -293,13 +293,16 @@ int build_step(const Config &c, const Rank &r, const Weights &w, const Caches &k
                 TPG_ARG_VALUE(eps)},
                r))
     return 1;
-  const Builder::Rows bufs{B, H, eps, sl.x, sl.h, sl.h2, sl.part, sl.act};
+  tpg_slot ssq;
+  if (b.ssq_slot(r, B, H, &ssq)) return 1;
+  const Builder::Rows bufs{B, H, eps, sl.x, sl.h, sl.h2, sl.part, sl.act, ssq};
   for (int i = 0; i < c.layers; i++) {
     const std::string l = "l" + std::to_string(i) + ".";
     if (b.qkv_linear(r, B, H, wqkv, sl.h, sl.wqkv[i], sl.qkv, w.layers[i].bqkv, l) ||
         step_attention(c, r, s, sl, i, b) ||
         b.layer_after_attention(c, r, bufs, sl.attn, nq * D, sl.wo[i], sl.mlp_norm[i], sl.w13[i], sl.w2[i],
-                                i + 1 == c.layers ? sl.final_norm : sl.attn_norm[i + 1], l))
+                                i + 1 == c.layers ? sl.final_norm : sl.attn_norm[i + 1], l,
+                                i + 1 < c.layers))
       return 1;
   }
   if (c.vocab > 0 && step_lm_head(c, r, w, lm, s, sl, b, err)) return 1;

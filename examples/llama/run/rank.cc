@@ -126,6 +126,7 @@ int run_rank(Options &o, int rank, int nranks, int device, const std::string &id
   R.nranks = nranks;
   R.device = device;
   R.pdl = o.pdl;
+  R.fold_norm = o.fold_norm;
   R.attn = o.attn;
   R.attn_bps = o.attn_bps;
   R.mode = o.mode;

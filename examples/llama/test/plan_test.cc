@@ -55,6 +55,13 @@ void dump(const tpg_plan *plan, const std::string &name) {
   }
 }
 
+// The norms a plan of `rows` rows folds into its GEMVs (PlanBuilder::folds:
+// one rank, at most 16 rows): every layer's o and down but the last down,
+// each one node and one all-reduce fewer.
+int folded(int R, int rows, const Config &c) {
+  return R == 1 && rows <= TPG_NORM_FOLD_MAX_ROWS ? 2 * c.layers - 1 : 0;
+}
+
 Config model(bool big) {
   Config c;
   if (big) c.hidden = 8192, c.heads = 64, c.kv_heads = 8, c.ffn = 28672;
@@ -63,9 +70,10 @@ Config model(bool big) {
 
 // 0 and the plan's counts, or 1 and the message.
 int plan(const Config &c, int R, std::string *err, int *nodes, int *colls, size_t *binds, std::string *dot,
-         Rank::Attn attn = Rank::ATTN_FUSED, bool rope_table = false, bool qkv_bias = false) {
+         Rank::Attn attn = Rank::ATTN_FUSED, bool rope_table = false, bool qkv_bias = false, bool fold = true) {
   Rank r;
   r.attn = attn;
+  r.fold_norm = fold;
   r.rank = R - 1;
   r.nranks = R;
   r.sm_count = 132;
@@ -91,7 +99,8 @@ int plan(const Config &c, int R, std::string *err, int *nodes, int *colls, size_
   }
   dump(s.plan, "step R" + std::to_string(R) + " h" + std::to_string(c.hidden) + " B" + std::to_string(c.batch) + " V" +
                    std::to_string(c.vocab) + " attn" + std::to_string(attn) + (rope_table ? " rope" : "") +
-                   (qkv_bias ? " bias" : "") + " hd" + std::to_string(c.head_dim) + " kv" + std::to_string(c.kv_heads));
+                   (qkv_bias ? " bias" : "") + (fold ? "" : " nofold") + " hd" + std::to_string(c.head_dim) + " kv" +
+                   std::to_string(c.kv_heads));
   tpg_plan_destroy(s.plan);
   return rc;
 }
@@ -139,12 +148,14 @@ void check_steps() {
             expect(false, std::string(what) + ": " + err);
             continue;
           }
-          const int want_nodes = 2 + 7 * c.layers + (vocab ? (R > 1 ? 2 : 1) : 0);
-          const int want_colls = 2 * c.layers + (vocab && R > 1 ? 1 : 0);
+          const int want_nodes = 2 + 7 * c.layers + (vocab ? (R > 1 ? 2 : 1) : 0) - folded(R, B, c);
+          const int want_colls = 2 * c.layers + (vocab && R > 1 ? 1 : 0) - folded(R, B, c);
           // x, pos_host, final_norm, the attention's counters; per layer 2 norms, 4 weights, 2 caches;
           // lm_head and the logits.
           const size_t want_binds = 4 + 8 * (size_t)c.layers + (vocab ? 2 : 0);
-          const bool named = dot.find("l0.attn") != std::string::npos &&
+          const bool fold_named = !folded(R, B, c) || (dot.find("y_ssq=ssq") != std::string::npos &&
+                                                       dot.find("x_norm.weight=l1.attn_norm") != std::string::npos);
+          const bool named = dot.find("l0.attn") != std::string::npos && fold_named &&
                              dot.find("l2.down.all_reduce") != std::string::npos &&
                              (!vocab || dot.find("lm_head") != std::string::npos);
           std::snprintf(what + std::strlen(what), sizeof what - std::strlen(what),
@@ -209,6 +220,28 @@ void check_rope_table() {
   }
 }
 
+// --no-fold-norm: every norm its own node again at TP 1, batch 1; with the
+// fold, the o all-reduces are gone and the last down's stays (its norm
+// feeds the LM head).
+void check_fold_off() {
+  Config c = model(false);
+  c.layers = 3;
+  c.max_ctx = c.ctx + c.steps;
+  std::string err, dot, dot_off;
+  int nodes = 0, colls = 0, nodes_off = 0, colls_off = 0;
+  size_t binds = 0;
+  const int rc = plan(c, 1, &err, &nodes, &colls, &binds, &dot) ||
+                 plan(c, 1, &err, &nodes_off, &colls_off, &binds, &dot_off, Rank::ATTN_FUSED, false, false, false);
+  char what[200];
+  std::snprintf(what, sizeof what, "fold on / off at TP 1: %d / %d nodes (%d / %d), %d / %d collectives%s%s", nodes,
+                nodes_off, 2 + 7 * c.layers - folded(1, 1, c), 2 + 7 * c.layers, colls, colls_off, rc ? ": " : "",
+                err.c_str());
+  expect(!rc && nodes == 2 + 7 * c.layers - folded(1, 1, c) && nodes_off == 2 + 7 * c.layers &&
+             colls_off == 2 * c.layers && dot.find("l0.o.all_reduce") == std::string::npos &&
+             dot_off.find("l0.o.all_reduce") != std::string::npos && dot.find("l2.down.all_reduce") != std::string::npos,
+         what);
+}
+
 // Qwen2's q/k/v biases: one bound slot per layer, the QKV linear's bias
 // (tpgraph's GEMM bias epilogue), accepted at every TP degree.
 void check_qkv_bias() {
@@ -222,9 +255,10 @@ void check_qkv_bias() {
     const int rc = plan(c, R, &err, &nodes, &colls, &binds, &dot, Rank::ATTN_FUSED, false, true);
     const size_t want = (size_t)4 + 8 * c.layers + c.layers;
     char what[200];
+    const int want_nodes = 2 + 7 * c.layers - folded(R, c.batch, c);
     std::snprintf(what, sizeof what, "q/k/v biases TP %d: %d nodes (%d), %zu bindings (%zu)%s%s", R, nodes,
-                  2 + 7 * c.layers, binds, want, rc ? ": " : "", err.c_str());
-    expect(!rc && nodes == 2 + 7 * c.layers && binds == want, what);
+                  want_nodes, binds, want, rc ? ": " : "", err.c_str());
+    expect(!rc && nodes == want_nodes && binds == want, what);
   }
 }
 
@@ -264,7 +298,7 @@ void check_device_loop() {
       int nodes = 0, colls = 0, nslots = 0;
       dump(s.plan, what);
       tpg_plan_get_stats(s.plan, &nodes, &nslots, &colls);
-      const int want_nodes = loop ? 1 + 7 * c.layers + 1 : 2 + 7 * c.layers + (R > 1 ? 2 : 1);
+      const int want_nodes = (loop ? 1 + 7 * c.layers + 1 : 2 + 7 * c.layers + (R > 1 ? 2 : 1)) - folded(R, c.batch, c);
       tpg_plan *p = nullptr;
       tpg_plan_create(&p);
       tpg_plan_copy_slots(p, s.plan, nullptr);
@@ -281,7 +315,7 @@ void check_device_loop() {
       const bool want_ok = loop || R == 1;
       std::snprintf(what + std::strlen(what), sizeof what - std::strlen(what), ": %d nodes (%d), into a WHILE body: %s",
                     nodes, want_nodes, st == TPG_SUCCESS ? "taken" : msg.c_str());
-      expect(nodes == want_nodes && colls == 2 * c.layers + (!loop && R > 1) &&
+      expect(nodes == want_nodes && colls == 2 * c.layers + (!loop && R > 1) - folded(R, c.batch, c) &&
                  (want_ok ? st == TPG_SUCCESS && tpg_plan_validate(p) == TPG_SUCCESS
                           : msg.find("only an all-reduce may sit") != std::string::npos),
              what);
@@ -345,8 +379,8 @@ void check_prefill_plans() {
           int nodes = 0, colls = 0;
           dump(p.plan, what);
           tpg_plan_get_stats(p.plan, &nodes, nullptr, &colls);
-          const int want_nodes = 2 + 8 * c.layers + (tail ? (R > 1 ? 4 : 3) : 0);
-          const int want_colls = 2 * c.layers + (tail && R > 1 ? 1 : 0);
+          const int want_nodes = 2 + 8 * c.layers + (tail ? (R > 1 ? 4 : 3) : 0) - folded(R, rows, c);
+          const int want_colls = 2 * c.layers + (tail && R > 1 ? 1 : 0) - folded(R, rows, c);
           const size_t want_binds = 4 + 8 * (size_t)c.layers + (tail ? 8 : 0);
           std::snprintf(what + std::strlen(what), sizeof what - std::strlen(what),
                         ": %d nodes (%d), %d collectives (%d), %zu bindings (%zu)", nodes, want_nodes, colls,
@@ -421,7 +455,7 @@ void check_groups() {
       size_t binds = 0;
       const int rc = plan(c, 1, &err, &nodes, &colls, &binds, &dot, sh.attn);
       if (sh.ok)
-        expect(rc == 0 && nodes == 2 + (sh.attn == Rank::ATTN_FUSED ? 7 : 9) * c.layers,
+        expect(rc == 0 && nodes == 2 + (sh.attn == Rank::ATTN_FUSED ? 7 : 9) * c.layers - folded(1, c.batch, c),
                std::string(sh.what) + ": accepted, " + std::to_string(nodes) + " nodes " + err);
       else
         expect(rc != 0 && err.find(sh.want) != std::string::npos, std::string(sh.what) + " refused: " + err);
@@ -482,7 +516,8 @@ void check_serve_plans() {
           tpg_plan_dot(p, nullptr, 0, &need);
           dot.assign(need, '\0');
           tpg_plan_dot(p, &dot[0], need, &need);
-          const int want_nodes = 3 + 8 * c.layers + 4 + (R > 1), want_colls = 2 * c.layers + (R > 1);
+          const int want_nodes = 3 + 8 * c.layers + 4 + (R > 1) - folded(R, T, c);
+          const int want_colls = 2 * c.layers + (R > 1) - folded(R, T, c);
           const size_t want_binds = 7 + 8 * (size_t)c.layers, gemms = serve_step_gemms(c, r, w, sh, T).size();
           const bool named = dot.find("l1.prefill_attn") != std::string::npos && dot.find("pick") != std::string::npos;
           std::snprintf(what + std::strlen(what), sizeof what - std::strlen(what),
@@ -556,6 +591,7 @@ int main() {
   check_attn_forms();
   check_rope_table();
   check_qkv_bias();
+  check_fold_off();
   check_device_loop();
   check_prefill_chunks();
   check_prefill_plans();
