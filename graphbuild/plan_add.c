@@ -39,17 +39,28 @@ static tpg_node_rec record(tpg_node_kind kind) {
   return rec;
 }
 
+/* Size of a tpg_gemm_desc before the folded norm's fields (tpgraph 0.3). */
+#define TPG_GEMM_DESC_V3_SIZE offsetof(tpg_gemm_desc, y_ssq)
+
 tpg_status tpg_plan_add_gemm(tpg_plan *p, const tpg_gemm_desc *d, const tpg_node *deps, int ndeps, tpg_node *out) {
-  if (d == NULL || d->size != sizeof(tpg_gemm_desc)) {
+  if (d == NULL || (d->size != sizeof(tpg_gemm_desc) && d->size != TPG_GEMM_DESC_V3_SIZE)) {
     tpg_err_clear();
     if (out) *out = 0;
     TPG_TRY(tpg_plan_check(p, __func__, "plan"));
     TPG_TRY(tpg_plan_check_deps(p, __func__, deps, ndeps));
     TPG_CHECK_ARG(d != NULL, "desc is NULL: expected a tpg_gemm_desc (TPG_GEMM_DESC_INIT)");
-    return TPG_ARG_FAIL("desc->size is %zu: expected sizeof(tpg_gemm_desc) = %zu", d->size, sizeof(tpg_gemm_desc));
+    return TPG_ARG_FAIL("desc->size is %zu: expected sizeof(tpg_gemm_desc) = %zu (or %zu, the size without the "
+                        "folded norm's fields)", d->size, sizeof(tpg_gemm_desc), (size_t)TPG_GEMM_DESC_V3_SIZE);
   }
   tpg_node_rec rec = record(TPG_NK_GEMM);
-  rec.u.gemm = *d;
+  if (d->size == sizeof(tpg_gemm_desc)) {
+    rec.u.gemm = *d;
+  } else { /* an older, shorter desc: its fields, then no folded norm */
+    tpg_gemm_desc init = TPG_GEMM_DESC_INIT;
+    rec.u.gemm = init;
+    memcpy(&rec.u.gemm, d, TPG_GEMM_DESC_V3_SIZE);
+    rec.u.gemm.size = sizeof rec.u.gemm;
+  }
   TPG_ADD(rec);
 }
 

@@ -22,6 +22,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -61,6 +62,29 @@ static tpg_status check_view(const tpg_plan *p, const char *fn, const char *what
   return TPG_SUCCESS;
 }
 
+/* Sizes of the descs before the folded norm's fields (tpgraph 0.3): such a
+ * caller's desc is read as this version's with no fold (in_desc, in_norm). */
+#define TPG_LINEAR_DESC_V3_SIZE offsetof(tpg_linear_desc, x_norm)
+#define TPG_LINEAR_NORM_V3_SIZE offsetof(tpg_linear_norm, ssq)
+
+static const tpg_linear_desc *in_desc(const tpg_linear_desc *d, tpg_linear_desc *buf) {
+  if (!d || d->size != TPG_LINEAR_DESC_V3_SIZE) return d;
+  const tpg_linear_desc init = TPG_LINEAR_DESC_INIT;
+  *buf = init;
+  memcpy(buf, d, TPG_LINEAR_DESC_V3_SIZE);
+  buf->size = sizeof *buf;
+  return buf;
+}
+
+static const tpg_linear_norm *in_norm(const tpg_linear_norm *e, tpg_linear_norm *buf) {
+  if (!e || e->size != TPG_LINEAR_NORM_V3_SIZE) return e;
+  const tpg_linear_norm init = TPG_LINEAR_NORM_INIT;
+  *buf = init;
+  memcpy(buf, e, TPG_LINEAR_NORM_V3_SIZE);
+  buf->size = sizeof *buf;
+  return buf;
+}
+
 static tpg_view at(tpg_view v, uint64_t off) {
   v.offset += off;
   return v;
@@ -73,7 +97,8 @@ static tpg_status check_shape(const tpg_linear_desc *d, const char *fn, size_t *
   do { if (!(cond)) return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, __VA_ARGS__); } while (0)
   ARG(d != NULL, "desc is NULL: expected a tpg_linear_desc (TPG_LINEAR_DESC_INIT)");
   ARG(d->size == sizeof(tpg_linear_desc), "desc->size is %zu: expected sizeof(tpg_linear_desc) = %zu (initialise "
-      "with TPG_LINEAR_DESC_INIT)", d->size, sizeof(tpg_linear_desc));
+      "with TPG_LINEAR_DESC_INIT; %zu, without the folded norm's fields, is read as no fold)", d->size,
+      sizeof(tpg_linear_desc), (size_t)TPG_LINEAR_DESC_V3_SIZE);
   ARG(d->kind == TPG_LINEAR_COLUMN || d->kind == TPG_LINEAR_ROW,
       "desc->kind is %d: expected TPG_LINEAR_COLUMN or TPG_LINEAR_ROW", (int)d->kind);
   ARG(d->nranks >= 1 && d->nranks <= 4096, "desc->nranks is %d: expected 1..4096", d->nranks);
@@ -280,7 +305,8 @@ static tpg_status plan_add_linear(tpg_plan *p, const tpg_linear_desc *d, const t
 tpg_status tpg_plan_add_linear(tpg_plan *p, const tpg_linear_desc *d, const tpg_node *deps, int ndeps,
                                tpg_node *out) {
   tpg_err_clear();
-  return tpg_err_public(plan_add_linear(p, d, deps, ndeps, out), __func__);
+  tpg_linear_desc buf;
+  return tpg_err_public(plan_add_linear(p, in_desc(d, &buf), deps, ndeps, out), __func__);
 }
 
 /* ---- a ROW layer whose all-reduce finishes the block ------------------------ */
@@ -405,7 +431,8 @@ static tpg_status add_linear_norm(tpg_plan *p, const tpg_linear_desc *d, const t
     return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "norm is NULL: expected a tpg_linear_norm (TPG_LINEAR_NORM_INIT)");
   if (e->size != sizeof *e)
     return tpg_err(TPG_ERROR_INVALID_ARGUMENT, fn, "norm->size is %zu: expected sizeof(tpg_linear_norm) = %zu "
-                   "(initialise with TPG_LINEAR_NORM_INIT)", e->size, sizeof *e);
+                   "(initialise with TPG_LINEAR_NORM_INIT; %zu, without ssq, is read as no fold)", e->size, sizeof *e,
+                   (size_t)TPG_LINEAR_NORM_V3_SIZE);
   const size_t T = (size_t)d->tokens, o = (size_t)d->out_features;
   const nview v[NV_COUNT] = {{"desc->x", d->x, T * F},           {"desc->w", d->w, o * F},
                       {"desc->y", d->y, T * o},           {"desc->bias", d->bias, o},
@@ -432,7 +459,9 @@ tpg_status tpg_plan_add_linear_norm(tpg_plan *p, const tpg_linear_desc *d, const
                                     const tpg_node *deps, int ndeps, tpg_node *out) {
   tpg_err_clear();
   tpg_node node = 0; /* out may alias a dep: written last */
-  tpg_status st = add_linear_norm(p, d, e, deps, ndeps, &node);
+  tpg_linear_desc dbuf;
+  tpg_linear_norm ebuf;
+  tpg_status st = add_linear_norm(p, in_desc(d, &dbuf), in_norm(e, &ebuf), deps, ndeps, &node);
   if (out) *out = st == TPG_SUCCESS ? node : 0;
   return tpg_err_public(st, __func__);
 }
@@ -503,5 +532,6 @@ done:
 tpg_status tpg_linear_shard(const tpg_linear_desc *d, int device, const tpg_linear_whole *w,
                             const tpg_linear_part *o, tpg_stream stream) {
   tpg_err_clear();
-  return tpg_err_public(linear_shard(d, device, w, o, stream), __func__);
+  tpg_linear_desc buf;
+  return tpg_err_public(linear_shard(in_desc(d, &buf), device, w, o, stream), __func__);
 }

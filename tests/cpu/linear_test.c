@@ -4,6 +4,7 @@
  * leaving the plan unchanged. No GPU needed (tests/gpu/linear_test.c runs
  * the same layers against an fp64 reference).
  */
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "tests/tpg_test.h"
@@ -500,12 +501,81 @@ static void test_shard_args(void) {
   CHECK(st != TPG_SUCCESS && st != TPG_ERROR_INVALID_ARGUMENT);
 }
 
+/* The norm folded into the next linear (tpg_x_norm): one GEMM node with
+ * y_ssq, the consumer's GEMM with x_norm, each refusal by its rule, and a
+ * tpgraph 0.3 caller's shorter descs read as no fold. */
+static void test_fold(void) {
+  fixture f;
+  fixture_make(&f, 1);
+  tpg_plan *p = f.p;
+  tpg_slot ssq, nw;
+  CHECK_OK(tpg_plan_add_slot(p, "ssq", TPG_F32, TPG_MEM_SCRATCH, (size_t)T * TPG_NORM_FOLD_GROUPS(H), &ssq));
+  CHECK_OK(tpg_plan_add_slot(p, "nw", TPG_BF16, TPG_MEM_DEVICE, (size_t)H, &nw));
+  tpg_linear_desc d = row(&f, 0, 1);
+  d.residual = V(f.res, 0);
+  d.y = V(0, 0);
+  tpg_linear_norm e = TPG_LINEAR_NORM_INIT;
+  e.residual_out = d.residual, e.norm_weight = V(nw, 0), e.ssq = V(ssq, 0);
+  tpg_node n;
+  CHECK_OK(tpg_plan_add_linear_norm(p, &d, &e, NULL, 0, &n));
+  tpg_linear_desc c = column(&f, 0, 1);
+  c.in_features = H, c.x = d.residual, c.x_norm = (tpg_x_norm){e.ssq, e.norm_weight, 1e-5f};
+  CHECK_OK(tpg_plan_add_linear(p, &c, &n, 1, &n));
+  char *dot = dot_of(p);
+  CHECK(nodes_of(p) == 2 && colls_of(p) == 0);
+  CHECK(has(dot, "5x64x256 +residual\\nx=h\\nw=w2\\ny=res\\ny_ssq=ssq"));
+  CHECK(has(dot, "x=res\\nw=w1\\ny=h\\nx_norm.ssq=ssq\\nx_norm.weight=nw"));
+  free(dot);
+  tpg_linear_desc b = d;
+  tpg_linear_norm eb = e;
+  eb.norm_weight = V(0, 0);
+  CHECK_ST(tpg_plan_add_linear_norm(p, &b, &eb, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT, "norm->norm_weight.slot is 0");
+  eb = e, eb.residual_out = V(0, 0);
+  CHECK_ST(tpg_plan_add_linear_norm(p, &b, &eb, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT, "norm->residual_out.slot is 0");
+  b.y = V(f.y, 0);
+  CHECK_ST(tpg_plan_add_linear_norm(p, &b, &e, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT, "writes no y");
+  tpg_linear_desc cb = c;
+  cb.x_norm.weight = V(0, 0);
+  CHECK_ST(tpg_plan_add_linear(p, &cb, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT, "x_norm.weight.slot is 0");
+  cb = c, cb.x_norm.eps = -1.0f;
+  CHECK_ST(tpg_plan_add_linear(p, &cb, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT, "x_norm.eps is -1");
+  cb = c, cb.x_norm.ssq = V(nw, 0);
+  CHECK_ST(tpg_plan_add_linear(p, &cb, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT, "x_norm.ssq");
+  tpg_gemm_desc g = TPG_GEMM_DESC_INIT;
+  g.m = 5, g.n = H, g.k = H, g.x = V(f.x, 0), g.w = V(f.w2, 0), g.y = V(f.y, 0);
+  g.epilogue = TPG_EPILOGUE_SWIGLU, g.y_ssq = V(ssq, 0);
+  CHECK_ST(tpg_plan_add_gemm(p, &g, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT, "y_ssq is set with epilogue 4");
+  g.epilogue = TPG_EPILOGUE_NONE, g.y_ssq = V(0, 0), g.x_norm.weight = V(nw, 0);
+  CHECK_ST(tpg_plan_add_gemm(p, &g, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT, "without x_norm.ssq");
+  CHECK(nodes_of(p) == 2);
+  /* a 0.3 caller: the descs end before the new fields */
+  g.x_norm.weight = V(0, 0), g.size = offsetof(tpg_gemm_desc, y_ssq);
+  CHECK_OK(tpg_plan_add_gemm(p, &g, NULL, 0, NULL));
+  c = column(&f, 0, 1), c.size = offsetof(tpg_linear_desc, x_norm);
+  CHECK_OK(tpg_plan_add_linear(p, &c, NULL, 0, NULL));
+  tpg_plan_destroy(p);
+  fixture_make(&f, 2);
+  d = row(&f, 0, 2), d.residual = V(f.res, 0), d.y = V(0, 0);
+  CHECK_OK(tpg_plan_add_slot(f.p, "ssq", TPG_F32, TPG_MEM_SCRATCH, (size_t)T * TPG_NORM_FOLD_GROUPS(H), &ssq));
+  CHECK_OK(tpg_plan_add_slot(f.p, "nw", TPG_BF16, TPG_MEM_DEVICE, (size_t)H, &nw));
+  e.residual_out = d.residual, e.norm_weight = V(nw, 0), e.ssq = V(ssq, 0);
+  CHECK_ST(tpg_plan_add_linear_norm(f.p, &d, &e, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT, "one rank");
+  d = row(&f, 0, 2), d.x_norm = (tpg_x_norm){V(ssq, 0), V(nw, 0), 1e-5f};
+  CHECK_ST(tpg_plan_add_linear(f.p, &d, NULL, 0, NULL), TPG_ERROR_INVALID_ARGUMENT, "whole rows");
+  e = (tpg_linear_norm)TPG_LINEAR_NORM_INIT;
+  e.partial = V(f.work, 0), e.size = offsetof(tpg_linear_norm, ssq);
+  d = row(&f, 0, 2);
+  CHECK_OK(tpg_plan_add_linear_norm(f.p, &d, &e, NULL, 0, NULL));
+  tpg_plan_destroy(f.p);
+}
+
 int main(void) {
   test_column_shapes();
   test_row_shapes();
   test_pair_stack();
   test_refusals();
   test_linear_norm();
+  test_fold();
   test_concat();
   test_shard_args();
   return TPG_TEST_END();
