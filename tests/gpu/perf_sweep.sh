@@ -33,7 +33,8 @@
 # perf_sweep.log (every part's output) and targets.txt (the table, last on
 # stdout too). PERF_TIMEOUT_<PART> (seconds), PERF_ITERS and decode's
 # PERF_BATCHES / PERF_CTXS (e.g. 512,2048,4096: the ctx 2048) override the
-# defaults. Needs //examples/llama:llama in the bundle and python3 with
+# defaults; PERF_OURS_FLAGS adds flags to every engine command (e.g.
+# --no-fold-norm, --no-pdl). Needs //examples/llama:llama in the bundle and python3 with
 # torch and transformers 5.x.
 set -uo pipefail
 top=$(pwd)
@@ -52,7 +53,7 @@ iters=${PERF_ITERS:-100}
 # Checkpoints of the prefill part in memory when there is room (70b widths: ~8 GB).
 ckpt=/tmp
 [ -d /dev/shm ] && [ "$(df -k --output=avail /dev/shm 2>/dev/null | tail -1)" -gt 20000000 ] 2>/dev/null && ckpt=/dev/shm
-llama=$bin/llama
+llama="$bin/llama ${PERF_OURS_FLAGS:-}"
 batches=${PERF_BATCHES:-1,8,32,64,128,256}
 ctxs=${PERF_CTXS:-512,4096}
 
@@ -98,7 +99,7 @@ for p in "${parts[@]}"; do
   full)
     for cfg in 8b 70b; do
       mkdir -p "$out/full_$cfg"
-      part "full_$cfg" 150 "$llama" --config $cfg --layers 4 --tp 1 --bench --sweep full --iters "$iters" \
+      part "full_$cfg" 150 $llama --config $cfg --layers 4 --tp 1 --bench --sweep full --iters "$iters" \
         --out "$out/full_$cfg"
     done ;;
   *) echo "perf_sweep: unknown part $p" | tee -a "$log" ;;
