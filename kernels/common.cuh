@@ -223,6 +223,15 @@ TPG_DEV uint4 epi_normed(const uint4 &h, const uint4 &wv, float scale) {
   return o;
 }
 
+/* Store one output element and return the square of the value stored. */
+template <typename T, int EPI>
+TPG_DEV float epi_store1_sq(const tpg_gemm_args &a, int m, int n, float acc) {
+  const T v = dt<T>::from_f(epi_value<T, EPI>(a, m, n, acc, 0.f));
+  static_cast<T *>(a.y)[(size_t)m * a.ldy + n] = v;
+  const float f = dt<T>::to_f(v);
+  return f * f;
+}
+
 /* Store one output element. */
 template <typename T, int EPI>
 TPG_DEV void epi_store1(const tpg_gemm_args &a, int m, int n, float acc, float up) {

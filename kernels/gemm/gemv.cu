@@ -107,43 +107,17 @@ __device__ __forceinline__ void store_ssq(const tpg_gemm_args &a, float (&ss)[MT
     }
 }
 
-/* The epilogue's inputs of the values lane (g, t4) stores in one tile (bias
- * and residual, 0 where absent or out of range), every load issued before
- * any store: y may be the residual, and a load after a store to a pointer
- * that may alias it would wait for the store, one L2 round trip per value
- * at the end of the GEMV. */
-template <typename T, int EPI, int MT>
-__device__ __forceinline__ void epi_inputs(const tpg_gemm_args &a, int obase, int g, int t4, int M, int N,
-                                           float (&b)[MT][2][2], float (&r)[MT][2][2]) {
-  const T *bias = static_cast<const T *>(a.bias), *res = static_cast<const T *>(a.residual);
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int m = mt * 8 + 2 * t4 + j, n = obase + g + 8 * h;
-        const bool in = m < M && n < N;
-        b[mt][j][h] = EPI != TPG_EPI_NONE && bias && in ? dt<T>::to_f(bias[n]) : 0.f;
-        r[mt][j][h] = EPI == TPG_EPI_RESIDUAL && in ? dt<T>::to_f(res[(size_t)m * a.ldr + n]) : 0.f;
-      }
-}
-
 /* Warp 0's epilogue for its R x MT accumulator tiles. Accumulator c0,c1:
  * W row g, m = 2*t4 + {0,1}; c2,c3: W row g+8 (SWIGLU: gate g, up g+8 of
- * output obase+g). NONE, BIAS and RESIDUAL read their inputs first
- * (epi_inputs) and add them in epi_value's order; with y_ssq they also sum
- * the squares of what they store. The whole warp calls it. */
+ * output obase+g). The whole warp calls it. */
 template <typename T, int MT, int R>
 __device__ __forceinline__ void store_tile(const tpg_gemm_args &a, const float (&acc)[R][MT][4], const int (&obase)[R],
                                            int g, int t4, int M, int N) {
   epi_dispatch(a.epilogue, [&](auto ec) {
     constexpr int EPI = decltype(ec)::value;
-    constexpr bool ADD = EPI == TPG_EPI_NONE || EPI == TPG_EPI_BIAS || EPI == TPG_EPI_RESIDUAL;
 #pragma unroll
     for (int rt = 0; rt < R; ++rt) {
-      float ss[MT][2], eb[MT][2][2], er[MT][2][2];
-      if constexpr (ADD) epi_inputs<T, EPI, MT>(a, obase[rt], g, t4, M, N, eb, er);
+      float ss[MT][2];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -154,22 +128,17 @@ __device__ __forceinline__ void store_tile(const tpg_gemm_args &a, const float (
           if constexpr (EPI == TPG_EPI_SWIGLU) {
             const int n = obase[rt] + g;
             if (n < N) epi_store1<T, EPI>(a, m, n, acc[rt][mt][j], acc[rt][mt][2 + j]);
-          } else if constexpr (ADD) {
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int n = obase[rt] + g + 8 * h;
-              if (n >= N) continue;
-              const T v = dt<T>::from_f(acc[rt][mt][2 * h + j] + eb[mt][j][h] + er[mt][j][h]);
-              static_cast<T *>(a.y)[(size_t)m * a.ldy + n] = v;
-              ss[mt][j] += dt<T>::to_f(v) * dt<T>::to_f(v);
-            }
-          } else {
+          } else if constexpr (EPI == TPG_EPI_F32_PARTIAL) {
             const int n0 = obase[rt] + g, n1 = n0 + 8;
             if (n0 < N) epi_store1<T, EPI>(a, m, n0, acc[rt][mt][j], 0.f);
             if (n1 < N) epi_store1<T, EPI>(a, m, n1, acc[rt][mt][2 + j], 0.f);
+          } else {
+            const int n0 = obase[rt] + g, n1 = n0 + 8;
+            if (n0 < N) ss[mt][j] += epi_store1_sq<T, EPI>(a, m, n0, acc[rt][mt][j]);
+            if (n1 < N) ss[mt][j] += epi_store1_sq<T, EPI>(a, m, n1, acc[rt][mt][2 + j]);
           }
         }
-      if constexpr (ADD)
+      if constexpr (EPI != TPG_EPI_SWIGLU && EPI != TPG_EPI_F32_PARTIAL)
         if (a.y_ssq) store_ssq<MT>(a, ss, obase[rt] / 16, g, t4, M, N);
     }
   });
@@ -185,8 +154,6 @@ __device__ __forceinline__ void row_scales(const tpg_gemm_args &a, float *xs, in
   const int ng = TPG_FOLD_GROUPS(a.k);
   for (int m = w; m < a.m; m += KW) {
     float v = 0.f;
-    /* unrolled: the loads go out together, not one L2 round trip each */
-#pragma unroll 8
     for (int i = lane; i < ng; i += 32) v += a.x_ssq[(size_t)m * ng + i];
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -581,9 +548,7 @@ TPG_GEMV_SK(tpg_gemv_sk_f16_m16, __half, 2, 2, 2, 16, 1)
     tpg::gemv_split_body<T, MT, R, U, KW, false, 2, true, XL>(a);                      \
   }
 /* The same configurations with x normalized as it is loaded (a folded
- * norm's consumer, m <= TPG_FOLD_MAX_M): tpg_gemv_<dtype>_m<max M>[w4]_xn,
- * all with X late (its normalization would otherwise hold x's and the
- * weight's registers across W's DRAM latency). */
+ * norm's consumer, m <= TPG_FOLD_MAX_M): tpg_gemv_<dtype>_m<max M>[w4]_xn. */
 #define TPG_GEMV_SPLIT_XN(NAME, T, MT, R, U, KW, MINB, XL)                              \
   extern "C" __global__ void __launch_bounds__(KW * 32, MINB) NAME(const __grid_constant__ tpg_gemm_args a) { \
     tpg::gemv_split_body<T, MT, R, U, KW, false, 2, true, XL, true>(a);                \
@@ -607,11 +572,11 @@ TPG_GEMV_SPLIT(tpg_gemv_f16_m16, __half, 2, 1, 2, 8, 3, false)
 TPG_GEMV_SPLIT(tpg_gemv_f16_m16w4, __half, 2, 1, 8, 4, 4, true)
 TPG_GEMV_SPLIT(tpg_gemv_f16_m32, __half, 4, 1, 4, 8, 2, true)
 TPG_GEMV_SPLIT(tpg_gemv_f16_m64, __half, 8, 1, 4, 8, 2, true)
-TPG_GEMV_SPLIT_XN(tpg_gemv_bf16_m8_xn, __nv_bfloat16, 1, 1, 8, 8, 2, true)
-TPG_GEMV_SPLIT_XN(tpg_gemv_bf16_m8w4_xn, __nv_bfloat16, 1, 1, 8, 4, 4, true)
-TPG_GEMV_SPLIT_XN(tpg_gemv_bf16_m16_xn, __nv_bfloat16, 2, 1, 2, 8, 3, true)
+TPG_GEMV_SPLIT_XN(tpg_gemv_bf16_m8_xn, __nv_bfloat16, 1, 1, 8, 8, 2, false)
+TPG_GEMV_SPLIT_XN(tpg_gemv_bf16_m8w4_xn, __nv_bfloat16, 1, 1, 8, 4, 4, false)
+TPG_GEMV_SPLIT_XN(tpg_gemv_bf16_m16_xn, __nv_bfloat16, 2, 1, 2, 8, 3, false)
 TPG_GEMV_SPLIT_XN(tpg_gemv_bf16_m16w4_xn, __nv_bfloat16, 2, 1, 8, 4, 4, true)
-TPG_GEMV_SPLIT_XN(tpg_gemv_f16_m8_xn, __half, 1, 1, 8, 8, 2, true)
-TPG_GEMV_SPLIT_XN(tpg_gemv_f16_m8w4_xn, __half, 1, 1, 8, 4, 4, true)
-TPG_GEMV_SPLIT_XN(tpg_gemv_f16_m16_xn, __half, 2, 1, 2, 8, 3, true)
+TPG_GEMV_SPLIT_XN(tpg_gemv_f16_m8_xn, __half, 1, 1, 8, 8, 2, false)
+TPG_GEMV_SPLIT_XN(tpg_gemv_f16_m8w4_xn, __half, 1, 1, 8, 4, 4, false)
+TPG_GEMV_SPLIT_XN(tpg_gemv_f16_m16_xn, __half, 2, 1, 2, 8, 3, false)
 TPG_GEMV_SPLIT_XN(tpg_gemv_f16_m16w4_xn, __half, 2, 1, 8, 4, 4, true)
