@@ -37,8 +37,8 @@ struct Config {
 struct Rank {
   int rank = 0, nranks = 1, device = 0, sm_count = 0;
   bool pdl = false;              // --pdl: TPG_GRAPH_PDL, engine kernels marked pdl
-  bool fold_norm = true;         // --no-fold-norm clears it: at TP 1 and up to 16 rows the
-                                 // RMSNorms run inside the GEMVs (tpg_x_norm), not as kernels
+  bool fold_norm = false;        // --fold-norm: at TP 1 and up to 16 rows the RMSNorms run
+                                 // inside the GEMVs (tpg_x_norm), not as kernels of their own
   // --attn: fused (llama_attn_fused_g<G>: RoPE + append + attention + merge
   // in one node, the default), tc (llama_rope_append, llama_attn_tc_g<G>,
   // llama_attn_combine) or fma (the same with llama_attn_g<G>).

@@ -146,7 +146,7 @@ std::string label(const Options &o, const Config &c, const Rank &R) {
   static const char *const modes[] = {"", " capture", " eager"};
   std::string s = model_name(o) + (o.whole ? fmt(" whole (%d layers + LM head %d)", c.layers, c.vocab)
                                            : fmt(" layers %d", c.layers));
-  s += fmt(" TP %d%s%s%s%s", R.nranks, R.pdl ? " pdl" : "", R.fold_norm ? "" : " no-fold", modes[R.mode],
+  s += fmt(" TP %d%s%s%s%s", R.nranks, R.pdl ? " pdl" : "", R.fold_norm ? " fold" : "", modes[R.mode],
            R.attn == Rank::ATTN_FMA ? " attn-fma" : R.attn == Rank::ATTN_TC ? " attn-tc" : "");
   if (R.attn_bps) s += fmt(" bps %d", R.attn_bps);
   return s;

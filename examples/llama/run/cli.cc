@@ -23,7 +23,7 @@ enum { MODEL = 200, PROMPTIDS, MAXNEW, PREFILL, PREFILLCHUNK, PROMPTLOGITS };  /
 enum { WHOLE = 300 };  // bench.cc's
 enum { SERVE = 400 };  // run/serve.h's flags: SERVE + their index (serve_options)
 enum { CONFIG = 1, LAYERS, BATCH, CTX, STEPS, TP, WEIGHTS, OUT, BENCH, SWEEP, LMHEAD, VOCAB, SEED, ITERS, WARMUP,
-       IDFILE, PDL, NOPDL, NOFOLD, MODE, VERIFY, ATTN, ATTNBPS, HELP };
+       IDFILE, PDL, NOPDL, FOLD, NOFOLD, MODE, VERIFY, ATTN, ATTNBPS, HELP };
 
 const option kOpts[] = {
     {"config", required_argument, 0, CONFIG}, {"layers", required_argument, 0, LAYERS},
@@ -36,7 +36,8 @@ const option kOpts[] = {
     {"seed", required_argument, 0, SEED},     {"iters", required_argument, 0, ITERS},
     {"warmup", required_argument, 0, WARMUP}, {"id-file", required_argument, 0, IDFILE},
     {"pdl", no_argument, 0, PDL},             {"no-pdl", no_argument, 0, NOPDL},
-    {"no-fold-norm", no_argument, 0, NOFOLD}, {"mode", required_argument, 0, MODE},
+    {"fold-norm", no_argument, 0, FOLD},      {"no-fold-norm", no_argument, 0, NOFOLD},
+    {"mode", required_argument, 0, MODE},
     {"verify", no_argument, 0, VERIFY},       {"help", no_argument, 0, HELP},
     {"attn", required_argument, 0, ATTN},     {"attn-bps", required_argument, 0, ATTNBPS},
     {"model", required_argument, 0, MODEL},   {"prompt-ids", required_argument, 0, PROMPTIDS},
@@ -290,6 +291,7 @@ int apply_flag(int ch, const char *arg, Options *o) {
     case IDFILE: o->id_file = arg; break;
     case PDL: o->pdl = true; break;
     case NOPDL: o->pdl = false; break;
+    case FOLD: o->fold_norm = true; break;
     case NOFOLD: o->fold_norm = false; break;
     case VERIFY: o->verify = true; break;
     case ATTN:
@@ -360,9 +362,10 @@ void usage(FILE *f) {
                "  --pdl, --no-pdl   programmatic dependent launch on (default) or off\n"
                "                    (TPG_GRAPH_PDL; the engine's kernels wait with griddepcontrol.wait\n"
                "                    and then let the next node launch)\n"
-               "  --no-fold-norm    every RMSNorm as its own kernel; by default, at TP 1 and up to\n"
-               "                    16 rows, the O and down GEMVs write the residual stream and its\n"
-               "                    rows' sums of squares and the next GEMV normalizes as it loads\n"
+               "  --fold-norm, --no-fold-norm  at TP 1 and up to 16 rows, the RMSNorms inside the\n"
+               "                    GEMVs (the O and down GEMVs write the residual stream and its\n"
+               "                    rows' sums of squares, the next GEMV normalizes x as it loads\n"
+               "                    it) or each its own kernel (default: off)\n"
                "  --attn fused|tc|fma  attention: RoPE + KV append + tensor-core attention + the\n"
                "                    split merge in one kernel (fused, default), or the three-node\n"
                "                    form with the tensor-core (tc) or fp32-FMA (fma) first pass\n"

@@ -20,7 +20,7 @@ struct Options {
   int tp = 0;  // --tp; 0: the GPUs present, capped by what the model divides
   std::string weights, out, id_file;
   bool bench = false, sweep = false, lm_head = false, pdl = true, verify = false;
-  bool fold_norm = true;  // --no-fold-norm clears it (Rank::fold_norm)
+  bool fold_norm = false;  // --fold-norm sets it (Rank::fold_norm)
   Rank::Attn attn = Rank::ATTN_FUSED;
   int attn_bps = 0;
   int vocab = 128256, warmup = 20, iters = 200;

@@ -56,10 +56,11 @@ void dump(const tpg_plan *plan, const std::string &name) {
 }
 
 // The norms a plan of `rows` rows folds into its GEMVs (PlanBuilder::folds:
-// one rank, at most 16 rows): every layer's o and down but the last down,
-// each one node and one all-reduce fewer.
-int folded(int R, int rows, const Config &c) {
-  return R == 1 && rows <= TPG_NORM_FOLD_MAX_ROWS ? 2 * c.layers - 1 : 0;
+// fold on, one rank, at most 16 rows): every layer's o and down but the
+// last down, each one node and one all-reduce fewer. fold: the Rank's
+// setting (its default unless a test sets it).
+int folded(int R, int rows, const Config &c, bool fold = Rank().fold_norm) {
+  return fold && R == 1 && rows <= TPG_NORM_FOLD_MAX_ROWS ? 2 * c.layers - 1 : 0;
 }
 
 Config model(bool big) {
@@ -70,7 +71,8 @@ Config model(bool big) {
 
 // 0 and the plan's counts, or 1 and the message.
 int plan(const Config &c, int R, std::string *err, int *nodes, int *colls, size_t *binds, std::string *dot,
-         Rank::Attn attn = Rank::ATTN_FUSED, bool rope_table = false, bool qkv_bias = false, bool fold = true) {
+         Rank::Attn attn = Rank::ATTN_FUSED, bool rope_table = false, bool qkv_bias = false,
+         bool fold = Rank().fold_norm) {
   Rank r;
   r.attn = attn;
   r.fold_norm = fold;
@@ -220,9 +222,9 @@ void check_rope_table() {
   }
 }
 
-// --no-fold-norm: every norm its own node again at TP 1, batch 1; with the
-// fold, the o all-reduces are gone and the last down's stays (its norm
-// feeds the LM head).
+// --fold-norm / --no-fold-norm at TP 1, batch 1: with the fold the o
+// all-reduces are gone and the last down's stays (its norm feeds the LM
+// head); without it every norm is its own node.
 void check_fold_off() {
   Config c = model(false);
   c.layers = 3;
@@ -230,13 +232,13 @@ void check_fold_off() {
   std::string err, dot, dot_off;
   int nodes = 0, colls = 0, nodes_off = 0, colls_off = 0;
   size_t binds = 0;
-  const int rc = plan(c, 1, &err, &nodes, &colls, &binds, &dot) ||
+  const int rc = plan(c, 1, &err, &nodes, &colls, &binds, &dot, Rank::ATTN_FUSED, false, false, true) ||
                  plan(c, 1, &err, &nodes_off, &colls_off, &binds, &dot_off, Rank::ATTN_FUSED, false, false, false);
   char what[200];
   std::snprintf(what, sizeof what, "fold on / off at TP 1: %d / %d nodes (%d / %d), %d / %d collectives%s%s", nodes,
-                nodes_off, 2 + 7 * c.layers - folded(1, 1, c), 2 + 7 * c.layers, colls, colls_off, rc ? ": " : "",
+                nodes_off, 2 + 7 * c.layers - folded(1, 1, c, true), 2 + 7 * c.layers, colls, colls_off, rc ? ": " : "",
                 err.c_str());
-  expect(!rc && nodes == 2 + 7 * c.layers - folded(1, 1, c) && nodes_off == 2 + 7 * c.layers &&
+  expect(!rc && nodes == 2 + 7 * c.layers - folded(1, 1, c, true) && nodes_off == 2 + 7 * c.layers &&
              colls_off == 2 * c.layers && dot.find("l0.o.all_reduce") == std::string::npos &&
              dot_off.find("l0.o.all_reduce") != std::string::npos && dot.find("l2.down.all_reduce") != std::string::npos,
          what);
