@@ -30,16 +30,6 @@ __device__ __forceinline__ void pdl_wait() {
 #endif
 }
 
-// Asks L2 for [p, p + bytes) ahead of the loads that will read it: one
-// bulk-prefetch instruction, no registers written, only a hint (the data
-// may be gone again by then; nothing waits for it). p 16-byte aligned,
-// bytes a multiple of 16. sm_90+; a no-op below.
-__device__ __forceinline__ void prefetch_l2(const void *p, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-#endif
-}
-
 // Thread i rotates the pair (i, i + D/2): rotate_half pairs each element of
 // the first half with the same index of the second. The angle is computed
 // as transformers does (fp32 inv_freq = 1 / theta^(2i/D), times the fp32

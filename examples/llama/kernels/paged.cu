@@ -175,20 +175,10 @@ __device__ __forceinline__ void warp_keys(const __nv_bfloat16 *stage, int nk, co
   rescale_pv<D>(acc, al0, al1, vr, ph, pl);
 }
 
-// Tile t's K and V rows asked of L2 (threads 0 and 32), one tile ahead of
-// the stages: its cp.async loads then start from lines on their way. A
-// tile's 64 rows of one head are contiguous in its pool block.
-template <int D>
-__device__ __forceinline__ void prefetch_tile(const PagedArgs &a, int blk, int h, int nvalid) {
-  if ((threadIdx.x & 31) != 0 || threadIdx.x > 32 || nvalid <= 0) return;
-  const size_t base = pool_row<D>(blk, a.nkv, h, 0);
-  prefetch_l2((threadIdx.x == 0 ? a.k_pool : a.v_pool) + base, (uint32_t)min(kBS, nvalid) * D * 2);
-}
-
 // Keys [start, end) of row i's head h through the stages: tile t (keys
 // start + 64t ..) is pool block bt[start / 64 + t]; LLAMA_PAGED_STAGES - 1
-// tiles are in flight while one is used, and the tile after them is asked
-// of L2. Warps whose 16 keys of a tile all lie at or past end skip it.
+// tiles are in flight while one is used. Warps whose 16 keys of a tile all
+// lie at or past end skip it.
 template <int D>
 __device__ __forceinline__ void decode_tiles(const PagedArgs &a, int h, int start, int end, const int *bt,
                                              const uint4 *qa, const uint4 *qb, WarpAcc<D> &acc) {
@@ -200,12 +190,10 @@ __device__ __forceinline__ void decode_tiles(const PagedArgs &a, int h, int star
     if (st < ntile) load_tile<D>(smem + st * Stage<D>::ELEMS, a, bt[b0 + st], h, min(kBS, end - start - st * kBS));
     cp_async_commit();
   }
-  if (NS - 1 < ntile) prefetch_tile<D>(a, bt[b0 + NS - 1], h, end - start - (NS - 1) * kBS);
   for (int t = 0; t < ntile; t++) {
     cp_async_wait<NS - 2>();
     __syncthreads();  // tile t is in its stage for every warp; every warp is done with tile t - 1
     const int nt = t + NS - 1;
-    if (nt + 1 < ntile) prefetch_tile<D>(a, bt[b0 + nt + 1], h, end - start - (nt + 1) * kBS);
     if (nt < ntile)
       load_tile<D>(smem + (nt % NS) * Stage<D>::ELEMS, a, bt[b0 + nt], h, min(kBS, end - start - nt * kBS));
     cp_async_commit();

@@ -418,29 +418,11 @@ __device__ __forceinline__ void fused_rope(const FusedArgs &f, int b, int h, int
   }
 }
 
-// How many of a warp's steps of 16 keys are asked of L2 ahead of the one it
-// loads: a step's loads then find their lines on the way or in L2 while the
-// warp computes on the step before, instead of starting a DRAM round trip
-// only when it is done. Two steps (16 KB a warp at D = 128) keep the lines
-// asked for across the GPU well inside L2.
-constexpr int kPrefetchSteps = 2;
-
-// Keys key0 .. key0 + 15 of K and V (clipped at end), asked of L2 by lanes
-// 0 and 1: a step's 16 rows of one head are contiguous in the cache.
-template <int D>
-__device__ __forceinline__ void prefetch_step(const __nv_bfloat16 *kb, const __nv_bfloat16 *vb, int key0, int end) {
-  const int lane = threadIdx.x & 31;
-  if (lane > 1 || key0 >= end) return;
-  const uint32_t bytes = (uint32_t)min(16, end - key0) * D * 2;
-  prefetch_l2((lane == 0 ? kb : vb) + (size_t)key0 * D, bytes);
-}
-
 // One warp's keys of the split [start, end): steps of 16 keys base = start
 // + 16 w, start + 64 + 16 w, ... (the comment above attn_partial_tc says
-// how). All 16 loads of a step go out first (8 KB per warp in flight), and
-// the step kPrefetchSteps ahead is asked of L2 before them (the first ones
-// were asked for by the caller); keys at or past the end load as zeros:
-// their scores are masked, and V rows of 0 keep 0 * garbage out of P V.
+// how). All 16 loads of a step go out first (8 KB per warp in flight); keys
+// at or past the end load as zeros: their scores are masked, and V rows of 0
+// keep 0 * garbage out of P V.
 template <int D>
 __device__ __forceinline__ void tc_keys(const __nv_bfloat16 *kb, const __nv_bfloat16 *vb, int start, int end,
                                         const uint4 (&qa)[D / 32], const uint4 (&qb)[D / 32], float scale_log2,
@@ -448,7 +430,6 @@ __device__ __forceinline__ void tc_keys(const __nv_bfloat16 *kb, const __nv_bflo
   constexpr int W = 4, KS = 16, KJ = D / 32, VH = D / 64;
   const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
   for (int base = start + KS * w; base < end; base += KS * W) {
-    prefetch_step<D>(kb, vb, base + KS * W * kPrefetchSteps, end);
     uint4 kr[2][KJ], vr[4][VH];
 #pragma unroll
     for (int n = 0; n < 2; n++) {
@@ -511,10 +492,6 @@ __device__ __forceinline__ void attn_partial_tc(float *o_part, float *ml_part, c
   if (start >= len) return;  // the merge reads only the splits that hold keys
   const int end = min(len, start + split_len);
   const int ns = (len + split_len - 1) / split_len;  // splits that hold keys
-  const size_t head = ((size_t)b * nkv + h) * (size_t)max_ctx * D;
-  // The warp's first steps, asked of L2 before the queries are set up.
-  for (int i = 0; i < kPrefetchSteps; i++)
-    prefetch_step<D>(k_cache + head, v_cache + head, start + 16 * (t >> 5) + 64 * i, end);
 
   const __nv_bfloat16 *qg;
   if constexpr (FUSED) {
@@ -536,6 +513,7 @@ __device__ __forceinline__ void attn_partial_tc(float *o_part, float *ml_part, c
   }
   WarpAcc<D> acc;  // rows g, g + 8; l: this lane's keys only
   init_acc(acc);
+  const size_t head = ((size_t)b * nkv + h) * (size_t)max_ctx * D;
   tc_keys<D>(k_cache + head, v_cache + head, start, end, qa, qb, scale_log2, acc);
   const size_t row = (size_t)b * nq + (size_t)h * G;
   store_split_partials<D, G>(o_part, ml_part, row, nsplit, s, acc, &osm[0][0][0]);
