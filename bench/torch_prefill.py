@@ -108,8 +108,25 @@ def make_model(a, name, d):
     finally:
         torch.set_default_dtype(old)
     m = m.to(torch.bfloat16).eval().requires_grad_(False)
+    exact_rope(m)
     m.save_pretrained(d)
     return m
+
+
+def exact_rope(m):
+    """Puts the fp32 RoPE table back: .to(bfloat16) casts the rotary's
+    inv_freq buffer with the weights, and at bf16's 8 bits the angles are off
+    by radians from position ~1000 on (transformers' logits then drift from
+    every correct prefill as the prompt grows). Checked against theta, as
+    tests/gpu/llama_ref.py checks its own."""
+    rot = m.model.rotary_emb
+    D = m.config.head_dim
+    exact = 1.0 / (THETA ** (torch.arange(0, D, 2, dtype=torch.float64) / D))
+    rot.inv_freq = exact.to(device=rot.inv_freq.device, dtype=torch.float32)
+    if hasattr(rot, "original_inv_freq"):
+        rot.original_inv_freq = rot.inv_freq
+    if not torch.allclose(rot.inv_freq.double().cpu(), exact, rtol=1e-6, atol=0):
+        raise RuntimeError("transformers' rotary inv_freq does not match theta %g" % THETA)
 
 
 class Lean:
