@@ -388,9 +388,12 @@ __device__ __forceinline__ void gemv_split_body(const tpg_gemm_args &a) {
     xv[mt] = m < M;
     xp[mt] = static_cast<const T *>(a.x) + (size_t)min(m, M - 1) * a.ldx + 8 * t4;
   }
-  /* XN (a folded norm's consumer): X is RMSNorm(x) * x_norm_w, formed as
-   * it is loaded (the weight's 8 values beside x's), with rs[mt] the scale
-   * of the row this lane loads. */
+  /* XN (a folded norm's consumer): X is RMSNorm(x) * x_norm_w, formed
+   * where it is used, right before its mmas (xin), with rs[mt] the scale of
+   * the row this lane loads: x's loads go out beside W's and stay in flight
+   * as plain X's do (formed at the load, each x value was waited for before
+   * the next W load went out); the norm weight's 8 values, the same for
+   * every row and CTA, are L1 hits there. */
   float rs[MT];
   const T *nw = nullptr;
   if constexpr (XN) {
@@ -403,7 +406,6 @@ __device__ __forceinline__ void gemv_split_body(const tpg_gemm_args &a) {
   }
   auto ldx = [&](int mt, int k, bool ok) -> uint4 {
     if (!(ok && xv[mt])) return make_uint4(0, 0, 0, 0);
-    if constexpr (XN) return epi_normed<T>(ld_keep(xp[mt] + k), ld_keep(nw + k), rs[mt]);
     return ld_keep(xp[mt] + k);
   };
   /* One accumulator per tile: splitting each group's chain of 2U dependent
@@ -443,14 +445,17 @@ __device__ __forceinline__ void gemv_split_body(const tpg_gemm_args &a) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       uint4 xl[MT];
-      if constexpr (XLATE) {
-        const int c = c0 + grp * U + u, k = c * 32;
-        const bool ok = c < c1 && k + 8 * t4 < K;
+      const int c = c0 + grp * U + u, k = c * 32;
+      const bool ok = c < c1 && k + 8 * t4 < K;
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) xl[mt] = ldx(mt, k, ok);
-      } else {
+      for (int mt = 0; mt < MT; ++mt) xl[mt] = XLATE ? ldx(mt, k, ok) : x[u][mt];
+      if constexpr (XN) {
+        if (ok) {
+          const uint4 nv = ld_keep(nw + k);
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) xl[mt] = x[u][mt];
+          for (int mt = 0; mt < MT; ++mt)
+            if (xv[mt]) xl[mt] = epi_normed<T>(xl[mt], nv, rs[mt]);
+        }
       }
 #pragma unroll
       for (int rt = 0; rt < R; ++rt)
