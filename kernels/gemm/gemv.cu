@@ -389,11 +389,11 @@ __device__ __forceinline__ void gemv_split_body(const tpg_gemm_args &a) {
     xp[mt] = static_cast<const T *>(a.x) + (size_t)min(m, M - 1) * a.ldx + 8 * t4;
   }
   /* XN (a folded norm's consumer): X is RMSNorm(x) * x_norm_w, formed
-   * where it is used, right before its mmas (xin), with rs[mt] the scale of
-   * the row this lane loads: x's loads go out beside W's and stay in flight
-   * as plain X's do (formed at the load, each x value was waited for before
-   * the next W load went out); the norm weight's 8 values, the same for
-   * every row and CTA, are L1 hits there. */
+   * right before its mmas (mma_group), with rs[mt] the scale of the row
+   * this lane loads. Not at the load: there the next W load would wait for
+   * each x value; this way x's loads stay in flight beside W's as plain X's
+   * do. The norm weight's 8 values, the same for every row and CTA, are L1
+   * hits where they are used. */
   float rs[MT];
   const T *nw = nullptr;
   if constexpr (XN) {
