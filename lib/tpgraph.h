@@ -326,7 +326,7 @@ typedef enum tpg_epilogue {
  * TPG_NORM_FOLD_MAX_ROWS rows, served by our decode GEMV only). The GEMM
  * that writes the residual stream h also writes y_ssq: per row, the sums of
  * squares of the values it stored, one per 16-column group; the next GEMM
- * reads h as its x with x_norm set and normalizes it as it loads it:
+ * reads h as its x with x_norm set and normalizes it where it reads it:
  *   x'[m, c] = round(h[m, c] * rsqrt(sum_c h[m, c]^2 / k + eps) * weight[c])
  * which is what an RMSNorm node would have stored (up to the order of the
  * sum). The sums must come from the GEMM that wrote x, after it. */

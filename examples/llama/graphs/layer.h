@@ -121,7 +121,7 @@ struct PlanBuilder {
   // ssq (folds): the norms are folded into the next linear's loads
   // (tpg_x_norm): "<l>o" and "<l>down" are then their GEMMs alone, writing
   // x and its rows' sums of squares into ssq, and gate_up (and the next
-  // layer's qkv, when fold_next) normalize x as they load it.
+  // layer's qkv, when fold_next) normalize x where they read it.
   struct Rows {
     int rows, hidden;
     float eps;

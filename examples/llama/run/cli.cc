@@ -364,7 +364,7 @@ void usage(FILE *f) {
                "                    and then let the next node launch)\n"
                "  --fold-norm, --no-fold-norm  at TP 1 and up to 16 rows, the RMSNorms inside the\n"
                "                    GEMVs (the O and down GEMVs write the residual stream and its\n"
-               "                    rows' sums of squares, the next GEMV normalizes x as it loads\n"
+               "                    rows' sums of squares, the next GEMV normalizes x where it reads\n"
                "                    it) or each its own kernel (default: off)\n"
                "  --attn fused|tc|fma  attention: RoPE + KV append + tensor-core attention + the\n"
                "                    split merge in one kernel (fused, default), or the three-node\n"
