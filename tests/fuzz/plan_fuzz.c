@@ -597,7 +597,8 @@ static void op_add_collective(rd *r) {
 static void op_add_gemm(rd *r) {
   NODE_ARGS;
   tpg_gemm_desc g = TPG_GEMM_DESC_INIT;
-  if (u8(r) % 16 == 0) g.size = u8(r);
+  const size_t v3_size = offsetof(tpg_gemm_desc, y_ssq); /* a 0.3 caller's desc: no folded norm */
+  if (u8(r) % 16 == 0) g.size = u8(r) % 2 ? v3_size : u8(r);
   g.m = pick_int(r);
   g.n = pick_int(r);
   g.k = pick_int(r);
@@ -612,7 +613,7 @@ static void op_add_gemm(rd *r) {
   int null_desc = u8(r) % 32 == 0;
   tpg_status st = CALL(tpg_plan_add_gemm(p, null_desc ? NULL : &g, deps, ndeps, outp));
   if (st == TPG_SUCCESS) {
-    REQUIRE(!null_desc && g.size == sizeof g);
+    REQUIRE(!null_desc && (g.size == sizeof g || g.size == v3_size));
     REQUIRE(g.m >= 1 && g.n >= 8 && g.k >= 8 && g.n % 8 == 0 && g.k % 8 == 0);
     REQUIRE((int)g.epilogue >= 0 && g.epilogue < TPG_EPILOGUE_COUNT);
     REQUIRE(g.dtype == TPG_BF16 || g.dtype == TPG_F16);
@@ -741,6 +742,7 @@ static void op_linear_kit(rd *r) {
   mplan *m = pick_plan_idx(r);
   if (!m->p || m->nnodes + 3 > MAXN || m->nslots + 6 > MAXS) return;
   tpg_linear_desc d = TPG_LINEAR_DESC_INIT;
+  const size_t v3_size = offsetof(tpg_linear_desc, x_norm); /* a 0.3 caller's desc: no folded norm */
   d.kind = (tpg_linear_kind)(u8(r) % 2);
   const int col = d.kind == TPG_LINEAR_COLUMN;
   d.nranks = 1 + u8(r) % 4;
@@ -777,7 +779,7 @@ static void op_linear_kit(rd *r) {
     case 9: d.in_features = pick_int(r); break;
     case 10: d.out_features = pick_int(r); break;
     case 11: d.activation = (tpg_activation)(u8(r) % 6); break;
-    case 12: d.size = u8(r); break;
+    case 12: d.size = u8(r) % 2 ? v3_size : u8(r); break;
     case 13: d.gather = pick_int(r); break;
     case 14: d.y = d.x; break;
     case 15: d.algo = (tpg_collective_algo)(u8(r) % 5); break;
@@ -802,7 +804,7 @@ static void op_linear_kit(rd *r) {
     free(deps);
     return;
   }
-  REQUIRE(!null_desc && deps_ok && d.size == sizeof d);
+  REQUIRE(!null_desc && deps_ok && (d.size == sizeof d || d.size == v3_size));
   /* one plan is one rank's part of one comm: a layer with collectives for
    * another rank count than the plan's earlier ones is refused */
   const int adds_coll = d.nranks > 1 && (d.kind == TPG_LINEAR_ROW || d.gather);
