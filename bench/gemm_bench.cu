@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "../kernels/gemm/gemv.cu"
+#include "../kernels/gemm/lt_swiglu.cu"
 #include "../kernels/gemm/sm80_mma.cu"
 #include "../kernels/gemm/sm90_tma.cu"
 #include "../lib/gemm/ours.h"

@@ -28,11 +28,21 @@ static std::shared_ptr<LtPlan> lt_plan(const tpg_gemm_problem &p, int algo) {
   return pl;
 }
 
-/* Runs the plan on a's pointers (a.workspace: at least its workspace). */
+/* Runs the plan on a's pointers (a.workspace: at least its workspace), and
+ * the kernel that ends it (SwiGLU's tpg_lt_swiglu), as lib/gemm/lt_run.c. */
 static void lt_launch(const LtPlan &pl, const tpg_gemm_args &a, cudaStream_t st = 0) {
   char why[300];
+  tpg_lt_post post;
   if (tpg_lt_plan_run(pl.p, &a, (void *)st, why, sizeof why)) {
     fprintf(stderr, "cuBLASLt plan run: %s\n", why);
+    exit(2);
+  }
+  if (!tpg_lt_plan_post(pl.p, &a, &post)) return;
+  tpg_lt_swiglu<<<dim3(post.grid[0], post.grid[1], post.grid[2]), dim3(post.block[0], post.block[1], post.block[2]),
+                  0, st>>>(post.args);
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) {
+    fprintf(stderr, "tpg_lt_swiglu after cuBLASLt: %s\n", cudaGetErrorString(e));
     exit(2);
   }
 }

@@ -6,7 +6,8 @@
  * graph and not cuBLASLt's kernel as a node of ours: lib/gemm/cublaslt.c.
  * The workspace is the node's lane (gn->res, placed at creation), the same
  * pointer at every capture; the argument view gn->args.gemm holds the
- * pointers, written by gemm.c's set_ptrs.
+ * pointers, written by gemm.c's set_ptrs. A SwiGLU plan's child holds two
+ * nodes, cuBLASLt's GEMM and our tpg_lt_swiglu (lib/gemm/lt_run.h).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "graphbuild/nodes/gemm_lt.h"
@@ -17,6 +18,7 @@
 
 #include "lib/capture.h"
 #include "lib/gemm/cublaslt.h"
+#include "lib/gemm/lt_run.h"
 
 typedef struct lt_state {
   tpg_lt_plan *plan;
@@ -54,10 +56,9 @@ tpg_status tpg_gemm_lt_fill(const tpg_nctx *c, const tpg_gemm_problem *p, const 
 
 static tpg_status issue(const tpg_nctx *c, CUstream stream) {
   lt_state *s = c->gn->ext;
-  char why[300];
-  if (tpg_lt_plan_run(s->plan, &c->gn->args.gemm, (void *)stream, why, sizeof why))
-    return TPG_FAIL(TPG_ERROR_CUDA, "node %s: %s", tpg_nctx_label(c), why);
-  return TPG_SUCCESS;
+  char who[160];
+  snprintf(who, sizeof who, "node %s", tpg_nctx_label(c));
+  return tpg_lt_run(s->plan, &c->gn->args.gemm, stream, who);
 }
 
 tpg_status tpg_gemm_lt_run(const tpg_nctx *c, CUstream stream) { return issue(c, stream); }

@@ -22,9 +22,15 @@
  *
  * Epilogues: none, bias, bias + GELU (CUBLASLT_EPILOGUE_GELU_BIAS), the
  * residual as C with beta = 1 (with a bias or not), the fp32 partial (D in
- * fp32). Not SiLU (cuBLASLt has no such epilogue) nor SwiGLU (our gate/up
- * layout): ours and CUTLASS run those. cuBLASLt is loaded when the family is
- * first considered (cublaslt_loader.h); without it the family is absent.
+ * fp32). SwiGLU in two steps, as PyTorch runs it: the 2N-wide product of
+ * the gate and up rows in fp32 into the node's workspace, then our kernel
+ * tpg_lt_swiglu (kernels/gemm/lt_swiglu.cu; the bias is its) into y, both
+ * in the one child graph. fp32 so that y is the fused epilogue's value,
+ * rounded once; the cost is 8 bytes an output pair of L2 or HBM traffic,
+ * which the zoo and the step weigh against our fused kernels. Not SiLU
+ * (cuBLASLt has no such epilogue): ours and CUTLASS run it. cuBLASLt is
+ * loaded when the family is first considered (cublaslt_loader.h); without
+ * it the family is absent.
  */
 #include "lib/gemm/cublaslt.h"
 
@@ -56,9 +62,12 @@ struct tpg_lt_plan {
   const void *ctx;
   lt_desc d;
   cublasLtMatmulAlgo_t algo;
-  size_t workspace;
-  int bias;     /* the epilogue reads a bias */
-  int residual; /* C is the residual, beta = 1 */
+  size_t workspace; /* cuBLASLt's own, at a->workspace */
+  int bias;         /* the epilogue reads a bias */
+  int residual;     /* C is the residual, beta = 1 */
+  int swiglu;       /* D is the fp32 product at a->workspace + tmp_off */
+  int m, n;         /* SwiGLU: y's rows and columns */
+  size_t tmp_off;
 };
 
 static int lt_can_implement(const tpg_gemm_problem *p, char *why, size_t whylen);
@@ -76,6 +85,25 @@ int tpg_lt_available(char *why, size_t whylen) {
 static int has_bias(const tpg_gemm_problem *p) {
   return p->epilogue == TPG_EPI_BIAS || p->epilogue == TPG_EPI_BIAS_GELU ||
          (p->epilogue == TPG_EPI_RESIDUAL && p->residual_bias);
+}
+
+/* The GEMM cuBLASLt runs for p: p itself, or for SwiGLU the 2N-wide product
+ * in fp32 with no bias (tpg_lt_swiglu adds it), rows 2N apart. */
+static tpg_gemm_problem inner(const tpg_gemm_problem *p) {
+  tpg_gemm_problem q = *p;
+  if (p->epilogue != TPG_EPI_SWIGLU) return q;
+  q.n = 2 * p->n;
+  q.epilogue = TPG_EPI_F32_PARTIAL;
+  q.ldy = q.ldr = q.n;
+  q.residual_bias = 0;
+  return q;
+}
+
+static size_t round256(size_t b) { return (b + 255) & ~(size_t)255; }
+
+/* SwiGLU's fp32 product: bytes after cuBLASLt's own workspace (0 otherwise). */
+static size_t tmp_bytes(const tpg_gemm_problem *p) {
+  return p->epilogue == TPG_EPI_SWIGLU ? round256((size_t)p->m * 2 * (size_t)p->n * 4) : 0;
 }
 
 /* ---- descriptors ------------------------------------------------------------ */
@@ -212,7 +240,7 @@ static tpg_gemm_problem key_of(const tpg_gemm_problem *p) {
 
 static int answer(const tpg_gemm_problem *p, lt_answer *ans, char *why, size_t whylen) {
   const tpg_lt_table *t = tpg_lt_load();
-  const tpg_gemm_problem k = key_of(p);
+  const tpg_gemm_problem q = inner(p), k = key_of(&q);
   if (!t) return tpg_gemm_reject(why, whylen, "%s", tpg_lt_why());
   pthread_mutex_lock(&g_mu);
   for (int i = 0; i < g_used; ++i)
@@ -307,13 +335,17 @@ int tpg_lt_plan_create(const tpg_gemm_problem *p, int algo, const void *ctx, tpg
   pl->workspace = ans.workspace[algo];
   pl->bias = has_bias(p);
   pl->residual = p->epilogue == TPG_EPI_RESIDUAL;
+  pl->swiglu = p->epilogue == TPG_EPI_SWIGLU;
+  pl->m = p->m, pl->n = p->n;
+  pl->tmp_off = round256(pl->workspace);
   pl->ctx = ctx;
   cublasStatus_t s = handle_get(t, &pl->ctx, &pl->h);
   if (s != CUBLAS_STATUS_SUCCESS) {
     free(pl);
     return lt_fail(why, whylen, "cublasLtCreate", s);
   }
-  if (desc_create(t, p, &pl->d, why, whylen)) {
+  const tpg_gemm_problem q = inner(p);
+  if (desc_create(t, &q, &pl->d, why, whylen)) {
     handle_put(t, pl->ctx, pl->h);
     free(pl);
     return 1;
@@ -322,7 +354,10 @@ int tpg_lt_plan_create(const tpg_gemm_problem *p, int algo, const void *ctx, tpg
   return 0;
 }
 
-size_t tpg_lt_plan_workspace(const tpg_lt_plan *pl) { return pl ? pl->workspace : 0; }
+size_t tpg_lt_plan_workspace(const tpg_lt_plan *pl) {
+  if (!pl) return 0;
+  return pl->swiglu ? pl->tmp_off + round256((size_t)pl->m * 2 * (size_t)pl->n * 4) : pl->workspace;
+}
 
 int tpg_lt_plan_run(tpg_lt_plan *pl, const tpg_gemm_args *a, void *stream, char *why, size_t whylen) {
   const float one = 1.0f, beta = pl->residual ? 1.0f : 0.0f;
@@ -333,11 +368,30 @@ int tpg_lt_plan_run(tpg_lt_plan *pl, const tpg_gemm_args *a, void *stream, char 
     if (s != CUBLAS_STATUS_SUCCESS) return lt_fail(why, whylen, "cublasLtMatmulDescSetAttribute(BIAS_POINTER)", s);
   }
   if (pl->residual && !a->residual) return tpg_gemm_reject(why, whylen, "the plan adds a residual, and it is NULL");
+  if (pl->swiglu && !a->workspace)
+    return tpg_gemm_reject(why, whylen, "the plan's SwiGLU product goes to the workspace, and it is NULL");
+  void *d = pl->swiglu ? (char *)a->workspace + pl->tmp_off : a->y;
   s = pl->t->cublasLtMatmul(pl->h, pl->d.op, &one, a->w, pl->d.a, a->x, pl->d.b, &beta,
-                            pl->residual ? a->residual : a->y, pl->d.c, a->y, pl->d.d, &pl->algo,
+                            pl->residual ? a->residual : d, pl->d.c, d, pl->d.d, &pl->algo,
                             pl->workspace ? a->workspace : NULL, pl->workspace, (cudaStream_t)stream);
   if (s != CUBLAS_STATUS_SUCCESS) return lt_fail(why, whylen, "cublasLtMatmul", s);
   return 0;
+}
+
+int tpg_lt_plan_post(const tpg_lt_plan *pl, const tpg_gemm_args *a, tpg_lt_post *out) {
+  memset(out, 0, sizeof *out);
+  if (!pl || !pl->swiglu) return 0;
+  out->kernel = "tpg_lt_swiglu";
+  out->args.t = (const float *)((const char *)a->workspace + pl->tmp_off);
+  out->args.y = a->y;
+  out->args.bias = a->bias;
+  out->args.m = pl->m, out->args.n = pl->n, out->args.ldt = 2 * pl->n, out->args.ldy = a->ldy;
+  out->args.dtype = a->dtype;
+  out->grid[0] = (unsigned)((pl->n + 1023) / 1024);
+  out->grid[1] = (unsigned)(pl->m < 65535 ? pl->m : 65535);
+  out->grid[2] = 1;
+  out->block[0] = 256, out->block[1] = out->block[2] = 1;
+  return 1;
 }
 
 void tpg_lt_plan_destroy(tpg_lt_plan *pl) {
@@ -357,8 +411,12 @@ static int lt_can_implement(const tpg_gemm_problem *p, char *why, size_t whylen)
   if (p->dtype != TPG_KDT_BF16 && p->dtype != TPG_KDT_F16)
     return tpg_gemm_reject(why, whylen, "dtype=%d: the cuBLASLt family takes F16 or BF16", p->dtype);
   if (e != TPG_EPI_NONE && e != TPG_EPI_BIAS && e != TPG_EPI_BIAS_GELU && e != TPG_EPI_RESIDUAL &&
-      e != TPG_EPI_F32_PARTIAL)
-    return tpg_gemm_reject(why, whylen, "epilogue=%d: not one cuBLASLt fuses (SiLU and SwiGLU are ours)", e);
+      e != TPG_EPI_F32_PARTIAL && e != TPG_EPI_SWIGLU)
+    return tpg_gemm_reject(why, whylen, "epilogue=%d: not one cuBLASLt fuses (SiLU is ours)", e);
+  if (e == TPG_EPI_SWIGLU && (p->n % 4 || p->m < 1 || (size_t)p->m * 2 * (size_t)p->n * 4 > TPG_LT_SWIGLU_MAX))
+    return tpg_gemm_reject(why, whylen,
+                           "SwiGLU with n=%d, m=%d: the cuBLASLt family needs n a multiple of 4 and the fp32 "
+                           "product (m x 2n) within %zu MiB", p->n, p->m, TPG_LT_SWIGLU_MAX >> 20);
   if (p->fold) return tpg_gemm_reject(why, whylen, "fold=%d: a folded RMSNorm is our decode GEMV's", p->fold);
   if (p->ldx < p->k || p->ldw < p->k || p->ldy < p->n || p->ldr < p->n || p->ldx % 8 || p->ldw % 8 ||
       p->ldy % 8 || p->ldr % 8)
@@ -403,7 +461,7 @@ static int lt_fill(const tpg_gemm_problem *p, const tpg_gemm_variant *v, tpg_ker
   out->grid[0] = out->grid[1] = out->grid[2] = 1;
   out->block[0] = out->block[1] = out->block[2] = 1;
   out->split_k = 1;
-  out->workspace_bytes = (ans.workspace[v->lt_algo] + 255) & ~(size_t)255;
+  out->workspace_bytes = round256(ans.workspace[v->lt_algo]) + tmp_bytes(p);
   out->family = TPG_GEMM_FAMILY_CUBLASLT;
   out->lt_algo = v->lt_algo;
   return 0;

@@ -25,7 +25,19 @@ extern "C" {
  * Hopper); each plan gets what its algorithm needs, often nothing. */
 #define TPG_LT_WORKSPACE_MAX ((size_t)32 << 20)
 
+/* The most a SwiGLU plan's fp32 product (m x 2n) may take of workspace. */
+#define TPG_LT_SWIGLU_MAX ((size_t)512 << 20)
+
 typedef struct tpg_lt_plan tpg_lt_plan;
+
+/* The kernel of ours that finishes a plan's operation after its
+ * cublasLtMatmul (tpg_lt_plan_post): its name, launch shape (no shared
+ * memory, no cluster) and argument block. */
+typedef struct tpg_lt_post {
+  const char *kernel;
+  unsigned grid[3], block[3];
+  tpg_swiglu_args args;
+} tpg_lt_post;
 
 /* Whether cuBLASLt is loaded (it is, at the first call that needs it): 0, or
  * nonzero with why (the file that could not be loaded). */
@@ -48,8 +60,15 @@ size_t tpg_lt_plan_workspace(const tpg_lt_plan *pl);
  * a->workspace holding tpg_lt_plan_workspace bytes, NULL when 0): the
  * residual is cuBLASLt's C with beta = 1, in place when it is y. The
  * plan's attributes are written, so one plan runs on one thread at a time.
- * 0, or nonzero with why (the cuBLASLt status). */
+ * 0, or nonzero with why (the cuBLASLt status). A SwiGLU plan's y is
+ * written only by the kernel tpg_lt_plan_post names, which the caller
+ * launches next on the same stream (lib/gemm/lt_run.h does both). */
 int tpg_lt_plan_run(tpg_lt_plan *pl, const tpg_gemm_args *a, void *stream, char *why, size_t whylen);
+
+/* 1 and *out for a's pointers when the plan's operation ends in a kernel of
+ * ours after tpg_lt_plan_run (SwiGLU); 0 (and *out zeroed) when the GEMM is
+ * the whole of it. */
+int tpg_lt_plan_post(const tpg_lt_plan *pl, const tpg_gemm_args *a, tpg_lt_post *out);
 
 /* Frees the plan; NULL: no-op. */
 void tpg_lt_plan_destroy(tpg_lt_plan *pl);

@@ -27,6 +27,7 @@
 #include "lib/device.h"
 #include "lib/gemm/cublaslt.h"
 #include "lib/gemm/cutlass.h"
+#include "lib/gemm/lt_run.h"
 #include "lib/gemm/ours.h"
 
 #define FLUSH_BYTES ((size_t)128 << 20)
@@ -205,10 +206,7 @@ typedef struct lt_run {
 } lt_run;
 static tpg_status run_lt(void *ctx, CUstream stream) {
   const lt_run *r = ctx;
-  char why[300];
-  if (tpg_lt_plan_run(r->plan, r->a, (void *)stream, why, sizeof why))
-    return TPG_FAIL(TPG_ERROR_CUDA, "timer: cuBLASLt candidate: %s", why);
-  return TPG_SUCCESS;
+  return tpg_lt_run(r->plan, r->a, stream, "timer: cuBLASLt candidate");
 }
 
 /* One run after the warm-up per repetition, each after an L2 flush and

@@ -3,13 +3,14 @@
  * selector's operations table, and its nodes built, run, rebound and failed.
  *
  *  - the selector with the family present: AUTO's stated band takes it
- *    (32 < M <= 1024 past 3072 W rows, sm_90), not for SwiGLU, M <= 16 or
- *    narrow W, nor off sm_90; TPG_GEMM_FAMILY=cublaslt takes it wherever it
+ *    (32 < M <= 1024 past 3072 W rows, sm_90; SwiGLU too, its fp32 product
+ *    in the workspace), not for SiLU, M <= 16 or narrow W, nor off sm_90; TPG_GEMM_FAMILY=cublaslt takes it wherever it
  *    can run (also sm_80); its candidates come right after the heuristic,
  *    their names round-trip, the heuristic's answers and workspaces, and an
  *    answer it did not give is refused naming the count;
  *  - nodes of every epilogue it runs (none, bias, bias + GELU, the residual
- *    in place with a bias and apart without, the fp32 partial), in explicit,
+ *    in place with a bias and apart without, the fp32 partial, SwiGLU with
+ *    and without a bias: cuBLASLt's product, then tpg_lt_swiglu), in explicit,
  *    capture and eager mode: the product checked against an fp64 reference
  *    after the first launch and, after a rebind that moves x, w, y, bias and
  *    residual, against the new buffers (a child graph left with the old
@@ -62,7 +63,10 @@ static void selector(void) {
   CHECK(tpg_gemm_family_available(TPG_GEMM_FAMILY_CUBLASLT, why, sizeof why) == 0);
   CHECK(family_of(128, 4096, 4096, TPG_EPI_BIAS, 90, TPG_GEMM_FAMILY_AUTO) == TPG_GEMM_FAMILY_CUBLASLT);
   CHECK(family_of(1024, 14336, 4096, TPG_EPI_BIAS_GELU, 90, TPG_GEMM_FAMILY_AUTO) == TPG_GEMM_FAMILY_CUBLASLT);
-  CHECK(family_of(128, 4096, 4096, TPG_EPI_SWIGLU, 90, TPG_GEMM_FAMILY_AUTO) != TPG_GEMM_FAMILY_CUBLASLT);
+  CHECK(family_of(128, 4096, 4096, TPG_EPI_SWIGLU, 90, TPG_GEMM_FAMILY_AUTO) == TPG_GEMM_FAMILY_CUBLASLT);
+  CHECK(family_of(8192, 8192, 4096, TPG_EPI_SWIGLU, 90, TPG_GEMM_FAMILY_CUBLASLT) == TPG_GEMM_FAMILY_CUBLASLT);
+  CHECK(family_of(8200, 8192, 4096, TPG_EPI_SWIGLU, 90, TPG_GEMM_FAMILY_CUBLASLT) == TPG_GEMM_FAMILY_OURS); /* 512 MiB */
+  CHECK(family_of(128, 4096, 4096, TPG_EPI_BIAS_SILU, 90, TPG_GEMM_FAMILY_AUTO) != TPG_GEMM_FAMILY_CUBLASLT);
   CHECK(family_of(16, 4096, 4096, TPG_EPI_NONE, 90, TPG_GEMM_FAMILY_AUTO) == TPG_GEMM_FAMILY_OURS);
   CHECK(family_of(128, 2048, 4096, TPG_EPI_NONE, 90, TPG_GEMM_FAMILY_AUTO) != TPG_GEMM_FAMILY_CUBLASLT);
   CHECK(family_of(128, 4096, 4096, TPG_EPI_NONE, 80, TPG_GEMM_FAMILY_AUTO) == TPG_GEMM_FAMILY_OURS);
@@ -91,11 +95,15 @@ static void selector(void) {
         CHECK(rc != 0 && strstr(why, "cublaslt_a3") && strstr(why, "3 answers"));
     }
     CHECK(lt == TPG_LT_ALGOS);
-    p.epilogue = TPG_EPI_SWIGLU; /* none where it cannot run */
+    p.epilogue = TPG_EPI_SWIGLU; /* its fp32 product after cuBLASLt's own workspace */
+    CHECK(tpg_gemm_variant_parse("cublaslt_a1", &v) == 0 && v.lt_algo == 1);
+    CHECK(tpg_gemm_select_variant(&p, &v, &l, &xe, &we, why, sizeof why) == 0 &&
+          l.workspace_bytes == (1u << 20) + (size_t)128 * 2 * 4096 * 4);
+    p.epilogue = TPG_EPI_BIAS_SILU; /* none where it cannot run */
     const int ns = tpg_gemm_candidates(&p, list, TPG_GEMM_MAX_CANDIDATES);
     for (int i = 0; i < ns; i++) CHECK(list[i].kind != TPG_GEMM_VAR_CUBLASLT);
     CHECK(tpg_gemm_variant_parse("cublaslt", &v) == 0 && v.lt_algo == 0);
-    CHECK(tpg_gemm_select_variant(&p, &v, &l, &xe, &we, why, sizeof why) != 0 && strstr(why, "epilogue=4"));
+    CHECK(tpg_gemm_select_variant(&p, &v, &l, &xe, &we, why, sizeof why) != 0 && strstr(why, "epilogue=3"));
   }
   CHECK(tpg_gemm_variant_parse("cublaslt_a0", &v) != 0 && tpg_gemm_variant_parse("cublaslt_a4", &v) != 0 &&
         tpg_gemm_variant_parse("cublaslt_a12", &v) != 0 && tpg_gemm_variant_parse("cublaslt_", &v) != 0);
@@ -120,6 +128,9 @@ typedef struct bufs {
   void *z;
 } bufs;
 
+/* W's rows: 2N with SwiGLU (gate, then up), as is the bias. */
+static size_t wrows(const lcase *c) { return (size_t)c->n * (c->epi == TPG_EPILOGUE_SWIGLU ? 2 : 1); }
+
 static size_t ysize(const lcase *c) { return (size_t)c->m * c->n * (c->epi == TPG_EPILOGUE_F32_PARTIAL ? 4 : 2); }
 
 static void bufs_free(bufs *B) {
@@ -135,18 +146,18 @@ static void bufs_free(bufs *B) {
 }
 
 static int bufs_make(const lcase *c, bufs *B) {
-  const size_t xn = (size_t)c->m * c->k, wn = (size_t)c->n * c->k, yn = (size_t)c->m * c->n;
+  const size_t xn = (size_t)c->m * c->k, wn = wrows(c) * c->k, yn = (size_t)c->m * c->n;
   memset(B, 0, sizeof *B);
   for (int i = 0; i < 2; i++) {
     B->x[i] = tpgfake_dev_alloc(0, xn * 2);
     B->w[i] = tpgfake_dev_alloc(0, wn * 2);
-    B->b[i] = tpgfake_dev_alloc(0, (size_t)c->n * 2);
+    B->b[i] = tpgfake_dev_alloc(0, wrows(c) * 2);
     B->r[i] = tpgfake_dev_alloc(0, yn * 2);
     B->y[i] = tpgfake_dev_alloc(0, ysize(c));
     if (!B->x[i] || !B->w[i] || !B->b[i] || !B->r[i] || !B->y[i]) return 1;
     fill_bf(B->x[i], xn, 11u + 7u * (unsigned)i, 2.0f);
     fill_bf(B->w[i], wn, 23u + 5u * (unsigned)i, 0.5f);
-    fill_bf(B->b[i], (size_t)c->n, 31u + (unsigned)i, 1.0f);
+    fill_bf(B->b[i], wrows(c), 31u + (unsigned)i, 1.0f);
     fill_bf(B->r[i], yn, 47u + (unsigned)i, 1.0f);
     if (c->in_place) memcpy(B->y[i], B->r[i], yn * 2);
     else memset(B->y[i], 0xFF, ysize(c)); /* poison: NaN */
@@ -155,15 +166,21 @@ static int bufs_make(const lcase *c, bufs *B) {
   return !B->z;
 }
 
+/* Row nn of x w^T + b at row mm (fp64). */
+static double dot(const lcase *c, const bufs *B, int i, int mm, int nn) {
+  double s = 0;
+  for (int q = 0; q < c->k; q++) s += fb(B->x[i][(size_t)mm * c->k + q]) * fb(B->w[i][(size_t)nn * c->k + q]);
+  return c->bias ? s + fb(B->b[i][nn]) : s;
+}
+
 /* Worst |got - ref| / (1 + |ref|) of y = epi(x w^T + b + r) on buffer set i;
  * r: the residual as it was before the launch. */
 static double max_err(const lcase *c, const bufs *B, int i, const uint16_t *r) {
   double worst = 0;
   for (int mm = 0; mm < c->m; mm++)
     for (int nn = 0; nn < c->n; nn++) {
-      double s = 0;
-      for (int q = 0; q < c->k; q++) s += fb(B->x[i][(size_t)mm * c->k + q]) * fb(B->w[i][(size_t)nn * c->k + q]);
-      if (c->bias) s += fb(B->b[i][nn]);
+      double s = dot(c, B, i, mm, nn);
+      if (c->epi == TPG_EPILOGUE_SWIGLU) s = s / (1 + exp(-s)) * dot(c, B, i, mm, c->n + nn);
       if (c->epi == TPG_EPILOGUE_RESIDUAL) s += fb(r[(size_t)mm * c->n + nn]);
       if (c->epi == TPG_EPILOGUE_BIAS_GELU) s = 0.5 * s * (1 + tanh(0.7978845608 * (s + 0.044715 * s * s * s)));
       const size_t at = (size_t)mm * c->n + nn;
@@ -183,9 +200,9 @@ static tpg_status make_plan(const lcase *c, tpg_plan **out, tpg_slot s[6]) {
   memset(s, 0, 6 * sizeof *s);
   if ((st = tpg_plan_create(&p)) != TPG_SUCCESS) return st;
   if ((st = tpg_plan_add_slot(p, "x", TPG_BF16, TPG_MEM_DEVICE, (size_t)c->m * c->k, &s[0])) ||
-      (st = tpg_plan_add_slot(p, "w", TPG_BF16, TPG_MEM_DEVICE, (size_t)c->n * c->k, &s[1])) ||
+      (st = tpg_plan_add_slot(p, "w", TPG_BF16, TPG_MEM_DEVICE, wrows(c) * c->k, &s[1])) ||
       (st = tpg_plan_add_slot(p, "y", ydt, TPG_MEM_DEVICE, (size_t)c->m * c->n, &s[2])) ||
-      (c->bias && (st = tpg_plan_add_slot(p, "b", TPG_BF16, TPG_MEM_DEVICE, (size_t)c->n, &s[3]))) ||
+      (c->bias && (st = tpg_plan_add_slot(p, "b", TPG_BF16, TPG_MEM_DEVICE, wrows(c), &s[3]))) ||
       (c->epi == TPG_EPILOGUE_RESIDUAL && !c->in_place &&
        (st = tpg_plan_add_slot(p, "r", TPG_BF16, TPG_MEM_DEVICE, (size_t)c->m * c->n, &s[4]))) ||
       (st = tpg_plan_add_slot(p, "z", TPG_F32, TPG_MEM_DEVICE, 16, &s[5])))
@@ -308,6 +325,7 @@ static const lcase kCases[] = {
     {40, 136, 72, TPG_EPILOGUE_NONE, 0, 0},      {24, 64, 128, TPG_EPILOGUE_BIAS, 1, 0},
     {33, 96, 64, TPG_EPILOGUE_BIAS_GELU, 1, 0},  {16, 72, 40, TPG_EPILOGUE_RESIDUAL, 1, 1},
     {8, 80, 48, TPG_EPILOGUE_RESIDUAL, 0, 0},    {12, 64, 56, TPG_EPILOGUE_F32_PARTIAL, 0, 0},
+    {36, 48, 40, TPG_EPILOGUE_SWIGLU, 1, 0},     {9, 24, 32, TPG_EPILOGUE_SWIGLU, 0, 0},
 };
 static const tpg_graph_mode kModes[3] = {TPG_MODE_EXPLICIT, TPG_MODE_CAPTURE, TPG_MODE_EAGER};
 
@@ -455,6 +473,7 @@ int main(int argc, char **argv) {
   fault_loop(&kCases[1], 0);
   fault_loop(&kCases[3], 2);
   fault_loop(&kCases[5], 1);
+  fault_loop(&kCases[6], 0);
   tuned();
   unsetenv("TPG_GEMM_FAMILY");
   graph_sets();

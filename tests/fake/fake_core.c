@@ -247,6 +247,7 @@ static const struct {
     {"tpg_concat_cols", FK_K_CONCAT, sizeof(tpg_concat_args)},
     {"tpg_ar_epilogue", FK_K_AR_EPI, sizeof(tpg_ar_epilogue_args)},
     {"tpg_allreduce_", FK_K_ALLREDUCE, sizeof(tpg_allreduce_args)},
+    {"tpg_lt_swiglu", FK_K_SWIGLU, sizeof(tpg_swiglu_args)},
 };
 _Static_assert(sizeof(tpg_gemm_tma_args) <= FK_ARGS_MAX && sizeof(tpg_allreduce_args) <= FK_ARGS_MAX &&
                    sizeof(tpg_gemm_cutlass_args) <= FK_ARGS_MAX,

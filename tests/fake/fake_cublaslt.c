@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/tpg_kargs.h"
 #include "tests/fake/fake_entry.h"
 #include "tests/fake/tpgfake.h"
 
@@ -290,6 +291,20 @@ void fk_lt_matmul(void **p) {
    * with a kernel that keeps counters shows whether they were covered */
   fk_ws_record(a->ws);
   if (a->ws_bytes) memset(a->ws, 0x5A, a->ws_bytes);
+}
+
+/* tpg_lt_swiglu (kernels/gemm/lt_swiglu.cu), the step after a SwiGLU
+ * plan's matmul, computed as the kernel does (fake_exec.c checked the
+ * ranges). */
+void fk_lt_swiglu(const tpg_swiglu_args *a) {
+  const int type = a->dtype == TPG_KDT_F16 ? CUDA_R_16F : CUDA_R_16BF;
+  for (int r = 0; r < a->m; r++)
+    for (int c = 0; c < a->n; c++) {
+      const float bg = a->bias ? load(a->bias, (size_t)c, type) : 0.f;
+      const float bu = a->bias ? load(a->bias, (size_t)a->n + c, type) : 0.f;
+      const float g = a->t[(size_t)r * a->ldt + c] + bg, u = a->t[(size_t)r * a->ldt + a->n + c] + bu;
+      store(a->y, (size_t)r * a->ldy + c, type, g / (1.f + expf(-g)) * u);
+    }
 }
 
 /* Validates the call under the lock and fills the kernel's arguments. */

@@ -75,7 +75,17 @@ fk_ctx *fk_pop(void);
 /* tpgraph's kernels take one argument struct (nparams 0: one parameter of
  * argsz bytes); FK_K_C are the kit tests' kernels, C functions that compute,
  * with one parameter each at its offset in the node's argument block. */
-enum { FK_K_GEMM, FK_K_GEMM_TMA, FK_K_GEMM_CUTLASS, FK_K_AXPBY, FK_K_CONCAT, FK_K_AR_EPI, FK_K_ALLREDUCE, FK_K_C };
+enum {
+  FK_K_GEMM,
+  FK_K_GEMM_TMA,
+  FK_K_GEMM_CUTLASS,
+  FK_K_AXPBY,
+  FK_K_CONCAT,
+  FK_K_AR_EPI,
+  FK_K_ALLREDUCE,
+  FK_K_SWIGLU,
+  FK_K_C
+};
 #define FK_PARAMS_MAX 8
 typedef struct fk_kernel {
   const char *name;
@@ -99,6 +109,8 @@ typedef struct fk_lt_kargs {
   float alpha, beta;
 } fk_lt_kargs;
 void fk_lt_matmul(void **p);
+struct tpg_swiglu_args;
+void fk_lt_swiglu(const struct tpg_swiglu_args *a); /* fake_cublaslt.c */
 extern const int fk_n_c_kernels;
 const fk_kernel *fk_kernel_find(const char *name);
 int fk_kernel_valid(const void *f);
