@@ -4,7 +4,8 @@
  *
  * For each epilogue the family runs (none, bias, bias + GELU, the residual
  * as cuBLASLt's C with beta = 1, in place with a bias and apart without,
- * the fp32 partial), bf16 and one f16 case, in explicit, eager and capture
+ * the fp32 partial, SwiGLU with a bias and without: cuBLASLt's 2N-wide fp32
+ * product, then tpg_lt_swiglu), bf16 and one f16 case, in explicit, eager and capture
  * mode (TPG_GEMM_FAMILY=cublaslt): fresh seeded inputs, the output poisoned
  * (NaN) before each launch; after the first launch, a rebind that moves A
  * (w), B (x), C (the residual), D (y) and the bias to a second set of
@@ -14,7 +15,8 @@
  * at a shape of its stated cuBLASLt band, and with on-device tuning on.
  * Bound per element: 2 u |ref| + (K/16 + 16) 2^-23 sum |x w| (fp32
  * accumulation, any order or split) + 2^-11 |z + b| with GELU (tanh and
- * erf forms differ by less). tpg_graph_info must name the family: a run
+ * erf forms differ by less); with SwiGLU the gate's and the up's sums
+ * carried through silu(g) u (|silu'| <= 1.1) + 2^-11 |ref| (__expf). tpg_graph_info must name the family: a run
  * where cuBLASLt did not load fails (LD_LIBRARY_PATH: tests/gpu/gemm_check.sh).
  */
 #define _POSIX_C_SOURCE 200809L
@@ -35,6 +37,9 @@ typedef struct set {
   void *dx, *dw, *db, *dr, *dy;
 } set;
 
+/* W's rows (and the bias's entries): 2N with SwiGLU, gate then up. */
+static size_t wrows(const lcase *c) { return (size_t)c->n * (c->epi == TPG_EPILOGUE_SWIGLU ? 2 : 1); }
+
 static size_t ybytes(const lcase *c) { return (size_t)c->m * c->n * (c->epi == TPG_EPILOGUE_F32_PARTIAL ? 4 : 2); }
 
 static void *upload_dt(tpg_dtype dt, const float *f, size_t n) {
@@ -53,14 +58,14 @@ static float *rnd_dt(tpg_dtype dt, uint64_t seed, size_t n, float scale) {
 }
 
 static void set_make(const lcase *c, uint64_t seed, set *s) {
-  const size_t xn = (size_t)c->m * c->k, wn = (size_t)c->n * c->k, yn = (size_t)c->m * c->n;
+  const size_t xn = (size_t)c->m * c->k, wn = wrows(c) * c->k, yn = (size_t)c->m * c->n;
   s->x = rnd_dt(c->dt, seed, xn, 1.0f);
   s->w = rnd_dt(c->dt, seed + 1, wn, 1.7f / sqrtf((float)c->k));
-  s->b = rnd_dt(c->dt, seed + 2, (size_t)c->n, 0.5f);
+  s->b = rnd_dt(c->dt, seed + 2, wrows(c), 0.5f);
   s->r = rnd_dt(c->dt, seed + 3, yn, 1.0f);
   s->dx = upload_dt(c->dt, s->x, xn);
   s->dw = upload_dt(c->dt, s->w, wn);
-  s->db = upload_dt(c->dt, s->b, (size_t)c->n);
+  s->db = upload_dt(c->dt, s->b, wrows(c));
   s->dr = upload_dt(c->dt, s->r, yn);
   CUDA_OK(cudaMalloc(&s->dy, ybytes(c)));
 }
@@ -89,7 +94,7 @@ static double check_set(const lcase *c, const set *s, double *rel) {
   unpack(ydt, h, yn, got);
   for (int mm = 0; mm < c->m; mm++)
     for (int nn = 0; nn < c->n; nn++) {
-      double z = 0, S = 0;
+      double z = 0, S = 0, zu = 0, Su = 0;
       for (int q = 0; q < c->k; q++) {
         const double p = (double)s->x[(size_t)mm * c->k + q] * s->w[(size_t)nn * c->k + q];
         z += p, S += fabs(p);
@@ -97,6 +102,16 @@ static double check_set(const lcase *c, const set *s, double *rel) {
       const size_t at = (size_t)mm * c->n + nn;
       const double zb = z + (c->bias ? s->b[nn] : 0.0);
       double v = zb, approx = 0, sens = eacc * S;
+      if (c->epi == TPG_EPILOGUE_SWIGLU) {
+        for (int q = 0; q < c->k; q++) {
+          const double p = (double)s->x[(size_t)mm * c->k + q] * s->w[(size_t)(c->n + nn) * c->k + q];
+          zu += p, Su += fabs(p);
+        }
+        const double ub = zu + (c->bias ? s->b[c->n + nn] : 0.0), sg = zb / (1 + exp(-zb));
+        v = sg * ub;
+        sens = 1.1 * fabs(ub) * eacc * S + fabs(sg) * eacc * Su;
+        approx = ldexp(fabs(v), -11);
+      }
       if (c->epi == TPG_EPILOGUE_BIAS_GELU) {
         v = 0.5 * zb * (1 + tanh(0.7978845608028654 * (zb + 0.044715 * zb * zb * zb)));
         approx = ldexp(fabs(zb), -11), sens *= 1.13;
@@ -117,10 +132,10 @@ static tpg_plan *make_plan(const lcase *c, tpg_slot s[5]) {
   memset(s, 0, 5 * sizeof *s);
   MUST(tpg_plan_create(&p));
   MUST(tpg_plan_add_slot(p, "x", c->dt, TPG_MEM_DEVICE, (size_t)c->m * c->k, &s[0]));
-  MUST(tpg_plan_add_slot(p, "w", c->dt, TPG_MEM_DEVICE, (size_t)c->n * c->k, &s[1]));
+  MUST(tpg_plan_add_slot(p, "w", c->dt, TPG_MEM_DEVICE, wrows(c) * c->k, &s[1]));
   MUST(tpg_plan_add_slot(p, "y", c->epi == TPG_EPILOGUE_F32_PARTIAL ? TPG_F32 : c->dt, TPG_MEM_DEVICE,
                          (size_t)c->m * c->n, &s[2]));
-  if (c->bias) MUST(tpg_plan_add_slot(p, "b", c->dt, TPG_MEM_DEVICE, (size_t)c->n, &s[3]));
+  if (c->bias) MUST(tpg_plan_add_slot(p, "b", c->dt, TPG_MEM_DEVICE, wrows(c), &s[3]));
   if (c->epi == TPG_EPILOGUE_RESIDUAL && !c->in_place)
     MUST(tpg_plan_add_slot(p, "r", c->dt, TPG_MEM_DEVICE, (size_t)c->m * c->n, &s[4]));
   tpg_gemm_desc d = TPG_GEMM_DESC_INIT;
@@ -200,11 +215,12 @@ int main(void) {
       {96, 1024, 512, TPG_BF16, TPG_EPILOGUE_NONE, 0, 0},      {64, 2048, 768, TPG_BF16, TPG_EPILOGUE_BIAS, 1, 0},
       {200, 1536, 1024, TPG_BF16, TPG_EPILOGUE_BIAS_GELU, 1, 0}, {128, 1024, 4096, TPG_BF16, TPG_EPILOGUE_RESIDUAL, 1, 1},
       {33, 3072, 512, TPG_BF16, TPG_EPILOGUE_RESIDUAL, 0, 0},   {48, 1024, 2048, TPG_BF16, TPG_EPILOGUE_F32_PARTIAL, 0, 0},
-      {80, 1024, 512, TPG_F16, TPG_EPILOGUE_BIAS, 1, 0},
+      {80, 1024, 512, TPG_F16, TPG_EPILOGUE_BIAS, 1, 0},       {72, 1536, 1024, TPG_BF16, TPG_EPILOGUE_SWIGLU, 1, 0},
+      {40, 2048, 768, TPG_F16, TPG_EPILOGUE_SWIGLU, 0, 0},
   };
   static const tpg_graph_mode modes[3] = {TPG_MODE_EXPLICIT, TPG_MODE_EAGER, TPG_MODE_CAPTURE};
   static const char *const names[] = {"none", "bias", "bias+gelu", "residual in place + bias", "residual apart",
-                                      "f32 partial", "bias (f16)"};
+                                      "f32 partial", "bias (f16)", "swiglu + bias", "swiglu (f16)"};
   int dev = 0;
   CUDA_OK(cudaSetDevice(dev));
   setenv("TPG_GEMM_FAMILY", "cublaslt", 1);
@@ -221,6 +237,8 @@ int main(void) {
     tpg_device_info di;
     MUST(tpg_device_get_info(dev, &di, sizeof di));
     run_case(&c, TPG_MODE_EXPLICIT, di.sm_arch == 90, "AUTO (the rule), bias");
+    const lcase sw = {64, 14336, 2048, TPG_BF16, TPG_EPILOGUE_SWIGLU, 0, 0}; /* 28672 W rows, batch 64 */
+    run_case(&sw, TPG_MODE_EXPLICIT, di.sm_arch == 90, "AUTO (the rule), swiglu");
   }
   /* tuning on: whatever it picks among every family's candidates, checked */
   setenv("TPG_GEMM_TUNE", "1", 1);
