@@ -212,6 +212,11 @@ enum {
   TPG_CUTLASS_SPLIT = 2  /* split-K: `splits` K ranges a tile, then data-parallel */
 };
 
+/* A rule table row's mode for cuBLASLt: 0 wherever it can run the shape
+ * (TPG_GEMM_FAMILY=cublaslt), or AUTO's band, SwiGLU only where it beat
+ * our fused kernel (lib/gemm/cublaslt.c, lt_rule). */
+enum { TPG_LT_ANYWHERE = 0, TPG_LT_AUTO_BAND = 1 };
+
 #ifdef __cplusplus
 }
 #endif

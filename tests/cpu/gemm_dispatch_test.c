@@ -98,7 +98,7 @@ static const tpg_gemm_family_ops standin = {
 #define TPG_GEMM_FAMILY_LIST &standin, &tpg_gemm_family_cutlass, &tpg_gemm_family_ours
 #include "lib/gemm/select.c"
 
-/* A shape in the table's cuBLASLt band (32 < m <= 1024, W rows > 3072). */
+/* A shape in the table's cuBLASLt band (m > 32). */
 #define BAND(epi, arch) PROB(256, 4096, 4096, TPG_KDT_BF16, (epi), (arch), 132, 4096, 4096, 1)
 
 static int family_of_rule(const tpg_gemm_problem *p, int family) {
@@ -111,10 +111,11 @@ static void test_rule(void) {
   tpg_kernel_launch l;
   tpg_tma_encode x, w;
   char why[200];
-  /* AUTO in the band: the stand-in's rule with the row's kernel and mode (0, 0), its fill */
+  /* AUTO in the band: the stand-in's rule with the row's kernel and mode (0, TPG_LT_AUTO_BAND), its fill */
   CHECK(tpg_gemm_select_rule(BAND(TPG_EPI_BIAS, 90), TPG_GEMM_FAMILY_AUTO, &l, &x, &w, why, sizeof why) == 0);
   CHECK(l.family == TPG_GEMM_FAMILY_CUBLASLT && !strcmp(l.kernel, "standin") && l.workspace_bytes == 4096);
-  CHECK(si.last_kernel == 0 && si.last_mode == 0 && si.n_available > 0 && si.n_can > 0 && si.n_fill > 0);
+  CHECK(si.last_kernel == 0 && si.last_mode == TPG_LT_AUTO_BAND && si.n_available > 0 && si.n_can > 0 &&
+        si.n_fill > 0);
   /* out of the band, another architecture, or the shape refused: not the stand-in */
   CHECK(family_of_rule(PROB(16, 4096, 4096, TPG_KDT_BF16, TPG_EPI_BIAS, 90, 132, 4096, 4096, 1),
                        TPG_GEMM_FAMILY_AUTO) == TPG_GEMM_FAMILY_OURS);

@@ -327,6 +327,10 @@ static void refusals(step_ctx *c) {
 
 int main(int argc, char **argv) {
   if (tpgfake_setup(argc, argv) != 0) return 2;
+  /* Sizes past 32 rows would take cuBLASLt nodes (AUTO's band), which a
+   * retargeting set refuses (docs/gemm.md); gemm_cublaslt_fake_test runs
+   * them in sets. Here every GEMM is ours, as such a set needs. */
+  setenv("TPG_GEMM_FAMILY", "ours", 1);
   static const unsigned char image[] = "fake kernels";
   static const tpg_embedded_blob table[] = {{"kernels", image, image + sizeof image}, {NULL, NULL, NULL}};
   step_ctx c;
