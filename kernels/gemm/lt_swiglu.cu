@@ -3,7 +3,7 @@
 // (lib/gemm/cublaslt.c), which cuBLASLt cannot fuse. fp32 in, so the value
 // is the fused epilogue's (epi_value in common.cuh): one rounding at the end.
 //
-// Launch (tpg_lt_swiglu_grid in lib/gemm/cublaslt.c): block 256, grid
+// Launch (tpg_lt_plan_post in lib/gemm/cublaslt.c): block 256, grid
 // (ceil(n / 1024), min(m, 65535)); a thread forms 4 adjacent outputs of a
 // row from two 16-byte loads, the blocks of one grid row stride over rows.
 #include <cuda_bf16.h>

@@ -24,7 +24,7 @@
  * residual as C with beta = 1 (with a bias or not), the fp32 partial (D in
  * fp32). SwiGLU in two steps, as PyTorch runs it: the 2N-wide product of
  * the gate and up rows in fp32 into the node's workspace, then our kernel
- * tpg_lt_swiglu (kernels/gemm/lt_swiglu.cu; the bias is its) into y, both
+ * tpg_lt_swiglu (kernels/gemm/lt_swiglu.cu, which adds the bias) into y, both
  * in the one child graph. fp32 so that y is the fused epilogue's value,
  * rounded once; the cost is 8 bytes an output pair of L2 or HBM traffic,
  * which the zoo and the step weigh against our fused kernels. Not SiLU
