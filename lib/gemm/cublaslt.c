@@ -68,6 +68,7 @@ struct tpg_lt_plan {
   int swiglu;       /* D is the fp32 product at a->workspace + tmp_off */
   int m, n;         /* SwiGLU: y's rows and columns */
   size_t tmp_off;
+  size_t total;     /* the workspace a->workspace must hold */
 };
 
 static int lt_can_implement(const tpg_gemm_problem *p, char *why, size_t whylen);
@@ -338,6 +339,7 @@ int tpg_lt_plan_create(const tpg_gemm_problem *p, int algo, const void *ctx, tpg
   pl->swiglu = p->epilogue == TPG_EPI_SWIGLU;
   pl->m = p->m, pl->n = p->n;
   pl->tmp_off = round256(pl->workspace);
+  pl->total = pl->swiglu ? pl->tmp_off + tmp_bytes(p) : pl->workspace;
   pl->ctx = ctx;
   cublasStatus_t s = handle_get(t, &pl->ctx, &pl->h);
   if (s != CUBLAS_STATUS_SUCCESS) {
@@ -354,10 +356,7 @@ int tpg_lt_plan_create(const tpg_gemm_problem *p, int algo, const void *ctx, tpg
   return 0;
 }
 
-size_t tpg_lt_plan_workspace(const tpg_lt_plan *pl) {
-  if (!pl) return 0;
-  return pl->swiglu ? pl->tmp_off + round256((size_t)pl->m * 2 * (size_t)pl->n * 4) : pl->workspace;
-}
+size_t tpg_lt_plan_workspace(const tpg_lt_plan *pl) { return pl ? pl->total : 0; }
 
 int tpg_lt_plan_run(tpg_lt_plan *pl, const tpg_gemm_args *a, void *stream, char *why, size_t whylen) {
   const float one = 1.0f, beta = pl->residual ? 1.0f : 0.0f;
