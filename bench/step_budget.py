@@ -24,7 +24,8 @@ import sys
 
 BW = 4.3e12
 GEMM_ROLES = ["qkv", "o", "gate_up", "down"]
-ROLE_ORDER = ["qkv", "rope_append", "attn", "attn_combine", "o", "o.allreduce", "gate_up", "down", "down.allreduce",
+ROLE_ORDER = ["qkv", "rope_append", "attn", "attn_combine", "o", "o.allreduce", "gate_up", "gate_up.swiglu", "down",
+              "down.allreduce",
               "nccl", "head (rmsnorm / L)", "other"]
 
 
@@ -45,8 +46,17 @@ def kernels(path):
     return out
 
 
+# cuBLASLt's kernels (nvjet_*, *xmma_gemm*, cutlass*) are GEMMs too; its
+# split-K reduction and our SwiGLU ending belong to the GEMM before them.
+LT_GEMM = ("gemv", "gemm", "nvjet", "cutlass")
+
+
 def role(name, gi, ei):
-    if "gemv" in name or "gemm" in name:
+    if "splitKreduce" in name or "reduce_kernel" in name:
+        return GEMM_ROLES[(gi - 1) % 4], gi, ei
+    if "lt_swiglu" in name:
+        return "gate_up.swiglu", gi, ei
+    if any(s in name for s in LT_GEMM):
         return GEMM_ROLES[gi % 4], gi + 1, ei
     if "epilogue" in name or "allreduce" in name:
         return ("o.allreduce", "down.allreduce")[ei % 2], gi, ei + 1
@@ -135,7 +145,8 @@ def main():
         fmt = "%14.2f" if "/" in name and "floor" in name and name.startswith("step /") else "%14.1f"
         print(("| " if md else "") + sep.join(["%-26s" % name] + [fmt % x for x in v]) + (" |" if md else ""))
     print()
-    print("kernels: " + "; ".join("%s = %s" % (r, n) for r, n in res[cols[0]][1].items()))
+    for k in cols:
+        print("kernels %s b%d c%d: " % k + "; ".join("%s = %s" % (r, n) for r, n in res[k][1].items()))
     return 0
 
 
