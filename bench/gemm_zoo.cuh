@@ -288,7 +288,9 @@ static double unit_roundoff(int dtype, int epi) {
  *                   + 2^-24 for fp16 (subnormal spacing).
  *   with e_acc = (K/16 + 16) 2^-23 S; sensitivity 1 for none/bias/residual,
  *   1.13 = max |GELU'|, |SiLU'| for the activations, and for SwiGLU
- *   1.1 |up| e_gate + |silu(gate)| e_up + 1.1 e_gate e_up.
+ *   1.1 |up| e_gate + |silu(gate)| e_up + 1.1 e_gate e_up, where the
+ *   cuBLASLt family's e_gate and e_up also hold u |gate| and u |up| (its
+ *   product is rounded to the output type before tpg_lt_swiglu).
  * Plus: the whole output poisoned (NaN) before the launch and scanned for NaN
  * on the GPU; relative Frobenius error over the checked elements <= 1e-2;
  * stream-K counters zero again after the launch. */
@@ -367,7 +369,7 @@ static unsigned long long zoo_nans(const Arena &A, int M, int N, int dtype, int 
 /* The sampled outputs against the reference: *rel the relative norm,
  * returns the worst |got - ref| / bound (the bound above check_one). */
 static double zoo_verify(const Arena &A, const Gemm &g, int M, int dtype, int epi, const tpg_gemm_args &a,
-                         const ZooRef &f, const std::vector<uint16_t> &hr, double *rel) {
+                         const ZooRef &f, const std::vector<uint16_t> &hr, bool rounded_product, double *rel) {
   const int N = g.N, K = g.K;
   const bool f32 = epi == TPG_EPI_F32_PARTIAL;
   const size_t es = f32 ? 4 : 2, nc = f.cols.size();
@@ -385,7 +387,8 @@ static double zoo_verify(const Arena &A, const Gemm &g, int M, int dtype, int ep
       const double b = a.bias ? h2d(f.hb[n], dtype) : 0, bu = a.bias ? h2d(f.hb[N + n], dtype) : 0;
       const double r = a.residual ? h2d(hr[(size_t)m * N + n], dtype) : 0;
       const double zg = f.z[(i * nc + j) * 2], zu = f.z[(i * nc + j) * 2 + 1];
-      const double eg = eacc * f.S[(i * nc + j) * 2], eu = eacc * f.S[(i * nc + j) * 2 + 1];
+      const double pu = rounded_product ? u : 0;
+      const double eg = eacc * f.S[(i * nc + j) * 2] + pu * fabs(zg), eu = eacc * f.S[(i * nc + j) * 2 + 1] + pu * fabs(zu);
       const double ref = ref_epi(epi, zg, zu, b, bu, r);
       double sens = eg, approx = 0;
       if (epi == TPG_EPI_BIAS_SILU) sens = 1.13 * eg, approx = ldexp(fabs(ref), -11);
@@ -423,7 +426,8 @@ static void zoo_check_run(Arena &A, const Gemm &g, int M, int dtype, int epi, co
   }
   if (o.L.cutlass) ws_dirty += cutlass_dirty_words(*o.blk);
   double rel = 0;
-  const double worst = zoo_verify(A, g, M, dtype, epi, a, f, hr, &rel);
+  const bool lt_swiglu = epi == TPG_EPI_SWIGLU && o.L.family == TPG_GEMM_FAMILY_CUBLASLT;
+  const double worst = zoo_verify(A, g, M, dtype, epi, a, f, hr, lt_swiglu, &rel);
   const bool ok = nans == 0 && ws_dirty == 0 && worst <= 1.0 && rel <= 1e-2;
   ++st.run;
   st.failed += !ok;

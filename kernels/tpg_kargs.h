@@ -95,13 +95,13 @@ typedef struct tpg_gemm_args {
 /* Sums of squares per row of a folded norm: one per 16-column group. */
 #define TPG_FOLD_GROUPS(cols) (((cols) + 15) / 16)
 
-/* SwiGLU after a GEMM that left the 2N-wide product in fp32 (the cuBLASLt
+/* SwiGLU after a GEMM that left the 2N-wide product in dtype (the cuBLASLt
  * family's form, lib/gemm/cublaslt.c; kernels/gemm/lt_swiglu.cu):
  * y[r][c] = silu(t[r][c] + bias[c]) * (t[r][N + c] + bias[N + c]) for
- * r < m, c < n, one rounding to dtype, as the fused epilogue computes it.
- * n, ldt and ldy are multiples of 4 (16-byte fp32 loads). */
+ * r < m, c < n, in fp32, rounded to dtype once more at the end.
+ * n, ldt and ldy are multiples of 4 (8-byte loads of 4 values). */
 typedef struct tpg_swiglu_args {
-  const float *t;       /* [m, ldt] fp32: gate columns [0, n), up [n, 2n) */
+  const void *t;        /* [m, ldt] dtype: gate columns [0, n), up [n, 2n) */
   void *y;              /* [m, ldy] dtype                                */
   const void *bias;     /* [2n] dtype, or NULL                            */
   int32_t m, n, ldt, ldy;

@@ -1,11 +1,12 @@
 // lt_swiglu.cu - SwiGLU as its own kernel, after a GEMM that left the
-// 2N-wide product in fp32: the cuBLASLt family's form of the gate/up GEMM
-// (lib/gemm/cublaslt.c), which cuBLASLt cannot fuse. fp32 in, so the value
-// is the fused epilogue's (epi_value in common.cuh): one rounding at the end.
+// 2N-wide product in the operands' type: the cuBLASLt family's form of the
+// gate/up GEMM (lib/gemm/cublaslt.c), which cuBLASLt cannot fuse. The
+// product is rounded to 16 bits as PyTorch's is; the bias, SiLU and the
+// product of the halves run in fp32 (epi_value's SiLU, common.cuh).
 //
 // Launch (tpg_lt_plan_post in lib/gemm/cublaslt.c): block 256, grid
 // (ceil(n / 1024), min(m, 65535)); a thread forms 4 adjacent outputs of a
-// row from two 16-byte loads, the blocks of one grid row stride over rows.
+// row from two 8-byte loads, the blocks of one grid row stride over rows.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
@@ -28,13 +29,14 @@ __device__ void lt_swiglu_rows(const tpg_swiglu_args &a) {
       bu[e] = dt<T>::to_f(bias[a.n + c + e]);
     }
   for (int r = blockIdx.y; r < a.m; r += gridDim.y) {
-    const float *row = a.t + (size_t)r * a.ldt;
-    const float4 g = *reinterpret_cast<const float4 *>(row + c);
-    const float4 u = *reinterpret_cast<const float4 *>(row + a.n + c);
-    const float gv[4] = {g.x, g.y, g.z, g.w}, uv[4] = {u.x, u.y, u.z, u.w};
+    const T *row = static_cast<const T *>(a.t) + (size_t)r * a.ldt;
+    const uint2 g = *reinterpret_cast<const uint2 *>(row + c);
+    const uint2 u = *reinterpret_cast<const uint2 *>(row + a.n + c);
+    const T *gv = reinterpret_cast<const T *>(&g), *uv = reinterpret_cast<const T *>(&u);
     T out[4];
 #pragma unroll
-    for (int e = 0; e < 4; ++e) out[e] = dt<T>::from_f(silu(gv[e] + bg[e]) * (uv[e] + bu[e]));
+    for (int e = 0; e < 4; ++e)
+      out[e] = dt<T>::from_f(silu(dt<T>::to_f(gv[e]) + bg[e]) * (dt<T>::to_f(uv[e]) + bu[e]));
     *reinterpret_cast<uint2 *>(static_cast<T *>(a.y) + (size_t)r * a.ldy + c) = *reinterpret_cast<const uint2 *>(out);
   }
 }

@@ -23,11 +23,11 @@
  * Epilogues: none, bias, bias + GELU (CUBLASLT_EPILOGUE_GELU_BIAS), the
  * residual as C with beta = 1 (with a bias or not), the fp32 partial (D in
  * fp32). SwiGLU in two steps, as PyTorch runs it: the 2N-wide product of
- * the gate and up rows in fp32 into the node's workspace, then our kernel
- * tpg_lt_swiglu (kernels/gemm/lt_swiglu.cu, which adds the bias) into y, both
- * in the one child graph. fp32 so that y is the fused epilogue's value,
- * rounded once; the cost is 8 bytes an output pair of L2 or HBM traffic,
- * which the zoo and the step weigh against our fused kernels. Not SiLU
+ * the gate and up rows in the operands' type (bf16 or f16) into the node's
+ * workspace, then our kernel tpg_lt_swiglu (kernels/gemm/lt_swiglu.cu, which
+ * adds the bias) into y, both in the one child graph. The product rounded
+ * to 16 bits, as PyTorch's is: 4 bytes an output pair of traffic, where fp32
+ * (the fused epilogue's one rounding) cost 8 and, past L2, the time. Not SiLU
  * (cuBLASLt has no such epilogue): ours and CUTLASS run it. cuBLASLt is
  * loaded when the family is first considered (cublaslt_loader.h); without
  * it the family is absent.
@@ -65,7 +65,7 @@ struct tpg_lt_plan {
   size_t workspace; /* cuBLASLt's own, at a->workspace */
   int bias;         /* the epilogue reads a bias */
   int residual;     /* C is the residual, beta = 1 */
-  int swiglu;       /* D is the fp32 product at a->workspace + tmp_off */
+  int swiglu;       /* D is the 16-bit product at a->workspace + tmp_off */
   int m, n;         /* SwiGLU: y's rows and columns */
   size_t tmp_off;
   size_t total;     /* the workspace a->workspace must hold */
@@ -89,12 +89,12 @@ static int has_bias(const tpg_gemm_problem *p) {
 }
 
 /* The GEMM cuBLASLt runs for p: p itself, or for SwiGLU the 2N-wide product
- * in fp32 with no bias (tpg_lt_swiglu adds it), rows 2N apart. */
+ * in p's type with no bias (tpg_lt_swiglu adds it), rows 2N apart. */
 static tpg_gemm_problem inner(const tpg_gemm_problem *p) {
   tpg_gemm_problem q = *p;
   if (p->epilogue != TPG_EPI_SWIGLU) return q;
   q.n = 2 * p->n;
-  q.epilogue = TPG_EPI_F32_PARTIAL;
+  q.epilogue = TPG_EPI_NONE;
   q.ldy = q.ldr = q.n;
   q.residual_bias = 0;
   return q;
@@ -102,9 +102,9 @@ static tpg_gemm_problem inner(const tpg_gemm_problem *p) {
 
 static size_t round256(size_t b) { return (b + 255) & ~(size_t)255; }
 
-/* SwiGLU's fp32 product: bytes after cuBLASLt's own workspace (0 otherwise). */
+/* SwiGLU's 16-bit product: bytes after cuBLASLt's own workspace (0 otherwise). */
 static size_t tmp_bytes(const tpg_gemm_problem *p) {
-  return p->epilogue == TPG_EPI_SWIGLU ? round256((size_t)p->m * 2 * (size_t)p->n * 4) : 0;
+  return p->epilogue == TPG_EPI_SWIGLU ? round256((size_t)p->m * 2 * (size_t)p->n * 2) : 0;
 }
 
 /* ---- descriptors ------------------------------------------------------------ */
@@ -381,7 +381,7 @@ int tpg_lt_plan_post(const tpg_lt_plan *pl, const tpg_gemm_args *a, tpg_lt_post 
   memset(out, 0, sizeof *out);
   if (!pl || !pl->swiglu) return 0;
   out->kernel = "tpg_lt_swiglu";
-  out->args.t = (const float *)((const char *)a->workspace + pl->tmp_off);
+  out->args.t = (const char *)a->workspace + pl->tmp_off;
   out->args.y = a->y;
   out->args.bias = a->bias;
   out->args.m = pl->m, out->args.n = pl->n, out->args.ldt = 2 * pl->n, out->args.ldy = a->ldy;
@@ -412,9 +412,9 @@ static int lt_can_implement(const tpg_gemm_problem *p, char *why, size_t whylen)
   if (e != TPG_EPI_NONE && e != TPG_EPI_BIAS && e != TPG_EPI_BIAS_GELU && e != TPG_EPI_RESIDUAL &&
       e != TPG_EPI_F32_PARTIAL && e != TPG_EPI_SWIGLU)
     return tpg_gemm_reject(why, whylen, "epilogue=%d: not one cuBLASLt fuses (SiLU is ours)", e);
-  if (e == TPG_EPI_SWIGLU && (p->n % 4 || p->m < 1 || (size_t)p->m * 2 * (size_t)p->n * 4 > TPG_LT_SWIGLU_MAX))
+  if (e == TPG_EPI_SWIGLU && (p->n % 4 || p->m < 1 || (size_t)p->m * 2 * (size_t)p->n * 2 > TPG_LT_SWIGLU_MAX))
     return tpg_gemm_reject(why, whylen,
-                           "SwiGLU with n=%d, m=%d: the cuBLASLt family needs n a multiple of 4 and the fp32 "
+                           "SwiGLU with n=%d, m=%d: the cuBLASLt family needs n a multiple of 4 and the 16-bit "
                            "product (m x 2n) within %zu MiB", p->n, p->m, TPG_LT_SWIGLU_MAX >> 20);
   if (p->fold) return tpg_gemm_reject(why, whylen, "fold=%d: a folded RMSNorm is our decode GEMV's", p->fold);
   if (p->ldx < p->k || p->ldw < p->k || p->ldy < p->n || p->ldr < p->n || p->ldx % 8 || p->ldw % 8 ||

@@ -25,7 +25,7 @@ extern "C" {
  * Hopper); each plan gets what its algorithm needs, often nothing. */
 #define TPG_LT_WORKSPACE_MAX ((size_t)32 << 20)
 
-/* The most a SwiGLU plan's fp32 product (m x 2n) may take of workspace. */
+/* The most a SwiGLU plan's 16-bit product (m x 2n) may take of workspace. */
 #define TPG_LT_SWIGLU_MAX ((size_t)512 << 20)
 
 typedef struct tpg_lt_plan tpg_lt_plan;

@@ -3,7 +3,7 @@
  * selector's operations table, and its nodes built, run, rebound and failed.
  *
  *  - the selector with the family present: AUTO's stated band takes it
- *    (M > 32, sm_90; SwiGLU for 128 < M <= 2048, its fp32 product in the
+ *    (M > 32, sm_90; SwiGLU for 128 < M <= 2048, its bf16 product in the
  *    workspace), not for SiLU or M <= 32, nor off sm_90; TPG_GEMM_FAMILY=cublaslt takes it wherever it
  *    can run (also sm_80); its candidates come right after the heuristic,
  *    their names round-trip, the heuristic's answers and workspaces, and an
@@ -69,8 +69,8 @@ static void selector(void) {
   CHECK(family_of(2048, 4096, 4096, TPG_EPI_SWIGLU, 90, TPG_GEMM_FAMILY_AUTO) == TPG_GEMM_FAMILY_CUBLASLT);
   CHECK(family_of(2049, 4096, 4096, TPG_EPI_SWIGLU, 90, TPG_GEMM_FAMILY_AUTO) == TPG_GEMM_FAMILY_OURS);
   CHECK(family_of(40, 4096, 4096, TPG_EPI_SWIGLU, 90, TPG_GEMM_FAMILY_CUBLASLT) == TPG_GEMM_FAMILY_CUBLASLT);
-  CHECK(family_of(8192, 8192, 4096, TPG_EPI_SWIGLU, 90, TPG_GEMM_FAMILY_CUBLASLT) == TPG_GEMM_FAMILY_CUBLASLT);
-  CHECK(family_of(8200, 8192, 4096, TPG_EPI_SWIGLU, 90, TPG_GEMM_FAMILY_CUBLASLT) == TPG_GEMM_FAMILY_OURS); /* 512 MiB */
+  CHECK(family_of(16384, 8192, 4096, TPG_EPI_SWIGLU, 90, TPG_GEMM_FAMILY_CUBLASLT) == TPG_GEMM_FAMILY_CUBLASLT);
+  CHECK(family_of(16392, 8192, 4096, TPG_EPI_SWIGLU, 90, TPG_GEMM_FAMILY_CUBLASLT) == TPG_GEMM_FAMILY_OURS); /* 512 MiB */
   CHECK(family_of(128, 4096, 4096, TPG_EPI_BIAS_SILU, 90, TPG_GEMM_FAMILY_AUTO) != TPG_GEMM_FAMILY_CUBLASLT);
   CHECK(family_of(16, 4096, 4096, TPG_EPI_NONE, 90, TPG_GEMM_FAMILY_AUTO) == TPG_GEMM_FAMILY_OURS);
   CHECK(family_of(32, 2048, 4096, TPG_EPI_NONE, 90, TPG_GEMM_FAMILY_AUTO) == TPG_GEMM_FAMILY_OURS);
@@ -102,10 +102,10 @@ static void selector(void) {
         CHECK(rc != 0 && strstr(why, "cublaslt_a3") && strstr(why, "3 answers"));
     }
     CHECK(lt == TPG_LT_ALGOS);
-    p.epilogue = TPG_EPI_SWIGLU; /* its fp32 product after cuBLASLt's own workspace */
+    p.epilogue = TPG_EPI_SWIGLU; /* its bf16 product after cuBLASLt's own workspace */
     CHECK(tpg_gemm_variant_parse("cublaslt_a1", &v) == 0 && v.lt_algo == 1);
     CHECK(tpg_gemm_select_variant(&p, &v, &l, &xe, &we, why, sizeof why) == 0 &&
-          l.workspace_bytes == (1u << 20) + (size_t)128 * 2 * 4096 * 4);
+          l.workspace_bytes == (1u << 20) + (size_t)128 * 2 * 4096 * 2);
     p.epilogue = TPG_EPI_BIAS_SILU; /* none where it cannot run */
     const int ns = tpg_gemm_candidates(&p, list, TPG_GEMM_MAX_CANDIDATES);
     for (int i = 0; i < ns; i++) CHECK(list[i].kind != TPG_GEMM_VAR_CUBLASLT);

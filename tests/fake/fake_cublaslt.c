@@ -302,7 +302,7 @@ void fk_lt_swiglu(const tpg_swiglu_args *a) {
     for (int c = 0; c < a->n; c++) {
       const float bg = a->bias ? load(a->bias, (size_t)c, type) : 0.f;
       const float bu = a->bias ? load(a->bias, (size_t)a->n + c, type) : 0.f;
-      const float g = a->t[(size_t)r * a->ldt + c] + bg, u = a->t[(size_t)r * a->ldt + a->n + c] + bu;
+      const float g = load(a->t, (size_t)r * a->ldt + c, type) + bg, u = load(a->t, (size_t)r * a->ldt + a->n + c, type) + bu;
       store(a->y, (size_t)r * a->ldy + c, type, g / (1.f + expf(-g)) * u);
     }
 }

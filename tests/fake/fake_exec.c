@@ -407,14 +407,14 @@ static void run_kernel(const fk_node *nd) {
       check_epi(k, &a->epi, a->count, es);
       break;
     }
-    case FK_K_SWIGLU: { /* after cuBLASLt's fp32 product, in the node's workspace */
+    case FK_K_SWIGLU: { /* after cuBLASLt's 16-bit product, in the node's workspace */
       const tpg_swiglu_args *a = (const tpg_swiglu_args *)A;
       const size_t es = kdt_size(a->dtype);
       if (a->n % 4 || a->ldt < 2 * a->n || a->ldt % 4 || a->ldy < a->n || a->ldy % 4)
         fk_violation("kernel %s: n %d, ldt %d, ldy %d (multiples of 4, ldt >= 2n, ldy >= n)", k->name, a->n, a->ldt,
                      a->ldy);
       else if (a->t && a->y && a->m > 0 && a->n > 0 &&
-               fk_check_range((uintptr_t)a->t, rows_extent(a->m, a->ldt, 2 * (int64_t)a->n, 4), "tpg_lt_swiglu: t") &&
+               fk_check_range((uintptr_t)a->t, rows_extent(a->m, a->ldt, 2 * (int64_t)a->n, es), "tpg_lt_swiglu: t") &&
                fk_check_range((uintptr_t)a->y, rows_extent(a->m, a->ldy, a->n, es), "tpg_lt_swiglu: y") &&
                (!a->bias || fk_check_range((uintptr_t)a->bias, 2 * (size_t)a->n * es, "tpg_lt_swiglu: bias")))
         fk_lt_swiglu(a); /* computed, so the cuBLASLt family's SwiGLU nodes can be checked */

@@ -4,8 +4,8 @@
  *
  * For each epilogue the family runs (none, bias, bias + GELU, the residual
  * as cuBLASLt's C with beta = 1, in place with a bias and apart without,
- * the fp32 partial, SwiGLU with a bias and without: cuBLASLt's 2N-wide fp32
- * product, then tpg_lt_swiglu), bf16 and one f16 case, in explicit, eager and capture
+ * the fp32 partial, SwiGLU with a bias and without: cuBLASLt's 2N-wide
+ * product in the operands' type, then tpg_lt_swiglu), bf16 and one f16 case, in explicit, eager and capture
  * mode (TPG_GEMM_FAMILY=cublaslt): fresh seeded inputs, the output poisoned
  * (NaN) before each launch; after the first launch, a rebind that moves A
  * (w), B (x), C (the residual), D (y) and the bias to a second set of
@@ -16,7 +16,8 @@
  * Bound per element: 2 u |ref| + (K/16 + 16) 2^-23 sum |x w| (fp32
  * accumulation, any order or split) + 2^-11 |z + b| with GELU (tanh and
  * erf forms differ by less); with SwiGLU the gate's and the up's sums
- * carried through silu(g) u (|silu'| <= 1.1) + 2^-11 |ref| (__expf). tpg_graph_info must name the family: a run
+ * carried through silu(g) u (|silu'| <= 1.1), each rounded once to the
+ * operands' type (unit roundoff u) before it, + 2^-11 |ref| (__expf). tpg_graph_info must name the family: a run
  * where cuBLASLt did not load fails (LD_LIBRARY_PATH: tests/gpu/gemm_check.sh).
  */
 #define _POSIX_C_SOURCE 200809L
@@ -109,7 +110,8 @@ static double check_set(const lcase *c, const set *s, double *rel) {
         }
         const double ub = zu + (c->bias ? s->b[c->n + nn] : 0.0), sg = zb / (1 + exp(-zb));
         v = sg * ub;
-        sens = 1.1 * fabs(ub) * eacc * S + fabs(sg) * eacc * Su;
+        /* the product rounded to dtype: g and u each off by u |g|, u |u| */
+        sens = 1.1 * fabs(ub) * (eacc * S + u * fabs(z)) + fabs(sg) * (eacc * Su + u * fabs(zu));
         approx = ldexp(fabs(v), -11);
       }
       if (c->epi == TPG_EPILOGUE_BIAS_GELU) {
