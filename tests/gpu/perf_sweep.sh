@@ -30,7 +30,7 @@
 #   full     ours alone over `--sweep full` (ctx 2048 too), 8b and 70b
 #            -> full_<cfg>/bench.json
 # Everything lands in $OUT (at most 8 files come back): the JSON above,
-# perf_sweep.log (every part's output) and targets.txt (the table, last on
+# perf_sweep.log (every part's output, appended to when $OUT is used again) and targets.txt (the table, last on
 # stdout too). PERF_TIMEOUT_<PART> (seconds), PERF_ITERS and decode's
 # PERF_BATCHES / PERF_CTXS (e.g. 512,2048,4096: the issue's ctx 2048) override the
 # defaults; PERF_OURS_FLAGS adds flags to every engine command (e.g.
@@ -77,7 +77,7 @@ part() {
 
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(decode whole prefill)
-echo "perf_sweep: commit $(cat "$gpu/COMMIT" 2>/dev/null), $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null | head -1), parts ${parts[*]}, out $out" | tee "$log"
+echo "perf_sweep: commit $(cat "$gpu/COMMIT" 2>/dev/null), $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null | head -1), parts ${parts[*]}, out $out" | tee -a "$log"
 for p in "${parts[@]}"; do
   case "$p" in
   decode)
