@@ -406,10 +406,12 @@ static void pdl_case(int M, int N, int K, const tpg_device_info *di) {
     CHECK_OK(tpg_graph_get_info(g, &gi, sizeof gi));
     /* At least the three kernel->kernel edges of the chain (gemm->gemm,
      * gemm->axpby, axpby->concat) on sm_90; none without the flag, in eager
-     * mode or below sm_90. (The first GPU run, with this test's device info
+     * mode or below sm_90. Where both GEMMs are cuBLASLt's (past 32 rows)
+     * they are child graphs, which no programmatic edge reaches: then
+     * axpby->concat alone. (The first GPU run, with this test's device info
      * clobbered, printed 4 for the M=100 chain; mlp_test's exact counts
      * matched. Not yet explained, so the check is a lower bound.) */
-    int want = variant == 0 && di->sm_arch >= 90 ? 3 : 0;
+    int want = variant == 0 && di->sm_arch >= 90 ? (gi.gemm_cublaslt_nodes == 2 ? 1 : 3) : 0;
     CHECK(want ? gi.programmatic_edges >= want : gi.programmatic_edges == 0);
     CHECK_OK(tpg_graph_launch(g, NULL));
     CUDA_OK(cudaDeviceSynchronize());

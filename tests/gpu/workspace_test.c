@@ -4,13 +4,15 @@
  *
  * The step at batch size B (bf16; TPG_GRAPH_PDL; stream-K always, so that
  * every tensor-map GEMM of ours keeps counters and partials):
- *   y1 = x  W1^T   [B, 4096]  K  512   cuBLASLt in its band (32 < B), ours below
- *   y2 = y1 W2^T   [B, 1024]  K 4096   ours: stream-K, or the split GEMV (B <= 16)
- *   y3 = y2 W3^T   [B, 4096]  K 1024   cuBLASLt in its band, ours below
+ *   y1 = x  W1^T   [B, 4096]  K  512
+ *   y2 = y1 W2^T   [B, 1024]  K 4096
+ *   y3 = y2 W3^T   [B, 4096]  K 1024
  *   yb = x  Wb^T   [B, 1024]  K  512   on a branch of its own, beside the chain
+ * each on cuBLASLt past 32 rows (the rule's stated row), ours at 32 rows or
+ * fewer: stream-K at 24, the split GEMV at 1 and 8.
  * The chain shares one buffer, the branch has its own; every size's k-th
  * buffer lies at one place of the arena. Sizes are launched in an order
- * that switches kernels and families at every step (96, 1, 40, 8, ...), each
+ * that switches kernels and families at every step (96, 1, 40, 24, 8, ...), each
  * launch with every output poisoned first: a kernel that found another's
  * dirt where it keeps its counters (stream-K, split GEMV) computes garbage
  * or hangs, and the rows past B must stay poisoned. Each stage is checked
@@ -25,9 +27,9 @@
 #define _POSIX_C_SOURCE 200809L
 #include "tests/gpu/gpu_common.h"
 
-enum { K0 = 512, N1 = 4096, N2 = 1024, MAXB = 96, NS = 4 };
-static const int g_sizes[NS] = {1, 8, 40, 96};
-static const int g_order[] = {96, 1, 40, 8, 96, 40, 1, 8, 40, 96};
+enum { K0 = 512, N1 = 4096, N2 = 1024, MAXB = 96, NS = 5 };
+static const int g_sizes[NS] = {1, 8, 24, 40, 96};
+static const int g_order[] = {96, 1, 40, 24, 8, 96, 24, 40, 1, 8, 40, 96, 24};
 
 static tpg_view V(tpg_slot s) { return (tpg_view){s, 0, 0}; }
 
@@ -195,7 +197,8 @@ static void run_set(model *m, int share, row *r) {
            size, gi.gemm_cublaslt_nodes, gi.gemm_ours_nodes, gi.gemm_workspaces, gi.gemm_workspace_bytes >> 10);
     r->lt_nodes += gi.gemm_cublaslt_nodes;
     if (gi.gemm_workspaces > r->buffers) r->buffers = gi.gemm_workspaces;
-    if (share && size > 32) CHECK(gi.gemm_cublaslt_nodes == 2); /* cuBLASLt loaded: its band */
+    /* cuBLASLt loaded: every GEMM past 32 rows, none below */
+    CHECK(size > 32 ? gi.gemm_cublaslt_nodes == 4 && gi.gemm_ours_nodes == 0 : gi.gemm_cublaslt_nodes == 0);
     if (share) CHECK(gi.gemm_workspaces <= 2 + gi.gemm_cutlass_nodes); /* the chain's, the branch's; CUTLASS stream-K alone */
   }
   for (size_t k = 0; k < sizeof g_order / sizeof g_order[0]; k++) {
