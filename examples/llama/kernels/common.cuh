@@ -147,17 +147,43 @@ __device__ __forceinline__ void p_fragments(const float (&s0)[4], const float (&
   split2(s1[2], s1[3], ph[3], pl[3]);
 }
 
-// o += P V for output n-tile i of a 64-dim half: v0..v3 are the lane's
-// value rows of keys 2tig, 2tig + 1, 2tig + 8, 2tig + 9 at the half's dims
-// 8g .. 8g + 7; byte permutes pair two keys at one dim into V's B
-// fragment (column g of n-tile i is dim 8g + i), then hi and lo MMAs.
+// P's A fragments as plain bf16 (the prefill's form: one MMA per n-tile,
+// P rounded as FlashAttention rounds it; see prefill_tile).
+__device__ __forceinline__ void p_fragments_bf16(const float (&s0)[4], const float (&s1)[4], uint32_t (&ph)[4]) {
+  const __nv_bfloat162 a = __floats2bfloat162_rn(s0[0], s0[1]), b = __floats2bfloat162_rn(s0[2], s0[3]),
+                       c = __floats2bfloat162_rn(s1[0], s1[1]), d = __floats2bfloat162_rn(s1[2], s1[3]);
+  ph[0] = *reinterpret_cast<const uint32_t *>(&a);
+  ph[1] = *reinterpret_cast<const uint32_t *>(&b);
+  ph[2] = *reinterpret_cast<const uint32_t *>(&c);
+  ph[3] = *reinterpret_cast<const uint32_t *>(&d);
+}
+
+// V's B fragment for output n-tile i of a 64-dim half: v0..v3 are the
+// lane's value rows of keys 2tig, 2tig + 1, 2tig + 8, 2tig + 9 at the
+// half's dims 8g .. 8g + 7; byte permutes pair two keys at one dim
+// (column g of n-tile i is dim 8g + i).
+__device__ __forceinline__ void v_fragment(const uint4 &v0, const uint4 &v1, const uint4 &v2, const uint4 &v3, int i,
+                                           uint32_t &b0, uint32_t &b1) {
+  const uint32_t sel = (i & 1) ? 0x7632u : 0x5410u;
+  b0 = __byte_perm(word(v0, i >> 1), word(v1, i >> 1), sel);
+  b1 = __byte_perm(word(v2, i >> 1), word(v3, i >> 1), sel);
+}
+
+// o += P V for output n-tile i (v_fragment), P as hi and lo MMAs.
 __device__ __forceinline__ void pv_mma(float (&o)[4], const uint4 &v0, const uint4 &v1, const uint4 &v2,
                                        const uint4 &v3, int i, const uint32_t (&ph)[4], const uint32_t (&pl)[4]) {
-  const uint32_t sel = (i & 1) ? 0x7632u : 0x5410u;
-  const uint32_t b0 = __byte_perm(word(v0, i >> 1), word(v1, i >> 1), sel);
-  const uint32_t b1 = __byte_perm(word(v2, i >> 1), word(v3, i >> 1), sel);
+  uint32_t b0, b1;
+  v_fragment(v0, v1, v2, v3, i, b0, b1);
   mma_bf16(o, ph[0], ph[1], ph[2], ph[3], b0, b1);
   mma_bf16(o, pl[0], pl[1], pl[2], pl[3], b0, b1);
+}
+
+// The same with P as plain bf16 (p_fragments_bf16): one MMA.
+__device__ __forceinline__ void pv_mma_bf16(float (&o)[4], const uint4 &v0, const uint4 &v1, const uint4 &v2,
+                                            const uint4 &v3, int i, const uint32_t (&ph)[4]) {
+  uint32_t b0, b1;
+  v_fragment(v0, v1, v2, v3, i, b0, b1);
+  mma_bf16(o, ph[0], ph[1], ph[2], ph[3], b0, b1);
 }
 
 // One warp's share of a split merge: splits first, first + stride, ... <
@@ -271,8 +297,12 @@ struct PTile {
 // One warp's share of a prefill key tile (keys k0 ..; kt, vt: the tile in
 // shared memory at PTile's pitches): its rows 0 and 1 attend keys <= lim0
 // and <= lim1. Q K^T, the causal mask, the online softmax, P V (prefill.cu
-// says how). A tile past a row's last key leaves the row exactly as it was
-// (alpha 1, p 0), which keeps a row's bits independent of the rows beside it.
+// says how). P enters P V as bf16, one MMA per n-tile, as in FlashAttention:
+// the prompt is compute-bound, and the decode kernels' hi + lo split costs
+// half as many MMAs again (P V is half of them); the output then carries
+// P's rounding, at most 2^-9 max |v| (the checks' bound). A tile past a row's
+// last key leaves the row exactly as it was (alpha 1, p 0), which keeps a
+// row's bits independent of the rows beside it.
 template <int D>
 __device__ __forceinline__ void prefill_tile(const __nv_bfloat16 *kt, const __nv_bfloat16 *vt, int k0, int lim0,
                                              int lim1, const uint4 *qa, const uint4 *qb, float scale_log2,
@@ -311,8 +341,8 @@ __device__ __forceinline__ void prefill_tile(const __nv_bfloat16 *kt, const __nv
     }
 #pragma unroll
   for (int kk = 0; kk < KT / 16; kk++) {
-    uint32_t ph[4], pl[4];
-    p_fragments(sc[2 * kk], sc[2 * kk + 1], ph, pl);
+    uint32_t ph[4];
+    p_fragments_bf16(sc[2 * kk], sc[2 * kk + 1], ph);
     uint4 vr[4][VH];
 #pragma unroll
     for (int r = 0; r < 4; r++)
@@ -323,7 +353,7 @@ __device__ __forceinline__ void prefill_tile(const __nv_bfloat16 *kt, const __nv
 #pragma unroll
     for (int H = 0; H < VH; H++)
 #pragma unroll
-      for (int i = 0; i < 8; i++) pv_mma(acc.o[H][i], vr[0][H], vr[1][H], vr[2][H], vr[3][H], i, ph, pl);
+      for (int i = 0; i < 8; i++) pv_mma_bf16(acc.o[H][i], vr[0][H], vr[1][H], vr[2][H], vr[3][H], i, ph);
   }
 }
 

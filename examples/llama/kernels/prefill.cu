@@ -15,8 +15,8 @@
 //   kernels/step.cu), checked there: Q K^T sums the dims in a permuted order so
 //   that Q and K fragments are whole 16-byte loads; P's A fragments are S's
 //   accumulators; V's B fragments pair two keys at one dim with byte
-//   permutes; P enters as bf16 hi + lo (two MMAs), keeping the fp32
-//   softmax's precision, so the same fp64 bounds hold.
+//   permutes. P enters as plain bf16, one MMA (prefill_tile, common.cuh,
+//   says why), so the fp64 bounds add 2^-9 max |v| for its rounding.
 // - Positions come from device memory (pos[0] = the chunk's first
 //   position), never from arguments: one graph serves every chunk of its
 //   size, rebound per chunk.
@@ -107,7 +107,7 @@ namespace {
 // Per tile and warp (skipped when all its rows end before the tile):
 //   S [16 rows x KT keys] = Q K^T: KT/8 n-tiles of 8 keys x D/16 k-steps of 16 dims
 //   causal mask (key > the row's position: -inf), online softmax (log2)
-//   O [16 rows x D dims] += P V: KT/16 k-steps of 16 keys x D/8 n-tiles, hi + lo
+//   O [16 rows x D dims] += P V: KT/16 k-steps of 16 keys x D/8 n-tiles, P in bf16
 // Shared-memory row pitches are chosen against bank conflicts of the
 // 16-byte fragment loads (8 lanes per phase): K rows are read 8 rows x 4
 // dim groups (pitch = 16 words mod 32), V rows 4 rows 2 apart x 2 dim

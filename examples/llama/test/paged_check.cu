@@ -150,8 +150,9 @@ struct DevPaged {
 // fp64 attention of query q (D values, bf16 bits) over keys 0 .. n - 1 of
 // sequence s, head h; into c against got (D bf16 values). The bound is
 // kernel_check's: bf16 output rounding plus 2^-13 max |v| (fp32 scores,
-// exp2f and sums; a skipped key of weight 1/8192 is already 2^-13 max |v|).
-void attn_ref(Cmp &c, const Paged &pc, int s, int h, int n, const uint16_t *q, const uint16_t *got) {
+// exp2f and sums; a skipped key of weight 1/8192 is already 2^-13 max |v|);
+// bf16_p: the prefill kernel's P rounded to bf16, 2^-9 max |v| more.
+void attn_ref(Cmp &c, const Paged &pc, int s, int h, int n, const uint16_t *q, const uint16_t *got, bool bf16_p) {
   const int D = pc.D;
   const double scale = 1.0 / std::sqrt((double)D);
   std::vector<double> sc(n), o(D, 0.0), vmax(D, 0.0);
@@ -172,7 +173,9 @@ void attn_ref(Cmp &c, const Paged &pc, int s, int h, int n, const uint16_t *q, c
       vmax[i] = std::max(vmax[i], (double)std::fabs(b2f(vv[i])));
     }
   }
-  for (int i = 0; i < D; i++) c.add(b2f(got[i]), o[i] / l, kRound * std::fabs(o[i] / l) + std::ldexp(vmax[i], -13));
+  for (int i = 0; i < D; i++)
+    c.add(b2f(got[i]), o[i] / l,
+          kRound * std::fabs(o[i] / l) + std::ldexp(vmax[i], -13) + (bf16_p ? std::ldexp(vmax[i], -9) : 0.0));
 }
 
 // fp64 RoPE of the pair (x[j], x[j + D/2]) at position p against got's; the
@@ -359,7 +362,7 @@ void check_step(int D, int nq, int nkv, const std::vector<int> &lens, int pre0, 
   for (int i = 0; i < nd; i++)
     for (int hq = 0; hq < nq; hq++)
       attn_ref(c, after, i, hq / (nq / nkv), lens[i] + 1, &ref.q[((size_t)i * nq + hq) * D],
-               &r.out[((size_t)i * nq + hq) * D]);
+               &r.out[((size_t)i * nq + hq) * D], false);
   if (nd) c.report(what, kRound, &g_pass, &g_fail);
   else std::printf("      %s\n", what);
   check_queries("  prefill path", st, D, nq, nkv, qkv, ref, table);
@@ -490,7 +493,8 @@ void check_prefill(int D, int nq, int nkv, const std::vector<int> &starts, const
   Cmp c;
   for (int i = lead; i < st.T(); i++)
     for (int hq = 0; hq < nq; hq++)
-      attn_ref(c, pc, st.seq[i], hq / G, st.pos[i] + 1, &q[((size_t)i * nq + hq) * D], &out[((size_t)i * nq + hq) * D]);
+      attn_ref(c, pc, st.seq[i], hq / G, st.pos[i] + 1, &q[((size_t)i * nq + hq) * D], &out[((size_t)i * nq + hq) * D],
+               true);
   char what[160];
   std::snprintf(what, sizeof what, "paged_prefill D=%d G=%d nkv=%d: %zu prompts, %d rows after %d others%s", D, G,
                 nkv, starts.size(), st.T() - lead, lead, needle ? " needle" : "");

@@ -112,11 +112,13 @@ void launch_attn(int D, int G, __nv_bfloat16 *out, const __nv_bfloat16 *q, const
 // out [M, nq, 128] (chunk rows at positions p0 ..) against fp64 causal
 // attention of q [M, nq, 128] over the caches [nkv, max_ctx, 128]: row i
 // attends keys 0 .. p0 + i. The bound is kernel_check's for the decode
-// kernels, whose arithmetic this is (bf16 products exact in the MMA, fp32
-// sums, fp32 softmax in the log2 domain, P as bf16 hi + lo): bf16 output
-// rounding plus 2^-13 max |v| for the fp32 scores, exp2f and sums (errors of
-// order 1e-6 relative per term; a weight of 1/8192 on a skipped key is
-// already 2^-13 max |v|, and the needle cases put most weight on one key).
+// kernels (bf16 products exact in the MMA, fp32 sums, fp32 softmax in the
+// log2 domain): bf16 output rounding plus 2^-13 max |v| for the fp32 scores,
+// exp2f and sums (errors of order 1e-6 relative per term; a weight of
+// 1/8192 on a skipped key is already 2^-13 max |v|, and the needle cases put
+// most weight on one key), plus 2^-9 max |v| for P rounded to bf16 before
+// P V (each weight off by at most 2^-9 of itself, the weights summing to
+// the denominator).
 void attn_reference(int D, Cmp &c, const std::vector<uint16_t> &out, const std::vector<uint16_t> &q,
                     const std::vector<uint16_t> &kc, const std::vector<uint16_t> &vc, int p0, int M, int nq, int nkv,
                     int max_ctx) {
@@ -156,7 +158,8 @@ void attn_reference(int D, Cmp &c, const std::vector<uint16_t> &out, const std::
       }
       for (int d = 0; d < D; d++) {
         const double ref = o[d] / l, vm = vmax[((size_t)h * len + n - 1) * D + d];
-        c.add(b2f(out[((size_t)i * nq + hq) * D + d]), ref, kRound * std::fabs(ref) + std::ldexp(vm, -13));
+        c.add(b2f(out[((size_t)i * nq + hq) * D + d]), ref,
+              kRound * std::fabs(ref) + std::ldexp(vm, -13) + std::ldexp(vm, -9));
       }
     }
 }
