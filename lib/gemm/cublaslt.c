@@ -426,20 +426,18 @@ static int lt_can_implement(const tpg_gemm_problem *p, char *why, size_t whylen)
 static int lt_owns(const tpg_gemm_variant *v) { return v->kind == TPG_GEMM_VAR_CUBLASLT; }
 
 /* Its rule: the heuristic's first answer, as PyTorch calls cuBLASLt; for
- * SwiGLU only where the zoo had the two steps faster than our fused kernel
- * (gemm_check.sh zoo at 422bf98, H100, 23 SwiGLU shapes a bucket: ours took
- * 0.977 / 1.013 / 1.080 / 1.066 / 1.025 / 0.978 of the node's time at M = 64
- * / 128 / 256 / 512 / 1024 / 4096; the 8B step at batch 64 was 2% slower
- * with it, level at 128, 1% faster at 256): mode TPG_LT_AUTO_BAND, AUTO's
- * table row. Forced (TPG_GEMM_FAMILY=cublaslt) it runs SwiGLU at any m;
- * the tuner times it at any m. */
-#define TPG_LT_SWIGLU_M_MIN 129
-#define TPG_LT_SWIGLU_M_MAX 2048
+ * SwiGLU only from the M where the zoo had the two steps faster than our
+ * fused kernel (gemm_check.sh zoo at bac9fac, the bf16 product, H100, 23
+ * SwiGLU shapes a bucket: ours took 0.984 / 1.016 / 1.080 / 1.085 / 1.067 /
+ * 1.034 of the node's time at M = 64 / 128 / 256 / 512 / 1024 / 4096; with
+ * the fp32 product before it, 0.977 / 1.013 / 1.080 / 1.066 / 1.025 /
+ * 0.978): mode TPG_LT_AUTO_BAND, AUTO's table row. Forced
+ * (TPG_GEMM_FAMILY=cublaslt) it runs SwiGLU at any m; the tuner times it at
+ * any m. */
+#define TPG_LT_SWIGLU_M_MIN 128
 static int lt_rule(const tpg_gemm_problem *p, int kernel, int mode, tpg_gemm_variant *v) {
   (void)kernel;
-  if (mode == TPG_LT_AUTO_BAND && p->epilogue == TPG_EPI_SWIGLU &&
-      (p->m < TPG_LT_SWIGLU_M_MIN || p->m > TPG_LT_SWIGLU_M_MAX))
-    return 1;
+  if (mode == TPG_LT_AUTO_BAND && p->epilogue == TPG_EPI_SWIGLU && p->m < TPG_LT_SWIGLU_M_MIN) return 1;
   memset(v, 0, sizeof *v);
   v->kind = TPG_GEMM_VAR_CUBLASLT;
   return 0;

@@ -3,7 +3,7 @@
  * selector's operations table, and its nodes built, run, rebound and failed.
  *
  *  - the selector with the family present: AUTO's stated band takes it
- *    (M > 32, sm_90; SwiGLU for 128 < M <= 2048, its bf16 product in the
+ *    (M > 32, sm_90; SwiGLU from M = 128, its bf16 product in the
  *    workspace), not for SiLU or M <= 32, nor off sm_90; TPG_GEMM_FAMILY=cublaslt takes it wherever it
  *    can run (also sm_80); its candidates come right after the heuristic,
  *    their names round-trip, the heuristic's answers and workspaces, and an
@@ -63,11 +63,10 @@ static void selector(void) {
   CHECK(tpg_gemm_family_available(TPG_GEMM_FAMILY_CUBLASLT, why, sizeof why) == 0);
   CHECK(family_of(128, 4096, 4096, TPG_EPI_BIAS, 90, TPG_GEMM_FAMILY_AUTO) == TPG_GEMM_FAMILY_CUBLASLT);
   CHECK(family_of(1024, 14336, 4096, TPG_EPI_BIAS_GELU, 90, TPG_GEMM_FAMILY_AUTO) == TPG_GEMM_FAMILY_CUBLASLT);
-  /* SwiGLU: AUTO's band 128 < M <= 2048; forced, any M it can hold */
-  CHECK(family_of(128, 4096, 4096, TPG_EPI_SWIGLU, 90, TPG_GEMM_FAMILY_AUTO) == TPG_GEMM_FAMILY_OURS);
-  CHECK(family_of(129, 4096, 4096, TPG_EPI_SWIGLU, 90, TPG_GEMM_FAMILY_AUTO) == TPG_GEMM_FAMILY_CUBLASLT);
-  CHECK(family_of(2048, 4096, 4096, TPG_EPI_SWIGLU, 90, TPG_GEMM_FAMILY_AUTO) == TPG_GEMM_FAMILY_CUBLASLT);
-  CHECK(family_of(2049, 4096, 4096, TPG_EPI_SWIGLU, 90, TPG_GEMM_FAMILY_AUTO) == TPG_GEMM_FAMILY_OURS);
+  /* SwiGLU: AUTO's band M >= 128; forced, any M it can hold */
+  CHECK(family_of(127, 4096, 4096, TPG_EPI_SWIGLU, 90, TPG_GEMM_FAMILY_AUTO) == TPG_GEMM_FAMILY_OURS);
+  CHECK(family_of(128, 4096, 4096, TPG_EPI_SWIGLU, 90, TPG_GEMM_FAMILY_AUTO) == TPG_GEMM_FAMILY_CUBLASLT);
+  CHECK(family_of(8192, 4096, 4096, TPG_EPI_SWIGLU, 90, TPG_GEMM_FAMILY_AUTO) == TPG_GEMM_FAMILY_CUBLASLT);
   CHECK(family_of(40, 4096, 4096, TPG_EPI_SWIGLU, 90, TPG_GEMM_FAMILY_CUBLASLT) == TPG_GEMM_FAMILY_CUBLASLT);
   CHECK(family_of(16384, 8192, 4096, TPG_EPI_SWIGLU, 90, TPG_GEMM_FAMILY_CUBLASLT) == TPG_GEMM_FAMILY_CUBLASLT);
   CHECK(family_of(16392, 8192, 4096, TPG_EPI_SWIGLU, 90, TPG_GEMM_FAMILY_CUBLASLT) == TPG_GEMM_FAMILY_OURS); /* 512 MiB */
