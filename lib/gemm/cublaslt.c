@@ -25,9 +25,9 @@
  * fp32). SwiGLU in two steps, as PyTorch runs it: the 2N-wide product of
  * the gate and up rows in the operands' type (bf16 or f16) into the node's
  * workspace, then our kernel tpg_lt_swiglu (kernels/gemm/lt_swiglu.cu, which
- * adds the bias) into y, both in the one child graph. The product rounded
- * to 16 bits, as PyTorch's is: 4 bytes an output pair of traffic, where fp32
- * (the fused epilogue's one rounding) cost 8 and, past L2, the time. Not SiLU
+ * adds the bias) into y, both in the one child graph. The product is
+ * rounded to 16 bits, as PyTorch's is: 4 bytes of traffic an output pair,
+ * where an fp32 product (the fused epilogue's single rounding) costs 8. Not SiLU
  * (cuBLASLt has no such epilogue): ours and CUTLASS run it. cuBLASLt is
  * loaded when the family is first considered (cublaslt_loader.h); without
  * it the family is absent.
