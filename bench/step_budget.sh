@@ -14,8 +14,10 @@
 # step, the gaps, the floor). Extra engine flags (e.g. --pdl) from
 # $TPG_BUDGET_ARGS; other points from $TPG_BUDGET_GRID (BATCHES x CTXS as
 # --sweep takes it, e.g. 64,128,256x512); kernels ncu times from
-# $TPG_BUDGET_KERNELS (an ncu -k filter; "all" for every kernel, cuBLASLt's
-# included). Logs and CSVs under $OUT/budget (or a temp dir).
+# $TPG_BUDGET_KERNELS (an ncu -k filter; the default names ours, NCCL's and
+# cuBLASLt's; "all" times every kernel of the run, the bench's copies and
+# fills too, which at batch 128 took ncu past two minutes). Logs and CSVs
+# under $OUT/budget (or a temp dir).
 set -uo pipefail
 top=$(pwd)
 gpu=$top/.gpu
@@ -32,7 +34,7 @@ ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/
 extra=${TPG_BUDGET_ARGS:-}
 grid=${TPG_BUDGET_GRID:-1,8,32x512,4096}
 batches=${grid%x*} ctxs=${grid#*x}
-kfilter=(-k "${TPG_BUDGET_KERNELS:-regex:^(llama_|tpg_|nccl)}")
+kfilter=(-k "${TPG_BUDGET_KERNELS:-regex:^(llama_|tpg_|nccl|nvjet|sm90_|cutlass|splitKreduce)}")
 [ "${TPG_BUDGET_KERNELS:-}" = all ] && kfilter=()
 cfgs=("$@")
 [ ${#cfgs[@]} -gt 0 ] || cfgs=(8b 70b)
