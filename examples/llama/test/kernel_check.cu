@@ -1,10 +1,10 @@
 // kernel_check.cu - the Llama example's kernels against an fp64 CPU reference.
 //
-// Launches RMSNorm, RoPE + KV append and split-KV attention (+ combine)
-// directly (CUDA runtime, no tpgraph) on shapes chosen to hit the edges:
-// several batches, odd context lengths, a context of 1, lengths that end on
-// and just past a tile and a split, every compiled GQA group size, grids with
-// more splits than keys, and "needle" caches where one key dominates (a
+// Launches RMSNorm, RoPE + KV append, split-KV attention (+ combine) and
+// the greedy argmax directly (CUDA runtime, no tpgraph) on shapes chosen to
+// hit the edges: several batches, odd context lengths, a context of 1,
+// lengths that end on and just past a tile and a split, every compiled GQA
+// group size, grids with more splits than keys, and "needle" caches where one key dominates (a
 // skipped or misplaced key then shows at full size). Outputs are poisoned
 // with NaN first; each case prints its worst error over its bound and the
 // relative norm error; the last line is "kernel_check: N passed, M failed".
@@ -479,6 +479,61 @@ void check_head_dim_64() {
 
 }  // namespace
 
+// kernels/loop.cu, built into this binary beside kernels/step.cu.
+extern "C" __global__ void llama_argmax_part(float *cand, const float *logits, int vpart, int rank, int nranks,
+                                             int ncand);
+
+// llama_argmax_part against a CPU scan, compared exactly: row lengths that
+// leave rows off 16-byte boundaries and end inside a float4, the maximum
+// planted twice (the lower index wins), a row of NaNs (token 0), rows of
+// -inf (the first index), NaNs beside the maximum, rank 1 of 2 (its
+// candidate filled, the other zero, ids offset by the rank's slice) and the
+// padding past B x R candidates zeroed. Candidates are poisoned first.
+void check_argmax() {
+  const int B = 6;
+  for (int vpart : {1, 3, 7, 1029, 32001, 64128, 128256})
+    for (int rank = 0; rank < 2; rank++) {
+      const int nranks = rank + 1, ncand = B * nranks * 2 + 7;
+      std::normal_distribution<float> g(0.f, 3.f);
+      std::uniform_int_distribution<int> at(0, vpart - 1);
+      std::vector<float> lg((size_t)B * vpart);
+      for (auto &x : lg) x = g(g_rng);
+      float *r0 = &lg[0], *r1 = &lg[(size_t)vpart], *r2 = &lg[2 * (size_t)vpart], *r3 = &lg[3 * (size_t)vpart];
+      const int i1 = at(g_rng), i2 = at(g_rng);
+      r0[i1] = r0[i2] = 100.f;  // twice (or once, when i1 == i2): the lower index
+      for (int j = 0; j < vpart; j++) r1[j] = NAN, r2[j] = -INFINITY;
+      for (int j = 0; j < vpart; j += 3) r3[j] = NAN;
+      r3[vpart - 1] = 50.f;  // the last logit, in the tail or the last float4
+      float *dl = (float *)up(lg), *dc = poisoned<float>(ncand);
+      llama_argmax_part<<<B, 1024>>>(dc, dl, vpart, rank, nranks, ncand);
+      CK(cudaGetLastError());
+      CK(cudaDeviceSynchronize());
+      const std::vector<float> c = down(dc, ncand);
+      bool ok = true;
+      for (int b = 0; b < B; b++) {
+        const float *row = &lg[(size_t)b * vpart];
+        float bv = -INFINITY;
+        int bi = -1;
+        for (int j = 0; j < vpart; j++)
+          if (row[j] > bv || (row[j] == bv && bi < 0)) bv = row[j], bi = j;
+        if (bi < 0) bi = 0;  // a row of NaNs: -inf, token 0
+        for (int r = 0; r < nranks; r++) {
+          const float v = c[((size_t)b * nranks + r) * 2], t = c[((size_t)b * nranks + r) * 2 + 1];
+          if (r != rank)
+            ok &= v == 0.f && t == 0.f;
+          else
+            ok &= v == bv && t == (float)(rank * vpart + bi);
+        }
+      }
+      for (int i = B * nranks * 2; i < ncand; i++) ok &= c[i] == 0.f;
+      std::printf("%s argmax vpart=%d rank %d of %d (ties, NaN, -inf rows, padding)\n", ok ? "PASS" : "FAIL", vpart,
+                  rank, nranks);
+      (ok ? g_pass : g_fail)++;
+      CK(cudaFree(dl));
+      CK(cudaFree(dc));
+    }
+}
+
 int main() {
   CK(cudaSetDevice(0));
   const std::vector<float> llama31 = llama::llama3_inv_freq(128, 500000.0, 8.0, 1.0, 4.0, 8192.0);
@@ -487,6 +542,7 @@ int main() {
   check_attn_128();
   check_fused_and_odd_groups(llama31);
   check_head_dim_64();
+  check_argmax();
   std::printf("kernel_check: %d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;
 }
