@@ -347,8 +347,9 @@ typedef struct tpg_gemm_desc {
   tpg_dtype dtype;         /* TPG_BF16 or TPG_F16 (x, w, bias, residual)   */
   tpg_epilogue epilogue;
   tpg_view x, w, y, bias, residual; /* bias/residual: slot 0 when unused   */
-  int sm_reserve;          /* SMs a persistent GEMM leaves free for a
-                              collective running beside it (overlap); 0: none */
+  int sm_reserve;          /* SMs a GEMM leaves free for a collective
+                              running beside it (overlap): our persistent
+                              grids and cuBLASLt's SM-count target; 0: none */
   tpg_view y_ssq;          /* a folded norm's producer (above): fp32 [m,
                               TPG_NORM_FOLD_GROUPS(n)]; epilogue NONE, BIAS or
                               RESIDUAL; slot 0: none                        */

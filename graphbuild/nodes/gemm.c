@@ -188,6 +188,7 @@ static tpg_gemm_problem problem_of(const tpg_nctx *c) {
   p.streamk = c->g->tune.streamk;
   p.residual_bias = d->epilogue == TPG_EPILOGUE_RESIDUAL && d->bias.slot != TPG_SLOT_NONE;
   p.fold = (d->y_ssq.slot ? TPG_GEMM_FOLD_SSQ : 0) | (d->x_norm.ssq.slot ? TPG_GEMM_FOLD_XNORM : 0);
+  p.sm_target = d->sm_reserve > 0 ? p.sms : 0;
   return p;
 }
 

@@ -120,20 +120,26 @@ static void desc_destroy(const tpg_lt_table *t, lt_desc *d) {
 
 /* The operation: D^T = W X^T in cuBLASLt's column-major terms (A = W with
  * op T, B = X), fp32 accumulation, the epilogue. The bias pointer is set to
- * a 16-byte aligned stand-in: the heuristic reads its alignment from it. */
+ * a 16-byte aligned stand-in: the heuristic reads its alignment from it.
+ * A node that leaves SMs to a collective (sm_reserve) gives cuBLASLt its
+ * SM-count target: its Hopper kernels size their grids to the SMs they
+ * expect, and would otherwise take the collective's too. */
 static int op_create(const tpg_lt_table *t, const tpg_gemm_problem *p, lt_desc *d, char *why, size_t whylen) {
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
   const cublasLtEpilogue_t e = p->epilogue == TPG_EPI_BIAS_GELU ? CUBLASLT_EPILOGUE_GELU_BIAS
                                : has_bias(p)                     ? CUBLASLT_EPILOGUE_BIAS
                                                                  : CUBLASLT_EPILOGUE_DEFAULT;
   const void *probe = (const void *)(uintptr_t)16;
+  const int32_t sms = p->sm_target;
   cublasStatus_t s = t->cublasLtMatmulDescCreate(&d->op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
   if (s != CUBLAS_STATUS_SUCCESS) return lt_fail(why, whylen, "cublasLtMatmulDescCreate", s);
   if ((s = t->cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta)) ||
       (s = t->cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb)) ||
       (s = t->cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e)) ||
       (has_bias(p) &&
-       (s = t->cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &probe, sizeof probe))))
+       (s = t->cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &probe, sizeof probe))) ||
+      (sms > 0 &&
+       (s = t->cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms, sizeof sms))))
     return lt_fail(why, whylen, "cublasLtMatmulDescSetAttribute", s);
   return 0;
 }

@@ -30,6 +30,10 @@ typedef struct tpg_gemm_problem {
   int fold;               /* a folded RMSNorm (TPG_GEMM_FOLD_*, or'ed; 0: none):
                              only our split decode GEMV runs it, m <=
                              TPG_FOLD_MAX_M                                    */
+  int sm_target;          /* SMs cuBLASLt aims at (its SM-count target): sms
+                             where the node leaves SMs to a collective beside
+                             it (tpg_gemm_desc.sm_reserve); 0: the whole GPU.
+                             Our kernels and CUTLASS's read sms alone       */
 } tpg_gemm_problem;
 
 /* tpg_gemm_problem.fold: the GEMM writes its rows' sums of squares
@@ -46,6 +50,7 @@ static inline tpg_gemm_problem tpg_gemm_problem_make(int m, int n, int k, int dt
   p.streamk = 1;
   p.residual_bias = 0;
   p.fold = 0;
+  p.sm_target = 0;
   return p;
 }
 

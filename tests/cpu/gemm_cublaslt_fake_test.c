@@ -125,6 +125,7 @@ typedef struct lcase {
   tpg_epilogue epi;
   int bias;     /* a bias view (RESIDUAL: optional) */
   int in_place; /* RESIDUAL: the residual is y */
+  int reserve;  /* sm_reserve: SMs left to a collective beside the node */
 } lcase;
 
 /* Everything one run of a case holds. */
@@ -214,7 +215,7 @@ static tpg_status make_plan(const lcase *c, tpg_plan **out, tpg_slot s[6]) {
       (st = tpg_plan_add_slot(p, "z", TPG_F32, TPG_MEM_DEVICE, 16, &s[5])))
     goto fail;
   tpg_gemm_desc d = TPG_GEMM_DESC_INIT;
-  d.m = c->m, d.n = c->n, d.k = c->k, d.epilogue = c->epi;
+  d.m = c->m, d.n = c->n, d.k = c->k, d.epilogue = c->epi, d.sm_reserve = c->reserve;
   d.x = V(s[0]), d.w = V(s[1]), d.y = V(s[2]);
   if (c->bias) d.bias = V(s[3]);
   if (c->epi == TPG_EPILOGUE_RESIDUAL) d.residual = V(c->in_place ? s[2] : s[4]);
@@ -240,11 +241,11 @@ static int bind_set(const lcase *c, const bufs *B, int i, const tpg_slot s[6], t
 
 /* Counters a run compares (check). */
 typedef struct counts {
-  long captures, child_sets, matmuls;
+  long captures, child_sets, matmuls, targeted;
 } counts;
 static counts now(void) {
   counts k = {tpgfake_counter(TPGFAKE_C_CAPTURES), tpgfake_counter(TPGFAKE_C_EXEC_CHILD),
-              tpgfake_counter(TPGFAKE_C_LT_MATMUL)};
+              tpgfake_counter(TPGFAKE_C_LT_MATMUL), tpgfake_counter(TPGFAKE_C_LT_SM_TARGET)};
   return k;
 }
 
@@ -303,6 +304,7 @@ static tpg_status run(const lcase *c, tpg_graph_mode mode, int check, char *msg,
     tpg_graph_info info;
     CHECK(max_err(c, &B, 0, r0) <= 1e-2);
     CHECK(now().matmuls == k0.matmuls + 1);
+    CHECK(now().targeted == k0.targeted + (c->reserve > 0)); /* the SMs left to a collective, left */
     CHECK(tpg_graph_get_info(g, &info, sizeof info) == TPG_SUCCESS && info.gemm_cublaslt_nodes == 1 &&
           info.gemm_ours_nodes == 0 && info.kernel_nodes == 1);
   }
@@ -332,6 +334,7 @@ static const lcase kCases[] = {
     {33, 96, 64, TPG_EPILOGUE_BIAS_GELU, 1, 0},  {16, 72, 40, TPG_EPILOGUE_RESIDUAL, 1, 1},
     {8, 80, 48, TPG_EPILOGUE_RESIDUAL, 0, 0},    {12, 64, 56, TPG_EPILOGUE_F32_PARTIAL, 0, 0},
     {36, 48, 40, TPG_EPILOGUE_SWIGLU, 1, 0},     {9, 24, 32, TPG_EPILOGUE_SWIGLU, 0, 0},
+    {40, 136, 72, TPG_EPILOGUE_NONE, 0, 0, 16},  {36, 48, 40, TPG_EPILOGUE_SWIGLU, 1, 0, 100},
 };
 static const tpg_graph_mode kModes[3] = {TPG_MODE_EXPLICIT, TPG_MODE_CAPTURE, TPG_MODE_EAGER};
 
@@ -480,6 +483,7 @@ int main(int argc, char **argv) {
   fault_loop(&kCases[3], 2);
   fault_loop(&kCases[5], 1);
   fault_loop(&kCases[6], 0);
+  fault_loop(&kCases[8], 0);
   tuned();
   unsetenv("TPG_GEMM_FAMILY");
   graph_sets();

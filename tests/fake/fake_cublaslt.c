@@ -40,6 +40,7 @@ typedef struct lt_obj {
   int32_t transa, transb;
   uint32_t epilogue;
   const void *bias;
+  int32_t sm_target; /* 0: none set */
   /* layout */
   cudaDataType_t type;
   uint64_t rows, cols;
@@ -132,7 +133,12 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMa
   else if (attr == CUBLASLT_MATMUL_DESC_TRANSB && size == 4) memcpy(&o->transb, buf, 4);
   else if (attr == CUBLASLT_MATMUL_DESC_EPILOGUE && size == 4) memcpy(&o->epilogue, buf, 4);
   else if (attr == CUBLASLT_MATMUL_DESC_BIAS_POINTER && size == sizeof(void *)) memcpy(&o->bias, buf, size);
-  else LT_FAIL(CUBLAS_STATUS_NOT_SUPPORTED);
+  else if (attr == CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET && size == 4) {
+    int32_t v;
+    memcpy(&v, buf, 4);
+    if (v < 0) LT_FAIL(CUBLAS_STATUS_INVALID_VALUE);
+    o->sm_target = v;
+  } else LT_FAIL(CUBLAS_STATUS_NOT_SUPPORTED);
   LT_LEAVE
 }
 
@@ -266,6 +272,8 @@ static size_t esize(int type) { return type == CUDA_R_32F ? 4 : 2; }
 void fk_lt_matmul(void **p) {
   const fk_lt_kargs *a = (const fk_lt_kargs *)p[0];
   fk_counters[TPGFAKE_C_LT_MATMUL]++;
+  if (a->sm_target > 0) fk_counters[TPGFAKE_C_LT_SM_TARGET]++;
+  if (a->sm_target > 132) fk_violation("lt_matmul: an SM-count target of %d, past the device's 132", a->sm_target);
   const size_t ei = 2, eo = esize(a->out_type);
   const int bias = a->epilogue == CUBLASLT_EPILOGUE_BIAS || a->epilogue == CUBLASLT_EPILOGUE_GELU_BIAS;
   if (!fk_check_range((uintptr_t)a->a, ((size_t)(a->m - 1) * a->lda + a->k) * ei, "lt_matmul: A") ||
@@ -330,7 +338,7 @@ static cublasStatus_t matmul_args(cublasLtHandle_t h, cublasLtMatmulDesc_t op, c
   k->a = A, k->b = B, k->c = C, k->d = D, k->bias = o->bias, k->ws = ws, k->ws_bytes = algo->data[1];
   k->lda = a->ld, k->ldb = b->ld, k->ldc = c->ld, k->ldd = d->ld;
   k->m = (int32_t)a->cols, k->n = (int32_t)b->cols, k->k = (int32_t)a->rows;
-  k->in_type = a->type, k->out_type = d->type, k->epilogue = (int32_t)o->epilogue;
+  k->in_type = a->type, k->out_type = d->type, k->epilogue = (int32_t)o->epilogue, k->sm_target = o->sm_target;
   memcpy(&k->alpha, alpha, 4);
   memcpy(&k->beta, beta, 4);
   return CUBLAS_STATUS_SUCCESS;

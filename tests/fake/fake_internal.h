@@ -106,6 +106,7 @@ typedef struct fk_lt_kargs {
   int64_t lda, ldb, ldc, ldd;
   int32_t m, n, k; /* cuBLASLt's: D is m x n, op(A) m x k */
   int32_t in_type, out_type, epilogue;
+  int32_t sm_target; /* CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET; 0: none */
   float alpha, beta;
 } fk_lt_kargs;
 void fk_lt_matmul(void **p);

@@ -103,7 +103,8 @@ enum {
                              along y (the CUTLASS kernels' 1 x 2)        */
   TPGFAKE_C_LT_MATMUL,    /* cuBLASLt matmuls run (fake_cublaslt.c)      */
   TPGFAKE_C_PROG_EDGES,   /* programmatic edges added, in any graph (bodies too) */
-  TPGFAKE_C_LT_HANDLES    /* cuBLASLt handles made (cublasLtCreate)       */
+  TPGFAKE_C_LT_HANDLES,   /* cuBLASLt handles made (cublasLtCreate)       */
+  TPGFAKE_C_LT_SM_TARGET  /* cuBLASLt matmuls run with an SM-count target */
 };
 long tpgfake_counter(int which);
 /* The workspace pointers (NULL: none) of the GEMM kernels and cuBLASLt
