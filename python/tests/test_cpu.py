@@ -152,6 +152,39 @@ def test_bad_arguments_name_the_argument():
             row_linear_plan(nranks=3)
 
 
+def test_folded_norm_plans():
+    # The block's end with its RMSNorm folded into the next linear (one rank,
+    # up to 16 tokens): one GEMM node each, no norm kernel, no collective.
+    T, H, F = 4, 64, 128
+    with tpg.Plan() as p:
+        for name, dt, n in (("a", "bf16", T * H), ("wo", "bf16", H * H), ("x", "bf16", T * H), ("nw", "bf16", H),
+                            ("ssq", "f32", T * H // 16), ("w1", "bf16", F * H), ("act", "bf16", T * F)):
+            p.add_slot(name, dt, n)
+        last = p.add_linear_norm("a", "wo", None, T, H, H, residual="x", residual_out="x", norm_weight="nw",
+                                 norm_eps=1e-5, ssq="ssq")
+        p.add_linear("column", "x", "w1", "act", T, H, F, x_norm=("ssq", "nw", 1e-5), deps=last)
+        p.validate()
+        assert p.stats() == {"nodes": 2, "slots": 7, "collectives": 0}
+        with pytest.raises(tpg.InvalidArgument, match=r"desc->y.slot is \d+ with norm->ssq set"):
+            p.add_linear_norm("a", "wo", "act", T, H, H, residual="x", residual_out="x", norm_weight="nw", ssq="ssq")
+    with tpg.Plan() as p:  # the same by hand: a GEMM writes h and its sums, the next reads them
+        for name, dt, n in (("a", "bf16", 32 * H), ("wo", "bf16", H * H), ("h", "bf16", 32 * H), ("nw", "bf16", H),
+                            ("ssq", "f32", 32 * H // 16), ("w1", "bf16", F * H), ("act", "bf16", 32 * F)):
+            p.add_slot(name, dt, n)
+        g = p.add_gemm(T, H, H, "a", "wo", "h", epilogue="residual", residual="h", y_ssq="ssq")
+        p.add_gemm(T, F, H, "h", "w1", "act", x_norm=("ssq", "nw", 1e-5), deps=g)
+        assert p.stats()["nodes"] == 2
+        with pytest.raises(TypeError, match=r"expected \(ssq, weight, eps\)"):
+            p.add_gemm(T, F, H, "h", "w1", "act", x_norm="ssq")
+        with pytest.raises(tpg.InvalidArgument, match="x_norm.weight"):
+            p.add_gemm(T, F, H, "h", "w1", "act", x_norm=("ssq", None, 1e-5))
+        with pytest.raises(tpg.InvalidArgument, match="folded norm"):
+            p.add_gemm(32, H, H, "a", "wo", "h", y_ssq="ssq")
+        with pytest.raises(tpg.InvalidArgument, match="eps"):
+            p.add_gemm(T, F, H, "h", "w1", "act", x_norm=("ssq", "nw", -1.0))
+        assert p.stats()["nodes"] == 2  # each refusal left the plan as it was
+
+
 def test_comm_id_and_config_checks():
     cid = tpg.comm_id_create()
     assert isinstance(cid, bytes) and len(cid) == 128

@@ -110,6 +110,11 @@ class LinearDesc(ctypes.Structure):
                 ("bias", View), ("residual", View), ("y", View), ("work", View), ("x_norm", XNorm)]
 
 
+class LinearNorm(ctypes.Structure):
+    _fields_ = [("size", c_size_t), ("partial", View), ("residual_out", View), ("norm_weight", View),
+                ("norm_eps", ctypes.c_float), ("ssq", View)]
+
+
 class SlotInfo(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("dtype", c_int), ("where", c_int), ("count", c_size_t)]
 
@@ -162,7 +167,7 @@ STRUCTS = {
     "tpg_mlp_desc": MlpDesc, "tpg_linear_desc": LinearDesc, "tpg_binding": Binding,
     "tpg_graph_config": GraphConfig, "tpg_graph_info": GraphInfo, "tpg_mlp_whole_layer": MlpWholeLayer,
     "tpg_mlp_rank_layer": MlpRankLayer, "tpg_linear_whole": LinearWhole, "tpg_linear_part": LinearPart,
-    "tpg_slot_info": SlotInfo,
+    "tpg_slot_info": SlotInfo, "tpg_linear_norm": LinearNorm,
 }
 
 # ---- functions -----------------------------------------------------------------
@@ -210,6 +215,8 @@ SYMBOLS = {
     "plan_mlp": ("tpg_plan_mlp", _st, [P(MlpDesc), P(_h)]),
     "mlp_slot": ("tpg_mlp_find_slot", _st, [P(MlpDesc), ctypes.c_char_p, P(ctypes.c_uint32)]),
     "plan_add_linear": ("tpg_plan_add_linear", _st, [_h, P(LinearDesc), _nodes, c_int, _nodes]),
+    "plan_add_linear_norm": ("tpg_plan_add_linear_norm", _st,
+                             [_h, P(LinearDesc), P(LinearNorm), _nodes, c_int, _nodes]),
     "plan_add_concat_cols": ("tpg_plan_add_concat_cols", _st,
                              [_h, View, View, c_int, c_int, c_int, _nodes, c_int, _nodes]),
     "mlp_shard_layer": ("tpg_mlp_shard_layer", _st, [P(MlpDesc), c_int, P(MlpWholeLayer), P(MlpRankLayer), c_void_p]),

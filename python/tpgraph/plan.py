@@ -89,13 +89,26 @@ class Plan:
         return out.value
 
     # ---- nodes --------------------------------------------------------------------
+    def _x_norm(self, x_norm, what):
+        """A folded RMSNorm's consumer (tpg_x_norm) from (ssq, weight, eps); None: none."""
+        if x_norm is None:
+            return _n.XNorm()
+        if not isinstance(x_norm, (tuple, list)) or len(x_norm) != 3:
+            raise TypeError("%s: x_norm is %r: expected (ssq, weight, eps)" % (what, x_norm))
+        return _n.XNorm(self._v(x_norm[0]), self._v(x_norm[1]), float(x_norm[2]))
+
     def add_gemm(self, m, n, k, x, w, y, dtype="bf16", epilogue="none", bias=None, residual=None, sm_reserve=0,
-                 deps=None):
-        """y[m, n] = epilogue(x[m, k] w[n, k]^T)."""
+                 deps=None, y_ssq=None, x_norm=None):
+        """y[m, n] = epilogue(x[m, k] w[n, k]^T). A folded RMSNorm (up to 16
+        rows, our decode GEMV): y_ssq, an fp32 view of [m, ceil(n / 16)],
+        gets the sums of squares of the rows y stores; x_norm = (ssq, weight,
+        eps) normalizes x as it is read, ssq being the y_ssq of the GEMM
+        that wrote x."""
         d = _n.GemmDesc(ctypes.sizeof(_n.GemmDesc), integer(m, "add_gemm: m"), integer(n, "add_gemm: n"),
                         integer(k, "add_gemm: k"), _t.dtype(dtype), _t.enum(_t.EPILOGUE, epilogue, "epilogue"),
                         self._v(x), self._v(w), self._v(y), self._v(bias), self._v(residual),
-                        integer(sm_reserve, "add_gemm: sm_reserve"))
+                        integer(sm_reserve, "add_gemm: sm_reserve"), self._v(y_ssq),
+                        self._x_norm(x_norm, "add_gemm"))
         return self._add("tpg_plan_add_gemm", _n.fn.plan_add_gemm, ctypes.byref(d), deps=deps)
 
     def add_axpby(self, y, x, count, alpha=1.0, beta=1.0, deps=None):
@@ -125,19 +138,45 @@ class Plan:
                               self._v(residual), self._v(residual_out), self._v(norm_weight), norm_eps)
         return self._add("tpg_plan_add_collective", _n.fn.plan_add_collective, ctypes.byref(d), deps=deps)
 
+    def _linear_desc(self, what, kind, x, w, y, tokens, in_features, out_features, rank, nranks, dtype, bias,
+                     residual, activation, gather, work, algo, name, x_norm):
+        return _n.LinearDesc(ctypes.sizeof(_n.LinearDesc), _t.enum(_t.LINEAR, kind, "kind"),
+                             *linear_ints(what, rank, nranks, tokens, in_features, out_features),
+                             _t.dtype(dtype), int(bool(gather)),
+                             _t.enum(_t.ACTIVATION, activation, "activation"), _t.enum(_t.ALGO, algo, "algo"),
+                             cstr(name, what + ": name") if name else None, self._v(x), self._v(w), self._v(bias),
+                             self._v(residual), self._v(y), self._v(work), self._x_norm(x_norm, what))
+
     def add_linear(self, kind, x, w, y, tokens, in_features, out_features, rank=0, nranks=1, dtype="bf16",
                    bias=None, residual=None, activation="none", gather=False, work=None, algo="auto", name=None,
-                   deps=None):
+                   deps=None, x_norm=None):
         """One rank's part of a tensor-parallel linear (tpg_plan_add_linear):
         kind "column" (W split by output rows) or "row" (by input columns,
-        then an all-reduce). Returns the layer's last node."""
-        d = _n.LinearDesc(ctypes.sizeof(_n.LinearDesc), _t.enum(_t.LINEAR, kind, "kind"),
-                          *linear_ints("add_linear", rank, nranks, tokens, in_features, out_features),
-                          _t.dtype(dtype), int(bool(gather)),
-                          _t.enum(_t.ACTIVATION, activation, "activation"), _t.enum(_t.ALGO, algo, "algo"),
-                          cstr(name, "add_linear: name") if name else None, self._v(x), self._v(w), self._v(bias),
-                          self._v(residual), self._v(y), self._v(work))
+        then an all-reduce). x_norm = (ssq, weight, eps): the RMSNorm that
+        add_linear_norm(ssq=...) folded into this layer (one rank, up to 16
+        tokens). Returns the layer's last node."""
+        d = self._linear_desc("add_linear", kind, x, w, y, tokens, in_features, out_features, rank, nranks, dtype,
+                              bias, residual, activation, gather, work, algo, name, x_norm)
         return self._add("tpg_plan_add_linear", _n.fn.plan_add_linear, ctypes.byref(d), deps=deps)
+
+    def add_linear_norm(self, x, w, y, tokens, in_features, out_features, partial=None, rank=0, nranks=1,
+                        dtype="bf16", bias=None, residual=None, algo="auto", name=None, residual_out=None,
+                        norm_weight=None, norm_eps=1e-6, ssq=None, deps=None):
+        """A row-parallel linear whose all-reduce finishes the block
+        (tpg_plan_add_linear_norm): bias and residual added once, h kept in
+        residual_out, RMSNorm(h) (norm_weight, norm_eps) into y. partial is
+        this rank's GEMM output, the all-reduce's send. With ssq (fp32
+        [tokens, ceil(out_features / 16)]; one rank, up to 16 tokens) the
+        norm is folded: the GEMM writes h and its rows' sums of squares, y
+        is not written (pass y=None) nor partial, and the next add_linear
+        reads residual_out with x_norm=(ssq, norm_weight, norm_eps).
+        Returns the layer's last node."""
+        d = self._linear_desc("add_linear_norm", "row", x, w, y, tokens, in_features, out_features, rank, nranks,
+                              dtype, bias, residual, "none", False, None, algo, name, None)
+        e = _n.LinearNorm(ctypes.sizeof(_n.LinearNorm), self._v(partial), self._v(residual_out),
+                          self._v(norm_weight), float(norm_eps), self._v(ssq))
+        return self._add("tpg_plan_add_linear_norm", _n.fn.plan_add_linear_norm, ctypes.byref(d), ctypes.byref(e),
+                         deps=deps)
 
     def add_concat_cols(self, dst, src, blocks, rows, cols, deps=None):
         return self._add("tpg_plan_add_concat_cols", _n.fn.plan_add_concat_cols, self._v(dst), self._v(src),
