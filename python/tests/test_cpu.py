@@ -176,6 +176,8 @@ def test_folded_norm_plans():
         assert p.stats()["nodes"] == 2
         with pytest.raises(TypeError, match=r"expected \(ssq, weight, eps\)"):
             p.add_gemm(T, F, H, "h", "w1", "act", x_norm="ssq")
+        with pytest.raises(TypeError, match="x_norm's eps is 'tiny'"):
+            p.add_gemm(T, F, H, "h", "w1", "act", x_norm=("ssq", "nw", "tiny"))
         with pytest.raises(tpg.InvalidArgument, match="x_norm.weight"):
             p.add_gemm(T, F, H, "h", "w1", "act", x_norm=("ssq", None, 1e-5))
         with pytest.raises(tpg.InvalidArgument, match="folded norm"):

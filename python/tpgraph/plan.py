@@ -95,7 +95,11 @@ class Plan:
             return _n.XNorm()
         if not isinstance(x_norm, (tuple, list)) or len(x_norm) != 3:
             raise TypeError("%s: x_norm is %r: expected (ssq, weight, eps)" % (what, x_norm))
-        return _n.XNorm(self._v(x_norm[0]), self._v(x_norm[1]), float(x_norm[2]))
+        try:
+            eps = float(x_norm[2])
+        except (TypeError, ValueError):
+            raise TypeError("%s: x_norm's eps is %r: expected a number" % (what, x_norm[2])) from None
+        return _n.XNorm(self._v(x_norm[0]), self._v(x_norm[1]), eps)
 
     def add_gemm(self, m, n, k, x, w, y, dtype="bf16", epilogue="none", bias=None, residual=None, sm_reserve=0,
                  deps=None, y_ssq=None, x_norm=None):
