@@ -160,13 +160,25 @@ def test_folded_norm_plans():
         for name, dt, n in (("a", "bf16", T * H), ("wo", "bf16", H * H), ("x", "bf16", T * H), ("nw", "bf16", H),
                             ("ssq", "f32", T * H // 16), ("w1", "bf16", F * H), ("act", "bf16", T * F)):
             p.add_slot(name, dt, n)
+        p.add_slot("ssq16", "bf16", T * H // 16)  # the sums in the wrong type
+        p.add_slot("ssq1", "f32", T * H // 16 - 1)  # one sum short
+        p.add_slot("h2", "bf16", T * H)
         last = p.add_linear_norm("a", "wo", None, T, H, H, residual="x", residual_out="x", norm_weight="nw",
                                  norm_eps=1e-5, ssq="ssq")
         p.add_linear("column", "x", "w1", "act", T, H, F, x_norm=("ssq", "nw", 1e-5), deps=last)
         p.validate()
-        assert p.stats() == {"nodes": 2, "slots": 7, "collectives": 0}
+        assert p.stats() == {"nodes": 2, "slots": 10, "collectives": 0}
         with pytest.raises(tpg.InvalidArgument, match=r"desc->y.slot is \d+ with norm->ssq set"):
             p.add_linear_norm("a", "wo", "act", T, H, H, residual="x", residual_out="x", norm_weight="nw", ssq="ssq")
+        with pytest.raises(tpg.InvalidArgument, match=r"norm->partial.slot is 0"):  # unfolded: partial needed
+            p.add_linear_norm("a", "wo", "h2", T, H, H, residual="x", residual_out="x", norm_weight="nw")
+        with pytest.raises(tpg.InvalidArgument, match="row-parallel layer over 2 ranks"):
+            p.add_linear("row", "x", "w1", "act", T, F, H, nranks=2, x_norm=("ssq", "nw", 1e-5))
+        with pytest.raises(tpg.InvalidArgument, match=r"desc->y_ssq: slot \"ssq16\" holds bf16: expected f32"):
+            p.add_gemm(T, H, H, "a", "wo", "x", y_ssq="ssq16")
+        with pytest.raises(tpg.InvalidArgument, match=r"x_norm.ssq.*ssq1"):
+            p.add_linear("column", "x", "w1", "act", T, H, F, x_norm=("ssq1", "nw", 1e-5))
+        assert p.stats()["nodes"] == 2  # each refusal left the plan as it was
     with tpg.Plan() as p:  # the same by hand: a GEMM writes h and its sums, the next reads them
         for name, dt, n in (("a", "bf16", 32 * H), ("wo", "bf16", H * H), ("h", "bf16", 32 * H), ("nw", "bf16", H),
                             ("ssq", "f32", 32 * H // 16), ("w1", "bf16", F * H), ("act", "bf16", 32 * F)):
